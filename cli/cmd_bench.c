@@ -1,0 +1,16 @@
+/* `zero bench adam|comm|io|step`: dispatch to the benchmark programs. */
+#include "cli.h"
+
+#include <string.h>
+
+int cli_bench(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: zero bench adam|comm|io|step [--json] [options]   (zero bench comm --help)\n");
+        return argc < 2 ? cli_error(CLI_USAGE, "expected a benchmark: adam, comm, io or step") : CLI_OK;
+    }
+    if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "adam") || !strcmp(argv[1], "io") || !strcmp(argv[1], "step"))
+        return cli_error(CLI_RUNTIME, "bench %s is not supported yet", argv[1]);
+    return cli_error(CLI_USAGE, "unknown benchmark '%s': expected adam, comm, io or step", argv[1]);
+}

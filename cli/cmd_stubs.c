@@ -1,0 +1,18 @@
+/* Subcommands not built yet: each says so and fails, never fakes success.
+ * Each moves to its own file (cmd_<name>.c) when it is implemented. */
+#include "cli.h"
+
+#define NOT_YET(fn, name)                                                                          \
+    int fn(int argc, char **argv) {                                                                \
+        (void)argc;                                                                                \
+        (void)argv;                                                                                \
+        return cli_error(CLI_RUNTIME, "%s is not supported yet", name);                           \
+    }
+
+NOT_YET(cli_train, "train")
+NOT_YET(cli_sample, "sample")
+NOT_YET(cli_estimate, "estimate")
+NOT_YET(cli_plan, "plan")
+NOT_YET(cli_export, "export")
+NOT_YET(cli_inspect, "inspect")
+NOT_YET(cli_bench_comm, "bench comm")

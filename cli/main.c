@@ -1,0 +1,46 @@
+/* The `zero` command: dispatches to a subcommand (train, sample, estimate, plan, export,
+ * inspect, bench). Uses only the public API of libzero. */
+#include "cli.h"
+
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"train", cli_train, "train a GPT model with ZeRO (stages 0-3) on one or more ranks"},
+    {"sample", cli_sample, "generate text from a trained model"},
+    {"estimate", cli_estimate, "per-rank memory of each stage and offload for a model"},
+    {"plan", cli_plan, "the cheapest stage/offload/micro-batch that fits your hardware"},
+    {"export", cli_export, "write a checkpoint as one consolidated safetensors file"},
+    {"inspect", cli_inspect, "summarize and verify a checkpoint"},
+    {"bench", cli_bench, "benchmarks: adam | comm | io | step"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "zero %s — the Zero Redundancy Optimizer in C\n\n", ZERO_VERSION_STRING);
+    fprintf(f, "usage: zero <command> [options]   (zero <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return cli_error(CLI_USAGE, "expected a command (train, estimate, plan, ...)");
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("zero %s\n", ZERO_VERSION_STRING);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, bench", argv[1]);
+}

@@ -1,0 +1,87 @@
+/* Shared helpers of the `zero` command: one-line errors and strict parsers for flag values. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    fputs("zero: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+int cli_parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        cli_error(CLI_USAGE, "%s '%s': expected an integer in [%lld, %lld]", flag, v ? v : "",
+                  (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
+    int64_t x;
+    if (cli_parse_i64(flag, v, lo, hi, &x)) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+int cli_parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || errno || !isfinite(x) || x < lo || x > hi) {
+        cli_error(CLI_USAGE, "%s '%s': expected a number in [%g, %g]", flag, v ? v : "", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_parse_size(const char *flag, const char *v, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || end == v || errno || !isfinite(x) || x < 0) goto bad;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1},          {"K", 1e3},        {"M", 1e6},        {"B", 1e9},        {"G", 1e9},
+        {"T", 1e12},      {"KB", 1e3},       {"MB", 1e6},       {"GB", 1e9},       {"TB", 1e12},
+        {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (!strcasecmp(end, units[i].suffix) && (units[i].suffix[0] || !*end)) {
+            *out = x * units[i].mult;
+            return 0;
+        }
+    }
+bad:
+    cli_error(CLI_USAGE, "%s '%s': expected a size such as 24GiB, 512MiB, 1.5GB, 7e9 or 1.5B", flag,
+              v ? v : "");
+    return -1;
+}
+
+const char *cli_flag_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        cli_error(CLI_USAGE, "%s: expected a value after it", argv[*i]);
+        return NULL;
+    }
+    *i += 1;
+    return argv[*i];
+}
+
+void cli_json_double(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
+}

@@ -1,0 +1,118 @@
+/* zero/comm.h — the communicator: collectives between the ranks of a data-parallel group.
+ * Backends: `self` (one rank, always built) and `mpi` (any number of processes and machines);
+ * a GPU build adds `nccl` behind the same calls.
+ *
+ * Shape of every collective (NCCL's): (send, recv, count, dtype, [op,] comm). `count` is in
+ * elements of `dtype`. All ranks must call the same collectives in the same order with the same
+ * count, dtype and op. bf16/fp16 sums accumulate in fp32 (MPI has no half-precision sum) and
+ * round once per reduction step.
+ *
+ * Traffic counters (zero_comm_counters): for each collective, the bytes *this rank* sends plus
+ * the bytes it receives in the ring algorithm, whatever algorithm the backend really uses, so
+ * figures are comparable across backends and with the ZeRO paper. With N ranks and a message of
+ * M bytes (M = the full, N-block buffer for reduce-scatter and all-gather):
+ *   all_reduce:     sent = recv = 2 (N-1)/N M   ->  counted 4 (N-1)/N M
+ *   reduce_scatter: sent = recv =   (N-1)/N M   ->  counted 2 (N-1)/N M
+ *   all_gather:     sent = recv =   (N-1)/N M   ->  counted 2 (N-1)/N M
+ *   broadcast:      counted 2 (N-1)/N M (pipelined ring: scatter + all-gather)
+ * ZeRO's "2Ψ per step" for stages 0-2 is therefore counted as 4 (N-1)/N Ψ bytes-of-dtype
+ * (sent + received), and stage 3's "3Ψ" as 6 (N-1)/N Ψ. One rank counts 0.
+ */
+#ifndef ZERO_COMM_H
+#define ZERO_COMM_H
+
+#include "zero/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zero_comm zero_comm;
+typedef struct zero_request zero_request;
+
+typedef enum zero_op {
+    ZERO_OP_SUM = 0,
+    ZERO_OP_AVG = 1, /* sum divided by the number of ranks (in fp32 for half types) */
+    ZERO_OP_MAX = 2,
+} zero_op;
+
+typedef enum zero_coll {
+    ZERO_COLL_ALL_REDUCE = 0,
+    ZERO_COLL_REDUCE_SCATTER = 1,
+    ZERO_COLL_ALL_GATHER = 2,
+    ZERO_COLL_BROADCAST = 3,
+    ZERO_COLL_COUNT
+} zero_coll;
+
+const char *zero_coll_name(zero_coll c); /* "all_reduce", "reduce_scatter", ... */
+
+typedef struct zero_comm_counters {
+    uint64_t bytes[ZERO_COLL_COUNT]; /* sent + received, ring rule above */
+    uint64_t calls[ZERO_COLL_COUNT];
+} zero_comm_counters;
+
+/* One rank, no MPI needed: collectives copy (or do nothing when in place). */
+zero_status zero_comm_init_self(zero_comm **out);
+
+/* MPI backend over `mpi_comm` (a pointer to an MPI_Comm; NULL means MPI_COMM_WORLD). The
+ * communicator is duplicated, and set to MPI_ERRORS_RETURN. If MPI is not initialized, it is
+ * initialized here (with MPI_THREAD_FUNNELED) and finalized by the zero_comm_free of the last
+ * communicator that zero created. Returns ZERO_ERR_UNSUPPORTED in a build without MPI. */
+zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm);
+
+/* True when this process was started by an MPI launcher (mpirun/mpiexec/srun) with > 1 ranks
+ * or any launcher environment at all; the CLI uses it to choose a backend. */
+int zero_comm_mpi_launched(void);
+
+void zero_comm_free(zero_comm *c); /* NULL is a no-op */
+
+int zero_comm_rank(const zero_comm *c);
+int zero_comm_size(const zero_comm *c);
+const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "nccl" */
+const char *zero_comm_last_error(const zero_comm *c);
+
+/* recv[i] = op over ranks of send[i], i < count. In place when send == recv. */
+zero_status zero_comm_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
+                                 zero_dtype dt, zero_op op);
+/* send has size*count elements; rank r receives in recv the reduction of block r (count
+ * elements). In place when recv == (char*)send + r*count*dtype_size. */
+zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
+                                     zero_dtype dt, zero_op op);
+/* send has count elements; recv gets size*count, rank r's block at r*count. In place when
+ * send == (char*)recv + r*count*dtype_size. */
+zero_status zero_comm_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
+                                 zero_dtype dt);
+/* buf on root is sent to every rank's buf. */
+zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
+zero_status zero_comm_barrier(zero_comm *c);
+
+/* Non-blocking forms: same rules; buffers must stay untouched until zero_request_wait returns.
+ * *req is set to a request that must be waited (or tested to completion) exactly once. */
+zero_status zero_comm_iall_reduce(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_op op, zero_request **req);
+zero_status zero_comm_ireduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
+                                      zero_dtype dt, zero_op op, zero_request **req);
+zero_status zero_comm_iall_gather(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_request **req);
+
+/* Waits for and frees req (NULL is a no-op returning ZERO_OK). */
+zero_status zero_request_wait(zero_request *req);
+/* Sets *done; when done the request is freed and must not be used again. */
+zero_status zero_request_test(zero_request *req, int *done);
+
+/* Splits into sub-communicators by color (ranks with equal color), ordered by key then rank.
+ * Collective. Used for hybrid sharding and for the engine's control channel (same color for
+ * all = a duplicate with its own counters). */
+zero_status zero_comm_split(zero_comm *c, int color, int key, zero_comm **out);
+
+void zero_comm_get_counters(const zero_comm *c, zero_comm_counters *out);
+void zero_comm_reset_counters(zero_comm *c);
+
+/* Bytes the ring rule above counts for one call of collective `k` moving a full message of
+ * `bytes` bytes among `nranks` ranks. */
+uint64_t zero_comm_ring_bytes(zero_coll k, uint64_t bytes, int nranks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_COMM_H */

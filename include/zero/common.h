@@ -1,0 +1,170 @@
+/* zero/common.h — status codes, logging, dtypes and conversions, CPU features, and the
+ * accounted allocator every byte of the library goes through.
+ *
+ * Conventions for the whole API:
+ *  - every call that can fail returns a zero_status (ZERO_OK == 0, errors negative);
+ *    zero_status_string() names it, and the handle's last-error call says what failed, with the
+ *    offending value and what was expected;
+ *  - the library never prints, never exits, never aborts on bad input;
+ *  - handles are opaque, created by a create or init call and released by a free call, which accepts NULL.
+ */
+#ifndef ZERO_COMMON_H
+#define ZERO_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+typedef enum zero_status {
+    ZERO_OK = 0,
+    ZERO_ERR_INVALID_ARG = -1,  /* a caller-supplied value is out of range or inconsistent */
+    ZERO_ERR_NOMEM = -2,        /* an allocation failed */
+    ZERO_ERR_IO = -3,           /* a read/write/open/fsync failed */
+    ZERO_ERR_COMM = -4,         /* the communication backend reported an error */
+    ZERO_ERR_UNSUPPORTED = -5,  /* a known feature that is not supported yet */
+    ZERO_ERR_STATE = -6,        /* a call made out of order (e.g. gather before finalize) */
+    ZERO_ERR_CONFIG = -7,       /* a configuration value or key is wrong */
+    ZERO_ERR_FORMAT = -8,       /* a file is corrupt, truncated or of another format/model */
+    ZERO_ERR_DIVERGED = -9,     /* ranks disagree on what they are doing */
+    ZERO_ERR_NOSPACE = -10,     /* a disk is full */
+    ZERO_ERR_INTERNAL = -11,    /* a bug in zero: please report */
+} zero_status;
+
+/* A static string for a status ("invalid argument", ...). Never NULL. */
+const char *zero_status_string(zero_status s);
+
+/* Error text for calls that have no handle (config loading, file formats). */
+typedef struct zero_error {
+    char msg[512];
+} zero_error;
+
+/* ---------------------------------------------------------------- logging */
+typedef enum zero_log_level {
+    ZERO_LOG_ERROR = 0,
+    ZERO_LOG_WARN = 1,
+    ZERO_LOG_INFO = 2,
+    ZERO_LOG_DEBUG = 3,
+} zero_log_level;
+
+typedef void (*zero_log_fn)(void *ctx, zero_log_level level, const char *msg);
+
+/* Installs the sink for the library's log lines (NULL: discard them, the default). The level is
+ * read from the environment variable ZERO_LOG (error|warn|info|debug; default warn) unless set
+ * with zero_log_set_level. Not thread-safe against concurrent logging: set it at start-up. */
+void zero_log_set_callback(zero_log_fn fn, void *ctx);
+void zero_log_set_level(zero_log_level level);
+zero_log_level zero_log_get_level(void);
+
+/* ---------------------------------------------------------------- dtypes */
+typedef enum zero_dtype {
+    ZERO_DTYPE_FP32 = 0,
+    ZERO_DTYPE_BF16 = 1,
+    ZERO_DTYPE_FP16 = 2,
+    ZERO_DTYPE_INT32 = 3,
+    ZERO_DTYPE_INT64 = 4,
+    ZERO_DTYPE_UINT8 = 5,
+    ZERO_DTYPE_COUNT
+} zero_dtype;
+
+size_t zero_dtype_size(zero_dtype dt);         /* bytes per element; 0 for an invalid dtype */
+const char *zero_dtype_name(zero_dtype dt);    /* "fp32", "bf16", ...; "invalid" otherwise */
+/* Parses "fp32"/"float32", "bf16"/"bfloat16", "fp16"/"float16"/"half", "int32", "int64", "uint8". */
+zero_status zero_dtype_parse(const char *name, zero_dtype *out);
+
+/* Scalar conversions, round-to-nearest-even; NaN stays NaN (quiet), Inf stays Inf, fp16
+ * denormals are produced and read exactly, overflow rounds to Inf as IEEE 754 says. */
+uint16_t zero_fp32_to_bf16(float f);
+float zero_bf16_to_fp32(uint16_t h);
+uint16_t zero_fp32_to_fp16(float f);
+float zero_fp16_to_fp32(uint16_t h);
+
+/* Kernel implementation selector: AUTO picks the best the CPU supports at run time. */
+typedef enum zero_impl {
+    ZERO_IMPL_AUTO = 0,
+    ZERO_IMPL_SCALAR = 1,
+    ZERO_IMPL_AVX2 = 2,   /* AVX2 + FMA + F16C */
+    ZERO_IMPL_AVX512 = 3, /* AVX-512 F/BW/VL/DQ */
+} zero_impl;
+
+/* Whether this CPU can run impl (SCALAR and AUTO: always). */
+int zero_impl_available(zero_impl impl);
+/* What AUTO resolves to on this CPU (honours ZERO_IMPL=scalar|avx2|avx512 in the environment). */
+zero_impl zero_impl_best(void);
+const char *zero_impl_name(zero_impl impl);
+
+/* Array conversion between fp32 and bf16/fp16 (either direction; same dtype is a copy).
+ * src and dst must not overlap. Returns ZERO_ERR_INVALID_ARG for other dtype pairs. */
+zero_status zero_convert(const void *src, zero_dtype src_dt, void *dst, zero_dtype dst_dt, size_t n,
+                         zero_impl impl);
+
+/* ---------------------------------------------------------------- memory */
+/* Categories of accounted memory; DESIGN.md's per-stage table is written in these terms. */
+typedef enum zero_mem_category {
+    ZERO_MEM_PARAMS = 0,  /* working parameters (fp32/bf16/fp16), full or shard */
+    ZERO_MEM_GRADS = 1,   /* persistent gradients, full or shard */
+    ZERO_MEM_MASTER = 2,  /* fp32 master weights (absent in fp32 training: params are the master) */
+    ZERO_MEM_OPTIM = 3,   /* optimizer states (Adam m and v, momentum) */
+    ZERO_MEM_BUFFERS = 4, /* transient: gathered units, in-flight gradients, staging, I/O pool */
+    ZERO_MEM_COMM = 5,    /* communication-library scratch */
+    ZERO_MEM_COUNT
+} zero_mem_category;
+
+const char *zero_mem_category_name(zero_mem_category c); /* "params", "grads", ... */
+
+typedef struct zero_mem_stats {
+    size_t current[ZERO_MEM_COUNT];
+    size_t peak[ZERO_MEM_COUNT];
+    size_t total_current;
+    size_t total_peak; /* peak of the sum, not the sum of peaks */
+} zero_mem_stats;
+
+/* An account: a zero_mem_stats that allocations through it update. Not thread-safe: one
+ * account per engine, allocations from the thread that drives it. */
+typedef struct zero_memacct {
+    zero_mem_stats stats;
+} zero_memacct;
+
+/* Where memory lives. HOST is all a CPU build has; the GPU build adds the others. */
+typedef enum zero_mem_space {
+    ZERO_SPACE_HOST = 0,
+    ZERO_SPACE_HOST_PINNED = 1,
+    ZERO_SPACE_DEVICE = 2,
+} zero_mem_space;
+
+/* The allocator hook. alloc returns memory aligned to `align` (a power of two, >= 64) or NULL. */
+typedef struct zero_allocator {
+    void *(*alloc)(void *ctx, zero_mem_space space, size_t bytes, size_t align);
+    void (*free)(void *ctx, zero_mem_space space, void *p, size_t bytes);
+    void *ctx;
+} zero_allocator;
+
+/* Installs a process-wide allocator (NULL restores the default: aligned host malloc). */
+void zero_set_allocator(const zero_allocator *a);
+
+/* Allocates `bytes` (64-byte aligned) of host memory and charges them to `cat` in acct (acct may
+ * be NULL: not accounted). Returns NULL on failure or bytes == 0. */
+void *zero_mem_alloc(zero_memacct *acct, zero_mem_category cat, size_t bytes);
+/* As zero_mem_alloc, zero-filled. */
+void *zero_mem_calloc(zero_memacct *acct, zero_mem_category cat, size_t bytes);
+/* Frees p (NULL is a no-op) and credits its bytes back to the category it was charged to.
+ * acct must be the account p was allocated with. */
+void zero_mem_free(zero_memacct *acct, void *p);
+/* Bytes charged for p (0 for NULL). */
+size_t zero_mem_size(const void *p);
+/* Resets the peaks to the current values. */
+void zero_memacct_reset_peak(zero_memacct *acct);
+
+/* Peak resident set size of this process in bytes (from the OS), 0 if unknown. */
+size_t zero_rss_peak_bytes(void);
+
+/* Monotonic wall clock in seconds. */
+double zero_now(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_COMMON_H */

@@ -1,0 +1,148 @@
+/* zero/engine.h — the ZeRO engine: stages 0-3 over a communicator.
+ *
+ * A model registers its parameters in units (a transformer block, the embeddings, ...). A unit
+ * is one flat buffer: its parameters back to back in registration order, fp32 in the model's
+ * view. The engine owns all parameter, gradient and optimizer memory and shards it per stage.
+ *
+ *   zero_engine *e;  zero_engine_create(&e, comm, &cfg);
+ *   int u = zero_engine_add_unit(e, "h.0");
+ *   zero_engine_add_param(e, u, "h.0.attn.c_attn.weight", shape, 2, 0);
+ *   zero_engine_finalize(e);                    // allocates; parameters are zero
+ *   zero_engine_set_unit(e, u, values);         // every rank passes the same full unit values
+ *   for each step:
+ *     for each micro-batch:
+ *       forward:  const float *p = zero_engine_gather(e, u); ... zero_engine_release(e, u);
+ *       backward: p = zero_engine_gather(e, u); float *g = zero_engine_grad(e, u);
+ *                 ... g += d loss / d p  (scaled by zero_engine_loss_scale(e)) ...
+ *                 zero_engine_grad_ready(e, u); zero_engine_release(e, u);
+ *     zero_engine_step(e, &stats);
+ *
+ * Gradients: the model writes the gradient of *its micro-batch's mean loss* multiplied by the
+ * loss scale; the engine averages over ranks and micro-batches (divides by world * grad_accum)
+ * and unscales in the step, so the update is that of the global batch's mean loss.
+ * zero_engine_grad() returns a zero-filled fp32 buffer of the unit's numel at the first call of a
+ * micro-batch; the model accumulates into it until grad_ready.
+ *
+ * Every rank must make the same calls in the same order. With check_divergence on (default),
+ * a rank that gathers another unit, or calls step while others gather, gets ZERO_ERR_DIVERGED
+ * naming the unit and the ranks — on every rank, never a hang.
+ *
+ * Errors: every call returns a status (or NULL/negative) and zero_engine_last_error() says
+ * what failed. After ZERO_ERR_COMM or ZERO_ERR_DIVERGED the engine is unusable: free it.
+ */
+#ifndef ZERO_ENGINE_H
+#define ZERO_ENGINE_H
+
+#include "zero/comm.h"
+#include "zero/common.h"
+#include "zero/config.h"
+#include "zero/precision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zero_engine zero_engine;
+
+/* Parameter flags. */
+enum {
+    ZERO_PARAM_NO_DECAY = 1u << 0, /* exclude from weight decay (biases, norm gains) */
+};
+
+typedef struct zero_step_stats {
+    int64_t step;        /* optimizer steps taken so far, skipped ones included */
+    double lr;           /* learning rate used by this step */
+    double grad_norm;    /* global L2 norm of the averaged, unscaled gradient (before clipping) */
+    double loss_scale;   /* scale used by this step's micro-batches */
+    int skipped;         /* 1 when an overflow (Inf/NaN) skipped the update on every rank */
+    double comm_wait_ms; /* time this step spent waiting on communication (exposed comm) */
+    double step_ms;      /* wall time of zero_engine_step */
+} zero_step_stats;
+
+typedef struct zero_unit_info {
+    const char *name;
+    uint64_t numel;    /* elements of the unit (sum of its parameters) */
+    uint64_t padded;   /* padded size (multiple of world * align) */
+    uint64_t shard;    /* elements this rank owns: padded / world */
+    uint64_t offset;   /* first owned element in the unit */
+    uint64_t valid;    /* owned elements that are real (not padding) */
+    int nparams;
+} zero_unit_info;
+
+typedef struct zero_param_info {
+    const char *name;
+    int unit;
+    uint64_t offset;   /* in elements, inside the unit */
+    uint64_t numel;
+    int ndim;
+    int64_t shape[8];
+    unsigned flags;
+} zero_param_info;
+
+/* The engine keeps `comm` (does not own it: free the engine first) and copies cfg, which must
+ * have been resolved (zero_config_resolve) for comm's world size. */
+zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg);
+void zero_engine_free(zero_engine *e); /* NULL is a no-op; offload files are removed */
+const char *zero_engine_last_error(const zero_engine *e);
+
+/* Returns the unit id (0, 1, ...) or a negative zero_status. */
+int zero_engine_add_unit(zero_engine *e, const char *name);
+/* ndim in 1..8; names unique across the engine. */
+zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, const int64_t *shape,
+                                  int ndim, unsigned flags);
+/* Allocates every shard for the configured stage; parameters and states start at zero. */
+zero_status zero_engine_finalize(zero_engine *e);
+
+/* Sets a unit's parameters (master and working copy): `values` holds the unit's numel fp32
+ * values; each rank keeps what its stage needs. Every rank must pass the same values. Not
+ * collective. Only between steps. */
+zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values);
+/* Sets one parameter by name the same way (numel values). Not collective. */
+zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values);
+
+/* The unit's full parameters as fp32 (numel values, read-only), valid until release. Stage 3:
+ * collective (all-gather). Returns NULL on error. Gathering a unit twice without release is
+ * allowed (the second returns the same pointer; release once per gather). */
+const float *zero_engine_gather(zero_engine *e, int unit);
+zero_status zero_engine_release(zero_engine *e, int unit);
+
+/* The unit's fp32 gradient accumulation buffer for this micro-batch (numel values). */
+float *zero_engine_grad(zero_engine *e, int unit);
+/* The unit's gradient for this micro-batch is complete: starts its reduction (collective,
+ * non-blocking). The buffer from zero_engine_grad must not be touched afterwards. */
+zero_status zero_engine_grad_ready(zero_engine *e, int unit);
+
+/* Marks the end of a micro-batch (optional: zero_engine_step implies it). Units that had no
+ * grad_ready in the micro-batch contribute zero gradient. */
+zero_status zero_engine_micro_batch_done(zero_engine *e);
+
+/* Waits for the reductions, unscales, checks overflow on all ranks, clips, updates the shards
+ * and refreshes the working copies. Collective. */
+zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats);
+
+/* The loss scale the model multiplies its loss gradient by (1 unless fp16). */
+double zero_engine_loss_scale(const zero_engine *e);
+
+/* Copies a full unit's current fp32 master values (numel) into dst: collective in stages 1-3
+ * (all-gather of masters), used by export and tests. */
+zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst);
+
+int zero_engine_num_units(const zero_engine *e);
+int zero_engine_num_params(const zero_engine *e);
+zero_status zero_engine_unit_info(const zero_engine *e, int unit, zero_unit_info *out);
+zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_info *out);
+int zero_engine_find_param(const zero_engine *e, const char *name); /* index or -1 */
+
+/* Memory accounting of this engine on this rank (bytes per category, current and peak). */
+void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out);
+/* Traffic of this engine's data collectives on this rank (see comm.h for the rule). */
+void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out);
+const zero_config *zero_engine_config(const zero_engine *e);
+const zero_loss_scaler *zero_engine_scaler(const zero_engine *e);
+int64_t zero_engine_step_count(const zero_engine *e);
+zero_comm *zero_engine_comm(const zero_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_ENGINE_H */
