@@ -20,8 +20,9 @@
  * Gradients: the model writes the gradient of *its micro-batch's mean loss* multiplied by the
  * loss scale; the engine averages over ranks and micro-batches (divides by world * grad_accum)
  * and unscales in the step, so the update is that of the global batch's mean loss.
- * zero_engine_grad() returns a zero-filled fp32 buffer of the unit's numel at the first call of a
- * micro-batch; the model accumulates into it until grad_ready.
+ * zero_engine_grad() returns an fp32 buffer of the unit's numel that the model *adds* its
+ * gradient into (never overwrites: in stages 0-1 fp32 it is the persistent gradient that already
+ * holds the earlier micro-batches of the step; otherwise a zero-filled scratch).
  *
  * Every rank must make the same calls in the same order. With check_divergence on (default),
  * a rank that gathers another unit, or calls step while others gather, gets ZERO_ERR_DIVERGED
@@ -106,7 +107,7 @@ zero_status zero_engine_set_param(zero_engine *e, const char *name, const float 
 const float *zero_engine_gather(zero_engine *e, int unit);
 zero_status zero_engine_release(zero_engine *e, int unit);
 
-/* The unit's fp32 gradient accumulation buffer for this micro-batch (numel values). */
+/* The unit's fp32 gradient buffer for this micro-batch (numel values): add into it. */
 float *zero_engine_grad(zero_engine *e, int unit);
 /* The unit's gradient for this micro-batch is complete: starts its reduction (collective,
  * non-blocking). The buffer from zero_engine_grad must not be touched afterwards. */
