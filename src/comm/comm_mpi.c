@@ -1,0 +1,330 @@
+/* The `mpi` backend: collectives on a duplicate of the caller's MPI communicator, with errors
+ * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops. */
+#include "comm/internal.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <string.h>
+
+typedef struct mpi_ctx {
+    MPI_Comm comm; /* our duplicate: our errhandler, our message space */
+} mpi_ctx;
+
+/* What a non-blocking call leaves in zero_request.impl. */
+typedef struct mpi_req {
+    MPI_Request r;
+    /* In-place reduce_scatter: MPI leaves the block at the start of the buffer; comm.h wants it
+     * at rank*count, so it is moved there once complete. */
+    void *move_dst;
+    const void *move_src;
+    size_t move_bytes;
+} mpi_req;
+_Static_assert(sizeof(mpi_req) <= ZERO__REQ_IMPL_BYTES, "mpi_req fits in zero_request.impl");
+
+/* Process-wide state, touched only by the thread that drives MPI (MPI_THREAD_FUNNELED). */
+static int g_live;            /* mpi communicators zero created and has not freed */
+static int g_we_initialized;  /* zero called MPI_Init_thread, so zero finalizes */
+
+/* User-defined ops (commutative, as the non-blocking reductions require), created with the first
+ * communicator and freed with the last. */
+enum { OP_F32_MAX, OP_BF16_SUM, OP_BF16_MAX, OP_FP16_SUM, OP_FP16_MAX, OP_COUNT };
+static MPI_Op g_ops[OP_COUNT];
+static int g_ops_ready;
+
+#define ZERO__MPI_USER_OP(fname, dt, op)                                                           \
+    static void fname(void *in, void *inout, int *len, MPI_Datatype *type) {                      \
+        (void)type;                                                                                \
+        zero__comm_reduce(dt, op, in, inout, (size_t)*len);                                       \
+    }
+ZERO__MPI_USER_OP(op_f32_max, ZERO_DTYPE_FP32, ZERO_OP_MAX)
+ZERO__MPI_USER_OP(op_bf16_sum, ZERO_DTYPE_BF16, ZERO_OP_SUM)
+ZERO__MPI_USER_OP(op_bf16_max, ZERO_DTYPE_BF16, ZERO_OP_MAX)
+ZERO__MPI_USER_OP(op_fp16_sum, ZERO_DTYPE_FP16, ZERO_OP_SUM)
+ZERO__MPI_USER_OP(op_fp16_max, ZERO_DTYPE_FP16, ZERO_OP_MAX)
+
+static void free_ops(void) {
+    if (!g_ops_ready) return;
+    for (int i = 0; i < OP_COUNT; i++)
+        if (g_ops[i] != MPI_OP_NULL) MPI_Op_free(&g_ops[i]);
+    g_ops_ready = 0;
+}
+
+static int create_ops(void) {
+    static MPI_User_function *const fns[OP_COUNT] = {op_f32_max, op_bf16_sum, op_bf16_max,
+                                                     op_fp16_sum, op_fp16_max};
+    for (int i = 0; i < OP_COUNT; i++) g_ops[i] = MPI_OP_NULL;
+    g_ops_ready = 1;
+    for (int i = 0; i < OP_COUNT; i++) {
+        int rc = MPI_Op_create(fns[i], 1, &g_ops[i]);
+        if (rc != MPI_SUCCESS) {
+            free_ops();
+            return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+    msg[len < 0 ? 0 : (len > MPI_MAX_ERROR_STRING ? MPI_MAX_ERROR_STRING : len)] = '\0';
+    if (c) ZERO__COMM_ERR(c, "%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
+    else zero__comm_init_errorf("%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
+    return ZERO_ERR_COMM;
+}
+
+static MPI_Comm comm_of(const zero_comm *c) { return ((const mpi_ctx *)c->impl)->comm; }
+
+/* Half types travel as 16-bit words; only the user ops look inside them. */
+static MPI_Datatype mpi_type(zero_dtype dt) {
+    switch (dt) {
+    case ZERO_DTYPE_FP32: return MPI_FLOAT;
+    case ZERO_DTYPE_BF16:
+    case ZERO_DTYPE_FP16: return MPI_UINT16_T;
+    case ZERO_DTYPE_INT32: return MPI_INT32_T;
+    case ZERO_DTYPE_INT64: return MPI_INT64_T;
+    case ZERO_DTYPE_UINT8: return MPI_UINT8_T;
+    case ZERO_DTYPE_COUNT: break;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+/* op is SUM or MAX here (no ZERO__CAP_AVG: comm.c turns AVG into SUM and divides). */
+static MPI_Op mpi_op(zero_dtype dt, zero_op op) {
+    int max = op == ZERO_OP_MAX;
+    switch (dt) {
+    case ZERO_DTYPE_FP32: return max ? g_ops[OP_F32_MAX] : MPI_SUM;
+    case ZERO_DTYPE_BF16: return g_ops[max ? OP_BF16_MAX : OP_BF16_SUM];
+    case ZERO_DTYPE_FP16: return g_ops[max ? OP_FP16_MAX : OP_FP16_SUM];
+    default: return max ? MPI_MAX : MPI_SUM;
+    }
+}
+
+static mpi_req *req_of(zero_request *req) { return (mpi_req *)(void *)req->impl.bytes; }
+
+static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_op op, zero_request *req) {
+    const void *sb = send == recv ? MPI_IN_PLACE : send;
+    int rc;
+    if (req) {
+        mpi_req *m = req_of(req);
+        rc = MPI_Iallreduce(sb, recv, (int)count, mpi_type(dt), mpi_op(dt, op), comm_of(c), &m->r);
+        if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "iall_reduce: MPI_Iallreduce");
+    } else {
+        rc = MPI_Allreduce(sb, recv, (int)count, mpi_type(dt), mpi_op(dt, op), comm_of(c));
+        if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "all_reduce: MPI_Allreduce");
+    }
+    return ZERO_OK;
+}
+
+static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
+                                      zero_dtype dt, zero_op op, zero_request *req) {
+    size_t bytes = count * zero_dtype_size(dt);
+    int inplace = (const char *)recv == (const char *)send + (size_t)c->rank * bytes;
+    /* In place, MPI reads the whole buffer and writes our block at its start. */
+    const void *sb = inplace ? MPI_IN_PLACE : send;
+    void *rb = inplace ? (void *)send : recv;
+    int move = inplace && recv != send && bytes > 0;
+    int rc;
+    if (req) {
+        mpi_req *m = req_of(req);
+        rc = MPI_Ireduce_scatter_block(sb, rb, (int)count, mpi_type(dt), mpi_op(dt, op), comm_of(c),
+                                       &m->r);
+        if (rc != MPI_SUCCESS)
+            return zero__comm_mpi_error(c, rc, "ireduce_scatter: MPI_Ireduce_scatter_block");
+        if (move) {
+            m->move_dst = recv;
+            m->move_src = send;
+            m->move_bytes = bytes;
+        }
+    } else {
+        rc = MPI_Reduce_scatter_block(sb, rb, (int)count, mpi_type(dt), mpi_op(dt, op), comm_of(c));
+        if (rc != MPI_SUCCESS)
+            return zero__comm_mpi_error(c, rc, "reduce_scatter: MPI_Reduce_scatter_block");
+        if (move) memmove(recv, send, bytes);
+    }
+    return ZERO_OK;
+}
+
+static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_request *req) {
+    size_t bytes = count * zero_dtype_size(dt);
+    int inplace = (const char *)send == (const char *)recv + (size_t)c->rank * bytes;
+    const void *sb = inplace ? MPI_IN_PLACE : send;
+    MPI_Datatype t = mpi_type(dt);
+    int rc;
+    if (req) {
+        rc = MPI_Iallgather(sb, (int)count, t, recv, (int)count, t, comm_of(c), &req_of(req)->r);
+        if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "iall_gather: MPI_Iallgather");
+    } else {
+        rc = MPI_Allgather(sb, (int)count, t, recv, (int)count, t, comm_of(c));
+        if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "all_gather: MPI_Allgather");
+    }
+    return ZERO_OK;
+}
+
+static zero_status mpi_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {
+    int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(c));
+    return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "broadcast: MPI_Bcast");
+}
+
+static zero_status mpi_barrier(zero_comm *c) {
+    int rc = MPI_Barrier(comm_of(c));
+    return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "barrier: MPI_Barrier");
+}
+
+static void finish_move(mpi_req *m) {
+    if (m->move_bytes) memmove(m->move_dst, m->move_src, m->move_bytes);
+}
+
+static zero_status mpi_wait(zero_request *req) {
+    mpi_req *m = req_of(req);
+    int rc = MPI_Wait(&m->r, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_wait: MPI_Wait");
+    finish_move(m);
+    return ZERO_OK;
+}
+
+static zero_status mpi_test(zero_request *req, int *done) {
+    mpi_req *m = req_of(req);
+    int flag = 0;
+    int rc = MPI_Test(&m->r, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_test: MPI_Test");
+    if (flag) finish_move(m);
+    *done = flag;
+    return ZERO_OK;
+}
+
+/* Called when a communicator goes away or fails to come up: the last one frees the ops, and
+ * finalizes MPI if zero initialized it. */
+static void release_process_state(void) {
+    if (g_live > 0) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    free_ops();
+    if (g_we_initialized) {
+        g_we_initialized = 0;
+        MPI_Finalize();
+    }
+}
+
+static void mpi_destroy(zero_comm *c) {
+    mpi_ctx *ctx = c->impl;
+    if (!ctx) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    /* After the program's own MPI_Finalize there is nothing left to free. */
+    if (!finalized) MPI_Comm_free(&ctx->comm);
+    zero_mem_free(NULL, ctx);
+    c->impl = NULL;
+    g_live--;
+    release_process_state();
+}
+
+static const zero__comm_ops mpi_ops;
+
+/* Wraps an MPI communicator that zero owns (a dup or a split result) into a zero_comm. On
+ * failure the MPI communicator is freed and the error goes to `parent` (or the init text). */
+static zero_status wrap(MPI_Comm comm, zero_comm *parent, const char *fn, zero_comm **out) {
+    int rank = 0, size = 0, rc;
+    zero_status s;
+    mpi_ctx *ctx = NULL;
+    zero_comm *c = NULL;
+    if ((rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
+        s = zero__comm_mpi_error(parent, rc, fn);
+        goto fail_comm;
+    }
+    if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_size(comm, &size)) != MPI_SUCCESS) {
+        s = zero__comm_mpi_error(parent, rc, fn);
+        goto fail_comm;
+    }
+    if (!(ctx = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *ctx)) ||
+        !(c = zero__comm_new(&mpi_ops, rank, size))) {
+        if (parent) ZERO__COMM_ERR(parent, "%s: out of memory for a communicator", fn);
+        else zero__comm_init_errorf("%s: out of memory for a communicator", fn);
+        s = ZERO_ERR_NOMEM;
+        goto fail_alloc;
+    }
+    ctx->comm = comm;
+    c->impl = ctx;
+    g_live++;
+    *out = c;
+    return ZERO_OK;
+
+fail_alloc:
+    zero_mem_free(NULL, ctx);
+fail_comm:
+    MPI_Comm_free(&comm);
+    return s;
+}
+
+static zero_status mpi_split(zero_comm *c, int color, int key, zero_comm **out) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(comm_of(c), color < 0 ? MPI_UNDEFINED : color, key, &sub);
+    if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "split: MPI_Comm_split");
+    if (sub == MPI_COMM_NULL) return ZERO_OK;
+    return wrap(sub, c, "split", out);
+}
+
+static const zero__comm_ops mpi_ops = {
+    .name = "mpi",
+    .max_count = INT_MAX, /* MPI counts are int; larger buffers take several calls */
+    .caps = 0,
+    .all_reduce = mpi_all_reduce,
+    .reduce_scatter = mpi_reduce_scatter,
+    .all_gather = mpi_all_gather,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .split = mpi_split,
+    .wait = mpi_wait,
+    .test = mpi_test,
+    .destroy = mpi_destroy,
+};
+
+zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm) {
+    if (!out) {
+        zero__comm_init_errorf("init_mpi: out is NULL: expected a pointer to receive the communicator");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    int initialized = 0, finalized = 0, rc;
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        zero__comm_init_errorf("init_mpi: MPI was already finalized in this process; it cannot be "
+                               "initialized again (keep one zero communicator alive, or free it last)");
+        return ZERO_ERR_STATE;
+    }
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int provided = 0;
+        if ((rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided)) != MPI_SUCCESS)
+            return zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Init_thread");
+        g_we_initialized = 1;
+    }
+    MPI_Comm base = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
+    MPI_Comm dup = MPI_COMM_NULL;
+    zero_status s;
+    if (base == MPI_COMM_NULL) {
+        zero__comm_init_errorf("init_mpi: the communicator is MPI_COMM_NULL: expected a valid one "
+                               "(or NULL for MPI_COMM_WORLD)");
+        s = ZERO_ERR_INVALID_ARG;
+        goto fail;
+    }
+    if (!g_ops_ready && (rc = create_ops()) != MPI_SUCCESS) {
+        s = zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Op_create");
+        goto fail;
+    }
+    if ((rc = MPI_Comm_dup(base, &dup)) != MPI_SUCCESS) {
+        s = zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Comm_dup");
+        goto fail;
+    }
+    if ((s = wrap(dup, NULL, "init_mpi", out))) goto fail;
+    return ZERO_OK;
+
+fail:
+    release_process_state();
+    return s;
+}

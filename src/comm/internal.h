@@ -1,0 +1,98 @@
+/* Private parts of the comm layer: the backend vtable every communicator dispatches through,
+ * the communicator and request structs, and the host reduction kernels the backends share. */
+#ifndef ZERO_COMM_INTERNAL_H
+#define ZERO_COMM_INTERNAL_H
+
+#include "common/internal.h"
+#include "zero/comm.h"
+
+#include <stddef.h>
+
+/* Bytes of backend-private state carried inline in every request (an MPI_Request and the
+ * bookkeeping of what to do once it completes). */
+#define ZERO__REQ_IMPL_BYTES 64
+
+/* A backend: the public functions in comm.c validate every argument, then call these with
+ * arguments already known to be consistent (valid dtype and op, non-NULL buffers when count > 0,
+ * counts within max_count, in place exactly as comm.h defines it or not overlapping at all).
+ *
+ * The collectives take `req`: NULL means blocking (return when done); otherwise start the
+ * operation, keep its state in req->impl, and finish it in wait/test. A backend without
+ * ZERO__CAP_AVG never sees ZERO_OP_AVG: comm.c passes SUM and divides the host result. */
+typedef struct zero__comm_ops {
+    const char *name;  /* "self", "mpi", "nccl" */
+    size_t max_count;  /* largest count (elements) one call accepts */
+    unsigned caps;     /* ZERO__CAP_* */
+    zero_status (*all_reduce)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                              zero_op op, zero_request *req);
+    zero_status (*reduce_scatter)(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_op op, zero_request *req);
+    zero_status (*all_gather)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                              zero_request *req);
+    zero_status (*broadcast)(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
+    zero_status (*barrier)(zero_comm *c);
+    /* *out = NULL when color < 0 (this rank joins no group). */
+    zero_status (*split)(zero_comm *c, int color, int key, zero_comm **out);
+    /* Completes req's backend part (the request itself is freed by comm.c). */
+    zero_status (*wait)(zero_request *req);
+    zero_status (*test)(zero_request *req, int *done);
+    /* Releases c->impl and whatever the backend holds for c (not c itself). */
+    void (*destroy)(zero_comm *c);
+} zero__comm_ops;
+
+enum {
+    ZERO__CAP_AVG = 1u << 0, /* reduces with ZERO_OP_AVG itself */
+};
+
+struct zero_comm {
+    const zero__comm_ops *ops;
+    void *impl; /* backend context */
+    int rank;
+    int size;
+    zero_comm_counters counters;
+    char err[512]; /* last-error text */
+};
+
+struct zero_request {
+    zero_comm *comm;
+    /* Non-NULL: once the transfer is complete, divide avg_count elements of avg_dt here by the
+     * communicator size (ZERO_OP_AVG on a backend without ZERO__CAP_AVG). */
+    void *avg_buf;
+    size_t avg_count;
+    zero_dtype avg_dt;
+    union {
+        max_align_t align;
+        unsigned char bytes[ZERO__REQ_IMPL_BYTES];
+    } impl;
+};
+
+/* Allocates a communicator with zeroed counters for a backend (rank, size and impl are the
+ * caller's to fill). NULL when out of memory. */
+zero_comm *zero__comm_new(const zero__comm_ops *ops, int rank, int size);
+/* Frees what zero__comm_new allocated (not the backend's impl). */
+void zero__comm_delete(zero_comm *c);
+
+#define ZERO__COMM_ERR(c, ...) zero__errorf((c)->err, sizeof (c)->err, __VA_ARGS__)
+
+/* inout[i] = inout[i] op in[i] for n elements, the arithmetic of every host backend:
+ * fp32 in fp32; bf16/fp16 converted to fp32, combined, rounded to nearest even once; integers
+ * in their own type (sums wrap as unsigned arithmetic). MAX propagates NaN for float types.
+ * AVG is not an element-wise op: use ZERO_OP_SUM then zero__comm_avg_finish. */
+void zero__comm_reduce(zero_dtype dt, zero_op op, const void *in, void *inout, size_t n);
+
+/* Turns the sums in buf (n elements) into averages over nranks: float types divide in fp32
+ * (x / (float)nranks, half types converted to fp32 first and rounded back once); integers use
+ * C division, which truncates toward zero. */
+void zero__comm_avg_finish(zero_dtype dt, void *buf, size_t n, int nranks);
+
+/* Records why a zero_comm_init_* call failed (process-wide; zero_comm_last_error(NULL) reads it). */
+void zero__comm_init_errorf(const char *fmt, ...) ZERO__PRINTF(1, 2);
+
+/* The self backend (comm_self.c). */
+extern const zero__comm_ops zero__comm_self_ops;
+
+/* Records an MPI error code in c's last-error text as "<what>: <MPI's error string> (MPI error
+ * <rc>)" and returns ZERO_ERR_COMM. Only in builds with MPI (comm_mpi.c). */
+zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what);
+
+#endif
