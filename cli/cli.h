@@ -37,4 +37,38 @@ const char *cli_flag_value(int argc, char **argv, int *i);
 /* Writes a double as JSON (finite: %.17g; NaN/Inf as null). */
 void cli_json_double(FILE *f, double v);
 
+/* `zero estimate` and `zero plan` (cli/cmd_estimate.c): the flags both take and the planner's
+ * description of the model they name. */
+typedef struct cli_sizing_opts {
+    const char *model;                  /* --model NAME (a gpt2 preset) */
+    double params;                      /* --params N (0: not given) */
+    int layers, dim, heads, seq, vocab; /* shape overrides (0: not given) */
+    int ranks, nodes;                   /* --ranks (required), --nodes (1) */
+    zero_dtype precision;               /* --precision (fp32) */
+    zero_optim_type optimizer;          /* --optimizer (adamw) */
+    int64_t micro_batch;                /* --micro-batch (0: the command's default) */
+    int json;                           /* --json */
+} cli_sizing_opts;
+
+typedef struct cli_sizing_model {
+    char name[64];           /* the preset, "custom" (shape flags) or "params" (--params) */
+    int layers, dim, heads, n_ctx, vocab; /* the GPT-2 shape; layers 0 when unknown */
+    int seq;                 /* T of a micro-batch (activations) */
+    uint64_t params;
+    int num_units;
+    uint64_t *unit_numel;    /* malloc'd (cli_sizing_model_free) */
+    zero_plan_model plan;    /* points into this struct: do not copy it after building */
+} cli_sizing_model;
+
+void cli_sizing_opts_default(cli_sizing_opts *o);
+/* Takes argv[*i] when it is one of the shared flags (advancing *i past its value): returns 1,
+ * 0 when it is not one of them, -1 after printing the error for a bad value. */
+int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i);
+/* Checks the shared flags and builds the model; returns CLI_OK or the exit status of the error
+ * it printed. */
+int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out);
+void cli_sizing_model_free(cli_sizing_model *m);
+/* "1.50 GiB", "512.00 MiB", "12 B": binary units, for humans (JSON carries exact bytes). */
+const char *cli_fmt_bytes(double bytes, char *buf, size_t cap);
+
 #endif

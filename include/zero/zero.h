@@ -13,6 +13,7 @@
 #include "zero/engine.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
+#include "zero/plan.h"
 #include "zero/precision.h"
 
 #endif /* ZERO_ZERO_H */

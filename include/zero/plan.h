@@ -1,0 +1,175 @@
+/* zero/plan.h — the memory planner: per-rank bytes of every stage and offload, traffic per step,
+ * and the search for the cheapest setup that fits given hardware. Pure formulas, no allocation.
+ *
+ * The model-state figures are the engine's own accounting (zero_engine_mem_stats), written as
+ * formulas. With N ranks, every unit u of numel_u elements is padded to P_u, the smallest multiple
+ * of N*align (align in elements, 16 by default: the engine's 64 align_bytes / 4); P = sum of P_u,
+ * S = P/N; w = bytes of the working dtype (fp32 4, bf16/fp16 2); k = optimizer state floats per
+ * parameter (zero_optim_state_count: Adam/AdamW 2, SGD with momentum 1, Lion 1):
+ *
+ *            stage 0     stage 1     stage 2     stage 3
+ *   params   P*w         P*w         P*w         S*w
+ *   grads    P*w         P*w         S*w         S*w
+ *   master   P*4         S*4         S*4         S*4      (0 in fp32 training: params are the master)
+ *   optim    P*4*k       S*4*k       S*4*k       S*4*k
+ *
+ * Transient `buffers` (reported apart), with U1 >= U2 the two largest padded units:
+ *   stage 3:   (U1 + U2)*w gathered (current + prefetched unit), + (U1 + U2)*4 fp32 compute views
+ *              when w != 4, + U1*4 for the fp32 gradient buffer of the unit being reduced;
+ *   stages 0-2: U1*4 fp32 compute view when w != 4, + U1*4 fp32 gradient buffer of the unit in
+ *              backward when the persistent grads are not full fp32 buffers (w != 4, or stage 2).
+ * docs/PLANNING.md derives these, places them (device, host, NVMe) and compares with DeepSpeed.
+ *
+ *   zero_plan_model m = {nunits, numels, act_fn, act_ctx};
+ *   zero_plan_setup s;  zero_plan_setup_default(&s);  s.ranks = 64; s.stage = 3; ...
+ *   zero_plan_mem mem;  zero_plan_estimate(&m, &s, &mem, &err);
+ *   zero_plan_request r; zero_plan_request_default(&r); r.device_mem = 24 * 2^30; ...
+ *   zero_plan_result res; zero_plan_search(&m, &r, &res, &err);   // res.chosen, or res.closest
+ */
+#ifndef ZERO_PLAN_H
+#define ZERO_PLAN_H
+
+#include "zero/common.h"
+#include "zero/config.h"
+#include "zero/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The engine's default partition alignment in elements (align_bytes 64 over fp32 elements). */
+#define ZERO_PLAN_DEFAULT_ALIGN 16
+
+/* Activation bytes one rank holds for one micro-batch of `micro_batch` sequences, with
+ * activation checkpointing on (1) or off (0). Supplied by the model (the planner knows no model). */
+typedef uint64_t (*zero_plan_activation_fn)(void *ctx, int64_t micro_batch, int checkpointing);
+
+/* A model as the planner sees it: its units in registration order. */
+typedef struct zero_plan_model {
+    int num_units;
+    const uint64_t *unit_numel;        /* num_units element counts (each >= 1) */
+    zero_plan_activation_fn activation; /* NULL: activations unknown, counted as 0 */
+    void *activation_ctx;
+} zero_plan_model;
+
+/* One configuration to estimate. */
+typedef struct zero_plan_setup {
+    int ranks;                       /* N >= 1 */
+    int stage;                       /* 0..3 */
+    zero_dtype precision;            /* working dtype: fp32, bf16 or fp16 */
+    zero_optim_type optimizer;
+    float momentum;                  /* SGD only: 0 means no momentum buffer */
+    uint64_t align;                  /* partition alignment in elements, >= 1 */
+    zero_offload_device offload_optimizer; /* master + optimizer states: device, cpu or nvme */
+    zero_offload_device offload_param;     /* stage 3 only: the parameter shard */
+    int optimizer_buffer_count;      /* NVMe optimizer swap: buffers of aio_block_size bytes */
+    int64_t aio_block_size;          /* bytes */
+    int param_buffer_count;          /* NVMe parameter swap: buffers of param_buffer_size elements */
+    int64_t param_buffer_size;       /* elements (capped at the largest unit shard) */
+} zero_plan_setup;
+
+/* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
+ * buffers of the 1 MiB aio block; parameters: 5 buffers of 1e8 elements). */
+void zero_plan_setup_default(zero_plan_setup *s);
+/* The setup that a resolved config describes for `world` ranks (stage, precision, optimizer,
+ * align_bytes / 4, offloads, pools) — what zero_engine_create would build from cfg. */
+void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world);
+
+/* Per-rank bytes of one setup. bytes[] is indexed by zero_mem_category, like zero_mem_stats:
+ * params, grads, master, optim are the model states; buffers is the transient; comm is 0. */
+typedef struct zero_plan_mem {
+    uint64_t numel;              /* sum of numel_u: the model's parameter count */
+    uint64_t padded;             /* P */
+    uint64_t shard;              /* S = P / N */
+    uint64_t largest_unit;       /* U1: the largest padded unit */
+    uint64_t second_unit;        /* U2: the second largest (0 with one unit) */
+    int state_count;             /* k */
+    uint64_t bytes[ZERO_MEM_COUNT];
+    uint64_t model_states;       /* params + grads + master + optim */
+    uint64_t transient;          /* == bytes[ZERO_MEM_BUFFERS] */
+    uint64_t pool;               /* host I/O buffers of NVMe offload (counted in `host`) */
+    /* Where the model states live on a GPU machine (on a CPU-only machine device and host are
+     * the same RAM: add them). device excludes the transient. */
+    uint64_t device, host, nvme;
+} zero_plan_mem;
+
+/* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)
+ * for no units, a zero-sized unit, ranks < 1, a stage outside 0..3, a non-float precision,
+ * align 0, offload_param without stage 3, or sizes that overflow 64 bits. err may be NULL. */
+zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *s,
+                               zero_plan_mem *out, zero_error *err);
+
+/* Communication volume of one optimizer step (one micro-batch) per rank, in bytes of the working
+ * dtype over Ψ = P padded elements. */
+typedef struct zero_plan_traffic {
+    double volume;  /* the ZeRO paper's figure: 2Ψw (stages 0-2), 3Ψw (stage 3); 0 with one rank */
+    double sent;    /* what one rank sends in the ring algorithms: (N-1)/N * 2Ψw or 3Ψw */
+    double counted; /* comm.h's sent+received rule (zero_comm_counters): 2 * sent */
+} zero_plan_traffic;
+
+void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype precision,
+                          zero_plan_traffic *out);
+/* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
+double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
+
+/* ------------------------------------------------------------------ the search */
+/* The hardware and the choices left to the planner. Sizes are bytes. */
+typedef struct zero_plan_request {
+    zero_plan_setup base;     /* ranks, precision, optimizer, align, pools; stage/offload ignored */
+    int nodes;                /* machines; ranks must be a multiple of nodes */
+    double device_mem;        /* per rank; 0: a CPU-only machine (a rank's memory is its share of host_mem) */
+    double host_mem;          /* per node */
+    double nvme_mem;          /* per node; 0: no NVMe offload */
+    double headroom;          /* fraction of each memory kept free, in [0, 1) (default 0.1) */
+    int64_t max_micro_batch;  /* largest micro-batch to consider (default 8) */
+} zero_plan_request;
+
+void zero_plan_request_default(zero_plan_request *r);
+
+/* The ladder, cheapest first (DeepSpeed's advice: speed falls and memory savings grow down it):
+ * 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu; 3 + optimizer and params on cpu;
+ * 2 + optimizer on nvme; 3 + optimizer on nvme; 3 + optimizer and params on nvme.
+ * cpu rungs are left out on a CPU-only machine (they would move nothing), nvme rungs without
+ * nvme_mem. */
+#define ZERO_PLAN_MAX_CANDIDATES 10
+
+typedef struct zero_plan_candidate {
+    int stage;
+    zero_offload_device offload_optimizer, offload_param;
+    zero_plan_mem mem;
+    int fits;                 /* 1: fits at micro_batch / checkpointing below */
+    int64_t micro_batch;      /* fits: the largest in 1..max that fits; else 1 */
+    int checkpointing;        /* fits: 0 when micro-batch 1 fits without it; else 1 */
+    uint64_t activation;      /* bytes per rank at that micro-batch and checkpointing */
+    double need_device;       /* per rank: device states + transient + activation (CPU-only: + host) */
+    double need_host;         /* per node (CPU-only: 0, all of it is in need_device) */
+    double need_nvme;         /* per node */
+    double missing_device, missing_host, missing_nvme; /* shortfalls against the usable sizes */
+} zero_plan_candidate;
+
+typedef struct zero_plan_result {
+    int count;                /* rungs evaluated, in ladder order */
+    zero_plan_candidate cand[ZERO_PLAN_MAX_CANDIDATES];
+    int chosen;               /* the first rung that fits, -1 when none does */
+    int closest;              /* the rung missing the fewest bytes in all (== chosen when one fits) */
+    double usable_device;     /* per rank: (1 - headroom) * device_mem, or the rank's RAM share */
+    double usable_host;       /* per node (0 on a CPU-only machine: host is the device) */
+    double usable_nvme;       /* per node */
+    int ranks_per_node;
+} zero_plan_result;
+
+/* Evaluates every rung. Fitting means: per rank, model states on the device + transient +
+ * activation <= usable_device; per node, ranks_per_node * host bytes <= usable_host and
+ * ranks_per_node * NVMe bytes <= usable_nvme. A rung that fits at micro-batch 1 with activation
+ * checkpointing fits; it then runs without checkpointing when micro-batch 1 allows it, and takes
+ * the largest micro-batch up to max_micro_batch that fits with that choice. */
+zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *r,
+                             zero_plan_result *out, zero_error *err);
+
+/* "none", "cpu", "nvme" */
+const char *zero_plan_offload_name(zero_offload_device d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_PLAN_H */

@@ -1,0 +1,221 @@
+/* Per-rank memory of one stage/offload setup and the traffic of a step: the engine's accounting
+ * written as formulas (the table in include/zero/plan.h; derivation in docs/PLANNING.md). */
+#include "plan/internal.h"
+
+#include "zero/partition.h"
+
+#include <string.h>
+
+void zero_plan_setup_default(zero_plan_setup *s) {
+    memset(s, 0, sizeof *s);
+    s->ranks = 1;
+    s->stage = 0;
+    s->precision = ZERO_DTYPE_FP32;
+    s->optimizer = ZERO_OPTIM_ADAMW;
+    s->momentum = 0.9f;
+    s->align = ZERO_PLAN_DEFAULT_ALIGN;
+    s->offload_optimizer = ZERO_OFFLOAD_NONE;
+    s->offload_param = ZERO_OFFLOAD_NONE;
+    s->optimizer_buffer_count = 4;
+    s->aio_block_size = 1 << 20;
+    s->param_buffer_count = 5;
+    s->param_buffer_size = 100000000;
+}
+
+void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world) {
+    zero_plan_setup_default(s);
+    s->ranks = world;
+    s->stage = cfg->stage;
+    s->precision = cfg->precision;
+    s->optimizer = cfg->optim.type;
+    s->momentum = cfg->optim.momentum;
+    /* The engine aligns shards to align_bytes over fp32 elements whatever the working dtype. */
+    s->align = cfg->align_bytes >= 4 ? (uint64_t)cfg->align_bytes / 4 : 1;
+    s->offload_optimizer = cfg->offload_optimizer.device;
+    s->offload_param = cfg->offload_param.device;
+    s->optimizer_buffer_count = cfg->offload_optimizer.buffer_count;
+    s->aio_block_size = cfg->aio_block_size;
+    s->param_buffer_count = cfg->offload_param.buffer_count;
+    s->param_buffer_size = cfg->offload_param.buffer_size;
+}
+
+const char *zero_plan_offload_name(zero_offload_device d) {
+    switch (d) {
+    case ZERO_OFFLOAD_NONE: return "none";
+    case ZERO_OFFLOAD_CPU: return "cpu";
+    case ZERO_OFFLOAD_NVME: return "nvme";
+    }
+    return "invalid";
+}
+
+/* a*b and a+b on uint64 that remember an overflow in *ovf instead of wrapping. */
+static uint64_t mul(uint64_t a, uint64_t b, int *ovf) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) *ovf = 1;
+    return r;
+}
+static uint64_t add(uint64_t a, uint64_t b, int *ovf) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) *ovf = 1;
+    return r;
+}
+
+static int offload_ok(zero_offload_device d) {
+    return d == ZERO_OFFLOAD_NONE || d == ZERO_OFFLOAD_CPU || d == ZERO_OFFLOAD_NVME;
+}
+
+zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err) {
+    if (!m || m->num_units < 1 || !m->unit_numel) {
+        zero__plan_err(err, "model: %d units: expected at least one unit with its sizes",
+                       m ? m->num_units : 0);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    for (int u = 0; u < m->num_units; u++) {
+        if (m->unit_numel[u] == 0) {
+            zero__plan_err(err, "model: unit %d has 0 elements: expected at least 1", u);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
+    if (!s) {
+        zero__plan_err(err, "setup: NULL: expected a zero_plan_setup");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->ranks < 1) {
+        zero__plan_err(err, "ranks %d: expected at least 1", s->ranks);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->stage < 0 || s->stage > 3) {
+        zero__plan_err(err, "stage %d: expected 0, 1, 2 or 3", s->stage);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->precision != ZERO_DTYPE_FP32 && s->precision != ZERO_DTYPE_BF16 &&
+        s->precision != ZERO_DTYPE_FP16) {
+        zero__plan_err(err, "precision %s: expected fp32, bf16 or fp16", zero_dtype_name(s->precision));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->optimizer < ZERO_OPTIM_ADAMW || s->optimizer > ZERO_OPTIM_LION) {
+        zero__plan_err(err, "optimizer %d: expected adamw, adam, sgd or lion", (int)s->optimizer);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->align < 1) {
+        zero__plan_err(err, "align 0: expected at least 1 element");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!offload_ok(s->offload_optimizer) || !offload_ok(s->offload_param)) {
+        zero__plan_err(err, "offload device %d/%d: expected none, cpu or nvme",
+                       (int)s->offload_optimizer, (int)s->offload_param);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->offload_param != ZERO_OFFLOAD_NONE && s->stage != 3) {
+        zero__plan_err(err, "offload_param %s at stage %d: parameter offload needs stage 3",
+                       zero_plan_offload_name(s->offload_param), s->stage);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->optimizer_buffer_count < 0 || s->aio_block_size < 0 || s->param_buffer_count < 0 ||
+        s->param_buffer_size < 0) {
+        zero__plan_err(err, "offload pools %d x %lld bytes, %d x %lld elements: expected sizes >= 0",
+                       s->optimizer_buffer_count, (long long)s->aio_block_size,
+                       s->param_buffer_count, (long long)s->param_buffer_size);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return ZERO_OK;
+}
+
+/* Adds `bytes` to the memory named by `where` (device, host or NVMe). */
+static void place(zero_plan_mem *o, zero_offload_device where, uint64_t bytes, int *ovf) {
+    if (where == ZERO_OFFLOAD_CPU) o->host = add(o->host, bytes, ovf);
+    else if (where == ZERO_OFFLOAD_NVME) o->nvme = add(o->nvme, bytes, ovf);
+    else o->device = add(o->device, bytes, ovf);
+}
+
+zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *s,
+                               zero_plan_mem *out, zero_error *err) {
+    zero_status st = zero__plan_check_model(m, err);
+    if (st == ZERO_OK) st = check_setup(s, err);
+    if (st != ZERO_OK) return st;
+    zero_plan_mem o;
+    memset(&o, 0, sizeof o);
+    int ovf = 0;
+    const uint64_t N = (uint64_t)s->ranks;
+    for (int u = 0; u < m->num_units; u++) {
+        uint64_t pu = zero_partition_padded(m->unit_numel[u], s->ranks, s->align);
+        if (pu == 0) ovf = 1;
+        o.numel = add(o.numel, m->unit_numel[u], &ovf);
+        o.padded = add(o.padded, pu, &ovf);
+        if (pu > o.largest_unit) {
+            o.second_unit = o.largest_unit;
+            o.largest_unit = pu;
+        } else if (pu > o.second_unit) {
+            o.second_unit = pu;
+        }
+    }
+    o.shard = o.padded / N;
+    const uint64_t w = zero_dtype_size(s->precision);
+    const int half = w != 4;
+    const int k = zero_optim_state_count(s->optimizer, s->momentum);
+    o.state_count = k;
+    const uint64_t P = o.padded, S = o.shard, U1 = o.largest_unit, U2 = o.second_unit;
+
+    uint64_t *b = o.bytes;
+    b[ZERO_MEM_PARAMS] = mul(s->stage == 3 ? S : P, w, &ovf);
+    b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
+    b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
+    b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
+    if (s->stage == 3) {
+        uint64_t live = add(U1, U2, &ovf);
+        uint64_t t = mul(live, w, &ovf);
+        if (half) t = add(t, mul(live, 4, &ovf), &ovf);
+        b[ZERO_MEM_BUFFERS] = add(t, mul(U1, 4, &ovf), &ovf);
+    } else {
+        uint64_t t = half ? mul(U1, 4, &ovf) : 0;
+        if (half || s->stage == 2) t = add(t, mul(U1, 4, &ovf), &ovf);
+        b[ZERO_MEM_BUFFERS] = t;
+    }
+    b[ZERO_MEM_COMM] = 0;
+    for (int c = ZERO_MEM_PARAMS; c <= ZERO_MEM_OPTIM; c++)
+        o.model_states = add(o.model_states, b[c], &ovf);
+    o.transient = b[ZERO_MEM_BUFFERS];
+
+    /* Gradients stay on the device in every setup; the optimizer offload moves master + states
+     * together, the parameter offload (stage 3) the parameter shard. */
+    place(&o, s->offload_param, b[ZERO_MEM_PARAMS], &ovf);
+    place(&o, ZERO_OFFLOAD_NONE, b[ZERO_MEM_GRADS], &ovf);
+    place(&o, s->offload_optimizer, add(b[ZERO_MEM_MASTER], b[ZERO_MEM_OPTIM], &ovf), &ovf);
+    if (s->offload_optimizer == ZERO_OFFLOAD_NVME)
+        o.pool = mul((uint64_t)s->optimizer_buffer_count, (uint64_t)s->aio_block_size, &ovf);
+    if (s->offload_param == ZERO_OFFLOAD_NVME) {
+        uint64_t per = U1 / N;
+        if ((uint64_t)s->param_buffer_size < per) per = (uint64_t)s->param_buffer_size;
+        o.pool = add(o.pool, mul(mul((uint64_t)s->param_buffer_count, per, &ovf), w, &ovf), &ovf);
+    }
+    o.host = add(o.host, o.pool, &ovf);
+    if (ovf) {
+        zero__plan_err(err, "model of %d units at %d ranks: byte counts overflow 64 bits",
+                       m->num_units, s->ranks);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    *out = o;
+    return ZERO_OK;
+}
+
+void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype precision,
+                          zero_plan_traffic *out) {
+    memset(out, 0, sizeof *out);
+    if (ranks <= 1) return;
+    const double w = (double)zero_dtype_size(precision);
+    /* Stages 0-2: one all-reduce's worth (reduce-scatter + all-gather) of Ψ; stage 3 gathers the
+     * parameters a second time in backward. */
+    const double passes = stage == 3 ? 3.0 : 2.0;
+    out->volume = passes * (double)padded * w;
+    out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
+    out->counted = 2.0 * out->sent;
+}
+
+double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps) {
+    if (!t || !(link_gbps > 0)) return 0.0;
+    return t->sent * 8.0 / (link_gbps * 1e9);
+}

@@ -1,0 +1,19 @@
+/* Private helpers of the plan layer (never installed): error text into an optional zero_error
+ * and the model check shared by the estimate and the search. */
+#ifndef ZERO_PLAN_INTERNAL_H
+#define ZERO_PLAN_INTERNAL_H
+
+#include "common/internal.h"
+#include "zero/plan.h"
+
+/* Writes the message into err->msg; err may be NULL (the caller did not want the text). */
+#define zero__plan_err(err, ...)                                                                   \
+    do {                                                                                           \
+        zero_error *zero__e = (err);                                                               \
+        if (zero__e) zero__errorf(zero__e->msg, sizeof zero__e->msg, __VA_ARGS__);                \
+    } while (0)
+
+/* ZERO_ERR_INVALID_ARG with a message for a missing model, no units or an empty unit. */
+zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err);
+
+#endif

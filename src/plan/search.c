@@ -1,0 +1,163 @@
+/* The planner's search: walk the stage/offload ladder cheapest first, size each rung's memory on
+ * the given hardware, and pick the first that fits with its micro-batch and checkpointing. */
+#include "plan/internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The largest micro-batch the search will try: enough for any real run, small enough that the
+ * linear scan over micro-batches stays instant. */
+#define PLAN_MAX_MICRO_BATCH 65536
+
+void zero_plan_request_default(zero_plan_request *r) {
+    memset(r, 0, sizeof *r);
+    zero_plan_setup_default(&r->base);
+    r->nodes = 1;
+    r->headroom = 0.1;
+    r->max_micro_batch = 8;
+}
+
+typedef struct rung {
+    int stage;
+    zero_offload_device opt, param;
+} rung;
+
+/* Cheapest first: speed falls and memory savings grow down the list (include/zero/plan.h). */
+static const rung ladder[] = {
+    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE},
+    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
+    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU},   {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
+    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME},
+};
+_Static_assert(sizeof ladder / sizeof ladder[0] == ZERO_PLAN_MAX_CANDIDATES, "ladder size");
+
+typedef struct ctx {
+    const zero_plan_model *m;
+    int cpu_only;
+    double rpn;
+    double ud, uh, un;
+} ctx;
+
+static uint64_t activation(const ctx *c, int64_t mb, int ckpt) {
+    return c->m->activation ? c->m->activation(c->m->activation_ctx, mb, ckpt) : 0;
+}
+
+/* Fills the needs and shortfalls of cand at (mb, ckpt); returns 1 when nothing is missing. */
+static int size_at(const ctx *c, zero_plan_candidate *cand, int64_t mb, int ckpt) {
+    const zero_plan_mem *mem = &cand->mem;
+    cand->micro_batch = mb;
+    cand->checkpointing = ckpt;
+    cand->activation = activation(c, mb, ckpt);
+    cand->need_device = (double)mem->device + (double)mem->transient + (double)cand->activation;
+    if (c->cpu_only) {
+        cand->need_device += (double)mem->host;
+        cand->need_host = 0;
+    } else {
+        cand->need_host = c->rpn * (double)mem->host;
+    }
+    cand->need_nvme = c->rpn * (double)mem->nvme;
+    cand->missing_device = fmax(0.0, cand->need_device - c->ud);
+    cand->missing_host = fmax(0.0, cand->need_host - c->uh);
+    cand->missing_nvme = fmax(0.0, cand->need_nvme - c->un);
+    return cand->missing_device == 0 && cand->missing_host == 0 && cand->missing_nvme == 0;
+}
+
+static zero_status check_request(const zero_plan_request *r, zero_error *err) {
+    if (!r) {
+        zero__plan_err(err, "request: NULL: expected a zero_plan_request");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (r->base.ranks < 1 || r->nodes < 1 || r->base.ranks % r->nodes != 0) {
+        zero__plan_err(err, "%d ranks on %d nodes: expected ranks >= 1, a multiple of nodes >= 1",
+                       r->base.ranks, r->nodes);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!(r->device_mem >= 0) || !(r->host_mem >= 0) || !(r->nvme_mem >= 0) ||
+        !isfinite(r->device_mem + r->host_mem + r->nvme_mem)) {
+        zero__plan_err(err, "memory sizes device %g, host %g, nvme %g: expected finite sizes >= 0",
+                       r->device_mem, r->host_mem, r->nvme_mem);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (r->device_mem == 0 && r->host_mem <= 0) {
+        zero__plan_err(err, "no device memory and host memory %g: a CPU-only machine needs its "
+                            "host memory (> 0)", r->host_mem);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!(r->headroom >= 0 && r->headroom < 1)) {
+        zero__plan_err(err, "headroom %g: expected a fraction in [0, 1)", r->headroom);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (r->max_micro_batch < 1 || r->max_micro_batch > PLAN_MAX_MICRO_BATCH) {
+        zero__plan_err(err, "max micro-batch %lld: expected 1..%d", (long long)r->max_micro_batch,
+                       PLAN_MAX_MICRO_BATCH);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *r,
+                             zero_plan_result *out, zero_error *err) {
+    zero_status st = zero__plan_check_model(m, err);
+    if (st == ZERO_OK) st = check_request(r, err);
+    if (st != ZERO_OK) return st;
+    zero_plan_result res;
+    memset(&res, 0, sizeof res);
+    res.ranks_per_node = r->base.ranks / r->nodes;
+    const double keep = 1.0 - r->headroom;
+    ctx c = {m, r->device_mem == 0, (double)res.ranks_per_node, 0, 0, 0};
+    if (c.cpu_only) {
+        c.ud = keep * r->host_mem / c.rpn;
+        c.uh = 0;
+    } else {
+        c.ud = keep * r->device_mem;
+        c.uh = keep * r->host_mem;
+    }
+    c.un = keep * r->nvme_mem;
+    res.usable_device = c.ud;
+    res.usable_host = c.uh;
+    res.usable_nvme = c.un;
+
+    res.chosen = -1;
+    res.closest = -1;
+    double least = INFINITY;
+    for (size_t i = 0; i < sizeof ladder / sizeof ladder[0]; i++) {
+        const rung *g = &ladder[i];
+        const int uses_cpu = g->opt == ZERO_OFFLOAD_CPU || g->param == ZERO_OFFLOAD_CPU;
+        const int uses_nvme = g->opt == ZERO_OFFLOAD_NVME || g->param == ZERO_OFFLOAD_NVME;
+        if ((uses_cpu && c.cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
+        zero_plan_candidate *cand = &res.cand[res.count];
+        memset(cand, 0, sizeof *cand);
+        cand->stage = g->stage;
+        cand->offload_optimizer = g->opt;
+        cand->offload_param = g->param;
+        zero_plan_setup s = r->base;
+        s.stage = g->stage;
+        s.offload_optimizer = g->opt;
+        s.offload_param = g->param;
+        st = zero_plan_estimate(m, &s, &cand->mem, err);
+        if (st != ZERO_OK) return st;
+        /* Checkpointing only matters when the model tells activations apart. */
+        const int can_ckpt = m->activation != NULL;
+        if (!size_at(&c, cand, 1, can_ckpt)) {
+            double miss = cand->missing_device + cand->missing_host + cand->missing_nvme;
+            if (miss < least) {
+                least = miss;
+                res.closest = res.count;
+            }
+            res.count++;
+            continue;
+        }
+        cand->fits = 1;
+        int ckpt = can_ckpt && !size_at(&c, cand, 1, 0);
+        int64_t best = 1;
+        /* Activations grow with the micro-batch: the first one that does not fit ends the scan. */
+        for (int64_t mb = 2; mb <= r->max_micro_batch && size_at(&c, cand, mb, ckpt); mb++) best = mb;
+        size_at(&c, cand, best, ckpt);
+        if (res.chosen < 0) res.chosen = res.count;
+        res.count++;
+    }
+    if (res.chosen >= 0) res.closest = res.chosen;
+    *out = res;
+    return ZERO_OK;
+}
