@@ -1,0 +1,139 @@
+/* models/gpt2/gpt2_engine.c — GPT-2 on a zero_engine: registers the units and tensors, sets the
+ * initial values, and runs the model's pass with the engine as the provider of unit memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2/gpt2_internal.h"
+
+zero_status gpt2_engine_register(const gpt2_config *cfg, zero_engine *e, zero_error *err) {
+    zero_status st = gpt2_config_check(cfg, err);
+    if (st) return st;
+    char name[32];
+    for (int u = 0; u < gpt2_num_units(cfg); u++) {
+        const int id = zero_engine_add_unit(e, gpt2_unit_name(cfg, u, name, sizeof name));
+        if (id != u) {
+            gpt2__errorf(err, "registering unit '%s': engine returned %d, expected id %d (%s)", name, id,
+                         u, id < 0 ? zero_engine_last_error(e) : "the engine must start empty");
+            return id < 0 ? (zero_status)id : ZERO_ERR_STATE;
+        }
+    }
+    for (int i = 0; i < gpt2_num_tensors(cfg); i++) {
+        gpt2_param_desc d;
+        gpt2_tensor_desc(cfg, i, &d);
+        st = zero_engine_add_param(e, d.unit, d.name, d.shape, d.ndim, d.flags);
+        if (st) {
+            gpt2__errorf(err, "registering '%s': %s", d.name, zero_engine_last_error(e));
+            return st;
+        }
+    }
+    return ZERO_OK;
+}
+
+zero_status gpt2_engine_init(const gpt2_config *cfg, zero_engine *e, uint64_t seed, zero_error *err) {
+    uint64_t most = 0;
+    for (int u = 0; u < gpt2_num_units(cfg); u++)
+        if (gpt2_unit_numel(cfg, u) > most) most = gpt2_unit_numel(cfg, u);
+    float *buf = malloc(most * sizeof(float));
+    if (!buf) {
+        gpt2__errorf(err, "cannot allocate %.1f MiB to initialize a unit", most * 4.0 / 1048576.0);
+        return ZERO_ERR_NOMEM;
+    }
+    zero_status st = ZERO_OK;
+    for (int u = 0; u < gpt2_num_units(cfg) && !st; u++) {
+        gpt2_init_unit(cfg, u, seed, buf);
+        st = zero_engine_set_unit(e, u, buf);
+        if (st) {
+            char name[32];
+            gpt2__errorf(err, "initializing unit '%s': %s", gpt2_unit_name(cfg, u, name, sizeof name),
+                         zero_engine_last_error(e));
+        }
+    }
+    free(buf);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the engine as provider */
+/* gather and grad return NULL without a status: the engine's message says what went wrong, and
+ * the pass reports ZERO_ERR_STATE with it. */
+static const float *eng_gather(gpt2_model *m, void *ctx, int unit) {
+    zero_engine *e = ctx;
+    const float *p = zero_engine_gather(e, unit);
+    if (!p) {
+        char name[32];
+        gpt2__fail(m, ZERO_ERR_STATE, "gathering unit '%s': %s",
+                   gpt2_unit_name(gpt2_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return p;
+}
+
+static float *eng_grad(gpt2_model *m, void *ctx, int unit) {
+    zero_engine *e = ctx;
+    float *g = zero_engine_grad(e, unit);
+    if (!g) {
+        char name[32];
+        gpt2__fail(m, ZERO_ERR_STATE, "gradient buffer of unit '%s': %s",
+                   gpt2_unit_name(gpt2_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return g;
+}
+
+static zero_status eng_status(gpt2_model *m, zero_engine *e, zero_status st, const char *what, int unit) {
+    if (st) {
+        char name[32];
+        gpt2__seterr(m, "%s of unit '%s': %s", what,
+                     gpt2_unit_name(gpt2_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return st;
+}
+
+static zero_status eng_release(gpt2_model *m, void *ctx, int unit) {
+    return eng_status(m, ctx, zero_engine_release(ctx, unit), "release", unit);
+}
+
+static zero_status eng_grad_ready(gpt2_model *m, void *ctx, int unit) {
+    return eng_status(m, ctx, zero_engine_grad_ready(ctx, unit), "grad_ready", unit);
+}
+
+static zero_status check_engine(gpt2_model *m, zero_engine *e) {
+    const gpt2_config *c = gpt2_model_config(m);
+    if (!e || zero_engine_num_units(e) != gpt2_num_units(c)) {
+        gpt2__seterr(m, "engine has %d units: expected the %d of this model (gpt2_engine_register)",
+                     e ? zero_engine_num_units(e) : 0, gpt2_num_units(c));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return ZERO_OK;
+}
+
+zero_status gpt2_engine_micro_batch(gpt2_model *m, zero_engine *e, const int32_t *tokens,
+                                    const int32_t *targets, int B, int T, float *loss) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    if (!tokens || !targets) {
+        gpt2__seterr(m, "micro_batch needs tokens and targets (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    gpt2__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    gpt2__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), loss, NULL, NULL};
+    return gpt2__run(m, &u, &p);
+}
+
+zero_status gpt2_engine_eval(gpt2_model *m, zero_engine *e, const int32_t *tokens,
+                             const int32_t *targets, int B, int T, float *loss) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    if (!tokens || !targets) {
+        gpt2__seterr(m, "eval needs tokens and targets (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    gpt2__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    gpt2__pass p = {tokens, targets, B, T, 0, 1.0f, loss, NULL, NULL};
+    return gpt2__run(m, &u, &p);
+}
+
+zero_status gpt2_engine_generate(gpt2_model *m, zero_engine *e, const int32_t *prompt, int n_prompt,
+                                 int n_new, const gpt2_sampling *s, int32_t *out) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    gpt2__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    return gpt2__generate(m, &u, prompt, n_prompt, n_new, s, out);
+}
