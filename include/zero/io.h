@@ -1,0 +1,153 @@
+/* zero/io.h — file I/O behind one table of backends: posix (pread/pwrite, optional O_DIRECT),
+ * io_uring (liburing, for pipelined offload), and a fault-injecting shim that wraps any backend.
+ *
+ *   zero_io *io;  zero_io_create_default(&io, &err);     // posix, or $ZERO_IO; $ZERO_FAULT applies
+ *   zero_io_file *f;
+ *   zero_io_open(io, "/nvme/x.bin", ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_TRUNC, &f);
+ *   zero_io_pwrite(f, buf, n, 0);  zero_io_fsync(f);  zero_io_close(f);
+ *   zero_io_free(io);
+ *
+ * Contracts:
+ *  - pread/pwrite transfer all n bytes or fail (short transfers are retried; end of file before
+ *    n bytes is an error). Offsets are absolute; there is no file position.
+ *  - Every failure returns ZERO_ERR_NOSPACE (ENOSPC, EDQUOT) or ZERO_ERR_IO (anything else the
+ *    OS reports), or ZERO_ERR_INVALID_ARG for a bad argument, and zero_io_last_error() says
+ *    which operation on which path at which offset failed, with the OS's reason (strerror).
+ *  - A zero_io and its files are used from one thread at a time (give each thread its own).
+ *  - Files opened with ZERO_IO_DIRECT bypass the page cache: buffers, offsets and sizes must be
+ *    multiples of ZERO_IO_ALIGN (zero_io_buffer_alloc gives such buffers).
+ *
+ * Asynchronous transfers (submit/complete) are how offload pipelines disk traffic with compute:
+ * zero_io_submit queues a read or write (the buffer must stay untouched until its completion is
+ * returned); zero_io_complete returns finished ones. io_uring runs them in the kernel; posix runs
+ * each at submit time and queues its completion, so the same code works on both.
+ *
+ * Fault injection (in the spirit of SQLite's test VFS): zero_io_create_fault wraps a backend and
+ * fails the Nth call of one kind of operation, once or from then on, with EIO or ENOSPC. The spec
+ * is a comma-separated list of rules  OP:N:ERR[:MODE[:PATH]]
+ *   OP    open | read | write | fsync | close | truncate | rename | unlink | mkdir
+ *   N     1-based index of the call of that kind (counted over calls whose path matches PATH)
+ *   ERR   eio | enospc         (an enospc write first writes half of its bytes, as a full disk does)
+ *   MODE  once (default) | always (the Nth call and every later one fail)
+ *   PATH  only calls on paths containing this text are counted (rename: the source path)
+ * e.g. ZERO_FAULT="write:3:eio:once" or "fsync:1:eio:always:rank_00001". The environment variable
+ * ZERO_FAULT applies to every zero_io_create_default(), so a real run of the CLI can be broken.
+ */
+#ifndef ZERO_IO_H
+#define ZERO_IO_H
+
+#include "zero/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zero_io zero_io;
+typedef struct zero_io_file zero_io_file;
+
+/* Alignment of O_DIRECT buffers, offsets and sizes (the largest logical block size in use). */
+#define ZERO_IO_ALIGN 4096u
+
+/* Open flags. READ and/or WRITE is required. */
+enum {
+    ZERO_IO_READ = 1u << 0,
+    ZERO_IO_WRITE = 1u << 1,
+    ZERO_IO_CREATE = 1u << 2, /* create when missing (mode 0644) */
+    ZERO_IO_TRUNC = 1u << 3,  /* truncate to 0 on open */
+    ZERO_IO_EXCL = 1u << 4,   /* with CREATE: fail when the file exists */
+    ZERO_IO_DIRECT = 1u << 5, /* O_DIRECT: aligned buffers, offsets and sizes */
+};
+
+/* Kinds of operation: what a fault rule counts and what an async request does. */
+typedef enum zero_io_op {
+    ZERO_IO_OP_OPEN = 0,
+    ZERO_IO_OP_READ = 1,
+    ZERO_IO_OP_WRITE = 2,
+    ZERO_IO_OP_FSYNC = 3,  /* files and directories */
+    ZERO_IO_OP_CLOSE = 4,
+    ZERO_IO_OP_TRUNCATE = 5,
+    ZERO_IO_OP_RENAME = 6,
+    ZERO_IO_OP_UNLINK = 7, /* files and (empty) directories */
+    ZERO_IO_OP_MKDIR = 8,
+    ZERO_IO_OP_COUNT
+} zero_io_op;
+
+const char *zero_io_op_name(zero_io_op op); /* "open", "read", ... ; "invalid" otherwise */
+
+/* ---------------------------------------------------------------- backends */
+/* Plain POSIX calls. Never fails except for memory. */
+zero_status zero_io_create_posix(zero_io **out, zero_error *err);
+/* io_uring with `queue_depth` (1..4096) entries: reads, writes and fsyncs go through the ring.
+ * ZERO_ERR_UNSUPPORTED when built without liburing or when the kernel refuses io_uring. */
+zero_status zero_io_create_uring(zero_io **out, int queue_depth, zero_error *err);
+/* Wraps `inner` with the fault rules of `spec` (syntax above; NULL or "" = no rule). With
+ * own_inner the shim frees inner when it is freed, also when this call fails. A bad spec is
+ * ZERO_ERR_CONFIG naming the rule and what was expected. */
+zero_status zero_io_create_fault(zero_io **out, zero_io *inner, int own_inner, const char *spec,
+                                 zero_error *err);
+/* The backend named by $ZERO_IO ("posix", the default, or "uring"), wrapped in the fault shim
+ * when $ZERO_FAULT is set and not empty. */
+zero_status zero_io_create_default(zero_io **out, zero_error *err);
+/* Frees the backend (NULL is a no-op). Its files must be closed first; async requests still in
+ * flight are waited for. */
+void zero_io_free(zero_io *io);
+
+const char *zero_io_backend(const zero_io *io); /* "posix", "uring", "fault(posix)", ... */
+const char *zero_io_last_error(const zero_io *io);
+
+/* Fault shim only (0 on other backends): calls of kind `op` seen so far, and faults injected. */
+uint64_t zero_io_fault_calls(const zero_io *io, zero_io_op op);
+uint64_t zero_io_fault_injected(const zero_io *io);
+
+/* ---------------------------------------------------------------- files */
+zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_file **out);
+/* Closes and frees f (NULL is a no-op returning ZERO_OK). The file is released even when the
+ * close reports an error. */
+zero_status zero_io_close(zero_io_file *f);
+zero_status zero_io_pread(zero_io_file *f, void *buf, size_t n, uint64_t offset);
+zero_status zero_io_pwrite(zero_io_file *f, const void *buf, size_t n, uint64_t offset);
+/* Data and metadata durable on the device (fsync). */
+zero_status zero_io_fsync(zero_io_file *f);
+zero_status zero_io_truncate(zero_io_file *f, uint64_t size);
+zero_status zero_io_size(zero_io_file *f, uint64_t *size);
+const char *zero_io_file_path(const zero_io_file *f);
+zero_io *zero_io_file_io(const zero_io_file *f);
+
+/* ---------------------------------------------------------------- names */
+/* rename(2): atomic replacement of `to` on one file system. */
+zero_status zero_io_rename(zero_io *io, const char *from, const char *to);
+/* Removes a file or an empty directory. A missing path is ZERO_OK when missing_ok. */
+zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok);
+/* Creates a directory (mode 0755); an existing directory is ZERO_OK. */
+zero_status zero_io_mkdir(zero_io *io, const char *path);
+/* Makes the directory's entries durable (fsync of the directory): after a create or rename. */
+zero_status zero_io_fsync_dir(zero_io *io, const char *path);
+
+/* ---------------------------------------------------------------- asynchronous */
+typedef struct zero_io_event {
+    void *user;         /* what was passed to zero_io_submit */
+    zero_status status; /* ZERO_OK when all bytes were transferred */
+} zero_io_event;
+
+/* Queues a read or a write of n bytes at offset (op is ZERO_IO_OP_READ or ZERO_IO_OP_WRITE).
+ * At most the backend's queue depth (posix: 64) may be in flight: ZERO_ERR_STATE beyond. A
+ * failed transfer is reported by its event, not here. */
+zero_status zero_io_submit(zero_io_file *f, zero_io_op op, void *buf, size_t n, uint64_t offset,
+                           void *user);
+/* Waits until at least min_events (<= in flight) have finished, then stores up to max of them in
+ * ev and their number in *got. When an event failed, zero_io_last_error() describes the first
+ * failed event of this batch and the call still returns ZERO_OK (each event has its status). */
+zero_status zero_io_complete(zero_io *io, int min_events, zero_io_event *ev, int max, int *got);
+/* Requests submitted and not yet returned by zero_io_complete. */
+int zero_io_inflight(const zero_io *io);
+
+/* ---------------------------------------------------------------- buffers */
+/* `bytes` rounded up to ZERO_IO_ALIGN, aligned to ZERO_IO_ALIGN, charged to cat in acct (may be
+ * NULL); NULL on failure. Free with zero_io_buffer_free and the same account. */
+void *zero_io_buffer_alloc(zero_memacct *acct, zero_mem_category cat, size_t bytes);
+void zero_io_buffer_free(zero_memacct *acct, void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_IO_H */

@@ -1,0 +1,322 @@
+/* The io front: argument checks, dispatch through the backend table, error text, the emulated
+ * asynchronous pair for backends without one, aligned buffers, and the default backend. */
+#include "io/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_QUEUE_DEPTH 64
+
+const char *zero_io_op_name(zero_io_op op) {
+    static const char *names[ZERO_IO_OP_COUNT] = {"open",     "read",   "write",  "fsync", "close",
+                                                  "truncate", "rename", "unlink", "mkdir"};
+    return (unsigned)op < ZERO_IO_OP_COUNT ? names[op] : "invalid";
+}
+
+zero_status zero__io_errno(zero_io *io, int err, const char *op, const char *path, int64_t off,
+                           size_t n) {
+    if (off >= 0)
+        zero__errorf(io->err, sizeof io->err, "%s %s at offset %lld (%zu bytes): %s", op, path,
+                     (long long)off, n, strerror(err));
+    else
+        zero__errorf(io->err, sizeof io->err, "%s %s: %s", op, path, strerror(err));
+    return (err == ENOSPC || err == EDQUOT) ? ZERO_ERR_NOSPACE : ZERO_ERR_IO;
+}
+
+zero_status zero__io_new(zero_io **out, const zero__io_vtable *vt, const char *name, int queue_depth,
+                         zero_error *err) {
+    zero_io *io = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *io);
+    if (!io) goto fail;
+    io->vt = vt;
+    io->queue_depth = queue_depth;
+    snprintf(io->name, sizeof io->name, "%s", name);
+    if (!vt->submit) {
+        io->done = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)queue_depth * sizeof *io->done);
+        if (!io->done) goto fail_io;
+    }
+    *out = io;
+    return ZERO_OK;
+fail_io:
+    zero_mem_free(NULL, io);
+fail:
+    if (err) ZERO__ERR(err, "io: out of memory creating the %s backend", name);
+    return ZERO_ERR_NOMEM;
+}
+
+void zero_io_free(zero_io *io) {
+    if (!io) return;
+    if (io->vt->submit && io->inflight > 0) {
+        /* Drain: the kernel may still write into caller buffers until completions are reaped. */
+        zero_io_event ev[16];
+        int got = 0;
+        while (io->inflight > 0 && zero_io_complete(io, 1, ev, 16, &got) == ZERO_OK) {
+        }
+    }
+    if (io->vt->destroy) io->vt->destroy(io);
+    zero_mem_free(NULL, io->done);
+    zero_mem_free(NULL, io);
+}
+
+const char *zero_io_backend(const zero_io *io) { return io ? io->name : "none"; }
+const char *zero_io_last_error(const zero_io *io) { return io ? io->err : "no io backend"; }
+
+static zero_status bad_arg(zero_io *io, const char *fmt, const char *path) {
+    zero__errorf(io->err, sizeof io->err, fmt, path ? path : "(null)");
+    return ZERO_ERR_INVALID_ARG;
+}
+
+/* ---------------------------------------------------------------- files */
+zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_file **out) {
+    if (!io || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!path || !*path) return bad_arg(io, "open: empty path%s", "");
+    if (!(flags & (ZERO_IO_READ | ZERO_IO_WRITE)) || (flags & ~0x3fu))
+        return bad_arg(io, "open %s: flags must include ZERO_IO_READ or ZERO_IO_WRITE and nothing unknown", path);
+    zero_io_file *f = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *f);
+    size_t len = strlen(path);
+    char *p = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, len + 1);
+    if (!f || !p) {
+        zero_mem_free(NULL, f);
+        zero_mem_free(NULL, p);
+        zero__errorf(io->err, sizeof io->err, "open %s: out of memory", path);
+        return ZERO_ERR_NOMEM;
+    }
+    memcpy(p, path, len + 1);
+    f->io = io;
+    f->path = p;
+    f->flags = flags;
+    f->fd = -1;
+    zero_status s = io->vt->open(io, path, flags, f);
+    if (s != ZERO_OK) {
+        zero_mem_free(NULL, p);
+        zero_mem_free(NULL, f);
+        return s;
+    }
+    *out = f;
+    return ZERO_OK;
+}
+
+zero_status zero_io_close(zero_io_file *f) {
+    if (!f) return ZERO_OK;
+    zero_status s = f->io->vt->close(f);
+    zero_mem_free(NULL, f->path);
+    zero_mem_free(NULL, f);
+    return s;
+}
+
+static zero_status check_direct(zero_io_file *f, const void *buf, size_t n, uint64_t off, const char *op) {
+    if (!(f->flags & ZERO_IO_DIRECT)) return ZERO_OK;
+    if (((uintptr_t)buf | n | off) % ZERO_IO_ALIGN == 0) return ZERO_OK;
+    zero__errorf(f->io->err, sizeof f->io->err,
+                 "%s %s at offset %llu (%zu bytes, buffer %p): O_DIRECT needs buffer, offset and size "
+                 "multiples of %u",
+                 op, f->path, (unsigned long long)off, n, buf, ZERO_IO_ALIGN);
+    return ZERO_ERR_INVALID_ARG;
+}
+
+static zero_status check_rw(zero_io_file *f, const void *buf, size_t n, uint64_t off, zero_io_op op) {
+    const char *name = zero_io_op_name(op);
+    unsigned need = op == ZERO_IO_OP_READ ? ZERO_IO_READ : ZERO_IO_WRITE;
+    if (!(f->flags & need)) {
+        zero__errorf(f->io->err, sizeof f->io->err, "%s %s: the file was not opened for %sing", name,
+                     f->path, op == ZERO_IO_OP_READ ? "read" : "writ");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (n && !buf) {
+        zero__errorf(f->io->err, sizeof f->io->err, "%s %s at offset %llu: NULL buffer for %zu bytes",
+                     name, f->path, (unsigned long long)off, n);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (off > (uint64_t)INT64_MAX || n > (uint64_t)INT64_MAX - off) {
+        zero__errorf(f->io->err, sizeof f->io->err, "%s %s: offset %llu + %zu bytes is past the largest file",
+                     name, f->path, (unsigned long long)off, n);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return check_direct(f, buf, n, off, name);
+}
+
+zero_status zero_io_pread(zero_io_file *f, void *buf, size_t n, uint64_t offset) {
+    if (!f) return ZERO_ERR_INVALID_ARG;
+    zero_status s = check_rw(f, buf, n, offset, ZERO_IO_OP_READ);
+    if (s != ZERO_OK || n == 0) return s;
+    return f->io->vt->pread(f, buf, n, offset);
+}
+
+zero_status zero_io_pwrite(zero_io_file *f, const void *buf, size_t n, uint64_t offset) {
+    if (!f) return ZERO_ERR_INVALID_ARG;
+    zero_status s = check_rw(f, buf, n, offset, ZERO_IO_OP_WRITE);
+    if (s != ZERO_OK || n == 0) return s;
+    return f->io->vt->pwrite(f, buf, n, offset);
+}
+
+zero_status zero_io_fsync(zero_io_file *f) { return f ? f->io->vt->fsync(f) : ZERO_ERR_INVALID_ARG; }
+
+zero_status zero_io_truncate(zero_io_file *f, uint64_t size) {
+    if (!f) return ZERO_ERR_INVALID_ARG;
+    if (!(f->flags & ZERO_IO_WRITE) || size > (uint64_t)INT64_MAX) {
+        zero__errorf(f->io->err, sizeof f->io->err,
+                     "truncate %s to %llu bytes: needs a file opened for writing and a size <= 2^63-1",
+                     f->path, (unsigned long long)size);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return f->io->vt->truncate(f, size);
+}
+
+zero_status zero_io_size(zero_io_file *f, uint64_t *size) {
+    if (!f || !size) return ZERO_ERR_INVALID_ARG;
+    return f->io->vt->size(f, size);
+}
+
+const char *zero_io_file_path(const zero_io_file *f) { return f ? f->path : ""; }
+zero_io *zero_io_file_io(const zero_io_file *f) { return f ? f->io : NULL; }
+
+/* ---------------------------------------------------------------- names */
+zero_status zero_io_rename(zero_io *io, const char *from, const char *to) {
+    if (!io) return ZERO_ERR_INVALID_ARG;
+    if (!from || !*from || !to || !*to) return bad_arg(io, "rename: empty path%s", "");
+    return io->vt->rename(io, from, to);
+}
+
+zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok) {
+    if (!io) return ZERO_ERR_INVALID_ARG;
+    if (!path || !*path) return bad_arg(io, "unlink: empty path%s", "");
+    return io->vt->unlink(io, path, missing_ok);
+}
+
+zero_status zero_io_mkdir(zero_io *io, const char *path) {
+    if (!io) return ZERO_ERR_INVALID_ARG;
+    if (!path || !*path) return bad_arg(io, "mkdir: empty path%s", "");
+    return io->vt->mkdir(io, path);
+}
+
+zero_status zero_io_fsync_dir(zero_io *io, const char *path) {
+    if (!io) return ZERO_ERR_INVALID_ARG;
+    if (!path || !*path) return bad_arg(io, "fsync directory: empty path%s", "");
+    return io->vt->fsync_dir(io, path);
+}
+
+/* ---------------------------------------------------------------- asynchronous */
+/* Backends without a native pair run the transfer now and keep its outcome (status and message)
+ * in a FIFO of queue_depth slots until zero_io_complete hands it back. */
+static zero_status emulated_submit(zero_io_file *f, zero_io_op op, void *buf, size_t n, uint64_t off,
+                                   void *user) {
+    zero_io *io = f->io;
+    zero_status s = op == ZERO_IO_OP_READ ? zero_io_pread(f, buf, n, off) : zero_io_pwrite(f, buf, n, off);
+    zero__io_done *d = &io->done[(io->done_head + io->done_count) % io->queue_depth];
+    d->user = user;
+    d->status = s;
+    d->msg[0] = 0;
+    if (s != ZERO_OK) snprintf(d->msg, sizeof d->msg, "%s", io->err);
+    io->done_count++;
+    return ZERO_OK;
+}
+
+static zero_status emulated_complete(zero_io *io, int min_events, zero_io_event *ev, int max, int *got) {
+    (void)min_events; /* everything submitted has already finished */
+    int n = 0, first_failed = -1;
+    while (n < max && io->done_count > 0) {
+        zero__io_done *d = &io->done[io->done_head];
+        ev[n].user = d->user;
+        ev[n].status = d->status;
+        if (d->status != ZERO_OK && first_failed < 0) {
+            first_failed = n;
+            snprintf(io->err, sizeof io->err, "%s", d->msg);
+        }
+        io->done_head = (io->done_head + 1) % io->queue_depth;
+        io->done_count--;
+        n++;
+    }
+    *got = n;
+    return ZERO_OK;
+}
+
+zero_status zero_io_submit(zero_io_file *f, zero_io_op op, void *buf, size_t n, uint64_t offset,
+                           void *user) {
+    if (!f) return ZERO_ERR_INVALID_ARG;
+    zero_io *io = f->io;
+    if (op != ZERO_IO_OP_READ && op != ZERO_IO_OP_WRITE) {
+        zero__errorf(io->err, sizeof io->err, "submit %s: operation %d is neither read nor write",
+                     f->path, (int)op);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_status s = check_rw(f, buf, n, offset, op);
+    if (s != ZERO_OK) return s;
+    if (io->inflight >= io->queue_depth) {
+        zero__errorf(io->err, sizeof io->err,
+                     "submit %s %s: %d requests in flight already (queue depth %d): complete some first",
+                     zero_io_op_name(op), f->path, io->inflight, io->queue_depth);
+        return ZERO_ERR_STATE;
+    }
+    s = io->vt->submit ? io->vt->submit(f, op, buf, n, offset, user)
+                       : emulated_submit(f, op, buf, n, offset, user);
+    if (s == ZERO_OK) io->inflight++;
+    return s;
+}
+
+zero_status zero_io_complete(zero_io *io, int min_events, zero_io_event *ev, int max, int *got) {
+    if (!io || !got) return ZERO_ERR_INVALID_ARG;
+    *got = 0;
+    if (max < 0 || (max > 0 && !ev) || min_events < 0 || min_events > max || min_events > io->inflight) {
+        zero__errorf(io->err, sizeof io->err,
+                     "complete: min_events %d must be in [0, min(max %d, in flight %d)]", min_events,
+                     max, io->inflight);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (max == 0 || io->inflight == 0) return ZERO_OK;
+    zero_status s = io->vt->complete ? io->vt->complete(io, min_events, ev, max, got)
+                                     : emulated_complete(io, min_events, ev, max, got);
+    if (s == ZERO_OK) io->inflight -= *got;
+    return s;
+}
+
+int zero_io_inflight(const zero_io *io) { return io ? io->inflight : 0; }
+
+/* ---------------------------------------------------------------- buffers */
+/* The aligned block sits inside a zero_mem block; the word before it holds that block's start. */
+void *zero_io_buffer_alloc(zero_memacct *acct, zero_mem_category cat, size_t bytes) {
+    if (bytes == 0 || bytes > SIZE_MAX - 2 * ZERO_IO_ALIGN) return NULL;
+    size_t rounded = (bytes + ZERO_IO_ALIGN - 1) / ZERO_IO_ALIGN * ZERO_IO_ALIGN;
+    char *raw = zero_mem_alloc(acct, cat, rounded + ZERO_IO_ALIGN);
+    if (!raw) return NULL;
+    uintptr_t a = ((uintptr_t)raw + ZERO_IO_ALIGN) & ~(uintptr_t)(ZERO_IO_ALIGN - 1);
+    ((void **)a)[-1] = raw;
+    return (void *)a;
+}
+
+void zero_io_buffer_free(zero_memacct *acct, void *p) {
+    if (p) zero_mem_free(acct, ((void **)p)[-1]);
+}
+
+#ifndef ZERO_HAVE_URING
+zero_status zero_io_create_uring(zero_io **out, int queue_depth, zero_error *err) {
+    (void)queue_depth;
+    if (out) *out = NULL;
+    if (err) ZERO__ERR(err, "io_uring: this build has no liburing (install liburing-dev and rebuild)");
+    return ZERO_ERR_UNSUPPORTED;
+}
+#endif
+
+/* ---------------------------------------------------------------- default */
+zero_status zero_io_create_default(zero_io **out, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    const char *b = getenv("ZERO_IO");
+    zero_io *inner = NULL;
+    zero_status s;
+    if (!b || !*b || !strcmp(b, "posix")) {
+        s = zero_io_create_posix(&inner, err);
+    } else if (!strcmp(b, "uring") || !strcmp(b, "io_uring")) {
+        s = zero_io_create_uring(&inner, DEFAULT_QUEUE_DEPTH, err);
+    } else {
+        if (err) ZERO__ERR(err, "ZERO_IO '%s': expected posix or uring", b);
+        return ZERO_ERR_CONFIG;
+    }
+    if (s != ZERO_OK) return s;
+    const char *spec = getenv("ZERO_FAULT");
+    if (!spec || !*spec) {
+        *out = inner;
+        return ZERO_OK;
+    }
+    return zero_io_create_fault(out, inner, 1, spec, err);
+}

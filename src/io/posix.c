@@ -1,0 +1,156 @@
+/* The posix backend: pread/pwrite/fsync on a descriptor (optionally O_DIRECT), and the name
+ * operations (rename, unlink, mkdir, directory fsync) that the io_uring backend shares. */
+#define _GNU_SOURCE /* O_DIRECT */
+#include "io/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+zero_status zero__posix_open(zero_io *io, const char *path, unsigned flags, zero_io_file *f) {
+    int oflags = O_CLOEXEC;
+    if ((flags & ZERO_IO_READ) && (flags & ZERO_IO_WRITE)) oflags |= O_RDWR;
+    else if (flags & ZERO_IO_WRITE) oflags |= O_WRONLY;
+    else oflags |= O_RDONLY;
+    if (flags & ZERO_IO_CREATE) oflags |= O_CREAT;
+    if (flags & ZERO_IO_TRUNC) oflags |= O_TRUNC;
+    if (flags & ZERO_IO_EXCL) oflags |= O_EXCL;
+    if (flags & ZERO_IO_DIRECT) oflags |= O_DIRECT;
+    int fd;
+    do fd = open(path, oflags, 0644);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return zero__io_errno(io, errno, "open", path, -1, 0);
+    f->fd = fd;
+    return ZERO_OK;
+}
+
+zero_status zero__posix_close(zero_io_file *f) {
+    /* Linux releases the descriptor even when close fails: never retry it. */
+    if (f->fd >= 0 && close(f->fd) != 0) {
+        f->fd = -1;
+        return zero__io_errno(f->io, errno, "close", f->path, -1, 0);
+    }
+    f->fd = -1;
+    return ZERO_OK;
+}
+
+static zero_status posix_pread(zero_io_file *f, void *buf, size_t n, uint64_t off) {
+    char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(f->fd, p + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return zero__io_errno(f->io, errno, "read", f->path, (int64_t)(off + done), n - done);
+        }
+        if (r == 0) {
+            zero__errorf(f->io->err, sizeof f->io->err,
+                         "read %s at offset %llu (%zu bytes): unexpected end of file after %zu bytes",
+                         f->path, (unsigned long long)off, n, done);
+            return ZERO_ERR_IO;
+        }
+        done += (size_t)r;
+    }
+    return ZERO_OK;
+}
+
+static zero_status posix_pwrite(zero_io_file *f, const void *buf, size_t n, uint64_t off) {
+    const char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pwrite(f->fd, p + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return zero__io_errno(f->io, errno, "write", f->path, (int64_t)(off + done), n - done);
+        }
+        if (r == 0) /* a zero-byte write of a non-empty buffer means no room */
+            return zero__io_errno(f->io, ENOSPC, "write", f->path, (int64_t)(off + done), n - done);
+        done += (size_t)r;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero__posix_fsync(zero_io_file *f) {
+    if (fsync(f->fd) != 0) return zero__io_errno(f->io, errno, "fsync", f->path, -1, 0);
+    return ZERO_OK;
+}
+
+zero_status zero__posix_truncate(zero_io_file *f, uint64_t size) {
+    int r;
+    do r = ftruncate(f->fd, (off_t)size);
+    while (r != 0 && errno == EINTR);
+    if (r != 0) return zero__io_errno(f->io, errno, "truncate", f->path, (int64_t)size, 0);
+    return ZERO_OK;
+}
+
+zero_status zero__posix_size(zero_io_file *f, uint64_t *size) {
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) return zero__io_errno(f->io, errno, "stat", f->path, -1, 0);
+    *size = (uint64_t)st.st_size;
+    return ZERO_OK;
+}
+
+zero_status zero__posix_rename(zero_io *io, const char *from, const char *to) {
+    if (rename(from, to) != 0) {
+        int e = errno;
+        zero__errorf(io->err, sizeof io->err, "rename %s to %s: %s", from, to, strerror(e));
+        return (e == ENOSPC || e == EDQUOT) ? ZERO_ERR_NOSPACE : ZERO_ERR_IO;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero__posix_unlink(zero_io *io, const char *path, int missing_ok) {
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT && missing_ok) return ZERO_OK;
+        return zero__io_errno(io, errno, "unlink", path, -1, 0);
+    }
+    int r = S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path);
+    if (r != 0 && !(errno == ENOENT && missing_ok)) return zero__io_errno(io, errno, "unlink", path, -1, 0);
+    return ZERO_OK;
+}
+
+zero_status zero__posix_mkdir(zero_io *io, const char *path) {
+    if (mkdir(path, 0755) == 0) return ZERO_OK;
+    int e = errno;
+    struct stat st;
+    if (e == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return ZERO_OK;
+    if (e == EEXIST) {
+        zero__errorf(io->err, sizeof io->err, "mkdir %s: exists and is not a directory", path);
+        return ZERO_ERR_IO;
+    }
+    return zero__io_errno(io, e, "mkdir", path, -1, 0);
+}
+
+zero_status zero__posix_fsync_dir(zero_io *io, const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return zero__io_errno(io, errno, "fsync directory", path, -1, 0);
+    zero_status s = ZERO_OK;
+    /* Some file systems cannot fsync a directory (EINVAL); their renames are durable anyway. */
+    if (fsync(fd) != 0 && errno != EINVAL) s = zero__io_errno(io, errno, "fsync directory", path, -1, 0);
+    close(fd);
+    return s;
+}
+
+static const zero__io_vtable posix_vtable = {
+    .name = "posix",
+    .open = zero__posix_open,
+    .close = zero__posix_close,
+    .pread = posix_pread,
+    .pwrite = posix_pwrite,
+    .fsync = zero__posix_fsync,
+    .truncate = zero__posix_truncate,
+    .size = zero__posix_size,
+    .rename = zero__posix_rename,
+    .unlink = zero__posix_unlink,
+    .mkdir = zero__posix_mkdir,
+    .fsync_dir = zero__posix_fsync_dir,
+};
+
+zero_status zero_io_create_posix(zero_io **out, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    return zero__io_new(out, &posix_vtable, "posix", 64, err);
+}
