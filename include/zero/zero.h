@@ -8,9 +8,11 @@
 #define ZERO_VERSION_STRING "0.1.0"
 
 #include "zero/common.h"
+#include "zero/ckpt.h"
 #include "zero/comm.h"
 #include "zero/config.h"
 #include "zero/engine.h"
+#include "zero/io.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
 #include "zero/plan.h"
