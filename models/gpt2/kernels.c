@@ -9,11 +9,14 @@
 /* Columns per OpenMP task in column reductions: each column is summed over rows in row order,
  * so the result does not depend on how columns are split between threads. */
 #define COLS_PER_TASK 128
+/* Below this many elements of work a loop runs on one thread: waking a team costs more than it
+ * saves, and far more on a busy machine where a woken thread may not get a core. */
+#define PAR_MIN 32768
 
 void gpt2__encoder_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                        int T, int C) {
     const long N = (long)B * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (long n = 0; n < N; n++) {
         const float *e = wte + (size_t)tokens[n] * C, *p = wpe + (size_t)(n % T) * C;
         float *o = out + (size_t)n * C;
@@ -24,7 +27,7 @@ void gpt2__encoder_fwd(float *out, const int32_t *tokens, const float *wte, cons
 void gpt2__encoder_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                        int T, int C) {
     const long N = (long)B * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (int t = 0; t < T; t++) {
         float *dp = dwpe + (size_t)t * C;
         for (int b = 0; b < B; b++) {
@@ -34,7 +37,7 @@ void gpt2__encoder_bwd(float *dwte, float *dwpe, const float *dout, const int32_
     }
     /* Tokens repeat, so rows of dwte are shared: split by columns, rows in order. */
     const int ntask = (C + COLS_PER_TASK - 1) / COLS_PER_TASK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (int task = 0; task < ntask; task++) {
         const int i0 = task * COLS_PER_TASK, i1 = i0 + COLS_PER_TASK < C ? i0 + COLS_PER_TASK : C;
         for (long n = 0; n < N; n++) {
@@ -47,7 +50,7 @@ void gpt2__encoder_bwd(float *dwte, float *dwpe, const float *dout, const int32_
 
 void gpt2__layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b, size_t N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (size_t n = 0; n < N; n++) {
         const float *x = inp + n * C;
         double s = 0.0;
@@ -66,7 +69,7 @@ void gpt2__layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
 
 void gpt2__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                          const float *w, const float *mean, const float *rstd, size_t N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (size_t n = 0; n < N; n++) {
         const float *x = inp + n * C, *d = dout + n * C;
         const float m = mean[n], r = rstd[n];
@@ -84,7 +87,7 @@ void gpt2__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, c
         }
     }
     const int ntask = (C + COLS_PER_TASK - 1) / COLS_PER_TASK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (int task = 0; task < ntask; task++) {
         const int i0 = task * COLS_PER_TASK, i1 = i0 + COLS_PER_TASK < C ? i0 + COLS_PER_TASK : C;
         double aw[COLS_PER_TASK] = {0}, ab[COLS_PER_TASK] = {0};
@@ -108,7 +111,7 @@ void gpt2__matmul_fwd(float *out, const float *inp, const float *W, const float 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, OC, IC, 1.0f, inp, IC, W, OC,
                 accumulate ? 1.0f : 0.0f, out, OC);
     if (!bias) return;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * OC >= PAR_MIN)
     for (size_t n = 0; n < N; n++) {
         float *o = out + n * OC;
         for (int j = 0; j < OC; j++) o[j] += bias[j];
@@ -118,7 +121,7 @@ void gpt2__matmul_fwd(float *out, const float *inp, const float *W, const float 
 /* dst[j] += sum over rows of src[n][j] (src: N rows of `cols`). */
 static void colsum_acc(float *dst, const float *src, size_t N, int cols) {
     const int ntask = (cols + COLS_PER_TASK - 1) / COLS_PER_TASK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * cols >= PAR_MIN)
     for (int task = 0; task < ntask; task++) {
         const int j0 = task * COLS_PER_TASK, j1 = j0 + COLS_PER_TASK < cols ? j0 + COLS_PER_TASK : cols;
         double acc[COLS_PER_TASK] = {0};
@@ -151,7 +154,7 @@ void gpt2__attention_fwd(float *out, float *att, const float *qkv, int B, int T,
         }
     }
     const long rows = (long)B * H * T;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * T >= PAR_MIN)
     for (long r = 0; r < rows; r++) {
         const int t = (int)(r % T);
         float *a = att + (size_t)r * T;
@@ -191,7 +194,7 @@ void gpt2__attention_bwd(float *dqkv, float *scratch, const float *dout, const f
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f,
                         scratch, T);
             /* Softmax backward, in place: d_j = p_j (d_j - sum_k p_k d_k), zero above the diagonal. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)T * T >= PAR_MIN)
             for (int t = 0; t < T; t++) {
                 const float *p = a + (size_t)t * T;
                 float *d = scratch + (size_t)t * T;
@@ -213,7 +216,7 @@ void gpt2__attention_bwd(float *dqkv, float *scratch, const float *dout, const f
 #define GELU_A 0.044715f
 
 void gpt2__gelu_fwd(float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
         out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
@@ -221,7 +224,7 @@ void gpt2__gelu_fwd(float *out, const float *inp, size_t n) {
 }
 
 void gpt2__gelu_bwd(float *d, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
         const float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
@@ -233,7 +236,7 @@ void gpt2__gelu_bwd(float *d, const float *inp, size_t n) {
 
 void gpt2__crossentropy(float *logits, float *losses, const int32_t *targets, size_t rows, int V,
                         float dscale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V >= PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
         float *x = logits + r * V;
         float mx = x[0];
