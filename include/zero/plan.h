@@ -13,11 +13,15 @@
  *   master   P*4         S*4         S*4         S*4      (0 in fp32 training: params are the master)
  *   optim    P*4*k       S*4*k       S*4*k       S*4*k
  *
- * Transient `buffers` (reported apart), with U1 >= U2 the two largest padded units:
- *   stage 3:   (U1 + U2)*w gathered (current + prefetched unit), + (U1 + U2)*4 fp32 compute views
- *              when w != 4, + U1*4 for the fp32 gradient buffer of the unit being reduced;
- *   stages 0-2: U1*4 fp32 compute view when w != 4, + U1*4 fp32 gradient buffer of the unit in
- *              backward when the persistent grads are not full fp32 buffers (w != 4, or stage 2).
+ * Transient `buffers` (reported apart): an upper bound that puts the largest distinct units in
+ * every role at once. With U1 >= U2 >= U3 the three largest padded units (0 when absent):
+ *     U1*4 + 64 KiB           when w != 4: the fp32 view of the unit in use, the step's chunk
+ *   + (U1 + U2)*w             stage 3: the gathered unit and the prefetched one
+ *   + (U1 + U2)*4             when w != 4 or stage >= 2: the fp32 gradient buffers of the unit in
+ *                             backward and of one held open across backward (a tied embedding's)
+ *   + stage >= 2, reductions in flight (two, and the one being started):
+ *       w != 4:  (U1 + U2 + U3)*w + (U1 + U2)/N*w     sends of three, receives of two
+ *       w == 4:  (U1 + U2)*4 + (U1 + U2 + U3)/N*4     sends of two (the fp32 buffer), receives of three
  * docs/PLANNING.md derives these, places them (device, host, NVMe) and compares with DeepSpeed.
  *
  *   zero_plan_model m = {nunits, numels, act_fn, act_ctx};
@@ -83,6 +87,7 @@ typedef struct zero_plan_mem {
     uint64_t shard;              /* S = P / N */
     uint64_t largest_unit;       /* U1: the largest padded unit */
     uint64_t second_unit;        /* U2: the second largest (0 with one unit) */
+    uint64_t third_unit;         /* U3: the third largest (0 with fewer than three units) */
     int state_count;             /* k */
     uint64_t bytes[ZERO_MEM_COUNT];
     uint64_t model_states;       /* params + grads + master + optim */

@@ -147,10 +147,14 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         o.numel = add(o.numel, m->unit_numel[u], &ovf);
         o.padded = add(o.padded, pu, &ovf);
         if (pu > o.largest_unit) {
+            o.third_unit = o.second_unit;
             o.second_unit = o.largest_unit;
             o.largest_unit = pu;
         } else if (pu > o.second_unit) {
+            o.third_unit = o.second_unit;
             o.second_unit = pu;
+        } else if (pu > o.third_unit) {
+            o.third_unit = pu;
         }
     }
     o.shard = o.padded / N;
@@ -158,23 +162,29 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     const int half = w != 4;
     const int k = zero_optim_state_count(s->optimizer, s->momentum);
     o.state_count = k;
-    const uint64_t P = o.padded, S = o.shard, U1 = o.largest_unit, U2 = o.second_unit;
+    const uint64_t P = o.padded, S = o.shard, U1 = o.largest_unit, U2 = o.second_unit,
+                   U3 = o.third_unit;
 
     uint64_t *b = o.bytes;
     b[ZERO_MEM_PARAMS] = mul(s->stage == 3 ? S : P, w, &ovf);
     b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
     b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
     b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
-    if (s->stage == 3) {
-        uint64_t live = add(U1, U2, &ovf);
-        uint64_t t = mul(live, w, &ovf);
-        if (half) t = add(t, mul(live, 4, &ovf), &ovf);
-        b[ZERO_MEM_BUFFERS] = add(t, mul(U1, 4, &ovf), &ovf);
-    } else {
-        uint64_t t = half ? mul(U1, 4, &ovf) : 0;
-        if (half || s->stage == 2) t = add(t, mul(U1, 4, &ovf), &ovf);
-        b[ZERO_MEM_BUFFERS] = t;
+    /* The transient's upper bound (docs/PLANNING.md): the largest distinct units in every role
+     * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. */
+    const uint64_t U12 = add(U1, U2, &ovf), U123 = add(U12, U3, &ovf);
+    uint64_t t = 0;
+    if (half) t = add(t, add(mul(U1, 4, &ovf), ZERO__PLAN_STEP_CHUNK, &ovf), &ovf);
+    if (s->stage == 3) t = add(t, mul(U12, w, &ovf), &ovf);
+    if (half || s->stage >= 2) t = add(t, mul(U12, 4, &ovf), &ovf);
+    if (s->stage >= 2) {
+        /* Half: the starting unit's working-dtype copy joins two in-flight sends, before its
+         * fp32 buffer is freed. fp32: the fp32 buffer itself is sent; the starting unit adds its
+         * receive buffer to the two in flight. */
+        if (half) t = add(t, add(mul(U123, w, &ovf), mul(U12 / N, w, &ovf), &ovf), &ovf);
+        else t = add(t, add(mul(U12, w, &ovf), mul(U123 / N, w, &ovf), &ovf), &ovf);
     }
+    b[ZERO_MEM_BUFFERS] = t;
     b[ZERO_MEM_COMM] = 0;
     for (int c = ZERO_MEM_PARAMS; c <= ZERO_MEM_OPTIM; c++)
         o.model_states = add(o.model_states, b[c], &ovf);

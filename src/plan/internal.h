@@ -13,6 +13,9 @@
         if (zero__e) zero__errorf(zero__e->msg, sizeof zero__e->msg, __VA_ARGS__);                \
     } while (0)
 
+/* Bytes of the fp32 chunk the engine's step converts half-precision gradients through. */
+#define ZERO__PLAN_STEP_CHUNK ((uint64_t)16384 * 4)
+
 /* ZERO_ERR_INVALID_ARG with a message for a missing model, no units or an empty unit. */
 zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err);
 
