@@ -32,7 +32,7 @@ struct gpt2_model {
     int Bmax, Tmax, ckpt;
     size_t head_rows; /* rows of logits computed at once */
     gpt2__block_layout lay;
-    zero_memacct acct;
+    zero_mem_stats mem; /* the buffers above, as ZERO_MEM_BUFFERS */
     float *resid;     /* (L+1, N, C): resid[l] = input of block l, resid[L] = input of ln_f */
     float *actbuf;    /* L sets of gpt2__acts (checkpointing: one set, shared) */
     gpt2__acts *acts; /* (L) */
@@ -101,6 +101,27 @@ uint64_t gpt2_activation_bytes(const gpt2_config *c, int B, int T, int checkpoin
 }
 
 /* ---------------------------------------------------------------- create / free */
+/* The model's own accounted allocation (64-byte aligned). Not zero_mem_alloc: the model stays a
+ * client of the public API that links without the library, except where it drives an engine. */
+static float *buf_alloc(gpt2_model *m, uint64_t floats) {
+    const size_t bytes = (size_t)floats * sizeof(float);
+    void *p = NULL;
+    if (floats == 0 || floats > SIZE_MAX / 8 || posix_memalign(&p, 64, bytes)) return NULL;
+    m->mem.current[ZERO_MEM_BUFFERS] += bytes;
+    m->mem.total_current += bytes;
+    if (m->mem.current[ZERO_MEM_BUFFERS] > m->mem.peak[ZERO_MEM_BUFFERS])
+        m->mem.peak[ZERO_MEM_BUFFERS] = m->mem.current[ZERO_MEM_BUFFERS];
+    if (m->mem.total_current > m->mem.total_peak) m->mem.total_peak = m->mem.total_current;
+    return p;
+}
+
+static void buf_free(gpt2_model *m, float *p, uint64_t floats) {
+    if (!p) return;
+    m->mem.current[ZERO_MEM_BUFFERS] -= (size_t)floats * sizeof(float);
+    m->mem.total_current -= (size_t)floats * sizeof(float);
+    free(p);
+}
+
 zero_status gpt2_create(gpt2_model **out, const gpt2_config *cfg, int B, int T, int checkpointing,
                         zero_error *err) {
     *out = NULL;
@@ -125,11 +146,11 @@ zero_status gpt2_create(gpt2_model **out, const gpt2_config *cfg, int B, int T, 
     const size_t N = (size_t)B * T, C = (size_t)cfg->n_embd, L = (size_t)cfg->n_layer;
     const size_t NC = N * C;
     m->acts = calloc(L, sizeof *m->acts);
-    m->resid = zero_mem_alloc(&m->acct, ZERO_MEM_BUFFERS, 4 * p.resid);
-    m->actbuf = zero_mem_alloc(&m->acct, ZERO_MEM_BUFFERS, 4 * p.act_set * p.nsets);
-    m->lnf = zero_mem_alloc(&m->acct, ZERO_MEM_BUFFERS, 4 * p.lnf);
-    m->logits = zero_mem_alloc(&m->acct, ZERO_MEM_BUFFERS, 4 * p.head);
-    m->dres = zero_mem_alloc(&m->acct, ZERO_MEM_BUFFERS, 4 * p.grads);
+    m->resid = buf_alloc(m, p.resid);
+    m->actbuf = buf_alloc(m, p.act_set * p.nsets);
+    m->lnf = buf_alloc(m, p.lnf);
+    m->logits = buf_alloc(m, p.head);
+    m->dres = buf_alloc(m, p.grads);
     if (!m->acts || !m->resid || !m->actbuf || !m->lnf || !m->logits || !m->dres) goto nomem;
     for (size_t l = 0; l < L; l++) {
         float *s = m->actbuf + (m->ckpt ? 0 : l * p.act_set);
@@ -166,19 +187,21 @@ nomem:
 
 void gpt2_free(gpt2_model *m) {
     if (!m) return;
-    zero_mem_free(&m->acct, m->resid);
-    zero_mem_free(&m->acct, m->actbuf);
-    zero_mem_free(&m->acct, m->lnf);
-    zero_mem_free(&m->acct, m->logits);
-    zero_mem_free(&m->acct, m->dres);
+    plan p;
+    plan_of(&m->cfg, m->Bmax, m->Tmax, m->ckpt, &p);
+    buf_free(m, m->resid, p.resid);
+    buf_free(m, m->actbuf, p.act_set * p.nsets);
+    buf_free(m, m->lnf, p.lnf);
+    buf_free(m, m->logits, p.head);
+    buf_free(m, m->dres, p.grads);
     free(m->acts);
     free(m);
 }
 
 const char *gpt2_last_error(const gpt2_model *m) { return m ? m->err : "no model"; }
 const gpt2_config *gpt2_model_config(const gpt2_model *m) { return &m->cfg; }
-size_t gpt2_activation_bytes_allocated(const gpt2_model *m) { return m->acct.stats.total_current; }
-void gpt2_mem_stats(const gpt2_model *m, zero_mem_stats *out) { *out = m->acct.stats; }
+size_t gpt2_activation_bytes_allocated(const gpt2_model *m) { return m->mem.total_current; }
+void gpt2_mem_stats(const gpt2_model *m, zero_mem_stats *out) { *out = m->mem; }
 
 /* ---------------------------------------------------------------- blocks */
 static void block_fwd(gpt2_model *m, int l, const float *p, int B, int T) {

@@ -99,8 +99,8 @@ typedef struct gpt2_model gpt2_model;
 
 /* Allocates the activation and scratch buffers for micro-batches of up to B sequences of up to
  * T tokens (T <= n_ctx). With checkpointing only each block's input is kept in forward and the
- * block's forward is recomputed in backward. The buffers are accounted (ZERO_MEM_BUFFERS) in
- * the model's own zero_memacct. */
+ * block's forward is recomputed in backward. The buffers are accounted as ZERO_MEM_BUFFERS in
+ * the model's own zero_mem_stats (gpt2_mem_stats). */
 zero_status gpt2_create(gpt2_model **out, const gpt2_config *cfg, int B, int T, int checkpointing,
                         zero_error *err);
 void gpt2_free(gpt2_model *m); /* NULL is a no-op */
