@@ -24,7 +24,7 @@ typedef enum zero_offload_device {
 
 typedef struct zero_offload_config {
     zero_offload_device device;
-    char nvme_path[1024];
+    char nvme_path[1024];  /* required for NVME: a directory for the swap files */
     int pin_memory;
     int buffer_count;     /* optimizer: 4, param: 5 */
     int64_t buffer_size;  /* param: 1e8 elements */
@@ -33,7 +33,12 @@ typedef struct zero_offload_config {
     double ratio;         /* optimizer: 1.0 */
 } zero_offload_config;
 
-/* Fields left "auto" in JSON; zero_config_resolve fills them. */
+/* Fields left "auto" in JSON (bits of zero_config.auto_fields). Loading "auto" leaves the field's
+ * value as it was (the default, unless the caller set it) and sets its bit; a caller that fills
+ * such a field itself (a command-line flag) may clear the bit. zero_config_resolve keeps the
+ * values held (they are "our default"), with two exceptions written below, and clears every bit.
+ * ZERO_AUTO_SCHED and ZERO_AUTO_BUCKETS are set for any key of their group; the bits from
+ * 1u << 11 name each key of those groups. */
 enum {
     ZERO_AUTO_TRAIN_BATCH = 1u << 0,
     ZERO_AUTO_MICRO_BATCH = 1u << 1,
@@ -43,9 +48,20 @@ enum {
     ZERO_AUTO_BETAS = 1u << 5,
     ZERO_AUTO_EPS = 1u << 6,
     ZERO_AUTO_CLIPPING = 1u << 7,
-    ZERO_AUTO_PRECISION = 1u << 8,
-    ZERO_AUTO_SCHED = 1u << 9,
-    ZERO_AUTO_BUCKETS = 1u << 10,
+    ZERO_AUTO_PRECISION = 1u << 8,  /* fp16.enabled or bf16.enabled */
+    ZERO_AUTO_SCHED = 1u << 9,      /* any scheduler.params key */
+    ZERO_AUTO_BUCKETS = 1u << 10,   /* any of the four bucket/threshold sizes below */
+    ZERO_AUTO_SCHED_WARMUP_MIN_LR = 1u << 11,
+    ZERO_AUTO_SCHED_WARMUP_MAX_LR = 1u << 12,  /* resolved to the optimizer's lr (as HF Trainer does) */
+    ZERO_AUTO_SCHED_WARMUP_NUM_STEPS = 1u << 13,
+    ZERO_AUTO_SCHED_WARMUP_TYPE = 1u << 14,
+    ZERO_AUTO_SCHED_TOTAL_NUM_STEPS = 1u << 15, /* the caller must set it (zero train: --steps) */
+    ZERO_AUTO_SCHED_WARMUP_MIN_RATIO = 1u << 16,
+    ZERO_AUTO_SCHED_COS_MIN_RATIO = 1u << 17,
+    ZERO_AUTO_REDUCE_BUCKET = 1u << 18,
+    ZERO_AUTO_ALLGATHER_BUCKET = 1u << 19,
+    ZERO_AUTO_PREFETCH_BUCKET = 1u << 20,
+    ZERO_AUTO_PERSISTENCE_THRESHOLD = 1u << 21,
 };
 
 typedef struct zero_config {
@@ -54,11 +70,11 @@ typedef struct zero_config {
     int64_t micro_batch;       /* train_micro_batch_size_per_gpu */
     int64_t grad_accum;        /* gradient_accumulation_steps */
     double gradient_clipping;  /* max global L2 norm; 0 = off */
-    int64_t steps_per_print;
-    int wall_clock_breakdown;
+    int64_t steps_per_print;   /* 10; for the caller's progress lines */
+    int wall_clock_breakdown;  /* false; for the caller's timing lines */
 
     zero_optim_hparams optim;
-    int sched_enabled;         /* 0: constant lr */
+    int sched_enabled;         /* 0: constant lr (no "scheduler" section) */
     zero_sched sched;
 
     zero_dtype precision;      /* working params: fp32 (default), bf16 (bf16.enabled), fp16 */
@@ -71,7 +87,8 @@ typedef struct zero_config {
 
     /* zero_optimization */
     int stage;                 /* 0..3 */
-    int contiguous_gradients, overlap_comm, reduce_scatter, allgather_partitions;
+    int contiguous_gradients, reduce_scatter, allgather_partitions;
+    int overlap_comm;          /* -1 until resolved: DeepSpeed's default, true at stage 3 else false */
     int round_robin_gradients;
     int64_t reduce_bucket_size, allgather_bucket_size, sub_group_size;
     int64_t prefetch_bucket_size;        /* stage3_prefetch_bucket_size (elements) */
@@ -93,20 +110,32 @@ typedef struct zero_config {
     unsigned auto_fields;      /* ZERO_AUTO_* */
 } zero_config;
 
+/* DeepSpeed's defaults (docs/CONFIG.md has the table): stage 0, fp32, AdamW with
+ * zero_optim_hparams_default's values (lr 1e-3), no scheduler, batch triple not given (0). */
 void zero_config_default(zero_config *cfg);
 
-/* Loads DeepSpeed-style JSON over cfg (keys absent from the JSON keep cfg's values). On error
- * cfg may be partly updated and err says what and where; returns ZERO_ERR_CONFIG, or
- * ZERO_ERR_UNSUPPORTED for known keys zero does not implement, or ZERO_ERR_IO. */
+/* Loads DeepSpeed-style JSON over cfg: keys absent from the JSON keep cfg's values, except that
+ * naming optimizer.type resets the optimizer's parameters to that type's defaults first.
+ * On error cfg is left unchanged and err (may be NULL) says what and where, naming the key path:
+ * ZERO_ERR_CONFIG (unknown/misspelled key with the nearest known one, wrong type, value out of
+ * range, malformed JSON with line/column/byte offset), ZERO_ERR_UNSUPPORTED (a known DeepSpeed
+ * key or value that zero does not implement yet), ZERO_ERR_IO (the file cannot be read),
+ * ZERO_ERR_INVALID_ARG (NULL cfg/path/json). */
 zero_status zero_config_load_json_file(zero_config *cfg, const char *path, zero_error *err);
 zero_status zero_config_load_json_string(zero_config *cfg, const char *json, zero_error *err);
 
 /* Resolves "auto" fields and the batch triple for `world` ranks and checks every value and
- * their combinations (e.g. offload_param needs stage 3). */
+ * their combinations (e.g. offload_param needs stage 3). Batch triple (0 = not given): all three
+ * must satisfy train = micro * accum * world; two given derive the third (an error when it does
+ * not divide); train alone gives micro = train / world, accum 1; micro or accum missing
+ * otherwise default to 1. overlap_comm left at -1 becomes (stage == 3). On error cfg is left
+ * unchanged (ZERO_ERR_CONFIG, or ZERO_ERR_INVALID_ARG for world < 1). */
 zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err);
 
-/* Writes cfg as DeepSpeed-style JSON that zero_config_load_json_* accepts (malloc'd string,
- * free() it). NULL on allocation failure. */
+/* Writes cfg as DeepSpeed-style JSON that zero_config_load_json_* loads back, over
+ * zero_config_default, into an equal config (fields still marked "auto" are written as "auto";
+ * a batch field or total_num_steps at 0 is left out). Returns a malloc'd string (free() it), or
+ * NULL on allocation failure or a NULL cfg. */
 char *zero_config_to_json(const zero_config *cfg);
 
 #ifdef __cplusplus

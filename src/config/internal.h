@@ -1,0 +1,112 @@
+/* Private parts of the config layer: the key schema (one table drives loading, checking and
+ * writing JSON) and the helpers that its custom entries share. Never installed. */
+#ifndef ZERO_CONFIG_INTERNAL_H
+#define ZERO_CONFIG_INTERNAL_H
+
+#include "common/internal.h"
+#include "zero/config.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* How a key's value is stored in zero_config. */
+typedef enum zc_kind {
+    ZC_OBJECT = 0, /* a JSON object described by `children` */
+    ZC_BOOL,       /* int field holding 0/1 */
+    ZC_INT,        /* int field, integral JSON number */
+    ZC_I64,        /* int64_t field, integral JSON number */
+    ZC_F32,        /* float field */
+    ZC_F64,        /* double field */
+    ZC_CUSTOM,     /* load/check/save functions do everything */
+} zc_kind;
+
+enum zc_flags {
+    ZC_AUTO = 1u << 0,      /* "auto" accepted: sets auto_bit | auto_group in cfg->auto_fields */
+    ZC_OFF_ONLY = 1u << 1,  /* known, not implemented: only off_value (false for booleans) is accepted */
+    ZC_NO_EFFECT = 1u << 2, /* type- and range-checked, then ignored (documented as "no effect") */
+    ZC_NULL_OK = 1u << 3,   /* null accepted and means "absent" */
+    ZC_LO_OPEN = 1u << 4,   /* range excludes lo */
+    ZC_HI_OPEN = 1u << 5,   /* range excludes hi */
+    ZC_NOSAVE = 1u << 6,    /* an alias or deprecated spelling: never written by to_json */
+    ZC_UNSET0 = 1u << 7,    /* the field's 0 means "not given": skipped by checks and by to_json */
+    ZC_UNSET_NEG = 1u << 8, /* the field's -1 means "decided by resolve": skipped likewise */
+    ZC_POW2 = 1u << 9,      /* the value must be a power of two */
+};
+
+typedef struct zc_ctx zc_ctx;
+typedef struct zc_key zc_key;
+
+struct zc_key {
+    const char *name;       /* NULL ends a table */
+    zc_kind kind;
+    unsigned flags;         /* enum zc_flags */
+    size_t off;             /* offsetof the field in zero_config (stored kinds and some customs) */
+    double lo, hi;          /* accepted range of numbers (inclusive unless ZC_*_OPEN) */
+    double off_value;       /* ZC_OFF_ONLY numbers: the one value accepted */
+    int64_t multiple_of;    /* integers: the value must be a multiple of this (0: any) */
+    unsigned auto_bit;      /* ZC_AUTO: the ZERO_AUTO_* bit of this very key (to_json writes "auto" when set) */
+    unsigned auto_group;    /* ZC_AUTO: the coarse ZERO_AUTO_* bit also set (0: none) */
+    unsigned types;         /* inside optimizer/scheduler params: bit (1u << type) of each type that takes
+                             * the key; 0: every type */
+    const zc_key *children; /* ZC_OBJECT, and custom sections (so suggestions can search them) */
+    zero_status (*load)(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg);
+    zero_status (*check)(zc_ctx *c, const zc_key *k, const zero_config *cfg);
+    int (*save)(const zc_key *k, const zero_config *cfg, cJSON *parent); /* 0, or -1 out of memory */
+    const char *hint;       /* appended to "not supported yet" errors: what to do instead */
+};
+
+/* Loading/checking state: the error sink and the key path of the value at hand. */
+struct zc_ctx {
+    zero_error *err;
+    char path[384];
+    size_t len;
+    /* params tables: which type is being read (bit), and the names for messages */
+    unsigned type_bit;
+    const char *const *type_names;
+    int type_count;
+    /* the document's fp16.enabled / bf16.enabled (-1: absent or "auto"), applied at the end */
+    int fp16_on, bf16_on;
+    /* optimizer.params.adam_w_mode (-1: absent, DeepSpeed's default true) */
+    int adam_w_mode;
+};
+
+/* The root table of the schema (keys.c). */
+const zc_key *zero__config_schema(void);
+
+/* Finishes a document after all its keys were read: the fp16/bf16 pair (keys.c). */
+zero_status zero__config_finish(zc_ctx *c, zero_config *cfg);
+
+/* ---- path and errors (load.c) ---- */
+void zero__zc_init(zc_ctx *c, zero_error *err);
+size_t zero__zc_push(zc_ctx *c, const char *name); /* returns the length to pop back to */
+size_t zero__zc_push_index(zc_ctx *c, int index);
+void zero__zc_pop(zc_ctx *c, size_t len);
+/* Writes "<path>: <message>" into the error and returns st. */
+zero_status zero__zc_fail(zc_ctx *c, zero_status st, const char *fmt, ...) ZERO__PRINTF(3, 4);
+/* "<path>: expected <expected>, found <what v is>" (ZERO_ERR_CONFIG). */
+zero_status zero__zc_type_error(zc_ctx *c, const char *expected, const cJSON *v);
+/* Formats a number the shortest way that reads back exactly. */
+const char *zero__zc_num(char buf[40], double v);
+/* Whether v is the string "auto". */
+int zero__zc_is_auto(const cJSON *v);
+/* Checks a number against k's range, integrality, multiple and power-of-two rules. */
+zero_status zero__zc_check_number(zc_ctx *c, const zc_key *k, double v);
+/* Reads the keys of JSON object `obj` through table `keys` into cfg. */
+zero_status zero__zc_walk(zc_ctx *c, const zc_key *keys, const cJSON *obj, zero_config *cfg);
+
+/* ---- checks of a whole config (resolve.c) ---- */
+zero_status zero__zc_check_table(zc_ctx *c, const zc_key *keys, const zero_config *cfg);
+
+/* ---- writing (to_json.c) ---- */
+int zero__zc_save_table(const zc_key *keys, const zero_config *cfg, unsigned type_bit, cJSON *obj);
+
+/* ---- suggestions (suggest.c) ---- */
+/* Optimal-string-alignment distance between a and b, case-insensitive. */
+int zero__zc_edit_distance(const char *a, const char *b);
+/* The key of `keys` (taken by type_bit) nearest to name, or NULL when none is close enough. */
+const zc_key *zero__zc_nearest(const char *name, const zc_key *keys, unsigned type_bit);
+/* Writes into out the full path of a key named `name` (case-insensitive) anywhere in the schema
+ * other than `skip`; returns 1 when found. */
+int zero__zc_find_elsewhere(const char *name, const zc_key *skip, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,69 @@
+/* zero_config -> DeepSpeed-style JSON, driven by the same schema as the loader, so that what is
+ * written loads back into an equal config. */
+#include "config/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int zero__zc_save_table(const zc_key *keys, const zero_config *cfg, unsigned type_bit, cJSON *obj) {
+    for (const zc_key *k = keys; k->name; k++) {
+        if (k->types && type_bit && !(k->types & type_bit)) continue;
+        if (k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY | ZC_NOSAVE)) continue;
+        if (k->save) {
+            if (k->save(k, cfg, obj)) return -1;
+            continue;
+        }
+        if ((k->flags & ZC_AUTO) && (cfg->auto_fields & k->auto_bit)) {
+            if (!cJSON_AddStringToObject(obj, k->name, "auto")) return -1;
+            continue;
+        }
+        const char *f = (const char *)cfg + k->off;
+        double v;
+        switch (k->kind) {
+        case ZC_OBJECT: {
+            cJSON *child = cJSON_CreateObject();
+            if (!child || zero__zc_save_table(k->children, cfg, 0, child)) {
+                cJSON_Delete(child);
+                return -1;
+            }
+            if (!child->child) cJSON_Delete(child); /* nothing stored under it */
+            else cJSON_AddItemToObject(obj, k->name, child);
+            continue;
+        }
+        case ZC_BOOL: {
+            int b = *(const int *)f;
+            if ((k->flags & ZC_UNSET_NEG) && b < 0) continue;
+            if (!cJSON_AddBoolToObject(obj, k->name, b != 0)) return -1;
+            continue;
+        }
+        case ZC_INT: v = *(const int *)f; break;
+        case ZC_I64: v = (double)*(const int64_t *)f; break;
+        case ZC_F32: v = *(const float *)f; break;
+        case ZC_F64: v = *(const double *)f; break;
+        default: continue;
+        }
+        if ((k->flags & ZC_UNSET0) && v == 0) continue;
+        if ((k->flags & ZC_UNSET_NEG) && v == -1) continue;
+        if (!cJSON_AddNumberToObject(obj, k->name, v)) return -1;
+    }
+    return 0;
+}
+
+char *zero_config_to_json(const zero_config *cfg) {
+    if (!cfg) return NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    char *out = NULL;
+    if (zero__zc_save_table(zero__config_schema(), cfg, 0, root) == 0) {
+        char *text = cJSON_Print(root);
+        if (text) {
+            /* the contract is free(): do not hand out memory from cJSON's (replaceable) hooks */
+            size_t n = strlen(text) + 1;
+            out = malloc(n);
+            if (out) memcpy(out, text, n);
+            cJSON_free(text);
+        }
+    }
+    cJSON_Delete(root);
+    return out;
+}
