@@ -30,6 +30,42 @@ void zero__sbuf_free(zero__sbuf *b);
 /* A zero_mem_alloc'd copy of s (NULL on failure). */
 char *zero__strdup(const char *s);
 
+/* manifest.c: manifest.json, as the ckpt layer sees it. The engine's own keys ride along. */
+typedef struct zero__mtensor {
+    char *name;
+    zero_dtype dtype;
+    uint64_t numel, align;
+} zero__mtensor;
+
+typedef struct zero__mfile {
+    char *name;     /* "rank_00000.safetensors" */
+    uint64_t bytes;
+} zero__mfile;
+
+typedef struct zero__manifest {
+    int version;
+    int64_t step;
+    int world;
+    zero__mtensor *t;
+    int nt;
+    zero__mfile *f; /* world entries, rank order */
+    cJSON *root;    /* the whole document */
+} zero__manifest;
+
+/* Keys the ckpt layer writes; the engine's JSON must not contain them. NULL-terminated. */
+extern const char *const zero__manifest_reserved[];
+
+/* The manifest text: the engine's object (NULL or "" = {}) with the layer's keys first.
+ * On error returns a status and writes the message (naming the offending key) into err. */
+zero_status zero__manifest_build(const char *engine_json, int64_t step, int world, const zero__mtensor *t,
+                                 int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
+/* Parses and checks text (from `path`, for messages): ZERO_ERR_FORMAT naming the field. */
+zero_status zero__manifest_parse(const char *text, const char *path, zero__manifest *m, char *err, size_t cap);
+void zero__manifest_free(zero__manifest *m);
+
+/* "rank_%05d.safetensors" */
+void zero__ckpt_rank_file(char *dst, size_t cap, int rank);
+
 /* The opened checkpoint's manifest as parsed (owned by c; do not free). For the engine's load. */
 const cJSON *zero__ckpt_manifest_json(const zero_ckpt *c);
 

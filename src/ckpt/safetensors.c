@@ -436,17 +436,19 @@ zero_status zero_st_writer_finish(zero_st_writer *w) {
     }
     zero_status s = flush_stage(w);
     if (s != ZERO_OK) return s;
+    /* The length and the header (checksums filled in) go last, in one write. */
     zero__sbuf b = {0};
+    char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (char)(unsigned char)(w->header_len >> (8 * i));
+    zero__sbuf_put(&b, len8, 8);
     build_header(w, &b);
-    while (!b.failed && b.len < w->header_len) zero__sbuf_put(&b, " ", 1);
-    if (b.failed || b.len != w->header_len) {
+    while (!b.failed && b.len < 8 + w->header_len) zero__sbuf_put(&b, " ", 1);
+    if (b.failed || b.len != 8 + w->header_len) {
+        int nomem = b.failed;
         zero__sbuf_free(&b);
-        return wfail(w, b.failed ? ZERO_ERR_NOMEM : ZERO_ERR_INTERNAL, "%s: could not rebuild the header", w->path);
+        return wfail(w, nomem ? ZERO_ERR_NOMEM : ZERO_ERR_INTERNAL, "%s: could not rebuild the header", w->path);
     }
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(w->header_len >> (8 * i));
-    s = zero_io_pwrite(w->f, len8, 8, 0);
-    if (s == ZERO_OK) s = zero_io_pwrite(w->f, b.p, b.len, 8);
+    s = zero_io_pwrite(w->f, b.p, b.len, 0);
     zero__sbuf_free(&b);
     if (s == ZERO_OK) s = zero_io_fsync(w->f);
     if (s != ZERO_OK) return wfail_io(w, s);
