@@ -47,6 +47,14 @@ static int cfg_equal(const zero_config *a, const zero_config *b, char *why, size
     return 1;
 }
 
+/* Exact equality of floating-point values (float fields compared with the float literal). */
+#define ZT_EQ_F(a, b)                                                                              \
+    do {                                                                                           \
+        double zt_a = (double)(a), zt_b = (double)(b);                                             \
+        zt_checks++;                                                                               \
+        if (zt_a != zt_b) ZT_FAIL("%s == %s: %.9g != %.9g", #a, #b, zt_a, zt_b);                   \
+    } while (0)
+
 #define ZT_CFG_EQ(a, b)                                                                            \
     do {                                                                                           \
         char zt_why[256] = "";                                                                     \
@@ -95,24 +103,27 @@ static void test_defaults(void) {
     ZT_EQ_INT(c.stage, 0);
     ZT_EQ_INT(c.precision, ZERO_DTYPE_FP32);
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAMW);
-    ZT_NEAR(c.optim.lr, 1e-3, 1e-7);
-    ZT_NEAR(c.optim.beta1, 0.9, 1e-7);
-    ZT_NEAR(c.optim.beta2, 0.999, 1e-7);
-    ZT_NEAR(c.optim.eps, 1e-8, 1e-7);
+    ZT_EQ_F(c.optim.lr, 1e-3f);
+    ZT_EQ_F(c.optim.beta1, 0.9f);
+    ZT_EQ_F(c.optim.beta2, 0.999f);
+    ZT_EQ_F(c.optim.eps, 1e-8f);
+    ZT_EQ_F(c.optim.weight_decay, 0.01f); /* zero_optim_hparams_default(AdamW), torch's default */
     ZT_EQ_INT(c.train_batch_size, 0);
     ZT_EQ_INT(c.micro_batch, 0);
     ZT_EQ_INT(c.grad_accum, 0);
-    ZT_EQ_INT(c.gradient_clipping, 0);
+    ZT_EQ_F(c.gradient_clipping, 0);
     ZT_EQ_INT(c.steps_per_print, 10);
     ZT_EQ_INT(c.sched_enabled, 0);
     ZT_EQ_INT(c.sched.warmup_num_steps, 1000);
     ZT_EQ_INT(c.sched.warmup_type_log, 1);
-    ZT_NEAR(c.sched.cos_min_ratio, 1e-4, 1e-12);
-    ZT_EQ_INT(c.loss_scale, 0);
+    ZT_EQ_F(c.sched.cos_min_ratio, 1e-4);
+    ZT_EQ_F(c.sched.warmup_max_lr, 1e-3);
+    ZT_EQ_F(c.sched.warmup_min_ratio, 0);
+    ZT_EQ_F(c.loss_scale, 0);
     ZT_EQ_INT(c.initial_scale_power, 16);
     ZT_EQ_INT(c.loss_scale_window, 1000);
     ZT_EQ_INT(c.hysteresis, 2);
-    ZT_EQ_INT(c.min_loss_scale, 1);
+    ZT_EQ_F(c.min_loss_scale, 1);
     ZT_EQ_INT(c.consecutive_hysteresis, 0);
     ZT_EQ_INT(c.contiguous_gradients, 1);
     ZT_EQ_INT(c.overlap_comm, -1);
@@ -129,7 +140,7 @@ static void test_defaults(void) {
     ZT_EQ_INT(c.gather_16bit_weights_on_model_save, 0);
     ZT_EQ_INT(c.offload_optimizer.device, ZERO_OFFLOAD_NONE);
     ZT_EQ_INT(c.offload_optimizer.buffer_count, 4);
-    ZT_EQ_INT(c.offload_optimizer.ratio, 1);
+    ZT_EQ_F(c.offload_optimizer.ratio, 1);
     ZT_EQ_INT(c.offload_param.device, ZERO_OFFLOAD_NONE);
     ZT_EQ_INT(c.offload_param.buffer_count, 5);
     ZT_EQ_INT(c.offload_param.buffer_size, 100000000);
@@ -173,20 +184,20 @@ static void test_values(void) {
                &err));
     ZT_CHECKF(err.msg[0] == 0, "unexpected message %s", err.msg);
     ZT_EQ_INT(c.micro_batch, 4);
-    ZT_NEAR(c.gradient_clipping, 0.5, 0);
+    ZT_EQ_F(c.gradient_clipping, 0.5);
     ZT_EQ_INT(c.steps_per_print, 7);
     ZT_EQ_INT(c.wall_clock_breakdown, 1);
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_SGD);
-    ZT_EQ_INT(c.optim.lr, 0.1f);
-    ZT_EQ_INT(c.optim.momentum, 0.9f);
+    ZT_EQ_F(c.optim.lr, 0.1f);
+    ZT_EQ_F(c.optim.momentum, 0.9f);
     ZT_EQ_INT(c.optim.nesterov, 1);
-    ZT_EQ_INT(c.optim.weight_decay, 5e-4f);
+    ZT_EQ_F(c.optim.weight_decay, 5e-4f);
     ZT_EQ_INT(c.precision, ZERO_DTYPE_FP16);
-    ZT_EQ_INT(c.loss_scale, 128);
+    ZT_EQ_F(c.loss_scale, 128);
     ZT_EQ_INT(c.initial_scale_power, 12);
     ZT_EQ_INT(c.loss_scale_window, 500);
     ZT_EQ_INT(c.hysteresis, 3);
-    ZT_NEAR(c.min_loss_scale, 0.25, 0);
+    ZT_EQ_F(c.min_loss_scale, 0.25);
     ZT_EQ_INT(c.consecutive_hysteresis, 1);
     ZT_EQ_INT(c.stage, 3);
     ZT_EQ_INT(c.overlap_comm, 0);
@@ -251,8 +262,8 @@ static void test_optimizer(void) {
     /* DeepSpeed: "Adam" runs decoupled weight decay (adam_w_mode defaults to true) */
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 2e-4, \"weight_decay\": 0.1}}}", &err));
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAMW);
-    ZT_EQ_INT(c.optim.lr, 2e-4f);
-    ZT_EQ_INT(c.optim.weight_decay, 0.1f);
+    ZT_EQ_F(c.optim.lr, 2e-4f);
+    ZT_EQ_F(c.optim.weight_decay, 0.1f);
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": false}}}", &err));
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAM);
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"adam_w_mode\": false}}}", &err));
@@ -260,21 +271,21 @@ static void test_optimizer(void) {
     /* DeepSpeed's Adam/AdamW default to no weight decay; case-insensitive names */
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"adamw\"}}", &err));
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAMW);
-    ZT_EQ_INT(c.optim.weight_decay, 0.0f);
+    ZT_EQ_F(c.optim.weight_decay, 0.0f);
     zero_optim_hparams_default(&h, ZERO_OPTIM_ADAMW);
-    ZT_EQ_INT(c.optim.lr, h.lr);
-    ZT_EQ_INT(c.optim.beta2, h.beta2);
+    ZT_EQ_F(c.optim.lr, h.lr);
+    ZT_EQ_F(c.optim.beta2, h.beta2);
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"Lion\", \"params\": {\"betas\": [0.95, 0.98], \"lr\": 1e-4}}}", &err));
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_LION);
-    ZT_EQ_INT(c.optim.beta1, 0.95f);
-    ZT_EQ_INT(c.optim.beta2, 0.98f);
+    ZT_EQ_F(c.optim.beta1, 0.95f);
+    ZT_EQ_F(c.optim.beta2, 0.98f);
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"Lion\"}}", &err));
     zero_optim_hparams_default(&h, ZERO_OPTIM_LION);
-    ZT_EQ_INT(c.optim.beta2, h.beta2); /* naming a type resets to that type's defaults */
+    ZT_EQ_F(c.optim.beta2, h.beta2); /* naming a type resets to that type's defaults */
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"bias_correction\": false, \"eps\": 1e-6,"
                    " \"torch_adam\": true, \"amsgrad\": false}}}", &err));
     ZT_EQ_INT(c.optim.bias_correction, 0);
-    ZT_EQ_INT(c.optim.eps, 1e-6f);
+    ZT_EQ_F(c.optim.eps, 1e-6f);
 
     EXPECT("{\"optimizer\": {\"params\": {\"lr\": 1}}}", ZERO_ERR_CONFIG, "optimizer.type: missing", NULL);
     EXPECT("{\"optimizer\": {\"type\": 3}}", ZERO_ERR_CONFIG, "optimizer.type: expected a string, found a number (3)", NULL);
@@ -641,13 +652,13 @@ static void test_auto_and_hf(void) {
     ZT_EQ_INT(c.grad_accum, 1);
     ZT_EQ_INT(c.train_batch_size, 2);
     ZT_EQ_INT(c.precision, ZERO_DTYPE_FP32);
-    ZT_EQ_INT(c.optim.lr, 5e-4f);
-    ZT_NEAR(c.sched.warmup_max_lr, 5e-4f, 0); /* "auto" warmup_max_lr follows the optimizer's lr */
-    ZT_EQ_INT(c.sched.warmup_min_lr, 0);
+    ZT_EQ_F(c.optim.lr, 5e-4f);
+    ZT_EQ_F(c.sched.warmup_max_lr, 5e-4f); /* "auto" warmup_max_lr follows the optimizer's lr */
+    ZT_EQ_F(c.sched.warmup_min_lr, 0);
     ZT_EQ_INT(c.sched.warmup_num_steps, 1000);
-    ZT_EQ_INT(c.gradient_clipping, 0);
-    ZT_EQ_INT(c.optim.weight_decay, 0.0f);
-    ZT_EQ_INT(c.optim.eps, 1e-8f);
+    ZT_EQ_F(c.gradient_clipping, 0);
+    ZT_EQ_F(c.optim.weight_decay, 0.0f);
+    ZT_EQ_F(c.optim.eps, 1e-8f);
     ZT_EQ_INT(c.reduce_bucket_size, 500000000);
     ZT_EQ_INT(c.prefetch_bucket_size, 50000000);
     ZT_EQ_INT(c.param_persistence_threshold, 100000);
@@ -793,7 +804,7 @@ static void test_roundtrip(void) {
     ZT_EQ_INT(c.train_batch_size, 48);
     ZT_EQ_INT(c.grad_accum, 4);
     ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAMW);
-    ZT_EQ_INT(c.optim.beta2, 0.95f);
+    ZT_EQ_F(c.optim.beta2, 0.95f);
     ZT_EQ_INT(c.sched.type, ZERO_SCHED_WARMUP_DECAY_LR);
     ZT_EQ_INT(c.sched.warmup_type_log, 0);
     ZT_EQ_INT(c.sched.total_num_steps, 5000);
@@ -842,7 +853,7 @@ static void test_roundtrip(void) {
             ZT_FAIL("doc %zu: resolve failed: %s", i, err.msg);
         }
     }
-    ZT_EQ_INT(c.offload_optimizer.ratio, 0.3);
+    ZT_EQ_F(c.offload_optimizer.ratio, 0.3);
 }
 
 /* ------------------------------------------------------------------ suggestions */
