@@ -20,6 +20,7 @@ int cli_export(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
+int cli_bench_adam(int argc, char **argv);
 
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -10,7 +10,8 @@ int cli_bench(int argc, char **argv) {
         return argc < 2 ? cli_error(CLI_USAGE, "expected a benchmark: adam, comm, io or step") : CLI_OK;
     }
     if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "adam") || !strcmp(argv[1], "io") || !strcmp(argv[1], "step"))
+    if (!strcmp(argv[1], "adam")) return cli_bench_adam(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "io") || !strcmp(argv[1], "step"))
         return cli_error(CLI_RUNTIME, "bench %s is not supported yet", argv[1]);
     return cli_error(CLI_USAGE, "unknown benchmark '%s': expected adam, comm, io or step", argv[1]);
 }
