@@ -9,6 +9,7 @@ zero_status gpt2_engine_register(const gpt2_config *cfg, zero_engine *e, zero_er
     zero_status st = gpt2_config_check(cfg, err);
     if (st) return st;
     char name[32];
+    int next = 0; /* tensors are in unit order: each unit's right after it (the engine's rule) */
     for (int u = 0; u < gpt2_num_units(cfg); u++) {
         const int id = zero_engine_add_unit(e, gpt2_unit_name(cfg, u, name, sizeof name));
         if (id != u) {
@@ -16,14 +17,13 @@ zero_status gpt2_engine_register(const gpt2_config *cfg, zero_engine *e, zero_er
                          u, id < 0 ? zero_engine_last_error(e) : "the engine must start empty");
             return id < 0 ? (zero_status)id : ZERO_ERR_STATE;
         }
-    }
-    for (int i = 0; i < gpt2_num_tensors(cfg); i++) {
         gpt2_param_desc d;
-        gpt2_tensor_desc(cfg, i, &d);
-        st = zero_engine_add_param(e, d.unit, d.name, d.shape, d.ndim, d.flags);
-        if (st) {
-            gpt2__errorf(err, "registering '%s': %s", d.name, zero_engine_last_error(e));
-            return st;
+        for (; next < gpt2_num_tensors(cfg) && !gpt2_tensor_desc(cfg, next, &d) && d.unit == u; next++) {
+            st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags);
+            if (st) {
+                gpt2__errorf(err, "registering '%s': %s", d.name, zero_engine_last_error(e));
+                return st;
+            }
         }
     }
     return ZERO_OK;

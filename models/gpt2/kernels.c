@@ -11,7 +11,7 @@
 #define COLS_PER_TASK 128
 /* Below this many elements of work a loop runs on one thread: waking a team costs more than it
  * saves, and far more on a busy machine where a woken thread may not get a core. */
-#define PAR_MIN 32768
+#define PAR_MIN (1 << 18)
 
 void gpt2__encoder_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                        int T, int C) {
