@@ -11,7 +11,5 @@
 
 NOT_YET(cli_train, "train")
 NOT_YET(cli_sample, "sample")
-NOT_YET(cli_estimate, "estimate")
-NOT_YET(cli_plan, "plan")
 NOT_YET(cli_export, "export")
 NOT_YET(cli_bench_comm, "bench comm")

@@ -1,0 +1,337 @@
+/* `zero estimate`: per-rank bytes of stages 0-3 x offload none/cpu/nvme for a GPT-2 model, and
+ * the model flags and model description that `zero plan` shares (declared in cli/cli.h). */
+#include "cli.h"
+
+#include "gpt2/gpt2.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- shared with `zero plan` */
+
+void cli_sizing_opts_default(cli_sizing_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->nodes = 1;
+    o->precision = ZERO_DTYPE_FP32;
+    o->optimizer = ZERO_OPTIM_ADAMW;
+}
+
+int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char *v;
+    struct { const char *flag; int *dst; int lo, hi; } ints[] = {
+        {"--layers", &o->layers, 1, 4096},  {"--dim", &o->dim, 1, 1 << 16},
+        {"--heads", &o->heads, 1, 1 << 12}, {"--seq", &o->seq, 1, 1 << 20},
+        {"--vocab", &o->vocab, 1, 1 << 24}, {"--ranks", &o->ranks, 1, 1 << 20},
+        {"--nodes", &o->nodes, 1, 1 << 20},
+    };
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        if (strcmp(a, ints[k].flag)) continue;
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        return cli_parse_int(a, v, ints[k].lo, ints[k].hi, ints[k].dst) ? -1 : 1;
+    }
+    if (!strcmp(a, "--model")) {
+        if (!(o->model = cli_flag_value(argc, argv, i))) return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--params")) {
+        if (!(v = cli_flag_value(argc, argv, i)) || cli_parse_size(a, v, &o->params)) return -1;
+        if (o->params < 1 || o->params > 1e15) {
+            cli_error(CLI_USAGE, "--params '%s': expected a parameter count in [1, 1e15]", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--precision")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (zero_dtype_parse(v, &o->precision) != ZERO_OK ||
+            (o->precision != ZERO_DTYPE_FP32 && o->precision != ZERO_DTYPE_BF16 &&
+             o->precision != ZERO_DTYPE_FP16)) {
+            cli_error(CLI_USAGE, "--precision '%s': expected fp32, bf16 or fp16", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--optimizer")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (zero_optim_parse(v, &o->optimizer) != ZERO_OK) {
+            cli_error(CLI_USAGE, "--optimizer '%s': expected adamw, adam, sgd or lion", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(a, "--micro-batch")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        return cli_parse_i64(a, v, 1, 65536, &o->micro_batch) ? -1 : 1;
+    }
+    if (!strcmp(a, "--json")) {
+        o->json = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static uint64_t sizing_activation(void *ctx, int64_t micro_batch, int checkpointing) {
+    const cli_sizing_model *m = ctx;
+    const gpt2_config cfg = {m->layers, m->dim, m->heads, m->n_ctx, m->vocab};
+    return gpt2_activation_bytes(&cfg, (int)micro_batch, m->seq, checkpointing);
+}
+
+/* The default number of equal units of a --params model without --layers (docs/PLANNING.md). */
+#define PARAMS_DEFAULT_UNITS 32
+
+int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
+    memset(out, 0, sizeof *out);
+    if (o->ranks < 1) return cli_error(CLI_USAGE, "--ranks: expected the number of ranks (>= 1)");
+    if (o->ranks % o->nodes)
+        return cli_error(CLI_USAGE, "--ranks %d on --nodes %d: expected a multiple of the nodes",
+                         o->ranks, o->nodes);
+    if (o->model && o->params > 0)
+        return cli_error(CLI_USAGE, "--model %s and --params: expected one of them, not both", o->model);
+    if (!o->model && !(o->params > 0) && !(o->layers && o->dim))
+        return cli_error(CLI_USAGE, "expected --model NAME, --params N, or a shape (--layers and --dim)");
+
+    gpt2_config cfg = {0, 0, 0, 1024, 50257};
+    zero_error err = {{0}};
+    int have_shape = 1;
+    if (o->model) {
+        if (gpt2_config_preset(&cfg, o->model, &err) != ZERO_OK)
+            return cli_error(CLI_USAGE, "--model %s", err.msg);
+        snprintf(out->name, sizeof out->name, "%s", o->model);
+    } else {
+        snprintf(out->name, sizeof out->name, "%s", o->params > 0 ? "params" : "custom");
+        /* A bare parameter count has no shape: units only, activations unknown. */
+        have_shape = o->layers && o->dim;
+    }
+    if (o->layers) cfg.n_layer = o->layers;
+    if (o->dim) cfg.n_embd = o->dim;
+    if (o->vocab) cfg.vocab = o->vocab;
+    if (o->heads) cfg.n_head = o->heads;
+    else if (!o->model && have_shape) cfg.n_head = cfg.n_embd % 64 ? 1 : cfg.n_embd / 64;
+    int seq = o->seq ? o->seq : cfg.n_ctx;
+    if (seq > cfg.n_ctx) cfg.n_ctx = seq; /* a longer sequence needs more position rows */
+    if (have_shape && gpt2_config_check(&cfg, &err) != ZERO_OK)
+        return cli_error(CLI_USAGE, "model shape: %s", err.msg);
+
+    if (o->params > 0) {
+        const uint64_t total = (uint64_t)llround(o->params);
+        int n = o->layers ? o->layers : PARAMS_DEFAULT_UNITS;
+        if ((uint64_t)n > total) n = (int)total;
+        out->unit_numel = malloc((size_t)n * sizeof *out->unit_numel);
+        if (!out->unit_numel) return cli_error(CLI_RUNTIME, "out of memory");
+        for (int u = 0; u < n; u++) out->unit_numel[u] = total / (uint64_t)n + ((uint64_t)u < total % (uint64_t)n);
+        out->num_units = n;
+        out->params = total;
+    } else {
+        const int n = gpt2_num_units(&cfg);
+        out->unit_numel = malloc((size_t)n * sizeof *out->unit_numel);
+        if (!out->unit_numel) return cli_error(CLI_RUNTIME, "out of memory");
+        for (int u = 0; u < n; u++) out->unit_numel[u] = gpt2_unit_numel(&cfg, u);
+        out->num_units = n;
+        out->params = gpt2_num_params(&cfg);
+    }
+    if (have_shape) {
+        out->layers = cfg.n_layer;
+        out->dim = cfg.n_embd;
+        out->heads = cfg.n_head;
+        out->n_ctx = cfg.n_ctx;
+        out->vocab = cfg.vocab;
+        out->seq = seq;
+    }
+    out->plan.num_units = out->num_units;
+    out->plan.unit_numel = out->unit_numel;
+    out->plan.activation = have_shape ? sizing_activation : NULL;
+    out->plan.activation_ctx = out;
+    return CLI_OK;
+}
+
+void cli_sizing_model_free(cli_sizing_model *m) {
+    if (!m) return;
+    free(m->unit_numel);
+    m->unit_numel = NULL;
+}
+
+const char *cli_fmt_bytes(double b, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (fabs(b) >= 1024 && u < 5) b /= 1024, u++;
+    if (u == 0) snprintf(buf, cap, "%.0f B", b);
+    else snprintf(buf, cap, "%.2f %s", b, units[u]);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- zero estimate */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: zero estimate (--model NAME | --params N | --layers L --dim C) --ranks R [options]\n"
+            "\n"
+            "Per-rank bytes of the model states for ZeRO stages 0-3 x offload none/cpu/nvme, split\n"
+            "into device memory, host memory and NVMe; the transient buffers; the activations of a\n"
+            "micro-batch with and without activation checkpointing; the traffic of a step.\n"
+            "On a CPU-only run \"device\" is the rank's RAM. Sizes accept units (7e9, 1.5B, 350M).\n"
+            "\n"
+            "  --model NAME         tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
+            "  --params N           a model of N parameters in --layers (32) equal units\n"
+            "  --layers L --dim C --heads H --seq T --vocab V   GPT-2 shape (overrides a --model)\n"
+            "  --ranks R            data-parallel ranks (required)\n"
+            "  --nodes M            machines the ranks are spread over (1)\n"
+            "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
+            "  --optimizer O        adamw (default), adam, sgd (momentum 0.9), lion\n"
+            "  --micro-batch B      sequences per micro-batch for the activation figure (1)\n"
+            "  --json               one JSON object: {\"params\", \"ranks\", \"nodes\", \"precision\",\n"
+            "                       \"rows\": [{\"stage\", \"offload\", \"device_bytes\", \"host_bytes\",\n"
+            "                       \"nvme_bytes\", \"transient_bytes\", ...}], ...}\n"
+            "Formulas and their sources: docs/PLANNING.md.\n");
+}
+
+typedef struct est_row {
+    int stage;
+    zero_offload_device opt, param;
+    zero_plan_mem mem;
+    zero_plan_traffic traffic;
+} est_row;
+
+/* The table's rows: stage 0 has no offload; at stage 3 "cpu" and "nvme" move the parameter
+ * shard too (ZeRO-Infinity), at stages 1-2 only master + optimizer states. */
+static const struct { int stage; zero_offload_device opt, param; } row_kinds[] = {
+    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE},
+    {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {1, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
+    {1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
+    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
+    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU},
+    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME},
+};
+#define NROWS ((int)(sizeof row_kinds / sizeof row_kinds[0]))
+
+static void json_u64_or_null(FILE *f, int known, uint64_t v) {
+    if (known) fprintf(f, "%llu", (unsigned long long)v);
+    else fputs("null", f);
+}
+
+static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
+                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt) {
+    printf("{\"model\": \"%s\", \"params\": %llu, \"padded_params\": %llu, \"units\": %d, "
+           "\"largest_unit\": %llu, \"ranks\": %d, \"nodes\": %d, \"precision\": \"%s\", "
+           "\"optimizer\": \"%s\", \"state_count\": %d, \"micro_batch\": %lld, \"seq\": ",
+           m->name, (unsigned long long)m->params, (unsigned long long)rows[0].mem.padded,
+           m->num_units, (unsigned long long)rows[0].mem.largest_unit, o->ranks, o->nodes,
+           zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
+           (long long)mb);
+    json_u64_or_null(stdout, act_known, (uint64_t)m->seq);
+    printf(", \"activation_bytes\": ");
+    json_u64_or_null(stdout, act_known, act);
+    printf(", \"activation_checkpointed_bytes\": ");
+    json_u64_or_null(stdout, act_known, act_ckpt);
+    printf(", \"rows\": [");
+    for (int i = 0; i < NROWS; i++) {
+        const est_row *r = &rows[i];
+        const uint64_t *b = r->mem.bytes;
+        printf("%s\n  {\"stage\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
+               "\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, "
+               "\"transient_bytes\": %llu, \"params_bytes\": %llu, \"grads_bytes\": %llu, "
+               "\"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, "
+               "\"traffic_bytes\": ",
+               i ? "," : "", r->stage, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
+               (unsigned long long)r->mem.device, (unsigned long long)r->mem.host,
+               (unsigned long long)r->mem.nvme, (unsigned long long)r->mem.transient,
+               (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
+               (unsigned long long)b[ZERO_MEM_MASTER], (unsigned long long)b[ZERO_MEM_OPTIM],
+               (unsigned long long)r->mem.pool);
+        cli_json_double(stdout, r->traffic.volume);
+        printf(", \"traffic_counted_bytes\": ");
+        cli_json_double(stdout, r->traffic.counted);
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
+                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt) {
+    char a[32], b[32], c[32], d[32], e[32];
+    const zero_plan_mem *m0 = &rows[0].mem;
+    printf("model %s: %llu parameters in %d units (largest %llu elements padded)", m->name,
+           (unsigned long long)m->params, m->num_units, (unsigned long long)m0->largest_unit);
+    if (m->layers)
+        printf(", L=%d C=%d H=%d V=%d ctx=%d", m->layers, m->dim, m->heads, m->vocab, m->n_ctx);
+    printf("\n%d rank%s on %d node%s, %s working dtype, %s (%d state float%s per parameter)\n",
+           o->ranks, o->ranks == 1 ? "" : "s", o->nodes, o->nodes == 1 ? "" : "s",
+           zero_dtype_name(o->precision), zero_optim_name(o->optimizer), m0->state_count,
+           m0->state_count == 1 ? "" : "s");
+    printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host on a GPU machine):\n");
+    printf("stage  offload      device        host          nvme          transient\n");
+    for (int i = 0; i < NROWS; i++) {
+        const est_row *r = &rows[i];
+        char off[16];
+        snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt),
+                 r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
+        printf("%-6d %-12s %-13s %-13s %-13s %s\n", r->stage, off,
+               cli_fmt_bytes((double)r->mem.device, a, sizeof a),
+               cli_fmt_bytes((double)r->mem.host, b, sizeof b),
+               cli_fmt_bytes((double)r->mem.nvme, c, sizeof c),
+               cli_fmt_bytes((double)r->mem.transient, d, sizeof d));
+    }
+    printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
+           " transient: gathered units and in-flight gradient buffers, on the device)\n");
+    if (act_known)
+        printf("\nactivations per rank, micro-batch %lld x %d tokens: %s; with activation "
+               "checkpointing: %s\n",
+               (long long)mb, m->seq, cli_fmt_bytes((double)act, a, sizeof a),
+               cli_fmt_bytes((double)act_ckpt, b, sizeof b));
+    else
+        printf("\nactivations: unknown for a bare --params model (give --layers and --dim)\n");
+    const est_row *r0 = &rows[0], *r3 = &rows[NROWS - 1];
+    printf("traffic per step per rank: stages 0-2: 2Psi = %s (each rank sends %s); "
+           "stage 3: 3Psi = %s (sends %s)\n",
+           cli_fmt_bytes(r0->traffic.volume, a, sizeof a), cli_fmt_bytes(r0->traffic.sent, b, sizeof b),
+           cli_fmt_bytes(r3->traffic.volume, c, sizeof c), cli_fmt_bytes(r3->traffic.sent, e, sizeof e));
+}
+
+int cli_estimate(int argc, char **argv) {
+    cli_sizing_opts o;
+    cli_sizing_opts_default(&o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        int r = cli_sizing_flag(&o, argc, argv, &i);
+        if (r < 0) return CLI_USAGE;
+        if (r == 0)
+            return cli_error(CLI_USAGE, "estimate: unknown option '%s' (zero estimate --help)", argv[i]);
+    }
+    cli_sizing_model m;
+    int rc = cli_sizing_model_build(&o, &m);
+    if (rc != CLI_OK) return rc;
+    const int64_t mb = o.micro_batch ? o.micro_batch : 1;
+
+    est_row rows[NROWS];
+    for (int i = 0; i < NROWS; i++) {
+        zero_plan_setup s;
+        zero_plan_setup_default(&s);
+        s.ranks = o.ranks;
+        s.stage = row_kinds[i].stage;
+        s.precision = o.precision;
+        s.optimizer = o.optimizer;
+        s.offload_optimizer = row_kinds[i].opt;
+        s.offload_param = row_kinds[i].param;
+        rows[i].stage = s.stage;
+        rows[i].opt = s.offload_optimizer;
+        rows[i].param = s.offload_param;
+        zero_error err = {{0}};
+        if (zero_plan_estimate(&m.plan, &s, &rows[i].mem, &err) != ZERO_OK) {
+            cli_sizing_model_free(&m);
+            return cli_error(CLI_USAGE, "estimate: %s", err.msg);
+        }
+        zero_plan_traffic_of(s.stage, s.ranks, rows[i].mem.padded, s.precision, &rows[i].traffic);
+    }
+    const int act_known = m.plan.activation != NULL;
+    const uint64_t act = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 0) : 0;
+    const uint64_t act_ckpt = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 1) : 0;
+    if (o.json) print_json(&o, &m, rows, mb, act_known, act, act_ckpt);
+    else print_text(&o, &m, rows, mb, act_known, act, act_ckpt);
+    cli_sizing_model_free(&m);
+    return CLI_OK;
+}

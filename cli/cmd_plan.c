@@ -1,0 +1,379 @@
+/* `zero plan`: the lowest ZeRO stage (then offload, micro-batch, activation checkpointing) that
+ * fits the given hardware, why, the traffic of a step, and a DeepSpeed-style config for it. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: zero plan (--model NAME | --params N | --layers L --dim C) --ranks R\n"
+            "                 [--device-mem X] --host-mem Y [--nvme Z] [--link-gbps G] [options]\n"
+            "\n"
+            "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu;\n"
+            "3 + optimizer and parameters on cpu; then the same with NVMe, and picks the first rung\n"
+            "that fits, with activation checkpointing only when micro-batch 1 needs it and the\n"
+            "largest micro-batch up to --micro-batch. When nothing fits it says what is missing\n"
+            "and by how much, and exits with status 1.\n"
+            "\n"
+            "  --model NAME | --params N | --layers L --dim C [--heads --seq --vocab]   (as estimate)\n"
+            "  --ranks R             data-parallel ranks (required); --nodes M machines (1)\n"
+            "  --device-mem X        device (GPU) memory per rank, e.g. 24GiB; leave it out on a\n"
+            "                        CPU-only machine: each rank then gets its share of --host-mem\n"
+            "  --host-mem Y          host RAM per node (required)\n"
+            "  --nvme Z              free NVMe space per node (NVMe offload is considered only with it)\n"
+            "  --nvme-path DIR       where the config puts NVMe offload files (./zero_nvme)\n"
+            "  --link-gbps G         per-rank network bandwidth in Gbit/s, for the traffic time\n"
+            "  --headroom F          fraction of each memory kept free (0.1)\n"
+            "  --precision P         fp32 (default), bf16, fp16;  --optimizer adamw|adam|sgd|lion\n"
+            "  --micro-batch B       the largest micro-batch to consider (8)\n"
+            "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"
+            "  --json                the plan as one JSON object\n"
+            "Sizes accept units: 24GiB, 512MiB, 1.5GB, 7e9, 1.5B. Formulas: docs/PLANNING.md.\n");
+}
+
+/* DeepSpeed's spelling of the optimizer types. */
+static const char *ds_optimizer(zero_optim_type t) {
+    switch (t) {
+    case ZERO_OPTIM_ADAMW: return "AdamW";
+    case ZERO_OPTIM_ADAM: return "Adam";
+    case ZERO_OPTIM_SGD: return "SGD";
+    case ZERO_OPTIM_LION: return "Lion";
+    }
+    return "AdamW";
+}
+
+static void rung_name(const zero_plan_candidate *c, char *buf, size_t cap) {
+    if (c->offload_param != ZERO_OFFLOAD_NONE)
+        snprintf(buf, cap, "stage %d + optimizer and parameters on %s", c->stage,
+                 zero_plan_offload_name(c->offload_param));
+    else if (c->offload_optimizer != ZERO_OFFLOAD_NONE)
+        snprintf(buf, cap, "stage %d + optimizer on %s", c->stage,
+                 zero_plan_offload_name(c->offload_optimizer));
+    else
+        snprintf(buf, cap, "stage %d", c->stage);
+}
+
+/* "what is missing": the shortfalls of c joined with "; ". */
+static void missing_text(const zero_plan_candidate *c, const zero_plan_result *res, int cpu_only,
+                         char *buf, size_t cap) {
+    char a[32], b[32], d[32];
+    size_t n = 0;
+    buf[0] = '\0';
+    if (c->missing_device > 0)
+        n += (size_t)snprintf(buf + n, cap - n, "%s of %s per rank (%s usable: %s missing)",
+                              cli_fmt_bytes(c->need_device, a, sizeof a),
+                              cpu_only ? "RAM" : "device memory",
+                              cli_fmt_bytes(res->usable_device, b, sizeof b),
+                              cli_fmt_bytes(c->missing_device, d, sizeof d));
+    if (c->missing_host > 0 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s of host memory per node (%s usable: %s missing)",
+                              n ? "; " : "", cli_fmt_bytes(c->need_host, a, sizeof a),
+                              cli_fmt_bytes(res->usable_host, b, sizeof b),
+                              cli_fmt_bytes(c->missing_host, d, sizeof d));
+    if (c->missing_nvme > 0 && n < cap)
+        snprintf(buf + n, cap - n, "%s%s of NVMe per node (%s usable: %s missing)", n ? "; " : "",
+                 cli_fmt_bytes(c->need_nvme, a, sizeof a), cli_fmt_bytes(res->usable_nvme, b, sizeof b),
+                 cli_fmt_bytes(c->missing_nvme, d, sizeof d));
+}
+
+#define MAX_REASONS 16
+typedef struct reasons {
+    int n;
+    char text[MAX_REASONS][512];
+} reasons;
+
+static void reason(reasons *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reason(reasons *r, const char *fmt, ...) {
+    if (r->n >= MAX_REASONS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->text[r->n++], sizeof r->text[0], fmt, ap);
+    va_end(ap);
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* Writes the DeepSpeed-style config of candidate c to path (through a temporary file and a
+ * rename, so a failed write never leaves a half file under the name). */
+static int write_config(const char *path, const cli_sizing_opts *o, const zero_plan_candidate *c,
+                        const char *nvme_path) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return cli_error(CLI_USAGE, "-o '%s': path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return cli_error(CLI_RUNTIME, "-o '%s': %s", path, strerror(errno));
+    fprintf(f, "{\n  \"train_micro_batch_size_per_gpu\": %lld,\n  \"gradient_accumulation_steps\": 1,\n",
+            (long long)c->micro_batch);
+    fprintf(f, "  \"optimizer\": {\"type\": \"%s\"", ds_optimizer(o->optimizer));
+    if (o->optimizer == ZERO_OPTIM_SGD) fprintf(f, ", \"params\": {\"momentum\": 0.9}");
+    fprintf(f, "},\n");
+    if (o->precision == ZERO_DTYPE_BF16) fprintf(f, "  \"bf16\": {\"enabled\": true},\n");
+    if (o->precision == ZERO_DTYPE_FP16) fprintf(f, "  \"fp16\": {\"enabled\": true},\n");
+    fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d", c->stage);
+    const zero_offload_device dev[2] = {c->offload_optimizer, c->offload_param};
+    const char *key[2] = {"offload_optimizer", "offload_param"};
+    for (int k = 0; k < 2; k++) {
+        if (dev[k] == ZERO_OFFLOAD_NONE) continue;
+        fprintf(f, ",\n    \"%s\": {\"device\": \"%s\"", key[k], zero_plan_offload_name(dev[k]));
+        if (dev[k] == ZERO_OFFLOAD_NVME) {
+            fprintf(f, ", \"nvme_path\": ");
+            json_string(f, nvme_path);
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n  }\n}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return cli_error(CLI_RUNTIME, "-o '%s': %s", path, strerror(e ? e : EIO));
+    }
+    return CLI_OK;
+}
+
+int cli_plan(int argc, char **argv) {
+    cli_sizing_opts o;
+    cli_sizing_opts_default(&o);
+    double device = 0, host = -1, nvme = 0, link = 0, headroom = 0.1;
+    const char *out_path = NULL, *nvme_path = "./zero_nvme";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        int r = cli_sizing_flag(&o, argc, argv, &i);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        double *size = !strcmp(a, "--device-mem") ? &device
+                       : !strcmp(a, "--host-mem") ? &host
+                       : !strcmp(a, "--nvme")     ? &nvme
+                                                  : NULL;
+        if (size) {
+            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_size(a, v, size)) return CLI_USAGE;
+        } else if (!strcmp(a, "--link-gbps")) {
+            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_double(a, v, 1e-6, 1e9, &link))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--headroom")) {
+            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_double(a, v, 0, 0.95, &headroom))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out_path = cli_flag_value(argc, argv, &i))) return CLI_USAGE;
+        } else if (!strcmp(a, "--nvme-path")) {
+            if (!(nvme_path = cli_flag_value(argc, argv, &i))) return CLI_USAGE;
+        } else {
+            return cli_error(CLI_USAGE, "plan: unknown option '%s' (zero plan --help)", a);
+        }
+    }
+    if (host < 0) return cli_error(CLI_USAGE, "plan: --host-mem: expected the host RAM per node (e.g. 64GiB)");
+    if (device == 0 && host == 0)
+        return cli_error(CLI_USAGE, "plan: --host-mem 0 without --device-mem: a CPU-only machine needs its RAM size");
+    cli_sizing_model m;
+    int rc = cli_sizing_model_build(&o, &m);
+    if (rc != CLI_OK) return rc;
+
+    zero_plan_request req;
+    zero_plan_request_default(&req);
+    req.base.ranks = o.ranks;
+    req.base.precision = o.precision;
+    req.base.optimizer = o.optimizer;
+    req.nodes = o.nodes;
+    req.device_mem = device;
+    req.host_mem = host;
+    req.nvme_mem = nvme;
+    req.headroom = headroom;
+    if (o.micro_batch) req.max_micro_batch = o.micro_batch;
+    zero_plan_result res;
+    zero_error err = {{0}};
+    if (zero_plan_search(&m.plan, &req, &res, &err) != ZERO_OK) {
+        cli_sizing_model_free(&m);
+        return cli_error(CLI_USAGE, "plan: %s", err.msg);
+    }
+    const int cpu_only = device == 0;
+    const int act_known = m.plan.activation != NULL;
+    char a[32], b[32], c[32], d[32], e[32], name[96];
+
+    /* The reasons, rung by rung up to the choice (or through the whole ladder). */
+    reasons why = {0};
+    const int last = res.chosen >= 0 ? res.chosen : res.count - 1;
+    for (int i = 0; i <= last; i++) {
+        const zero_plan_candidate *k = &res.cand[i];
+        rung_name(k, name, sizeof name);
+        if (!k->fits) {
+            char miss[400];
+            missing_text(k, &res, cpu_only, miss, sizeof miss);
+            reason(&why, "%s does not fit%s: it needs %s", name,
+                   act_known ? " even at micro-batch 1 with activation checkpointing" : "", miss);
+        }
+    }
+    if (res.chosen >= 0) {
+        const zero_plan_candidate *k = &res.cand[res.chosen];
+        rung_name(k, name, sizeof name);
+        reason(&why, "%s is the first rung that fits: %s model states + %s transient + %s activations "
+                     "= %s of %s usable per rank%s",
+               name, cli_fmt_bytes((double)k->mem.device + (cpu_only ? (double)k->mem.host : 0), a, sizeof a),
+               cli_fmt_bytes((double)k->mem.transient, b, sizeof b),
+               cli_fmt_bytes((double)k->activation, c, sizeof c), cli_fmt_bytes(k->need_device, d, sizeof d),
+               cli_fmt_bytes(res.usable_device, e, sizeof e), act_known ? "" : " (activations unknown: not counted)");
+        if (k->offload_optimizer == ZERO_OFFLOAD_CPU)
+            reason(&why, "offload to cpu: the host keeps %s per node (master weights and optimizer "
+                         "states%s); each step copies the gradient shard to the host and the updated "
+                         "parameters back",
+                   cli_fmt_bytes(k->need_host, a, sizeof a),
+                   k->offload_param == ZERO_OFFLOAD_CPU ? ", and the parameter shard" : "");
+        if (k->offload_optimizer == ZERO_OFFLOAD_NVME)
+            reason(&why, "offload to NVMe: %s per node on the drive (master weights and optimizer "
+                         "states%s), swapped through a %s host pool per rank; each step reads and "
+                         "writes them once",
+                   cli_fmt_bytes(k->need_nvme, a, sizeof a),
+                   k->offload_param == ZERO_OFFLOAD_NVME ? ", and the parameter shard" : "",
+                   cli_fmt_bytes((double)k->mem.pool, b, sizeof b));
+        if (act_known) {
+            if (k->checkpointing) {
+                reason(&why, "activation checkpointing on: without it micro-batch 1 needs %s of activations; "
+                             "it costs one extra forward per step (about a third more compute), "
+                             "less than the next rung's memory traffic%s",
+                       cli_fmt_bytes((double)m.plan.activation(m.plan.activation_ctx, 1, 0), a, sizeof a),
+                       k->stage < 3 ? " or stage 3's extra parameter gather (+1 Psi per step)" : "");
+            } else {
+                reason(&why, "activation checkpointing off: micro-batch %lld fits without it",
+                       (long long)k->micro_batch);
+            }
+            if (k->micro_batch < req.max_micro_batch)
+                reason(&why, "micro-batch %lld: the largest that fits (%lld would need %s of activations)",
+                       (long long)k->micro_batch, (long long)k->micro_batch + 1,
+                       cli_fmt_bytes((double)m.plan.activation(m.plan.activation_ctx, k->micro_batch + 1,
+                                                               k->checkpointing), a, sizeof a));
+            else
+                reason(&why, "micro-batch %lld: the largest considered (--micro-batch)", (long long)k->micro_batch);
+        } else {
+            reason(&why, "micro-batch %lld: activations unknown for a bare --params model (give --layers "
+                         "and --dim to size them)", (long long)k->micro_batch);
+        }
+    }
+
+    const zero_plan_candidate *k = &res.cand[res.closest];
+    zero_plan_traffic t;
+    zero_plan_traffic_of(k->stage, o.ranks, k->mem.padded, o.precision, &t);
+    const double secs = zero_plan_link_seconds(&t, link);
+    char missing[600] = "";
+    if (res.chosen < 0) missing_text(k, &res, cpu_only, missing, sizeof missing);
+
+    if (o.json) {
+        printf("{\"model\": \"%s\", \"params\": %llu, \"ranks\": %d, \"nodes\": %d, \"precision\": \"%s\", "
+               "\"optimizer\": \"%s\", \"device_mem\": ",
+               m.name, (unsigned long long)m.params, o.ranks, o.nodes, zero_dtype_name(o.precision),
+               zero_optim_name(o.optimizer));
+        cli_json_double(stdout, device);
+        printf(", \"host_mem\": ");
+        cli_json_double(stdout, host);
+        printf(", \"nvme_mem\": ");
+        cli_json_double(stdout, nvme);
+        printf(", \"headroom\": ");
+        cli_json_double(stdout, headroom);
+        printf(", \"fits\": %s, \"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
+               "\"micro_batch\": %lld, \"activation_checkpointing\": %s, ",
+               res.chosen >= 0 ? "true" : "false", k->stage, zero_plan_offload_name(k->offload_optimizer),
+               zero_plan_offload_name(k->offload_param), (long long)k->micro_batch,
+               k->checkpointing ? "true" : "false");
+        printf("\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, \"transient_bytes\": %llu, "
+               "\"activation_bytes\": ",
+               (unsigned long long)k->mem.device, (unsigned long long)k->mem.host,
+               (unsigned long long)k->mem.nvme, (unsigned long long)k->mem.transient);
+        if (act_known) printf("%llu", (unsigned long long)k->activation);
+        else printf("null");
+        printf(", \"need_device\": ");
+        cli_json_double(stdout, k->need_device);
+        printf(", \"need_host\": ");
+        cli_json_double(stdout, k->need_host);
+        printf(", \"need_nvme\": ");
+        cli_json_double(stdout, k->need_nvme);
+        printf(", \"missing\": {\"device\": ");
+        cli_json_double(stdout, k->missing_device);
+        printf(", \"host\": ");
+        cli_json_double(stdout, k->missing_host);
+        printf(", \"nvme\": ");
+        cli_json_double(stdout, k->missing_nvme);
+        printf("}, \"traffic_bytes\": ");
+        cli_json_double(stdout, t.volume);
+        printf(", \"traffic_sent_bytes\": ");
+        cli_json_double(stdout, t.sent);
+        printf(", \"traffic_seconds\": ");
+        if (link > 0) cli_json_double(stdout, secs);
+        else printf("null");
+        printf(", \"config\": ");
+        if (out_path && res.chosen >= 0) json_string(stdout, out_path);
+        else printf("null");
+        printf(", \"reasons\": [");
+        for (int i = 0; i < why.n; i++) {
+            printf("%s", i ? ", " : "");
+            json_string(stdout, why.text[i]);
+        }
+        printf("]}\n");
+    } else {
+        printf("plan for %s (%llu parameters): %d rank%s on %d node%s, %s, %s\n", m.name,
+               (unsigned long long)m.params, o.ranks, o.ranks == 1 ? "" : "s", o.nodes,
+               o.nodes == 1 ? "" : "s", zero_dtype_name(o.precision), zero_optim_name(o.optimizer));
+        if (cpu_only)
+            printf("hardware: CPU only, %s RAM per node: %s usable per rank",
+                   cli_fmt_bytes(host, a, sizeof a), cli_fmt_bytes(res.usable_device, b, sizeof b));
+        else
+            printf("hardware: %s device memory per rank, %s host memory per node: %s and %s usable",
+                   cli_fmt_bytes(device, a, sizeof a), cli_fmt_bytes(host, b, sizeof b),
+                   cli_fmt_bytes(res.usable_device, c, sizeof c), cli_fmt_bytes(res.usable_host, d, sizeof d));
+        printf(" (%.0f%% kept free)", headroom * 100);
+        if (nvme > 0) printf("; NVMe %s per node", cli_fmt_bytes(nvme, a, sizeof a));
+        else printf("; no NVMe (NVMe offload not considered)");
+        printf("\n\n");
+        if (res.chosen >= 0) {
+            rung_name(k, name, sizeof name);
+            printf("choice: %s, micro-batch %lld, activation checkpointing %s\n", name,
+                   (long long)k->micro_batch, k->checkpointing ? "on" : "off");
+        } else {
+            printf("nothing fits\n");
+        }
+        printf("why:\n");
+        for (int i = 0; i < why.n; i++) printf("  - %s\n", why.text[i]);
+        printf("traffic per step per rank: %s = %s (each rank sends %s)", k->stage == 3 ? "3 Psi" : "2 Psi",
+               cli_fmt_bytes(t.volume, a, sizeof a), cli_fmt_bytes(t.sent, b, sizeof b));
+        if (link > 0) printf(": %.3g s on a %g Gbit/s link\n", secs, link);
+        else printf(" (give --link-gbps for its time)\n");
+    }
+    if (res.chosen < 0) {
+        rung_name(k, name, sizeof name);
+        rc = cli_error(CLI_RUNTIME, "plan: nothing fits: the closest, %s at micro-batch 1%s, needs %s%s",
+                       name, k->checkpointing ? " with activation checkpointing" : "", missing,
+                       nvme > 0 ? "" : "; NVMe offload was not considered (give --nvme)");
+        cli_sizing_model_free(&m);
+        return rc;
+    }
+    if (out_path) {
+        rc = write_config(out_path, &o, k, nvme_path);
+        if (rc != CLI_OK) {
+            cli_sizing_model_free(&m);
+            return rc;
+        }
+        if (!o.json) {
+            printf("config: %s; run: zero train --config %s", out_path, out_path);
+            if (strcmp(m.name, "params") && strcmp(m.name, "custom")) printf(" --model %s", m.name);
+            if (o.seq) printf(" --seq %d", o.seq);
+            printf(" --ranks %d%s\n", o.ranks, k->checkpointing ? " --activation-checkpointing" : "");
+        }
+    }
+    cli_sizing_model_free(&m);
+    return CLI_OK;
+}

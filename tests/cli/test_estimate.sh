@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# `zero estimate`: the ZeRO paper's example, every row of a GPT-2 preset against an independent
+# re-derivation of the formulas in Python, activations, and the usage errors.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+check() { # check NAME COMMAND...: runs the command, counts a failure when it fails
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+# --- the ZeRO paper (SC20, figure 1): 7.5B params, 64 ranks, fp16 Adam: 120, 31.4, 16.6, 1.9 GB
+"$ZERO" estimate --params 7.5e9 --ranks 64 --precision fp16 --optimizer adam --json >"$TMP/paper.json"
+check "paper: exit 0" test $? -eq 0
+check "paper: four figures" "$PY" - "$TMP/paper.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["params"] == 7500000000 and d["ranks"] == 64 and d["precision"] == "fp16", d
+rows = {(r["stage"], r["offload"]): r for r in d["rows"]}
+psi, n = 7.5e9, 64
+exact = [16 * psi, (4 + 12 / n) * psi, (2 + 14 / n) * psi, 16 * psi / n]   # the paper's formulas
+paper = [120, 31.4, 16.6, 1.9]                                               # its printed figures
+for s in range(4):
+    got = rows[(s, "none")]["device_bytes"]
+    assert abs(got - exact[s]) <= 0.01 * exact[s], (s, got, exact[s])
+    # the paper rounds to one decimal (stage 0: to an integer): ours must print the same digits
+    gb = got / 1e9
+    shown = round(gb) if s == 0 else round(gb, 1)
+    assert abs(shown - paper[s]) < 1e-9, (s, gb, paper[s])
+    assert rows[(s, "none")]["host_bytes"] == 0 and rows[(s, "none")]["nvme_bytes"] == 0
+print("paper figures:", [round(rows[(s, "none")]["device_bytes"] / 1e9, 3) for s in range(4)])
+EOF
+
+# --- gpt2 (124M) on 3 ranks in bf16, every row against the formulas re-derived here
+for prec in fp32 bf16; do
+"$ZERO" estimate --model gpt2 --ranks 3 --precision $prec --json >"$TMP/gpt2_$prec.json"
+check "gpt2 $prec: exit 0" test $? -eq 0
+check "gpt2 $prec: every row" "$PY" - "$TMP/gpt2_$prec.json" $prec <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); prec = sys.argv[2]
+L, C, T, V, N, align = 12, 768, 1024, 50257, 3, 16
+units = [V * C + T * C] + [12 * C * C + 13 * C] * L + [2 * C]
+assert d["params"] == sum(units) == 124439808, d["params"]
+grain = N * align
+pad = [-(-u // grain) * grain for u in units]
+P = sum(pad); S = P // N
+U = sorted(pad, reverse=True); U1, U2 = U[0], U[1]
+w = 4 if prec == "fp32" else 2
+k = 2
+assert d["padded_params"] == P and d["largest_unit"] == U1
+expect_rows = [(0, "none", "none"), (1, "none", "none"), (1, "cpu", "none"), (1, "nvme", "none"),
+               (2, "none", "none"), (2, "cpu", "none"), (2, "nvme", "none"),
+               (3, "none", "none"), (3, "cpu", "cpu"), (3, "nvme", "nvme")]
+assert [(r["stage"], r["offload"], r["offload_param"]) for r in d["rows"]] == expect_rows
+for r in d["rows"]:
+    s = r["stage"]
+    params = (S if s == 3 else P) * w
+    grads = (S if s >= 2 else P) * w
+    master = 0 if w == 4 else (P if s == 0 else S) * 4
+    optim = (P if s == 0 else S) * 4 * k
+    half = w != 4
+    U3 = U[2]
+    trans = 0
+    if half: trans += U1 * 4 + 16384 * 4                 # fp32 view, the step's chunk
+    if s == 3: trans += (U1 + U2) * w                    # gathered + prefetched
+    if half or s >= 2: trans += (U1 + U2) * 4            # fp32 grad buffers (one held open)
+    if s >= 2:                                           # reductions in flight
+        trans += (U1 + U2 + U3) * w + (U1 + U2) // N * w if half else (U1 + U2) * 4 + (U1 + U2 + U3) // N * 4
+    pool = 0
+    if r["offload"] == "nvme": pool += 4 * (1 << 20)
+    if r["offload_param"] == "nvme": pool += 5 * min(10**8, U1 // N) * w
+    dev, host, nvme = 0, pool, 0
+    for where, b in ((r["offload_param"], params), ("none", grads), (r["offload"], master + optim)):
+        if where == "cpu": host += b
+        elif where == "nvme": nvme += b
+        else: dev += b
+    got = (r["params_bytes"], r["grads_bytes"], r["master_bytes"], r["optim_bytes"],
+           r["transient_bytes"], r["device_bytes"], r["host_bytes"], r["nvme_bytes"], r["pool_bytes"])
+    want = (params, grads, master, optim, trans, dev, host, nvme, pool)
+    assert got == want, (r, want)
+    vol = (3 if s == 3 else 2) * P * w
+    assert abs(r["traffic_bytes"] - vol) < 1e-6 * vol, (r["traffic_bytes"], vol)
+    assert abs(r["traffic_counted_bytes"] - 2 * vol * (N - 1) / N) < 1e-6 * vol
+a, ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
+assert a > ac > 0, (a, ac)
+EOF
+done
+
+# --- activations grow with the micro-batch; a bare --params model has none
+"$ZERO" estimate --model small --ranks 1 --micro-batch 4 --json >"$TMP/mb4.json"
+"$ZERO" estimate --model small --ranks 1 --json >"$TMP/mb1.json"
+check "activations grow with the micro-batch" "$PY" - "$TMP/mb1.json" "$TMP/mb4.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["micro_batch"] == 1 and b["micro_batch"] == 4
+assert 3 * a["activation_bytes"] < b["activation_bytes"] <= 4 * a["activation_bytes"], (a, b)
+assert b["activation_checkpointed_bytes"] < b["activation_bytes"]
+EOF
+"$ZERO" estimate --params 1.5B --ranks 8 --optimizer sgd --json >"$TMP/sgd.json"
+check "--params 1.5B, sgd: one state, no activations" "$PY" - "$TMP/sgd.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["params"] == 1500000000 and d["state_count"] == 1 and d["units"] == 32, d
+assert d["activation_bytes"] is None
+r0 = d["rows"][0]
+assert r0["optim_bytes"] == d["padded_params"] * 4, r0
+EOF
+"$ZERO" estimate --model gpt2 --ranks 8 --nodes 2 --precision fp16 >"$TMP/text.txt"
+check "text table: one line per row" test "$(grep -cE '^[0-3] +(none|cpu|nvme)' "$TMP/text.txt")" -eq 10
+check "--help" bash -c "\"\$0\" estimate --help | grep -q '^usage: zero estimate'" "$ZERO"
+
+# --- usage errors: exit 2, one line "zero: error: ..." naming the value
+usage_error() { # usage_error EXPECTED_TEXT ARGS...
+    local want=$1; shift
+    "$ZERO" estimate "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "^zero: error: .*$want" "$TMP/err" ||
+        { echo "  rc=$rc stderr: $(cat "$TMP/err")"; return 1; }
+}
+check "unknown model" usage_error "gpt5" --model gpt5 --ranks 2
+check "no ranks" usage_error "--ranks" --model gpt2
+check "ranks not a multiple of nodes" usage_error "--ranks 3 on --nodes 2" --model gpt2 --ranks 3 --nodes 2
+check "bad precision" usage_error "int8" --model gpt2 --ranks 2 --precision int8
+check "bad optimizer" usage_error "adagrad" --model gpt2 --ranks 2 --optimizer adagrad
+check "bad size" usage_error "7Q" --params 7Q --ranks 2
+check "model and params" usage_error "not both" --model gpt2 --params 7e9 --ranks 2
+check "no model" usage_error "expected --model" --ranks 2
+check "unknown option" usage_error "--frobnicate" --model gpt2 --ranks 2 --frobnicate
+check "heads not dividing dim" usage_error "n_head" --model gpt2 --dim 100 --ranks 2
+
+exit $fail

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# `zero plan`: the rung it picks on hardware sized from `zero estimate`'s own figures, the config
+# it writes (and that the config loader accepts), the shortfall when nothing fits, usage errors.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+check() { # check NAME COMMAND...: runs the command, counts a failure when it fails
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+# The config loader check: the unit-test program of the plan layer loads and resolves a config
+# file through zero_config_load_json_file + zero_config_resolve.
+LOADER="${ZERO_BUILD_DIR:-$(dirname "$ZERO")}/tests/test_plan"
+
+# --- plenty of memory: stage 0, no checkpointing, the largest micro-batch considered
+"$ZERO" plan --model small --ranks 2 --device-mem 80GiB --host-mem 256GiB --json -o "$TMP/ds0.json" >"$TMP/p0.json"
+check "roomy: exit 0" test $? -eq 0
+check "roomy: stage 0, micro-batch 8, config" "$PY" - "$TMP/p0.json" "$TMP/ds0.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["stage"] == 0 and p["offload_optimizer"] == "none", p
+assert p["micro_batch"] == 8 and p["activation_checkpointing"] is False, p
+assert c["zero_optimization"]["stage"] == 0 and c["train_micro_batch_size_per_gpu"] == 8, c
+assert c["gradient_accumulation_steps"] == 1 and c["optimizer"]["type"] == "AdamW", c
+assert "bf16" not in c and "fp16" not in c
+EOF
+
+# --- the device one byte short of stage 0's need at micro-batch 1 with checkpointing (computed
+# here from estimate's rows and activation figures): the plan must move on to stage 1
+"$ZERO" estimate --model gpt2 --ranks 4 --precision bf16 --json >"$TMP/est.json"
+"$ZERO" estimate --model gpt2 --ranks 4 --precision bf16 --json --micro-batch 2 >"$TMP/est2.json"
+read -r need0 need1 need1_nockpt need1_mb2 <<<"$("$PY" - "$TMP/est.json" "$TMP/est2.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1])); d2 = json.load(open(sys.argv[2]))
+row = {(r["stage"], r["offload"]): r for r in d["rows"]}
+def need(s, act): return row[(s, "none")]["device_bytes"] + row[(s, "none")]["transient_bytes"] + act
+print(need(0, d["activation_checkpointed_bytes"]), need(1, d["activation_checkpointed_bytes"]),
+      need(1, d["activation_bytes"]), need(1, d2["activation_bytes"]))
+EOF
+)"
+# Stage 1 fits exactly without checkpointing at micro-batch 1, not at 2.
+dev=$need1_nockpt
+check "sizes ordered" test "$need1" -lt "$need0" -a "$need1_nockpt" -lt "$need1_mb2" -a "$need1_nockpt" -lt "$need0"
+"$ZERO" plan --model gpt2 --ranks 4 --precision bf16 --device-mem "$dev" --host-mem 1GiB --headroom 0 --json \
+    -o "$TMP/ds1.json" >"$TMP/p1.json"
+check "tight: exit 0" test $? -eq 0
+check "tight: stage 1, micro-batch 1 without checkpointing" "$PY" - "$TMP/p1.json" "$TMP/ds1.json" "$need1_nockpt" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["stage"] == 1 and p["micro_batch"] == 1 and not p["activation_checkpointing"], p
+assert p["need_device"] == float(sys.argv[3]), (p["need_device"], sys.argv[3])
+assert any("stage 0 does not fit" in r for r in p["reasons"]), p["reasons"]
+assert c["zero_optimization"]["stage"] == 1 and c["bf16"]["enabled"] is True, c
+# stages 0-2 move 2 Psi of bf16 per step
+assert p["traffic_bytes"] == 2 * 2 * json.load(open(sys.argv[1].replace("p1", "est")))["padded_params"]
+EOF
+# One byte less: stage 1 now needs checkpointing.
+"$ZERO" plan --model gpt2 --ranks 4 --precision bf16 --device-mem "$((dev - 1))" --host-mem 1GiB --headroom 0 --json >"$TMP/p1c.json"
+check "one byte less: checkpointing on" "$PY" -c "
+import json; p = json.load(open('$TMP/p1c.json'))
+assert p['stage'] == 1 and p['activation_checkpointing'] is True, p"
+
+# --- traffic time on the link: sent bytes * 8 / (G * 1e9)
+"$ZERO" plan --model gpt2 --ranks 4 --device-mem 80GiB --host-mem 64GiB --link-gbps 8 --json >"$TMP/pt.json"
+check "traffic time" "$PY" -c "
+import json; p = json.load(open('$TMP/pt.json'))
+assert abs(p['traffic_sent_bytes'] - p['traffic_bytes'] * 3 / 4) < 1e-6 * p['traffic_bytes'], p
+assert abs(p['traffic_seconds'] - p['traffic_sent_bytes'] / 1e9) < 1e-12 * p['traffic_bytes'], p"
+
+# --- a GPU machine too small for gpt2-xl without offload: the optimizer goes to the host
+"$ZERO" plan --model gpt2-xl --ranks 2 --precision bf16 --device-mem 8GiB --host-mem 128GiB --json -o "$TMP/ds2.json" >"$TMP/p2.json"
+check "offload cpu" "$PY" - "$TMP/p2.json" "$TMP/ds2.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["offload_optimizer"] == "cpu" and p["host_bytes"] > 0, p
+assert c["zero_optimization"]["offload_optimizer"]["device"] == "cpu", c
+assert c["zero_optimization"]["stage"] == p["stage"]
+EOF
+
+# --- CPU-only with NVMe: never "cpu" offload; NVMe when RAM is short
+"$ZERO" plan --model gpt2-large --ranks 4 --host-mem 12GiB --nvme 200GiB --nvme-path "$TMP/nvme" --json -o "$TMP/ds3.json" >"$TMP/p3.json"
+check "cpu-only nvme: exit 0" test $? -eq 0
+check "cpu-only nvme" "$PY" - "$TMP/p3.json" "$TMP/ds3.json" "$TMP/nvme" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["offload_optimizer"] == "nvme" and p["stage"] >= 2, p
+assert not any("on cpu" in r for r in p["reasons"]), p["reasons"]
+z = c["zero_optimization"]
+assert z["offload_optimizer"] == {"device": "nvme", "nvme_path": sys.argv[3]}, z
+EOF
+
+# --- the configs load and resolve (skipped, and counted as a failure, when the loader is absent)
+for f in ds0 ds1 ds2 ds3; do
+    ranks=4; [ $f = ds0 ] || [ $f = ds2 ] && ranks=2
+    check "config $f loads" "$LOADER" --load-config "$TMP/$f.json" $ranks
+done
+
+# --- nothing fits: exit 1, the shortfall on one line, no config written
+"$ZERO" plan --model gpt2-xl --ranks 2 --device-mem 1GiB --host-mem 2GiB -o "$TMP/none.json" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "nothing fits: exit 1" test $rc -eq 1
+check "nothing fits: one error line with the shortfall" bash -c \
+    "[ \$(wc -l <'$TMP/err') -eq 1 ] && grep -q '^zero: error: plan: nothing fits: the closest, stage .* missing' '$TMP/err'"
+check "nothing fits: no config" test ! -e "$TMP/none.json"
+"$ZERO" plan --model gpt2-xl --ranks 2 --device-mem 1GiB --host-mem 2GiB --json >"$TMP/nf.json" 2>/dev/null
+check "nothing fits: JSON shortfall" "$PY" -c "
+import json; p = json.load(open('$TMP/nf.json'))
+assert p['fits'] is False and p['missing']['device'] + p['missing']['host'] > 0, p
+assert abs(p['need_device'] - p['missing']['device'] - 0.9 * 2**30) < 1 or p['missing']['device'] == 0, p"
+
+check "--help" bash -c "\"\$0\" plan --help | grep -q '^usage: zero plan'" "$ZERO"
+
+usage_error() { # usage_error EXPECTED_TEXT ARGS...
+    local want=$1; shift
+    "$ZERO" plan "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "^zero: error: .*$want" "$TMP/err" ||
+        { echo "  rc=$rc stderr: $(cat "$TMP/err")"; return 1; }
+}
+check "no host memory" usage_error "--host-mem" --model gpt2 --ranks 2 --device-mem 24GiB
+check "bad size" usage_error "24XB" --model gpt2 --ranks 2 --device-mem 24XB --host-mem 1GiB
+check "bad headroom" usage_error "--headroom" --model gpt2 --ranks 2 --host-mem 1GiB --headroom 2
+check "unknown option" usage_error "--gpus" --model gpt2 --ranks 2 --host-mem 1GiB --gpus 8
+check "cpu-only without RAM" usage_error "needs its RAM" --model gpt2 --ranks 2 --host-mem 0
+
+exit $fail

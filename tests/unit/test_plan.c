@@ -1,0 +1,439 @@
+/* Tests of the plan layer: per-rank bytes against hand-computed golden figures, the ZeRO paper's
+ * example, offload placement, traffic, and the ladder search on hardware sized to pick each rung. */
+#include "harness.h"
+#include "zero/zero.h"
+
+/* Golden model: units of 1000, 30 and 5000 elements on 3 ranks with align 16 (grain 48) pad to
+ * 1008, 48 and 5040: P = 6096, S = 2032, U1 = 5040, U2 = 1008 (worked out by hand). */
+static const uint64_t golden_units[3] = {1000, 30, 5000};
+
+static zero_plan_model golden_model(void) {
+    zero_plan_model m = {3, golden_units, NULL, NULL};
+    return m;
+}
+
+static zero_plan_setup golden_setup(int stage, zero_dtype dt) {
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 3;
+    s.stage = stage;
+    s.precision = dt;
+    s.optimizer = ZERO_OPTIM_ADAMW;
+    return s;
+}
+
+typedef struct golden_row {
+    uint64_t params, grads, master, optim, buffers;
+} golden_row;
+
+static void check_rows(zero_dtype dt, const golden_row rows[4]) {
+    zero_plan_model m = golden_model();
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s = golden_setup(stage, dt);
+        zero_plan_mem mem;
+        zero_error err = {{0}};
+        ZT_OK(zero_plan_estimate(&m, &s, &mem, &err));
+        ZT_EQ_INT(mem.numel, 6030);
+        ZT_EQ_INT(mem.padded, 6096);
+        ZT_EQ_INT(mem.shard, 2032);
+        ZT_EQ_INT(mem.largest_unit, 5040);
+        ZT_EQ_INT(mem.second_unit, 1008);
+        ZT_EQ_INT(mem.third_unit, 48);
+        ZT_EQ_INT(mem.state_count, 2);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_PARAMS], rows[stage].params);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_GRADS], rows[stage].grads);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_MASTER], rows[stage].master);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_OPTIM], rows[stage].optim);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_BUFFERS], rows[stage].buffers);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_COMM], 0);
+        ZT_EQ_INT(mem.transient, rows[stage].buffers);
+        uint64_t states = rows[stage].params + rows[stage].grads + rows[stage].master + rows[stage].optim;
+        ZT_EQ_INT(mem.model_states, states);
+        ZT_EQ_INT(mem.device, states); /* no offload: every state on the device */
+        ZT_EQ_INT(mem.host, 0);
+        ZT_EQ_INT(mem.nvme, 0);
+        ZT_EQ_INT(mem.pool, 0);
+    }
+}
+
+/* Transient bounds, worked out by hand with U1 = 5040, U2 = 1008, U3 = 48 (include/zero/plan.h). */
+static void test_golden_fp32(void) {
+    /* fp32: params are the master; persistent grads are full fp32 buffers at stages 0-1. */
+    const golden_row rows[4] = {
+        {24384, 24384, 0, 48768, 0},
+        {24384, 24384, 0, 16256, 0},
+        /* grads (U1+U2)*4 = 24192; in flight (U1+U2)*4 = 24192 + (6096/3)*4 = 8128 */
+        {24384, 8128, 0, 16256, 24192 + 24192 + 8128},
+        /* + gathered (U1+U2)*4 = 24192 */
+        {8128, 8128, 0, 16256, 24192 + 24192 + 24192 + 8128},
+    };
+    check_rows(ZERO_DTYPE_FP32, rows);
+}
+
+static void test_golden_bf16(void) {
+    /* view 20160 + chunk 65536; grads 24192; in flight 6096*2 + (6048/3)*2 = 12192 + 4032;
+     * stage 3 gathered (U1+U2)*2 = 12096 */
+    const golden_row rows[4] = {
+        {12192, 12192, 24384, 48768, 20160 + 65536 + 24192},
+        {12192, 12192, 8128, 16256, 20160 + 65536 + 24192},
+        {12192, 4064, 8128, 16256, 20160 + 65536 + 24192 + 12192 + 4032},
+        {4064, 4064, 8128, 16256, 20160 + 65536 + 24192 + 12192 + 4032 + 12096},
+    };
+    check_rows(ZERO_DTYPE_BF16, rows);
+    check_rows(ZERO_DTYPE_FP16, rows); /* same width, same bytes */
+}
+
+static void test_optimizers(void) {
+    zero_plan_model m = golden_model();
+    const struct { zero_optim_type t; float momentum; int k; } cases[] = {
+        {ZERO_OPTIM_ADAM, 0.0f, 2}, {ZERO_OPTIM_SGD, 0.9f, 1}, {ZERO_OPTIM_SGD, 0.0f, 0},
+        {ZERO_OPTIM_LION, 0.0f, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zero_plan_setup s = golden_setup(1, ZERO_DTYPE_FP32);
+        s.optimizer = cases[i].t;
+        s.momentum = cases[i].momentum;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+        ZT_EQ_INT(mem.state_count, cases[i].k);
+        ZT_EQ_INT(mem.bytes[ZERO_MEM_OPTIM], 2032ull * 4 * (uint64_t)cases[i].k);
+    }
+}
+
+static void test_one_rank_and_align(void) {
+    /* One rank, align 1: no padding at all, every stage keeps everything. */
+    zero_plan_model m = golden_model();
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s = golden_setup(stage, ZERO_DTYPE_BF16);
+        s.ranks = 1;
+        s.align = 1;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+        ZT_EQ_INT(mem.padded, 6030);
+        ZT_EQ_INT(mem.shard, 6030);
+        ZT_EQ_INT(mem.model_states, 6030ull * (2 + 2 + 4 + 8));
+    }
+}
+
+/* The ZeRO paper (Rajbhandari et al., SC20, figure 1): 7.5B parameters, 64 ranks, mixed-precision
+ * Adam: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB per device (GB = 1e9, rounded to the figure's digits). */
+static void test_paper(void) {
+    uint64_t units[32];
+    for (int i = 0; i < 32; i++) units[i] = 7500000000ull / 32;
+    zero_plan_model m = {32, units, NULL, NULL};
+    const double exact[4] = {16 * 7.5e9, (4 + 12.0 / 64) * 7.5e9, (2 + 14.0 / 64) * 7.5e9,
+                             16 * 7.5e9 / 64};
+    const double paper[4] = {120, 31.4, 16.6, 1.9};
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s;
+        zero_plan_setup_default(&s);
+        s.ranks = 64;
+        s.stage = stage;
+        s.precision = ZERO_DTYPE_FP16;
+        s.optimizer = ZERO_OPTIM_ADAM;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+        ZT_NEAR((double)mem.device, exact[stage], 1e-6); /* padding: 168 elements per unit */
+        double gb = (double)mem.device / 1e9;
+        double rounded = stage == 0 ? floor(gb + 0.5) : floor(gb * 10 + 0.5) / 10;
+        ZT_NEAR(rounded, paper[stage], 1e-9);
+    }
+}
+
+static void test_offload_placement(void) {
+    zero_plan_model m = golden_model();
+    zero_plan_mem mem;
+    zero_plan_setup s = golden_setup(2, ZERO_DTYPE_BF16);
+    s.offload_optimizer = ZERO_OFFLOAD_CPU;
+    ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+    ZT_EQ_INT(mem.device, 12192 + 4064);
+    ZT_EQ_INT(mem.host, 8128 + 16256);
+    ZT_EQ_INT(mem.nvme, 0);
+    ZT_EQ_INT(mem.transient, 126112); /* offload moves states, not the transient */
+
+    s = golden_setup(3, ZERO_DTYPE_BF16);
+    s.offload_optimizer = ZERO_OFFLOAD_CPU;
+    s.offload_param = ZERO_OFFLOAD_CPU;
+    ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+    ZT_EQ_INT(mem.device, 4064);
+    ZT_EQ_INT(mem.host, 4064 + 8128 + 16256);
+
+    /* NVMe: the states go to the drive; the host keeps the swap pools: 4 x 1 MiB for the
+     * optimizer, 5 x min(1e8, U1/N = 1680) elements x 2 bytes for the parameters. */
+    s.offload_optimizer = ZERO_OFFLOAD_NVME;
+    s.offload_param = ZERO_OFFLOAD_NVME;
+    ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+    ZT_EQ_INT(mem.device, 4064);
+    ZT_EQ_INT(mem.nvme, 4064 + 8128 + 16256);
+    ZT_EQ_INT(mem.pool, 4 * 1048576 + 5 * 1680 * 2);
+    ZT_EQ_INT(mem.host, mem.pool);
+    ZT_EQ_INT(mem.model_states, 4064 * 2 + 8128 + 16256);
+}
+
+static void test_traffic(void) {
+    zero_plan_traffic t;
+    zero_plan_traffic_of(1, 3, 6096, ZERO_DTYPE_FP32, &t);
+    ZT_NEAR(t.volume, 2.0 * 6096 * 4, 0);
+    ZT_NEAR(t.sent, 2.0 * 6096 * 4 * 2 / 3, 1e-12);
+    ZT_NEAR(t.counted, 4.0 * 6096 * 4 * 2 / 3, 1e-12);
+    ZT_NEAR(zero_plan_link_seconds(&t, 1.0), 2.0 * 6096 * 4 * 2 / 3 * 8 / 1e9, 1e-12);
+    ZT_NEAR(zero_plan_link_seconds(&t, 0.0), 0, 0);
+    zero_plan_traffic_of(3, 4, 1000, ZERO_DTYPE_BF16, &t);
+    ZT_NEAR(t.volume, 3.0 * 1000 * 2, 0);
+    ZT_NEAR(t.sent, 3.0 * 1000 * 2 * 3 / 4, 1e-12);
+    zero_plan_traffic_of(3, 1, 1000, ZERO_DTYPE_BF16, &t);
+    ZT_NEAR(t.volume + t.sent + t.counted, 0, 0); /* one rank talks to nobody */
+}
+
+static void test_errors(void) {
+    zero_plan_model m = golden_model();
+    zero_plan_mem mem;
+    zero_error err = {{0}};
+    zero_plan_setup s = golden_setup(4, ZERO_DTYPE_FP32);
+    ZT_EQ_INT(zero_plan_estimate(&m, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "stage 4") != NULL, "message: %s", err.msg);
+    s = golden_setup(0, ZERO_DTYPE_INT32);
+    ZT_EQ_INT(zero_plan_estimate(&m, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "int32") != NULL, "message: %s", err.msg);
+    s = golden_setup(2, ZERO_DTYPE_FP32);
+    s.offload_param = ZERO_OFFLOAD_NVME;
+    ZT_EQ_INT(zero_plan_estimate(&m, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "stage 2") != NULL, "message: %s", err.msg);
+    s = golden_setup(0, ZERO_DTYPE_FP32);
+    s.ranks = 0;
+    ZT_EQ_INT(zero_plan_estimate(&m, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "ranks 0") != NULL, "message: %s", err.msg);
+    s = golden_setup(0, ZERO_DTYPE_FP32);
+    uint64_t zero_unit[2] = {5, 0};
+    zero_plan_model bad = {2, zero_unit, NULL, NULL};
+    ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "unit 1") != NULL, "message: %s", err.msg);
+    bad.num_units = 0;
+    ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, NULL), ZERO_ERR_INVALID_ARG);
+    uint64_t huge[2] = {UINT64_MAX / 4, UINT64_MAX / 4};
+    zero_plan_model big = {2, huge, NULL, NULL};
+    ZT_EQ_INT(zero_plan_estimate(&big, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "overflow") != NULL, "message: %s", err.msg);
+}
+
+/* ---------------------------------------------------------------- the search */
+/* Search model: 100 units of 960 elements (multiples of 48: no padding on 3 ranks), so the model
+ * states dominate the transient. P = 96000, S = 32000, U1 = U2 = 960, S1 = 320. In bf16 per rank
+ * (worked out by hand):
+ *   transient: stages 0-1 3840 + 65536 + 7680 = 77056; stage 2 + 7040 = 84096; stage 3 + 3840 = 87936
+ *   stage 0: 192000 + 192000 + 384000 + 768000 = 1536000 (+ 77056 = 1613056 on the device)
+ *   stage 1: 192000 + 192000 + 128000 + 256000 = 768000 (845056)
+ *   stage 2: 192000 + 64000 + 384000 = 640000 (724096)
+ *   2 + optimizer on cpu: 256000 (340096) on the device, 384000 per rank on the host
+ *   stage 3: 64000 + 64000 + 384000 = 512000 (599936)
+ *   3 + optimizer on cpu: 128000 (215936); 3 + cpu + cpu: 64000 (151936), host 448000 per rank */
+static uint64_t search_units[100];
+
+/* Activations: 10000 bytes per sequence, 1000 with checkpointing. */
+static uint64_t linear_act(void *ctx, int64_t mb, int ckpt) {
+    (void)ctx;
+    return (uint64_t)mb * (ckpt ? 1000u : 10000u);
+}
+
+static zero_plan_model search_model(void) {
+    for (int i = 0; i < 100; i++) search_units[i] = 960;
+    zero_plan_model m = {100, search_units, linear_act, NULL};
+    return m;
+}
+
+static zero_plan_request golden_request(double device, double host, double nvme) {
+    zero_plan_request r;
+    zero_plan_request_default(&r);
+    r.base = golden_setup(0, ZERO_DTYPE_BF16);
+    r.device_mem = device;
+    r.host_mem = host;
+    r.nvme_mem = nvme;
+    r.headroom = 0;
+    r.max_micro_batch = 8;
+    return r;
+}
+
+static void test_search(void) {
+    zero_plan_model m = search_model();
+    zero_plan_result res;
+    zero_error err = {{0}};
+
+    /* Plenty: stage 0, no checkpointing, the largest micro-batch. */
+    zero_plan_request r = golden_request(1e9, 0, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.count, 7); /* no nvme rungs */
+    ZT_EQ_INT(res.chosen, 0);
+    ZT_EQ_INT(res.cand[0].stage, 0);
+    ZT_EQ_INT(res.cand[0].mem.transient, 77056);
+    ZT_EQ_INT(res.cand[0].checkpointing, 0);
+    ZT_EQ_INT(res.cand[0].micro_batch, 8);
+    ZT_NEAR(res.cand[0].need_device, 1613056 + 80000, 0);
+
+    /* Stage 0 fits only with checkpointing: 1613056 + 1000 B <= 1618056 -> B = 5. */
+    r = golden_request(1618056, 0, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 0);
+    ZT_EQ_INT(res.cand[0].checkpointing, 1);
+    ZT_EQ_INT(res.cand[0].micro_batch, 5);
+    ZT_EQ_INT(res.cand[0].activation, 5000);
+
+    /* 900000 bytes: stage 0 misses by 1614056 - 900000; stage 1 fits without checkpointing,
+     * 845056 + 10000 B <= 900000 -> B = 5. */
+    r = golden_request(900000, 0, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 1);
+    ZT_EQ_INT(res.cand[0].fits, 0);
+    ZT_NEAR(res.cand[0].missing_device, 714056, 0);
+    ZT_EQ_INT(res.cand[1].stage, 1);
+    ZT_EQ_INT(res.cand[1].checkpointing, 0);
+    ZT_EQ_INT(res.cand[1].micro_batch, 5);
+    ZT_EQ_INT(res.closest, 1);
+
+    /* 345000 bytes and a roomy host: stage 2 with the optimizer on cpu, with checkpointing
+     * (340096 + 10000 does not fit), 340096 + 1000 B <= 345000 -> B = 4; host 3 x 384000. */
+    r = golden_request(345000, 1e7, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 3);
+    ZT_EQ_INT(res.cand[3].stage, 2);
+    ZT_EQ_INT(res.cand[3].offload_optimizer, ZERO_OFFLOAD_CPU);
+    ZT_EQ_INT(res.cand[3].offload_param, ZERO_OFFLOAD_NONE);
+    ZT_EQ_INT(res.cand[3].checkpointing, 1);
+    ZT_EQ_INT(res.cand[3].micro_batch, 4);
+    ZT_NEAR(res.cand[3].need_host, 3 * 384000.0, 0);
+    ZT_NEAR(res.cand[2].missing_device, 724096 + 1000 - 345000, 0);
+
+    /* Nothing fits in 1000 bytes: the closest is 3 + cpu + cpu, missing 151936 + 1000 - 1000. */
+    r = golden_request(1000, 1e9, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, -1);
+    ZT_EQ_INT(res.closest, 6);
+    ZT_EQ_INT(res.cand[6].stage, 3);
+    ZT_EQ_INT(res.cand[6].offload_param, ZERO_OFFLOAD_CPU);
+    ZT_NEAR(res.cand[6].missing_device, 151936, 0);
+    ZT_NEAR(res.cand[6].missing_host, 0, 0);
+
+    /* NVMe wins when the host is too small for the cpu rungs (1152000 per node and more) but holds
+     * the swap pools: 3 x (4 x 1024) bytes. */
+    r = golden_request(345000, 1e6, 1e9);
+    r.base.aio_block_size = 1024;
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.count, 10);
+    ZT_EQ_INT(res.chosen, 7);
+    if (res.chosen >= 0) {
+        const zero_plan_candidate *c = &res.cand[res.chosen];
+        ZT_EQ_INT(c->stage, 2);
+        ZT_EQ_INT(c->offload_optimizer, ZERO_OFFLOAD_NVME);
+        ZT_NEAR(c->need_host, 3 * 4096.0, 0);
+        ZT_NEAR(c->need_nvme, 3 * 384000.0, 0);
+        ZT_NEAR(c->missing_host + c->missing_device + c->missing_nvme, 0, 0);
+    }
+    ZT_NEAR(res.cand[3].missing_host, 1152000 - 1e6, 0);
+    ZT_NEAR(res.cand[6].missing_host, 1344000 - 1e6, 0);
+
+    /* Headroom: 10% of 1000000 kept free leaves 900000: as above, stage 1 at micro-batch 5. */
+    r = golden_request(1000000, 0, 0);
+    r.headroom = 0.1;
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_NEAR(res.usable_device, 900000, 1e-9);
+    ZT_NEAR(res.cand[0].missing_device, 714056, 1e-6);
+    ZT_EQ_INT(res.chosen, 1);
+    ZT_EQ_INT(res.cand[1].checkpointing, 0);
+    ZT_EQ_INT(res.cand[1].micro_batch, 5);
+
+    /* Without an activation figure checkpointing is never chosen and activations count 0. */
+    m.activation = NULL;
+    r = golden_request(845056, 0, 0);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 1);
+    ZT_EQ_INT(res.cand[1].checkpointing, 0);
+    ZT_EQ_INT(res.cand[1].activation, 0);
+    ZT_EQ_INT(res.cand[1].micro_batch, 8);
+}
+
+static void test_search_cpu_only(void) {
+    zero_plan_model m = search_model();
+    zero_plan_result res;
+    /* CPU-only: 3 ranks share 3 x 900000 bytes of RAM; cpu rungs would move nothing. */
+    zero_plan_request r = golden_request(0, 2700000, 1e9);
+    r.base.aio_block_size = 1024;
+    ZT_OK(zero_plan_search(&m, &r, &res, NULL));
+    ZT_EQ_INT(res.count, 7);
+    ZT_NEAR(res.usable_device, 900000, 1e-9);
+    ZT_NEAR(res.usable_host, 0, 0);
+    for (int i = 0; i < res.count; i++) {
+        ZT_CHECK(res.cand[i].offload_optimizer != ZERO_OFFLOAD_CPU);
+        ZT_NEAR(res.cand[i].need_host, 0, 0);
+    }
+    ZT_EQ_INT(res.chosen, 1);
+    ZT_EQ_INT(res.cand[1].micro_batch, 5);
+    /* On a CPU-only machine the NVMe pools are in the rank's RAM. */
+    int nvme_rungs = 0;
+    for (int i = 0; i < res.count; i++) {
+        const zero_plan_candidate *c = &res.cand[i];
+        if (c->offload_optimizer != ZERO_OFFLOAD_NVME) continue;
+        nvme_rungs++;
+        ZT_CHECK(c->mem.host > 0);
+        ZT_NEAR(c->need_device, (double)(c->mem.device + c->mem.transient + c->mem.host) +
+                                    (double)c->activation, 0);
+    }
+    ZT_EQ_INT(nvme_rungs, 3);
+}
+
+static void test_search_errors(void) {
+    zero_plan_model m = search_model();
+    zero_plan_result res;
+    zero_error err = {{0}};
+    zero_plan_request r = golden_request(1e9, 0, 0);
+    r.nodes = 2; /* 3 ranks on 2 nodes */
+    ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "3 ranks on 2 nodes") != NULL, "message: %s", err.msg);
+    r = golden_request(0, 0, 0);
+    ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
+    r = golden_request(1e9, 0, 0);
+    r.headroom = 1.0;
+    ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "headroom 1") != NULL, "message: %s", err.msg);
+    r = golden_request(1e9, 0, 0);
+    r.max_micro_batch = 0;
+    ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
+    r = golden_request(-1, 0, 0);
+    ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
+}
+
+/* `test_plan --load-config FILE RANKS`: loads and resolves a config that `zero plan -o` wrote
+ * (tests/cli/test_plan.sh), printing the loader's message when it refuses it. */
+static int load_config(const char *path, const char *ranks) {
+    zero_config cfg;
+    zero_error err = {{0}};
+    zero_config_default(&cfg);
+    int world = atoi(ranks);
+    zero_status st = zero_config_load_json_file(&cfg, path, &err);
+    if (st == ZERO_OK) st = zero_config_resolve(&cfg, world, &err);
+    if (st != ZERO_OK) {
+        fprintf(stderr, "%s: %s\n", path, err.msg);
+        return 1;
+    }
+    /* What the planner assumed is what the engine will be built from. */
+    zero_plan_setup s;
+    zero_plan_setup_from_config(&s, &cfg, world);
+    printf("%s: stage %d, %s, micro-batch %lld, offload %s/%s\n", path, s.stage,
+           zero_dtype_name(s.precision), (long long)cfg.micro_batch,
+           zero_plan_offload_name(s.offload_optimizer), zero_plan_offload_name(s.offload_param));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--load-config")) return load_config(argv[2], argv[3]);
+    test_golden_fp32();
+    test_golden_bf16();
+    test_optimizers();
+    test_one_rank_and_align();
+    test_paper();
+    test_offload_placement();
+    test_traffic();
+    test_errors();
+    test_search();
+    test_search_cpu_only();
+    test_search_errors();
+    return zt_finish("test_plan");
+}
