@@ -160,6 +160,7 @@ zero_status zero_optim_step(const zero_optim_hparams *h, int64_t step, float *ma
     if ((states >= 1 && !s0) || (states >= 2 && !s1)) return ZERO_ERR_INVALID_ARG;
     if (states < 1) s0 = NULL; /* SGD without momentum keeps no buffer */
     if (states < 2) s1 = NULL;
+    if (out == (void *)master && out_dt == ZERO_DTYPE_FP32) out = NULL; /* the master is the working copy */
 
     zero__optim_k k;
     make_consts(h, step, grad_scale, decay, &k);

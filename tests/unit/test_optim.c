@@ -445,6 +445,14 @@ static void test_errors(void) {
     ZT_NEAR(p, 1 - 1e-3, 1e-7);
     h.momentum = 0.5f;
     ZT_EQ_INT(zero_optim_step(&h, 1, &p, NULL, NULL, &g, 1, 1, 1, NULL, ZERO_DTYPE_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    /* fp32 write-back into the master itself (fp32 training): allowed, a no-op */
+    zero_optim_hparams_default(&h, ZERO_OPTIM_ADAMW);
+    float pa[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, pb[9], ma[9] = {0}, va[9] = {0}, mb[9] = {0}, vb[9] = {0};
+    float ga[9] = {1, -1, 2, -2, 0, 3, -3, 4, -4};
+    memcpy(pb, pa, sizeof pa);
+    ZT_OK(zero_optim_step(&h, 1, pa, ma, va, ga, 1, 1, 9, pa, ZERO_DTYPE_FP32, ZERO_IMPL_AUTO));
+    ZT_OK(zero_optim_step(&h, 1, pb, mb, vb, ga, 1, 1, 9, NULL, ZERO_DTYPE_FP32, ZERO_IMPL_AUTO));
+    ZT_CHECK(!memcmp(pa, pb, sizeof pa));
     /* n = 0 is a no-op that accepts NULL arrays */
     zero_optim_hparams_default(&h, ZERO_OPTIM_ADAMW);
     ZT_OK(zero_optim_step(&h, 1, NULL, NULL, NULL, NULL, 1, 1, 0, NULL, ZERO_DTYPE_FP32, ZERO_IMPL_AUTO));
