@@ -318,7 +318,22 @@ int cli_plan(int argc, char **argv) {
         printf(", \"config\": ");
         if (out_path && res.chosen >= 0) json_string(stdout, out_path);
         else printf("null");
-        printf(", \"reasons\": [");
+        printf(", \"rungs\": [");
+        for (int i = 0; i < res.count; i++) {
+            const zero_plan_candidate *r = &res.cand[i];
+            printf("%s{\"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
+                   "\"fits\": %s, \"micro_batch\": %lld, \"activation_checkpointing\": %s, \"need_device\": ",
+                   i ? ", " : "", r->stage, zero_plan_offload_name(r->offload_optimizer),
+                   zero_plan_offload_name(r->offload_param), r->fits ? "true" : "false",
+                   (long long)r->micro_batch, r->checkpointing ? "true" : "false");
+            cli_json_double(stdout, r->need_device);
+            printf(", \"need_host\": ");
+            cli_json_double(stdout, r->need_host);
+            printf(", \"need_nvme\": ");
+            cli_json_double(stdout, r->need_nvme);
+            printf("}");
+        }
+        printf("], \"reasons\": [");
         for (int i = 0; i < why.n; i++) {
             printf("%s", i ? ", " : "");
             json_string(stdout, why.text[i]);

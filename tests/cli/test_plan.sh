@@ -53,6 +53,9 @@ p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
 assert p["fits"] and p["stage"] == 1 and p["micro_batch"] == 1 and not p["activation_checkpointing"], p
 assert p["need_device"] == float(sys.argv[3]), (p["need_device"], sys.argv[3])
 assert any("stage 0 does not fit" in r for r in p["reasons"]), p["reasons"]
+rungs = [(r["stage"], r["offload_optimizer"], r["offload_param"], r["fits"]) for r in p["rungs"]]
+assert rungs[:3] == [(0, "none", "none", False), (1, "none", "none", True), (2, "none", "none", True)], rungs
+assert len(rungs) == 7  # no --nvme: the three nvme rungs are left out
 assert c["zero_optimization"]["stage"] == 1 and c["bf16"]["enabled"] is True, c
 # stages 0-2 move 2 Psi of bf16 per step
 assert p["traffic_bytes"] == 2 * 2 * json.load(open(sys.argv[1].replace("p1", "est")))["padded_params"]
