@@ -1,15 +1,16 @@
 /* zero/precision.h — loss scaling for fp16 training, with DeepSpeed's semantics.
  *
- * Dynamic scaling: start at 2^initial_scale_power. On an overflow (any Inf/NaN gradient on any
- * rank) the step is skipped; if hysteresis allows (the counter of tolerated overflows, reset to
- * `hysteresis` after a window of good steps... see below) the scale is kept, otherwise halved,
- * never below min_loss_scale. After `loss_scale_window` consecutive good steps the scale doubles.
- * Exactly (DeepSpeed's DynamicLossScaler, consecutive_hysteresis = false):
- *   overflow:  if delayed_shift == 1 or scale == min: scale = max(scale/2, min)
- *              else delayed_shift -= 1;  last_overflow_iter = iter
- *   no overflow: if (iter - last_overflow_iter) % window == 0: scale *= 2
- *                (and, with consecutive_hysteresis, delayed_shift = hysteresis)
- *   iter += 1 after every step, skipped or not.
+ * Dynamic scaling starts at 2^initial_scale_power; the field `delayed_shift` counts the overflows
+ * still tolerated before the scale drops (DeepSpeed's cur_hysteresis; `hysteresis` is its
+ * configured value). Exactly DeepSpeed's DynamicLossScaler.update_scale:
+ *   overflow:    if hysteresis == 1 or delayed_shift == 1: scale = max(scale / 2, min_scale)
+ *                else: delayed_shift -= 1
+ *                last_overflow_iter = iter
+ *   no overflow: if consecutive_hysteresis: delayed_shift = hysteresis
+ *                if (iter - last_overflow_iter) % window == 0:
+ *                    if not consecutive_hysteresis: delayed_shift = hysteresis
+ *                    scale *= 2
+ *   iter += 1 after every step, skipped or not (iter starts at 0, last_overflow_iter at -1).
  * Static scaling (loss_scale > 0) never changes; bf16/fp32 use scale 1 and never skip on
  * account of the scaler (Inf/NaN gradients still skip the step and are reported).
  */

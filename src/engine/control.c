@@ -1,0 +1,79 @@
+/* The control channel: before each data collective every rank announces what it is about to do
+ * (a fixed-size record all-gathered on a private duplicate communicator). Ranks that disagree get
+ * ZERO_ERR_DIVERGED naming the unit and the ranks on every rank, instead of a hang in a
+ * mismatched collective. The same channel carries the step's norm/overflow reduction. */
+#include "engine/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *op_name(int op) {
+    switch (op) {
+    case CTRL_GATHER: return "gather";
+    case CTRL_REDUCE: return "grad_ready";
+    case CTRL_STEP: return "step";
+    case CTRL_NORM: return "step";
+    case CTRL_READ: return "read_unit";
+    case CTRL_SAVE: return "save";
+    }
+    return "?";
+}
+
+static void describe(const zero_engine *e, const ctrl_rec *r, char *buf, size_t cap) {
+    if (r->unit >= 0 && r->unit < e->nunits)
+        snprintf(buf, cap, "%s of unit '%s'", op_name(r->op), e->units[r->unit].name);
+    else
+        snprintf(buf, cap, "%s", op_name(r->op));
+}
+
+zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b) {
+    const int payload = op == CTRL_NORM || op == CTRL_READ;
+    if (!e->cfg.check_divergence && !payload) return ZERO_OK;
+    ctrl_rec me = {op, unit, e->ctrl_seq, a, b};
+    e->ctrl_seq++;
+    double t0 = zero_now();
+    zero_status s = zero_comm_all_gather(e->ctrl, &me, e->ctrl_all, sizeof me, ZERO_DTYPE_UINT8);
+    e->comm_wait += zero_now() - t0;
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "control exchange before %s failed: %s", op_name(op),
+                              zero_comm_last_error(e->ctrl));
+    int agree = 1;
+    for (int r = 0; r < e->world; r++) {
+        const ctrl_rec *o = &e->ctrl_all[r];
+        if (o->op != me.op || o->unit != me.unit || o->seq != me.seq) agree = 0;
+    }
+    if (agree) return ZERO_OK;
+    /* Group ranks by what they announced: "ranks 0,2: gather of unit 'h.1'; rank 1: step". */
+    char msg[900];
+    size_t len = (size_t)snprintf(msg, sizeof msg, "ranks diverged at collective #%lld: ", (long long)me.seq);
+    char *seen = calloc((size_t)e->world, 1);
+    for (int r = 0; r < e->world && seen && len < sizeof msg; r++) {
+        if (seen[r]) continue;
+        char what[200];
+        describe(e, &e->ctrl_all[r], what, sizeof what);
+        len += (size_t)snprintf(msg + len, sizeof msg - len, "%srank%s", r ? "; " : "", "s");
+        int first = 1;
+        for (int q = r; q < e->world && len < sizeof msg; q++) {
+            const ctrl_rec *x = &e->ctrl_all[q], *y = &e->ctrl_all[r];
+            if (seen[q] || x->op != y->op || x->unit != y->unit) continue;
+            seen[q] = 1;
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%d", first ? " " : ",", q);
+            first = 0;
+        }
+        if (len < sizeof msg) len += (size_t)snprintf(msg + len, sizeof msg - len, " called %s", what);
+    }
+    free(seen);
+    return zero__eng_fail(e, ZERO_ERR_DIVERGED, "%s", msg);
+}
+
+zero_status zero__eng_wait(zero_engine *e, zero_request **req) {
+    if (!*req) return ZERO_OK;
+    double t0 = zero_now();
+    zero_status s = zero_request_wait(*req);
+    e->comm_wait += zero_now() - t0;
+    *req = NULL;
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "waiting for a collective failed: %s", zero_comm_last_error(e->data));
+    return ZERO_OK;
+}

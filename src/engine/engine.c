@@ -1,0 +1,298 @@
+/* The engine's life cycle: create, register units and parameters, finalize (allocate each
+ * stage's shards), set parameter values, query layout/accounting, free. */
+#include "engine/internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    if (s == ZERO_ERR_COMM || s == ZERO_ERR_DIVERGED) e->broken = 1;
+    zero__log(ZERO_LOG_DEBUG, "engine: %s", e->err);
+    return s;
+}
+
+zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!comm || !cfg) return ZERO_ERR_INVALID_ARG;
+    if (cfg->stage < 0 || cfg->stage > 3) return ZERO_ERR_CONFIG;
+    if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 &&
+        cfg->precision != ZERO_DTYPE_FP16)
+        return ZERO_ERR_CONFIG;
+    if (cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME || cfg->offload_param.device == ZERO_OFFLOAD_NVME)
+        return ZERO_ERR_UNSUPPORTED;
+    zero_engine *e = calloc(1, sizeof *e);
+    if (!e) return ZERO_ERR_NOMEM;
+    e->user_comm = comm;
+    e->cfg = *cfg;
+    e->rank = zero_comm_rank(comm);
+    e->world = zero_comm_size(comm);
+    e->wdt = cfg->precision;
+    e->wsize = zero_dtype_size(e->wdt);
+    int64_t ab = cfg->align_bytes > 0 ? cfg->align_bytes : 64;
+    e->align = (uint64_t)(ab / 4 > 0 ? ab / 4 : 1);
+    e->nstates = zero_optim_state_count(cfg->optim.type, cfg->optim.momentum);
+    if (e->cfg.grad_accum < 1) e->cfg.grad_accum = 1;
+    if (cfg->precision == ZERO_DTYPE_FP16)
+        zero_loss_scaler_init(&e->scaler, cfg->loss_scale, cfg->initial_scale_power, cfg->loss_scale_window,
+                              cfg->hysteresis, cfg->min_loss_scale, cfg->consecutive_hysteresis);
+    else
+        zero_loss_scaler_init_none(&e->scaler);
+    zero_status s = zero_comm_split(comm, 0, e->rank, &e->data);
+    if (s == ZERO_OK) s = zero_comm_split(comm, 0, e->rank, &e->ctrl);
+    if (s != ZERO_OK) {
+        zero_comm_free(e->data);
+        free(e);
+        return s;
+    }
+    e->ctrl_all = calloc((size_t)e->world, sizeof(ctrl_rec));
+    if (!e->ctrl_all) {
+        zero_engine_free(e);
+        return ZERO_ERR_NOMEM;
+    }
+    e->recording = 1;
+    *out = e;
+    return ZERO_OK;
+}
+
+static void free_unit_transients(zero_engine *e, eunit *u) {
+    if (u->prefetch) zero_request_wait(u->prefetch);
+    if (u->reduce) zero_request_wait(u->reduce);
+    u->prefetch = u->reduce = NULL;
+    zero_mem_free(&e->acct, u->gathered);
+    zero_mem_free(&e->acct, u->view);
+    zero_mem_free(&e->acct, u->gscratch);
+    zero_mem_free(&e->acct, u->gsend);
+    zero_mem_free(&e->acct, u->grecv);
+    u->gathered = u->gsend = u->grecv = NULL;
+    u->view = u->gscratch = NULL;
+}
+
+void zero_engine_free(zero_engine *e) {
+    if (!e) return;
+    for (int i = 0; i < e->nunits; i++) {
+        eunit *u = &e->units[i];
+        free_unit_transients(e, u);
+        zero_mem_free(&e->acct, u->params);
+        zero_mem_free(&e->acct, u->grads);
+        zero_mem_free(&e->acct, u->master);
+        zero_mem_free(&e->acct, u->s0);
+        zero_mem_free(&e->acct, u->s1);
+        free(u->name);
+    }
+    for (int i = 0; i < e->nparams; i++) free(e->params[i].name);
+    free(e->units);
+    free(e->params);
+    free(e->order);
+    free(e->inflight);
+    free(e->ctrl_all);
+    zero_comm_free(e->data);
+    zero_comm_free(e->ctrl);
+    free(e);
+}
+
+const char *zero_engine_last_error(const zero_engine *e) { return e ? e->err : "no engine"; }
+
+int zero_engine_add_unit(zero_engine *e, const char *name) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "add_unit '%s': the engine is already finalized", name ? name : "");
+    if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_unit: expected a non-empty unit name");
+    for (int i = 0; i < e->nunits; i++)
+        if (!strcmp(e->units[i].name, name))
+            return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_unit '%s': a unit of that name exists", name);
+    if (e->nunits == e->cap_units) {
+        int cap = e->cap_units ? 2 * e->cap_units : 16;
+        eunit *u = realloc(e->units, (size_t)cap * sizeof *u);
+        if (!u) return zero__eng_fail(e, ZERO_ERR_NOMEM, "add_unit: out of memory");
+        e->units = u;
+        e->cap_units = cap;
+    }
+    eunit *u = &e->units[e->nunits];
+    memset(u, 0, sizeof *u);
+    u->name = strdup(name);
+    if (!u->name) return zero__eng_fail(e, ZERO_ERR_NOMEM, "add_unit: out of memory");
+    u->first_param = e->nparams;
+    u->ready_mb = -1;
+    return e->nunits++;
+}
+
+zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, const int64_t *shape, int ndim,
+                                  unsigned flags) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "add_param '%s': the engine is already finalized", name ? name : "");
+    if (unit < 0 || unit >= e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: unit %d: expected 0..%d", unit, e->nunits - 1);
+    if (unit != e->nunits - 1)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG,
+                              "add_param '%s': unit %d is closed; parameters go to the last added unit (%d)",
+                              name ? name : "", unit, e->nunits - 1);
+    if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: expected a non-empty name");
+    if (ndim < 1 || ndim > 8 || !shape)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': ndim %d: expected 1..8", name, ndim);
+    if (zero_engine_find_param(e, name) >= 0)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': a parameter of that name exists", name);
+    uint64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 1 || (uint64_t)shape[d] > (UINT64_MAX >> 8) / numel)
+            return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': dimension %d is %lld: expected >= 1",
+                                  name, d, (long long)shape[d]);
+        numel *= (uint64_t)shape[d];
+    }
+    if (e->nparams == e->cap_params) {
+        int cap = e->cap_params ? 2 * e->cap_params : 64;
+        eparam *p = realloc(e->params, (size_t)cap * sizeof *p);
+        if (!p) return zero__eng_fail(e, ZERO_ERR_NOMEM, "add_param: out of memory");
+        e->params = p;
+        e->cap_params = cap;
+    }
+    eunit *u = &e->units[unit];
+    eparam *p = &e->params[e->nparams];
+    memset(p, 0, sizeof *p);
+    p->name = strdup(name);
+    if (!p->name) return zero__eng_fail(e, ZERO_ERR_NOMEM, "add_param: out of memory");
+    p->unit = unit;
+    p->offset = u->numel;
+    p->numel = numel;
+    p->ndim = ndim;
+    memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
+    p->flags = flags;
+    u->numel += numel;
+    u->nparams++;
+    e->nparams++;
+    return ZERO_OK;
+}
+
+static void *alloc_or_null(zero_engine *e, zero_mem_category c, uint64_t n, size_t elem, int *fail) {
+    if (n == 0) return NULL;
+    void *p = zero_mem_calloc(&e->acct, c, (size_t)(n * elem));
+    if (!p) *fail = 1;
+    return p;
+}
+
+zero_status zero_engine_finalize(zero_engine *e) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: called twice");
+    if (e->nunits == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: no units registered");
+    const int st = e->cfg.stage;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    int fail = 0;
+    for (int i = 0; i < e->nunits && !fail; i++) {
+        eunit *u = &e->units[i];
+        if (u->numel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
+        zero_shard sh;
+        if (zero_partition_shard(u->numel, e->world, e->rank, e->align, &sh) != 0)
+            return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "finalize: unit '%s' of %llu elements cannot be partitioned",
+                                  u->name, (unsigned long long)u->numel);
+        u->padded = sh.padded;
+        u->shard = sh.size;
+        u->offset = sh.offset;
+        u->valid = sh.valid;
+        uint64_t pn = st == 3 ? u->shard : u->padded;     /* params */
+        uint64_t gn = st <= 1 ? u->padded : u->shard;     /* grads */
+        uint64_t on = st == 0 ? u->padded : u->shard;     /* master and optimizer states */
+        u->params = alloc_or_null(e, ZERO_MEM_PARAMS, pn, e->wsize, &fail);
+        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, gn, e->wsize, &fail);
+        if (half) u->master = alloc_or_null(e, ZERO_MEM_MASTER, on, 4, &fail);
+        if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+        if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+    }
+    e->inflight = calloc((size_t)e->nunits, sizeof(int));
+    if (fail || !e->inflight)
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the stage-%d shards", st);
+    e->finalized = 1;
+    return ZERO_OK;
+}
+
+/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. */
+static void set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+    const int st = e->cfg.stage;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    /* working params: full in stages 0-2, shard in stage 3 */
+    uint64_t plo = st == 3 ? u->offset : 0, phi = st == 3 ? u->offset + u->valid : u->numel;
+    uint64_t a = lo > plo ? lo : plo, b = hi < phi ? hi : phi;
+    if (a < b) zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->params, a - plo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    if (half) {
+        uint64_t mlo = st == 0 ? 0 : u->offset, mhi = st == 0 ? u->numel : u->offset + u->valid;
+        a = lo > mlo ? lo : mlo;
+        b = hi < mhi ? hi : mhi;
+        if (a < b) memcpy(u->master + (a - mlo), values + (a - lo), (size_t)(b - a) * 4);
+    }
+}
+
+zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit: finalize the engine first");
+    if (unit < 0 || unit >= e->nunits || !values)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit: unit %d: expected 0..%d and values", unit, e->nunits - 1);
+    eunit *u = &e->units[unit];
+    if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit '%s': the unit is gathered", u->name);
+    set_range(e, u, 0, u->numel, values);
+    return ZERO_OK;
+}
+
+zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "set_param: finalize the engine first");
+    int i = zero_engine_find_param(e, name);
+    if (i < 0 || !values) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_param: no parameter named '%s'", name ? name : "");
+    eparam *p = &e->params[i];
+    eunit *u = &e->units[p->unit];
+    if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_param '%s': its unit is gathered", name);
+    set_range(e, u, p->offset, p->offset + p->numel, values);
+    return ZERO_OK;
+}
+
+int zero_engine_num_units(const zero_engine *e) { return e ? e->nunits : 0; }
+int zero_engine_num_params(const zero_engine *e) { return e ? e->nparams : 0; }
+
+zero_status zero_engine_unit_info(const zero_engine *e, int unit, zero_unit_info *out) {
+    if (!e || !out || unit < 0 || unit >= e->nunits) return ZERO_ERR_INVALID_ARG;
+    const eunit *u = &e->units[unit];
+    out->name = u->name;
+    out->numel = u->numel;
+    out->padded = u->padded;
+    out->shard = u->shard;
+    out->offset = u->offset;
+    out->valid = u->valid;
+    out->nparams = u->nparams;
+    return ZERO_OK;
+}
+
+zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_info *out) {
+    if (!e || !out || param < 0 || param >= e->nparams) return ZERO_ERR_INVALID_ARG;
+    const eparam *p = &e->params[param];
+    out->name = p->name;
+    out->unit = p->unit;
+    out->offset = p->offset;
+    out->numel = p->numel;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->flags = p->flags;
+    return ZERO_OK;
+}
+
+int zero_engine_find_param(const zero_engine *e, const char *name) {
+    if (!e || !name) return -1;
+    for (int i = 0; i < e->nparams; i++)
+        if (!strcmp(e->params[i].name, name)) return i;
+    return -1;
+}
+
+void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out) {
+    if (e && out) *out = e->acct.stats;
+}
+
+void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out) {
+    if (e && out) zero_comm_get_counters(e->data, out);
+}
+
+const zero_config *zero_engine_config(const zero_engine *e) { return e ? &e->cfg : NULL; }
+const zero_loss_scaler *zero_engine_scaler(const zero_engine *e) { return e ? &e->scaler : NULL; }
+int64_t zero_engine_step_count(const zero_engine *e) { return e ? e->step : 0; }
+zero_comm *zero_engine_comm(const zero_engine *e) { return e ? e->user_comm : NULL; }
+double zero_engine_loss_scale(const zero_engine *e) { return e ? e->scaler.scale : 1.0; }

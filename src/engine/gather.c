@@ -1,0 +1,135 @@
+/* gather/release: hand the model a unit's full fp32 parameters. Stage 3 all-gathers the unit's
+ * shards into a transient buffer and, from the second step on, prefetches the next unit of the
+ * gather order recorded in the first step while the model computes with the current one. */
+#include "engine/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static zero_status check_unit(zero_engine *e, int unit, const char *what) {
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: finalize the engine first", what);
+    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
+    if (unit < 0 || unit >= e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
+    return ZERO_OK;
+}
+
+/* Starts the all-gather of u's shards into a fresh transient buffer (stage 3). */
+static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
+    u->gathered = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->padded * e->wsize));
+    if (!u->gathered) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements",
+                                            u->name, (unsigned long long)u->padded);
+    e->live += u->padded;
+    zero_status s;
+    if (blocking) {
+        double t0 = zero_now();
+        s = zero_comm_all_gather(e->data, u->params, u->gathered, u->shard, e->wdt);
+        e->comm_wait += zero_now() - t0;
+    } else {
+        s = zero_comm_iall_gather(e->data, u->params, u->gathered, u->shard, e->wdt, &u->prefetch);
+    }
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+    return ZERO_OK;
+}
+
+static void free_gathered(zero_engine *e, eunit *u) {
+    if (!u->gathered) return;
+    zero_mem_free(&e->acct, u->gathered);
+    u->gathered = NULL;
+    e->live -= u->padded;
+}
+
+/* Stage 3, after the order is known: the unit expected after the current one. */
+static void advance_cursor(zero_engine *e, int unit) {
+    if (e->recording) {
+        if (e->norder == e->cap_order) {
+            int cap = e->cap_order ? 2 * e->cap_order : 64;
+            int *o = realloc(e->order, (size_t)cap * sizeof *o);
+            if (!o) return; /* the order is only an optimization: stop recording */
+            e->order = o;
+            e->cap_order = cap;
+        }
+        e->order[e->norder++] = unit;
+        return;
+    }
+    if (e->cursor < e->norder && e->order[e->cursor] == unit) {
+        e->cursor++;
+        return;
+    }
+    /* A gather outside the recorded order (the same on every rank, or the control exchange would
+     * have failed): an evaluation pass, say. Resynchronize on the next occurrence of the unit. */
+    for (int k = 1; k <= e->norder; k++) {
+        int j = (e->cursor + k) % e->norder;
+        if (e->order[j] == unit) {
+            e->cursor = j + 1;
+            return;
+        }
+    }
+}
+
+static zero_status prefetch_next(zero_engine *e) {
+    if (e->recording || e->cursor >= e->norder) return ZERO_OK;
+    eunit *n = &e->units[e->order[e->cursor]];
+    if (n->gathered) return ZERO_OK;
+    uint64_t budget = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
+    if (e->live + n->padded > budget) return ZERO_OK;
+    return start_gather(e, n, 0);
+}
+
+const float *zero_engine_gather(zero_engine *e, int unit) {
+    if (!e || check_unit(e, unit, "gather") != ZERO_OK) return NULL;
+    eunit *u = &e->units[unit];
+    if (u->gathers > 0) {
+        u->gathers++;
+        return u->view ? u->view : (const float *)(e->cfg.stage == 3 ? u->gathered : u->params);
+    }
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    if (e->cfg.stage == 3) {
+        if (zero__ctrl_exchange(e, CTRL_GATHER, unit, 0, 0) != ZERO_OK) return NULL;
+        advance_cursor(e, unit);
+        if (u->prefetch) {
+            if (zero__eng_wait(e, &u->prefetch) != ZERO_OK) return NULL;
+        } else if (!u->gathered) {
+            if (start_gather(e, u, 1) != ZERO_OK) return NULL;
+        }
+        if (prefetch_next(e) != ZERO_OK) return NULL;
+    }
+    const void *full = e->cfg.stage == 3 ? u->gathered : u->params;
+    if (half) {
+        u->view = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->numel * 4);
+        if (!u->view) {
+            zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
+            return NULL;
+        }
+        zero_convert(full, e->wdt, u->view, ZERO_DTYPE_FP32, u->numel, ZERO_IMPL_AUTO);
+    }
+    u->gathers = 1;
+    return half ? u->view : (const float *)full;
+}
+
+zero_status zero_engine_release(zero_engine *e, int unit) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    zero_status s = check_unit(e, unit, "release");
+    if (s != ZERO_OK) return s;
+    eunit *u = &e->units[unit];
+    if (u->gathers == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "release '%s': the unit is not gathered", u->name);
+    if (--u->gathers > 0) return ZERO_OK;
+    zero_mem_free(&e->acct, u->view);
+    u->view = NULL;
+    if (e->cfg.stage == 3) free_gathered(e, u);
+    return ZERO_OK;
+}
+
+zero_status zero__gather_drain(zero_engine *e) {
+    zero_status first = ZERO_OK;
+    for (int i = 0; i < e->nunits; i++) {
+        eunit *u = &e->units[i];
+        if (u->prefetch) {
+            zero_status s = zero__eng_wait(e, &u->prefetch);
+            if (first == ZERO_OK) first = s;
+        }
+        if (u->gathers == 0) free_gathered(e, u);
+    }
+    return first;
+}

@@ -1,0 +1,210 @@
+/* Gradients: hand the model a buffer to add into, and reduce each unit as soon as the model
+ * declares it ready, so the reduction of one unit overlaps the backward of the next.
+ *   stages 0-1: the persistent full gradient accumulates every micro-batch; the reduction
+ *               (all-reduce in stage 0, reduce-scatter in stage 1) starts in the last one;
+ *   stages 2-3: every micro-batch's gradient is reduce-scattered at once and added to the owned
+ *               shard, so only the shard persists (plus at most two units in flight). */
+#include "engine/internal.h"
+
+#include <string.h>
+
+#define MAX_INFLIGHT_SHARDED 2 /* stages 2-3: full-size gradient buffers alive at once */
+
+void zero__wadd(zero_engine *e, void *dst, const void *src, uint64_t n) {
+    if (e->wdt == ZERO_DTYPE_FP32) {
+        float *d = dst;
+        const float *s = src;
+        for (uint64_t i = 0; i < n; i++) d[i] += s[i];
+        return;
+    }
+    uint16_t *d = dst;
+    const uint16_t *s = src;
+    if (e->wdt == ZERO_DTYPE_BF16)
+        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + zero_bf16_to_fp32(s[i]));
+    else
+        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + zero_fp16_to_fp32(s[i]));
+}
+
+void zero__wadd_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
+    if (e->wdt == ZERO_DTYPE_FP32) {
+        float *d = dst;
+        for (uint64_t i = 0; i < n; i++) d[i] += src[i];
+        return;
+    }
+    uint16_t *d = dst;
+    if (e->wdt == ZERO_DTYPE_BF16)
+        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + src[i]);
+    else
+        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + src[i]);
+}
+
+static zero_status check_unit(zero_engine *e, int unit, const char *what) {
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: finalize the engine first", what);
+    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
+    if (unit < 0 || unit >= e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
+    return ZERO_OK;
+}
+
+/* Waits for u's reduction; stages 2-3 add the received shard into the persistent one. */
+static zero_status complete(zero_engine *e, eunit *u) {
+    zero_status s = zero__eng_wait(e, &u->reduce);
+    if (s != ZERO_OK) return s;
+    if (e->cfg.stage >= 2 && u->grecv) {
+        zero__wadd(e, u->grads, u->grecv, u->shard);
+        zero_mem_free(&e->acct, u->grecv);
+        zero_mem_free(&e->acct, u->gsend);
+        u->grecv = u->gsend = NULL;
+    }
+    /* drop u from the in-flight list */
+    int k = 0;
+    for (int i = 0; i < e->inflight_reductions; i++)
+        if (&e->units[e->inflight[i]] != u) e->inflight[k++] = e->inflight[i];
+    e->inflight_reductions = k;
+    return ZERO_OK;
+}
+
+static zero_status start_reduction_01(zero_engine *e, int unit) {
+    eunit *u = &e->units[unit];
+    zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
+    if (s != ZERO_OK) return s;
+    if (e->cfg.stage == 0)
+        s = zero_comm_iall_reduce(e->data, u->grads, u->grads, u->padded, e->wdt, ZERO_OP_SUM, &u->reduce);
+    else
+        s = zero_comm_ireduce_scatter(e->data, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, e->wdt,
+                                      ZERO_OP_SUM, &u->reduce);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+    u->reduced_step = 1;
+    e->inflight[e->inflight_reductions++] = unit;
+    return ZERO_OK;
+}
+
+static zero_status start_reduction_23(zero_engine *e, int unit) {
+    eunit *u = &e->units[unit];
+    zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
+    if (s != ZERO_OK) return s;
+    if (!u->gscratch) { /* the model produced no gradient for this unit: it contributes zeros */
+        u->gscratch = zero_mem_calloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+        if (!u->gscratch) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
+    }
+    if (e->wdt == ZERO_DTYPE_FP32) {
+        u->gsend = u->gscratch;
+    } else {
+        u->gsend = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->padded * e->wsize));
+        if (!u->gsend) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
+        zero_convert(u->gscratch, ZERO_DTYPE_FP32, u->gsend, e->wdt, u->padded, ZERO_IMPL_AUTO);
+        zero_mem_free(&e->acct, u->gscratch);
+    }
+    u->gscratch = NULL;
+    u->grecv = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->shard * e->wsize));
+    if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
+    s = zero_comm_ireduce_scatter(e->data, u->gsend, u->grecv, u->shard, e->wdt, ZERO_OP_SUM, &u->reduce);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
+                              zero_comm_last_error(e->data));
+    e->inflight[e->inflight_reductions++] = unit;
+    while (e->inflight_reductions > MAX_INFLIGHT_SHARDED) {
+        s = complete(e, &e->units[e->inflight[0]]);
+        if (s != ZERO_OK) return s;
+    }
+    return ZERO_OK;
+}
+
+float *zero_engine_grad(zero_engine *e, int unit) {
+    if (!e || check_unit(e, unit, "grad") != ZERO_OK) return NULL;
+    eunit *u = &e->units[unit];
+    if (u->ready_mb == e->mb) e->mb++; /* this unit was done in the current micro-batch: a new one began */
+    if (e->mb >= e->cfg.grad_accum) {
+        zero__eng_fail(e, ZERO_ERR_STATE,
+                       "grad '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
+                       u->name, e->mb + 1, (long long)e->cfg.grad_accum);
+        return NULL;
+    }
+    e->mb_open = 1;
+    if (e->cfg.stage <= 1 && e->wdt == ZERO_DTYPE_FP32) {
+        if (u->reduced_step) {
+            zero__eng_fail(e, ZERO_ERR_STATE, "grad '%s': its reduction for this step already started", u->name);
+            return NULL;
+        }
+        return (float *)u->grads;
+    }
+    if (!u->gscratch) {
+        u->gscratch = zero_mem_calloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+        if (!u->gscratch) {
+            zero__eng_fail(e, ZERO_ERR_NOMEM, "grad '%s': out of memory for %llu fp32 elements", u->name,
+                           (unsigned long long)u->padded);
+            return NULL;
+        }
+    }
+    return u->gscratch;
+}
+
+zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    zero_status s = check_unit(e, unit, "grad_ready");
+    if (s != ZERO_OK) return s;
+    eunit *u = &e->units[unit];
+    if (u->ready_mb == e->mb) e->mb++; /* as in grad(): a unit seen twice starts a micro-batch */
+    if (e->mb >= e->cfg.grad_accum)
+        return zero__eng_fail(e, ZERO_ERR_STATE,
+                              "grad_ready '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
+                              u->name, e->mb + 1, (long long)e->cfg.grad_accum);
+    e->mb_open = 1;
+    u->ready_mb = e->mb;
+    if (e->cfg.stage <= 1) {
+        if (u->reduced_step)
+            return zero__eng_fail(e, ZERO_ERR_STATE, "grad_ready '%s': its reduction for this step already started", u->name);
+        if (u->gscratch) { /* half precision: fold this micro-batch into the persistent gradient */
+            zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
+            zero_mem_free(&e->acct, u->gscratch);
+            u->gscratch = NULL;
+        }
+        if (e->mb == e->cfg.grad_accum - 1) return start_reduction_01(e, unit);
+        return ZERO_OK;
+    }
+    if (u->reduce) { /* the previous micro-batch's reduction of this unit must land first */
+        s = complete(e, u);
+        if (s != ZERO_OK) return s;
+    }
+    return start_reduction_23(e, unit);
+}
+
+zero_status zero_engine_micro_batch_done(zero_engine *e) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "micro_batch_done: finalize the engine first");
+    if (e->mb_open) {
+        e->mb++;
+        e->mb_open = 0;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero__reduce_finish_all(zero_engine *e) {
+    zero_status s;
+    if (e->cfg.stage <= 1) {
+        for (int i = 0; i < e->nunits; i++) {
+            eunit *u = &e->units[i];
+            if (u->gscratch) { /* grad() without grad_ready: still counts */
+                zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
+                zero_mem_free(&e->acct, u->gscratch);
+                u->gscratch = NULL;
+            }
+            if (!u->reduced_step && (s = start_reduction_01(e, i)) != ZERO_OK) return s;
+        }
+    }
+    while (e->inflight_reductions > 0)
+        if ((s = complete(e, &e->units[e->inflight[0]])) != ZERO_OK) return s;
+    for (int i = 0; i < e->nunits; i++) {
+        eunit *u = &e->units[i];
+        u->reduced_step = 0;
+        u->ready_mb = -1;
+        if (u->gscratch) { /* stage 2-3: grad() without grad_ready is a caller error */
+            zero_mem_free(&e->acct, u->gscratch);
+            u->gscratch = NULL;
+            return zero__eng_fail(e, ZERO_ERR_STATE, "step: unit '%s' has a gradient that was never passed to grad_ready",
+                                  u->name);
+        }
+    }
+    return ZERO_OK;
+}

@@ -1,0 +1,215 @@
+/* The optimizer step: wait for the reductions, compute the global gradient norm and overflow
+ * flag over the owned shards (summed in rank order, so every rank gets the same numbers),
+ * update the loss scale, clip, run the optimizer on this rank's shard with the fused write-back
+ * of the working copy, then all-gather the working parameters (stages 1-2). */
+#include "engine/internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GRAD_CHUNK 16384 /* elements of half-precision gradient converted to fp32 at a time */
+
+/* The owned gradient slice of a unit: `n` working-dtype elements starting at *g. */
+static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t *n) {
+    switch (e->cfg.stage) {
+    case 0:
+    case 1: *g = zero__wptr(e, u->grads, u->offset); break;
+    default: *g = u->grads; break;
+    }
+    *n = u->valid;
+}
+
+static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double *sumsq, int *overflow) {
+    double acc = 0;
+    int bad = 0;
+    if (e->wdt == ZERO_DTYPE_FP32) {
+        const float *f = g;
+#pragma omp parallel for reduction(+ : acc) reduction(| : bad) schedule(static)
+        for (int64_t i = 0; i < (int64_t)n; i++) {
+            bad |= !isfinite(f[i]);
+            acc += (double)f[i] * (double)f[i];
+        }
+    } else {
+        const uint16_t *h = g;
+        const int bf = e->wdt == ZERO_DTYPE_BF16;
+#pragma omp parallel for reduction(+ : acc) reduction(| : bad) schedule(static)
+        for (int64_t i = 0; i < (int64_t)n; i++) {
+            float x = bf ? zero_bf16_to_fp32(h[i]) : zero_fp16_to_fp32(h[i]);
+            bad |= !isfinite(x);
+            acc += (double)x * (double)x;
+        }
+    }
+    *sumsq += acc;
+    *overflow |= bad;
+}
+
+/* Runs the optimizer on unit elements [lo, hi) (unit coordinates), with `base` the unit
+ * element that index 0 of master/states/grad corresponds to. */
+static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t lo, uint64_t hi,
+                                uint64_t base, float *master, void *grad, void *out, float gscale, float *tmp) {
+    /* split at parameter boundaries: decay applies per parameter */
+    for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
+        const eparam *p = &e->params[pi];
+        uint64_t a = p->offset > lo ? p->offset : lo;
+        uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a >= b) continue;
+        float decay = (p->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
+        for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
+            uint64_t n = b - c;
+            if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
+            uint64_t k = c - base;
+            const float *gf;
+            if (tmp) {
+                zero_convert(zero__wptr(e, grad, k), e->wdt, tmp, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+                gf = tmp;
+            } else {
+                gf = (const float *)grad + k;
+            }
+            zero_status s = zero_optim_step(h, e->step + 1, master + k, u->s0 ? u->s0 + k : NULL,
+                                            u->s1 ? u->s1 + k : NULL, gf, gscale, decay, n,
+                                            out ? zero__wptr(e, out, k) : NULL, e->wdt, ZERO_IMPL_AUTO);
+            if (s != ZERO_OK) return zero__eng_fail(e, s, "optimizer step on unit '%s' failed", u->name);
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    float *tmp = NULL;
+    if (half) {
+        tmp = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, GRAD_CHUNK * 4);
+        if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+    }
+    zero_status s = ZERO_OK;
+    for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
+        eunit *u = &e->units[i];
+        if (e->cfg.stage == 0) { /* every rank updates the whole model, as data parallelism does */
+            float *master = half ? u->master : (float *)u->params;
+            s = update_range(e, u, h, 0, u->numel, 0, master, u->grads, half ? u->params : NULL, gscale, tmp);
+        } else {
+            void *wslice = e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset);
+            void *gslice = e->cfg.stage == 1 ? zero__wptr(e, u->grads, u->offset) : u->grads;
+            float *master = half ? u->master : (float *)wslice;
+            s = update_range(e, u, h, u->offset, u->offset + u->valid, u->offset, master, gslice,
+                             half ? wslice : NULL, gscale, tmp);
+        }
+    }
+    zero_mem_free(&e->acct, tmp);
+    return s;
+}
+
+/* Stages 1-2: every rank gets the updated working parameters of the others. */
+static zero_status gather_params(zero_engine *e) {
+    zero_status s = ZERO_OK;
+    for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
+        eunit *u = &e->units[i];
+        s = zero_comm_iall_gather(e->data, zero__wptr(e, u->params, u->offset), u->params, u->shard, e->wdt, &u->reduce);
+        if (s != ZERO_OK)
+            return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name,
+                                  zero_comm_last_error(e->data));
+    }
+    for (int i = 0; i < e->nunits; i++) {
+        zero_status w = zero__eng_wait(e, &e->units[i].reduce);
+        if (s == ZERO_OK) s = w;
+    }
+    return s;
+}
+
+static void end_step(zero_engine *e) {
+    for (int i = 0; i < e->nunits; i++) {
+        eunit *u = &e->units[i];
+        uint64_t n = e->cfg.stage <= 1 ? u->padded : u->shard;
+        memset(u->grads, 0, (size_t)(n * e->wsize));
+    }
+    e->step++;
+    e->mb = 0;
+    e->mb_open = 0;
+    e->recording = 0;
+    e->cursor = 0;
+}
+
+zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "step: finalize the engine first");
+    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "step: the engine failed earlier; free it");
+    double t0 = zero_now();
+    zero_status s = zero__ctrl_exchange(e, CTRL_STEP, -1, 0, 0);
+    if (s != ZERO_OK) return s;
+    for (int i = 0; i < e->nunits; i++)
+        if (e->units[i].gathers)
+            return zero__eng_fail(e, ZERO_ERR_STATE, "step: unit '%s' is still gathered: release it first", e->units[i].name);
+    const int mbs = e->mb + (e->mb_open ? 1 : 0);
+    if (mbs != e->cfg.grad_accum)
+        return zero__eng_fail(e, ZERO_ERR_STATE, "step after %d micro-batch(es): gradient_accumulation_steps is %lld", mbs,
+                              (long long)e->cfg.grad_accum);
+    if ((s = zero__gather_drain(e)) != ZERO_OK) return s;
+    if ((s = zero__reduce_finish_all(e)) != ZERO_OK) return s;
+
+    double sumsq = 0;
+    int overflow = 0;
+    for (int i = 0; i < e->nunits; i++) {
+        void *g;
+        uint64_t n;
+        owned_grads(e, &e->units[i], &g, &n);
+        sum_squares(e, g, n, &sumsq, &overflow);
+    }
+    if ((s = zero__ctrl_exchange(e, CTRL_NORM, -1, sumsq, overflow)) != ZERO_OK) return s;
+    sumsq = 0;
+    overflow = 0;
+    for (int r = 0; r < e->world; r++) { /* rank order: the same sum on every rank */
+        sumsq += e->ctrl_all[r].a;
+        overflow |= e->ctrl_all[r].b != 0;
+    }
+    const double scale = e->scaler.scale;
+    const double inv = 1.0 / ((double)e->world * (double)e->cfg.grad_accum * scale);
+    const double norm = sqrt(sumsq) * inv;
+    const double lr = e->cfg.sched_enabled ? zero_sched_lr(&e->cfg.sched, e->cfg.optim.lr, e->step) : e->cfg.optim.lr;
+    zero_loss_scaler_update(&e->scaler, overflow || !isfinite(norm));
+    int skipped = overflow || !isfinite(norm);
+    if (!skipped) {
+        double coef = 1.0;
+        if (e->cfg.gradient_clipping > 0 && norm > e->cfg.gradient_clipping)
+            coef = e->cfg.gradient_clipping / (norm + 1e-6);
+        zero_optim_hparams h = e->cfg.optim;
+        h.lr = (float)lr;
+        if ((s = optimizer_update(e, &h, (float)(inv * coef))) != ZERO_OK) return s;
+        if ((e->cfg.stage == 1 || e->cfg.stage == 2) && (s = gather_params(e)) != ZERO_OK) return s;
+    }
+    end_step(e);
+    if (stats) {
+        stats->step = e->step;
+        stats->lr = lr;
+        stats->grad_norm = norm;
+        stats->loss_scale = scale;
+        stats->skipped = skipped;
+        stats->comm_wait_ms = e->comm_wait * 1e3;
+        stats->step_ms = (zero_now() - t0) * 1e3;
+    }
+    e->comm_wait = 0;
+    return ZERO_OK;
+}
+
+zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "read_unit: finalize the engine first");
+    if (unit < 0 || unit >= e->nunits || !dst)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "read_unit: unit %d: expected 0..%d and a destination", unit,
+                              e->nunits - 1);
+    zero_status s = zero__ctrl_exchange(e, CTRL_READ, unit, 0, 0);
+    if (s != ZERO_OK) return s;
+    eunit *u = &e->units[unit];
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    if (e->cfg.stage == 0) {
+        memcpy(dst, half ? u->master : (float *)u->params, (size_t)u->numel * 4);
+        return ZERO_OK;
+    }
+    const float *mine = half ? u->master : (const float *)(e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset));
+    float *full = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+    if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
+    s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
+    if (s == ZERO_OK) memcpy(dst, full, (size_t)u->numel * 4);
+    else s = zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name, zero_comm_last_error(e->ctrl));
+    zero_mem_free(&e->acct, full);
+    return s;
+}
