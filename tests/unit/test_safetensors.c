@@ -1,6 +1,6 @@
 /* Tests of safetensors and CRC32C: published CRC vectors and scalar == SSE4.2; writer round trips
- * in every chunking; a file made by an independent numpy writer; corrupt files refused by name;
- * thousands of random byte flips and truncations: an error or the right data, never a crash. */
+ * in every chunking; files made by numpy by hand and by the reference implementation; corrupt
+ * files refused by name; thousands of random flips and truncations: an error or the right data. */
 #include "ckpt/internal.h"
 #include "harness.h"
 #include "zero/zero.h"
@@ -369,6 +369,44 @@ static void test_fixture(void) {
     zero_st_close(f);
 }
 
+/* A file written by the reference implementation (tests/data/make_safetensors_hf_fixture.py). */
+static void test_hf_fixture(void) {
+    const char *src = getenv("ZERO_SOURCE_DIR");
+    char p[1024];
+    snprintf(p, sizeof p, "%s/tests/data/safetensors_hf.safetensors", src && *src ? src : ".");
+    zero_st_file *f = NULL;
+    zero_error err;
+    ZT_OK(zero_st_open(&f, NULL, p, &err));
+    if (!f) {
+        ZT_FAIL("fixture %s: %s", p, err.msg);
+        return;
+    }
+    ZT_EQ_INT(zero_st_count(f), 6);
+    ZT_CHECK(!strcmp(zero_st_metadata(f, "source"), "huggingface safetensors"));
+    const zero_st_tensor *t = zero_st_tensor_at(f, zero_st_find(f, "wpe"));
+    ZT_CHECK(t && t->ndim == 3 && t->shape[0] == 2 && t->shape[1] == 3 && t->shape[2] == 4 && !t->has_crc);
+    float w[24];
+    ZT_OK(zero_st_read(f, zero_st_find(f, "wpe"), 0, w, sizeof w));
+    for (int i = 0; i < 24; i++) ZT_EQ_INT(w[i] == (float)i * 0.125f - 1.0f, 1);
+    uint16_t g[3];
+    ZT_OK(zero_st_read(f, zero_st_find(f, "ln.g"), 0, g, sizeof g));
+    ZT_CHECK(zero_fp16_to_fp32(g[0]) == 1.0f && zero_fp16_to_fp32(g[1]) == -0.5f && zero_fp16_to_fp32(g[2]) == 2.0f);
+    int64_t tok[3];
+    ZT_OK(zero_st_read(f, zero_st_find(f, "tokens"), 0, tok, sizeof tok));
+    ZT_CHECK(tok[0] == 7 && tok[1] == -7 && tok[2] == (int64_t)1 << 33);
+    t = zero_st_tensor_at(f, zero_st_find(f, "step"));
+    ZT_CHECK(t && !strcmp(t->dtype, "F64") && t->zdtype == ZERO_DTYPE_COUNT && t->ndim == 0 && t->nbytes == 8);
+    double st = 0;
+    ZT_OK(zero_st_read(f, zero_st_find(f, "step"), 0, &st, 8));
+    ZT_EQ_INT(st == 12.0, 1);
+    unsigned char fl[5];
+    ZT_OK(zero_st_read(f, zero_st_find(f, "flags"), 0, fl, 5));
+    ZT_CHECK(fl[0] == 3 && fl[1] == 0 && fl[2] == 255 && fl[3] == 128 && fl[4] == 1);
+    t = zero_st_tensor_at(f, zero_st_find(f, "none"));
+    ZT_CHECK(t && t->numel == 0 && t->ndim == 2 && t->shape[1] == 5);
+    zero_st_close(f);
+}
+
 /* ------------------------------------------------------------------ corrupt files */
 /* A file from a header text (padded here) and n data bytes of value 0x11. */
 static void make_file(const char *p, const char *header, size_t ndata) {
@@ -542,6 +580,7 @@ int main(void) {
     test_writer_errors();
     test_writer_faults();
     test_fixture();
+    test_hf_fixture();
     test_corrupt();
     test_fuzz();
     char cmd[700];
