@@ -5,7 +5,20 @@
  * Shape of every collective (NCCL's): (send, recv, count, dtype, [op,] comm). `count` is in
  * elements of `dtype`. All ranks must call the same collectives in the same order with the same
  * count, dtype and op. bf16/fp16 sums accumulate in fp32 (MPI has no half-precision sum) and
- * round once per reduction step.
+ * round once per reduction step (to nearest even): the order in which the backend combines ranks
+ * is its own, so half sums of values whose partial sums are not exact may differ in the last bit
+ * from a left-to-right sum. MAX compares half types as fp32; for every float type a NaN on any
+ * rank gives NaN. AVG on integer dtypes is the integer sum divided by the number of ranks with C
+ * division (truncates toward zero).
+ *
+ * Errors: a call returns ZERO_ERR_INVALID_ARG (nothing sent, nothing counted, the reason in
+ * zero_comm_last_error) for a bad dtype, op or root, a NULL buffer with count > 0, buffers that
+ * overlap without being exactly "in place", or a count over the backend's limit (mpi: INT_MAX
+ * elements per call; it does not split larger calls: the caller makes several). Such checks
+ * depend only on arguments every rank passes alike, so all ranks fail together instead of
+ * hanging. A backend failure (an MPI error code) is ZERO_ERR_COMM with MPI's text. count == 0
+ * is valid: a collective that moves nothing (every rank must still call it).
+ * Threads: one thread at a time drives a communicator (MPI is initialized THREAD_FUNNELED).
  *
  * Traffic counters (zero_comm_counters): for each collective, the bytes *this rank* sends plus
  * the bytes it receives in the ring algorithm, whatever algorithm the backend really uses, so
@@ -51,7 +64,8 @@ typedef struct zero_comm_counters {
     uint64_t calls[ZERO_COLL_COUNT];
 } zero_comm_counters;
 
-/* One rank, no MPI needed: collectives copy (or do nothing when in place). */
+/* One rank, no MPI needed: collectives copy (or do nothing when in place). On failure of an
+ * init call, zero_comm_last_error(NULL) says why. */
 zero_status zero_comm_init_self(zero_comm **out);
 
 /* MPI backend over `mpi_comm` (a pointer to an MPI_Comm; NULL means MPI_COMM_WORLD). The
@@ -64,18 +78,21 @@ zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm);
  * or any launcher environment at all; the CLI uses it to choose a backend. */
 int zero_comm_mpi_launched(void);
 
-void zero_comm_free(zero_comm *c); /* NULL is a no-op */
+/* NULL is a no-op. Wait for every request of c first. */
+void zero_comm_free(zero_comm *c);
 
 int zero_comm_rank(const zero_comm *c);
 int zero_comm_size(const zero_comm *c);
 const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "nccl" */
+/* The text of c's last error; with c == NULL, why the last zero_comm_init_* call failed. */
 const char *zero_comm_last_error(const zero_comm *c);
 
 /* recv[i] = op over ranks of send[i], i < count. In place when send == recv. */
 zero_status zero_comm_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                  zero_dtype dt, zero_op op);
 /* send has size*count elements; rank r receives in recv the reduction of block r (count
- * elements). In place when recv == (char*)send + r*count*dtype_size. */
+ * elements). In place when recv == (char*)send + r*count*dtype_size; then the other blocks of
+ * send are left unspecified (scratch). */
 zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                      zero_dtype dt, zero_op op);
 /* send has count elements; recv gets size*count, rank r's block at r*count. In place when
@@ -102,14 +119,17 @@ zero_status zero_request_test(zero_request *req, int *done);
 
 /* Splits into sub-communicators by color (ranks with equal color), ordered by key then rank.
  * Collective. Used for hybrid sharding and for the engine's control channel (same color for
- * all = a duplicate with its own counters). */
+ * all = a duplicate with its own counters). A negative color joins no group: *out = NULL.
+ * The new communicator has the parent's backend, zeroed counters, and must be freed. */
 zero_status zero_comm_split(zero_comm *c, int color, int key, zero_comm **out);
 
 void zero_comm_get_counters(const zero_comm *c, zero_comm_counters *out);
 void zero_comm_reset_counters(zero_comm *c);
 
 /* Bytes the ring rule above counts for one call of collective `k` moving a full message of
- * `bytes` bytes among `nranks` ranks. */
+ * `bytes` bytes among `nranks` ranks: floor(f (N-1) M / N) with f = 4 (all_reduce) or 2 (the
+ * others); 0 when nranks <= 1 or k is invalid; saturates at UINT64_MAX. Calls that fail the
+ * argument checks count nothing; every started call counts, blocking or not. */
 uint64_t zero_comm_ring_bytes(zero_coll k, uint64_t bytes, int nranks);
 
 #ifdef __cplusplus

@@ -120,12 +120,11 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
     return na && nb && x < y + nb && y < x + na;
 }
 
-/* The common checks of all_reduce / reduce_scatter / all_gather. `sendn` and `recvn` are the
- * element counts of the two buffers, `inplace` whether the call is in place by comm.h's rule.
- * Sets *bytes to the full message size the counters use. */
-static zero_status check_coll(zero_comm *c, const char *fn, const void *send, void *recv,
-                              size_t count, zero_dtype dt, size_t *sendn, size_t *recvn,
-                              int blocks_in_send, size_t *bytes, zero_request **req, int nonblocking) {
+/* The checks all_reduce / reduce_scatter / all_gather share. Sets *sendn and *recvn to the
+ * element counts of the two buffers and *bytes to the message size M of the ring rule. */
+static zero_status check_coll(zero_comm *c, zero_coll k, const char *fn, const void *send,
+                              void *recv, size_t count, zero_dtype dt, size_t *sendn, size_t *recvn,
+                              uint64_t *bytes, zero_request **req, int nonblocking) {
     zero_status s;
     if (nonblocking) {
         if (!req) {
@@ -141,9 +140,9 @@ static zero_status check_coll(zero_comm *c, const char *fn, const void *send, vo
                        n, es);
         return ZERO_ERR_INVALID_ARG;
     }
-    *sendn = blocks_in_send ? count * n : count;
-    *recvn = blocks_in_send ? count : count * n;
-    *bytes = (uint64_t)count * n * es;
+    *sendn = k == ZERO_COLL_REDUCE_SCATTER ? count * n : count;
+    *recvn = k == ZERO_COLL_ALL_GATHER ? count * n : count;
+    *bytes = (uint64_t)count * (k == ZERO_COLL_ALL_REDUCE ? 1 : n) * es;
     if (count > 0 && (!send || !recv)) {
         ZERO__COMM_ERR(c, "%s: %s buffer is NULL with count %zu: expected memory for the elements",
                        fn, !send ? "send" : "recv", count);
@@ -173,8 +172,8 @@ static zero_status reduce_common(zero_comm *c, zero_coll k, const void *send, vo
     if (!c) return ZERO_ERR_INVALID_ARG;
     size_t sendn, recvn;
     uint64_t bytes;
-    zero_status s = check_coll(c, fn, send, recv, count, dt, &sendn, &recvn,
-                               k == ZERO_COLL_REDUCE_SCATTER, &bytes, req, nonblocking);
+    zero_status s =
+        check_coll(c, k, fn, send, recv, count, dt, &sendn, &recvn, &bytes, req, nonblocking);
     if (s || (s = check_op(c, fn, op))) return s;
     size_t es = zero_dtype_size(dt);
     int inplace;
@@ -242,7 +241,8 @@ static zero_status gather_common(zero_comm *c, const void *send, void *recv, siz
     size_t sendn, recvn;
     uint64_t bytes;
     zero_status s =
-        check_coll(c, fn, send, recv, count, dt, &sendn, &recvn, 0, &bytes, req, nonblocking);
+        check_coll(c, ZERO_COLL_ALL_GATHER, fn, send, recv, count, dt, &sendn, &recvn, &bytes, req,
+                   nonblocking);
     if (s) return s;
     size_t es = zero_dtype_size(dt);
     int inplace = (const char *)send == (const char *)recv + (size_t)c->rank * count * es;

@@ -4,6 +4,9 @@
 
 #include <math.h>
 
+/* Elements of a half-type chunk converted at a time (two fp32 copies on the stack). */
+#define ZERO__HALF_CHUNK 1024
+
 static float half_to_f32(zero_dtype dt, uint16_t h) {
     return dt == ZERO_DTYPE_BF16 ? zero_bf16_to_fp32(h) : zero_fp16_to_fp32(h);
 }
@@ -42,11 +45,19 @@ void zero__comm_reduce(zero_dtype dt, zero_op op, const void *in, void *inout, s
     }
     case ZERO_DTYPE_BF16:
     case ZERO_DTYPE_FP16: {
+        /* Widen a chunk of each side to fp32 (the vector converters), combine, round back once. */
         const uint16_t *x = in;
         uint16_t *y = inout;
-        for (size_t i = 0; i < n; i++) {
-            float a = half_to_f32(dt, y[i]), b = half_to_f32(dt, x[i]);
-            y[i] = f32_to_half(dt, op == ZERO_OP_MAX ? max_f32(a, b) : a + b);
+        float a[ZERO__HALF_CHUNK], b[ZERO__HALF_CHUNK];
+        for (size_t off = 0; off < n; off += ZERO__HALF_CHUNK) {
+            size_t len = n - off < ZERO__HALF_CHUNK ? n - off : ZERO__HALF_CHUNK;
+            zero_convert(y + off, dt, a, ZERO_DTYPE_FP32, len, ZERO_IMPL_AUTO);
+            zero_convert(x + off, dt, b, ZERO_DTYPE_FP32, len, ZERO_IMPL_AUTO);
+            if (op == ZERO_OP_MAX)
+                for (size_t i = 0; i < len; i++) a[i] = max_f32(a[i], b[i]);
+            else
+                for (size_t i = 0; i < len; i++) a[i] += b[i];
+            zero_convert(a, ZERO_DTYPE_FP32, y + off, dt, len, ZERO_IMPL_AUTO);
         }
         break;
     }
