@@ -22,6 +22,13 @@ int cli_bench(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 
+/* The whole command line, saved by main. */
+extern int cli_argc;
+extern char **cli_argv;
+/* `--ranks N` outside an MPI launcher: replaces this process with `mpiexec -np N zero ...` (the
+ * same command line without `--ranks N`). Returns only on failure (an exit status). */
+int cli_launch_ranks(int nranks);
+
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

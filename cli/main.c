@@ -28,6 +28,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_argc = argc;
+    cli_argv = argv;
     if (argc < 2) {
         usage(stderr);
         return cli_error(CLI_USAGE, "expected a command (train, estimate, plan, ...)");
