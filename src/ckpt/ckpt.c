@@ -218,6 +218,13 @@ zero_status zero_ckpt_writer_begin(zero_ckpt_writer **out, zero_io *io, const ch
     char name[64], path[PATH_CAP];
     zero__ckpt_rank_file(name, sizeof name, rank);
     join(path, sizeof path, w->staging, name);
+    /* This rank's file from an earlier attempt must not stand in for one this attempt fails to
+     * write: without it, a commit that was not agreed on finds the file missing. */
+    s = zero_io_unlink(w->io, path, 1);
+    if (s != ZERO_OK) {
+        cwfail_io(w, s, "removing this rank's file of an earlier attempt");
+        goto fail_msg;
+    }
     zero_error e2;
     s = zero_st_writer_create(&w->st, w->io, path, &e2);
     if (s != ZERO_OK) {

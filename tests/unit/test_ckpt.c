@@ -489,7 +489,22 @@ static void test_dead_rank(void) {
         ZT_EQ_INT(check_all(c, 2, 11), 0);
         zero_ckpt_close(c);
     }
-    /* the process "exits": rank 2's writer is dropped; a later save (with fewer ranks) cleans up */
+    /* the same step again: both ranks finished the first attempt, rank 1 fails the second; its
+     * file from the first attempt must not let a (wrong) commit through */
+    for (int r = 0; r < 3; r++) zero_ckpt_writer_free(w[r]);
+    memset(w, 0, sizeof w);
+    ZT_OK(rank_save(NULL, dir, 2, 0, 2, 22, &w[0], msg, sizeof msg));
+    ZT_OK(rank_save(NULL, dir, 2, 1, 2, 22, &w[1], msg, sizeof msg));
+    zero_ckpt_writer_free(w[0]);
+    zero_ckpt_writer_free(w[1]);
+    ZT_OK(rank_save(NULL, dir, 2, 0, 2, 23, &w[0], msg, sizeof msg));
+    ZT_OK(zero_ckpt_writer_begin(&w[1], NULL, dir, 2, 1, 2, &err));
+    zero_ckpt_writer_free(w[1]);
+    w[1] = NULL;
+    ZT_EQ_INT(zero_ckpt_commit(w[0], k_engine_json), ZERO_ERR_STATE);
+    ZT_CHECKF(strstr(zero_ckpt_writer_last_error(w[0]), "rank 1 did not finish") != NULL, "'%s'",
+              zero_ckpt_writer_last_error(w[0]));
+    /* the process "exits": the writers are dropped; a later save (with fewer ranks) cleans up */
     for (int r = 0; r < 3; r++) zero_ckpt_writer_free(w[r]);
     ZT_OK(save_all(NULL, dir, 3, 2, 33, msg, sizeof msg));
     snprintf(p, sizeof p, "%s/step_00000002.tmp", dir);
