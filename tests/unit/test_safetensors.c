@@ -75,7 +75,7 @@ static void test_crc(void) {
     ZT_EQ_INT(zero_crc32c(0, b, 32), 0x113FDB5Cu);
     ZT_EQ_INT(zero_crc32c(0, b, 0), 0);
     /* scalar == hardware at every length and misalignment; chaining equals one pass */
-    enum { N = 5000 };
+    enum { N = 100000 }; /* past the 3 x 8 KiB blocks of the interleaved hardware body */
     unsigned char *d = malloc(N + 8);
     for (int i = 0; i < N + 8; i++) d[i] = (unsigned char)rnd();
     int bad = 0;
@@ -83,8 +83,13 @@ static void test_crc(void) {
         for (int a = 0; a < 8; a++) bad += zero__crc32c_scalar(0, d + a, (size_t)len) != zero__crc32c_hw(0, d + a, (size_t)len);
     ZT_EQ_INT(bad, 0);
     ZT_EQ_INT(zero__crc32c_scalar(0, d, N), zero__crc32c_hw(0, d, N));
+    const size_t longs[] = {24575, 24576, 24577, 24583, 49152, 49159, 73727, 99992};
+    for (size_t k = 0; k < sizeof longs / sizeof longs[0]; k++)
+        for (int a = 0; a < 8; a += 3)
+            ZT_CHECKF(zero__crc32c_scalar(0x1234u, d + a, longs[k]) == zero__crc32c_hw(0x1234u, d + a, longs[k]),
+                      "length %zu, misaligned by %d", longs[k], a);
     uint32_t whole = zero_crc32c(0, d, N);
-    for (int cut = 0; cut <= N; cut += 997) ZT_EQ_INT(zero_crc32c(zero_crc32c(0, d, (size_t)cut), d + cut, (size_t)(N - cut)), whole);
+    for (int cut = 0; cut <= N; cut += 9973) ZT_EQ_INT(zero_crc32c(zero_crc32c(0, d, (size_t)cut), d + cut, (size_t)(N - cut)), whole);
     printf("crc32c: hardware body %s\n", zero__crc32c_hw_available() ? "available (compared)" : "absent (scalar used twice)");
     free(d);
 }
