@@ -126,9 +126,9 @@ static double best_time(timed_fn fn, void *ctx, int reps) {
     return best;
 }
 
-/* Repetitions for a measurement whose single run takes about `once` seconds: ~0.4 s in all. */
+/* Repetitions for a measurement whose single run takes about `once` seconds: ~0.25 s in all. */
 static int reps_for(double once) {
-    int r = once > 0 ? (int)(0.4 / once) : 50;
+    int r = once > 0 ? (int)(0.25 / once) : 50;
     return r < 3 ? 3 : r > 50 ? 50 : r;
 }
 
@@ -272,7 +272,7 @@ static const char TORCH_SCRIPT[] =
     "                w.copy_(p.detach())\n"
     "            return time.perf_counter() - t0\n"
     "        first = once()\n"
-    "        reps = max(3, min(50, int(0.4 / max(first, 1e-9))))\n"
+    "        reps = max(3, min(50, int(0.25 / max(first, 1e-9))))\n"
     "        best = min(once() for _ in range(reps))\n"
     "        print(n, dt, repr(best), mode, flush=True)\n"
     "    del opt, p\n";
