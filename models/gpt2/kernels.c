@@ -215,11 +215,15 @@ void gpt2__attention_bwd(float *dqkv, float *scratch, const float *dout, const f
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
+/* tanh from one expf: glibc's tanhf (through expm1f) was a sixth of a training step. Absolute
+ * error below 2e-7; exp overflow gives exactly +-1. */
+static inline float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
+
 void gpt2__gelu_fwd(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + fast_tanh(GELU_K * (x + GELU_A * x * x * x)));
     }
 }
 
@@ -227,7 +231,7 @@ void gpt2__gelu_bwd(float *d, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
-        const float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
+        const float th = fast_tanh(GELU_K * (x + GELU_A * x * x * x));
         const float g = 0.5f * (1.0f + th) +
                         0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
         d[i] *= g;

@@ -136,7 +136,7 @@ int main(void) {
     printf("logits: max |diff| %.3g of max |logit| %.3g\n", ldiff, lmax);
 
     double worst = 0;
-    const char *worst_name = "";
+    char worst_name[64] = "";
     for (int i = 0; i < gpt2_num_tensors(&cfg); i++) {
         gpt2_param_desc d;
         gpt2_tensor_desc(&cfg, i, &d);
@@ -157,7 +157,10 @@ int main(void) {
         const double rel2 = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
         ZT_CHECKF(emax <= 1e-4 * gmax + 1e-7, "%s: max |diff| %.3g, max |ref| %.3g", name, emax, gmax);
         ZT_CHECKF(rel2 <= 1e-4, "%s: relative L2 error %.3g", name, rel2);
-        if (rel2 > worst) worst = rel2, worst_name = d.name;
+        if (rel2 > worst) {
+            worst = rel2;
+            snprintf(worst_name, sizeof worst_name, "%s", d.name);
+        }
     }
     printf("gradients: worst relative L2 error %.3g (%s)\n", worst, worst_name);
 
