@@ -1,5 +1,5 @@
-/* Private helpers of the ckpt layer: the two CRC32C bodies (compared by the tests), a growing
- * string buffer for JSON text, and the manifest as a cJSON tree for the engine. */
+/* Private helpers of the ckpt layer: the two CRC32C bodies (compared by the tests), text helpers,
+ * the safetensors dtype table, the manifest, and the manifest as a cJSON tree for the engine. */
 #ifndef ZERO_CKPT_INTERNAL_H
 #define ZERO_CKPT_INTERNAL_H
 
@@ -29,6 +29,18 @@ void zero__sbuf_free(zero__sbuf *b);
 
 /* A zero_mem_alloc'd copy of s (NULL on failure). */
 char *zero__strdup(const char *s);
+
+/* st_dtype.c: a safetensors dtype name's canonical spelling, element size and zero dtype
+ * (ZERO_DTYPE_COUNT when there is none); 0 when the name is not a dtype of the format. */
+int zero__st_dtype_lookup(const char *name, const char **canonical, size_t *size, zero_dtype *z);
+/* Bytes of a tensor of that shape (and *numel, when not NULL); -1 for a negative dimension or a
+ * size past 2^62. */
+int64_t zero__st_shape_bytes(const int64_t *shape, int ndim, size_t elem, uint64_t *numel);
+
+/* The writer's staging buffer and the reader's verification chunk. */
+#define ZERO__ST_STAGE_BYTES (1u << 20)
+/* Metadata key prefix of the per-tensor checksums: "crc32c.NAME" = 8 lowercase hex digits. */
+#define ZERO__ST_CRC_PREFIX "crc32c."
 
 /* manifest.c: manifest.json, as the ckpt layer sees it. The engine's own keys ride along. */
 typedef struct zero__mtensor {
