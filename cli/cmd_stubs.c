@@ -12,4 +12,3 @@
 NOT_YET(cli_train, "train")
 NOT_YET(cli_sample, "sample")
 NOT_YET(cli_export, "export")
-NOT_YET(cli_bench_comm, "bench comm")
