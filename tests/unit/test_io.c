@@ -447,6 +447,27 @@ int main(void) {
         ZT_FAIL("io_uring: %s", err.msg);
     }
     ZT_EQ_INT(zero_io_create_uring(&io, 0, &err), ZERO_ERR_INVALID_ARG);
+    /* the shim wraps io_uring as well: pass-through, then an injected full disk */
+    zero_io *ring = NULL;
+    ZT_OK(zero_io_create_uring(&ring, 4, &err));
+    ZT_OK(zero_io_create_fault(&io, ring, 1, "", &err));
+    ZT_CHECK(!strcmp(zero_io_backend(io), "fault(uring)"));
+    roundtrip(io, 0, "fault_uring.bin");
+    zero_io_free(io);
+    ZT_OK(zero_io_create_uring(&ring, 4, &err));
+    ZT_OK(zero_io_create_fault(&io, ring, 1, "write:2:enospc", &err));
+    char up[600];
+    path_of(up, sizeof up, "fault_uring2.bin");
+    zero_io_file *uf = NULL;
+    unsigned char ub[4096];
+    fill(ub, sizeof ub, 0, 11);
+    ZT_OK(zero_io_open(io, up, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_TRUNC, &uf));
+    ZT_OK(zero_io_pwrite(uf, ub, 4096, 0));
+    ZT_EQ_INT(zero_io_pwrite(uf, ub, 4096, 4096), ZERO_ERR_NOSPACE);
+    ZT_CHECKF(strstr(zero_io_last_error(io), "offset 6144 (2048 bytes)") != NULL, "'%s'", zero_io_last_error(io));
+    ZT_OK(zero_io_close(uf));
+    ZT_EQ_INT(file_size(up), 6144);
+    zero_io_free(io);
 #endif
     /* the shim passes everything through to the backend it wraps */
     zero_io *inner = NULL;
