@@ -29,7 +29,9 @@ extern char **cli_argv;
  * same command line without `--ranks N`). Returns only on failure (an exit status). */
 int cli_launch_ranks(int nranks);
 
-/* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. */
+/* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. Silent while
+ * cli_quiet_errors is set (ranks other than 0 repeating rank 0's deterministic errors). */
+extern int cli_quiet_errors;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parsers: on a bad value they print a one-line error naming the flag, the value and what was

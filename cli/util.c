@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cli_quiet_errors;
+
 int cli_error(int code, const char *fmt, ...) {
+    if (cli_quiet_errors) return code;
     va_list ap;
     fputs("zero: error: ", stderr);
     va_start(ap, fmt);

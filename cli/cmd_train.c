@@ -1,0 +1,105 @@
+/* `zero train`: trains the reference GPT-2 with ZeRO on one or more ranks: flags over a
+ * DeepSpeed-style JSON config over defaults, a progress line per step, --log-json records, and a
+ * closing summary of the memory ZeRO saved and the traffic against the 2Ψ/3Ψ rule. */
+#include "cli.h"
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: zero train [options]\n"
+            "  --config FILE              DeepSpeed-style JSON (flags override it)\n"
+            "  --stage 0-3                ZeRO stage (default 0, or the config's)\n"
+            "  --ranks N                  launch N local ranks through mpiexec (under mpirun: the MPI world)\n"
+            "  --model NAME               tiny | small | gpt2 | gpt2-medium | gpt2-large | gpt2-xl (default small)\n"
+            "  --layers N --dim C --heads H --vocab V   override the preset\n"
+            "  --data FILE|DIR            text (bytes are tokens), a ZEROTOK1 token file, or a directory of text\n"
+            "                             files (default: the fortunes corpus)\n"
+            "  --steps N                  optimizer steps of the whole run (default 100)\n"
+            "  --micro-batch B            sequences per rank per micro-batch (default 4)\n"
+            "  --grad-accum K             micro-batches per step (default 1)\n"
+            "  --seq T                    tokens per sequence (default min(256, the model's context))\n"
+            "  --lr X                     learning rate (default 1e-3, or the config's)\n"
+            "  --seed S                   initialization and data seed (default 1)\n"
+            "  --precision fp32|bf16|fp16 working precision (default fp32)\n"
+            "  --activation-checkpointing keep block inputs only; recompute in backward\n"
+            "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"
+            "  --val-batches N            validation batches each time (default 2)\n"
+            "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
+            "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
+            "  --resume DIR, --init-from FILE, --trace FILE   (see docs/CLI.md for what is supported yet)\n");
+}
+
+/* Parses argv into o and cfg (flags applied over the JSON config). Returns -1 on a usage error
+ * (already printed), 1 for --help. */
+static int parse(int argc, char **argv, train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->model = "small";
+    o->steps = 100;
+    o->seed = 1;
+    o->val_every = -1;
+    o->val_batches = 2;
+    o->layers = o->dim = o->heads = o->vocab = o->seq = -1;
+    o->stage = o->micro_batch = o->grad_accum = -1;
+    o->lr = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() \
+    if (!(v = cli_flag_value(argc, argv, &i))) return -1
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
+        else if (!strcmp(a, "--stage")) { VAL(); if (cli_parse_int(a, v, 0, 3, &o->stage)) return -1; }
+        else if (!strcmp(a, "--ranks")) { VAL(); if (cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1; }
+        else if (!strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--layers")) { VAL(); if (cli_parse_int(a, v, 1, 1000, &o->layers)) return -1; }
+        else if (!strcmp(a, "--dim")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 16, &o->dim)) return -1; }
+        else if (!strcmp(a, "--heads")) { VAL(); if (cli_parse_int(a, v, 1, 1024, &o->heads)) return -1; }
+        else if (!strcmp(a, "--vocab")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->vocab)) return -1; }
+        else if (!strcmp(a, "--seq")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
+        else if (!strcmp(a, "--data")) { VAL(); o->data = v; }
+        else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 1, INT64_MAX / 2, &o->steps)) return -1; }
+        else if (!strcmp(a, "--micro-batch")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->micro_batch)) return -1; }
+        else if (!strcmp(a, "--grad-accum")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->grad_accum)) return -1; }
+        else if (!strcmp(a, "--lr")) { VAL(); if (cli_parse_double(a, v, 0, 10, &o->lr)) return -1; }
+        else if (!strcmp(a, "--seed")) { VAL(); int64_t s; if (cli_parse_i64(a, v, 0, INT64_MAX, &s)) return -1; o->seed = (uint64_t)s; }
+        else if (!strcmp(a, "--precision")) { VAL(); o->precision = v; }
+        else if (!strcmp(a, "--activation-checkpointing")) o->checkpointing = 1;
+        else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
+        else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }
+        else if (!strcmp(a, "--log-json")) { VAL(); o->log_json = v; }
+        else if (!strcmp(a, "--offload-optimizer")) { VAL(); o->offload_optimizer = v; }
+        else if (!strcmp(a, "--offload-param")) { VAL(); o->offload_param = v; }
+        else if (!strcmp(a, "--save")) { VAL(); o->save = v; }
+        else if (!strcmp(a, "--save-every")) { VAL(); if (cli_parse_i64(a, v, 1, INT64_MAX / 2, &o->save_every)) return -1; }
+        else if (!strcmp(a, "--resume")) { VAL(); o->resume = v; }
+        else if (!strcmp(a, "--init-from")) { VAL(); o->init_from = v; }
+        else if (!strcmp(a, "--trace")) { VAL(); o->trace = v; }
+        else {
+            cli_error(CLI_USAGE, "train: unknown option '%s' (zero train --help lists them)", a);
+            return -1;
+        }
+#undef VAL
+    }
+    return 0;
+}
+
+int cli_train(int argc, char **argv) {
+    train_opts o;
+    int p = parse(argc, argv, &o);
+    if (p == 1) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (p < 0) return CLI_USAGE;
+    /* Outside an MPI launcher, --ranks N > 1 re-runs this command under mpiexec, after the
+     * checks that do not need MPI so that usage errors exit 2 from here. */
+    const int launched = zero_comm_mpi_launched();
+    int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
+    if (rc != CLI_OK) return rc;
+    if (!launched && o.ranks > 1) return cli_launch_ranks(o.ranks);
+    return train_run(&o, launched);
+}

@@ -1,0 +1,372 @@
+/* The training loop of `zero train`: builds the engine and the model, runs the steps with the
+ * data rule of models/gpt2/data.h, reports progress and --log-json records, and ends with what
+ * ZeRO saved against stage 0 and the traffic against ZeRO's rule. */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int train_prepare(train_opts *o, int world) {
+    zero_error err = {{0}};
+    zero_config *cfg = &o->cfg;
+    zero_config_default(cfg);
+    if (o->config) {
+        zero_status s = zero_config_load_json_file(cfg, o->config, &err);
+        if (s != ZERO_OK) return cli_error(s == ZERO_ERR_IO ? CLI_RUNTIME : CLI_USAGE, "%s: %s", o->config, err.msg);
+    }
+    if (o->stage >= 0) cfg->stage = o->stage;
+    if (o->micro_batch > 0 || o->grad_accum > 0) cfg->train_batch_size = 0; /* flags win: derive the total */
+    if (o->micro_batch > 0) cfg->micro_batch = o->micro_batch;
+    if (o->grad_accum > 0) cfg->grad_accum = o->grad_accum;
+    if (o->micro_batch < 0 && !(cfg->auto_fields & ZERO_AUTO_MICRO_BATCH) && cfg->micro_batch <= 0) cfg->micro_batch = 4;
+    if (o->lr >= 0) cfg->optim.lr = (float)o->lr;
+    if (o->precision) {
+        zero_dtype dt;
+        if (zero_dtype_parse(o->precision, &dt) != ZERO_OK ||
+            (dt != ZERO_DTYPE_FP32 && dt != ZERO_DTYPE_BF16 && dt != ZERO_DTYPE_FP16))
+            return cli_error(CLI_USAGE, "--precision '%s': expected fp32, bf16 or fp16", o->precision);
+        cfg->precision = dt;
+    }
+    if (cfg->auto_fields & ZERO_AUTO_SCHED_TOTAL_NUM_STEPS) cfg->sched.total_num_steps = o->steps;
+    const char *offl[2] = {o->offload_optimizer, o->offload_param};
+    for (int i = 0; i < 2; i++) {
+        if (!offl[i] || !strcmp(offl[i], "none")) continue;
+        if (strncmp(offl[i], "nvme:", 5) || !offl[i][5])
+            return cli_error(CLI_USAGE, "--offload-%s '%s': expected none or nvme:DIR", i ? "param" : "optimizer", offl[i]);
+        return cli_error(CLI_RUNTIME, "--offload-%s nvme: NVMe offload is not supported yet", i ? "param" : "optimizer");
+    }
+    if (cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME || cfg->offload_param.device == ZERO_OFFLOAD_NVME)
+        return cli_error(CLI_RUNTIME, "%s: offload device nvme is not supported yet", o->config ? o->config : "config");
+    if (o->save || o->save_every) return cli_error(CLI_RUNTIME, "--save: checkpoints are not supported yet");
+    if (o->resume) return cli_error(CLI_RUNTIME, "--resume: checkpoints are not supported yet");
+    if (o->init_from) return cli_error(CLI_RUNTIME, "--init-from: loading weights is not supported yet");
+    if (o->trace) return cli_error(CLI_RUNTIME, "--trace: tracing is not supported yet");
+    if (world > 0) {
+        zero_status s = zero_config_resolve(cfg, world, &err);
+        if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
+    }
+
+    gpt2_config *m = &o->model_cfg;
+    if (gpt2_config_preset(m, o->model, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--model: %s", err.msg);
+    if (o->layers > 0) m->n_layer = o->layers;
+    if (o->dim > 0) m->n_embd = o->dim;
+    if (o->heads > 0) m->n_head = o->heads;
+    if (o->vocab > 0) m->vocab = o->vocab;
+    o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
+    if (o->T > m->n_ctx) m->n_ctx = o->T; /* training from scratch: the position table grows to fit */
+    if (gpt2_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
+
+    if (!o->dataset) {
+        zero_status s = gpt2_data_open(&o->dataset, o->data, GPT2_DATA_VAL_FRACTION, &err);
+        if (s != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    }
+    if (gpt2_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK)
+        return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;
+    if (o->log_json && strcmp(o->log_json, "-")) { /* fail now, not after an hour of training */
+        FILE *f = fopen(o->log_json, "a");
+        if (!f) return cli_error(CLI_USAGE, "--log-json '%s': cannot open for writing", o->log_json);
+        fclose(f);
+    }
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ run */
+
+typedef struct run_state {
+    train_opts *o;
+    zero_comm *comm;
+    zero_engine *e;
+    gpt2_model *model;
+    int rank, world;
+    FILE *json, *human; /* rank 0 only */
+    int32_t *inputs, *targets;
+    int64_t G;          /* sequences per step, all ranks */
+    zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
+    uint64_t padded;    /* Σ padded unit sizes */
+} run_state;
+
+/* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss]. */
+enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M_COUNT };
+
+static int max_mem(run_state *r, int64_t out[M_COUNT]) {
+    zero_mem_stats es, ms;
+    zero_engine_mem_stats(r->e, &es);
+    gpt2_mem_stats(r->model, &ms);
+    int64_t mine[M_COUNT] = {
+        (int64_t)es.peak[ZERO_MEM_PARAMS], (int64_t)es.peak[ZERO_MEM_GRADS],   (int64_t)es.peak[ZERO_MEM_MASTER],
+        (int64_t)es.peak[ZERO_MEM_OPTIM],  (int64_t)es.peak[ZERO_MEM_BUFFERS], (int64_t)es.total_peak,
+        (int64_t)ms.total_peak,            (int64_t)zero_rss_peak_bytes()};
+    return zero_comm_all_reduce(r->comm, mine, out, M_COUNT, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
+}
+
+static double mean_over_ranks(run_state *r, double x) {
+    float mine = (float)x, mean = 0;
+    if (zero_comm_all_reduce(r->comm, &mine, &mean, 1, ZERO_DTYPE_FP32, ZERO_OP_AVG) != ZERO_OK) return NAN;
+    return mean;
+}
+
+static int fail(run_state *r, const char *what, const char *msg) {
+    return cli_error(CLI_RUNTIME, "rank %d: %s: %s", r->rank, what, msg);
+}
+
+/* Mean validation loss over val_batches batches of G sequences (every rank its share). */
+static int validate(run_state *r, double *out) {
+    train_opts *o = r->o;
+    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum;
+    zero_error err = {{0}};
+    int64_t nb = gpt2_data_val_batches(o->dataset, r->G, o->T);
+    zero_comm_counters before, after;
+    zero_engine_comm_counters(r->e, &before);
+    if (nb > o->val_batches) nb = o->val_batches;
+    double sum = 0;
+    for (int64_t b = 0; b < nb; b++)
+        for (int k = 0; k < K; k++) {
+            if (gpt2_data_batch(o->dataset, GPT2_SPLIT_VAL, o->seed, b, r->G, gpt2_data_first(r->rank, B, K, k), B, o->T,
+                                r->inputs, r->targets, &err) != ZERO_OK)
+                return fail(r, "validation data", err.msg);
+            float l;
+            if (gpt2_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
+                return fail(r, "validation", zero_engine_last_error(r->e));
+            sum += l;
+        }
+    zero_engine_comm_counters(r->e, &after);
+    for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
+    *out = mean_over_ranks(r, sum / (double)(nb * K));
+    return CLI_OK;
+}
+
+static void fmt_bytes(char *buf, size_t cap, double b) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+static void json_mem(FILE *f, const int64_t m[M_COUNT]) {
+    fprintf(f, "\"mem\":{\"params\":%lld,\"grads\":%lld,\"master\":%lld,\"optim\":%lld,\"buffers\":%lld,\"total\":%lld,"
+               "\"activations\":%lld},\"rss_peak\":%lld",
+            (long long)m[M_PARAMS], (long long)m[M_GRADS], (long long)m[M_MASTER], (long long)m[M_OPTIM],
+            (long long)m[M_BUFFERS], (long long)m[M_TOTAL], (long long)m[M_ACT], (long long)m[M_RSS]);
+}
+
+static void json_comm(FILE *f, const zero_comm_counters *c) {
+    fprintf(f, "\"comm\":{\"all_reduce\":%llu,\"reduce_scatter\":%llu,\"all_gather\":%llu}",
+            (unsigned long long)c->bytes[ZERO_COLL_ALL_REDUCE], (unsigned long long)c->bytes[ZERO_COLL_REDUCE_SCATTER],
+            (unsigned long long)c->bytes[ZERO_COLL_ALL_GATHER]);
+}
+
+/* The model-state bytes stage 0 would need per rank for this model, precision and optimizer. */
+static uint64_t stage0_states(run_state *r) {
+    const int n = zero_engine_num_units(r->e);
+    uint64_t *numel = calloc((size_t)n, sizeof *numel);
+    for (int u = 0; u < n; u++) {
+        zero_unit_info ui;
+        zero_engine_unit_info(r->e, u, &ui);
+        numel[u] = ui.numel;
+    }
+    zero_plan_model pm = {n, numel, NULL, NULL};
+    zero_plan_setup s;
+    zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
+    s.stage = 0;
+    zero_plan_mem pmem;
+    zero_error err;
+    uint64_t v = zero_plan_estimate(&pm, &s, &pmem, &err) == ZERO_OK ? pmem.model_states : 0;
+    free(numel);
+    return v;
+}
+
+static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_counters *c, int64_t steps_run) {
+    train_opts *o = r->o;
+    FILE *f = r->human;
+    char a[32], b[32], t1[32], t2[32];
+    const int64_t states = m[M_PARAMS] + m[M_GRADS] + m[M_MASTER] + m[M_OPTIM];
+    const uint64_t s0 = stage0_states(r);
+    fmt_bytes(a, sizeof a, (double)states);
+    fmt_bytes(b, sizeof b, (double)s0);
+    fprintf(f, "model states per rank: %s at stage %d on %d rank%s (params ", a, o->cfg.stage, r->world, r->world > 1 ? "s" : "");
+    fmt_bytes(a, sizeof a, (double)m[M_PARAMS]);
+    fprintf(f, "%s, grads ", a);
+    fmt_bytes(a, sizeof a, (double)m[M_GRADS]);
+    fprintf(f, "%s, master ", a);
+    fmt_bytes(a, sizeof a, (double)m[M_MASTER]);
+    fprintf(f, "%s, optimizer ", a);
+    fmt_bytes(a, sizeof a, (double)m[M_OPTIM]);
+    fprintf(f, "%s); stage 0 would need %s: ZeRO saved %.1f%%\n", a, b,
+            s0 ? 100.0 * (1.0 - (double)states / (double)s0) : 0.0);
+    if (steps_run > 0 && r->world > 1) {
+        zero_plan_traffic tr;
+        zero_plan_traffic_of(o->cfg.stage, r->world, r->padded, o->cfg.precision, &tr);
+        const double K = (double)o->cfg.grad_accum;
+        /* The rule per step: stages 0-1 reduce once per step; stage 2 reduce-scatters every
+         * micro-batch and all-gathers once; stage 3 moves 3Ψ every micro-batch. */
+        double rule = tr.counted * (o->cfg.stage == 2 ? (K + 1) / 2 : o->cfg.stage == 3 ? K : 1);
+        double got = (double)(c->bytes[0] + c->bytes[1] + c->bytes[2]) / (double)steps_run;
+        fmt_bytes(t1, sizeof t1, got);
+        fmt_bytes(t2, sizeof t2, rule);
+        fprintf(f, "traffic per step per rank (sent + received): %s; ZeRO's %s rule gives %s (ratio %.3f)\n", t1,
+                o->cfg.stage == 3 ? "3Ψ" : "2Ψ", t2, rule > 0 ? got / rule : 0.0);
+    }
+}
+
+static int train_loop(run_state *r) {
+    train_opts *o = r->o;
+    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
+    zero_error err = {{0}};
+    const double t_start = zero_now();
+    double last_loss = NAN, val = NAN;
+    int64_t m[M_COUNT];
+    zero_comm_counters c;
+    for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
+        const double t0 = zero_now();
+        double loss = 0;
+        for (int k = 0; k < K; k++) {
+            if (gpt2_data_batch(o->dataset, GPT2_SPLIT_TRAIN, o->seed, step, r->G, gpt2_data_first(r->rank, B, K, k), B, T,
+                                r->inputs, r->targets, &err) != ZERO_OK)
+                return fail(r, "training data", err.msg);
+            float l;
+            if (gpt2_engine_micro_batch(r->model, r->e, r->inputs, r->targets, B, T, &l) != ZERO_OK)
+                return fail(r, "forward/backward", zero_engine_last_error(r->e));
+            if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
+            loss += l / K;
+        }
+        zero_step_stats st;
+        if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
+        last_loss = mean_over_ranks(r, loss);
+        const double dt = zero_now() - t0;
+        int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
+        if (do_val && gpt2_data_num_tokens(o->dataset, GPT2_SPLIT_VAL) > (uint64_t)T) {
+            int rc = validate(r, &val);
+            if (rc != CLI_OK) return rc;
+        } else {
+            do_val = 0;
+        }
+        if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
+        zero_engine_comm_counters(r->e, &c);
+        for (int k = 0; k < ZERO_COLL_COUNT; k++) c.bytes[k] -= r->eval.bytes[k];
+        if (r->rank != 0) continue;
+        const double tps = (double)r->G * T / dt;
+        if (r->json) {
+            fprintf(r->json, "{\"step\":%lld,\"loss\":", (long long)(step + 1));
+            cli_json_double(r->json, last_loss);
+            if (do_val) {
+                fputs(",\"val_loss\":", r->json);
+                cli_json_double(r->json, val);
+            }
+            fprintf(r->json, ",\"lr\":%.9g,\"grad_norm\":", st.lr);
+            cli_json_double(r->json, st.grad_norm);
+            fprintf(r->json, ",\"loss_scale\":%.9g,\"skipped\":%s,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"comm_wait_ms\":%.3f,",
+                    st.loss_scale, st.skipped ? "true" : "false", dt * 1e3, tps, st.comm_wait_ms);
+            json_mem(r->json, m);
+            fputc(',', r->json);
+            json_comm(r->json, &c);
+            fputs("}\n", r->json);
+            fflush(r->json);
+        }
+        char mem[32];
+        fmt_bytes(mem, sizeof mem, (double)(m[M_TOTAL] + m[M_ACT]));
+        const double eta = (zero_now() - t_start) / (double)(step + 1 - 0) * (double)(o->steps - step - 1);
+        fprintf(r->human, "step %lld/%lld | loss %.4f%s", (long long)(step + 1), (long long)o->steps, last_loss,
+                st.skipped ? " (skipped)" : "");
+        if (do_val) fprintf(r->human, " | val %.4f", val);
+        fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank | ETA %.0fs\n", tps, dt * 1e3, mem, eta);
+        fflush(r->human);
+    }
+    if (r->rank == 0) {
+        const int64_t steps_run = o->steps;
+        const double elapsed = zero_now() - t_start;
+        summary(r, m, &c, steps_run);
+        if (r->json) {
+            fprintf(r->json, "{\"done\":true,\"steps\":%lld,\"ranks\":%d,\"stage\":%d,\"tokens\":%lld,\"elapsed_s\":%.3f,\"loss\":",
+                    (long long)o->steps, r->world, o->cfg.stage, (long long)(r->G * T * steps_run), elapsed);
+            cli_json_double(r->json, last_loss);
+            fputs(",\"val_loss\":", r->json);
+            cli_json_double(r->json, val);
+            fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,", (unsigned long long)gpt2_num_params(&o->model_cfg),
+                    (unsigned long long)stage0_states(r));
+            json_mem(r->json, m);
+            fputc(',', r->json);
+            json_comm(r->json, &c);
+            fputs("}\n", r->json);
+            fflush(r->json);
+        }
+    }
+    return CLI_OK;
+}
+
+int train_run(train_opts *o, int mpi) {
+    run_state r = {0};
+    r.o = o;
+    zero_status s = mpi ? zero_comm_init_mpi(&r.comm, NULL) : zero_comm_init_self(&r.comm);
+    if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", zero_status_string(s));
+    r.rank = zero_comm_rank(r.comm);
+    r.world = zero_comm_size(r.comm);
+    int rc = CLI_OK;
+    if (o->ranks > 0 && o->ranks != r.world) {
+        rc = cli_error(CLI_USAGE, "--ranks %d: the MPI world has %d ranks", o->ranks, r.world);
+        goto out;
+    }
+    /* Every rank repeats the deterministic checks for the real world size; rank 0 reports. */
+    cli_quiet_errors = r.rank != 0;
+    rc = train_prepare(o, r.world);
+    cli_quiet_errors = 0;
+    if (rc != CLI_OK) goto out;
+
+    zero_error err = {{0}};
+    if (zero_engine_create(&r.e, r.comm, &o->cfg) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "cannot create the engine");
+        goto out;
+    }
+    if (gpt2_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
+        gpt2_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
+        goto out;
+    }
+    const int B = (int)o->cfg.micro_batch;
+    if (gpt2_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
+        goto out;
+    }
+    for (int u = 0; u < zero_engine_num_units(r.e); u++) {
+        zero_unit_info ui;
+        zero_engine_unit_info(r.e, u, &ui);
+        r.padded += ui.padded;
+    }
+    r.G = (int64_t)r.world * B * o->cfg.grad_accum;
+    r.inputs = malloc((size_t)B * o->T * sizeof *r.inputs);
+    r.targets = malloc((size_t)B * o->T * sizeof *r.targets);
+    if (!r.inputs || !r.targets) {
+        rc = cli_error(CLI_RUNTIME, "out of memory");
+        goto out;
+    }
+    if (r.rank == 0) {
+        const int json_stdout = o->log_json && !strcmp(o->log_json, "-");
+        r.human = json_stdout ? stderr : stdout;
+        if (o->log_json) r.json = json_stdout ? stdout : fopen(o->log_json, "w");
+        if (o->log_json && !r.json) {
+            rc = cli_error(CLI_RUNTIME, "--log-json '%s': cannot open for writing", o->log_json);
+            goto out;
+        }
+        char pb[32];
+        fmt_bytes(pb, sizeof pb, (double)gpt2_num_params(&o->model_cfg));
+        fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s, micro-batch %lld x %lld, seq %d, %s\n",
+                o->model, (unsigned long long)gpt2_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
+                zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
+                gpt2_data_describe(o->dataset));
+    }
+    rc = train_loop(&r);
+out:
+    if (r.json && r.json != stdout) fclose(r.json);
+    free(r.inputs);
+    free(r.targets);
+    gpt2_free(r.model);
+    zero_engine_free(r.e);
+    gpt2_data_free(o->dataset);
+    o->dataset = NULL;
+    zero_comm_free(r.comm);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* cli/train.h — `zero train`'s options and its two phases: prepare (every check that needs no
+ * MPI, so usage errors exit 2 before any launch) and run (on the communicator). */
+#ifndef ZERO_CLI_TRAIN_H
+#define ZERO_CLI_TRAIN_H
+
+#include <stdint.h>
+
+#include "gpt2/data.h"
+#include "gpt2/gpt2.h"
+#include "zero/zero.h"
+
+typedef struct train_opts {
+    const char *config, *model, *data, *precision, *log_json;
+    const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
+    int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches;
+    int layers, dim, heads, vocab;
+    int64_t steps, val_every, save_every;
+    double lr;
+    uint64_t seed;
+
+    /* filled by train_prepare */
+    zero_config cfg;
+    gpt2_config model_cfg;
+    int T;
+    gpt2_data *dataset;
+} train_opts;
+
+/* Builds the config (defaults < JSON < flags) and resolves it for `world` ranks (0: not known
+ * yet, skip what needs it), the model configuration, and opens and checks the data. Returns an
+ * exit status (CLI_OK, or the error already printed). */
+int train_prepare(train_opts *o, int world);
+/* Trains on the MPI world (mpi != 0) or one rank; returns the exit status. */
+int train_run(train_opts *o, int mpi);
+
+#endif

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bad input to `zero train`: each gives one line "zero: error: ..." naming the value, the right
+# exit status (2 usage, 1 runtime / not supported yet), and no crash or hang.
+set -uo pipefail
+Z=${ZERO:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+expect() { # status pattern -- args...
+  local want=$1 pat=$2; shift 3
+  local out code
+  out=$(timeout 60 "$Z" train "$@" 2>&1 >/dev/null); code=$?
+  local lines; lines=$(printf '%s\n' "$out" | grep -c .)
+  if [ "$code" -ne "$want" ] || [ "$lines" -ne 1 ] || ! printf '%s' "$out" | grep -q "^zero: error: .*$pat"; then
+    echo "FAIL: zero train $*: exit $code (want $want), stderr:"; printf '%s\n' "$out"; fails=$((fails + 1))
+  fi
+}
+
+printf '' > "$tmp/empty.txt"
+printf 'abc\0def' > "$tmp/binary.txt"
+printf 'short text' > "$tmp/short.txt"
+printf '{"zero_optimization": {"stgae": 2}}' > "$tmp/typo.json"
+printf '{"zero_optimization": {"stage": 7}}' > "$tmp/range.json"
+printf '{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1}' > "$tmp/batch.json"
+printf '{"optimizer": {"type": "AdamW", "params": {"lr": "fast"}}}' > "$tmp/type.json"
+printf '{"zero_optimization": {' > "$tmp/broken.json"
+
+expect 2 "unknown option '--bogus'" -- --bogus
+expect 2 "--stage '5'" -- --stage 5
+expect 2 "--steps 'x'" -- --steps x
+expect 2 "--micro-batch '0'" -- --micro-batch 0
+expect 2 "--precision 'fp8'" -- --precision fp8
+expect 2 "--model" -- --model gpt5
+expect 2 "n_embd" -- --model tiny --dim 30 --heads 4
+expect 2 "expected a value" -- --steps
+expect 2 "no such file\|No such file\|cannot" -- --data "$tmp/missing.txt"
+expect 2 "empty" -- --model tiny --data "$tmp/empty.txt"
+expect 2 "binary\|NUL" -- --model tiny --data "$tmp/binary.txt"
+expect 2 "short\|tokens\|seq" -- --model tiny --data "$tmp/short.txt" --seq 64
+expect 2 'did you mean "zero_optimization.stage"' -- --model tiny --config "$tmp/typo.json"
+expect 2 "zero_optimization.stage" -- --model tiny --config "$tmp/range.json"
+expect 2 "train_batch_size" -- --model tiny --config "$tmp/batch.json"
+expect 2 "optimizer.params.lr" -- --model tiny --config "$tmp/type.json"
+expect 2 "line 1" -- --model tiny --config "$tmp/broken.json"
+expect 1 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
+expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
+expect 1 "not supported yet" -- --model tiny --offload-optimizer nvme:"$tmp"
+expect 2 "--offload-param 'disk'" -- --model tiny --offload-param disk
+# the same usage errors come back from a multi-rank launch, once
+expect 2 "--stage '9'" -- --ranks 2 --stage 9
+expect 2 "empty" -- --ranks 3 --model tiny --data "$tmp/empty.txt"
+# --help works and exits 0
+"$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
+[ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
