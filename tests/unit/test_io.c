@@ -449,7 +449,7 @@ int main(void) {
     ZT_EQ_INT(zero_io_create_uring(&io, 0, &err), ZERO_ERR_INVALID_ARG);
     /* the shim wraps io_uring as well: pass-through, then an injected full disk */
     zero_io *ring = NULL;
-    ZT_OK(zero_io_create_uring(&ring, 4, &err));
+    ZT_OK(zero_io_create_uring(&ring, 8, &err)); /* roundtrip keeps 8 requests in flight */
     ZT_OK(zero_io_create_fault(&io, ring, 1, "", &err));
     ZT_CHECK(!strcmp(zero_io_backend(io), "fault(uring)"));
     roundtrip(io, 0, "fault_uring.bin");
