@@ -142,9 +142,13 @@ zero_status gpt2_engine_register(const gpt2_config *cfg, zero_engine *e, zero_er
  * passes the same seed). */
 zero_status gpt2_engine_init(const gpt2_config *cfg, zero_engine *e, uint64_t seed, zero_error *err);
 /* One micro-batch on the engine: gathers/releases each unit around its use in forward (the
- * embeddings twice: the tied LM head needs wte again), then in reverse order gathers, fetches
- * the gradient buffer, accumulates, marks it ready and releases. The loss gradient is scaled by
- * zero_engine_loss_scale(e). Collective (every rank calls it, with its own tokens). */
+ * embeddings twice: the tied LM head needs wte again, and its part of d wte goes into the
+ * embeddings' gradient buffer right there), then in reverse order gathers, fetches the gradient
+ * buffer, accumulates, marks it ready and releases; the embedding backward reads no parameter,
+ * so the embeddings' buffer is completed and marked ready without a third gather (docs/MODEL.md
+ * lists the exact order). The loss gradient is scaled by zero_engine_loss_scale(e). Collective
+ * (every rank calls it, with its own tokens). On an engine error the pass stops where it was
+ * (units may stay gathered): the engine is to be freed. */
 zero_status gpt2_engine_micro_batch(gpt2_model *m, zero_engine *e, const int32_t *tokens,
                                     const int32_t *targets, int B, int T, float *loss);
 /* Forward only (validation loss of this rank's tokens); collective. */
