@@ -128,6 +128,18 @@ double zero_engine_loss_scale(const zero_engine *e);
  * (all-gather of masters), used by export and tests. */
 zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst);
 
+/* Saves a sharded checkpoint (docs/CHECKPOINT.md): DIR/step_%08lld/ with manifest.json, one
+ * safetensors file per rank holding the valid slice of every unit's fp32 master and optimizer
+ * states, COMMIT, and DIR/latest. Collective; between steps only. user_json: a JSON object stored
+ * in the manifest under "user" (data position, seeds, model description), or NULL. If any rank
+ * fails, every rank returns an error and the previous checkpoint stays `latest`. */
+zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_json);
+/* Loads a checkpoint saved with any world size and any stage (a step directory, or a save
+ * directory: its `latest`), reading on each rank only the element ranges it keeps; restores the
+ * step count and the loss scaler. The model (units, sizes) and the optimizer type must match.
+ * Collective; *user_json (if not NULL) gets the saved "user" object as malloc'd text, or NULL. */
+zero_status zero_engine_load(zero_engine *e, const char *path, char **user_json);
+
 int zero_engine_num_units(const zero_engine *e);
 int zero_engine_num_params(const zero_engine *e);
 zero_status zero_engine_unit_info(const zero_engine *e, int unit, zero_unit_info *out);

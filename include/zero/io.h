@@ -118,7 +118,7 @@ zero_io *zero_io_file_io(const zero_io_file *f);
 zero_status zero_io_rename(zero_io *io, const char *from, const char *to);
 /* Removes a file or an empty directory. A missing path is ZERO_OK when missing_ok. */
 zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok);
-/* Creates a directory (mode 0755); an existing directory is ZERO_OK. */
+/* Creates a directory and its missing parents (mode 0755); an existing directory is ZERO_OK. */
 zero_status zero_io_mkdir(zero_io *io, const char *path);
 /* Makes the directory's entries durable (fsync of the directory): after a create or rename. */
 zero_status zero_io_fsync_dir(zero_io *io, const char *path);

@@ -16,6 +16,8 @@ static const char *op_name(int op) {
     case CTRL_NORM: return "step";
     case CTRL_READ: return "read_unit";
     case CTRL_SAVE: return "save";
+    case CTRL_LOAD: return "load";
+    case CTRL_AGREE: return "save/load";
     }
     return "?";
 }
@@ -28,7 +30,7 @@ static void describe(const zero_engine *e, const ctrl_rec *r, char *buf, size_t 
 }
 
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b) {
-    const int payload = op == CTRL_NORM || op == CTRL_READ;
+    const int payload = op == CTRL_NORM || op == CTRL_READ || op == CTRL_AGREE;
     if (!e->cfg.check_divergence && !payload) return ZERO_OK;
     ctrl_rec me = {op, unit, e->ctrl_seq, a, b};
     e->ctrl_seq++;

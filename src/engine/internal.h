@@ -47,7 +47,7 @@ typedef struct eunit {
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
 } eunit;
 
-enum { CTRL_GATHER = 1, CTRL_REDUCE = 2, CTRL_STEP = 3, CTRL_NORM = 4, CTRL_READ = 5, CTRL_SAVE = 6 };
+enum { CTRL_GATHER = 1, CTRL_REDUCE = 2, CTRL_STEP = 3, CTRL_NORM = 4, CTRL_READ = 5, CTRL_SAVE = 6, CTRL_LOAD = 7, CTRL_AGREE = 8 };
 
 /* What every rank announces before a collective; all ranks must announce the same. */
 typedef struct ctrl_rec {

@@ -187,6 +187,18 @@ zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok) {
 zero_status zero_io_mkdir(zero_io *io, const char *path) {
     if (!io) return ZERO_ERR_INVALID_ARG;
     if (!path || !*path) return bad_arg(io, "mkdir: empty path%s", "");
+    /* parents first, like mkdir -p: `--save runs/a/ckpt` should not need runs/a to exist */
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf) return bad_arg(io, "mkdir: path too long: %s", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i < n; i++) {
+        if (buf[i] != '/' || buf[i - 1] == '/') continue;
+        buf[i] = 0;
+        zero_status s = io->vt->mkdir(io, buf);
+        buf[i] = '/';
+        if (s != ZERO_OK) return s;
+    }
     return io->vt->mkdir(io, path);
 }
 
