@@ -54,7 +54,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--stage")) { VAL(); if (cli_parse_int(a, v, 0, 3, &o->stage)) return -1; }
         else if (!strcmp(a, "--ranks")) { VAL(); if (cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1; }
-        else if (!strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--model")) { VAL(); o->model = v; o->model_given = 1; }
         else if (!strcmp(a, "--layers")) { VAL(); if (cli_parse_int(a, v, 1, 1000, &o->layers)) return -1; }
         else if (!strcmp(a, "--dim")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 16, &o->dim)) return -1; }
         else if (!strcmp(a, "--heads")) { VAL(); if (cli_parse_int(a, v, 1, 1024, &o->heads)) return -1; }

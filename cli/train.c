@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "weights.h"
 
 int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
@@ -41,9 +42,8 @@ int train_prepare(train_opts *o, int world) {
     }
     if (cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME || cfg->offload_param.device == ZERO_OFFLOAD_NVME)
         return cli_error(CLI_RUNTIME, "%s: offload device nvme is not supported yet", o->config ? o->config : "config");
-    if (o->save || o->save_every) return cli_error(CLI_RUNTIME, "--save: checkpoints are not supported yet");
-    if (o->resume) return cli_error(CLI_RUNTIME, "--resume: checkpoints are not supported yet");
-    if (o->init_from) return cli_error(CLI_RUNTIME, "--init-from: loading weights is not supported yet");
+    if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
+    if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
     if (o->trace) return cli_error(CLI_RUNTIME, "--trace: tracing is not supported yet");
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);
@@ -58,6 +58,10 @@ int train_prepare(train_opts *o, int world) {
     if (o->vocab > 0) m->vocab = o->vocab;
     o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
     if (o->T > m->n_ctx) m->n_ctx = o->T; /* training from scratch: the position table grows to fit */
+    if (o->resume) { /* the checkpoint says what model, sequence length and seed the run has */
+        int rc = train_resume_settings(o);
+        if (rc != CLI_OK) return rc;
+    }
     if (gpt2_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
 
     if (!o->dataset) {
@@ -87,6 +91,7 @@ typedef struct run_state {
     int32_t *inputs, *targets;
     int64_t G;          /* sequences per step, all ranks */
     zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
+    char *user_json;    /* what a checkpoint records of the run (train_user_json) */
     uint64_t padded;    /* Σ padded unit sizes */
 } run_state;
 
@@ -221,6 +226,9 @@ static int train_loop(run_state *r) {
     double last_loss = NAN, val = NAN;
     int64_t m[M_COUNT];
     zero_comm_counters c;
+    const int64_t first_step = zero_engine_step_count(r->e);
+    if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
+    zero_engine_comm_counters(r->e, &c);
     for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
         const double t0 = zero_now();
         double loss = 0;
@@ -244,6 +252,10 @@ static int train_loop(run_state *r) {
             if (rc != CLI_OK) return rc;
         } else {
             do_val = 0;
+        }
+        if (o->save && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
+            if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "save", zero_engine_last_error(r->e));
+            if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
         }
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
         zero_engine_comm_counters(r->e, &c);
@@ -269,7 +281,7 @@ static int train_loop(run_state *r) {
         }
         char mem[32];
         fmt_bytes(mem, sizeof mem, (double)(m[M_TOTAL] + m[M_ACT]));
-        const double eta = (zero_now() - t_start) / (double)(step + 1 - 0) * (double)(o->steps - step - 1);
+        const double eta = (zero_now() - t_start) / (double)(step + 1 - first_step) * (double)(o->steps - step - 1);
         fprintf(r->human, "step %lld/%lld | loss %.4f%s", (long long)(step + 1), (long long)o->steps, last_loss,
                 st.skipped ? " (skipped)" : "");
         if (do_val) fprintf(r->human, " | val %.4f", val);
@@ -277,7 +289,7 @@ static int train_loop(run_state *r) {
         fflush(r->human);
     }
     if (r->rank == 0) {
-        const int64_t steps_run = o->steps;
+        const int64_t steps_run = o->steps > first_step ? o->steps - first_step : 0;
         const double elapsed = zero_now() - t_start;
         summary(r, m, &c, steps_run);
         if (r->json) {
@@ -326,6 +338,21 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }
+    if (o->init_from && (rc = cli_init_from(r.e, &o->model_cfg, o->init_from)) != CLI_OK) goto out;
+    r.user_json = train_user_json(o, r.world);
+    if (!r.user_json) {
+        rc = cli_error(CLI_RUNTIME, "out of memory");
+        goto out;
+    }
+    if (o->resume) {
+        if (zero_engine_load(r.e, o->resume, NULL) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "--resume: %s", zero_engine_last_error(r.e));
+            goto out;
+        }
+        if (r.rank == 0)
+            fprintf(stderr, "resumed from %s at step %lld of %lld\n", o->resume, (long long)zero_engine_step_count(r.e),
+                    (long long)o->steps);
+    }
     const int B = (int)o->cfg.micro_batch;
     if (gpt2_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
@@ -363,6 +390,7 @@ out:
     if (r.json && r.json != stdout) fclose(r.json);
     free(r.inputs);
     free(r.targets);
+    free(r.user_json);
     gpt2_free(r.model);
     zero_engine_free(r.e);
     gpt2_data_free(o->dataset);

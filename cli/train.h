@@ -13,7 +13,7 @@ typedef struct train_opts {
     const char *config, *model, *data, *precision, *log_json;
     const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches;
-    int layers, dim, heads, vocab;
+    int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
     double lr;
     uint64_t seed;
@@ -29,6 +29,11 @@ typedef struct train_opts {
  * yet, skip what needs it), the model configuration, and opens and checks the data. Returns an
  * exit status (CLI_OK, or the error already printed). */
 int train_prepare(train_opts *o, int world);
+/* --resume: takes the model, sequence length and seed from the checkpoint's record of the run
+ * (an explicit, different --model/--layers/--dim/--heads/--vocab/--seq is an error). */
+int train_resume_settings(train_opts *o);
+/* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
+char *train_user_json(const train_opts *o, int world);
 /* Trains on the MPI world (mpi != 0) or one rank; returns the exit status. */
 int train_run(train_opts *o, int mpi);
 
