@@ -101,6 +101,14 @@ for f in ds0 ds1 ds2 ds3; do
     check "config $f loads" "$LOADER" --load-config "$TMP/$f.json" $ranks
 done
 
+# --- the estimate against the engine's own accounting on 2, 3 and 4 MPI ranks (GPT-2 tiny and odd
+# sizes, stages 0-3, fp32/bf16): model states equal to the byte, buffers under the bound
+MPIEXEC=$(command -v mpiexec || true)
+for np in 2 3 4; do
+    check "engine accounting on $np ranks" bash -c '[ -n "$0" ] && "$0" --oversubscribe -np '$np' "$1" --mpi-engine >/dev/null' \
+        "$MPIEXEC" "$LOADER"
+done
+
 # --- nothing fits: exit 1, the shortfall on one line, no config written
 "$ZERO" plan --model gpt2-xl --ranks 2 --device-mem 1GiB --host-mem 2GiB -o "$TMP/none.json" >"$TMP/out" 2>"$TMP/err"
 rc=$?
