@@ -383,9 +383,23 @@ int cli_plan(int argc, char **argv) {
             return rc;
         }
         if (!o.json) {
+            /* The flags that make `zero train` build the model the plan sized: the shape
+             * overrides and the sequence length (train's default is shorter than the context). */
+            if (!m.layers) {
+                printf("config: %s (a --params model has no shape: run zero train --config %s "
+                       "--ranks %d with your model's flags%s)\n", out_path, out_path, o.ranks,
+                       k->checkpointing ? " and --activation-checkpointing" : "");
+                cli_sizing_model_free(&m);
+                return CLI_OK;
+            }
             printf("config: %s; run: zero train --config %s", out_path, out_path);
-            if (strcmp(m.name, "params") && strcmp(m.name, "custom")) printf(" --model %s", m.name);
-            if (o.seq) printf(" --seq %d", o.seq);
+            /* A custom shape starts from gpt2's vocabulary and context, as the planner's does. */
+            printf(" --model %s", o.model ? o.model : "gpt2");
+            if (o.layers) printf(" --layers %d", m.layers);
+            if (o.dim) printf(" --dim %d", m.dim);
+            if (o.heads || (!o.model && o.dim)) printf(" --heads %d", m.heads);
+            if (o.vocab) printf(" --vocab %d", m.vocab);
+            printf(" --seq %d", m.seq);
             printf(" --ranks %d%s\n", o.ranks, k->checkpointing ? " --activation-checkpointing" : "");
         }
     }

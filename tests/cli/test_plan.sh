@@ -109,6 +109,53 @@ for np in 2 3 4; do
         "$MPIEXEC" "$LOADER"
 done
 
+# --- the plan's config really trains: run the `zero train` line the plan prints (2 steps); the
+# run's accounting (mem.*) equals the estimate's row for the chosen stage, its transient stays
+# under the estimate's bound, and its activations equal the plan's figure
+"$ZERO" estimate --model tiny --ranks 2 --precision fp16 --json >"$TMP/tiny_est.json"
+ckpt_dev=$("$PY" -c "
+import json; d = json.load(open('$TMP/tiny_est.json'))
+r = [x for x in d['rows'] if x['stage'] == 1 and x['offload'] == 'none'][0]
+print(r['device_bytes'] + r['transient_bytes'] + d['activation_checkpointed_bytes'])")
+trains() { # trains NAME RANKS PRECISION PLAN-ARGS...: plan, train as told, compare
+    local name=$1 ranks=$2 prec=$3; shift 3
+    "$ZERO" plan --model tiny --ranks "$ranks" --precision "$prec" "$@" --json >"$TMP/$name.plan.json" || return 1
+    "$ZERO" plan --model tiny --ranks "$ranks" --precision "$prec" "$@" -o "$TMP/$name.ds.json" \
+        >"$TMP/$name.plan.txt" || return 1
+    local args
+    args=$(sed -n 's/^config: .*; run: zero //p' "$TMP/$name.plan.txt")
+    [ -n "$args" ] || { echo "  no train line in: $(cat "$TMP/$name.plan.txt")"; return 1; }
+    # shellcheck disable=SC2086 # the printed command line is split into its words on purpose
+    (cd "$TMP" && "$ZERO" $args --steps 2 --val-every 0 --val-batches 1 --log-json "$TMP/$name.log" \
+        >"$TMP/$name.train.out" 2>&1) || { echo "  $args: $(tail -3 "$TMP/$name.train.out")"; return 1; }
+    # shellcheck disable=SC2046
+    "$ZERO" estimate --model tiny --ranks "$ranks" --precision "$prec" $(grep -o -- '--seq [0-9]*' <<<"$args") \
+        --json >"$TMP/$name.est.json" || return 1
+    "$PY" - "$TMP/$name.plan.json" "$TMP/$name.log" "$TMP/$name.est.json" "$args" <<'EOF'
+import json, math, sys
+plan = json.load(open(sys.argv[1]))
+log = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+est = json.load(open(sys.argv[3]))
+args = sys.argv[4]
+done = log[-1]
+assert done.get("done") and done["steps"] == 2 and math.isfinite(done["loss"]), done
+assert done["stage"] == plan["stage"] and done["ranks"] == plan["ranks"], (done, plan)
+assert ("--activation-checkpointing" in args) == plan["activation_checkpointing"], args
+row = [r for r in est["rows"] if r["stage"] == plan["stage"] and r["offload"] == "none"][0]
+for cat in ("params", "grads", "master", "optim"):
+    assert done["mem"][cat] == row[cat + "_bytes"], (cat, done["mem"], row)
+assert done["mem"]["buffers"] <= row["transient_bytes"], (done["mem"], row)
+assert done["mem"]["activations"] == plan["activation_bytes"], (done["mem"], plan)
+EOF
+}
+check "plan trains: stage 0, micro-batch 8" trains roomy 3 fp32 --device-mem 1GiB --host-mem 1GiB
+check "plan trains: stage 1 bf16" trains bf16 2 bf16 --device-mem 3MiB --host-mem 1GiB
+check "plan trains: stage 1 fp16 with checkpointing" trains ckpt 2 fp16 --device-mem "$ckpt_dev" \
+    --host-mem 1GiB --headroom 0
+check "the checkpointing case chose it" "$PY" -c "
+import json; p = json.load(open('$TMP/ckpt.plan.json'))
+assert p['stage'] == 1 and p['activation_checkpointing'] and p['micro_batch'] == 1, p"
+
 # --- nothing fits: exit 1, the shortfall on one line, no config written
 "$ZERO" plan --model gpt2-xl --ranks 2 --device-mem 1GiB --host-mem 2GiB -o "$TMP/none.json" >"$TMP/out" 2>"$TMP/err"
 rc=$?
