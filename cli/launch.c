@@ -42,6 +42,13 @@ int cli_launch_ranks(int nranks) {
         args[k++] = argv[i];
     }
     args[k] = NULL;
+    /* N ranks on this machine share its cores: unless the user chose, give each rank its share
+     * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char threads[16];
+    snprintf(threads, sizeof threads, "%ld", cores > nranks ? cores / nranks : 1);
+    setenv("OMP_NUM_THREADS", threads, 0);
+    setenv("OPENBLAS_NUM_THREADS", threads, 0);
     fflush(stdout);
     fflush(stderr);
     execvp(args[0], args);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEFAULT_QUEUE_DEPTH 64
 
@@ -187,17 +188,20 @@ zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok) {
 zero_status zero_io_mkdir(zero_io *io, const char *path) {
     if (!io) return ZERO_ERR_INVALID_ARG;
     if (!path || !*path) return bad_arg(io, "mkdir: empty path%s", "");
-    /* parents first, like mkdir -p: `--save runs/a/ckpt` should not need runs/a to exist */
-    char buf[4096];
+    /* missing parents first, like mkdir -p: `--save runs/a/ckpt` should not need runs/a */
+    char parent[4096];
     size_t n = strlen(path);
-    if (n >= sizeof buf) return bad_arg(io, "mkdir: path too long: %s", path);
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i < n; i++) {
-        if (buf[i] != '/' || buf[i - 1] == '/') continue;
-        buf[i] = 0;
-        zero_status s = io->vt->mkdir(io, buf);
-        buf[i] = '/';
-        if (s != ZERO_OK) return s;
+    if (n >= sizeof parent) return bad_arg(io, "mkdir: path too long: %s", path);
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        struct stat st;
+        if (stat(parent, &st) != 0) {
+            zero_status s = zero_io_mkdir(io, parent);
+            if (s != ZERO_OK) return s;
+        }
     }
     return io->vt->mkdir(io, path);
 }
