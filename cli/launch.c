@@ -45,7 +45,7 @@ int cli_launch_ranks(int nranks) {
     /* N ranks on this machine share its cores: unless the user chose, give each rank its share
      * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char threads[16];
+    char threads[24];
     snprintf(threads, sizeof threads, "%ld", cores > nranks ? cores / nranks : 1);
     setenv("OMP_NUM_THREADS", threads, 0);
     setenv("OPENBLAS_NUM_THREADS", threads, 0);
