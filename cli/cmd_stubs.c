@@ -9,5 +9,3 @@
         return cli_error(CLI_RUNTIME, "%s is not supported yet", name);                           \
     }
 
-NOT_YET(cli_sample, "sample")
-NOT_YET(cli_export, "export")

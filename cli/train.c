@@ -51,12 +51,22 @@ int train_prepare(train_opts *o, int world) {
     }
 
     gpt2_config *m = &o->model_cfg;
-    if (gpt2_config_preset(m, o->model, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--model: %s", err.msg);
-    if (o->layers > 0) m->n_layer = o->layers;
-    if (o->dim > 0) m->n_embd = o->dim;
-    if (o->heads > 0) m->n_head = o->heads;
-    if (o->vocab > 0) m->vocab = o->vocab;
+    /* --init-from without shape flags: the file says what model it holds (--heads may help) */
+    const int shape_from_file = o->init_from && !(o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0);
+    if (shape_from_file) {
+        int rc = cli_weights_shape(o->init_from, o->heads, m);
+        if (rc != CLI_OK) return rc;
+        o->model = o->init_from;
+    } else {
+        if (gpt2_config_preset(m, o->model, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--model: %s", err.msg);
+        if (o->layers > 0) m->n_layer = o->layers;
+        if (o->dim > 0) m->n_embd = o->dim;
+        if (o->heads > 0) m->n_head = o->heads;
+        if (o->vocab > 0) m->vocab = o->vocab;
+    }
     o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
+    if (o->T > m->n_ctx && o->init_from) /* the loaded position table is what it is */
+        return cli_error(CLI_USAGE, "--seq %d: longer than the %d positions of the model in %s", o->T, m->n_ctx, o->init_from);
     if (o->T > m->n_ctx) m->n_ctx = o->T; /* training from scratch: the position table grows to fit */
     if (o->resume) { /* the checkpoint says what model, sequence length and seed the run has */
         int rc = train_resume_settings(o);

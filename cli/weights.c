@@ -1,10 +1,451 @@
-/* Loading model weights from files into an engine (`--init-from`). */
+/* Model weights from files into an engine (`--init-from` of train and sample): a consolidated
+ * safetensors file (ours or Hugging Face GPT-2's) or a checkpoint's masters, one tensor at a time. */
 #include "weights.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
+#define HF_PREFIX "transformer."
+#define STAGE_BYTES (1u << 20) /* bf16/fp16 tensors are read and converted this much at a time */
+
+/* A message kept until the ranks have agreed who reports it. */
+typedef struct wmsg {
+    char text[1536];
+} wmsg;
+
+__attribute__((format(printf, 2, 3))) static zero_status wfail(wmsg *w, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->text, sizeof w->text, fmt, ap);
+    va_end(ap);
+    return ZERO_ERR_FORMAT;
+}
+
+/* "[768, 2304]" */
+static const char *fmt_shape(const int64_t *shape, int ndim, char *buf, size_t cap) {
+    size_t at = 0;
+    at += (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+static const char *strip_prefix(const char *name) {
+    return strncmp(name, HF_PREFIX, strlen(HF_PREFIX)) ? name : name + strlen(HF_PREFIX);
+}
+
+/* Tensors of a Hugging Face GPT-2 file that are not parameters: the causal-mask buffers of each
+ * block and the LM head, which GPT-2 ties to wte (the model reads wte for it). */
+static int ignorable(const char *name) {
+    name = strip_prefix(name);
+    if (!strcmp(name, "lm_head.weight")) return 1;
+    if (strncmp(name, "h.", 2)) return 0;
+    const char *dot = strchr(name + 2, '.');
+    return dot && (!strcmp(dot, ".attn.bias") || !strcmp(dot, ".attn.masked_bias"));
+}
+
+/* Index of parameter `name` in f: the name itself, else with HF's "transformer." prefix. */
+static int st_lookup(const zero_st_file *f, const char *name) {
+    int i = zero_st_find(f, name);
+    if (i >= 0) return i;
+    char buf[512];
+    snprintf(buf, sizeof buf, HF_PREFIX "%s", name);
+    return zero_st_find(f, buf);
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+
+void cli_ckpt_params_free(cli_ckpt_params *ps) {
+    if (!ps) return;
+    free(ps->p);
+    cJSON_Delete(ps->json);
+    memset(ps, 0, sizeof *ps);
+}
+
+static int json_u64(const cJSON *v, uint64_t *out) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble)
+        return -1;
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+zero_status cli_ckpt_params_read(zero_ckpt *c, cli_ckpt_params *out, char *msg, size_t cap) {
+    memset(out, 0, sizeof *out);
+    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
+    out->json = m;
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
+    const char *dir = zero_ckpt_dir(c);
+    if (!cJSON_IsArray(units) || cJSON_GetArraySize(units) == 0) {
+        snprintf(msg, cap, "%s: the manifest lists no units with parameters: not a checkpoint of a zero_engine", dir);
+        goto fail;
+    }
+    int total = 0;
+    for (const cJSON *u = units->child; u; u = u->next)
+        total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(u, "params"));
+    out->p = calloc((size_t)(total > 0 ? total : 1), sizeof *out->p);
+    if (!out->p) {
+        snprintf(msg, cap, "out of memory");
+        goto fail;
+    }
+    for (const cJSON *u = units->child; u; u = u->next) {
+        const char *uname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(u, "name"));
+        uint64_t unumel;
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(u, "params");
+        if (!uname || json_u64(cJSON_GetObjectItemCaseSensitive(u, "numel"), &unumel) || !cJSON_IsArray(ps)) {
+            snprintf(msg, cap, "%s: manifest.json: a unit without name, numel or params", dir);
+            goto fail;
+        }
+        char tname[512];
+        snprintf(tname, sizeof tname, "%s/master", uname);
+        zero_ckpt_tensor t;
+        int ti = zero_ckpt_find(c, tname);
+        if (ti < 0 || zero_ckpt_tensor_info(c, ti, &t) != ZERO_OK || t.numel != unumel) {
+            snprintf(msg, cap, "%s: unit '%s' of %llu elements has no tensor '%s' of that size", dir, uname,
+                     (unsigned long long)unumel, tname);
+            goto fail;
+        }
+        for (const cJSON *p = ps->child; p; p = p->next) {
+            cli_ckpt_param *q = &out->p[out->n];
+            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
+            q->name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
+            q->unit = uname;
+            q->ndim = cJSON_GetArraySize(shape);
+            if (!q->name || !cJSON_IsArray(shape) || q->ndim < 1 || q->ndim > ZERO_ST_MAX_DIMS ||
+                json_u64(cJSON_GetObjectItemCaseSensitive(p, "offset"), &q->offset)) {
+                snprintf(msg, cap, "%s: manifest.json: a parameter of unit '%s' without name, shape (1 to %d dims) or "
+                         "offset", dir, uname, ZERO_ST_MAX_DIMS);
+                goto fail;
+            }
+            q->numel = 1;
+            int d = 0;
+            for (const cJSON *x = shape->child; x; x = x->next, d++) {
+                uint64_t v;
+                if (json_u64(x, &v)) {
+                    snprintf(msg, cap, "%s: manifest.json: parameter '%s' has a bad shape", dir, q->name);
+                    goto fail;
+                }
+                q->shape[d] = (int64_t)v;
+                q->numel *= v;
+            }
+            if (q->offset > unumel || q->numel > unumel - q->offset) {
+                snprintf(msg, cap, "%s: parameter '%s' (%llu elements at %llu) does not fit in unit '%s' of %llu", dir,
+                         q->name, (unsigned long long)q->numel, (unsigned long long)q->offset, uname,
+                         (unsigned long long)unumel);
+                goto fail;
+            }
+            out->n++;
+        }
+    }
+    return ZERO_OK;
+fail:
+    cli_ckpt_params_free(out);
+    return ZERO_ERR_FORMAT;
+}
+
+static int json_int(const cJSON *obj, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 || v->valuedouble != (int)v->valuedouble)
+        return -1;
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+int cli_ckpt_model(zero_ckpt *c, gpt2_config *out) {
+    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
+    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "user"), "model");
+    gpt2_config g;
+    int rc = json_int(mod, "n_layer", &g.n_layer) || json_int(mod, "n_embd", &g.n_embd) ||
+                     json_int(mod, "n_head", &g.n_head) || json_int(mod, "n_ctx", &g.n_ctx) ||
+                     json_int(mod, "vocab", &g.vocab)
+                 ? -1
+                 : 0;
+    if (!rc) *out = g;
+    cJSON_Delete(m);
+    return rc;
+}
+
+zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {
+    const char *suffix = "/master";
+    const size_t ls = strlen(suffix);
+    for (int r = 0; r < zero_ckpt_num_files(c); r++) {
+        const char *name;
+        zero_ckpt_file_info(c, r, &name, NULL);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", zero_ckpt_dir(c), name);
+        zero_error err = {{0}};
+        zero_st_file *f = NULL;
+        zero_status s = zero_st_open(&f, NULL, path, &err);
+        if (s != ZERO_OK) {
+            snprintf(msg, cap, "%s", err.msg);
+            return s;
+        }
+        for (int i = 0; i < zero_st_count(f) && s == ZERO_OK; i++) {
+            const char *tn = zero_st_tensor_at(f, i)->name;
+            const size_t lt = strlen(tn);
+            if (lt >= ls && !strcmp(tn + lt - ls, suffix)) s = zero_st_verify(f, i);
+        }
+        if (s != ZERO_OK) snprintf(msg, cap, "%s", zero_st_last_error(f));
+        zero_st_close(f);
+        if (s != ZERO_OK) return s;
+    }
+    return ZERO_OK;
+}
+
+/* ------------------------------------------------------------------ shape */
+
+static int parse_meta_int(const zero_st_file *f, const char *key, int *out) {
+    const char *v = zero_st_metadata(f, key);
+    if (!v || !*v) return -1;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*end || errno || x < 1 || x > 1000000000L) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+/* n_layer = 1 + the largest N of the "h.N." tensors (0 when there are none). */
+static int count_blocks(const zero_st_file *f) {
+    int L = 0;
+    for (int i = 0; i < zero_st_count(f); i++) {
+        const char *n = strip_prefix(zero_st_tensor_at(f, i)->name);
+        if (strncmp(n, "h.", 2)) continue;
+        char *end;
+        long l = strtol(n + 2, &end, 10);
+        if (end != n + 2 && *end == '.' && l >= 0 && l < 100000 && l + 1 > L) L = (int)l + 1;
+    }
+    return L;
+}
+
+static int shape_from_st(const char *path, int heads, gpt2_config *out) {
+    zero_error err = {{0}};
+    zero_st_file *f = NULL;
+    if (zero_st_open(&f, NULL, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--init-from: %s", err.msg);
+    gpt2_config g = {0};
+    int rc = CLI_OK;
+    if (!parse_meta_int(f, "n_layer", &g.n_layer) && !parse_meta_int(f, "n_embd", &g.n_embd) &&
+        !parse_meta_int(f, "n_ctx", &g.n_ctx) && !parse_meta_int(f, "vocab", &g.vocab)) {
+        if (parse_meta_int(f, "n_head", &g.n_head)) g.n_head = 0;
+    } else {
+        const int wte = st_lookup(f, "wte.weight"), wpe = st_lookup(f, "wpe.weight");
+        const zero_st_tensor *te = wte >= 0 ? zero_st_tensor_at(f, wte) : NULL;
+        const zero_st_tensor *pe = wpe >= 0 ? zero_st_tensor_at(f, wpe) : NULL;
+        if (!te || !pe || te->ndim != 2 || pe->ndim != 2 || te->shape[1] != pe->shape[1]) {
+            rc = cli_error(CLI_RUNTIME,
+                           "--init-from %s: no GPT-2 shape: expected metadata n_layer/n_embd/n_ctx/vocab, or tensors "
+                           "'wte.weight' (vocab, n_embd) and 'wpe.weight' (n_ctx, n_embd)",
+                           path);
+            goto out;
+        }
+        g.vocab = (int)(te->shape[0] < 1 << 30 ? te->shape[0] : 0);
+        g.n_embd = (int)(te->shape[1] < 1 << 30 ? te->shape[1] : 0);
+        g.n_ctx = (int)(pe->shape[0] < 1 << 30 ? pe->shape[0] : 0);
+        g.n_layer = count_blocks(f);
+        if (parse_meta_int(f, "n_head", &g.n_head)) g.n_head = 0;
+    }
+    if (heads > 0) g.n_head = heads;
+    if (g.n_head <= 0) {
+        if (g.n_embd % 64) {
+            rc = cli_error(CLI_USAGE, "--init-from %s: a model of width %d without n_head in its metadata: pass --heads H",
+                           path, g.n_embd);
+            goto out;
+        }
+        g.n_head = g.n_embd / 64;
+    }
+    if (gpt2_config_check(&g, &err) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "--init-from %s: the model it holds: %s", path, err.msg);
+        goto out;
+    }
+    *out = g;
+out:
+    zero_st_close(f);
+    return rc;
+}
+
+int cli_weights_shape(const char *path, int heads, gpt2_config *out) {
+    struct stat sb;
+    if (stat(path, &sb)) return cli_error(CLI_USAGE, "--init-from '%s': %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return shape_from_st(path, heads, out);
+    zero_error err = {{0}};
+    zero_ckpt *c = NULL;
+    if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--init-from: %s", err.msg);
+    gpt2_config g;
+    int rc = CLI_OK;
+    if (cli_ckpt_model(c, &g)) {
+        rc = cli_error(CLI_RUNTIME, "--init-from %s: the checkpoint does not record a `zero train` run (no user.model)",
+                       zero_ckpt_dir(c));
+    } else {
+        if (heads > 0) g.n_head = heads;
+        if (gpt2_config_check(&g, &err) != ZERO_OK)
+            rc = cli_error(CLI_RUNTIME, "--init-from %s: the model it holds: %s", zero_ckpt_dir(c), err.msg);
+        else *out = g;
+    }
+    zero_ckpt_close(c);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ loading */
+
+/* Reads tensor t (F32, BF16 or F16) of f into dst as fp32, checking its CRC32C when the file
+ * has one; stage: STAGE_BYTES of scratch for the half types. */
+static zero_status read_tensor(zero_st_file *f, int i, float *dst, void *stage, wmsg *w) {
+    const zero_st_tensor *t = zero_st_tensor_at(f, i);
+    uint32_t crc = 0;
+    zero_status s = ZERO_OK;
+    if (t->zdtype == ZERO_DTYPE_FP32) {
+        s = zero_st_read(f, i, 0, dst, (size_t)t->nbytes);
+        if (s == ZERO_OK && t->has_crc) crc = zero_crc32c(0, dst, (size_t)t->nbytes);
+    } else {
+        for (uint64_t at = 0; at < t->nbytes && s == ZERO_OK; at += STAGE_BYTES) {
+            const size_t n = (size_t)(t->nbytes - at < STAGE_BYTES ? t->nbytes - at : STAGE_BYTES);
+            s = zero_st_read(f, i, at, stage, n);
+            if (s != ZERO_OK) break;
+            if (t->has_crc) crc = zero_crc32c(crc, stage, n);
+            s = zero_convert(stage, t->zdtype, dst + at / 2, ZERO_DTYPE_FP32, n / 2, ZERO_IMPL_AUTO);
+        }
+    }
+    if (s != ZERO_OK) return wfail(w, "--init-from: %s", zero_st_last_error(f));
+    if (t->has_crc && crc != t->crc)
+        return wfail(w, "--init-from %s: tensor '%s': checksum mismatch (stored %08x, computed %08x): the file is "
+                     "corrupt", zero_st_path(f), t->name, (unsigned)t->crc, (unsigned)crc);
+    return ZERO_OK;
+}
+
+static zero_status load_st(zero_engine *e, const char *path, wmsg *w) {
+    zero_error err = {{0}};
+    zero_st_file *f = NULL;
+    if (zero_st_open(&f, NULL, path, &err) != ZERO_OK) return wfail(w, "--init-from: %s", err.msg);
+    const int np = zero_engine_num_params(e);
+    float *buf = NULL;
+    void *stage = NULL;
+    char s1[160], s2[160];
+    zero_status s = ZERO_OK;
+    /* every tensor of the file must be a parameter of this model or a known buffer */
+    for (int i = 0; i < zero_st_count(f) && s == ZERO_OK; i++) {
+        const char *n = zero_st_tensor_at(f, i)->name;
+        if (!ignorable(n) && zero_engine_find_param(e, strip_prefix(n)) < 0)
+            s = wfail(w, "--init-from %s: tensor '%s' is not a parameter of this model (another model, or flags that "
+                      "do not match the file?)", path, n);
+    }
+    /* every parameter must be in the file, with its shape and a float dtype */
+    uint64_t most = 0;
+    for (int p = 0; p < np && s == ZERO_OK; p++) {
+        zero_param_info pi;
+        zero_engine_param_info(e, p, &pi);
+        const int i = st_lookup(f, pi.name);
+        if (i < 0) {
+            s = wfail(w, "--init-from %s: missing tensor '%s' (expected shape %s)", path, pi.name,
+                      fmt_shape(pi.shape, pi.ndim, s1, sizeof s1));
+            break;
+        }
+        const zero_st_tensor *t = zero_st_tensor_at(f, i);
+        int same = t->ndim == pi.ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == pi.shape[d];
+        if (!same)
+            s = wfail(w, "--init-from %s: tensor '%s' has shape %s; this model expects %s", path, t->name,
+                      fmt_shape(t->shape, t->ndim, s1, sizeof s1), fmt_shape(pi.shape, pi.ndim, s2, sizeof s2));
+        else if (t->zdtype != ZERO_DTYPE_FP32 && t->zdtype != ZERO_DTYPE_BF16 && t->zdtype != ZERO_DTYPE_FP16)
+            s = wfail(w, "--init-from %s: tensor '%s' has dtype %s: expected F32, BF16 or F16", path, t->name, t->dtype);
+        if (pi.numel > most) most = pi.numel;
+    }
+    if (s == ZERO_OK) {
+        buf = malloc((size_t)(most ? most : 1) * sizeof(float));
+        stage = malloc(STAGE_BYTES);
+        if (!buf || !stage) s = wfail(w, "--init-from %s: out of memory for a tensor of %llu elements", path,
+                                      (unsigned long long)most);
+    }
+    for (int p = 0; p < np && s == ZERO_OK; p++) {
+        zero_param_info pi;
+        zero_engine_param_info(e, p, &pi);
+        s = read_tensor(f, st_lookup(f, pi.name), buf, stage, w);
+        if (s == ZERO_OK && zero_engine_set_param(e, pi.name, buf) != ZERO_OK)
+            s = wfail(w, "--init-from %s: %s", path, zero_engine_last_error(e));
+    }
+    free(stage);
+    free(buf);
+    zero_st_close(f);
+    return s;
+}
+
+static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
+    zero_error err = {{0}};
+    zero_ckpt *c = NULL;
+    if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return wfail(w, "--init-from: %s", err.msg);
+    cli_ckpt_params ps = {0};
+    char m[1024], s1[160], s2[160];
+    float *buf = NULL;
+    zero_status s = cli_ckpt_params_read(c, &ps, m, sizeof m);
+    if (s != ZERO_OK) s = wfail(w, "--init-from %s", m);
+    const char *dir = zero_ckpt_dir(c);
+    uint64_t most = 0;
+    for (int k = 0; k < ps.n && s == ZERO_OK; k++)
+        if (zero_engine_find_param(e, ps.p[k].name) < 0)
+            s = wfail(w, "--init-from %s: parameter '%s' of the checkpoint is not one of this model's (another model?)",
+                      dir, ps.p[k].name);
+    const int np = zero_engine_num_params(e);
+    int *which = calloc((size_t)np + 1, sizeof *which);
+    if (!which && s == ZERO_OK) s = wfail(w, "out of memory");
+    for (int p = 0; p < np && s == ZERO_OK; p++) {
+        zero_param_info pi;
+        zero_engine_param_info(e, p, &pi);
+        int k = 0;
+        while (k < ps.n && strcmp(ps.p[k].name, pi.name)) k++;
+        if (k == ps.n) {
+            s = wfail(w, "--init-from %s: missing tensor '%s' (expected shape %s)", dir, pi.name,
+                      fmt_shape(pi.shape, pi.ndim, s1, sizeof s1));
+            break;
+        }
+        const cli_ckpt_param *q = &ps.p[k];
+        int same = q->ndim == pi.ndim;
+        for (int d = 0; same && d < q->ndim; d++) same = q->shape[d] == pi.shape[d];
+        if (!same)
+            s = wfail(w, "--init-from %s: tensor '%s' has shape %s; this model expects %s", dir, q->name,
+                      fmt_shape(q->shape, q->ndim, s1, sizeof s1), fmt_shape(pi.shape, pi.ndim, s2, sizeof s2));
+        which[p] = k;
+        if (pi.numel > most) most = pi.numel;
+    }
+    if (s == ZERO_OK && cli_ckpt_verify_masters(c, m, sizeof m) != ZERO_OK) s = wfail(w, "--init-from: %s", m);
+    if (s == ZERO_OK && !(buf = malloc((size_t)(most ? most : 1) * sizeof(float))))
+        s = wfail(w, "--init-from %s: out of memory for a tensor of %llu elements", dir, (unsigned long long)most);
+    for (int p = 0; p < np && s == ZERO_OK; p++) {
+        const cli_ckpt_param *q = &ps.p[which[p]];
+        char tname[512];
+        snprintf(tname, sizeof tname, "%s/master", q->unit);
+        if (zero_ckpt_read_range(c, tname, q->offset, q->offset + q->numel, buf) != ZERO_OK)
+            s = wfail(w, "--init-from: %s", zero_ckpt_last_error(c));
+        else if (zero_engine_set_param(e, q->name, buf) != ZERO_OK)
+            s = wfail(w, "--init-from %s: %s", dir, zero_engine_last_error(e));
+    }
+    free(buf);
+    free(which);
+    cli_ckpt_params_free(&ps);
+    zero_ckpt_close(c);
+    return s;
+}
+
 int cli_init_from(zero_engine *e, const gpt2_config *m, const char *path) {
-    (void)e;
-    (void)m;
-    return cli_error(CLI_RUNTIME, "--init-from %s: loading weights is not supported yet", path);
+    (void)m; /* the engine's registered tensors are the contract; m is what they were made from */
+    wmsg w = {{0}};
+    struct stat sb;
+    zero_status s;
+    if (stat(path, &sb)) s = wfail(&w, "--init-from '%s': %s", path, strerror(errno));
+    else s = S_ISDIR(sb.st_mode) ? load_ckpt(e, path, &w) : load_st(e, path, &w);
+    /* Agree, so that no rank trains on while another stops; the first failing rank reports. */
+    zero_comm *comm = zero_engine_comm(e);
+    const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);
+    int64_t mine = s != ZERO_OK ? world - rank : 0, first = 0;
+    if (zero_comm_all_reduce(comm, &mine, &first, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "rank %lld: --init-from: %s", (long long)rank, zero_comm_last_error(comm));
+    if (!first) return CLI_OK;
+    if (world - first == rank) return cli_error(CLI_RUNTIME, "%s", w.text);
+    return CLI_RUNTIME;
 }
