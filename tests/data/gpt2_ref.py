@@ -4,6 +4,8 @@
 # `zero train` (data rule of models/gpt2/data.h) and greedy generation.
 #   gpt2_ref.py valloss FILE DATA T G HEADS     -> mean cross-entropy of validation batch 0
 #   gpt2_ref.py greedy FILE HEADS N ID ID ...   -> {"tokens": [...], "min_gap": g} (JSON)
+#   gpt2_ref.py ranks FILE HEADS NPROMPT ID ... -> [r, ...]: each token after the first NPROMPT,
+#                                                 its rank among the logits (0: the argmax)
 import json, struct, sys
 import numpy as np
 
@@ -109,6 +111,15 @@ def greedy(m, prompt, n):
     return hist[len(prompt):], float(min(gaps)) if gaps else 0.0
 
 
+def ranks(m, ids, n_prompt):
+    n_ctx = m[0]["wpe.weight"].shape[0]
+    out = []
+    for i in range(n_prompt, len(ids)):
+        lg = logits(m, ids[max(0, i - n_ctx):i])[-1]
+        out.append(int((lg > lg[ids[i]]).sum()))
+    return out
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "valloss":
@@ -118,5 +129,8 @@ if __name__ == "__main__":
         path, heads, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
         toks, gap = greedy(model(path, heads), [int(t) for t in sys.argv[5:]], n)
         print(json.dumps({"tokens": toks, "min_gap": gap}))
+    elif cmd == "ranks":
+        path, heads, n_prompt = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(ranks(model(path, heads), [int(t) for t in sys.argv[5:]], n_prompt)))
     else:
         sys.exit("usage: gpt2_ref.py valloss|greedy ...")
