@@ -44,7 +44,11 @@ int train_prepare(train_opts *o, int world) {
         return cli_error(CLI_RUNTIME, "%s: offload device nvme is not supported yet", o->config ? o->config : "config");
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
     if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
-    if (o->trace) return cli_error(CLI_RUNTIME, "--trace: tracing is not supported yet");
+    if (o->trace) { /* fail now, not after the run */
+        FILE *f = fopen(o->trace, "a");
+        if (!f) return cli_error(CLI_USAGE, "--trace '%s': cannot open for writing", o->trace);
+        fclose(f);
+    }
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);
         if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
@@ -228,6 +232,46 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     }
 }
 
+/* --trace: every rank's spans, gathered to rank 0, written as one Chrome/Perfetto trace (pid = rank). */
+static int write_trace(run_state *r) {
+    size_t len = 0;
+    char *mine = zero_trace_events_json(r->rank, &len);
+    int64_t n = mine ? (int64_t)len : 0, maxn = 0;
+    if (zero_comm_all_reduce(r->comm, &n, &maxn, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
+        free(mine);
+        return fail(r, "trace", zero_comm_last_error(r->comm));
+    }
+    char *pad = calloc((size_t)maxn + 1, 1), *all = r->rank == 0 ? calloc((size_t)(maxn + 1) * (size_t)r->world, 1) : NULL;
+    int rc = CLI_OK;
+    if (!pad || (r->rank == 0 && !all)) rc = fail(r, "trace", "out of memory");
+    if (pad && mine) memcpy(pad, mine, len);
+    /* equal blocks: every rank sends maxn+1 bytes (NUL-padded) */
+    char *recv = all ? all : calloc((size_t)(maxn + 1) * (size_t)r->world, 1);
+    if (rc == CLI_OK && zero_comm_all_gather(r->comm, pad, recv, (size_t)maxn + 1, ZERO_DTYPE_UINT8) != ZERO_OK)
+        rc = fail(r, "trace", zero_comm_last_error(r->comm));
+    if (rc == CLI_OK && r->rank == 0) {
+        FILE *f = fopen(r->o->trace, "w");
+        if (!f) {
+            rc = cli_error(CLI_RUNTIME, "--trace '%s': cannot open for writing", r->o->trace);
+        } else {
+            fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+            for (int k = 0, first = 1; k < r->world; k++) {
+                const char *ev = recv + (size_t)k * (size_t)(maxn + 1);
+                if (!*ev) continue;
+                fprintf(f, "%s%s", first ? "" : ",", ev);
+                first = 0;
+            }
+            fputs("]}\n", f);
+            if (fclose(f) != 0) rc = cli_error(CLI_RUNTIME, "--trace '%s': write failed", r->o->trace);
+        }
+    }
+    if (recv != all) free(recv);
+    free(all);
+    free(pad);
+    free(mine);
+    return rc;
+}
+
 static int train_loop(run_state *r) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
@@ -247,24 +291,32 @@ static int train_loop(run_state *r) {
                                 r->inputs, r->targets, &err) != ZERO_OK)
                 return fail(r, "training data", err.msg);
             float l;
+            const double tc = zero_now();
             if (gpt2_engine_micro_batch(r->model, r->e, r->inputs, r->targets, B, T, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
+            zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
             if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
             loss += l / K;
         }
         zero_step_stats st;
+        const double ts = zero_now();
         if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
+        zero_trace_span(ZERO_TRACE_COMPUTE, "optimizer step", ts, zero_now());
         last_loss = mean_over_ranks(r, loss);
         const double dt = zero_now() - t0;
         int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
         if (do_val && gpt2_data_num_tokens(o->dataset, GPT2_SPLIT_VAL) > (uint64_t)T) {
+            const double tv = zero_now();
             int rc = validate(r, &val);
             if (rc != CLI_OK) return rc;
+            zero_trace_span(ZERO_TRACE_COMPUTE, "validation", tv, zero_now());
         } else {
             do_val = 0;
         }
         if (o->save && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
+            const double tw = zero_now();
             if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "save", zero_engine_last_error(r->e));
+            zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
             if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
         }
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
@@ -297,6 +349,10 @@ static int train_loop(run_state *r) {
         if (do_val) fprintf(r->human, " | val %.4f", val);
         fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank | ETA %.0fs\n", tps, dt * 1e3, mem, eta);
         fflush(r->human);
+    }
+    if (o->trace) {
+        int rc = write_trace(r);
+        if (rc != CLI_OK) return rc;
     }
     if (r->rank == 0) {
         const int64_t steps_run = o->steps > first_step ? o->steps - first_step : 0;
@@ -363,6 +419,7 @@ int train_run(train_opts *o, int mpi) {
             fprintf(stderr, "resumed from %s at step %lld of %lld\n", o->resume, (long long)zero_engine_step_count(r.e),
                     (long long)o->steps);
     }
+    if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
     if (gpt2_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);

@@ -16,6 +16,7 @@
 #include "zero/optim.h"
 #include "zero/partition.h"
 #include "zero/plan.h"
+#include "zero/trace.h"
 #include "zero/precision.h"
 
 #endif /* ZERO_ZERO_H */

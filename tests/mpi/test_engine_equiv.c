@@ -18,8 +18,8 @@ static void result_free(run_result *r) {
     for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
 }
 
-static int run(zero_comm *comm, int stage, zero_dtype prec, int accum, double clip, int world, int rank,
-               run_result *out) {
+static int run_opt(zero_comm *comm, int stage, zero_dtype prec, int accum, double clip, int world, int rank,
+                   zero_optim_type opt, run_result *out) {
     zero_config cfg;
     zero_config_default(&cfg);
     cfg.stage = stage;
@@ -27,9 +27,13 @@ static int run(zero_comm *comm, int stage, zero_dtype prec, int accum, double cl
     cfg.grad_accum = accum;
     cfg.micro_batch = BSZ;
     cfg.gradient_clipping = clip;
-    zero_optim_hparams_default(&cfg.optim, ZERO_OPTIM_ADAMW);
-    cfg.optim.lr = 1e-2f;
+    zero_optim_hparams_default(&cfg.optim, opt);
+    cfg.optim.lr = opt == ZERO_OPTIM_SGD ? 5e-2f : 1e-2f;
     cfg.optim.weight_decay = 0.1f;
+    if (opt == ZERO_OPTIM_SGD) {
+        cfg.optim.momentum = 0.9f;
+        cfg.optim.nesterov = 1;
+    }
     zero_engine *e = NULL;
     int rc = -1;
     memset(out, 0, sizeof *out);
@@ -51,6 +55,29 @@ done:
                     e ? zero_engine_last_error(e) : "create failed");
     zero_engine_free(e);
     return rc;
+}
+
+static int run(zero_comm *comm, int stage, zero_dtype prec, int accum, double clip, int world, int rank,
+               run_result *out) {
+    return run_opt(comm, stage, prec, accum, clip, world, rank, ZERO_OPTIM_ADAMW, out);
+}
+
+/* SGD (scale-sensitive: a wrong averaging factor shows directly), Adam (L2 decay) and Lion, fp32. */
+static void other_optimizers(zero_comm *world_comm, zero_comm *self, int world, int rank) {
+    const zero_optim_type opts[3] = {ZERO_OPTIM_SGD, ZERO_OPTIM_ADAM, ZERO_OPTIM_LION};
+    for (int o = 0; o < 3; o++) {
+        run_result ref;
+        if (run_opt(self, 0, ZERO_DTYPE_FP32, world, 0, 1, 0, opts[o], &ref)) continue;
+        for (int stage = 0; stage <= 3; stage++) {
+            run_result got;
+            if (run_opt(world_comm, stage, ZERO_DTYPE_FP32, 1, 0, world, rank, opts[o], &got)) continue;
+            for (int l = 0; l < MLP_LAYERS; l++)
+                for (int i = 0; i < mlp_unit_numel(l); i++) ZT_NEAR(got.params[l][i], ref.params[l][i], 1e-5);
+            for (int s = 0; s < STEPS; s++) ZT_NEAR(got.norms[s], ref.norms[s], 1e-5);
+            result_free(&got);
+        }
+        result_free(&ref);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -113,6 +140,7 @@ int main(int argc, char **argv) {
                 }
                 result_free(&ref);
             }
+    other_optimizers(world_comm, self, world, rank);
     printf("worst relative parameter difference: fp32 %.3g, bf16 %.3g (world %d)\n", worst[0], worst[1], world);
     zero_comm_free(self);
     zero_comm_free(world_comm);
