@@ -34,14 +34,19 @@ int train_prepare(train_opts *o, int world) {
     }
     if (cfg->auto_fields & ZERO_AUTO_SCHED_TOTAL_NUM_STEPS) cfg->sched.total_num_steps = o->steps;
     const char *offl[2] = {o->offload_optimizer, o->offload_param};
+    zero_offload_config *oc[2] = {&cfg->offload_optimizer, &cfg->offload_param};
     for (int i = 0; i < 2; i++) {
-        if (!offl[i] || !strcmp(offl[i], "none")) continue;
-        if (strncmp(offl[i], "nvme:", 5) || !offl[i][5])
-            return cli_error(CLI_USAGE, "--offload-%s '%s': expected none or nvme:DIR", i ? "param" : "optimizer", offl[i]);
-        return cli_error(CLI_RUNTIME, "--offload-%s nvme: NVMe offload is not supported yet", i ? "param" : "optimizer");
+        if (!offl[i]) continue;
+        if (!strcmp(offl[i], "none")) {
+            oc[i]->device = ZERO_OFFLOAD_NONE;
+            continue;
+        }
+        if (strncmp(offl[i], "nvme:", 5) || !offl[i][5] || strlen(offl[i] + 5) >= sizeof oc[i]->nvme_path)
+            return cli_error(CLI_USAGE, "--offload-%s '%s': expected none or nvme:DIR (DIR shorter than %zu bytes)",
+                             i ? "param" : "optimizer", offl[i], sizeof oc[i]->nvme_path);
+        oc[i]->device = ZERO_OFFLOAD_NVME;
+        snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);
     }
-    if (cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME || cfg->offload_param.device == ZERO_OFFLOAD_NVME)
-        return cli_error(CLI_RUNTIME, "%s: offload device nvme is not supported yet", o->config ? o->config : "config");
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
     if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
     if (o->trace) { /* fail now, not after the run */
@@ -395,8 +400,8 @@ int train_run(train_opts *o, int mpi) {
     if (rc != CLI_OK) goto out;
 
     zero_error err = {{0}};
-    if (zero_engine_create(&r.e, r.comm, &o->cfg) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "cannot create the engine");
+    if ((s = zero_engine_create(&r.e, r.comm, &o->cfg)) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", zero_status_string(s));
         goto out;
     }
     if (gpt2_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||

@@ -17,7 +17,7 @@ static const char *op_name(int op) {
     case CTRL_READ: return "read_unit";
     case CTRL_SAVE: return "save";
     case CTRL_LOAD: return "load";
-    case CTRL_AGREE: return "save/load";
+    case CTRL_AGREE: return "agreement (save, load, offload)";
     }
     return "?";
 }
@@ -30,7 +30,8 @@ static void describe(const zero_engine *e, const ctrl_rec *r, char *buf, size_t 
 }
 
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b) {
-    const int payload = op == CTRL_NORM || op == CTRL_READ || op == CTRL_AGREE;
+    /* a stage-3 gather under parameter offload carries the status of the shard's read */
+    const int payload = op == CTRL_NORM || op == CTRL_READ || op == CTRL_AGREE || (op == CTRL_GATHER && e->off.par);
     if (!e->cfg.check_divergence && !payload) return ZERO_OK;
     ctrl_rec me = {op, unit, e->ctrl_seq, a, b};
     e->ctrl_seq++;
@@ -67,6 +68,19 @@ zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, doub
     }
     free(seen);
     return zero__eng_fail(e, ZERO_ERR_DIVERGED, "%s", msg);
+}
+
+zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what) {
+    zero_status s = zero__ctrl_exchange(e, CTRL_AGREE, -1, (double)mine, 0);
+    if (s != ZERO_OK) return s;
+    for (int r = 0; r < e->world; r++) {
+        zero_status o = (zero_status)(int)e->ctrl_all[r].a;
+        if (o != ZERO_OK) {
+            if (mine != ZERO_OK) return mine;
+            return zero__eng_fail(e, o, "%s failed on rank %d: %s", what, r, zero_status_string(o));
+        }
+    }
+    return ZERO_OK;
 }
 
 zero_status zero__eng_wait(zero_engine *e, zero_request **req) {

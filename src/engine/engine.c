@@ -24,8 +24,10 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
     if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 &&
         cfg->precision != ZERO_DTYPE_FP16)
         return ZERO_ERR_CONFIG;
-    if (cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME || cfg->offload_param.device == ZERO_OFFLOAD_NVME)
-        return ZERO_ERR_UNSUPPORTED;
+    /* the combinations zero_config_resolve refuses, for a config that skipped it */
+    const int oo = cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME, op = cfg->offload_param.device == ZERO_OFFLOAD_NVME;
+    if ((oo && (cfg->stage == 0 || !cfg->offload_optimizer.nvme_path[0])) || (op && (cfg->stage != 3 || !cfg->offload_param.nvme_path[0])))
+        return ZERO_ERR_CONFIG;
     zero_engine *e = calloc(1, sizeof *e);
     if (!e) return ZERO_ERR_NOMEM;
     e->user_comm = comm;
@@ -75,6 +77,7 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
 
 void zero_engine_free(zero_engine *e) {
     if (!e) return;
+    zero__off_free(e); /* waits for its I/O first: transfers may target the buffers freed below */
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
         free_unit_transients(e, u);
@@ -179,9 +182,7 @@ zero_status zero_engine_finalize(zero_engine *e) {
     if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: called twice");
     if (e->nunits == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: no units registered");
     const int st = e->cfg.stage;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
-    int fail = 0;
-    for (int i = 0; i < e->nunits && !fail; i++) {
+    for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
         if (u->numel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
         zero_shard sh;
@@ -192,36 +193,74 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->shard = sh.size;
         u->offset = sh.offset;
         u->valid = sh.valid;
+    }
+    /* NVMe offload decides what stays in RAM; collective when it is on */
+    zero_status s = zero__off_setup(e);
+    if (s != ZERO_OK) return s;
+    const eoffload *o = &e->off;
+    int fail = 0;
+    for (int i = 0; i < e->nunits && !fail; i++) {
+        eunit *u = &e->units[i];
         uint64_t pn = st == 3 ? u->shard : u->padded;     /* params */
         uint64_t gn = st <= 1 ? u->padded : u->shard;     /* grads */
         uint64_t on = st == 0 ? u->padded : u->shard;     /* master and optimizer states */
-        u->params = alloc_or_null(e, ZERO_MEM_PARAMS, pn, e->wsize, &fail);
+        if (!o->par) u->params = alloc_or_null(e, ZERO_MEM_PARAMS, pn, e->wsize, &fail);
         u->grads = alloc_or_null(e, ZERO_MEM_GRADS, gn, e->wsize, &fail);
-        if (half) u->master = alloc_or_null(e, ZERO_MEM_MASTER, on, 4, &fail);
-        if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
-        if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+        if (e->wdt != ZERO_DTYPE_FP32 && o->master_loc == LOC_RAM) u->master = alloc_or_null(e, ZERO_MEM_MASTER, on, 4, &fail);
+        if (e->nstates >= 1 && !o->opt) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+        if (e->nstates >= 2 && !o->opt) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
-    if (fail || !e->inflight)
+    if (fail || !e->inflight) {
+        zero__off_free(e);
         return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the stage-%d shards", st);
+    }
     e->finalized = 1;
     return ZERO_OK;
 }
 
+/* set_range's offloaded part: the covered elements of a tile, converted where they live. */
+typedef struct set_ctx {
+    uint64_t lo; /* unit element of values[0] */
+    const float *values;
+} set_ctx;
+
+static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
+    const set_ctx *c = ctx;
+    const eunit *u = x->u;
+    const uint64_t a = x->lo - x->first, n = x->hi - x->lo; /* inside the tile */
+    const float *v = c->values + (u->offset + x->lo - c->lo);
+    if (e->off.master_loc != LOC_RAM) memcpy(x->master + a, v, (size_t)n * 4);
+    if (x->work && e->off.par) zero_convert(v, ZERO_DTYPE_FP32, zero__wptr(e, x->work, a), e->wdt, n, ZERO_IMPL_AUTO);
+    return ZERO_OK;
+}
+
 /* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. */
-static void set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     const int st = e->cfg.stage;
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    /* working params: full in stages 0-2, shard in stage 3 */
+    /* working params: full in stages 0-2, shard in stage 3 (in RAM unless offloaded) */
     uint64_t plo = st == 3 ? u->offset : 0, phi = st == 3 ? u->offset + u->valid : u->numel;
     uint64_t a = lo > plo ? lo : plo, b = hi < phi ? hi : phi;
-    if (a < b) zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->params, a - plo), e->wdt, b - a, ZERO_IMPL_AUTO);
-    if (half) {
+    if (a < b && u->params)
+        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->params, a - plo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    if (half && u->master) {
         uint64_t mlo = st == 0 ? 0 : u->offset, mhi = st == 0 ? u->numel : u->offset + u->valid;
         a = lo > mlo ? lo : mlo;
         b = hi < mhi ? hi : mhi;
         if (a < b) memcpy(u->master + (a - mlo), values + (a - lo), (size_t)(b - a) * 4);
     }
+    const eoffload *o = &e->off;
+    unsigned arrays = (o->master_loc != LOC_RAM ? ARR_MASTER : 0u) | (half && o->par ? ARR_WORK : 0u);
+    a = lo > u->offset ? lo : u->offset;
+    b = hi < u->offset + u->valid ? hi : u->offset + u->valid;
+    if (!arrays || a >= b) return ZERO_OK;
+    zero_status s = zero__off_quiesce(e);
+    if (s != ZERO_OK) return s;
+    set_ctx c = {lo, values};
+    const int ui = (int)(u - e->units);
+    eopass p = {ui, ui + 1, a - u->offset, b - u->offset, 0, arrays, set_tile, &c};
+    return zero__off_run(e, &p);
 }
 
 zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) {
@@ -231,8 +270,7 @@ zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) 
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit: unit %d: expected 0..%d and values", unit, e->nunits - 1);
     eunit *u = &e->units[unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit '%s': the unit is gathered", u->name);
-    set_range(e, u, 0, u->numel, values);
-    return ZERO_OK;
+    return set_range(e, u, 0, u->numel, values);
 }
 
 zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values) {
@@ -243,8 +281,7 @@ zero_status zero_engine_set_param(zero_engine *e, const char *name, const float 
     eparam *p = &e->params[i];
     eunit *u = &e->units[p->unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_param '%s': its unit is gathered", name);
-    set_range(e, u, p->offset, p->offset + p->numel, values);
-    return ZERO_OK;
+    return set_range(e, u, p->offset, p->offset + p->numel, values);
 }
 
 int zero_engine_num_units(const zero_engine *e) { return e ? e->nunits : 0; }

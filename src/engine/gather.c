@@ -1,6 +1,8 @@
 /* gather/release: hand the model a unit's full fp32 parameters. Stage 3 all-gathers the unit's
  * shards into a transient buffer and, from the second step on, prefetches the next unit of the
- * gather order recorded in the first step while the model computes with the current one. */
+ * gather order recorded in the first step while the model computes with the current one. Under
+ * parameter offload the shards come from the swap file, read ahead in the same order
+ * (offload_param.c). */
 #include "engine/internal.h"
 
 #include <stdlib.h>
@@ -21,12 +23,14 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
                                             u->name, (unsigned long long)u->padded);
     e->live += u->padded;
     zero_status s;
+    const void *send = e->off.par ? zero__poff_shard(e, u) : u->params;
     if (blocking) {
         double t0 = zero_now();
-        s = zero_comm_all_gather(e->data, u->params, u->gathered, u->shard, e->wdt);
+        s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
         e->comm_wait += zero_now() - t0;
+        if (e->off.par) zero__poff_done(e, u);
     } else {
-        s = zero_comm_iall_gather(e->data, u->params, u->gathered, u->shard, e->wdt, &u->prefetch);
+        s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
     }
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
@@ -74,6 +78,7 @@ static zero_status prefetch_next(zero_engine *e) {
     if (n->gathered) return ZERO_OK;
     uint64_t budget = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
     if (e->live + n->padded > budget) return ZERO_OK;
+    if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK; /* the same answer on every rank */
     return start_gather(e, n, 0);
 }
 
@@ -85,7 +90,22 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
         return u->view ? u->view : (const float *)(e->cfg.stage == 3 ? u->gathered : u->params);
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (e->cfg.stage == 3) {
+    if (e->cfg.stage == 3 && e->off.par) {
+        /* The shards this gather all-gathers are read before the exchange, which carries every
+         * rank's read status: a failed disk on one rank fails the gather on all of them. */
+        advance_cursor(e, unit);
+        zero_status io = zero__poff_prepare(e, u);
+        if (zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)io, 0) != ZERO_OK) return NULL;
+        if (zero__poff_check(e, u) != ZERO_OK) return NULL;
+        if (u->prefetch) {
+            if (zero__eng_wait(e, &u->prefetch) != ZERO_OK) return NULL;
+            zero__poff_done(e, u);
+        } else if (!u->gathered) {
+            if (start_gather(e, u, 1) != ZERO_OK) return NULL;
+        }
+        if (prefetch_next(e) != ZERO_OK) return NULL;
+        zero__poff_read_ahead(e);
+    } else if (e->cfg.stage == 3) {
         if (zero__ctrl_exchange(e, CTRL_GATHER, unit, 0, 0) != ZERO_OK) return NULL;
         advance_cursor(e, unit);
         if (u->prefetch) {
@@ -131,5 +151,6 @@ zero_status zero__gather_drain(zero_engine *e) {
         }
         if (u->gathers == 0) free_gathered(e, u);
     }
+    if (e->off.par) zero__poff_release_all(e); /* read-ahead past this point would be stale */
     return first;
 }

@@ -1,11 +1,13 @@
 /* Private state of the ZeRO engine, shared by its files: registration (engine.c), the control
  * channel that turns divergence into errors (control.c), gather/release and stage-3 prefetch
- * (gather.c), gradient reduction (reduce.c) and the optimizer step (step.c). */
+ * (gather.c), gradient reduction (reduce.c), the optimizer step (step.c), checkpoints (save.c)
+ * and NVMe offload (offload.c: files, layout, tile passes; offload_param.c: stage-3 read-ahead). */
 #ifndef ZERO_ENGINE_INTERNAL_H
 #define ZERO_ENGINE_INTERNAL_H
 
 #include "common/internal.h"
 #include "zero/engine.h"
+#include "zero/offload.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
 
@@ -45,7 +47,33 @@ typedef struct eunit {
     zero_request *reduce; /* in-flight reduction */
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
+
+    /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
+    uint64_t obase;     /* optimizer file: the unit's tile records */
+    uint64_t pbase;     /* parameter file: the working-dtype shard, padded to ZERO_IO_ALIGN */
+    int pslot;          /* parameter pool buffer holding (or reading) the shard, -1 none */
+    int pready;         /* the read into pslot was waited for and succeeded */
 } eunit;
+
+/* Where an fp32 array of the owned slice lives under NVMe offload. */
+enum { LOC_RAM = 0, LOC_OPTIM = 1, LOC_PARAM = 2 };
+
+/* NVMe offload of the engine (docs/OFFLOAD.md). The optimizer file holds, per unit, tiles of T
+ * owned elements: [array 0 | array 1 | ...] of L = roundup(n*4, ZERO_IO_ALIGN) bytes each, the
+ * arrays being the fp32 master (when it lives there) and the optimizer states; the parameter file
+ * holds each unit's working-dtype shard (stage 3), in which tile j starts at byte j*T*w. */
+typedef struct eoffload {
+    int opt, par;              /* optimizer / parameter offload to NVMe in effect */
+    int master_loc;            /* LOC_*: the fp32 master (fp32 training: the working shard) */
+    int nso;                   /* fp32 arrays per element in the optimizer file */
+    uint64_t T;                /* owned elements per tile */
+    zero_io *io;
+    zero_swap *ofile, *pfile;
+    zero_offload_pool *tpool;  /* step tiles (and checkpoint streaming) */
+    zero_offload_pool *ppool;  /* stage-3 parameter shards; == tpool when only parameters go to NVMe */
+    zero_offload_stats st;     /* since create */
+    char job[64];
+} eoffload;
 
 enum { CTRL_GATHER = 1, CTRL_REDUCE = 2, CTRL_STEP = 3, CTRL_NORM = 4, CTRL_READ = 5, CTRL_SAVE = 6, CTRL_LOAD = 7, CTRL_AGREE = 8 };
 
@@ -90,6 +118,8 @@ struct zero_engine {
     int inflight_reductions;
     int *inflight;        /* units with a reduction in flight, oldest first */
     ctrl_rec *ctrl_all;   /* world records */
+
+    eoffload off;
 };
 
 /* Records an error on the engine and returns `s`. */
@@ -98,11 +128,62 @@ zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) 
  * returns ZERO_ERR_DIVERGED naming what each rank did. With check_divergence off only payload
  * exchanges (CTRL_NORM, CTRL_READ) happen. On success e->ctrl_all holds every rank's record. */
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b);
+/* Every rank passes its local status: ZERO_OK on all ranks only when all succeeded; otherwise the
+ * failing rank keeps its own message and the others name the first failing rank. */
+zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what);
 /* Waits on a request, adding the time to the step's communication wait. */
 zero_status zero__eng_wait(zero_engine *e, zero_request **req);
 
 /* gather.c */
 zero_status zero__gather_drain(zero_engine *e); /* waits and frees stage-3 prefetches */
+
+/* offload.c: one element range of one tile, its arrays bound to RAM or to the pool buffer */
+typedef struct etile {
+    eunit *u;
+    int64_t j;            /* tile index inside the unit */
+    uint64_t first, n;    /* owned-slice index of its first element; elements */
+    uint64_t lo, hi;      /* the part [lo, hi) (owned-slice indices) the pass covers */
+    float *master, *s0, *s1;
+    void *work;           /* half precision: the working copy of the n elements; fp32: NULL */
+} etile;
+enum { ARR_MASTER = 1u, ARR_S0 = 2u, ARR_S1 = 4u, ARR_WORK = 8u };
+/* A pass over the tiles of units [ua, ub) that meet owned-slice range [lo, hi): arrays in `rd`
+ * are read before cb, those in `wr` written after it (a tile only partly in range is read too). */
+typedef struct eopass {
+    int ua, ub;
+    uint64_t lo, hi;
+    unsigned rd, wr;
+    zero_status (*cb)(zero_engine *e, etile *x, void *ctx);
+    void *ctx;
+} eopass;
+/* Sets up the files and pools (finalize; collective): on failure removes what it created. */
+zero_status zero__off_setup(zero_engine *e);
+void zero__off_free(zero_engine *e);
+/* Waits for the parameter read-ahead and stage-3 prefetches and frees their buffers: before any
+ * pass touches the files outside gathers. */
+zero_status zero__off_quiesce(zero_engine *e);
+zero_status zero__off_run(zero_engine *e, const eopass *p);
+/* Any offload in effect. */
+static inline int zero__off_on(const zero_engine *e) { return e->off.opt || e->off.par; }
+/* The step's update of every unit through the pool (step.c supplies the per-tile kernel). */
+zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx);
+
+/* offload_param.c: stage-3 parameter shards read from the file before their all-gather */
+/* Before the control exchange of gather(u): makes u's shard (when it must be all-gathered) and
+ * the next prefetched unit's shard ready in the pool. Returns the local I/O status. */
+zero_status zero__poff_prepare(zero_engine *e, eunit *u);
+/* After the exchange: ZERO_OK when every rank's status in ctrl_all is OK, else fails everywhere. */
+zero_status zero__poff_check(zero_engine *e, eunit *u);
+/* The all-gather's send buffer: u's shard in the pool. */
+const void *zero__poff_shard(zero_engine *e, eunit *u);
+/* u's all-gather finished: its pool buffer is free again. */
+void zero__poff_done(zero_engine *e, eunit *u);
+/* Whether the prefetch of u may start (its shard is ready). */
+int zero__poff_ready(const zero_engine *e, const eunit *u);
+/* Starts reads of the units after the cursor into the free pool buffers. */
+void zero__poff_read_ahead(zero_engine *e);
+/* Releases every pool buffer (no all-gather may be in flight). */
+void zero__poff_release_all(zero_engine *e);
 /* reduce.c */
 zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits every reduction */
 /* Pointer to element i of a working-dtype buffer. */

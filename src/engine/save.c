@@ -2,7 +2,8 @@
  * states per unit into its rank file (src/ckpt), rank 0 commits after every rank finished; load
  * reads, per rank, only the element ranges its stage and world size need, from whatever world
  * size and stage saved them. Working parameters are re-derived from the master, exactly as the
- * step's write-back derives them, so a resume is bitwise identical. */
+ * step's write-back derives them, so a resume is bitwise identical. Arrays under NVMe offload
+ * stream between the swap files and the checkpoint a tile at a time (memory: the pool). */
 #include "engine/internal.h"
 #include "zero/ckpt.h"
 
@@ -25,27 +26,13 @@ static const char *state_name(const zero_engine *e, int k) {
 /* The unit's fp32 master, indexed from unit element `base` (0 in stage 0, else the offset). */
 static float *master_of(const zero_engine *e, const eunit *u, uint64_t *base) {
     *base = e->cfg.stage == 0 ? 0 : u->offset;
+    if (e->off.master_loc != LOC_RAM && zero__off_on(e)) return NULL; /* in a swap file */
     if (e->wdt != ZERO_DTYPE_FP32) return u->master;
     if (e->cfg.stage == 0 || e->cfg.stage == 3) return (float *)u->params;
     return (float *)u->params + u->offset;
 }
 
 static float *state_of(const eunit *u, int k) { return k == 0 ? u->s0 : u->s1; }
-
-/* Agrees on success: every rank passes its local status and gets ZERO_OK only if all succeeded;
- * otherwise the failing rank keeps its own message and the others name the first failing rank. */
-static zero_status agree(zero_engine *e, zero_status mine, const char *what) {
-    zero_status s = zero__ctrl_exchange(e, CTRL_AGREE, -1, (double)mine, 0);
-    if (s != ZERO_OK) return s;
-    for (int r = 0; r < e->world; r++) {
-        zero_status o = (zero_status)(int)e->ctrl_all[r].a;
-        if (o != ZERO_OK) {
-            if (mine != ZERO_OK) return mine;
-            return zero__eng_fail(e, o, "%s failed on rank %d: %s", what, r, zero_status_string(o));
-        }
-    }
-    return ZERO_OK;
-}
 
 static char *build_manifest(const zero_engine *e, const char *user_json) {
     cJSON *root = cJSON_CreateObject(), *units = cJSON_CreateArray(), *opt = cJSON_CreateObject(),
@@ -102,10 +89,28 @@ static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float 
     return ZERO_OK;
 }
 
+/* An offloaded array on its way to or from a checkpoint, a tile at a time. */
+typedef struct stream_ctx {
+    zero_ckpt_writer *w;
+    int k;            /* -1: master; else state k */
+    zero_status ck;   /* the checkpoint side's failure (its message is the writer's/reader's) */
+} stream_ctx;
+
+static float *tile_array(const etile *x, int k) { return k < 0 ? x->master : k == 0 ? x->s0 : x->s1; }
+
+static zero_status save_tile(zero_engine *e, etile *x, void *ctx) {
+    (void)e;
+    stream_ctx *c = ctx;
+    c->ck = zero_ckpt_writer_write(c->w, tile_array(x, c->k), (size_t)x->n * 4);
+    return c->ck;
+}
+
 static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer **wout) {
     zero_error err = {{0}};
     zero_ckpt_writer *w = NULL;
-    zero_status s = zero_ckpt_writer_begin(&w, NULL, dir, e->step, e->rank, e->world, &err);
+    zero_status s = zero__off_quiesce(e);
+    if (s != ZERO_OK) return s;
+    s = zero_ckpt_writer_begin(&w, NULL, dir, e->step, e->rank, e->world, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", err.msg);
     *wout = w;
     char name[512];
@@ -122,8 +127,19 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
         eunit *u = &e->units[i];
         uint64_t base;
         float *m = master_of(e, u, &base);
-        s = write_slice(w, u, m, base);
-        for (int k = 0; k < e->nstates && s == ZERO_OK; k++) s = write_slice(w, u, state_of(u, k), base);
+        for (int k = -1; k < e->nstates && s == ZERO_OK; k++) {
+            float *ram = k < 0 ? m : state_of(u, k);
+            if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
+            if (ram) {
+                s = write_slice(w, u, ram, base);
+                continue;
+            }
+            stream_ctx c = {w, k, ZERO_OK};
+            eopass p = {i, i + 1, 0, UINT64_MAX, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, 0, save_tile, &c};
+            s = zero__off_run(e, &p);
+            if (c.ck != ZERO_OK) s = c.ck;
+            else if (s != ZERO_OK) return s; /* the offload's message */
+        }
     }
     if (s == ZERO_OK) s = zero_ckpt_writer_finish(w);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", zero_ckpt_writer_last_error(w));
@@ -145,7 +161,7 @@ zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_j
     if (s != ZERO_OK) return s;
     zero_ckpt_writer *w = NULL;
     zero_status mine = save_local(e, dir, &w);
-    s = agree(e, mine, "save");
+    s = zero__eng_agree(e, mine, "save");
     if (s == ZERO_OK && e->rank == 0) {
         char *manifest = build_manifest(e, user_json);
         mine = manifest ? zero_ckpt_commit(w, manifest) : ZERO_ERR_NOMEM;
@@ -154,7 +170,7 @@ zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_j
     } else {
         mine = s;
     }
-    if (s == ZERO_OK) s = agree(e, mine, "save commit");
+    if (s == ZERO_OK) s = zero__eng_agree(e, mine, "save commit");
     zero_ckpt_writer_free(w);
     return s;
 }
@@ -195,25 +211,60 @@ static zero_status read_range(zero_engine *e, zero_ckpt *c, const char *name, ui
     return ZERO_OK;
 }
 
+typedef struct load_ctx {
+    zero_ckpt *c;
+    const char *name;
+    int k; /* -1: master, else state k; -2: derive the working copy from the master */
+} load_ctx;
+
+static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
+    const load_ctx *l = ctx;
+    if (l->k == -2) {
+        zero_convert(x->master, ZERO_DTYPE_FP32, x->work, e->wdt, x->n, ZERO_IMPL_AUTO);
+        return ZERO_OK;
+    }
+    const uint64_t lo = x->u->offset + x->first;
+    return read_range(e, l->c, l->name, lo, lo + x->n, tile_array(x, l->k));
+}
+
+/* Loads array k (-1: master) of unit u: into RAM when it lives there, else through the pool. */
+static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, const char *name, uint64_t lo, uint64_t hi) {
+    uint64_t base;
+    float *ram = k < 0 ? master_of(e, u, &base) : state_of(u, k);
+    base = e->cfg.stage == 0 ? 0 : u->offset;
+    if (ram) return read_range(e, c, name, lo, hi, ram + (lo - base));
+    load_ctx l = {c, name, k};
+    const int ui = (int)(u - e->units);
+    eopass p = {ui, ui + 1, 0, UINT64_MAX, 0, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, load_tile, &l};
+    return zero__off_run(e, &p);
+}
+
 static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
     uint64_t base;
     float *m = master_of(e, u, &base);
     const uint64_t lo = e->cfg.stage == 0 ? 0 : u->offset, hi = e->cfg.stage == 0 ? u->numel : u->offset + u->valid;
     snprintf(name, sizeof name, "%s/master", u->name);
-    zero_status s = read_range(e, c, name, lo, hi, m + (lo - base));
+    zero_status s = load_array(e, c, u, -1, name, lo, hi);
     for (int k = 0; k < e->nstates && s == ZERO_OK; k++) {
         char sn[512];
         snprintf(sn, sizeof sn, "%s/%s", u->name, state_name(e, k));
-        s = read_range(e, c, sn, lo, hi, state_of(u, k) + (lo - base));
+        s = load_array(e, c, u, k, sn, lo, hi);
     }
     if (s != ZERO_OK) return s;
     /* working parameters: the owned slice is derived from the master; stages 1-2 need the full
      * unit, read (and converted) a chunk at a time */
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (e->cfg.stage == 3 || e->cfg.stage == 0) {
-        if (half) zero_convert(m, ZERO_DTYPE_FP32, u->params, e->wdt, e->cfg.stage == 0 ? u->numel : u->valid, ZERO_IMPL_AUTO);
-        return ZERO_OK;
+        if (!half) return ZERO_OK;
+        if (m && u->params) {
+            zero_convert(m, ZERO_DTYPE_FP32, u->params, e->wdt, e->cfg.stage == 0 ? u->numel : u->valid, ZERO_IMPL_AUTO);
+            return ZERO_OK;
+        }
+        load_ctx l = {c, name, -2};
+        const int ui = (int)(u - e->units);
+        eopass p = {ui, ui + 1, 0, UINT64_MAX, ARR_MASTER, ARR_WORK, load_tile, &l};
+        return zero__off_run(e, &p);
     }
     if (!half) return read_range(e, c, name, 0, u->numel, (float *)u->params);
     for (uint64_t i = 0; i < u->numel && s == ZERO_OK; i += CHUNK) {
@@ -227,7 +278,9 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
 static zero_status load_local(zero_engine *e, const char *path, char **user_json) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
-    zero_status s = zero_ckpt_open(&c, NULL, path, 0, &err);
+    zero_status s = zero__off_quiesce(e);
+    if (s != ZERO_OK) return s;
+    s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);
     cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
     float *chunk = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, CHUNK * 4);
@@ -265,7 +318,7 @@ zero_status zero_engine_load(zero_engine *e, const char *path, char **user_json)
     zero_status s = zero__ctrl_exchange(e, CTRL_LOAD, -1, 0, 0);
     if (s != ZERO_OK) return s;
     zero_status mine = load_local(e, path, user_json);
-    s = agree(e, mine, "load");
+    s = zero__eng_agree(e, mine, "load");
     if (s != ZERO_OK && user_json) {
         free(*user_json);
         *user_json = NULL;

@@ -1,7 +1,8 @@
 /* The optimizer step: wait for the reductions, compute the global gradient norm and overflow
  * flag over the owned shards (summed in rank order, so every rank gets the same numbers),
  * update the loss scale, clip, run the optimizer on this rank's shard with the fused write-back
- * of the working copy, then all-gather the working parameters (stages 1-2). */
+ * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), then
+ * all-gather the working parameters (stages 1-2). */
 #include "engine/internal.h"
 
 #include <math.h>
@@ -44,9 +45,10 @@ static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double 
 }
 
 /* Runs the optimizer on unit elements [lo, hi) (unit coordinates), with `base` the unit
- * element that index 0 of master/states/grad corresponds to. */
+ * element that index 0 of master/states/grad/out corresponds to. */
 static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t lo, uint64_t hi,
-                                uint64_t base, float *master, void *grad, void *out, float gscale, float *tmp) {
+                                uint64_t base, float *master, float *s0, float *s1, void *grad, void *out, float gscale,
+                                float *tmp) {
     /* split at parameter boundaries: decay applies per parameter */
     for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
         const eparam *p = &e->params[pi];
@@ -65,8 +67,8 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
             } else {
                 gf = (const float *)grad + k;
             }
-            zero_status s = zero_optim_step(h, e->step + 1, master + k, u->s0 ? u->s0 + k : NULL,
-                                            u->s1 ? u->s1 + k : NULL, gf, gscale, decay, n,
+            zero_status s = zero_optim_step(h, e->step + 1, master + k, s0 ? s0 + k : NULL,
+                                            s1 ? s1 + k : NULL, gf, gscale, decay, n,
                                             out ? zero__wptr(e, out, k) : NULL, e->wdt, ZERO_IMPL_AUTO);
             if (s != ZERO_OK) return zero__eng_fail(e, s, "optimizer step on unit '%s' failed", u->name);
         }
@@ -86,16 +88,47 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
         eunit *u = &e->units[i];
         if (e->cfg.stage == 0) { /* every rank updates the whole model, as data parallelism does */
             float *master = half ? u->master : (float *)u->params;
-            s = update_range(e, u, h, 0, u->numel, 0, master, u->grads, half ? u->params : NULL, gscale, tmp);
+            s = update_range(e, u, h, 0, u->numel, 0, master, u->s0, u->s1, u->grads, half ? u->params : NULL, gscale, tmp);
         } else {
             void *wslice = e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset);
             void *gslice = e->cfg.stage == 1 ? zero__wptr(e, u->grads, u->offset) : u->grads;
             float *master = half ? u->master : (float *)wslice;
-            s = update_range(e, u, h, u->offset, u->offset + u->valid, u->offset, master, gslice,
+            s = update_range(e, u, h, u->offset, u->offset + u->valid, u->offset, master, u->s0, u->s1, gslice,
                              half ? wslice : NULL, gscale, tmp);
         }
     }
     zero_mem_free(&e->acct, tmp);
+    return s;
+}
+
+/* Under NVMe offload: the same kernel on the same numbers, one tile at a time, the tile's master
+ * and states in the pool buffer (or in RAM, for what is not offloaded). */
+typedef struct tile_step {
+    const zero_optim_hparams *h;
+    float gscale;
+    float *tmp;
+} tile_step;
+
+zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
+    const tile_step *t = ctx;
+    eunit *u = x->u;
+    void *g = e->cfg.stage == 1 ? zero__wptr(e, u->grads, u->offset + x->first) : zero__wptr(e, u->grads, x->first);
+    const uint64_t base = u->offset + x->first;
+    return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp);
+}
+
+static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
+    tile_step t = {h, gscale, NULL};
+    if (e->wdt != ZERO_DTYPE_FP32) {
+        t.tmp = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, GRAD_CHUNK * 4);
+        if (!t.tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+    }
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    /* everything the kernel reads and writes; the half working copy is only written */
+    eopass p = {0, e->nunits, 0, UINT64_MAX, ARR_MASTER | ARR_S0 | ARR_S1, ARR_MASTER | ARR_S0 | ARR_S1 | (half ? ARR_WORK : 0u),
+                zero__step_tile, &t};
+    zero_status s = zero__off_run(e, &p);
+    zero_mem_free(&e->acct, t.tmp);
     return s;
 }
 
@@ -173,7 +206,17 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
             coef = e->cfg.gradient_clipping / (norm + 1e-6);
         zero_optim_hparams h = e->cfg.optim;
         h.lr = (float)lr;
-        if ((s = optimizer_update(e, &h, (float)(inv * coef))) != ZERO_OK) return s;
+        if (zero__off_on(e)) {
+            /* Every rank learns whether every rank's disk held: the next collective must not
+             * wait for a rank that stopped. A failed pass leaves the files half-updated. */
+            s = zero__eng_agree(e, offload_update(e, &h, (float)(inv * coef)), "step: NVMe offload");
+            if (s != ZERO_OK) {
+                e->broken = 1;
+                return s;
+            }
+        } else if ((s = optimizer_update(e, &h, (float)(inv * coef))) != ZERO_OK) {
+            return s;
+        }
         if ((e->cfg.stage == 1 || e->cfg.stage == 2) && (s = gather_params(e)) != ZERO_OK) return s;
     }
     end_step(e);
@@ -190,12 +233,20 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
     return ZERO_OK;
 }
 
+/* read_unit's offloaded master: tile by tile into the owned block of the gather buffer. */
+static zero_status copy_master(zero_engine *e, etile *x, void *ctx) {
+    (void)e;
+    memcpy((float *)ctx + x->first, x->master, (size_t)x->n * 4);
+    return ZERO_OK;
+}
+
 zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     if (!e) return ZERO_ERR_INVALID_ARG;
     if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "read_unit: finalize the engine first");
     if (unit < 0 || unit >= e->nunits || !dst)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "read_unit: unit %d: expected 0..%d and a destination", unit,
                               e->nunits - 1);
+    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "read_unit: the engine failed earlier; free it");
     zero_status s = zero__ctrl_exchange(e, CTRL_READ, unit, 0, 0);
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
@@ -204,9 +255,24 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
         memcpy(dst, half ? u->master : (float *)u->params, (size_t)u->numel * 4);
         return ZERO_OK;
     }
-    const float *mine = half ? u->master : (const float *)(e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset));
     float *full = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
     if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
+    const float *mine;
+    if (e->off.master_loc != LOC_RAM && zero__off_on(e)) {
+        /* in place: this rank's block of `full` is the all-gather's input */
+        float *block = full + (size_t)e->rank * u->shard;
+        memset(block + u->valid, 0, (size_t)(u->shard - u->valid) * 4);
+        zero_status q = zero__off_quiesce(e);
+        eopass p = {unit, unit + 1, 0, UINT64_MAX, ARR_MASTER, 0, copy_master, block};
+        if (q == ZERO_OK) q = zero__off_run(e, &p);
+        if ((s = zero__eng_agree(e, q, "read_unit: NVMe offload")) != ZERO_OK) {
+            zero_mem_free(&e->acct, full);
+            return s;
+        }
+        mine = block;
+    } else {
+        mine = half ? u->master : (const float *)(e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset));
+    }
     s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
     if (s == ZERO_OK) memcpy(dst, full, (size_t)u->numel * 4);
     else s = zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name, zero_comm_last_error(e->ctrl));

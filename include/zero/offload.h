@@ -1,0 +1,151 @@
+/* zero/offload.h — NVMe offload: swap files that hold a rank's shards on disk, and the bounded
+ * pool of aligned buffers that streams them, reading ahead and writing behind the caller's compute.
+ *
+ * The engine uses both for offload_optimizer / offload_param {device: nvme} (docs/OFFLOAD.md);
+ * `zero bench io` measures them; a program may use them for its own out-of-core data.
+ *
+ *   zero_io *io;       zero_offload_io_create(&io, 8, &err);        // io_uring + O_DIRECT when it can
+ *   zero_swap *f;      zero_swap_create(&f, io, "/nvme", "job7", rank, world, "optim", bytes, &err);
+ *   zero_offload_pool *p;  zero_offload_pool_create(&p, io, 4, 1 << 20, &acct, &err);
+ *   zero_offload_pass pass = {ntiles, describe, compute, ctx};
+ *   zero_offload_pool_run(p, &pass, &stats);    // read tile i+1 while compute(i) while writing i-1
+ *   zero_offload_pool_free(p);  zero_swap_remove(f);  zero_io_free(io);
+ *
+ * Swap file ownership (the rule that keeps zero from destroying a user's data):
+ *  - the name is DIR/zero_<job>_rank<rank, 5 digits>.<kind>.swp and the file opens with a
+ *    ZERO_SWAP_HEADER-byte header (magic "ZEROSWAP", owner host and pid; layout in offload/swap.c);
+ *  - creation refuses (ZERO_ERR_IO, naming the file) when the name exists and is not a swap file,
+ *    when it is the swap file of a live process, or of another host (zero cannot tell whether that
+ *    one is alive); only the swap file of a dead process of this host is replaced (stale);
+ *  - zero_swap_remove unlinks the file; the engine removes its files in zero_engine_free and on
+ *    every error path. A process killed by a signal leaves its files: remove them by hand.
+ * Space for the data is reserved at creation (fallocate, where the file system has it), so a full
+ * disk is reported then, naming the free and the needed bytes, rather than in the middle of a step.
+ */
+#ifndef ZERO_OFFLOAD_H
+#define ZERO_OFFLOAD_H
+
+#include "zero/common.h"
+#include "zero/io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes before the data area of a swap file. */
+#define ZERO_SWAP_HEADER 4096u
+
+/* The io backend offload uses: $ZERO_IO (posix|uring) when set, else io_uring with `queue_depth`
+ * entries, falling back to posix when the kernel or the build has no io_uring; wrapped in the
+ * fault shim when $ZERO_FAULT is set (zero/io.h). */
+zero_status zero_offload_io_create(zero_io **out, int queue_depth, zero_error *err);
+
+/* ---------------------------------------------------------------- swap files */
+typedef struct zero_swap zero_swap;
+
+/* Creates the swap file of `data_bytes` bytes (a multiple of ZERO_IO_ALIGN; it reads as zeros)
+ * under the ownership rule above; `job` and `kind` are made of [A-Za-z0-9._-] (1..63 chars).
+ * The data area is opened with O_DIRECT when the file system allows it (zero_swap_direct). */
+zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, const char *job, int rank,
+                             int world, const char *kind, uint64_t data_bytes, zero_error *err);
+/* Closes and unlinks the file and frees s (NULL: ZERO_OK). s is freed even when this fails. */
+zero_status zero_swap_remove(zero_swap *s, zero_error *err);
+const char *zero_swap_path(const zero_swap *s);
+zero_io_file *zero_swap_file(const zero_swap *s); /* offsets in it include the header */
+int zero_swap_direct(const zero_swap *s);
+uint64_t zero_swap_data_bytes(const zero_swap *s);
+
+/* What a file at `path` is, for the ownership rule. */
+typedef enum zero_swap_owner {
+    ZERO_SWAP_ABSENT = 0,  /* no such file */
+    ZERO_SWAP_FOREIGN = 1, /* not a swap file (or unreadable): never touched */
+    ZERO_SWAP_LIVE = 2,    /* a swap file of a live process of this host (this one included) */
+    ZERO_SWAP_REMOTE = 3,  /* a swap file written on another host */
+    ZERO_SWAP_STALE = 4,   /* a swap file of a process of this host that no longer runs */
+} zero_swap_owner;
+zero_swap_owner zero_swap_probe(const char *path);
+
+/* ---------------------------------------------------------------- the pool */
+typedef struct zero_offload_pool zero_offload_pool;
+
+/* One transfer of a tile: `bytes` at `offset` of the swap's data area, to or from `buf_offset`
+ * of the tile's buffer. READ transfers land before the tile is computed; WRITE transfers leave
+ * after. With an O_DIRECT swap, offset, bytes and buf_offset are multiples of ZERO_IO_ALIGN. */
+enum { ZERO_OFFLOAD_READ = 1u, ZERO_OFFLOAD_WRITE = 2u };
+#define ZERO_OFFLOAD_MAX_EXTENTS 8
+
+typedef struct zero_offload_extent {
+    zero_swap *swap;
+    uint64_t offset;
+    size_t bytes;
+    size_t buf_offset;
+    unsigned flags; /* ZERO_OFFLOAD_READ and/or ZERO_OFFLOAD_WRITE */
+} zero_offload_extent;
+
+/* A pass over `tiles` tiles, in order. describe() fills ext[] (at most ZERO_OFFLOAD_MAX_EXTENTS)
+ * with tile i's transfers and returns their number, or a negative zero_status; it may be called
+ * twice for a tile and must give the same answer. compute() (NULL: nothing) runs on the tile's
+ * buffer after its reads landed; a non-OK status stops the pass with that status. */
+typedef struct zero_offload_pass {
+    int64_t tiles;
+    int (*describe)(void *ctx, int64_t tile, zero_offload_extent *ext);
+    zero_status (*compute)(void *ctx, int64_t tile, void *buf);
+    void *ctx;
+} zero_offload_pass;
+
+/* Accumulated by every call that takes a zero_offload_stats (add, never reset). */
+typedef struct zero_offload_stats {
+    uint64_t bytes_read, bytes_written;
+    uint64_t reads, writes; /* requests */
+    double io_wait_s;       /* the caller's thread blocked on I/O */
+    double compute_s;       /* in compute() */
+    double wall_s;          /* in zero_offload_pool_run / _wait */
+} zero_offload_stats;
+
+/* `buffers` (1..4096) buffers of `buffer_bytes` (rounded up to ZERO_IO_ALIGN), charged to
+ * ZERO_MEM_BUFFERS in acct (may be NULL): the pool's whole memory, allocated here, once. The pool
+ * keeps io (does not own it); several pools may share one io. */
+zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
+                                     zero_memacct *acct, zero_error *err);
+/* Waits for whatever is in flight, frees the buffers and p (NULL: no-op). */
+void zero_offload_pool_free(zero_offload_pool *p);
+int zero_offload_pool_count(const zero_offload_pool *p);
+size_t zero_offload_pool_buffer_bytes(const zero_offload_pool *p);
+void *zero_offload_pool_buffer(const zero_offload_pool *p, int buf);
+const char *zero_offload_pool_last_error(const zero_offload_pool *p);
+
+/* Runs a pass with every buffer of the pool (all must be free: ZERO_ERR_STATE otherwise): reads of
+ * later tiles are in flight while tile i is computed and the writes of earlier ones drain. On a
+ * failed transfer or compute the pass stops, waits for what is in flight, and returns the first
+ * error (last_error names the file, offset and the OS's reason). Tiles before the failing one may
+ * have been written, later ones not: the caller decides what the data is worth. */
+zero_status zero_offload_pool_run(zero_offload_pool *p, const zero_offload_pass *pass, zero_offload_stats *st);
+
+/* One buffer at a time (the stage-3 parameter read-ahead): acquire a free buffer (-1: none),
+ * submit transfers from/into it, wait for them (their first error), release it. */
+int zero_offload_pool_acquire(zero_offload_pool *p);
+zero_status zero_offload_pool_submit(zero_offload_pool *p, int buf, const zero_offload_extent *ext, int n);
+zero_status zero_offload_pool_wait(zero_offload_pool *p, int buf, zero_offload_stats *st);
+int zero_offload_pool_pending(const zero_offload_pool *p, int buf); /* transfers in flight */
+/* Waits for buf's transfers (ignoring their outcome) and marks it free. */
+void zero_offload_pool_release(zero_offload_pool *p, int buf);
+
+/* ---------------------------------------------------------------- the engine's offload */
+struct zero_engine;
+/* I/O of an engine's NVMe offload since it was created: bytes, requests, the time its thread
+ * waited (gathers + steps + checkpoints), and swap file bytes on disk (data areas). All zero
+ * without offload. */
+typedef struct zero_engine_offload_info {
+    zero_offload_stats io;
+    uint64_t optim_file_bytes, param_file_bytes;
+    uint64_t pool_bytes;     /* RAM of the pools (charged to ZERO_MEM_BUFFERS) */
+    int64_t tile_elements;   /* elements per step tile */
+    int direct;              /* 1: the swap files use O_DIRECT */
+    const char *backend;     /* the io backend's name */
+} zero_engine_offload_info;
+zero_status zero_engine_offload_info_get(const struct zero_engine *e, zero_engine_offload_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_OFFLOAD_H */

@@ -1,0 +1,382 @@
+/* NVMe offload of the engine: the swap files (one per rank and kind), their layout in tiles, the
+ * pools, and the tile passes through which the step, checkpoints, set_unit and read_unit reach
+ * the offloaded arrays. docs/OFFLOAD.md has the design; offload_param.c the stage-3 read-ahead. */
+#include "engine/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ALIGN ((uint64_t)ZERO_IO_ALIGN)
+
+static uint64_t round_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Tiles of unit u: ceil(valid / T). */
+static int64_t unit_tiles(const zero_engine *e, const eunit *u) {
+    return (int64_t)((u->valid + e->off.T - 1) / e->off.T);
+}
+
+/* Bytes of the unit's tile records in the optimizer file. */
+static uint64_t optim_region(const zero_engine *e, const eunit *u) {
+    const eoffload *o = &e->off;
+    if (!o->opt || u->valid == 0) return 0;
+    const int64_t nt = unit_tiles(e, u);
+    const uint64_t last = u->valid - (uint64_t)(nt - 1) * o->T;
+    return (uint64_t)(nt - 1) * (uint64_t)o->nso * o->T * 4 + (uint64_t)o->nso * round_up(last * 4);
+}
+
+static uint64_t param_region(const zero_engine *e, const eunit *u) {
+    return e->off.par ? round_up(u->shard * e->wsize) : 0;
+}
+
+static int valid_job(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 40) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The job id every rank names its files with: $ZERO_JOB_ID on rank 0, else rank 0's pid and
+ * engine count, broadcast (so the files of one run share a name). */
+static zero_status agree_job(zero_engine *e) {
+    static int engines; /* engines set up by this process */
+    char job[64] = {0};
+    engines++;
+    if (e->rank == 0) {
+        const char *env = getenv("ZERO_JOB_ID");
+        if (env && *env) {
+            if (!valid_job(env)) snprintf(job, sizeof job, "!");
+            else snprintf(job, sizeof job, "%s", env);
+        } else {
+            snprintf(job, sizeof job, "%ld-%d", (long)getpid(), engines);
+        }
+    }
+    zero_status s = zero_comm_broadcast(e->ctrl, job, sizeof job, ZERO_DTYPE_UINT8, 0);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "finalize: agreeing on the offload job id failed: %s", zero_comm_last_error(e->ctrl));
+    job[sizeof job - 1] = 0;
+    if (!strcmp(job, "!"))
+        return zero__eng_fail(e, ZERO_ERR_CONFIG, "ZERO_JOB_ID (on rank 0): expected 1 to 40 of [A-Za-z0-9._-]");
+    memcpy(e->off.job, job, sizeof job);
+    return ZERO_OK;
+}
+
+/* Chooses the layout and the tile size, creates files and pools. Local: the caller agrees. */
+static zero_status setup_local(zero_engine *e) {
+    eoffload *o = &e->off;
+    const zero_config *c = &e->cfg;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    uint64_t smax = 0;
+    const char *sname = "";
+    for (int i = 0; i < e->nunits; i++)
+        if (e->units[i].shard > smax) {
+            smax = e->units[i].shard;
+            sname = e->units[i].name;
+        }
+    o->master_loc = half ? (o->opt ? LOC_OPTIM : LOC_RAM) : (o->par ? LOC_PARAM : LOC_RAM);
+    o->nso = (o->master_loc == LOC_OPTIM ? 1 : 0) + (o->opt ? e->nstates : 0);
+    zero_error err = {{0}};
+    zero_status s;
+
+    size_t pbuf = 0;
+    if (o->par) {
+        if ((uint64_t)c->offload_param.buffer_size < smax)
+            return zero__eng_fail(e, ZERO_ERR_CONFIG,
+                                  "zero_optimization.offload_param.buffer_size: %lld elements is smaller than the largest "
+                                  "unit shard ('%s', %llu elements): expected at least that",
+                                  (long long)c->offload_param.buffer_size, sname, (unsigned long long)smax);
+        if (c->offload_param.buffer_count < 1)
+            return zero__eng_fail(e, ZERO_ERR_CONFIG, "zero_optimization.offload_param.buffer_count: %d: expected >= 1",
+                                  c->offload_param.buffer_count);
+        pbuf = (size_t)round_up(smax * e->wsize);
+    }
+    /* The tile: T elements whose arrays fit one step buffer; a multiple of the elements in one
+     * aligned block of every array, so that every tile but a unit's last starts aligned. */
+    const uint64_t per = (uint64_t)o->nso * 4 + (o->par ? e->wsize : 0);
+    const uint64_t gran = ALIGN / (o->par && e->wsize == 2 ? 2 : 4);
+    size_t tbuf;
+    int tcount;
+    if (o->opt) {
+        if (c->offload_optimizer.buffer_count < 1)
+            return zero__eng_fail(e, ZERO_ERR_CONFIG, "zero_optimization.offload_optimizer.buffer_count: %d: expected >= 1",
+                                  c->offload_optimizer.buffer_count);
+        tbuf = (size_t)c->aio_block_size;
+        tcount = c->offload_optimizer.buffer_count;
+    } else {
+        tbuf = pbuf;
+        tcount = c->offload_param.buffer_count;
+    }
+    o->T = per ? tbuf / per / gran * gran : gran;
+    if (o->T == 0)
+        return zero__eng_fail(e, ZERO_ERR_CONFIG,
+                              "aio.block_size: %lld bytes holds no step tile: a tile moves %llu bytes per element in "
+                              "blocks of %llu elements, so expected at least %llu",
+                              (long long)c->aio_block_size, (unsigned long long)per, (unsigned long long)gran,
+                              (unsigned long long)(per * gran));
+
+    uint64_t obytes = 0, pbytes = 0;
+    for (int i = 0; i < e->nunits; i++) {
+        eunit *u = &e->units[i];
+        u->obase = obytes;
+        u->pbase = pbytes;
+        u->pslot = -1;
+        u->pready = 0;
+        obytes += optim_region(e, u);
+        pbytes += param_region(e, u);
+    }
+    const int depth = 2 * (tcount + (o->par && o->opt ? c->offload_param.buffer_count : 0)) + 4;
+    s = zero_offload_io_create(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &err);
+    if (s != ZERO_OK) return zero__eng_fail(e, s, "NVMe offload: %s", err.msg);
+    if (o->opt && obytes > 0) {
+        s = zero_swap_create(&o->ofile, o->io, c->offload_optimizer.nvme_path, o->job, e->rank, e->world, "optim", obytes, &err);
+        if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_optimizer: %s", err.msg);
+    }
+    if (o->par) {
+        s = zero_swap_create(&o->pfile, o->io, c->offload_param.nvme_path, o->job, e->rank, e->world, "param", pbytes, &err);
+        if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_param: %s", err.msg);
+        s = zero_offload_pool_create(&o->ppool, o->io, c->offload_param.buffer_count, pbuf, &e->acct, &err);
+        if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_param: %s", err.msg);
+    }
+    if (o->opt) {
+        s = zero_offload_pool_create(&o->tpool, o->io, tcount, tbuf, &e->acct, &err);
+        if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_optimizer: %s", err.msg);
+    } else {
+        o->tpool = o->ppool;
+    }
+    zero__log(ZERO_LOG_INFO, "offload: rank %d: %s%s%s, tiles of %llu elements, %s%s", e->rank,
+              o->ofile ? zero_swap_path(o->ofile) : "", o->ofile && o->pfile ? " and " : "",
+              o->pfile ? zero_swap_path(o->pfile) : "", (unsigned long long)o->T, zero_io_backend(o->io),
+              (o->ofile ? zero_swap_direct(o->ofile) : zero_swap_direct(o->pfile)) ? ", O_DIRECT" : "");
+    return ZERO_OK;
+}
+
+void zero__off_free(zero_engine *e) {
+    eoffload *o = &e->off;
+    if (o->tpool != o->ppool) zero_offload_pool_free(o->tpool);
+    zero_offload_pool_free(o->ppool);
+    o->tpool = o->ppool = NULL;
+    zero_error err = {{0}};
+    if (zero_swap_remove(o->ofile, &err) != ZERO_OK) zero__log(ZERO_LOG_WARN, "offload: %s", err.msg);
+    if (zero_swap_remove(o->pfile, &err) != ZERO_OK) zero__log(ZERO_LOG_WARN, "offload: %s", err.msg);
+    o->ofile = o->pfile = NULL;
+    zero_io_free(o->io);
+    o->io = NULL;
+    for (int i = 0; i < e->nunits; i++) e->units[i].pslot = -1;
+}
+
+zero_status zero__off_setup(zero_engine *e) {
+    eoffload *o = &e->off;
+    o->opt = e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME;
+    o->par = e->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
+    if (o->opt && e->nstates == 0 && e->wdt == ZERO_DTYPE_FP32) {
+        /* fp32 and no optimizer state: the master is the working copy, nothing is left to move */
+        zero__log(ZERO_LOG_INFO, "offload: offload_optimizer has nothing to hold (fp32, %s without state)",
+                  zero_optim_name(e->cfg.optim.type));
+        o->opt = 0;
+    }
+    if (!o->opt && !o->par) return ZERO_OK;
+    if (e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && e->cfg.offload_optimizer.ratio < 1.0)
+        zero__log(ZERO_LOG_WARN, "offload: offload_optimizer.ratio %g: partial offload is not implemented; offloading all",
+                  e->cfg.offload_optimizer.ratio);
+    zero_status s = agree_job(e);
+    zero_status mine = s == ZERO_OK ? setup_local(e) : s;
+    if (s == ZERO_ERR_COMM) {
+        zero__off_free(e);
+        return s;
+    }
+    s = zero__eng_agree(e, mine, "finalize: NVMe offload setup");
+    if (s != ZERO_OK) zero__off_free(e);
+    return s;
+}
+
+zero_status zero__off_quiesce(zero_engine *e) {
+    if (!e->off.par) return ZERO_OK;
+    zero_status s = zero__gather_drain(e);
+    zero__poff_release_all(e);
+    return s;
+}
+
+/* ------------------------------------------------------------------ tiles */
+
+/* The tile's arrays: which live in the buffer, at which byte of it. */
+static void tile_geometry(const zero_engine *e, const etile *x, uint64_t *L, uint64_t *Lp) {
+    *L = round_up(x->n * 4);
+    *Lp = round_up(x->n * e->wsize);
+}
+
+static void tile_bind(zero_engine *e, etile *x, char *buf) {
+    const eoffload *o = &e->off;
+    eunit *u = x->u;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    uint64_t L, Lp;
+    tile_geometry(e, x, &L, &Lp);
+    char *pslice = buf ? buf + (uint64_t)o->nso * L : NULL;
+    /* the working slice in RAM: stage 3 keeps the shard, stages 1-2 the full unit */
+    void *wram = u->params ? zero__wptr(e, u->params, (e->cfg.stage == 3 ? 0 : u->offset) + x->first) : NULL;
+    int k = 0;
+    switch (o->master_loc) {
+    case LOC_OPTIM: x->master = (float *)(buf + (uint64_t)(k++) * L); break;
+    case LOC_PARAM: x->master = (float *)pslice; break;
+    default: x->master = half ? u->master + x->first : (float *)wram; break;
+    }
+    if (o->opt) {
+        x->s0 = e->nstates >= 1 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
+        x->s1 = e->nstates >= 2 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
+    } else {
+        x->s0 = u->s0 ? u->s0 + x->first : NULL;
+        x->s1 = u->s1 ? u->s1 + x->first : NULL;
+    }
+    x->work = !half ? NULL : o->par ? (void *)pslice : wram;
+}
+
+/* The transfers of a tile for arrays `rd` (read) and `wr` (written); `rmw`: a written array is
+ * read first (the tile is only partly overwritten). Returns their number. */
+static int tile_extents(const zero_engine *e, const etile *x, unsigned rd, unsigned wr, int rmw, zero_offload_extent *ext) {
+    const eoffload *o = &e->off;
+    const eunit *u = x->u;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    uint64_t L, Lp;
+    tile_geometry(e, x, &L, &Lp);
+    if (rmw) rd |= wr;
+    int n = 0;
+    /* the optimizer record: its arrays in order, one transfer when all go the same way */
+    unsigned arr[3];
+    int na = 0;
+    if (o->master_loc == LOC_OPTIM) arr[na++] = ARR_MASTER;
+    if (o->opt && e->nstates >= 1) arr[na++] = ARR_S0;
+    if (o->opt && e->nstates >= 2) arr[na++] = ARR_S1;
+    const uint64_t rec = u->obase + (uint64_t)x->j * (uint64_t)o->nso * o->T * 4;
+    unsigned fl[3], all = 1;
+    for (int k = 0; k < na; k++) {
+        fl[k] = ((rd & arr[k]) ? ZERO_OFFLOAD_READ : 0u) | ((wr & arr[k]) ? ZERO_OFFLOAD_WRITE : 0u);
+        if (fl[k] != fl[0]) all = 0;
+    }
+    if (na > 0 && all && fl[0]) {
+        ext[n++] = (zero_offload_extent){o->ofile, rec, (size_t)(L * (uint64_t)na), 0, fl[0]};
+    } else {
+        for (int k = 0; k < na; k++)
+            if (fl[k]) ext[n++] = (zero_offload_extent){o->ofile, rec + (uint64_t)k * L, (size_t)L, (size_t)((uint64_t)k * L), fl[k]};
+    }
+    /* the parameter slice: the fp32 master (fp32 training) or the working copy (half) */
+    if (o->par) {
+        unsigned in = o->master_loc == LOC_PARAM ? ARR_MASTER : (half ? ARR_WORK : 0u);
+        unsigned f = ((rd & in) ? ZERO_OFFLOAD_READ : 0u) | ((wr & in) ? ZERO_OFFLOAD_WRITE : 0u);
+        if (f)
+            ext[n++] = (zero_offload_extent){o->pfile, u->pbase + (uint64_t)x->j * o->T * e->wsize, (size_t)Lp,
+                                             (size_t)((uint64_t)o->nso * L), f};
+    }
+    return n;
+}
+
+/* A pass in progress: the units' first tile numbers (prefix sums) and the first tile index. */
+typedef struct run_ctx {
+    zero_engine *e;
+    const eopass *p;
+    int cb_failed;   /* the callback failed: e->err holds its message */
+    int64_t *prefix; /* ub - ua + 1 */
+    int64_t *jlo;    /* first tile of each unit in range */
+} run_ctx;
+
+static void tile_at(run_ctx *r, int64_t t, etile *x) {
+    const eopass *p = r->p;
+    int lo = 0, hi = p->ub - p->ua; /* the unit i with prefix[i] <= t < prefix[i + 1] */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (r->prefix[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    while (lo + 1 < p->ub - p->ua && r->prefix[lo + 1] <= t) lo++;
+    zero_engine *e = r->e;
+    memset(x, 0, sizeof *x);
+    x->u = &e->units[p->ua + lo];
+    x->j = r->jlo[lo] + (t - r->prefix[lo]);
+    x->first = (uint64_t)x->j * e->off.T;
+    x->n = x->u->valid - x->first < e->off.T ? x->u->valid - x->first : e->off.T;
+    x->lo = p->lo > x->first ? p->lo : x->first;
+    x->hi = p->hi < x->first + x->n ? p->hi : x->first + x->n;
+}
+
+static int partial(const etile *x) { return x->lo > x->first || x->hi < x->first + x->n; }
+
+static int run_describe(void *ctx, int64_t t, zero_offload_extent *ext) {
+    run_ctx *r = ctx;
+    etile x;
+    tile_at(r, t, &x);
+    return tile_extents(r->e, &x, r->p->rd, r->p->wr, partial(&x), ext);
+}
+
+static zero_status run_compute(void *ctx, int64_t t, void *buf) {
+    run_ctx *r = ctx;
+    zero_engine *e = r->e;
+    etile x;
+    tile_at(r, t, &x);
+    tile_bind(e, &x, buf);
+    zero_status s = r->p->cb(e, &x, r->p->ctx);
+    if (s != ZERO_OK) {
+        r->cb_failed = 1;
+        return s;
+    }
+    /* Bytes past the data of a write that was not read first: zeros, not stale buffer contents
+     * (the parameter slice's tail is the shard's padding, which the all-gather ships). */
+    zero_offload_extent ext[ZERO_OFFLOAD_MAX_EXTENTS];
+    int n = tile_extents(e, &x, r->p->rd, r->p->wr, partial(&x), ext);
+    const uint64_t L = round_up(x.n * 4);
+    for (int k = 0; k < n; k++) {
+        if (ext[k].flags != ZERO_OFFLOAD_WRITE) continue;
+        if (ext[k].swap == e->off.pfile) {
+            uint64_t used = x.n * e->wsize;
+            memset((char *)buf + ext[k].buf_offset + used, 0, ext[k].bytes - used);
+        } else {
+            for (uint64_t off = ext[k].buf_offset; off < ext[k].buf_offset + ext[k].bytes; off += L)
+                memset((char *)buf + off + x.n * 4, 0, L - x.n * 4);
+        }
+    }
+    return ZERO_OK;
+}
+
+zero_status zero__off_run(zero_engine *e, const eopass *p) {
+    const int nu = p->ub - p->ua;
+    if (nu <= 0) return ZERO_OK;
+    run_ctx r = {e, p, 0, NULL, NULL};
+    r.prefix = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(nu + 1) * sizeof *r.prefix);
+    r.jlo = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)nu * sizeof *r.jlo);
+    if (!r.prefix || !r.jlo) {
+        zero_mem_free(&e->acct, r.prefix);
+        zero_mem_free(&e->acct, r.jlo);
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "offload: out of memory");
+    }
+    r.prefix[0] = 0;
+    for (int i = 0; i < nu; i++) {
+        const eunit *u = &e->units[p->ua + i];
+        uint64_t hi = p->hi < u->valid ? p->hi : u->valid;
+        int64_t a = (int64_t)(p->lo / e->off.T), b = p->lo < hi ? (int64_t)((hi - 1) / e->off.T) + 1 : a;
+        r.jlo[i] = a;
+        r.prefix[i + 1] = r.prefix[i] + (b - a);
+    }
+    zero_offload_pass pass = {r.prefix[nu], run_describe, run_compute, &r};
+    zero_status s = r.prefix[nu] > 0 ? zero_offload_pool_run(e->off.tpool, &pass, &e->off.st) : ZERO_OK;
+    zero_mem_free(&e->acct, r.prefix);
+    zero_mem_free(&e->acct, r.jlo);
+    if (s != ZERO_OK && !r.cb_failed) zero__eng_fail(e, s, "NVMe offload: %s", zero_offload_pool_last_error(e->off.tpool));
+    return s;
+}
+
+zero_status zero_engine_offload_info_get(const zero_engine *e, zero_engine_offload_info *out) {
+    if (!e || !out) return ZERO_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    const eoffload *o = &e->off;
+    out->io = o->st;
+    out->optim_file_bytes = zero_swap_data_bytes(o->ofile);
+    out->param_file_bytes = zero_swap_data_bytes(o->pfile);
+    if (o->tpool) out->pool_bytes += (uint64_t)zero_offload_pool_count(o->tpool) * zero_offload_pool_buffer_bytes(o->tpool);
+    if (o->ppool && o->ppool != o->tpool)
+        out->pool_bytes += (uint64_t)zero_offload_pool_count(o->ppool) * zero_offload_pool_buffer_bytes(o->ppool);
+    out->tile_elements = zero__off_on(e) ? (int64_t)o->T : 0;
+    out->direct = o->ofile ? zero_swap_direct(o->ofile) : zero_swap_direct(o->pfile);
+    out->backend = o->io ? zero_io_backend(o->io) : "none";
+    return ZERO_OK;
+}

@@ -1,0 +1,302 @@
+/* Swap files of NVMe offload: naming, the header that marks a file as ours, the ownership rule
+ * (never overwrite a file that is not a stale swap file of this host), space reservation, removal.
+ *
+ * Header (ZERO_SWAP_HEADER = 4096 bytes, native byte order: the file never leaves its machine):
+ *   offset size  field
+ *        0    8  magic "ZEROSWAP"
+ *        8    4  format version (1)
+ *       12    4  header bytes (4096)
+ *       16    8  data bytes (the file is header + data)
+ *       24    4  rank
+ *       28    4  world size
+ *       32    8  owner pid
+ *       40    8  creation time (Unix seconds)
+ *       48   64  owner host name (NUL-terminated)
+ *      112   64  job id (NUL-terminated)
+ *      176   16  kind: "optim", "param", "bench" ... (NUL-terminated)
+ *      192 3904  zero
+ */
+#define _GNU_SOURCE /* fallocate */
+#include "offload/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SWAP_VERSION 1u
+static const char swap_magic[8] = {'Z', 'E', 'R', 'O', 'S', 'W', 'A', 'P'};
+
+typedef struct swap_header {
+    char magic[8];
+    uint32_t version, header_bytes;
+    uint64_t data_bytes;
+    int32_t rank, world;
+    int64_t pid, created;
+    char host[64];
+    char job[64];
+    char kind[16];
+} swap_header;
+_Static_assert(sizeof(swap_header) == 192, "the header layout above");
+
+struct zero_swap {
+    zero_io *io;
+    zero_io_file *f;
+    char *path;
+    uint64_t data_bytes;
+    int direct;
+};
+
+static void this_host(char *buf, size_t cap) {
+    if (gethostname(buf, cap) != 0) snprintf(buf, cap, "?");
+    buf[cap - 1] = 0;
+}
+
+static int pid_alive(int64_t pid) {
+    if (pid <= 0 || pid != (int64_t)(pid_t)pid) return 0;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Reads the header of path into *h; returns the owner class. */
+static zero_swap_owner probe(const char *path, swap_header *h) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? ZERO_SWAP_ABSENT : ZERO_SWAP_FOREIGN;
+    ssize_t got = pread(fd, h, sizeof *h, 0);
+    close(fd);
+    if (got != (ssize_t)sizeof *h || memcmp(h->magic, swap_magic, sizeof swap_magic) != 0 ||
+        h->header_bytes != ZERO_SWAP_HEADER)
+        return ZERO_SWAP_FOREIGN;
+    h->host[sizeof h->host - 1] = 0;
+    h->job[sizeof h->job - 1] = 0;
+    h->kind[sizeof h->kind - 1] = 0;
+    char host[64];
+    this_host(host, sizeof host);
+    if (strcmp(host, h->host) != 0) return ZERO_SWAP_REMOTE;
+    return pid_alive(h->pid) ? ZERO_SWAP_LIVE : ZERO_SWAP_STALE;
+}
+
+zero_swap_owner zero_swap_probe(const char *path) {
+    swap_header h;
+    if (!path || !*path) return ZERO_SWAP_ABSENT;
+    return probe(path, &h);
+}
+
+static int name_ok(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n < 1 || n > 63) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Free bytes for an unprivileged writer on the file system of path (0 when unknown). */
+static uint64_t free_bytes(const char *path) {
+    struct statvfs v;
+    if (statvfs(path, &v) != 0) return 0;
+    return (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+}
+
+/* Reserves the data area so that a full disk shows now. File systems without fallocate get a
+ * free-space check instead. */
+static zero_status reserve(const char *path, const char *dir, uint64_t off, uint64_t bytes, zero_error *err) {
+    if (bytes == 0) return ZERO_OK;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (err) ZERO__ERR(err, "open %s to reserve %llu bytes: %s", path, (unsigned long long)bytes, strerror(errno));
+        return ZERO_ERR_IO;
+    }
+    int rc;
+    do rc = fallocate(fd, 0, (off_t)off, (off_t)bytes);
+    while (rc != 0 && errno == EINTR);
+    int e = rc == 0 ? 0 : errno;
+    close(fd);
+    if (e == 0) return ZERO_OK;
+    if (e == ENOSPC || e == EDQUOT || ((e == EOPNOTSUPP || e == ENOSYS) && free_bytes(dir) < bytes)) {
+        if (err)
+            ZERO__ERR(err, "%s: the swap file needs %llu bytes and the file system has %llu free: free some space or "
+                      "point nvme_path at a larger drive",
+                      path, (unsigned long long)bytes, (unsigned long long)free_bytes(dir));
+        return ZERO_ERR_NOSPACE;
+    }
+    if (e == EOPNOTSUPP || e == ENOSYS) return ZERO_OK;
+    if (err) ZERO__ERR(err, "reserving %llu bytes for %s: %s", (unsigned long long)bytes, path, strerror(e));
+    return ZERO_ERR_IO;
+}
+
+static zero_status refuse(const char *path, zero_swap_owner o, const swap_header *h, zero_error *err) {
+    if (!err) return ZERO_ERR_IO;
+    switch (o) {
+    case ZERO_SWAP_FOREIGN:
+        ZERO__ERR(err, "%s exists and is not a zero swap file: refusing to overwrite it (move it away or choose another "
+                  "nvme_path)", path);
+        break;
+    case ZERO_SWAP_LIVE:
+        ZERO__ERR(err, "%s is the swap file of process %lld (job '%s'), which is running: two runs cannot share it (set "
+                  "ZERO_JOB_ID to another value or choose another nvme_path)",
+                  path, (long long)h->pid, h->job);
+        break;
+    default:
+        ZERO__ERR(err, "%s is the swap file of process %lld on host '%s': zero cannot tell whether it still runs, so it "
+                  "leaves the file alone (remove it if that run is over)",
+                  path, (long long)h->pid, h->host);
+        break;
+    }
+    return ZERO_ERR_IO;
+}
+
+zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, const char *job, int rank, int world,
+                             const char *kind, uint64_t data_bytes, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!io || !dir || !*dir || rank < 0 || world < 1 || rank >= world || data_bytes % ZERO_IO_ALIGN ||
+        data_bytes > (uint64_t)INT64_MAX - ZERO_SWAP_HEADER) {
+        if (err) ZERO__ERR(err, "swap file: expected an io, a directory, 0 <= rank %d < world %d and a data size that is a "
+                           "multiple of %u (got %llu)", rank, world, ZERO_IO_ALIGN, (unsigned long long)data_bytes);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!name_ok(job) || !name_ok(kind)) {
+        if (err) ZERO__ERR(err, "swap file: job '%s' and kind '%s': expected 1 to 63 of [A-Za-z0-9._-]", job ? job : "",
+                           kind ? kind : "");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_swap *s = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *s);
+    size_t cap = strlen(dir) + strlen(job) + strlen(kind) + 40;
+    char *path = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, cap);
+    swap_header *hbuf = zero_io_buffer_alloc(NULL, ZERO_MEM_BUFFERS, ZERO_SWAP_HEADER);
+    zero_status st = ZERO_ERR_NOMEM;
+    if (!s || !path || !hbuf) {
+        if (err) ZERO__ERR(err, "swap file: out of memory");
+        goto fail;
+    }
+    snprintf(path, cap, "%s/zero_%s_rank%05d.%s.swp", dir, job, rank, kind);
+    s->io = io;
+    s->path = path;
+    s->data_bytes = data_bytes;
+
+    if ((st = zero_io_mkdir(io, dir)) != ZERO_OK) {
+        if (err) ZERO__ERR(err, "nvme_path: %s", zero_io_last_error(io));
+        goto fail;
+    }
+    swap_header old;
+    zero_swap_owner o = probe(path, &old);
+    if (o == ZERO_SWAP_STALE) {
+        zero__log(ZERO_LOG_WARN, "offload: replacing %s, the swap file of process %lld which no longer runs", path,
+                  (long long)old.pid);
+        if ((st = zero_io_unlink(io, path, 1)) != ZERO_OK) {
+            if (err) ZERO__ERR(err, "removing the stale swap file: %s", zero_io_last_error(io));
+            goto fail;
+        }
+    } else if (o != ZERO_SWAP_ABSENT) {
+        st = refuse(path, o, &old, err);
+        goto fail;
+    }
+
+    /* Create exclusively (a file that appears meanwhile is never truncated), header first. */
+    zero_io_file *f = NULL;
+    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL, &f);
+    if (st != ZERO_OK) {
+        if (err) ZERO__ERR(err, "creating the swap file: %s", zero_io_last_error(io));
+        goto fail;
+    }
+    memset(hbuf, 0, ZERO_SWAP_HEADER);
+    memcpy(hbuf->magic, swap_magic, sizeof swap_magic);
+    hbuf->version = SWAP_VERSION;
+    hbuf->header_bytes = ZERO_SWAP_HEADER;
+    hbuf->data_bytes = data_bytes;
+    hbuf->rank = rank;
+    hbuf->world = world;
+    hbuf->pid = (int64_t)getpid();
+    hbuf->created = (int64_t)time(NULL);
+    this_host(hbuf->host, sizeof hbuf->host);
+    snprintf(hbuf->job, sizeof hbuf->job, "%s", job);
+    snprintf(hbuf->kind, sizeof hbuf->kind, "%s", kind);
+    st = zero_io_pwrite(f, hbuf, ZERO_SWAP_HEADER, 0);
+    if (st == ZERO_OK) st = zero_io_truncate(f, ZERO_SWAP_HEADER + data_bytes);
+    if (st != ZERO_OK && err) ZERO__ERR(err, "writing the swap file header: %s", zero_io_last_error(io));
+    zero_status cs = zero_io_close(f);
+    if (st == ZERO_OK && cs != ZERO_OK) {
+        st = cs;
+        if (err) ZERO__ERR(err, "closing the new swap file: %s", zero_io_last_error(io));
+    }
+    if (st == ZERO_OK) st = reserve(path, dir, ZERO_SWAP_HEADER, data_bytes, err);
+    if (st != ZERO_OK) goto fail_unlink;
+
+    /* The data area goes around the page cache when the file system lets it. */
+    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_DIRECT, &s->f);
+    s->direct = st == ZERO_OK;
+    if (st != ZERO_OK) {
+        zero__log(ZERO_LOG_INFO, "offload: %s: O_DIRECT refused (%s); using buffered I/O", path, zero_io_last_error(io));
+        st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE, &s->f);
+    }
+    if (st != ZERO_OK) {
+        if (err) ZERO__ERR(err, "opening the swap file: %s", zero_io_last_error(io));
+        goto fail_unlink;
+    }
+    zero_io_buffer_free(NULL, hbuf);
+    *out = s;
+    return ZERO_OK;
+
+fail_unlink:
+    (void)zero_io_unlink(io, path, 1);
+fail:
+    zero_io_buffer_free(NULL, hbuf);
+    zero_mem_free(NULL, path);
+    zero_mem_free(NULL, s);
+    return st;
+}
+
+zero_status zero_swap_remove(zero_swap *s, zero_error *err) {
+    if (!s) return ZERO_OK;
+    zero_status st = zero_io_close(s->f);
+    if (st != ZERO_OK && err) ZERO__ERR(err, "closing the swap file: %s", zero_io_last_error(s->io));
+    zero_status us = zero_io_unlink(s->io, s->path, 1);
+    if (us != ZERO_OK) {
+        if (err) ZERO__ERR(err, "removing the swap file: %s", zero_io_last_error(s->io));
+        st = us;
+    }
+    zero_mem_free(NULL, s->path);
+    zero_mem_free(NULL, s);
+    return st;
+}
+
+const char *zero_swap_path(const zero_swap *s) { return s ? s->path : ""; }
+zero_io_file *zero_swap_file(const zero_swap *s) { return s ? s->f : NULL; }
+int zero_swap_direct(const zero_swap *s) { return s ? s->direct : 0; }
+uint64_t zero_swap_data_bytes(const zero_swap *s) { return s ? s->data_bytes : 0; }
+
+zero_status zero_offload_io_create(zero_io **out, int queue_depth, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (queue_depth < 1) queue_depth = 1;
+    if (queue_depth > 4096) queue_depth = 4096;
+    const char *b = getenv("ZERO_IO");
+    zero_io *inner = NULL;
+    zero_status s;
+    if (b && *b && strcmp(b, "uring") && strcmp(b, "io_uring") && strcmp(b, "posix")) {
+        if (err) ZERO__ERR(err, "ZERO_IO '%s': expected posix or uring", b);
+        return ZERO_ERR_CONFIG;
+    }
+    if (b && !strcmp(b, "posix")) {
+        s = zero_io_create_posix(&inner, err);
+    } else {
+        s = zero_io_create_uring(&inner, queue_depth, err);
+        if (s == ZERO_ERR_UNSUPPORTED && !(b && *b)) {
+            zero__log(ZERO_LOG_INFO, "offload: io_uring unavailable (%s); using posix I/O", err ? err->msg : "");
+            s = zero_io_create_posix(&inner, err);
+        }
+    }
+    if (s != ZERO_OK) return s;
+    const char *spec = getenv("ZERO_FAULT");
+    if (!spec || !*spec) {
+        *out = inner;
+        return ZERO_OK;
+    }
+    return zero_io_create_fault(out, inner, 1, spec, err);
+}
