@@ -114,8 +114,11 @@ static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, ze
                 break;
             }
             const void *src = buf;
-            if (half) {
-                zero_convert(buf, ZERO_DTYPE_FP32, half, dt, (size_t)n, ZERO_IMPL_AUTO);
+            if (half) { /* element by element: zero_convert's threads cost more than they save on a chunk */
+                if (dt == ZERO_DTYPE_BF16)
+                    for (uint64_t i = 0; i < n; i++) half[i] = zero_fp32_to_bf16(buf[i]);
+                else
+                    for (uint64_t i = 0; i < n; i++) half[i] = zero_fp32_to_fp16(buf[i]);
                 src = half;
             }
             if (zero_st_writer_write(w, src, (size_t)n * zero_dtype_size(dt)) != ZERO_OK)
