@@ -1,0 +1,728 @@
+/* `zero bench step`: step time, tokens/s and per-rank peak RSS of `zero train` for each stage and
+ * rank count, against PyTorch DDP and ZeroRedundancyOptimizer (bench/torch_step.py), as ratios. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpt2/gpt2.h"
+
+#define MAX_LIST 16
+#define MAX_STEPS 10000
+#define MAX_REPEAT 100
+#define MIB (1024.0 * 1024.0)
+
+enum { PEER_DDP, PEER_ZERO, PEER_COUNT };
+static const char *const peer_name[PEER_COUNT] = {"ddp", "zero"};
+
+/* Step-time targets of issue #8: stage S's step time over stage 0's. */
+static const double stage_target[4] = {1.0, 1.05, 1.05, 1.25};
+
+typedef struct step_opts {
+    int json, torch, steps, warmup, repeat, micro_batch, seq, timeout_s;
+    int nranks, ranks[MAX_LIST];
+    int nstages, stages[4];
+    const char *model, *data, *torch_script;
+} step_opts;
+
+/* The figures of one configuration over every repeat. */
+typedef struct figures {
+    double *ms;           /* post-warm-up step times (ms) of every repeat; n of them */
+    int n;
+    double rss;           /* largest per-rank peak RSS over the repeats (bytes); NAN: none */
+    double wait_sum;      /* Σ comm_wait_ms over the same steps */
+    double states, total, stage0; /* per-rank model states, engine total, stage 0's states (bytes) */
+    double params;
+    double med, lo, hi;   /* of ms; NAN when n == 0 */
+} figures;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: zero bench step [--json] [--ranks-list 1,2,4] [--stages 0,1,2,3] [--steps N]\n"
+            "                       [--warmup W] [--repeat R] [--model NAME] [--micro-batch B] [--seq T]\n"
+            "                       [--data FILE] [--no-torch] [--torch-script FILE] [--timeout S]\n"
+            "\n"
+            "Runs `zero train` (fp32, AdamW) for every rank count and stage, through --ranks, and\n"
+            "reads its --log-json records: the step time (rank 0's, median of the steps after the\n"
+            "first W of every repeat; min and max shown as the noise), tokens/s of all ranks at that\n"
+            "median, and the largest per-rank peak RSS by the last step before the final validation.\n"
+            "When /usr/bin/python3 (ZERO_PYTHON overrides) imports torch, runs bench/torch_step.py for\n"
+            "the same model, micro-batch per rank, sequence length, steps and threads per rank: DDP\n"
+            "(~ stage 0) and DDP + ZeroRedundancyOptimizer (~ stage 1), over gloo on CPU. The runs of\n"
+            "every repeat are interleaved so that load from elsewhere falls on all of them.\n"
+            "\n"
+            "  x_s0      step time / stage 0's (targets: stages 1-2 <= 1.05, stage 3 <= 1.25)\n"
+            "  ms/ddp    step time / torch DDP's; rss/ddp peak RSS / torch DDP's (same for zero);\n"
+            "            target: < 1 for each against its counterpart (stage 0: DDP, stage 1:\n"
+            "            ZeroRedundancyOptimizer, stages 2-3: both)\n"
+            "\n"
+            "  --ranks-list L    rank counts (default 1,2,4); more than one rank goes through mpiexec\n"
+            "  --stages L        ZeRO stages (default 0,1,2,3)\n"
+            "  --steps N         optimizer steps a run (default 6); --warmup W first steps dropped (1)\n"
+            "  --repeat R        runs of every configuration (default 1)\n"
+            "  --model NAME      GPT-2 preset (default small); --micro-batch B per rank (4); --seq T (128)\n"
+            "  --data FILE       training text (default: zero train's default corpus)\n"
+            "  --no-torch        skip PyTorch (its columns are null)\n"
+            "  --torch-script F  the PyTorch peer (default: bench/torch_step.py beside the build dir,\n"
+            "                    or $ZERO_TORCH_STEP)\n"
+            "  --timeout S       seconds one run may take before it is killed (default 1800)\n"
+            "  --json            one object a line: \"run\": \"zero\" rows {\"ranks\", \"stage\", \"step_ms\",\n"
+            "                    \"step_ms_min\", \"step_ms_max\", \"tokens_per_s\", \"rss_peak\", \"model_states\",\n"
+            "                    \"stage0_model_states\", \"mem_total\", \"comm_wait_ms\", \"stage_ratio\",\n"
+            "                    \"meets_stage_target\", \"torch_ddp_ms\", \"torch_ddp_rss\", \"ratio_ddp_ms\",\n"
+            "                    \"ratio_ddp_rss\", \"torch_zero_ms\", ..., \"meets_torch_target\", ...} and\n"
+            "                    \"torch_ddp\"/\"torch_zero\" rows with their own figures\n");
+}
+
+/* "1,2,4" into out[] (each in [lo, hi], no repeats); -1 after printing the error. */
+static int parse_list(const char *flag, const char *v, int lo, int hi, int *out, int cap, int *n) {
+    *n = 0;
+    const char *p = v;
+    while (1) {
+        char *end = NULL;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < lo || x > hi || (*end && *end != ',') || *n == cap) goto bad;
+        for (int i = 0; i < *n; i++)
+            if (out[i] == (int)x) goto bad;
+        out[(*n)++] = (int)x;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+bad:
+    cli_error(CLI_USAGE, "%s '%s': expected a comma-separated list of at most %d distinct integers in [%d, %d]",
+              flag, v, cap, lo, hi);
+    return -1;
+}
+
+static int parse(int argc, char **argv, step_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->torch = 1;
+    o->steps = 6;
+    o->warmup = 1;
+    o->repeat = 1;
+    o->micro_batch = 4;
+    o->seq = 128;
+    o->timeout_s = 1800;
+    o->model = "small";
+    o->nranks = 3, o->ranks[0] = 1, o->ranks[1] = 2, o->ranks[2] = 4;
+    o->nstages = 4;
+    for (int s = 0; s < 4; s++) o->stages[s] = s;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VALUE()                                                                                    \
+    if (!(v = cli_flag_value(argc, argv, &i))) return -1
+        if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--no-torch")) o->torch = 0;
+        else if (!strcmp(a, "--ranks-list")) { VALUE(); if (parse_list(a, v, 1, 256, o->ranks, MAX_LIST, &o->nranks)) return -1; }
+        else if (!strcmp(a, "--stages")) { VALUE(); if (parse_list(a, v, 0, 3, o->stages, 4, &o->nstages)) return -1; }
+        else if (!strcmp(a, "--steps")) { VALUE(); if (cli_parse_int(a, v, 2, MAX_STEPS, &o->steps)) return -1; }
+        else if (!strcmp(a, "--warmup")) { VALUE(); if (cli_parse_int(a, v, 0, MAX_STEPS, &o->warmup)) return -1; }
+        else if (!strcmp(a, "--repeat")) { VALUE(); if (cli_parse_int(a, v, 1, MAX_REPEAT, &o->repeat)) return -1; }
+        else if (!strcmp(a, "--micro-batch")) { VALUE(); if (cli_parse_int(a, v, 1, 1 << 16, &o->micro_batch)) return -1; }
+        else if (!strcmp(a, "--seq")) { VALUE(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
+        else if (!strcmp(a, "--timeout")) { VALUE(); if (cli_parse_int(a, v, 1, 7 * 86400, &o->timeout_s)) return -1; }
+        else if (!strcmp(a, "--model")) { VALUE(); o->model = v; }
+        else if (!strcmp(a, "--data")) { VALUE(); o->data = v; }
+        else if (!strcmp(a, "--torch-script")) { VALUE(); o->torch_script = v; }
+        else {
+            cli_error(CLI_USAGE, "bench step: unknown option '%s': expected --json, --ranks-list, --stages, --steps, "
+                      "--warmup, --repeat, --model, --micro-batch, --seq, --data, --no-torch, --torch-script or --timeout", a);
+            return -1;
+        }
+#undef VALUE
+    }
+    if (o->warmup >= o->steps) {
+        cli_error(CLI_USAGE, "--warmup %d with --steps %d: expected warmup < steps (at least one timed step)",
+                  o->warmup, o->steps);
+        return -1;
+    }
+    gpt2_config m;
+    zero_error err = {{0}};
+    if (gpt2_config_preset(&m, o->model, &err) != ZERO_OK) {
+        cli_error(CLI_USAGE, "--model: %s", err.msg);
+        return -1;
+    }
+    if (o->data && access(o->data, R_OK)) {
+        cli_error(CLI_USAGE, "--data '%s': cannot read it: %s", o->data, strerror(errno));
+        return -1;
+    }
+    if (o->torch_script && access(o->torch_script, R_OK)) {
+        cli_error(CLI_USAGE, "--torch-script '%s': cannot read it: %s", o->torch_script, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the JSON the runs print */
+
+/* Where the value of `key` starts in the flat JSON object `s`: at the top level (obj NULL) or
+ * inside the top-level object member `obj`. NULL when absent. Strings are skipped whole, so a
+ * key inside a string value never matches. */
+static const char *json_at(const char *s, const char *obj, const char *key) {
+    const size_t klen = strlen(key);
+    int depth = 0, want = obj ? 2 : 1, in_obj = !obj;
+    for (const char *p = s; *p; p++) {
+        if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            if (obj && depth == 2 && in_obj) return NULL; /* end of obj */
+            depth--;
+        } else if (*p == '"') {
+            const char *k = p + 1, *q = k;
+            while (*q && *q != '"') q += (*q == '\\' && q[1]) ? 2 : 1;
+            if (!*q) return NULL;
+            const char *c = q + 1;
+            while (*c == ' ') c++;
+            if (*c == ':') {
+                c++;
+                while (*c == ' ') c++;
+                if (obj && depth == 1 && (size_t)(q - k) == strlen(obj) && !strncmp(k, obj, strlen(obj)) && *c == '{')
+                    in_obj = 1;
+                else if (in_obj && depth == want && (size_t)(q - k) == klen && !strncmp(k, key, klen))
+                    return c;
+            }
+            p = q;
+        }
+    }
+    return NULL;
+}
+
+/* The number at `key` (see json_at); NAN when absent or not a number. */
+static double json_num(const char *s, const char *obj, const char *key) {
+    const char *v = json_at(s, obj, key);
+    if (!v) return NAN;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    return end == v ? NAN : x;
+}
+
+/* ------------------------------------------------------------------ child processes */
+
+/* Runs argv (argv[0] a path) with stdout and stderr into files; returns its exit status, 124
+ * after killing it at the timeout, 127 when it cannot start. */
+static int run_child(char *const argv[], const char *out_path, const char *err_path, int timeout_s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return 127;
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
+        close(fo);
+        close(fe);
+        execv(argv[0], argv);
+        dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    const double deadline = zero_now() + timeout_s;
+    int st = 0, killed = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) return 127;
+        if (!killed && zero_now() > deadline) {
+            /* mpiexec and the torch launcher pass SIGTERM on to their ranks */
+            kill(pid, SIGTERM);
+            killed = 1;
+        } else if (killed == 1 && zero_now() > deadline + 10) {
+            kill(pid, SIGKILL);
+            killed = 2;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (killed) return 124;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* The last non-empty line of a file, for error messages. */
+static const char *last_line(const char *path, char *buf, size_t cap) {
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return buf;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (n) snprintf(buf, cap, "%s", line);
+    }
+    fclose(f);
+    return buf;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    while (s) {
+        size_t got = fread(s + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+        if (n + 1 == cap) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) free(s);
+            s = t;
+        }
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    return s;
+}
+
+static double load_average(void) {
+    double l = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = NAN;
+        fclose(f);
+    }
+    return l;
+}
+
+/* ------------------------------------------------------------------ our runs */
+
+typedef struct ctx {
+    const step_opts *o;
+    char self[PATH_MAX], dir[PATH_MAX];
+    char py[PATH_MAX], script[PATH_MAX];
+    int have_torch;
+    char torch_version[32];
+    double torch_params;
+} ctx;
+
+/* One `zero train` run: appends its figures to f. Returns CLI_OK or the error it printed. */
+static int run_ours(ctx *c, int ranks, int stage, figures *f) {
+    const step_opts *o = c->o;
+    char log[PATH_MAX + 16], out[PATH_MAX + 16], err[PATH_MAX + 16];
+    char s_stage[8], s_ranks[16], s_steps[16], s_b[16], s_t[16];
+    snprintf(log, sizeof log, "%s/train.jsonl", c->dir);
+    snprintf(out, sizeof out, "%s/train.out", c->dir);
+    snprintf(err, sizeof err, "%s/train.err", c->dir);
+    snprintf(s_stage, sizeof s_stage, "%d", stage);
+    snprintf(s_ranks, sizeof s_ranks, "%d", ranks);
+    snprintf(s_steps, sizeof s_steps, "%d", o->steps);
+    snprintf(s_b, sizeof s_b, "%d", o->micro_batch);
+    snprintf(s_t, sizeof s_t, "%d", o->seq);
+    unlink(log);
+    /* --val-every 0: one validation, after the last step (outside every timed step) */
+    char *argv[32] = {c->self, "train", "--model", (char *)o->model, "--stage", s_stage, "--ranks", s_ranks,
+                      "--steps", s_steps, "--micro-batch", s_b, "--seq", s_t, "--precision", "fp32",
+                      "--val-every", "0", "--val-batches", "1", "--log-json", log};
+    int k = 22;
+    if (o->data) argv[k++] = "--data", argv[k++] = (char *)o->data;
+    argv[k] = NULL;
+    int rc = run_child(argv, out, err, o->timeout_s);
+    char line[512];
+    if (rc == 124)
+        return cli_error(CLI_RUNTIME, "bench step: zero train --ranks %d --stage %d took over %d s (--timeout)", ranks,
+                         stage, o->timeout_s);
+    if (rc != 0)
+        return cli_error(CLI_RUNTIME, "bench step: zero train --ranks %d --stage %d failed (exit %d): %s", ranks, stage,
+                         rc, last_line(err, line, sizeof line));
+    char *text = read_file(log);
+    if (!text) return cli_error(CLI_RUNTIME, "bench step: cannot read the log of zero train: %s", log);
+    int steps_seen = 0, done = 0;
+    double rss = NAN;
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+        if (json_at(l, NULL, "done")) {
+            done = 1;
+            f->states = json_num(l, "mem", "params") + json_num(l, "mem", "grads") + json_num(l, "mem", "master") +
+                        json_num(l, "mem", "optim");
+            f->total = json_num(l, "mem", "total");
+            f->stage0 = json_num(l, NULL, "stage0_model_states");
+            f->params = json_num(l, NULL, "params");
+            continue;
+        }
+        double step = json_num(l, NULL, "step"), ms = json_num(l, NULL, "step_ms");
+        if (!(step >= 1) || !(ms > 0)) continue;
+        steps_seen++;
+        /* the peak RSS of training alone: the last record's is taken after the final validation */
+        if (step == o->steps - 1) rss = json_num(l, NULL, "rss_peak");
+        if (step > o->warmup && f->n < o->steps * o->repeat) {
+            f->ms[f->n++] = ms;
+            f->wait_sum += json_num(l, NULL, "comm_wait_ms");
+        }
+    }
+    free(text);
+    if (steps_seen != o->steps || !done || !(rss > 0) || !(f->states > 0))
+        return cli_error(CLI_RUNTIME, "bench step: zero train --ranks %d --stage %d wrote %d step records of %d%s to %s",
+                         ranks, stage, steps_seen, o->steps, done ? "" : " and no final record", log);
+    if (isnan(f->rss) || rss > f->rss) f->rss = rss;
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ the PyTorch peer */
+
+static int torch_importable(const char *py) {
+    char cmd[PATH_MAX + 64];
+    if (strchr(py, '\'')) return 0;
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
+    return system(cmd) == 0;
+}
+
+/* The peer script: --torch-script, $ZERO_TORCH_STEP, or bench/torch_step.py in the source tree
+ * beside the binary's build directory (build/zero -> bench/), or beside the binary. */
+static int find_script(ctx *c) {
+    const char *s = c->o->torch_script ? c->o->torch_script : getenv("ZERO_TORCH_STEP");
+    if (s && *s) {
+        snprintf(c->script, sizeof c->script, "%s", s);
+        return access(c->script, R_OK) == 0;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", c->self);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    const char *rel[] = {"/../bench/torch_step.py", "/bench/torch_step.py"};
+    for (int i = 0; i < 2; i++) {
+        if (strlen(dir) + strlen(rel[i]) >= sizeof c->script) continue;
+        snprintf(c->script, sizeof c->script, "%s%s", dir, rel[i]);
+        if (access(c->script, R_OK) == 0) return 1;
+    }
+    c->script[0] = 0;
+    return 0;
+}
+
+/* The threads per rank zero train gets (cli_launch_ranks' rule), given to torch too. */
+static int threads_per_rank(int ranks) {
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) return atoi(e);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > ranks ? (int)(cores / ranks) : 1;
+}
+
+static int run_torch(ctx *c, int ranks, int peer, figures *f) {
+    const step_opts *o = c->o;
+    gpt2_config m;
+    zero_error e = {{0}};
+    gpt2_config_preset(&m, o->model, &e);
+    if (o->seq > m.n_ctx) m.n_ctx = o->seq; /* as zero train grows its position table */
+    char out[PATH_MAX + 16], err[PATH_MAX + 16];
+    char a[10][16];
+    snprintf(out, sizeof out, "%s/torch.json", c->dir);
+    snprintf(err, sizeof err, "%s/torch.err", c->dir);
+    snprintf(a[0], 16, "%d", ranks);
+    snprintf(a[1], 16, "%d", m.n_layer);
+    snprintf(a[2], 16, "%d", m.n_embd);
+    snprintf(a[3], 16, "%d", m.n_head);
+    snprintf(a[4], 16, "%d", m.vocab);
+    snprintf(a[5], 16, "%d", m.n_ctx);
+    snprintf(a[6], 16, "%d", o->micro_batch);
+    snprintf(a[7], 16, "%d", o->seq);
+    snprintf(a[8], 16, "%d", o->steps);
+    snprintf(a[9], 16, "%d", threads_per_rank(ranks));
+    char *argv[] = {c->py, c->script, "--mode", (char *)peer_name[peer], "--ranks", a[0], "--layers", a[1],
+                    "--dim", a[2], "--heads", a[3], "--vocab", a[4], "--n-ctx", a[5], "--micro-batch", a[6],
+                    "--seq", a[7], "--steps", a[8], "--threads", a[9], NULL};
+    int rc = run_child(argv, out, err, o->timeout_s);
+    char line[512];
+    if (rc == 124)
+        return cli_error(CLI_RUNTIME, "bench step: torch %s on %d ranks took over %d s (--timeout)", peer_name[peer], ranks,
+                         o->timeout_s);
+    if (rc != 0)
+        return cli_error(CLI_RUNTIME, "bench step: torch %s on %d ranks failed (exit %d): %s", peer_name[peer], ranks,
+                         rc, last_line(err, line, sizeof line));
+    char *text = read_file(out);
+    const char *arr = text ? json_at(text, NULL, "step_ms") : NULL;
+    int got = 0;
+    if (arr && *arr == '[') {
+        const char *p = arr + 1;
+        for (int step = 1; step <= o->steps; step++) {
+            char *end = NULL;
+            double ms = strtod(p, &end);
+            if (end == p || !(ms > 0)) break;
+            got++;
+            if (step > o->warmup && f->n < o->steps * o->repeat) f->ms[f->n++] = ms;
+            p = end;
+            while (*p == ' ' || *p == ',') p++;
+        }
+    }
+    double rss = text ? json_num(text, NULL, "rss_peak") : NAN;
+    c->torch_params = text ? json_num(text, NULL, "params") : NAN;
+    const char *v = text ? json_at(text, NULL, "torch") : NULL;
+    if (v && *v == '"') {
+        size_t n = strcspn(v + 1, "\"");
+        snprintf(c->torch_version, sizeof c->torch_version, "%.*s", (int)(n < 31 ? n : 31), v + 1);
+    }
+    free(text);
+    if (got != o->steps || !(rss > 0))
+        return cli_error(CLI_RUNTIME, "bench step: torch %s on %d ranks printed %d step times of %d: %s", peer_name[peer],
+                         ranks, got, o->steps, last_line(err, line, sizeof line));
+    if (isnan(f->rss) || rss > f->rss) f->rss = rss;
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ report */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n) {
+    if (n <= 0) return NAN;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static void summarize(figures *f) {
+    f->med = median(f->ms, f->n);
+    f->lo = f->n ? f->ms[0] : NAN;
+    f->hi = f->n ? f->ms[f->n - 1] : NAN;
+}
+
+static void jnum(const char *key, double v) {
+    printf(", \"%s\": ", key);
+    cli_json_double(stdout, v);
+}
+
+static void jbool(const char *key, int v) { /* -1: not measured */
+    printf(", \"%s\": %s", key, v < 0 ? "null" : v ? "true" : "false");
+}
+
+/* A ratio for the table: "-" when not measured. */
+static const char *fmt_ratio(double v, char *buf, size_t cap) {
+    if (isfinite(v)) snprintf(buf, cap, "%.3f", v);
+    else snprintf(buf, cap, "-");
+    return buf;
+}
+
+typedef struct row_eval {
+    double x_s0, ms_ratio[PEER_COUNT], rss_ratio[PEER_COUNT];
+    int stage_ok, torch_ok; /* 1 met, 0 missed, -1 not measured or no target */
+} row_eval;
+
+static row_eval evaluate(const figures *f, int stage, const figures *s0, const figures peers[PEER_COUNT]) {
+    row_eval r;
+    r.x_s0 = s0 && s0->n ? f->med / s0->med : NAN;
+    r.stage_ok = stage == 0 || !isfinite(r.x_s0) ? -1 : r.x_s0 <= stage_target[stage];
+    r.torch_ok = -1;
+    for (int p = 0; p < PEER_COUNT; p++) {
+        r.ms_ratio[p] = peers && peers[p].n ? f->med / peers[p].med : NAN;
+        r.rss_ratio[p] = peers && peers[p].n ? f->rss / peers[p].rss : NAN;
+        /* counterparts: stage 0 DDP, stage 1 ZeroRedundancyOptimizer, stages 2-3 both */
+        const int counterpart = stage >= 2 || (stage == 0 && p == PEER_DDP) || (stage == 1 && p == PEER_ZERO);
+        if (!counterpart || !isfinite(r.ms_ratio[p])) continue;
+        const int ok = r.ms_ratio[p] < 1 && r.rss_ratio[p] < 1;
+        r.torch_ok = r.torch_ok < 0 ? ok : (r.torch_ok && ok);
+    }
+    return r;
+}
+
+static void print_json_row(const ctx *c, int ranks, int stage, const figures *f, const row_eval *r,
+                           const figures peers[PEER_COUNT], double load0, double load1) {
+    const step_opts *o = c->o;
+    printf("{\"run\": \"zero\", \"ranks\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, stage, o->model);
+    jnum("params", f->params);
+    printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
+           o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
+    jnum("step_ms", f->med);
+    jnum("step_ms_min", f->lo);
+    jnum("step_ms_max", f->hi);
+    jnum("tokens_per_s", (double)ranks * o->micro_batch * o->seq * 1e3 / f->med);
+    jnum("rss_peak", f->rss);
+    jnum("model_states", f->states);
+    jnum("stage0_model_states", f->stage0);
+    jnum("mem_total", f->total);
+    jnum("comm_wait_ms", f->n ? f->wait_sum / f->n : NAN);
+    jnum("stage_ratio", r->x_s0);
+    jnum("stage_target", stage_target[stage]);
+    jbool("meets_stage_target", r->stage_ok);
+    for (int p = 0; p < PEER_COUNT; p++) {
+        char k[32];
+        snprintf(k, sizeof k, "torch_%s_ms", peer_name[p]);
+        jnum(k, peers && peers[p].n ? peers[p].med : NAN);
+        snprintf(k, sizeof k, "torch_%s_rss", peer_name[p]);
+        jnum(k, peers && peers[p].n ? peers[p].rss : NAN);
+        snprintf(k, sizeof k, "ratio_%s_ms", peer_name[p]);
+        jnum(k, r->ms_ratio[p]);
+        snprintf(k, sizeof k, "ratio_%s_rss", peer_name[p]);
+        jnum(k, r->rss_ratio[p]);
+    }
+    jbool("meets_torch_target", r->torch_ok);
+    jnum("load_before", load0);
+    jnum("load_after", load1);
+    printf("}\n");
+}
+
+static void print_json_peer(const ctx *c, int ranks, int p, const figures *f) {
+    const step_opts *o = c->o;
+    printf("{\"run\": \"torch_%s\", \"ranks\": %d, \"torch\": \"%s\"", peer_name[p], ranks, c->torch_version);
+    jnum("params", c->torch_params);
+    printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
+           o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
+    jnum("step_ms", f->med);
+    jnum("step_ms_min", f->lo);
+    jnum("step_ms_max", f->hi);
+    jnum("tokens_per_s", (double)ranks * o->micro_batch * o->seq * 1e3 / f->med);
+    jnum("rss_peak", f->rss);
+    printf("}\n");
+}
+
+static void print_table_row(const step_opts *o, int ranks, const char *name, const figures *f, const row_eval *r) {
+    char b[8][16];
+    printf("%5d  %-10s %9.1f %9.1f %9.1f %8.0f %8.1f", ranks, name, f->med, f->lo, f->hi,
+           (double)ranks * o->micro_batch * o->seq * 1e3 / f->med, f->rss / MIB);
+    if (!r) {
+        printf("\n");
+        return;
+    }
+    printf(" %9.1f %7.1f %6s %7s %7s %7s %7s  %s %s\n", f->states / MIB, f->n ? f->wait_sum / f->n : 0.0,
+           fmt_ratio(r->x_s0, b[0], 16), fmt_ratio(r->ms_ratio[0], b[1], 16), fmt_ratio(r->rss_ratio[0], b[2], 16),
+           fmt_ratio(r->ms_ratio[1], b[3], 16), fmt_ratio(r->rss_ratio[1], b[4], 16),
+           r->stage_ok < 0 ? "stage:-   " : r->stage_ok ? "stage:ok  " : "stage:MISS",
+           r->torch_ok < 0 ? "torch:-" : r->torch_ok ? "torch:ok" : "torch:MISS");
+}
+
+/* ------------------------------------------------------------------ driver */
+
+static int bench(ctx *c) {
+    const step_opts *o = c->o;
+    const int nr = o->nranks, ns = o->nstages;
+    const int per = o->steps * o->repeat;
+    figures *ours = calloc((size_t)nr * ns, sizeof *ours);
+    figures *peers = calloc((size_t)nr * PEER_COUNT, sizeof *peers);
+    double *pool = calloc((size_t)nr * (ns + PEER_COUNT) * per, sizeof *pool);
+    int rc = CLI_RUNTIME;
+    if (!ours || !peers || !pool) {
+        rc = cli_error(CLI_RUNTIME, "bench step: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nr * ns; i++) ours[i].ms = pool + (size_t)i * per, ours[i].rss = NAN;
+    for (int i = 0; i < nr * PEER_COUNT; i++) peers[i].ms = pool + (size_t)(nr * ns + i) * per, peers[i].rss = NAN;
+
+    const double load0 = load_average();
+    const int runs = o->repeat * nr * (ns + (c->have_torch ? PEER_COUNT : 0));
+    int run = 0;
+    for (int rep = 0; rep < o->repeat; rep++) {
+        for (int i = 0; i < nr; i++) {
+            for (int j = 0; j < ns + (c->have_torch ? PEER_COUNT : 0); j++) {
+                const int is_torch = j >= ns;
+                figures *f = is_torch ? &peers[i * PEER_COUNT + (j - ns)] : &ours[i * ns + j];
+                const int before = f->n;
+                const double t0 = zero_now();
+                rc = is_torch ? run_torch(c, o->ranks[i], j - ns, f) : run_ours(c, o->ranks[i], o->stages[j], f);
+                if (rc != CLI_OK) goto done;
+                double last = median(f->ms + before, f->n - before);
+                char what[32];
+                if (is_torch) snprintf(what, sizeof what, "torch %s", peer_name[j - ns]);
+                else snprintf(what, sizeof what, "stage %d", o->stages[j]);
+                fprintf(stderr, "bench step: [%d/%d] %d rank%s, %-10s %8.1f ms/step (median of %d), run %.0f s, load %.2f\n",
+                        ++run, runs, o->ranks[i], o->ranks[i] > 1 ? "s" : " ", what, last, f->n - before,
+                        zero_now() - t0, load_average());
+            }
+        }
+    }
+    const double load1 = load_average();
+    for (int i = 0; i < nr * ns; i++) summarize(&ours[i]);
+    for (int i = 0; i < nr * PEER_COUNT; i++) summarize(&peers[i]);
+
+    if (!o->json) {
+        printf("zero bench step: model %s (%.0f params), fp32 AdamW, micro-batch %d per rank, seq %d; %d steps a run, "
+               "first %d dropped, %d repeat%s; load average %.2f before, %.2f after\n",
+               o->model, ours[0].params, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, o->repeat > 1 ? "s" : "",
+               load0, load1);
+        if (c->have_torch)
+            printf("peer: PyTorch %s (%s): DDP ~ stage 0, DDP + ZeroRedundancyOptimizer ~ stage 1, gloo on CPU, %.0f params\n",
+                   c->torch_version, c->script, c->torch_params);
+        else
+            printf("peer: none (%s)\n", !o->torch ? "--no-torch" : c->script[0] ? "torch does not import" : "bench/torch_step.py not found");
+        printf("step_ms: rank 0's median (min, max) over the timed steps; rss: largest per-rank peak; ratios: ours / "
+               "theirs (< 1: faster, smaller)\n");
+        printf("%5s  %-10s %9s %9s %9s %8s %8s %9s %7s %6s %7s %7s %7s %7s  %s\n", "ranks", "run", "step_ms", "min_ms",
+               "max_ms", "tok/s", "rss_MiB", "state_MiB", "wait_ms", "x_s0", "ms/ddp", "rss/ddp", "ms/zero", "rss/zero",
+               "targets");
+    }
+    int met = 0, total = 0;
+    for (int i = 0; i < nr; i++) {
+        const figures *s0 = NULL;
+        for (int j = 0; j < ns; j++)
+            if (o->stages[j] == 0) s0 = &ours[i * ns + j];
+        const figures *pp = c->have_torch ? &peers[i * PEER_COUNT] : NULL;
+        for (int j = 0; j < ns; j++) {
+            const figures *f = &ours[i * ns + j];
+            row_eval r = evaluate(f, o->stages[j], s0, pp);
+            met += (r.stage_ok == 1) + (r.torch_ok == 1);
+            total += (r.stage_ok >= 0) + (r.torch_ok >= 0);
+            if (o->json) {
+                print_json_row(c, o->ranks[i], o->stages[j], f, &r, pp, load0, load1);
+            } else {
+                char name[16];
+                snprintf(name, sizeof name, "stage %d", o->stages[j]);
+                print_table_row(o, o->ranks[i], name, f, &r);
+            }
+        }
+        for (int p = 0; pp && p < PEER_COUNT; p++) {
+            if (o->json) print_json_peer(c, o->ranks[i], p, &pp[p]);
+            else print_table_row(o, o->ranks[i], p == PEER_DDP ? "torch ddp" : "torch zero", &pp[p], NULL);
+        }
+    }
+    if (!o->json) printf("targets met: %d of %d\n", met, total);
+    fflush(stdout);
+    rc = CLI_OK;
+done:
+    free(ours);
+    free(peers);
+    free(pool);
+    return rc;
+}
+
+/* Removes the scratch directory's files and the directory itself. */
+static void remove_dir(const char *dir) {
+    const char *names[] = {"train.jsonl", "train.out", "train.err", "torch.json", "torch.err"};
+    char p[PATH_MAX + 16];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+int cli_bench_step(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return CLI_OK;
+        }
+    }
+    step_opts o;
+    if (parse(argc, argv, &o)) return CLI_USAGE;
+    ctx *c = calloc(1, sizeof *c);
+    if (!c) return cli_error(CLI_RUNTIME, "bench step: out of memory");
+    c->o = &o;
+    ssize_t n = readlink("/proc/self/exe", c->self, sizeof c->self - 1);
+    if (n <= 0) {
+        free(c);
+        return cli_error(CLI_RUNTIME, "bench step: cannot find this program's path: %s", strerror(errno));
+    }
+    c->self[n] = 0;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->dir, sizeof c->dir, "%s/zero_bench_step_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(c->dir)) {
+        int e = errno;
+        free(c);
+        return cli_error(CLI_RUNTIME, "bench step: cannot create a scratch directory under %s: %s",
+                         tmp && *tmp ? tmp : "/tmp", strerror(e));
+    }
+    const char *py = getenv("ZERO_PYTHON");
+    snprintf(c->py, sizeof c->py, "%s", py && *py ? py : "/usr/bin/python3");
+    c->have_torch = o.torch && find_script(c) && torch_importable(c->py);
+    if (o.torch && o.torch_script && !c->have_torch)
+        fprintf(stderr, "bench step: %s cannot import torch: no PyTorch figures\n", c->py);
+    int rc = bench(c);
+    remove_dir(c->dir);
+    free(c);
+    return rc;
+}
