@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark of zero in one command (bench comm, adam, step, and io when this
+# build has it), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
+# Usage: scripts/bench.sh [BUILD_DIR]; ZERO_BENCH_STEP_ARGS adds flags to bench step (e.g. --repeat 3).
+set -uo pipefail
+build=${1:-build}
+zero="$build/zero"
+[ -x "$zero" ] || { echo "scripts/bench.sh: $zero not found (make build first)" >&2; exit 1; }
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+status=0
+run() {
+    echo "== zero $* =="
+    "$zero" "$@"
+    local rc=$?
+    if [ $rc -ne 0 ]; then echo "== zero $*: failed (exit $rc) =="; status=1; fi
+    echo
+}
+
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average: $(cut -d' ' -f1-3 /proc/loadavg) =="
+echo
+run bench comm --ranks 2
+run bench adam
+# shellcheck disable=SC2086 # word splitting of the extra flags is wanted
+run bench step ${ZERO_BENCH_STEP_ARGS:-}
+# bench io fails with "not supported yet" until it exists
+if "$zero" bench io --help >/dev/null 2>&1; then run bench io; fi
+echo "== load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) =="
+exit $status
