@@ -1,5 +1,6 @@
 /* The `mpi` backend: collectives on a duplicate of the caller's MPI communicator, with errors
- * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops. */
+ * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops.
+ * Large reductions and gathers among ranks sharing a node go through comm_shm.c ("mpi+shm"). */
 #include "comm/internal.h"
 
 #include <limits.h>
@@ -8,6 +9,7 @@
 
 typedef struct mpi_ctx {
     MPI_Comm comm; /* our duplicate: our errhandler, our message space */
+    zero__shm *shm; /* shared-memory collectives; NULL when they cannot help */
 } mpi_ctx;
 
 /* What a non-blocking call leaves in zero_request.impl. */
@@ -77,7 +79,7 @@ zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what) {
 static MPI_Comm comm_of(const zero_comm *c) { return ((const mpi_ctx *)c->impl)->comm; }
 
 /* Half types travel as 16-bit words; only the user ops look inside them. */
-static MPI_Datatype mpi_type(zero_dtype dt) {
+MPI_Datatype zero__comm_mpi_type(zero_dtype dt) {
     switch (dt) {
     case ZERO_DTYPE_FP32: return MPI_FLOAT;
     case ZERO_DTYPE_BF16:
@@ -91,7 +93,7 @@ static MPI_Datatype mpi_type(zero_dtype dt) {
 }
 
 /* op is SUM or MAX here (no ZERO__CAP_AVG: comm.c turns AVG into SUM and divides). */
-static MPI_Op mpi_op(zero_dtype dt, zero_op op) {
+MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op) {
     int max = op == ZERO_OP_MAX;
     switch (dt) {
     case ZERO_DTYPE_FP32: return max ? g_ops[OP_F32_MAX] : MPI_SUM;
@@ -101,10 +103,32 @@ static MPI_Op mpi_op(zero_dtype dt, zero_op op) {
     }
 }
 
+static MPI_Datatype mpi_type(zero_dtype dt) { return zero__comm_mpi_type(dt); }
+static MPI_Op mpi_op(zero_dtype dt, zero_op op) { return zero__comm_mpi_op(dt, op); }
+
 static mpi_req *req_of(zero_request *req) { return (mpi_req *)(void *)req->impl.bytes; }
+
+/* The window's path for a message of `bytes` (the ring rule's size), or NULL for plain MPI. */
+static zero__shm *shm_for(const zero_comm *c, uint64_t bytes) {
+    zero__shm *s = ((const mpi_ctx *)c->impl)->shm;
+    return zero__shm_wants(s, bytes) ? s : NULL;
+}
+
+/* A shared-memory collective is over when it returns (docs/COMM.md, "Shared memory"): its
+ * request holds no MPI request and its wait/test find it complete. */
+static zero_status shm_done(zero_request *req, zero_status s) {
+    if (req) {
+        mpi_req *m = req_of(req);
+        m->r = MPI_REQUEST_NULL;
+        m->move_bytes = 0;
+    }
+    return s;
+}
 
 static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request *req) {
+    zero__shm *shm = shm_for(c, (uint64_t)count * zero_dtype_size(dt));
+    if (shm) return shm_done(req, zero__shm_all_reduce(c, shm, send, recv, count, dt, op));
     const void *sb = send == recv ? MPI_IN_PLACE : send;
     int rc;
     if (req) {
@@ -121,6 +145,8 @@ static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, si
 static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                       zero_dtype dt, zero_op op, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
+    zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
+    if (shm) return shm_done(req, zero__shm_reduce_scatter(c, shm, send, recv, count, dt, op));
     int inplace = (const char *)recv == (const char *)send + (size_t)c->rank * bytes;
     /* In place, MPI reads the whole buffer and writes our block at its start. */
     const void *sb = inplace ? MPI_IN_PLACE : send;
@@ -150,6 +176,8 @@ static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv
 static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
+    zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
+    if (shm) return shm_done(req, zero__shm_all_gather(c, shm, send, recv, count, dt));
     int inplace = (const char *)send == (const char *)recv + (size_t)c->rank * bytes;
     const void *sb = inplace ? MPI_IN_PLACE : send;
     MPI_Datatype t = mpi_type(dt);
@@ -216,6 +244,7 @@ static void mpi_destroy(zero_comm *c) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     /* After the program's own MPI_Finalize there is nothing left to free. */
+    zero__shm_destroy(ctx->shm, !finalized);
     if (!finalized) MPI_Comm_free(&ctx->comm);
     zero_mem_free(NULL, ctx);
     c->impl = NULL;
@@ -223,7 +252,7 @@ static void mpi_destroy(zero_comm *c) {
     release_process_state();
 }
 
-static const zero__comm_ops mpi_ops;
+static const zero__comm_ops mpi_ops, mpi_shm_ops;
 
 /* Wraps an MPI communicator that zero owns (a dup or a split result) into a zero_comm. On
  * failure the MPI communicator is freed and the error goes to `parent` (or the init text). */
@@ -241,12 +270,18 @@ static zero_status wrap(MPI_Comm comm, zero_comm *parent, const char *fn, zero_c
         s = zero__comm_mpi_error(parent, rc, fn);
         goto fail_comm;
     }
-    if (!(ctx = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *ctx)) ||
-        !(c = zero__comm_new(&mpi_ops, rank, size))) {
+    if (!(ctx = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *ctx))) {
         if (parent) ZERO__COMM_ERR(parent, "%s: out of memory for a communicator", fn);
         else zero__comm_init_errorf("%s: out of memory for a communicator", fn);
         s = ZERO_ERR_NOMEM;
         goto fail_alloc;
+    }
+    if ((s = zero__shm_create(comm, rank, size, parent, fn, &ctx->shm))) goto fail_alloc;
+    if (!(c = zero__comm_new(ctx->shm ? &mpi_shm_ops : &mpi_ops, rank, size))) {
+        if (parent) ZERO__COMM_ERR(parent, "%s: out of memory for a communicator", fn);
+        else zero__comm_init_errorf("%s: out of memory for a communicator", fn);
+        s = ZERO_ERR_NOMEM;
+        goto fail_shm;
     }
     ctx->comm = comm;
     c->impl = ctx;
@@ -254,6 +289,8 @@ static zero_status wrap(MPI_Comm comm, zero_comm *parent, const char *fn, zero_c
     *out = c;
     return ZERO_OK;
 
+fail_shm:
+    zero__shm_destroy(ctx->shm, 1);
 fail_alloc:
     zero_mem_free(NULL, ctx);
 fail_comm:
@@ -269,8 +306,25 @@ static zero_status mpi_split(zero_comm *c, int color, int key, zero_comm **out) 
     return wrap(sub, c, "split", out);
 }
 
+/* Two tables that differ only in the name, so that zero_comm_backend says whether large
+ * messages between ranks of a node take the shared-memory path; the functions look at ctx->shm. */
 static const zero__comm_ops mpi_ops = {
     .name = "mpi",
+    .max_count = INT_MAX, /* MPI counts are int; larger buffers take several calls */
+    .caps = 0,
+    .all_reduce = mpi_all_reduce,
+    .reduce_scatter = mpi_reduce_scatter,
+    .all_gather = mpi_all_gather,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .split = mpi_split,
+    .wait = mpi_wait,
+    .test = mpi_test,
+    .destroy = mpi_destroy,
+};
+
+static const zero__comm_ops mpi_shm_ops = {
+    .name = "mpi+shm",
     .max_count = INT_MAX, /* MPI counts are int; larger buffers take several calls */
     .caps = 0,
     .all_reduce = mpi_all_reduce,

@@ -95,4 +95,53 @@ extern const zero__comm_ops zero__comm_self_ops;
  * <rc>)" and returns ZERO_ERR_COMM. Only in builds with MPI (comm_mpi.c). */
 zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what);
 
+/* dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is SUM or
+ * MAX. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to nearest even);
+ * integers combine in their own width (sums wrap); MAX propagates NaN as zero__comm_reduce.
+ * dst may be exactly one of the sources, never a partial overlap. The shared-memory
+ * collectives' kernel (comm_shm_reduce*.c): _scalar is the reference, _avx2 runs only on CPUs
+ * with AVX2 + F16C and gives the same bits; zero__shm_reduce picks one (AUTO: the best). */
+void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
+                      size_t n, zero_impl impl);
+void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
+                             size_t n);
+void zero__shm_reduce_avx2(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
+                           size_t n);
+
+#ifdef ZERO_HAVE_MPI
+#include <mpi.h>
+
+/* The MPI datatype and op the mpi backend uses for (dt, op); op is SUM or MAX (comm_mpi.c). */
+MPI_Datatype zero__comm_mpi_type(zero_dtype dt);
+MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op);
+
+/* Shared-memory collectives of the mpi backend (comm_shm.c, docs/COMM.md). */
+typedef struct zero__shm zero__shm;
+
+/* Collective over `comm` (rank/size of this process in it). Reads ZERO_COMM_SHM,
+ * ZERO_COMM_SHM_MIN_BYTES, ZERO_COMM_SHM_CHUNK and ZERO_COMM_FAKE_NODES as rank 0 sees them.
+ * *out = NULL (and ZERO_OK) when the window cannot help: turned off, no two ranks share a node,
+ * or nodes of unequal sizes. Errors go to parent's last error, or to the init error text when
+ * parent is NULL, prefixed with fn. The window itself is allocated by the first collective
+ * that uses it. */
+zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *parent, const char *fn,
+                             zero__shm **out);
+/* NULL is a no-op; with mpi_alive == 0 (after MPI_Finalize) only the memory is released. */
+void zero__shm_destroy(zero__shm *s, int mpi_alive);
+/* Whether a collective of `bytes` bytes (the ring rule's message size) goes through the window:
+ * the same answer on every rank for the same call. */
+int zero__shm_wants(const zero__shm *s, uint64_t bytes);
+int zero__shm_nodes(const zero__shm *s);
+int zero__shm_local_size(const zero__shm *s);
+
+/* Blocking collectives through the window (and MPI between nodes), arguments already checked by
+ * comm.c and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. */
+zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt, zero_op op);
+zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                     size_t count, zero_dtype dt, zero_op op);
+zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt);
+#endif
+
 #endif

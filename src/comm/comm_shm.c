@@ -1,0 +1,662 @@
+/* In-node collectives of the mpi backend: ranks that share memory reduce and gather through an
+ * MPI-3 shared-memory window; between nodes the same-local-rank peers use MPI (hierarchical). */
+#ifdef ZERO_HAVE_MPI
+#include "comm/internal.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Window layout: every local rank t owns one segment of the node's window,
+ *   [shm_ctl: 128 bytes][buffer 0][buffer 1][buffer 2]      (each buffer `chunk` bytes)
+ * A collective runs in rounds. In round e a rank writes its pieces into its buffer e % 3, enters
+ * barrier e, then reads the pieces its peers wrote (and the all-reduce, one barrier later, the
+ * sums). Content written before barrier e is read only between barriers e and e + 2, and the
+ * buffer is written again only after barrier e + 2: three buffers make that safe with one
+ * barrier per round, and the round counter (the barrier epoch) runs on across calls.
+ *
+ * Memory model: the window is plain shared memory (MPI_WIN_UNIFIED is checked) accessed with
+ * loads and stores; the barrier is a release store of the rank's epoch and acquire loads of its
+ * peers', so every store a rank made before entering barrier e happens-before every load its
+ * peers make after leaving it (C11 atomics order both the compiler and the CPU, the role
+ * MPI_Win_sync plays for a window accessed through MPI calls).
+ */
+#define ZERO__SHM_NBUF 3
+#define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
+#define ZERO__SHM_DEFAULT_MIN ((uint64_t)64 << 10)
+#define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit atomics across processes");
+
+typedef struct shm_ctl {
+    _Atomic unsigned long long arrived; /* barriers this rank has entered */
+    char pad0[64 - sizeof(unsigned long long)];
+    /* Sequence number of the last collective whose cross-node step failed on this rank, so
+     * that its node peers fail that call too instead of returning garbage. */
+    _Atomic unsigned long long failed;
+    char pad1[64 - sizeof(unsigned long long)];
+} shm_ctl;
+_Static_assert(sizeof(shm_ctl) == 128, "one control block per rank, its own cache lines");
+
+struct zero__shm {
+    MPI_Comm node;   /* the ranks sharing this window, in the order of their communicator ranks */
+    MPI_Comm cross;  /* the ranks of the same local rank on every node, by node; NULL with 1 node */
+    MPI_Win win;     /* MPI_WIN_NULL until the first collective that uses it */
+    int nnodes, nlocal, local, node_index;
+    int *world_of;   /* [m * nlocal + t]: communicator rank of local rank t on node m */
+    shm_ctl **ctl;   /* [t]: local rank t's control block */
+    unsigned char **seg; /* [t]: local rank t's first buffer */
+    const void **srcs;   /* nlocal source pointers handed to the reduction kernel */
+    size_t chunk;        /* bytes of one buffer */
+    unsigned char *scratch; /* cross-node staging (nnodes > 1), scratch_bytes */
+    size_t scratch_bytes;
+    unsigned long long epoch; /* barriers this rank has passed */
+    unsigned long long seq;   /* collectives run through the window */
+    uint64_t min_bytes;
+    zero_impl impl;
+};
+
+/* ------------------------------------------------------------------ settings */
+
+typedef struct shm_settings {
+    int enabled;
+    uint64_t min_bytes;
+    size_t chunk;
+    int fake_nodes; /* 0: the real node split */
+    int fake_cyclic;
+} shm_settings;
+
+static const char *const g_env_names[4] = {"ZERO_COMM_SHM", "ZERO_COMM_SHM_MIN_BYTES",
+                                           "ZERO_COMM_SHM_CHUNK", "ZERO_COMM_FAKE_NODES"};
+
+/* Non-negative decimal integer with an optional K/M/G suffix (powers of 1024); -1 if not one. */
+static long long parse_size(const char *v) {
+    char *end = NULL;
+    if (!v || *v < '0' || *v > '9') return -1;
+    unsigned long long x = strtoull(v, &end, 10);
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+    if (*end || x > (unsigned long long)LLONG_MAX / mul) return -1;
+    return (long long)(x * mul);
+}
+
+/* Parses the four variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
+ * value writes why into err and returns ZERO_ERR_INVALID_ARG. */
+static zero_status parse_settings(char env[4][ZERO__SHM_ENV_BYTES], int nranks, shm_settings *st,
+                                  char *err, size_t cap) {
+    st->enabled = 1;
+    st->min_bytes = ZERO__SHM_DEFAULT_MIN;
+    st->chunk = ZERO__SHM_DEFAULT_CHUNK;
+    st->fake_nodes = 0;
+    st->fake_cyclic = 0;
+    if (env[0][0]) {
+        if (!strcmp(env[0], "0")) st->enabled = 0;
+        else if (strcmp(env[0], "1")) {
+            zero__errorf(err, cap, "ZERO_COMM_SHM '%s': expected 0 (off) or 1 (on, the default)", env[0]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    if (env[1][0]) {
+        long long v = parse_size(env[1]);
+        if (v < 0) {
+            zero__errorf(err, cap, "ZERO_COMM_SHM_MIN_BYTES '%s': expected a byte count (suffix K, M "
+                         "or G allowed)", env[1]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        st->min_bytes = (uint64_t)v;
+    }
+    if (env[2][0]) {
+        long long v = parse_size(env[2]);
+        /* Every piece of a round must fit: one 8-byte element per rank at least. */
+        long long least = 64 > 8ll * nranks ? 64 : 8ll * nranks;
+        least = (least + 63) / 64 * 64;
+        if (v < least || v > (1ll << 30) || v % 64) {
+            zero__errorf(err, cap, "ZERO_COMM_SHM_CHUNK '%s': expected a multiple of 64 bytes from %lld "
+                         "(8 bytes per rank) to 1G", env[2], least);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        st->chunk = (size_t)v;
+    }
+    if (env[3][0]) {
+        char *end = NULL;
+        long k = strtol(env[3], &end, 10);
+        int cyclic = 0;
+        if (end != env[3] && !strcmp(end, ":cyclic")) cyclic = 1;
+        else if (end == env[3] || *end) k = -1;
+        if (k < 1 || k > nranks) {
+            zero__errorf(err, cap, "ZERO_COMM_FAKE_NODES '%s': expected K or K:cyclic with K a number "
+                         "of nodes from 1 to %d (the number of ranks)", env[3], nranks);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        st->fake_nodes = (int)k;
+        st->fake_cyclic = cyclic;
+    }
+    /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */
+    while (st->chunk < 8u * (size_t)nranks) st->chunk *= 2;
+    return ZERO_OK;
+}
+
+/* ------------------------------------------------------------------ life */
+
+static void set_err(zero_comm *parent, const char *msg) {
+    if (parent) ZERO__COMM_ERR(parent, "%s", msg);
+    else zero__comm_init_errorf("%s", msg);
+}
+
+static zero_status mpi_fail(zero_comm *parent, int rc, const char *fn, const char *what) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s: %s", fn, what);
+    return zero__comm_mpi_error(parent, rc, buf);
+}
+
+void zero__shm_destroy(zero__shm *s, int mpi_alive) {
+    if (!s) return;
+    if (mpi_alive) {
+        if (s->win != MPI_WIN_NULL) MPI_Win_free(&s->win);
+        if (s->cross != MPI_COMM_NULL) MPI_Comm_free(&s->cross);
+        if (s->node != MPI_COMM_NULL) MPI_Comm_free(&s->node);
+    }
+    zero_mem_free(NULL, s->scratch);
+    zero_mem_free(NULL, s->world_of);
+    zero_mem_free(NULL, s->ctl);
+    zero_mem_free(NULL, s->seg);
+    zero_mem_free(NULL, s->srcs);
+    zero_mem_free(NULL, s);
+}
+
+/* The node split: the real one (MPI_COMM_TYPE_SHARED), cut further into fake nodes when
+ * ZERO_COMM_FAKE_NODES asks (contiguous blocks of ranks, or rank % K with :cyclic). */
+static int split_node(MPI_Comm comm, int rank, int size, const shm_settings *st, MPI_Comm *node,
+                      const char **what) {
+    MPI_Comm real = MPI_COMM_NULL;
+    int rc;
+    *what = "MPI_Comm_split_type";
+    if ((rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &real)) != MPI_SUCCESS)
+        return rc;
+    if (!st->fake_nodes) {
+        *node = real;
+        return MPI_Comm_set_errhandler(real, MPI_ERRORS_RETURN);
+    }
+    int k = st->fake_nodes;
+    int color = st->fake_cyclic ? rank % k : (int)((long long)rank * k / size);
+    *what = "MPI_Comm_split";
+    rc = MPI_Comm_split(real, color, rank, node);
+    MPI_Comm_free(&real);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(*node, MPI_ERRORS_RETURN);
+    return rc;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *parent, const char *fn,
+                             zero__shm **out) {
+    *out = NULL;
+    char env[4][ZERO__SHM_ENV_BYTES];
+    memset(env, 0, sizeof env);
+    if (rank == 0) {
+        for (int i = 0; i < 4; i++) {
+            const char *v = getenv(g_env_names[i]);
+            if (v) snprintf(env[i], sizeof env[i], "%s", v);
+        }
+    }
+    /* Every rank must take the same path through every collective: rank 0's settings rule. */
+    int rc = MPI_Bcast(env, (int)sizeof env, MPI_CHAR, 0, comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(parent, rc, fn, "MPI_Bcast");
+    shm_settings st;
+    char msg[256];
+    zero_status s = parse_settings(env, size, &st, msg, sizeof msg);
+    if (s) {
+        char full[320];
+        snprintf(full, sizeof full, "%s: %s", fn, msg);
+        set_err(parent, full);
+        return s;
+    }
+    if (!st.enabled || size < 2) return ZERO_OK;
+
+    zero__shm *sh = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *sh);
+    int *pairs = NULL, *leaders = NULL;
+    if (!sh) goto nomem;
+    sh->node = sh->cross = MPI_COMM_NULL;
+    sh->win = MPI_WIN_NULL;
+    const char *what = "";
+    if ((rc = split_node(comm, rank, size, &st, &sh->node, &what)) != MPI_SUCCESS) {
+        s = mpi_fail(parent, rc, fn, what);
+        goto fail;
+    }
+    int local = 0, nlocal = 0;
+    MPI_Comm_rank(sh->node, &local);
+    MPI_Comm_size(sh->node, &nlocal);
+    /* A node is named by its first rank; every rank learns every (node, local rank) pair. */
+    int mine[2] = {rank, local};
+    if ((rc = MPI_Bcast(&mine[0], 1, MPI_INT, 0, sh->node)) != MPI_SUCCESS) {
+        s = mpi_fail(parent, rc, fn, "MPI_Bcast");
+        goto fail;
+    }
+    pairs = zero_mem_alloc(NULL, ZERO_MEM_COMM, 2 * sizeof(int) * (size_t)size);
+    leaders = zero_mem_alloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)size);
+    if (!pairs || !leaders) goto nomem;
+    if ((rc = MPI_Allgather(mine, 2, MPI_INT, pairs, 2, MPI_INT, comm)) != MPI_SUCCESS) {
+        s = mpi_fail(parent, rc, fn, "MPI_Allgather");
+        goto fail;
+    }
+    int nnodes = 0;
+    for (int r = 0; r < size; r++)
+        if (pairs[2 * r] == r) leaders[nnodes++] = r;
+    qsort(leaders, (size_t)nnodes, sizeof *leaders, cmp_int);
+    /* The hierarchical algorithms need the same number of ranks on every node; otherwise (and
+     * when no two ranks share a node) the plain MPI path serves every call. All ranks hold the
+     * same table, so they all decide alike. */
+    if (nlocal < 2 || nnodes * nlocal != size) goto none;
+    int node_index = -1;
+    for (int m = 0; m < nnodes; m++) {
+        int members = 0;
+        for (int r = 0; r < size; r++) members += pairs[2 * r] == leaders[m];
+        if (members != nlocal) goto none;
+        if (leaders[m] == mine[0]) node_index = m;
+    }
+    sh->world_of = zero_mem_alloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)size);
+    sh->ctl = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(shm_ctl *) * (size_t)nlocal);
+    sh->seg = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(unsigned char *) * (size_t)nlocal);
+    sh->srcs = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(void *) * (size_t)nlocal);
+    if (!sh->world_of || !sh->ctl || !sh->seg || !sh->srcs) goto nomem;
+    for (int i = 0; i < size; i++) sh->world_of[i] = -1;
+    for (int r = 0; r < size; r++) {
+        int m = 0;
+        while (m < nnodes && leaders[m] != pairs[2 * r]) m++;
+        int t = pairs[2 * r + 1];
+        if (m == nnodes || t < 0 || t >= nlocal || sh->world_of[m * nlocal + t] != -1) goto none;
+        sh->world_of[m * nlocal + t] = r;
+    }
+    sh->nnodes = nnodes;
+    sh->nlocal = nlocal;
+    sh->local = local;
+    sh->node_index = node_index;
+    sh->chunk = st.chunk;
+    sh->min_bytes = st.min_bytes;
+    sh->impl = zero_impl_best();
+    if (nnodes > 1) {
+        if ((rc = MPI_Comm_split(comm, local, node_index, &sh->cross)) != MPI_SUCCESS ||
+            (rc = MPI_Comm_set_errhandler(sh->cross, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
+            s = mpi_fail(parent, rc, fn, "MPI_Comm_split (cross-node peers)");
+            goto fail;
+        }
+        sh->scratch_bytes = ZERO__SHM_NBUF * st.chunk;
+        if (!(sh->scratch = zero_mem_alloc(NULL, ZERO_MEM_COMM, sh->scratch_bytes))) goto nomem;
+    }
+    zero_mem_free(NULL, pairs);
+    zero_mem_free(NULL, leaders);
+    *out = sh;
+    return ZERO_OK;
+
+none:
+    zero_mem_free(NULL, pairs);
+    zero_mem_free(NULL, leaders);
+    zero__shm_destroy(sh, 1);
+    return ZERO_OK;
+nomem:
+    snprintf(msg, sizeof msg, "%s: out of memory for the shared-memory collectives' tables", fn);
+    set_err(parent, msg);
+    s = ZERO_ERR_NOMEM;
+fail:
+    zero_mem_free(NULL, pairs);
+    zero_mem_free(NULL, leaders);
+    zero__shm_destroy(sh, 1);
+    return s;
+}
+
+/* Allocates the window at the first collective that uses it (every rank of the communicator
+ * makes that call, in the same order), so that communicators which only ever move small
+ * messages (the engine's control channel) hold no shared memory. */
+static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
+    if (s->win != MPI_WIN_NULL) return ZERO_OK;
+    MPI_Info info = MPI_INFO_NULL;
+    /* Each rank's segment page-aligned on its own (NUMA first touch by its owner). */
+    if (MPI_Info_create(&info) == MPI_SUCCESS) MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    size_t seg = sizeof(shm_ctl) + ZERO__SHM_NBUF * s->chunk;
+    void *base = NULL;
+    int rc = MPI_Win_allocate_shared((MPI_Aint)seg, 1, info, s->node, &base, &s->win);
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+    char what[96];
+    if (rc != MPI_SUCCESS) {
+        s->win = MPI_WIN_NULL;
+        snprintf(what, sizeof what, "%s: MPI_Win_allocate_shared (set ZERO_COMM_SHM=0 to do without)", fn);
+        return zero__comm_mpi_error(c, rc, what);
+    }
+    MPI_Win_set_errhandler(s->win, MPI_ERRORS_RETURN);
+    int *model = NULL, flag = 0;
+    MPI_Win_get_attr(s->win, MPI_WIN_MODEL, &model, &flag);
+    if (!flag || !model || *model != MPI_WIN_UNIFIED) {
+        /* Same answer on every rank of the node: the MPI library's, for this window kind. */
+        ZERO__COMM_ERR(c, "%s: the shared-memory window is not MPI_WIN_UNIFIED: loads and stores "
+                       "would not see each other (set ZERO_COMM_SHM=0)", fn);
+        return ZERO_ERR_COMM;
+    }
+    for (int t = 0; t < s->nlocal; t++) {
+        MPI_Aint sz = 0;
+        int du = 0;
+        void *p = NULL;
+        if ((rc = MPI_Win_shared_query(s->win, t, &sz, &du, &p)) != MPI_SUCCESS) {
+            snprintf(what, sizeof what, "%s: MPI_Win_shared_query", fn);
+            return zero__comm_mpi_error(c, rc, what);
+        }
+        s->ctl[t] = p;
+        s->seg[t] = (unsigned char *)p + sizeof(shm_ctl);
+    }
+    shm_ctl *me = s->ctl[s->local];
+    atomic_init(&me->arrived, 0);
+    atomic_init(&me->failed, 0);
+    /* Nobody reads a control block before its owner has initialized it. */
+    if ((rc = MPI_Barrier(s->node)) != MPI_SUCCESS) {
+        snprintf(what, sizeof what, "%s: MPI_Barrier", fn);
+        return zero__comm_mpi_error(c, rc, what);
+    }
+    return ZERO_OK;
+}
+
+int zero__shm_nodes(const zero__shm *s) { return s ? s->nnodes : 0; }
+int zero__shm_local_size(const zero__shm *s) { return s ? s->nlocal : 0; }
+
+int zero__shm_wants(const zero__shm *s, uint64_t bytes) {
+    return s && bytes > 0 && bytes >= s->min_bytes;
+}
+
+/* ------------------------------------------------------------------ barrier */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void barrier(zero__shm *s) {
+    const unsigned long long e = ++s->epoch;
+    atomic_store_explicit(&s->ctl[s->local]->arrived, e, memory_order_release);
+    for (int t = 0; t < s->nlocal; t++) {
+        if (t == s->local) continue;
+        const _Atomic unsigned long long *a = &s->ctl[t]->arrived;
+        /* Spin briefly, then yield: ranks may outnumber cores (oversubscribed runs). */
+        for (unsigned spins = 0; atomic_load_explicit(a, memory_order_acquire) < e; spins++) {
+            if (spins < 256) cpu_relax();
+            else sched_yield();
+        }
+    }
+}
+
+/* Local rank t's buffer that holds what was written before barrier `epoch`. */
+static inline unsigned char *buf_at(const zero__shm *s, int t, unsigned long long epoch) {
+    return s->seg[t] + (size_t)(epoch % ZERO__SHM_NBUF) * s->chunk;
+}
+
+/* ------------------------------------------------------------------ layouts */
+
+/* How a collective's vector is cut among the local ranks (t) and the nodes (g): block (t, g)
+ * starts at element `off` of the full vector and has `len` elements.
+ *  - BLOCKS: reduce-scatter and all-gather; block (t, g) is that of communicator rank
+ *    world_of[g][t], `count` elements (groups = nnodes in the hierarchical algorithms, 1 when
+ *    the window carries the whole collective).
+ *  - PARTS: all-reduce; the vector in nlocal balanced parts (lengths differ by at most one),
+ *    part t reduced by local rank t; one group. */
+enum { LAYOUT_BLOCKS, LAYOUT_PARTS };
+typedef struct shm_layout {
+    int kind;
+    int groups;
+    size_t count;
+    size_t es;
+} shm_layout;
+
+static void block_at(const zero__shm *s, const shm_layout *ly, int t, int g, size_t *off, size_t *len) {
+    if (ly->kind == LAYOUT_PARTS) {
+        size_t L = (size_t)s->nlocal;
+        *off = ly->count * (size_t)t / L;
+        *len = ly->count * (size_t)(t + 1) / L - *off;
+    } else {
+        *off = (size_t)s->world_of[g * s->nlocal + t] * ly->count;
+        *len = ly->count;
+    }
+}
+
+/* Elements per piece when a buffer holds `pieces` pieces: cache-line multiples when possible. */
+static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
+    size_t c = s->chunk / ((size_t)pieces * es), line = 64 / es;
+    return c >= line ? c / line * line : c;
+}
+
+/* Length of the piece [lo, lo + c) of a block of len elements clipped to [., hi). */
+static inline size_t piece_len(size_t lo, size_t c, size_t len, size_t hi) {
+    size_t end = len < hi ? len : hi;
+    if (lo >= end) return 0;
+    return end - lo < c ? end - lo : c;
+}
+
+/* ------------------------------------------------------------------ node-local phases */
+
+/* Node-local reduce-scatter of elements [a, b) of every block: for each group g, out + g*ostride
+ * receives the reduction over the node's ranks (in local rank order) of block (local, g) of
+ * their `send`, elements [a, b). */
+static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype dt, const void *send,
+                     void *out, size_t ostride, size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es, c = piece_elems(s, L * G, es);
+    const unsigned char *in = send;
+    for (size_t lo = a; lo < b; lo += c) {
+        unsigned char *mine = buf_at(s, me, s->epoch + 1);
+        for (int t = 0; t < L; t++) {
+            if (t == me) continue; /* this rank's own blocks are read from `send` directly */
+            for (int g = 0; g < G; g++) {
+                size_t off, len;
+                block_at(s, ly, t, g, &off, &len);
+                size_t n = piece_len(lo, c, len, b);
+                if (n) memcpy(mine + (size_t)(t * G + g) * c * es, in + (off + lo) * es, n * es);
+            }
+        }
+        barrier(s);
+        for (int g = 0; g < G; g++) {
+            size_t off, len;
+            block_at(s, ly, me, g, &off, &len);
+            size_t n = piece_len(lo, c, len, b);
+            if (!n) continue;
+            for (int t = 0; t < L; t++)
+                s->srcs[t] = t == me ? (const void *)(in + (off + lo) * es)
+                                     : (const void *)(buf_at(s, t, s->epoch) + (size_t)(me * G + g) * c * es);
+            zero__shm_reduce(dt, op, s->srcs, L, (unsigned char *)out + (g * ostride + lo - a) * es, n,
+                             s->impl);
+        }
+    }
+}
+
+/* Node-local all-gather of elements [a, b) of every block: block (t, g) of recv receives local
+ * rank t's in + g*istride, elements [a, b). */
+static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t istride, void *recv,
+                     size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es, c = piece_elems(s, G, es);
+    const unsigned char *src = in;
+    unsigned char *dst = recv;
+    for (size_t lo = a; lo < b; lo += c) {
+        unsigned char *mine = buf_at(s, me, s->epoch + 1);
+        for (int g = 0; g < G; g++) {
+            size_t off, len;
+            block_at(s, ly, me, g, &off, &len);
+            size_t n = piece_len(lo, c, len, b);
+            if (n) memcpy(mine + (size_t)g * c * es, src + (g * istride + lo - a) * es, n * es);
+        }
+        barrier(s);
+        for (int t = 0; t < L; t++) {
+            for (int g = 0; g < G; g++) {
+                size_t off, len;
+                block_at(s, ly, t, g, &off, &len);
+                size_t n = piece_len(lo, c, len, b);
+                if (!n) continue;
+                const unsigned char *from = t == me ? src + (g * istride + lo - a) * es
+                                                    : buf_at(s, t, s->epoch) + (size_t)g * c * es;
+                unsigned char *to = dst + (off + lo) * es;
+                if (to != from) memcpy(to, from, n * es); /* in place: own block already there */
+            }
+        }
+    }
+}
+
+/* All-reduce when the window holds every rank (one node): round j copies piece j of every part
+ * into the window, local rank t reduces piece j of part t into its own segment, and the
+ * gather of those sums into recv runs one barrier later, together with round j+1's reduction. */
+static void local_ar(zero__shm *s, zero_op op, zero_dtype dt, const void *send, void *recv, size_t count) {
+    const int L = s->nlocal, me = s->local;
+    const shm_layout ly = {LAYOUT_PARTS, 1, count, zero_dtype_size(dt)};
+    const size_t es = ly.es, c = piece_elems(s, L, es), longest = (count + (size_t)L - 1) / (size_t)L;
+    const unsigned char *in = send;
+    unsigned char *out = recv;
+    unsigned long long prev = 0; /* epoch of the round whose sums are still to be gathered */
+    size_t prev_lo = 0;
+    for (size_t lo = 0;; lo += c) {
+        const int more = lo < longest;
+        if (more) {
+            unsigned char *mine = buf_at(s, me, s->epoch + 1);
+            for (int t = 0; t < L; t++) {
+                if (t == me) continue;
+                size_t off, len;
+                block_at(s, &ly, t, 0, &off, &len);
+                size_t n = piece_len(lo, c, len, len);
+                if (n) memcpy(mine + (size_t)t * c * es, in + (off + lo) * es, n * es);
+            }
+        }
+        barrier(s);
+        if (prev) {
+            for (int t = 0; t < L; t++) {
+                size_t off, len;
+                block_at(s, &ly, t, 0, &off, &len);
+                size_t n = piece_len(prev_lo, c, len, len);
+                if (n) memcpy(out + (off + prev_lo) * es, buf_at(s, t, prev) + (size_t)t * c * es, n * es);
+            }
+        }
+        if (!more) break;
+        size_t off, len;
+        block_at(s, &ly, me, 0, &off, &len);
+        size_t n = piece_len(lo, c, len, len);
+        unsigned char *sum = buf_at(s, me, s->epoch) + (size_t)me * c * es;
+        if (n) {
+            for (int t = 0; t < L; t++)
+                s->srcs[t] = t == me ? (const void *)(in + (off + lo) * es)
+                                     : (const void *)(buf_at(s, t, s->epoch) + (size_t)me * c * es);
+            zero__shm_reduce(dt, op, s->srcs, L, sum, n, s->impl);
+        }
+        prev = s->epoch;
+        prev_lo = lo;
+    }
+}
+
+/* ------------------------------------------------------------------ cross-node steps */
+
+/* After a collective's last barrier: did a node peer's cross-node step fail in this call? */
+static zero_status peers_status(zero_comm *c, zero__shm *s, zero_status mine, const char *fn) {
+    if (mine) return mine;
+    for (int t = 0; t < s->nlocal; t++) {
+        if (t == s->local) continue;
+        if (atomic_load_explicit(&s->ctl[t]->failed, memory_order_acquire) == s->seq) {
+            ZERO__COMM_ERR(c, "%s: the cross-node step failed on local rank %d of this node (rank %d); "
+                           "see its error", fn, t, s->world_of[s->node_index * s->nlocal + t]);
+            return ZERO_ERR_COMM;
+        }
+    }
+    return ZERO_OK;
+}
+
+/* Records a failed cross-node MPI call; the node-local protocol still runs to its end so that
+ * the node peers are not left waiting in a barrier. */
+static zero_status cross_failed(zero_comm *c, zero__shm *s, int rc, const char *what) {
+    atomic_store_explicit(&s->ctl[s->local]->failed, s->seq, memory_order_release);
+    return zero__comm_mpi_error(c, rc, what);
+}
+
+/* ------------------------------------------------------------------ collectives */
+
+zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt, zero_op op) {
+    zero_status st = attach(c, s, "all_reduce");
+    if (st) return st;
+    s->seq++;
+    if (s->nnodes == 1) {
+        local_ar(s, op, dt, send, recv, count);
+        return ZERO_OK;
+    }
+    const shm_layout ly = {LAYOUT_PARTS, 1, count, zero_dtype_size(dt)};
+    const size_t es = ly.es, span = s->scratch_bytes / es;
+    const size_t longest = (count + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
+    size_t off, mylen;
+    block_at(s, &ly, s->local, 0, &off, &mylen);
+    for (size_t a = 0; a < longest; a += span) {
+        const size_t b = longest - a < span ? longest : a + span;
+        local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
+        const size_t n = piece_len(a, b - a, mylen, b);
+        if (!st) {
+            int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt),
+                                   zero__comm_mpi_op(dt, op), s->cross);
+            if (rc != MPI_SUCCESS) st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
+        }
+        local_ag(s, &ly, s->scratch, 0, recv, a, b);
+    }
+    return peers_status(c, s, st, "all_reduce");
+}
+
+zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                     size_t count, zero_dtype dt, zero_op op) {
+    zero_status st = attach(c, s, "reduce_scatter");
+    if (st) return st;
+    s->seq++;
+    const size_t es = zero_dtype_size(dt);
+    if (s->nnodes == 1) {
+        const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+        local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
+        return ZERO_OK;
+    }
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+    const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+    for (size_t a = 0; a < count; a += span) {
+        const size_t b = count - a < span ? count : a + span;
+        local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
+        if (!st) {
+            int rc = MPI_Reduce_scatter_block(s->scratch, (unsigned char *)recv + a * es, (int)(b - a),
+                                              zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op), s->cross);
+            if (rc != MPI_SUCCESS)
+                st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
+        }
+    }
+    /* Nothing after the cross-node step reads the window: one more barrier lets every node
+     * peer see a failure flag set in the last span. */
+    barrier(s);
+    return peers_status(c, s, st, "reduce_scatter");
+}
+
+zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt) {
+    zero_status st = attach(c, s, "all_gather");
+    if (st) return st;
+    s->seq++;
+    const size_t es = zero_dtype_size(dt);
+    if (s->nnodes == 1) {
+        const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+        local_ag(s, &ly, send, 0, recv, 0, count);
+        return ZERO_OK;
+    }
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+    const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+    for (size_t a = 0; a < count; a += span) {
+        const size_t b = count - a < span ? count : a + span;
+        if (!st) {
+            MPI_Datatype t = zero__comm_mpi_type(dt);
+            int rc = MPI_Allgather((const unsigned char *)send + a * es, (int)(b - a), t, s->scratch,
+                                   (int)(b - a), t, s->cross);
+            if (rc != MPI_SUCCESS) st = cross_failed(c, s, rc, "all_gather: MPI_Allgather (cross-node)");
+        }
+        local_ag(s, &ly, s->scratch, b - a, recv, a, b);
+    }
+    return peers_status(c, s, st, "all_gather");
+}
+#endif
