@@ -3,6 +3,7 @@
  * ZeRO saved against stage 0 and the traffic against ZeRO's rule. */
 #include "train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,8 @@ int train_prepare(train_opts *o, int world) {
     }
 
     gpt2_config *m = &o->model_cfg;
+    if (o->init_from && access(o->init_from, R_OK))
+        return cli_error(CLI_USAGE, "--init-from '%s': %s", o->init_from, strerror(errno));
     /* --init-from without shape flags: the file says what model it holds (--heads may help) */
     const int shape_from_file = o->init_from && !(o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0);
     if (shape_from_file) {

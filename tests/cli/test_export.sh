@@ -182,6 +182,8 @@ init "$TMP/flip.st"
 expect_error "flipped byte" 1 "tensor 'ln_f.bias': checksum mismatch" "flip.st"
 init "$TMP/nothing.st"
 expect_error "no such file" 2 "nothing.st" "No such file"
+init "$TMP/nothing.st" --model tiny
+expect_error "no such file, shape from the flags" 2 "nothing.st" "No such file"
 "$ZERO" train --init-from "$TMP/m.safetensors" --seq 65 --steps 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "--seq longer than the positions" 2 "--seq 65" "64 positions"
 "$ZERO" train --init-from "$TMP/m.safetensors" --resume "$TMP/ck" --steps 5 >"$TMP/out" 2>"$TMP/err"; rc=$?
