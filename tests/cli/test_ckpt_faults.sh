@@ -10,6 +10,9 @@ set -u
 PY=/usr/bin/python3
 TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# MPI jobs aborted or killed below leave their shared-memory segments behind: keep them in $TMP
+mkdir -p "$TMP/shm"
+export OMPI_MCA_btl_vader_backing_directory="$TMP/shm"
 fail=0
 check() { # check NAME COMMAND...
     local name=$1; shift
