@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "weights.h"
+#include "zero/offload.h"
 
 int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
@@ -114,6 +115,8 @@ typedef struct run_state {
     int64_t G;          /* sequences per step, all ranks */
     zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
+    int offload;        /* NVMe offload is on: step records carry its I/O */
+    int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
     uint64_t padded;    /* Σ padded unit sizes */
 } run_state;
 
@@ -129,6 +132,21 @@ static int max_mem(run_state *r, int64_t out[M_COUNT]) {
         (int64_t)es.peak[ZERO_MEM_OPTIM],  (int64_t)es.peak[ZERO_MEM_BUFFERS], (int64_t)es.total_peak,
         (int64_t)ms.total_peak,            (int64_t)zero_rss_peak_bytes()};
     return zero_comm_all_reduce(r->comm, mine, out, M_COUNT, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
+}
+
+/* NVMe offload since the last call: the largest per-rank bytes read, bytes written and µs of I/O
+ * wait (out may be NULL: only restart the count). */
+static int offload_delta(run_state *r, int64_t out[3]) {
+    zero_engine_offload_info in;
+    zero_engine_offload_info_get(r->e, &in);
+    const int64_t now[3] = {(int64_t)in.io.bytes_read, (int64_t)in.io.bytes_written, (int64_t)(in.io.io_wait_s * 1e6)};
+    int64_t mine[3];
+    for (int k = 0; k < 3; k++) {
+        mine[k] = now[k] - r->off_prev[k];
+        r->off_prev[k] = now[k];
+    }
+    if (!out) return 0;
+    return zero_comm_all_reduce(r->comm, mine, out, 3, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
 }
 
 static double mean_over_ranks(run_state *r, double x) {
@@ -200,6 +218,7 @@ static uint64_t stage0_states(run_state *r) {
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
     s.stage = 0;
+    s.offload_optimizer = s.offload_param = ZERO_OFFLOAD_NONE; /* stage 0 offloads nothing */
     zero_plan_mem pmem;
     zero_error err;
     uint64_t v = zero_plan_estimate(&pm, &s, &pmem, &err) == ZERO_OK ? pmem.model_states : 0;
@@ -225,6 +244,14 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     fmt_bytes(a, sizeof a, (double)m[M_OPTIM]);
     fprintf(f, "%s); stage 0 would need %s: ZeRO saved %.1f%%\n", a, b,
             s0 ? 100.0 * (1.0 - (double)states / (double)s0) : 0.0);
+    if (r->offload) {
+        zero_engine_offload_info in;
+        zero_engine_offload_info_get(r->e, &in);
+        fmt_bytes(a, sizeof a, (double)(in.optim_file_bytes + in.param_file_bytes));
+        fmt_bytes(b, sizeof b, (double)in.pool_bytes);
+        fprintf(f, "NVMe offload (rank 0): %s in swap files, %s of I/O buffers in RAM, %s%s\n", a, b, in.backend,
+                in.direct ? ", O_DIRECT" : "");
+    }
     if (steps_run > 0 && r->world > 1) {
         zero_plan_traffic tr;
         zero_plan_traffic_of(o->cfg.stage, r->world, r->padded, o->cfg.precision, &tr);
@@ -289,6 +316,7 @@ static int train_loop(run_state *r) {
     int64_t m[M_COUNT];
     zero_comm_counters c;
     const int64_t first_step = zero_engine_step_count(r->e);
+    if (r->offload) offload_delta(r, NULL); /* the initialization's I/O is not a step's */
     if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
     zero_engine_comm_counters(r->e, &c);
     for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
@@ -310,8 +338,10 @@ static int train_loop(run_state *r) {
         const double ts = zero_now();
         if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
         zero_trace_span(ZERO_TRACE_COMPUTE, "optimizer step", ts, zero_now());
-        last_loss = mean_over_ranks(r, loss);
         const double dt = zero_now() - t0;
+        int64_t io[3] = {0, 0, 0};
+        if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
+        last_loss = mean_over_ranks(r, loss);
         int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
         if (do_val && gpt2_data_num_tokens(o->dataset, GPT2_SPLIT_VAL) > (uint64_t)T) {
             const double tv = zero_now();
@@ -327,6 +357,7 @@ static int train_loop(run_state *r) {
             zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
             if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
         }
+        if (r->offload) offload_delta(r, NULL); /* validation and saves are not the step's I/O */
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
         zero_engine_comm_counters(r->e, &c);
         for (int k = 0; k < ZERO_COLL_COUNT; k++) c.bytes[k] -= r->eval.bytes[k];
@@ -346,6 +377,9 @@ static int train_loop(run_state *r) {
             json_mem(r->json, m);
             fputc(',', r->json);
             json_comm(r->json, &c);
+            if (r->offload)
+                fprintf(r->json, ",\"offload\":{\"read\":%lld,\"written\":%lld,\"io_wait_ms\":%.3f}", (long long)io[0],
+                        (long long)io[1], (double)io[2] * 1e-3);
             fputs("}\n", r->json);
             fflush(r->json);
         }
@@ -355,7 +389,9 @@ static int train_loop(run_state *r) {
         fprintf(r->human, "step %lld/%lld | loss %.4f%s", (long long)(step + 1), (long long)o->steps, last_loss,
                 st.skipped ? " (skipped)" : "");
         if (do_val) fprintf(r->human, " | val %.4f", val);
-        fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank | ETA %.0fs\n", tps, dt * 1e3, mem, eta);
+        fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank", tps, dt * 1e3, mem);
+        if (r->offload) fprintf(r->human, " | io wait %.0f ms", (double)io[2] * 1e-3);
+        fprintf(r->human, " | ETA %.0fs\n", eta);
         fflush(r->human);
     }
     if (o->trace) {
@@ -413,6 +449,7 @@ int train_run(train_opts *o, int mpi) {
         goto out;
     }
     if (o->init_from && (rc = cli_init_from(r.e, &o->model_cfg, o->init_from)) != CLI_OK) goto out;
+    r.offload = o->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME || o->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
     r.user_json = train_user_json(o, r.world);
     if (!r.user_json) {
         rc = cli_error(CLI_RUNTIME, "out of memory");
