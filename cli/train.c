@@ -353,7 +353,7 @@ static int train_loop(run_state *r) {
         }
         if (o->save && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
             const double tw = zero_now();
-            if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "save", zero_engine_last_error(r->e));
+            if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
             if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
         }

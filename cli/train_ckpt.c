@@ -35,7 +35,10 @@ static int get_int(cJSON *obj, const char *key, int *out) {
 int train_resume_settings(train_opts *o) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
-    if (zero_ckpt_open(&c, NULL, o->resume, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
+    /* Verify every checksum first: a resharded load reads pieces of the old slices, which the
+     * reader cannot check one by one (docs/CHECKPOINT.md), and a corrupt byte must not train on. */
+    if (zero_ckpt_open(&c, NULL, o->resume, ZERO_CKPT_VERIFY, &err) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
     cJSON *man = cJSON_Parse(zero_ckpt_manifest(c));
     cJSON *user = cJSON_GetObjectItemCaseSensitive(man, "user");
     cJSON *m = cJSON_GetObjectItemCaseSensitive(user, "model");

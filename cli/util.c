@@ -12,12 +12,17 @@ int cli_quiet_errors;
 
 int cli_error(int code, const char *fmt, ...) {
     if (cli_quiet_errors) return code;
+    /* one write of the whole line, so the lines of several ranks do not interleave */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "zero: error: ");
     va_list ap;
-    fputs("zero: error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
     return code;
 }
 

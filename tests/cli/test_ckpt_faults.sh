@@ -93,8 +93,8 @@ ZERO_FAULT="write:1:eio:always:rank_00001" "$ZERO" train --model tiny --seq 32 -
 check "rank 1 fails: exit non-zero" test $rc -ne 0
 # (not anchored: two processes' stderr lines may interleave)
 check "rank 1 fails: one error per rank" test "$(grep -o 'zero: error: ' "$TMP/err" | wc -l)" -eq 2
-check "rank 1 fails: rank 1 names the fault" grep -q "rank 1: save: .*injected fault write:1:eio:always:rank_00001" "$TMP/err"
-check "rank 1 fails: rank 0 names rank 1" grep -q "rank 0: save: save failed on rank 1" "$TMP/err"
+check "rank 1 fails: rank 1 names the fault" grep -q "rank 1: checkpoint: save: .*injected fault write:1:eio:always:rank_00001" "$TMP/err"
+check "rank 1 fails: rank 0 names rank 1" grep -q "rank 0: checkpoint: save failed on rank 1" "$TMP/err"
 check "rank 1 fails: no COMMIT of step 3, latest is step 2" test -z "$(find "$D" -path '*step_00000003*' -name COMMIT)" -a "$(cat "$D/latest")" = step_00000002
 "$ZERO" inspect "$D" >/dev/null 2>&1; rc=$?
 check "rank 1 fails: step 2 verifies" test $rc -eq 0

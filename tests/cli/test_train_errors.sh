@@ -45,7 +45,7 @@ expect 2 "optimizer.params.lr" -- --model tiny --config "$tmp/type.json"
 expect 2 "line 1" -- --model tiny --config "$tmp/broken.json"
 expect 1 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
 expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
-expect 1 "not supported yet" -- --model tiny --offload-optimizer nvme:"$tmp"
+expect 2 "needs zero_optimization.stage" -- --model tiny --offload-optimizer nvme:"$tmp"
 expect 2 "--offload-param 'disk'" -- --model tiny --offload-param disk
 # the same usage errors come back from a multi-rank launch, once
 expect 2 "--stage '9'" -- --ranks 2 --stage 9
