@@ -23,13 +23,15 @@ typedef struct mpi_req {
 } mpi_req;
 _Static_assert(sizeof(mpi_req) <= ZERO__REQ_IMPL_BYTES, "mpi_req fits in zero_request.impl");
 
+static const zero__comm_ops mpi_ops, mpi_shm_ops;
+
 /* Process-wide state, touched only by the thread that drives MPI (MPI_THREAD_FUNNELED). */
 static int g_live;            /* mpi communicators zero created and has not freed */
 static int g_we_initialized;  /* zero called MPI_Init_thread, so zero finalizes */
 
 /* User-defined ops (commutative, as the non-blocking reductions require), created with the first
  * communicator and freed with the last. */
-enum { OP_F32_MAX, OP_BF16_SUM, OP_BF16_MAX, OP_FP16_SUM, OP_FP16_MAX, OP_COUNT };
+enum { OP_F32_MAX, OP_BF16_SUM, OP_BF16_MAX, OP_FP16_SUM, OP_FP16_MAX, OP_U8_SUM, OP_COUNT };
 static MPI_Op g_ops[OP_COUNT];
 static int g_ops_ready;
 
@@ -43,6 +45,9 @@ ZERO__MPI_USER_OP(op_bf16_sum, ZERO_DTYPE_BF16, ZERO_OP_SUM)
 ZERO__MPI_USER_OP(op_bf16_max, ZERO_DTYPE_BF16, ZERO_OP_MAX)
 ZERO__MPI_USER_OP(op_fp16_sum, ZERO_DTYPE_FP16, ZERO_OP_SUM)
 ZERO__MPI_USER_OP(op_fp16_max, ZERO_DTYPE_FP16, ZERO_OP_MAX)
+/* OpenMPI 4.1's MPI_SUM on MPI_UINT8_T saturates at 255 (its AVX op component adds with
+ * saturation); comm.h promises sums that wrap, so uint8 sums take a user op. */
+ZERO__MPI_USER_OP(op_u8_sum, ZERO_DTYPE_UINT8, ZERO_OP_SUM)
 
 static void free_ops(void) {
     if (!g_ops_ready) return;
@@ -53,7 +58,7 @@ static void free_ops(void) {
 
 static int create_ops(void) {
     static MPI_User_function *const fns[OP_COUNT] = {op_f32_max, op_bf16_sum, op_bf16_max,
-                                                     op_fp16_sum, op_fp16_max};
+                                                     op_fp16_sum, op_fp16_max, op_u8_sum};
     for (int i = 0; i < OP_COUNT; i++) g_ops[i] = MPI_OP_NULL;
     g_ops_ready = 1;
     for (int i = 0; i < OP_COUNT; i++) {
@@ -99,8 +104,13 @@ MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op) {
     case ZERO_DTYPE_FP32: return max ? g_ops[OP_F32_MAX] : MPI_SUM;
     case ZERO_DTYPE_BF16: return g_ops[max ? OP_BF16_MAX : OP_BF16_SUM];
     case ZERO_DTYPE_FP16: return g_ops[max ? OP_FP16_MAX : OP_FP16_SUM];
+    case ZERO_DTYPE_UINT8: return max ? MPI_MAX : g_ops[OP_U8_SUM];
     default: return max ? MPI_MAX : MPI_SUM;
     }
+}
+
+const zero__shm *zero__comm_mpi_shm(const zero_comm *c) {
+    return c && (c->ops == &mpi_ops || c->ops == &mpi_shm_ops) ? ((const mpi_ctx *)c->impl)->shm : NULL;
 }
 
 static MPI_Datatype mpi_type(zero_dtype dt) { return zero__comm_mpi_type(dt); }
@@ -252,7 +262,6 @@ static void mpi_destroy(zero_comm *c) {
     release_process_state();
 }
 
-static const zero__comm_ops mpi_ops, mpi_shm_ops;
 
 /* Wraps an MPI communicator that zero owns (a dup or a split result) into a zero_comm. On
  * failure the MPI communicator is freed and the error goes to `parent` (or the init text). */

@@ -8,6 +8,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /*
  * Window layout: every local rank t owns one segment of the node's window,
@@ -33,7 +38,10 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit 
 
 typedef struct shm_ctl {
     _Atomic unsigned long long arrived; /* barriers this rank has entered */
-    char pad0[64 - sizeof(unsigned long long)];
+    /* The low 32 bits of `arrived` (a futex word), and how many peers sleep on it. */
+    _Atomic uint32_t arrived32;
+    _Atomic uint32_t sleepers;
+    char pad0[64 - sizeof(unsigned long long) - 2 * sizeof(uint32_t)];
     /* Sequence number of the last collective whose cross-node step failed on this rank, so
      * that its node peers fail that call too instead of returning garbage. */
     _Atomic unsigned long long failed;
@@ -352,6 +360,8 @@ static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
     }
     shm_ctl *me = s->ctl[s->local];
     atomic_init(&me->arrived, 0);
+    atomic_init(&me->arrived32, 0);
+    atomic_init(&me->sleepers, 0);
     atomic_init(&me->failed, 0);
     /* Nobody reads a control block before its owner has initialized it. */
     if ((rc = MPI_Barrier(s->node)) != MPI_SUCCESS) {
@@ -376,18 +386,57 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Spins this many times on a peer's counter before yielding, and yields this many times before
+ * sleeping: a peer that is running arrives within microseconds; one that is not (ranks
+ * outnumber cores) needs this core, and a sleeping waiter costs it nothing. */
+#define ZERO__SHM_SPINS 2000
+#define ZERO__SHM_YIELDS 8
+
+#ifdef __linux__
+/* Sleeps while *w == v (a futex shared between processes: no FUTEX_PRIVATE_FLAG). */
+static void futex_wait(_Atomic uint32_t *w, uint32_t v) {
+    syscall(SYS_futex, (uint32_t *)(void *)w, FUTEX_WAIT, v, NULL, NULL, 0);
+}
+static void futex_wake_all(_Atomic uint32_t *w) {
+    syscall(SYS_futex, (uint32_t *)(void *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+#endif
+
+static void wait_for(shm_ctl *peer, unsigned long long e) {
+    for (unsigned i = 0; i < ZERO__SHM_SPINS; i++) {
+        if (atomic_load_explicit(&peer->arrived, memory_order_acquire) >= e) return;
+        cpu_relax();
+    }
+    for (unsigned i = 0; i < ZERO__SHM_YIELDS; i++) {
+        if (atomic_load_explicit(&peer->arrived, memory_order_acquire) >= e) return;
+        sched_yield();
+    }
+#ifdef __linux__
+    /* Register as a sleeper, then re-check, then sleep only while the word still holds what was
+     * seen: with the arriving side's store-then-read (all seq_cst), either this side sees the
+     * arrival or that side sees the sleeper and wakes it. */
+    while (atomic_load(&peer->arrived) < e) {
+        atomic_fetch_add(&peer->sleepers, 1);
+        uint32_t seen = atomic_load(&peer->arrived32);
+        if (atomic_load(&peer->arrived) < e) futex_wait(&peer->arrived32, seen);
+        atomic_fetch_sub(&peer->sleepers, 1);
+    }
+    atomic_thread_fence(memory_order_acquire);
+#else
+    while (atomic_load_explicit(&peer->arrived, memory_order_acquire) < e) sched_yield();
+#endif
+}
+
 static void barrier(zero__shm *s) {
     const unsigned long long e = ++s->epoch;
-    atomic_store_explicit(&s->ctl[s->local]->arrived, e, memory_order_release);
-    for (int t = 0; t < s->nlocal; t++) {
-        if (t == s->local) continue;
-        const _Atomic unsigned long long *a = &s->ctl[t]->arrived;
-        /* Spin briefly, then yield: ranks may outnumber cores (oversubscribed runs). */
-        for (unsigned spins = 0; atomic_load_explicit(a, memory_order_acquire) < e; spins++) {
-            if (spins < 256) cpu_relax();
-            else sched_yield();
-        }
-    }
+    shm_ctl *me = s->ctl[s->local];
+    atomic_store(&me->arrived, e); /* seq_cst: also a release of everything written before */
+#ifdef __linux__
+    atomic_store(&me->arrived32, (uint32_t)e);
+    if (atomic_load(&me->sleepers) > 0) futex_wake_all(&me->arrived32);
+#endif
+    for (int t = 0; t < s->nlocal; t++)
+        if (t != s->local) wait_for(s->ctl[t], e);
 }
 
 /* Local rank t's buffer that holds what was written before barrier `epoch`. */

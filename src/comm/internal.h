@@ -131,8 +131,10 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive);
 /* Whether a collective of `bytes` bytes (the ring rule's message size) goes through the window:
  * the same answer on every rank for the same call. */
 int zero__shm_wants(const zero__shm *s, uint64_t bytes);
-int zero__shm_nodes(const zero__shm *s);
-int zero__shm_local_size(const zero__shm *s);
+int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
+int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
+/* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
+const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 
 /* Blocking collectives through the window (and MPI between nodes), arguments already checked by
  * comm.c and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. */

@@ -1,0 +1,598 @@
+/* Tests of the shared-memory collectives (mpi+shm) under 1-4 ranks: every collective x dtype x
+ * op x count, in place and not, blocking and not, on one node and on fake nodes (hierarchical),
+ * against a reference that follows the documented summation order bit for bit, and against the
+ * plain MPI path bit for bit on exact inputs; NaN/Inf, counters, settings, fallbacks. */
+#include "comm/internal.h"
+#include "harness.h"
+#include "zero/zero.h"
+
+#include <mpi.h>
+#include <stdint.h>
+
+static int R, N;
+
+/* ---------------------------------------------------------- the communicators under test */
+
+typedef struct tcomm {
+    zero_comm *c;
+    const char *name;
+    int shm;          /* large messages through the window (backend "mpi+shm") */
+    int nnodes;       /* nodes of the layout (1: every rank on one node) */
+    int node_of[4];   /* node of each rank, documented rule of ZERO_COMM_FAKE_NODES */
+} tcomm;
+
+static void set_env(const char *shm, const char *min, const char *chunk, const char *fake) {
+    const char *names[4] = {"ZERO_COMM_SHM", "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
+                            "ZERO_COMM_FAKE_NODES"};
+    const char *vals[4] = {shm, min, chunk, fake};
+    for (int i = 0; i < 4; i++) {
+        if (vals[i]) setenv(names[i], vals[i], 1);
+        else unsetenv(names[i]);
+    }
+}
+
+/* fake = NULL (the real node: all ranks here), "K" or "K:cyclic". */
+static tcomm make(const char *name, const char *shm, const char *min, const char *chunk,
+                  const char *fake) {
+    tcomm t = {0};
+    t.name = name;
+    set_env(shm, min, chunk, fake);
+    zero_status s = zero_comm_init_mpi(&t.c, NULL);
+    set_env(NULL, NULL, NULL, NULL);
+    ZT_CHECKF(s == ZERO_OK, "%s: init: %s", name, zero_comm_last_error(NULL));
+    int k = 1, cyclic = 0;
+    if (fake) {
+        k = atoi(fake);
+        cyclic = strstr(fake, "cyclic") != NULL;
+    }
+    t.nnodes = k;
+    int members[4] = {0};
+    for (int r = 0; r < N; r++) {
+        t.node_of[r] = cyclic ? r % k : (int)((long long)r * k / N);
+        members[t.node_of[r]]++;
+    }
+    /* The window serves when two or more ranks share a node and every node has as many. */
+    int uniform = 1;
+    for (int m = 0; m < k; m++) uniform &= members[m] == members[0];
+    t.shm = !(shm && !strcmp(shm, "0")) && uniform && members[0] > 1;
+    if (t.c) {
+        const char *b = zero_comm_backend(t.c);
+        ZT_CHECKF(!strcmp(b, t.shm ? "mpi+shm" : "mpi"), "%s: backend %s, expected %s", name, b,
+                  t.shm ? "mpi+shm" : "mpi");
+        /* The hierarchical algorithms run exactly where the layout says. */
+        const zero__shm *sh = zero__comm_mpi_shm(t.c);
+        ZT_EQ_INT(zero__shm_nodes(sh), t.shm ? k : 0);
+        ZT_EQ_INT(zero__shm_local_size(sh), t.shm ? members[0] : 0);
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------- inputs */
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* Independent of src/common: bf16 round to nearest even by bit arithmetic (finite inputs),
+ * fp16 by the compiler's IEEE binary16. */
+static uint16_t ref_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static uint16_t ref_fp16(float f) {
+    _Float16 h = (_Float16)f;
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+static float from_half(zero_dtype dt, uint16_t u) {
+    if (dt == ZERO_DTYPE_BF16) return bits_f32((uint32_t)u << 16);
+    _Float16 h;
+    memcpy(&h, &u, 2);
+    return (float)h;
+}
+static uint16_t to_half(zero_dtype dt, float f) {
+    return dt == ZERO_DTYPE_BF16 ? ref_bf16(f) : ref_fp16(f);
+}
+
+static int is_float(zero_dtype dt) {
+    return dt == ZERO_DTYPE_FP32 || dt == ZERO_DTYPE_BF16 || dt == ZERO_DTYPE_FP16;
+}
+
+static uint32_t mix(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Rank r's element i. Exact inputs (salt even): floats are multiples of 0.5 in [-15, 15], so
+ * every partial sum over <= 4 ranks is exact in bf16 and fp16 and no order can change a bit.
+ * Inexact inputs (salt odd): floats of magnitudes 2^-8..2^8 with 24 random bits, whose sums
+ * round, so the result shows the order of summation. Integers: wide values, sums that wrap. */
+static void put_input(void *buf, zero_dtype dt, size_t j, int r, size_t i, int salt) {
+    uint32_t h = mix((uint32_t)i * 2654435761u ^ mix((uint32_t)r * 97u + (uint32_t)salt * 7919u));
+    int exact = !(salt & 1);
+    float f = exact ? (float)((int)(h % 61u) - 30) * 0.5f
+                    : ldexpf((float)(h & 0xffffffu) / 16777216.0f - 0.5f, (int)(h >> 28) - 7);
+    switch (dt) {
+    case ZERO_DTYPE_FP32: ((float *)buf)[j] = f; break;
+    case ZERO_DTYPE_BF16:
+    case ZERO_DTYPE_FP16: ((uint16_t *)buf)[j] = to_half(dt, f); break;
+    case ZERO_DTYPE_INT32: ((int32_t *)buf)[j] = (int32_t)(h * 40503u); break;
+    case ZERO_DTYPE_INT64: ((int64_t *)buf)[j] = (int64_t)(((uint64_t)h << 31) ^ (uint64_t)mix(h)); break;
+    case ZERO_DTYPE_UINT8: ((uint8_t *)buf)[j] = (uint8_t)h; break;
+    default: break;
+    }
+}
+
+static float in_f(zero_dtype dt, int r, size_t i, int salt) {
+    unsigned char b[4];
+    put_input(b, dt, 0, r, i, salt);
+    if (dt == ZERO_DTYPE_FP32) {
+        float f;
+        memcpy(&f, b, 4);
+        return f;
+    }
+    uint16_t u;
+    memcpy(&u, b, 2);
+    return from_half(dt, u);
+}
+
+static float fmax_nan(float a, float b) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+}
+
+/* The documented result of element i: on each node the ranks combine in rank order,
+ * accumulating in fp32 and rounding a half type once; the node results (rounded to the dtype)
+ * then combine across nodes (two at most here, where the order cannot matter); AVG divides. */
+static void reference(const tcomm *t, zero_dtype dt, zero_op op, size_t i, int salt, void *out) {
+    const int max = op == ZERO_OP_MAX;
+    if (is_float(dt)) {
+        float total = 0;
+        int first = 1;
+        for (int m = 0; m < t->nnodes; m++) {
+            float acc = 0;
+            int any = 0;
+            for (int r = 0; r < N; r++) {
+                if (t->node_of[r] != m) continue;
+                float x = in_f(dt, r, i, salt);
+                acc = !any ? x : max ? fmax_nan(acc, x) : acc + x;
+                any = 1;
+            }
+            if (!any) continue;
+            if (dt != ZERO_DTYPE_FP32) acc = from_half(dt, to_half(dt, acc));
+            total = first ? acc : max ? fmax_nan(total, acc) : total + acc;
+            first = 0;
+        }
+        if (dt != ZERO_DTYPE_FP32) total = from_half(dt, to_half(dt, total));
+        if (op == ZERO_OP_AVG) total = total / (float)N;
+        if (dt == ZERO_DTYPE_FP32) memcpy(out, &total, 4);
+        else {
+            uint16_t u = to_half(dt, total);
+            memcpy(out, &u, 2);
+        }
+        return;
+    }
+    /* Integers: exact; sums wrap; AVG is C division of the wrapped sum. */
+    int64_t vmax = INT64_MIN;
+    uint64_t sum = 0;
+    for (int r = 0; r < N; r++) {
+        unsigned char b[8];
+        int64_t v = 0;
+        put_input(b, dt, 0, r, i, salt);
+        if (dt == ZERO_DTYPE_INT32) {
+            int32_t x;
+            memcpy(&x, b, 4);
+            v = x;
+        } else if (dt == ZERO_DTYPE_INT64) {
+            memcpy(&v, b, 8);
+        } else {
+            v = b[0];
+        }
+        sum += (uint64_t)v;
+        if (v > vmax) vmax = v;
+    }
+    if (dt == ZERO_DTYPE_INT32) {
+        int32_t s = (int32_t)(uint32_t)sum, v = max ? (int32_t)vmax : op == ZERO_OP_AVG ? s / N : s;
+        memcpy(out, &v, 4);
+    } else if (dt == ZERO_DTYPE_INT64) {
+        int64_t s = (int64_t)sum, v = max ? vmax : op == ZERO_OP_AVG ? s / N : s;
+        memcpy(out, &v, 8);
+    } else {
+        uint8_t s = (uint8_t)sum, v = max ? (uint8_t)vmax : op == ZERO_OP_AVG ? (uint8_t)(s / N) : s;
+        memcpy(out, &v, 1);
+    }
+}
+
+/* ---------------------------------------------------------- buffers and checks */
+
+enum { GUARD = 64 };
+
+static unsigned char *alloc_buf(size_t bytes) {
+    unsigned char *p = malloc(bytes + GUARD);
+    if (!p) {
+        fprintf(stderr, "test_comm_shm: out of memory for %zu bytes\n", bytes);
+        exit(2);
+    }
+    memset(p, 0xA5, bytes + GUARD);
+    return p;
+}
+
+static int guard_ok(const unsigned char *p, size_t bytes) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[bytes + i] != 0xA5) return 0;
+    return 1;
+}
+
+static void fill(void *buf, zero_dtype dt, size_t n, int r, int salt, size_t first) {
+    for (size_t i = 0; i < n; i++) put_input(buf, dt, i, r, first + i, salt);
+}
+
+static void expect_reduced(const tcomm *t, const unsigned char *got, zero_dtype dt, zero_op op,
+                           size_t n, size_t first, int salt, const char *what) {
+    size_t es = zero_dtype_size(dt);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char want[8];
+        reference(t, dt, op, first + i, salt, want);
+        if (memcmp(got + i * es, want, es) && bad++ < 3)
+            ZT_FAIL("%s: element %zu of %zu differs from the reference", what, first + i, n);
+    }
+    zt_checks++;
+}
+
+static void expect_gathered(const unsigned char *got, zero_dtype dt, size_t n, int salt, const char *what) {
+    size_t es = zero_dtype_size(dt);
+    unsigned char *want = alloc_buf(n * es);
+    for (int r = 0; r < N; r++) {
+        fill(want, dt, n, r, salt, 0);
+        ZT_CHECKF(!memcmp(got + (size_t)r * n * es, want, n * es), "%s: block of rank %d differs", what, r);
+    }
+    free(want);
+}
+
+static void complete(zero_comm *c, zero_request *req, int by_test, const char *what) {
+    if (!by_test) {
+        ZT_CHECKF(zero_request_wait(req) == ZERO_OK, "%s: wait: %s", what, zero_comm_last_error(c));
+        return;
+    }
+    int done = 0;
+    while (!done) {
+        if (zero_request_test(req, &done) != ZERO_OK) {
+            ZT_FAIL("%s: test: %s", what, zero_comm_last_error(c));
+            return;
+        }
+    }
+}
+
+static void check_counted(zero_comm *c, const zero_comm_counters *before, zero_coll k, uint64_t m,
+                          const char *what) {
+    zero_comm_counters after;
+    zero_comm_get_counters(c, &after);
+    uint64_t want = N == 1 ? 0 : m * (k == ZERO_COLL_ALL_REDUCE ? 4 : 2) * (uint64_t)(N - 1) / (uint64_t)N;
+    ZT_CHECKF(after.calls[k] == before->calls[k] + 1 && after.bytes[k] - before->bytes[k] == want,
+              "%s: counted %llu bytes, the ring rule says %llu", what,
+              (unsigned long long)(after.bytes[k] - before->bytes[k]), (unsigned long long)want);
+}
+
+/* ---------------------------------------------------------- one collective */
+
+enum { K_AR, K_RS, K_AG };
+static const char *kname[3] = {"all_reduce", "reduce_scatter", "all_gather"};
+
+/* Runs collective k on comm t with rank R's inputs; returns the malloc'd result buffer (the
+ * reduced vector, rank R's block, or all blocks) for the caller to check and free. */
+static unsigned char *run(const tcomm *t, int k, size_t n, zero_dtype dt, zero_op op, int nb,
+                          int inplace, int salt, char *what, size_t whatcap) {
+    size_t es = zero_dtype_size(dt), bytes = n * es, full = bytes * (size_t)N;
+    snprintf(what, whatcap, "%s: %s %s op %d n %zu %s %s salt %d", t->name, kname[k],
+             zero_dtype_name(dt), (int)op, n, nb ? "nonblocking" : "blocking",
+             inplace ? "in place" : "out of place", salt);
+    size_t sendn = k == K_RS ? n * (size_t)N : n, recvn = k == K_AG ? n * (size_t)N : n;
+    unsigned char *big = alloc_buf(k == K_AR ? bytes : full);
+    unsigned char *send, *recv;
+    if (k == K_AR) {
+        send = big;
+        recv = inplace ? big : alloc_buf(bytes);
+    } else if (k == K_RS) {
+        send = big;
+        recv = inplace ? big + (size_t)R * bytes : alloc_buf(bytes);
+    } else {
+        recv = big;
+        send = inplace ? big + (size_t)R * bytes : alloc_buf(bytes);
+    }
+    fill(send, dt, sendn, R, salt, 0);
+    unsigned char *keep = NULL;
+    if (!inplace) {
+        keep = alloc_buf(sendn * es);
+        memcpy(keep, send, sendn * es);
+    }
+    zero_comm_counters before;
+    zero_comm_get_counters(t->c, &before);
+    zero_request *req = NULL;
+    zero_status s;
+    if (k == K_AR)
+        s = nb ? zero_comm_iall_reduce(t->c, send, recv, n, dt, op, &req)
+               : zero_comm_all_reduce(t->c, send, recv, n, dt, op);
+    else if (k == K_RS)
+        s = nb ? zero_comm_ireduce_scatter(t->c, send, recv, n, dt, op, &req)
+               : zero_comm_reduce_scatter(t->c, send, recv, n, dt, op);
+    else
+        s = nb ? zero_comm_iall_gather(t->c, send, recv, n, dt, &req)
+               : zero_comm_all_gather(t->c, send, recv, n, dt);
+    ZT_CHECKF(s == ZERO_OK, "%s: %s", what, zero_comm_last_error(t->c));
+    if (nb && s == ZERO_OK) complete(t->c, req, salt & 2, what);
+    check_counted(t->c, &before, k == K_AR ? ZERO_COLL_ALL_REDUCE : k == K_RS ? ZERO_COLL_REDUCE_SCATTER
+                                                                           : ZERO_COLL_ALL_GATHER,
+                  k == K_AR ? bytes : full, what);
+    if (inplace) {
+        ZT_CHECKF(guard_ok(big, k == K_AR ? bytes : full), "%s: wrote past the buffer", what);
+    } else {
+        ZT_CHECKF(guard_ok(recv, recvn * es), "%s: wrote past recv", what);
+        ZT_CHECKF(!memcmp(keep, send, sendn * es), "%s: send changed", what);
+        free(keep);
+    }
+    /* Hand back just the result. */
+    unsigned char *res = alloc_buf(recvn * es);
+    memcpy(res, recv, recvn * es);
+    free(big);
+    if (!inplace) free(k == K_AG ? send : recv);
+    return res;
+}
+
+/* One case on t: the result against the reference, and (exact inputs) against the plain path. */
+static void one(const tcomm *t, const tcomm *plain, int k, size_t n, zero_dtype dt, zero_op op,
+                int nb, int inplace, int salt) {
+    /* Plain MPI combines 3 or more ranks in an order of its own: exact inputs only. */
+    if (!t->shm && N > 2 && (salt & 1)) salt++;
+    char what[200];
+    unsigned char *got = run(t, k, n, dt, op, nb, inplace, salt, what, sizeof what);
+    if (k == K_AG) expect_gathered(got, dt, n, salt, what);
+    else expect_reduced(t, got, dt, op, n, k == K_RS ? (size_t)R * n : 0, salt, what);
+    if (plain && !(salt & 1)) {
+        char w2[200];
+        unsigned char *ref = run(plain, k, n, dt, op, 0, 0, salt, w2, sizeof w2);
+        size_t bytes = (k == K_AG ? n * (size_t)N : n) * zero_dtype_size(dt);
+        ZT_CHECKF(!memcmp(ref, got, bytes), "%s: differs from the plain MPI path", what);
+        free(ref);
+    }
+    free(got);
+}
+
+/* ---------------------------------------------------------- grids */
+
+static int g_salt;
+
+/* Every collective x dtype x op x {blocking, not} x {in place, not} at these counts. */
+static void grid(const tcomm *t, const tcomm *plain, const size_t *counts, size_t ncounts) {
+    for (size_t ci = 0; ci < ncounts; ci++) {
+        for (int d = 0; d < ZERO_DTYPE_COUNT; d++) {
+            zero_dtype dt = (zero_dtype)d;
+            for (int v = 0; v < 4; v++) {
+                int nb = v & 1, inplace = v >> 1;
+                for (int op = 0; op < 3; op++) {
+                    one(t, plain, K_AR, counts[ci], dt, (zero_op)op, nb, inplace, ++g_salt);
+                    one(t, plain, K_RS, counts[ci], dt, (zero_op)op, nb, inplace, ++g_salt);
+                }
+                one(t, plain, K_AG, counts[ci], dt, ZERO_OP_SUM, nb, inplace, ++g_salt);
+            }
+        }
+    }
+}
+
+/* Large messages: each collective and dtype once, the variant and op rotating. */
+static void large(const tcomm *t, const tcomm *plain, size_t n) {
+    for (int d = 0; d < ZERO_DTYPE_COUNT; d++) {
+        int nb = d & 1, inplace = (d >> 1) & 1;
+        one(t, plain, K_AR, n, (zero_dtype)d, (zero_op)(d % 3), nb, inplace, ++g_salt);
+        one(t, plain, K_RS, n, (zero_dtype)d, (zero_op)((d + 1) % 3), !nb, inplace, ++g_salt);
+        one(t, plain, K_AG, n, (zero_dtype)d, ZERO_OP_SUM, nb, !inplace, ++g_salt);
+    }
+}
+
+/* ---------------------------------------------------------- special cases */
+
+/* Inf and NaN on one rank reach every rank through the window, for every float type. */
+static void test_specials(const tcomm *t) {
+    enum { n = 4099 };
+    const zero_dtype dts[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int d = 0; d < 3; d++) {
+        zero_dtype dt = dts[d];
+        size_t es = zero_dtype_size(dt);
+        for (int op = 0; op <= 2; op += 2) {
+            unsigned char *buf = alloc_buf(n * es);
+            for (size_t i = 0; i < n; i++) {
+                float v = (float)(i % 7) - 3.0f;
+                if (R == N - 1 && i == 5) v = INFINITY;
+                if (R == 0 && i == 9) v = NAN;
+                if (i == 11) v = R == 0 ? INFINITY : -INFINITY; /* Inf - Inf = NaN with > 1 rank */
+                if (dt == ZERO_DTYPE_FP32) ((float *)(void *)buf)[i] = v;
+                else ((uint16_t *)(void *)buf)[i] = to_half(dt, v);
+            }
+            ZT_OK(zero_comm_all_reduce(t->c, buf, buf, n, dt, (zero_op)op));
+            float r5, r9, r11, r0;
+            if (dt == ZERO_DTYPE_FP32) {
+                const float *f = (const float *)(void *)buf;
+                r5 = f[5], r9 = f[9], r11 = f[11], r0 = f[0];
+            } else {
+                const uint16_t *h = (const uint16_t *)(void *)buf;
+                r5 = from_half(dt, h[5]), r9 = from_half(dt, h[9]), r11 = from_half(dt, h[11]);
+                r0 = from_half(dt, h[0]);
+            }
+            ZT_CHECKF(isinf(r5) && r5 > 0, "%s op %d: Inf on one rank gave %g", zero_dtype_name(dt), op, r5);
+            ZT_CHECKF(isnan(r9), "%s op %d: NaN on one rank gave %g", zero_dtype_name(dt), op, r9);
+            if (op == ZERO_OP_SUM) {
+                ZT_CHECKF(N == 1 ? isinf(r11) : isnan(r11), "%s: Inf + -Inf gave %g", zero_dtype_name(dt), r11);
+                ZT_CHECKF(r0 == -3.0f * (float)N, "%s: element 0 %g", zero_dtype_name(dt), r0);
+            } else {
+                ZT_CHECKF(isinf(r11) && r11 > 0, "%s MAX: Inf vs -Inf gave %g", zero_dtype_name(dt), r11);
+                ZT_CHECK(r0 == -3.0f);
+            }
+            free(buf);
+        }
+    }
+}
+
+/* Requests through the window and through plain MPI in flight together, finished in reverse
+ * order; the window's complete at issue, the others at wait. */
+static void test_requests(const tcomm *t) {
+    enum { big = 70001, small = 5 };
+    float *a = malloc(big * sizeof *a), *g = malloc((size_t)N * big * sizeof *g);
+    int32_t *b = malloc((size_t)N * small * sizeof *b), *bs = malloc(small * sizeof *bs);
+    float *c = malloc(small * sizeof *c);
+    if (!a || !g || !b || !bs || !c) exit(2);
+    fill(a, ZERO_DTYPE_FP32, big, R, 2000, 0);
+    fill(b, ZERO_DTYPE_INT32, (size_t)N * small, R, 2002, 0);
+    fill(c, ZERO_DTYPE_FP32, small, R, 2004, 0);
+    fill(g + (size_t)R * big, ZERO_DTYPE_FP32, big, R, 2006, 0);
+    zero_request *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    ZT_OK(zero_comm_iall_reduce(t->c, a, a, big, ZERO_DTYPE_FP32, ZERO_OP_AVG, &r1));
+    ZT_OK(zero_comm_ireduce_scatter(t->c, b, bs, small, ZERO_DTYPE_INT32, ZERO_OP_SUM, &r2));
+    ZT_OK(zero_comm_iall_gather(t->c, g + (size_t)R * big, g, big, ZERO_DTYPE_FP32, &r3));
+    ZT_OK(zero_comm_iall_reduce(t->c, c, c, small, ZERO_DTYPE_FP32, ZERO_OP_MAX, &r4));
+    complete(t->c, r4, 1, "requests: small all_reduce");
+    ZT_OK(zero_request_wait(r3));
+    complete(t->c, r2, 1, "requests: small reduce_scatter");
+    ZT_OK(zero_request_wait(r1));
+    expect_reduced(t, (unsigned char *)a, ZERO_DTYPE_FP32, ZERO_OP_AVG, big, 0, 2000, "requests: avg");
+    expect_reduced(t, (unsigned char *)bs, ZERO_DTYPE_INT32, ZERO_OP_SUM, small, (size_t)R * small, 2002,
+                   "requests: reduce_scatter");
+    expect_reduced(t, (unsigned char *)c, ZERO_DTYPE_FP32, ZERO_OP_MAX, small, 0, 2004, "requests: max");
+    expect_gathered((unsigned char *)g, ZERO_DTYPE_FP32, big, 2006, "requests: all_gather");
+    free(a);
+    free(g);
+    free(b);
+    free(bs);
+    free(c);
+}
+
+/* All ranks hold the same all-reduce result bit for bit, even where sums round. */
+static void test_identical(const tcomm *t) {
+    enum { n = 20011 }; /* above the default threshold */
+    float *x = malloc(n * sizeof *x), *all = malloc((size_t)N * n * sizeof *all);
+    if (!x || !all) exit(2);
+    fill(x, ZERO_DTYPE_FP32, n, R, 3001, 0);
+    ZT_OK(zero_comm_all_reduce(t->c, x, x, n, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    ZT_OK(zero_comm_all_gather(t->c, x, all, n, ZERO_DTYPE_FP32));
+    for (int r = 1; r < N; r++)
+        ZT_CHECKF(!memcmp(all, all + (size_t)r * n, n * sizeof *all), "%s: rank %d's sums differ from rank 0's",
+                  t->name, r);
+    free(x);
+    free(all);
+}
+
+/* A split of a window communicator has windows of its own. */
+static void test_split(const tcomm *t) {
+    zero_comm *sub = NULL;
+    ZT_OK(zero_comm_split(t->c, R % 2, R, &sub));
+    if (!sub) return;
+    int members = (N - R % 2 + 1) / 2;
+    ZT_CHECKF(!strcmp(zero_comm_backend(sub), members > 1 ? "mpi+shm" : "mpi"), "split backend %s",
+              zero_comm_backend(sub));
+    enum { n = 3001 };
+    int64_t v[n];
+    for (int i = 0; i < n; i++) v[i] = (int64_t)R * 1000003 + i;
+    ZT_OK(zero_comm_all_reduce(sub, v, v, n, ZERO_DTYPE_INT64, ZERO_OP_SUM));
+    int64_t want = 0;
+    for (int r = R % 2; r < N; r += 2) want += (int64_t)r * 1000003;
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += v[i] != want + (int64_t)i * members;
+    ZT_EQ_INT(bad, 0);
+    zero_comm_free(sub);
+}
+
+/* Bad settings fail the init with the variable named, on every rank alike. */
+static void test_settings(void) {
+    static const char *cases[][5] = {
+        {"ZERO_COMM_SHM", "yes", NULL, NULL, NULL},
+        {"ZERO_COMM_SHM_MIN_BYTES", NULL, "-5", NULL, NULL},
+        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "100", NULL},
+        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "2G", NULL},
+        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "0"},
+        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "2:round"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        set_env(cases[i][1], cases[i][2], cases[i][3], cases[i][4]);
+        zero_comm *c = (zero_comm *)(uintptr_t)1;
+        zero_status s = zero_comm_init_mpi(&c, NULL);
+        set_env(NULL, NULL, NULL, NULL);
+        ZT_EQ_INT(s, ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(c == NULL && strstr(zero_comm_last_error(NULL), cases[i][0]), "case %zu: '%s'", i,
+                  zero_comm_last_error(NULL));
+        if (s == ZERO_OK) zero_comm_free(c);
+    }
+    /* Fake nodes beyond the number of ranks. */
+    char k[16];
+    snprintf(k, sizeof k, "%d", N + 1);
+    set_env(NULL, NULL, NULL, k);
+    zero_comm *c = NULL;
+    ZT_EQ_INT(zero_comm_init_mpi(&c, NULL), ZERO_ERR_INVALID_ARG);
+    set_env(NULL, NULL, NULL, NULL);
+    zero_comm_free(c);
+}
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &R);
+    MPI_Comm_size(MPI_COMM_WORLD, &N);
+    zt_rank = R;
+    double t0 = MPI_Wtime();
+
+    tcomm plain = make("plain", "0", NULL, NULL, NULL);
+    /* Everything through the window, in small chunks: many rounds, ragged last pieces. */
+    tcomm tiny = make("shm chunk 1K", NULL, "0", "1K", NULL);
+    /* The defaults: the threshold picks the path, big chunks. */
+    tcomm dflt = make("shm defaults", NULL, NULL, NULL, NULL);
+    if (!plain.c || !tiny.c || !dflt.c) return zt_finish("test_comm_shm");
+
+    const size_t counts[] = {0, 1, 7, 1009, 4099};
+    grid(&tiny, &plain, counts, sizeof counts / sizeof counts[0]);
+    large(&dflt, &plain, ((size_t)1 << 17) + 3);
+    test_specials(&tiny);
+    test_requests(&dflt);
+    test_requests(&tiny);
+    test_identical(&dflt);
+    test_split(&dflt);
+
+    /* Fake nodes: hierarchical where every node has as many ranks, plain MPI otherwise. */
+    const char *fakes[2] = {"2", "2:cyclic"};
+    for (int f = 0; f < 2; f++) {
+        if (N < 2) break;
+        char name[64];
+        snprintf(name, sizeof name, "fake nodes %s, chunk 1K", fakes[f]);
+        /* Small chunks: a count of 1009 takes several cross-node spans of several rounds. */
+        tcomm h = make(name, NULL, "0", "1K", fakes[f]);
+        snprintf(name, sizeof name, "fake nodes %s, chunk 64K", fakes[f]);
+        tcomm h2 = make(name, NULL, "0", "64K", fakes[f]);
+        if (!h.c || !h2.c) continue;
+        const size_t hcounts[] = {1, 7, 1009};
+        grid(&h, &plain, hcounts, sizeof hcounts / sizeof hcounts[0]);
+        test_specials(&h);
+        test_requests(&h);
+        large(&h2, &plain, 100003);
+        test_identical(&h2);
+        zero_comm_free(h.c);
+        zero_comm_free(h2.c);
+    }
+    test_settings();
+
+    zero_comm_free(dflt.c);
+    zero_comm_free(tiny.c);
+    zero_comm_free(plain.c);
+    if (R == 0) printf("test_comm_shm: %d ranks, %.2f s\n", N, MPI_Wtime() - t0);
+    MPI_Finalize();
+    return zt_finish("test_comm_shm");
+}
