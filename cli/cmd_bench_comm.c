@@ -1,5 +1,6 @@
 /* `zero bench comm`: bandwidth of all_reduce, reduce_scatter and all_gather through zero's
- * communicator and through raw MPI calls on the same buffers, in NCCL-tests' algbw/busbw terms. */
+ * communicator (shared memory inside a node) and through raw MPI calls on the same buffers, in
+ * NCCL-tests' algbw/busbw terms, beside a memcpy of the same message measured in the same run. */
 #include "cli.h"
 
 #include <math.h>
@@ -36,8 +37,12 @@ static void usage(FILE *f) {
             "  time = the slowest rank's mean over K iterations (default: 3 to 200, by size),\n"
             "  ours and mpi interleaved in 4 rounds of K/4, the best round of each kept;\n"
             "  ratio = ours / mpi (algbw; the same as busbw's with n > 1). GB/s = 1e9 bytes/s.\n"
+            "  memcpy = bytes / time of one memcpy of the full message, every rank copying at once\n"
+            "  (the memory bandwidth the ranks share), interleaved with the others the same way.\n"
             "  bytes is the full message: the reduced buffer, or all n blocks of reduce_scatter's\n"
             "  input and all_gather's output (rounded down to a multiple of 4n).\n"
+            "  Ranks that share a node use the shared-memory path above ZERO_COMM_SHM_MIN_BYTES\n"
+            "  (backend mpi+shm); ZERO_COMM_SHM=0 measures zero's plain MPI path instead.\n"
             "--ranks N  run on N local ranks through %s (under mpirun/srun: the MPI world,\n"
             "           which must then have N ranks)\n"
             "--json     one object per (collective, size) instead of the table\n",
@@ -99,16 +104,22 @@ static double mem_budget(void) {
 
 static const char *coll_names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
 
-/* Runs collective k `iters` times through zero (raw == 0) or raw MPI; returns the seconds per
- * call of the slowest rank, or -1 after printing an error. */
+enum { WAY_OURS, WAY_MPI, WAY_MEMCPY, WAYS };
+
+/* Runs collective k `iters` times through zero (WAY_OURS) or raw MPI (WAY_MPI), or copies the
+ * full message with memcpy on every rank at once (WAY_MEMCPY); returns the seconds per call of
+ * the slowest rank, or -1 after printing an error. */
 static double run(zero_comm *c, int k, int raw, float *send, float *recv, size_t count, int iters) {
     if (zero_comm_barrier(c)) {
         cli_error(CLI_RUNTIME, "bench comm: barrier: %s", zero_comm_last_error(c));
         return -1;
     }
+    size_t full = count * (size_t)(k == 0 ? 1 : zero_comm_size(c)) * sizeof *send;
     double t0 = zero_now();
     for (int it = 0; it < iters; it++) {
-        if (!raw) {
+        if (raw == WAY_MEMCPY) {
+            memcpy(recv, send, full);
+        } else if (raw == WAY_OURS) {
             zero_status s;
             if (k == 0) s = zero_comm_all_reduce(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM);
             else if (k == 1) s = zero_comm_reduce_scatter(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM);
@@ -138,26 +149,27 @@ static double run(zero_comm *c, int k, int raw, float *send, float *recv, size_t
     return tmax;
 }
 
-/* Seconds per call through zero (out[0]) and raw MPI (out[1], when have_mpi): the two are
- * interleaved in ROUNDS rounds and each keeps its best round, so that a burst of load from
- * elsewhere on the machine does not land on one side only. */
+/* Seconds per call through zero (out[WAY_OURS]), raw MPI (out[WAY_MPI], when have_mpi) and
+ * memcpy (out[WAY_MEMCPY]): the three are interleaved in ROUNDS rounds and each keeps its best
+ * round, so that a burst of load from elsewhere on the machine does not land on one side only. */
 #define ROUNDS 4
 static int measure(zero_comm *c, int k, int have_mpi, float *send, float *recv, size_t count,
-                   int iters, double out[2]) {
+                   int iters, double out[WAYS]) {
     int rounds = iters < ROUNDS ? iters : ROUNDS;
-    out[0] = out[1] = INFINITY;
+    for (int w = 0; w < WAYS; w++) out[w] = INFINITY;
     /* One untimed call of each warms up connections and pages. */
-    if (run(c, k, 0, send, recv, count, 1) < 0) return -1;
-    if (have_mpi && run(c, k, 1, send, recv, count, 1) < 0) return -1;
+    for (int w = 0; w < WAYS; w++)
+        if ((w != WAY_MPI || have_mpi) && run(c, k, w, send, recv, count, 1) < 0) return -1;
     for (int r = 0; r < rounds; r++) {
         int n = iters / rounds + (r < iters % rounds);
-        for (int raw = 0; raw <= have_mpi; raw++) {
-            double t = run(c, k, raw, send, recv, count, n);
+        for (int w = 0; w < WAYS; w++) {
+            if (w == WAY_MPI && !have_mpi) continue;
+            double t = run(c, k, w, send, recv, count, n);
             if (t < 0) return -1;
-            if (t < out[raw]) out[raw] = t;
+            if (t < out[w]) out[w] = t;
         }
     }
-    if (!have_mpi) out[1] = NAN;
+    if (!have_mpi) out[WAY_MPI] = NAN;
     return 0;
 }
 
@@ -168,10 +180,11 @@ static int auto_iters(double bytes) {
 
 static void print_header(int n, const char *backend, int have_mpi) {
     printf("zero bench comm: %d rank%s, %s backend, fp32 sum; GB/s = 1e9 bytes/s; busbw = algbw * "
-           "2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather)%s\n",
+           "2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather); memcpy = GB/s of a copy of "
+           "the message on every rank at once%s\n",
            n, n == 1 ? "" : "s", backend, have_mpi ? "" : "; no MPI in this build: mpi columns empty");
-    printf("%-15s %11s %6s %11s %11s %11s %11s %11s %7s\n", "collective", "bytes", "iters", "ours_us",
-           "ours_algbw", "ours_busbw", "mpi_us", "mpi_busbw", "ratio");
+    printf("%-15s %11s %6s %11s %11s %11s %11s %11s %7s %11s\n", "collective", "bytes", "iters",
+           "ours_us", "ours_algbw", "ours_busbw", "mpi_us", "mpi_busbw", "ratio", "memcpy");
 }
 
 static int bench(const bench_opts *o) {
@@ -222,12 +235,12 @@ static int bench(const bench_opts *o) {
             if (count == 0) count = 1;
             double bytes = 4.0 * (double)count * (k == 0 ? 1 : n);
             int iters = o->iters ? o->iters : auto_iters(bytes);
-            double t[2];
+            double t[WAYS];
             if (measure(c, k, have_mpi, send, recv, count, iters, t)) goto done;
             double factor = n <= 1 ? 0 : (k == 0 ? 2.0 : 1.0) * (n - 1) / n;
-            double ours_alg = bytes / t[0] / 1e9, ours_bus = ours_alg * factor;
-            double mpi_alg = bytes / t[1] / 1e9, mpi_bus = mpi_alg * factor;
-            double ratio = ours_alg / mpi_alg;
+            double ours_alg = bytes / t[WAY_OURS] / 1e9, ours_bus = ours_alg * factor;
+            double mpi_alg = bytes / t[WAY_MPI] / 1e9, mpi_bus = mpi_alg * factor;
+            double ratio = ours_alg / mpi_alg, copy = bytes / t[WAY_MEMCPY] / 1e9;
             if (rank != 0) continue;
             if (o->json) {
                 printf("{\"collective\": \"%s\", \"bytes\": %.0f, \"ranks\": %d, \"iters\": %d, "
@@ -242,13 +255,16 @@ static int bench(const bench_opts *o) {
                 printf(", \"ratio\": ");
                 cli_json_double(stdout, ratio);
                 printf(", \"ours_us\": ");
-                cli_json_double(stdout, t[0] * 1e6);
+                cli_json_double(stdout, t[WAY_OURS] * 1e6);
                 printf(", \"mpi_us\": ");
-                cli_json_double(stdout, t[1] * 1e6);
-                printf("}\n");
+                cli_json_double(stdout, t[WAY_MPI] * 1e6);
+                printf(", \"memcpy_gbps\": ");
+                cli_json_double(stdout, copy);
+                printf(", \"backend\": \"%s\"}\n", zero_comm_backend(c));
             } else {
-                printf("%-15s %11.0f %6d %11.1f %11.3f %11.3f %11.1f %11.3f %7.3f\n", coll_names[k],
-                       bytes, iters, t[0] * 1e6, ours_alg, ours_bus, t[1] * 1e6, mpi_bus, ratio);
+                printf("%-15s %11.0f %6d %11.1f %11.3f %11.3f %11.1f %11.3f %7.3f %11.3f\n",
+                       coll_names[k], bytes, iters, t[WAY_OURS] * 1e6, ours_alg, ours_bus,
+                       t[WAY_MPI] * 1e6, mpi_bus, ratio, copy);
             }
             fflush(stdout);
         }

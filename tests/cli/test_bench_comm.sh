@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `zero bench comm`: JSON lines with the documented keys and plausible numbers on 2 ranks (and
-# on 1), the table, and one-line usage errors with exit status 2 for bad flags.
+# on 1), the backend each run used (mpi+shm for ranks sharing the machine, mpi with
+# ZERO_COMM_SHM=0), the memcpy reference, the table, and one-line usage errors (exit 2).
 set -u
 : "${ZERO:?ZERO must be the path of the zero binary}"
 PY=/usr/bin/python3
@@ -18,13 +19,14 @@ if "$ZERO" bench comm --max-bytes 1KiB | head -1 | grep -q "self backend"; then
     exit $fail
 fi
 
-# Validates JSON lines: argv = expected ranks, expected number of lines.
+# Validates JSON lines: argv = expected ranks, expected number of lines, expected backend.
 check_json() {
-    "$PY" - "$1" "$2" "$tmp/out" <<'EOF'
+    "$PY" - "$1" "$2" "$tmp/out" "${3:-}" <<'EOF'
 import json, sys
-ranks, nlines, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+ranks, nlines, path, backend = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 lines = [l for l in open(path).read().splitlines() if l.strip()]
-keys = {"collective", "bytes", "ranks", "ours_algbw_gbps", "ours_busbw_gbps", "mpi_busbw_gbps", "ratio"}
+keys = {"collective", "bytes", "ranks", "ours_algbw_gbps", "ours_busbw_gbps", "mpi_busbw_gbps", "ratio",
+        "memcpy_gbps", "backend"}
 bad = []
 if len(lines) != nlines:
     bad.append("%d lines, expected %d" % (len(lines), nlines))
@@ -41,9 +43,11 @@ for l in lines:
     if c not in ("all_reduce", "reduce_scatter", "all_gather"):
         bad.append("collective %r" % c)
     seen.setdefault(c, []).append(o["bytes"])
-    for k in ("ours_algbw_gbps", "ratio"):
+    for k in ("ours_algbw_gbps", "ratio", "memcpy_gbps"):
         if not (isinstance(o[k], (int, float)) and o[k] > 0):
             bad.append("%s = %r, expected > 0" % (k, o[k]))
+    if backend and o["backend"] != backend:
+        bad.append("backend %r, expected %r" % (o["backend"], backend))
     for k in ("ours_busbw_gbps", "mpi_busbw_gbps"):
         if not isinstance(o[k], (int, float)) or (ranks > 1 and o[k] <= 0) or (ranks == 1 and o[k] != 0):
             bad.append("%s = %r with %d ranks" % (k, o[k], ranks))
@@ -70,25 +74,38 @@ EOF
 "$ZERO" bench comm --ranks 2 --json --max-bytes 1MiB >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 0 ] || err "--ranks 2 --json exit $rc: $(tail -3 "$tmp/err")"
-check_json 2 18 || err "--ranks 2 --json output (above)"
+check_json 2 18 mpi+shm || err "--ranks 2 --json output (above)"
+
+# The plain MPI path on request: the backend says so.
+ZERO_COMM_SHM=0 "$ZERO" bench comm --ranks 2 --json --max-bytes 64KiB --iters 3 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 0 ] || err "ZERO_COMM_SHM=0 exit $rc: $(tail -3 "$tmp/err")"
+check_json 2 12 mpi || err "ZERO_COMM_SHM=0 --json output (above)"
+
+# A bad setting is a one-line runtime error naming the variable.
+ZERO_COMM_SHM=maybe "$ZERO" bench comm --ranks 2 --max-bytes 4KiB --iters 3 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] || err "ZERO_COMM_SHM=maybe exit $rc, expected 1"
+grep -q "^zero: error: .*ZERO_COMM_SHM 'maybe'" "$tmp/err" || err "ZERO_COMM_SHM=maybe: $(cat "$tmp/err")"
 
 # Three ranks: sizes no longer divide evenly into blocks.
 "$ZERO" bench comm --ranks 3 --json --max-bytes 16KiB --iters 3 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 0 ] || err "--ranks 3 exit $rc: $(tail -3 "$tmp/err")"
-check_json 3 9 || err "--ranks 3 --json output (above)"
+check_json 3 9 mpi+shm || err "--ranks 3 --json output (above)"
 
 # One rank (no launcher): busbw is 0 by definition, algbw still measured.
 "$ZERO" bench comm --json --max-bytes 4KiB --iters 5 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 0 ] || err "1 rank exit $rc: $(tail -3 "$tmp/err")"
-check_json 1 6 || err "1 rank --json output (above)"
+check_json 1 6 mpi || err "1 rank --json output (above)"
 
 # The table: a header and one row per (collective, size).
 "$ZERO" bench comm --ranks 2 --max-bytes 4KiB --iters 3 >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 0 ] || err "table exit $rc"
-grep -q "^collective .*ours_busbw .*mpi_busbw .*ratio" "$tmp/out" || err "table header: $(cat "$tmp/out")"
+grep -q "^collective .*ours_busbw .*mpi_busbw .*ratio .*memcpy" "$tmp/out" || err "table header: $(cat "$tmp/out")"
+grep -q "^zero bench comm: 2 ranks, mpi+shm backend" "$tmp/out" || err "table title: $(head -1 "$tmp/out")"
 [ "$(grep -cE '^(all_reduce|reduce_scatter|all_gather) ' "$tmp/out")" = 6 ] || err "table rows: $(cat "$tmp/out")"
 
 "$ZERO" bench comm --help >"$tmp/out" 2>&1 || err "--help failed"
