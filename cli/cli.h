@@ -22,6 +22,7 @@ int cli_bench(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);
+int cli_bench_io(int argc, char **argv);
 
 /* The whole command line, saved by main. */
 extern int cli_argc;

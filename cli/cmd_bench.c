@@ -12,7 +12,6 @@ int cli_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
     if (!strcmp(argv[1], "adam")) return cli_bench_adam(argc - 1, argv + 1);
     if (!strcmp(argv[1], "step")) return cli_bench_step(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "io"))
-        return cli_error(CLI_RUNTIME, "bench %s is not supported yet", argv[1]);
+    if (!strcmp(argv[1], "io")) return cli_bench_io(argc - 1, argv + 1);
     return cli_error(CLI_USAGE, "unknown benchmark '%s': expected adam, comm, io or step", argv[1]);
 }
