@@ -136,12 +136,13 @@ static zero_status parse_settings(char env[4][ZERO__SHM_ENV_BYTES], int nranks, 
         int cyclic = 0;
         if (end != env[3] && !strcmp(end, ":cyclic")) cyclic = 1;
         else if (end == env[3] || *end) k = -1;
-        if (k < 1 || k > nranks) {
-            zero__errorf(err, cap, "ZERO_COMM_FAKE_NODES '%s': expected K or K:cyclic with K a number "
-                         "of nodes from 1 to %d (the number of ranks)", env[3], nranks);
+        if (k < 1 || k > INT_MAX) {
+            zero__errorf(err, cap, "ZERO_COMM_FAKE_NODES '%s': expected K or K:cyclic with K >= 1 "
+                         "fake nodes", env[3]);
             return ZERO_ERR_INVALID_ARG;
         }
-        st->fake_nodes = (int)k;
+        /* A small sub-communicator of a run with K fake nodes: one rank per node at most. */
+        st->fake_nodes = k > nranks ? nranks : (int)k;
         st->fake_cyclic = cyclic;
     }
     /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */

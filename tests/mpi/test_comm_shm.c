@@ -533,13 +533,15 @@ static void test_settings(void) {
                   zero_comm_last_error(NULL));
         if (s == ZERO_OK) zero_comm_free(c);
     }
-    /* Fake nodes beyond the number of ranks. */
+    /* More fake nodes than ranks: one rank per node, so no window (and no error: a small
+     * split of a run with K fake nodes gets no more nodes than ranks). */
     char k[16];
     snprintf(k, sizeof k, "%d", N + 1);
-    set_env(NULL, NULL, NULL, k);
+    set_env(NULL, "0", NULL, k);
     zero_comm *c = NULL;
-    ZT_EQ_INT(zero_comm_init_mpi(&c, NULL), ZERO_ERR_INVALID_ARG);
+    ZT_OK(zero_comm_init_mpi(&c, NULL));
     set_env(NULL, NULL, NULL, NULL);
+    ZT_CHECK(c && !strcmp(zero_comm_backend(c), "mpi"));
     zero_comm_free(c);
 }
 
