@@ -3,6 +3,7 @@
  * ZERO_ERR_DIVERGED naming the unit and the ranks on every rank, instead of a hang in a
  * mismatched collective. The same channel carries the step's norm/overflow reduction. */
 #include "engine/internal.h"
+#include "zero/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, doub
     e->ctrl_seq++;
     double t0 = zero_now();
     zero_status s = zero_comm_all_gather(e->ctrl, &me, e->ctrl_all, sizeof me, ZERO_DTYPE_UINT8);
-    e->comm_wait += zero_now() - t0;
+    zero__eng_waited(e, "control exchange", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "control exchange before %s failed: %s", op_name(op),
                               zero_comm_last_error(e->ctrl));
@@ -83,11 +84,17 @@ zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what) 
     return ZERO_OK;
 }
 
+void zero__eng_waited(zero_engine *e, const char *what, double t0) {
+    const double t1 = zero_now();
+    e->comm_wait += t1 - t0;
+    zero_trace_span(ZERO_TRACE_COMM_WAIT, what, t0, t1);
+}
+
 zero_status zero__eng_wait(zero_engine *e, zero_request **req) {
     if (!*req) return ZERO_OK;
     double t0 = zero_now();
     zero_status s = zero_request_wait(*req);
-    e->comm_wait += zero_now() - t0;
+    zero__eng_waited(e, "wait for collective", t0);
     *req = NULL;
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "waiting for a collective failed: %s", zero_comm_last_error(e->data));

@@ -27,7 +27,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     if (blocking) {
         double t0 = zero_now();
         s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
-        e->comm_wait += zero_now() - t0;
+        zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
     } else {
         s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
