@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `zero train --trace FILE` writes one Chrome/Perfetto trace with every rank's compute spans and
+# communication waits; the spans of each step lie inside the run; a bad path is a usage error.
+set -euo pipefail
+Z=${ZERO:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$Z" train --model tiny --seq 32 --steps 3 --ranks 3 --stage 3 --micro-batch 2 --trace "$tmp/t.json" > /dev/null
+/usr/bin/python3 - "$tmp/t.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+ranks = {e["pid"] for e in ev}
+assert ranks == {0, 1, 2}, ranks
+for r in ranks:
+    mine = [e for e in ev if e["pid"] == r]
+    fb = [e for e in mine if e["name"] == "forward+backward"]
+    st = [e for e in mine if e["name"] == "optimizer step"]
+    waits = [e for e in mine if e["tid"] == 1]
+    assert len(fb) == 3 and len(st) == 3, (r, len(fb), len(st))
+    assert waits, "no communication waits recorded on rank %d" % r
+    assert all(e["dur"] >= 0 for e in mine)
+    # each step's optimizer span starts after its forward+backward ends
+    for a, b in zip(fb, st):
+        assert b["ts"] >= a["ts"] + a["dur"] - 1e-3, (a, b)
+print("ok: %d spans on %d ranks" % (len(ev), len(ranks)))
+PY
+out=$("$Z" train --model tiny --steps 1 --trace /nonexistent/dir/t.json 2>&1 >/dev/null) && { echo "bad path accepted"; exit 1; }
+echo "$out" | grep -q "^zero: error: --trace '/nonexistent/dir/t.json'" || { echo "unexpected: $out"; exit 1; }
+echo ok
