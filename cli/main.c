@@ -27,9 +27,17 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* The library never prints: its log lines (level from $ZERO_LOG, default warn) come here. */
+static void log_to_stderr(void *ctx, zero_log_level level, const char *msg) {
+    (void)ctx;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "zero: %s: %s\n", names[level <= ZERO_LOG_DEBUG ? level : ZERO_LOG_DEBUG], msg);
+}
+
 int main(int argc, char **argv) {
     cli_argc = argc;
     cli_argv = argv;
+    zero_log_set_callback(log_to_stderr, NULL);
     if (argc < 2) {
         usage(stderr);
         return cli_error(CLI_USAGE, "expected a command (train, estimate, plan, ...)");
