@@ -82,7 +82,9 @@ PYEOF
 
 # Our side only: 1 and 2 ranks, stages 0-3.
 "$ZERO" bench step "${TINY[@]}" --ranks-list 1,2 --stages 0,1,2,3 --steps 3 --no-torch --json >"$TMP/a.json" 2>"$TMP/a.err"
-check "no torch: exit 0" test $? -eq 0 || cat "$TMP/a.err"
+rc=$?
+check "no torch: exit 0" test $rc -eq 0
+[ $rc -eq 0 ] || tail -5 "$TMP/a.err"
 check "no torch: rows" "$PY" "$TMP/check.py" "$TMP/a.json" 1,2 0,1,2,3 3 1 none
 
 # A scripted peer with known figures (ZERO_PYTHON stands in for the interpreter).
@@ -101,7 +103,9 @@ echo "{\"mode\": \"$mode\", \"torch\": \"fake\", \"params\": $params, \"step_ms\
 EOF
 chmod +x "$TMP/fakepy"
 ZERO_PYTHON="$TMP/fakepy" "$ZERO" bench step "${TINY[@]}" --ranks-list 1 --stages 0,1,3 --steps 4 --json >"$TMP/b.json" 2>"$TMP/b.err"
-check "scripted peer: exit 0" test $? -eq 0 || cat "$TMP/b.err"
+rc=$?
+check "scripted peer: exit 0" test $rc -eq 0
+[ $rc -eq 0 ] || tail -5 "$TMP/b.err"
 check "scripted peer: ratios and targets" "$PY" "$TMP/check.py" "$TMP/b.json" 1 0,1,3 4 1 fake
 
 # The real PyTorch peer, when torch imports: one 2-rank run of DDP + ZeroRedundancyOptimizer over
@@ -112,7 +116,9 @@ if "$PY" -c 'import torch' >/dev/null 2>&1; then
     script=$(dirname "$0")/../../bench/torch_step.py
     "$PY" "$script" --mode zero --ranks 2 --layers 2 --dim 64 --heads 4 --vocab 256 --n-ctx 64 \
         --micro-batch 2 --seq 32 --steps 2 >"$TMP/c.json" 2>"$TMP/c.err"
-    check "torch peer: exit 0" test $? -eq 0 || cat "$TMP/c.err"
+    rc=$?
+    check "torch peer: exit 0" test $rc -eq 0
+    [ $rc -eq 0 ] || tail -5 "$TMP/c.err"
     check "torch peer: same model, two ranks, sane loss" "$PY" -c '
 import json, math, sys
 r = json.loads(open(sys.argv[1]).read())
