@@ -30,8 +30,9 @@ typedef struct variant {
 /* ------------------------------------------------------------------ the many-tile model */
 /* Units of these sizes; the "loss" of a micro-batch is 0.5 * sum c_i (p_i - t_i)^2 with c and t
  * fixed per element and a per-rank, per-micro-batch factor, so gradients are c (p - t) * f. */
-#define BIG_UNITS 3
-static const int big_numel[BIG_UNITS] = {9001, 2500, 20011};
+#define BIG_UNITS 4
+/* the last unit is smaller than a rank's alignment: ranks other than 0 own only padding of it */
+static const int big_numel[BIG_UNITS] = {9001, 2500, 20011, 5};
 
 static int big_register(zero_engine *e) {
     for (int u = 0; u < BIG_UNITS; u++) {
@@ -39,9 +40,9 @@ static int big_register(zero_engine *e) {
         snprintf(name, sizeof name, "big%d", u);
         int id = zero_engine_add_unit(e, name);
         if (id < 0) return id;
-        int64_t a[1] = {big_numel[u] - 7}, b[1] = {7};
+        int64_t a[1] = {big_numel[u] - 7}, b[1] = {big_numel[u] > 7 ? 7 : big_numel[u]};
         snprintf(name, sizeof name, "big%d.w", u);
-        if (zero_engine_add_param(e, id, name, a, 1, 0)) return -1;
+        if (big_numel[u] > 7 && zero_engine_add_param(e, id, name, a, 1, 0)) return -1;
         snprintf(name, sizeof name, "big%d.b", u);
         if (zero_engine_add_param(e, id, name, b, 1, ZERO_PARAM_NO_DECAY)) return -1;
     }
@@ -93,7 +94,7 @@ static double big_step(zero_engine *e, int64_t s, int rank, int accum, zero_step
 
 /* ------------------------------------------------------------------ runs */
 #define STEPS 4
-#define MAXU 3
+#define MAXU 4
 
 typedef struct result {
     float *params[MAXU];
