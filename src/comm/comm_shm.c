@@ -31,7 +31,7 @@
  */
 #define ZERO__SHM_NBUF 3
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
-#define ZERO__SHM_DEFAULT_MIN ((uint64_t)64 << 10)
+#define ZERO__SHM_DEFAULT_MIN ((uint64_t)4 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit atomics across processes");
@@ -373,6 +373,7 @@ static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
 }
 
 int zero__shm_nodes(const zero__shm *s) { return s ? s->nnodes : 0; }
+int zero__shm_attached(const zero__shm *s) { return s && s->win != MPI_WIN_NULL; }
 int zero__shm_local_size(const zero__shm *s) { return s ? s->nlocal : 0; }
 
 int zero__shm_wants(const zero__shm *s, uint64_t bytes) {

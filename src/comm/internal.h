@@ -133,6 +133,7 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive);
 int zero__shm_wants(const zero__shm *s, uint64_t bytes);
 int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
 int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
+int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective used it) */
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 

@@ -513,6 +513,22 @@ static void test_split(const tcomm *t) {
     zero_comm_free(sub);
 }
 
+/* The default threshold: messages under 4 KiB take plain MPI and allocate no window; the
+ * first one at 4 KiB allocates it. */
+static void test_threshold(void) {
+    tcomm t = make("threshold", NULL, NULL, NULL, NULL);
+    if (!t.c) return;
+    const zero__shm *sh = zero__comm_mpi_shm(t.c);
+    float small[1023], big[1024];
+    for (int i = 0; i < 1024; i++) big[i] = (float)R, small[i % 1023] = (float)R;
+    ZT_OK(zero_comm_all_reduce(t.c, small, small, 1023, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    ZT_EQ_INT(zero__shm_attached(sh), 0);
+    ZT_OK(zero_comm_all_reduce(t.c, big, big, 1024, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    ZT_EQ_INT(zero__shm_attached(sh), t.shm);
+    ZT_CHECK(small[0] == (float)(N * (N - 1) / 2) && big[1023] == (float)(N * (N - 1) / 2));
+    zero_comm_free(t.c);
+}
+
 /* Bad settings fail the init with the variable named, on every rank alike. */
 static void test_settings(void) {
     static const char *cases[][5] = {
@@ -589,6 +605,7 @@ int main(int argc, char **argv) {
         zero_comm_free(h.c);
         zero_comm_free(h2.c);
     }
+    test_threshold();
     test_settings();
 
     zero_comm_free(dflt.c);
