@@ -10,7 +10,9 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 rm -rf "$out"
 mkdir -p "$out"
 echo "== training GPT-2 small with ZeRO stage 3 on 2 ranks ($steps steps; the loss should fall from ~5.5) =="
-"$zero" train --model small --ranks 2 --stage 3 --steps "$steps" --micro-batch 4 --seq 128 --lr 2e-3 \
+# scripts/demo_config.json: a DeepSpeed-style config (ZeRO stage 3, AdamW, linear warmup then
+# decay, gradient clipping); the flags add the model, the data shape and the run length.
+"$zero" train --config "$(dirname "$0")/demo_config.json" --model small --ranks 2 --steps "$steps" --seq 128 \
     --val-every 20 --save "$out/ckpt" --log-json "$out/log.jsonl"
 echo
 echo "== what stage 0 vs stage 3 keeps per rank, for this model on 2 ranks =="
