@@ -24,10 +24,13 @@
  * barrier per round, and the round counter (the barrier epoch) runs on across calls.
  *
  * Memory model: the window is plain shared memory (MPI_WIN_UNIFIED is checked) accessed with
- * loads and stores; the barrier is a release store of the rank's epoch and acquire loads of its
- * peers', so every store a rank made before entering barrier e happens-before every load its
- * peers make after leaving it (C11 atomics order both the compiler and the CPU, the role
- * MPI_Win_sync plays for a window accessed through MPI calls).
+ * loads and stores; the barrier is a (seq_cst, so also release) store of the rank's epoch and
+ * acquire loads of its peers', so every store a rank made before entering barrier e
+ * happens-before every load its peers make after leaving it. C11 atomics order both the
+ * compiler and the CPU: the role MPI_Win_sync plays for a window accessed through MPI calls.
+ * A waiter spins, then yields, then sleeps on a futex in the window (ranks may outnumber
+ * cores); the arriving rank wakes sleepers. Nothing else in the window is atomic: a buffer has
+ * one writer per round, and its readers read it only after the barrier.
  */
 #define ZERO__SHM_NBUF 3
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
@@ -480,6 +483,16 @@ static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
     return c >= line ? c / line * line : c;
 }
 
+/* A collective whose result in recv exceeds this many bytes writes it with streaming stores:
+ * it will not stay in cache anyway, and skipping the read-for-ownership of recv's lines makes
+ * the copy-out about 1.5x faster here (docs/BENCHMARKS.md). */
+#define ZERO__SHM_STREAM_BYTES ((size_t)16 << 20)
+
+static void copy_out(void *dst, const void *src, size_t n, int stream) {
+    if (stream) zero__shm_copy_stream(dst, src, n);
+    else memcpy(dst, src, n);
+}
+
 /* Length of the piece [lo, lo + c) of a block of len elements clipped to [., hi). */
 static inline size_t piece_len(size_t lo, size_t c, size_t len, size_t hi) {
     size_t end = len < hi ? len : hi;
@@ -531,6 +544,8 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
     const size_t es = ly->es, c = piece_elems(s, G, es);
     const unsigned char *src = in;
     unsigned char *dst = recv;
+    const int stream = (ly->kind == LAYOUT_PARTS ? ly->count : ly->count * (size_t)s->nlocal * (size_t)G) * es >
+                       ZERO__SHM_STREAM_BYTES;
     for (size_t lo = a; lo < b; lo += c) {
         unsigned char *mine = buf_at(s, me, s->epoch + 1);
         for (int g = 0; g < G; g++) {
@@ -549,7 +564,7 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
                 const unsigned char *from = t == me ? src + (g * istride + lo - a) * es
                                                     : buf_at(s, t, s->epoch) + (size_t)g * c * es;
                 unsigned char *to = dst + (off + lo) * es;
-                if (to != from) memcpy(to, from, n * es); /* in place: own block already there */
+                if (to != from) copy_out(to, from, n * es, stream); /* in place: already there */
             }
         }
     }
@@ -564,6 +579,7 @@ static void local_ar(zero__shm *s, zero_op op, zero_dtype dt, const void *send, 
     const size_t es = ly.es, c = piece_elems(s, L, es), longest = (count + (size_t)L - 1) / (size_t)L;
     const unsigned char *in = send;
     unsigned char *out = recv;
+    const int stream = count * es > ZERO__SHM_STREAM_BYTES;
     unsigned long long prev = 0; /* epoch of the round whose sums are still to be gathered */
     size_t prev_lo = 0;
     for (size_t lo = 0;; lo += c) {
@@ -584,7 +600,7 @@ static void local_ar(zero__shm *s, zero_op op, zero_dtype dt, const void *send, 
                 size_t off, len;
                 block_at(s, &ly, t, 0, &off, &len);
                 size_t n = piece_len(prev_lo, c, len, len);
-                if (n) memcpy(out + (off + prev_lo) * es, buf_at(s, t, prev) + (size_t)t * c * es, n * es);
+                if (n) copy_out(out + (off + prev_lo) * es, buf_at(s, t, prev) + (size_t)t * c * es, n * es, stream);
             }
         }
         if (!more) break;

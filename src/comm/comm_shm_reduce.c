@@ -1,7 +1,10 @@
 /* The many-source reduction of the shared-memory collectives: the baseline-ISA body (vectorized
- * by OpenMP simd for SSE2, scalar half conversions) and the run-time choice of the AVX2 one. */
+ * by OpenMP simd for SSE2, scalar half conversions) and the run-time choice of the AVX2 one;
+ * and the streaming copy that writes large results past the caches. */
 #include "comm/shm_reduce_impl.h"
 #include "common/dtype_impl.h"
+
+#include <stdint.h>
 
 static void widen_bf16(const uint16_t *src, float *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = zero__bf16_bits_to_fp32(src[i]);
@@ -21,6 +24,38 @@ void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, 
     const int bf = dt == ZERO_DTYPE_BF16;
     zero__shm_reduce_body(dt, op, src, nsrc, dst, n, bf ? widen_bf16 : widen_fp16,
                           bf ? narrow_bf16 : narrow_fp16);
+}
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+void zero__shm_copy_stream(void *dst, const void *src, size_t n) {
+#if defined(__x86_64__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    /* Head up to a 16-byte boundary of dst, streaming stores of 64 bytes, tail. */
+    size_t head = (size_t)(-(uintptr_t)d & 15u);
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(d + i), a);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+    }
+    memcpy(d + i, s + i, n - i);
+    /* Streaming stores are weakly ordered: fence them before anything that publishes them. */
+    _mm_sfence();
+#else
+    memcpy(dst, src, n);
+#endif
 }
 
 void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,

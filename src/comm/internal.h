@@ -107,6 +107,9 @@ void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, 
                              size_t n);
 void zero__shm_reduce_avx2(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
                            size_t n);
+/* memcpy with non-temporal stores (x86-64; plain memcpy elsewhere), fenced before it returns:
+ * for results too large to stay in cache, it saves reading dst's lines before writing them. */
+void zero__shm_copy_stream(void *dst, const void *src, size_t n);
 
 #ifdef ZERO_HAVE_MPI
 #include <mpi.h>
