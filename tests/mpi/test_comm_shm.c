@@ -445,6 +445,19 @@ static void test_specials(const tcomm *t) {
     }
 }
 
+/* Results over 16 MiB leave the window with streaming stores: an all-reduce and an all-gather
+ * of that size, in place, against the reference. */
+static void test_huge(const tcomm *t) {
+    const size_t n = ((size_t)16 << 20) / 4 + 5, m = n / (size_t)N + 7;
+    char what[200];
+    unsigned char *got = run(t, K_AR, n, ZERO_DTYPE_FP32, ZERO_OP_SUM, 0, 1, 4000, what, sizeof what);
+    expect_reduced(t, got, ZERO_DTYPE_FP32, ZERO_OP_SUM, n, 0, 4000, what);
+    free(got);
+    got = run(t, K_AG, m, ZERO_DTYPE_FP32, ZERO_OP_SUM, 1, 1, 4002, what, sizeof what);
+    expect_gathered(got, ZERO_DTYPE_FP32, m, 4002, what);
+    free(got);
+}
+
 /* Requests through the window and through plain MPI in flight together, finished in reverse
  * order; the window's complete at issue, the others at wait. */
 static void test_requests(const tcomm *t) {
@@ -580,6 +593,7 @@ int main(int argc, char **argv) {
     grid(&tiny, &plain, counts, sizeof counts / sizeof counts[0]);
     large(&dflt, &plain, ((size_t)1 << 17) + 3);
     test_specials(&tiny);
+    test_huge(&dflt);
     test_requests(&dflt);
     test_requests(&tiny);
     test_identical(&dflt);

@@ -1,6 +1,7 @@
 /* The many-source reduction kernel of the shared-memory collectives: scalar and AVX2 bodies
  * against an independent element-by-element reference (specials included) and against each
- * other bit for bit, every dtype x op x number of sources x length, dst aliasing a source. */
+ * other bit for bit, every dtype x op x number of sources x length, dst aliasing a source;
+ * and the streaming copy against memcpy. */
 #include "comm/internal.h"
 #include "harness.h"
 #include "zero/zero.h"
@@ -226,6 +227,29 @@ static void test_order(void) {
     ZT_EQ_INT(r, ref_to_bf16(258.0f));
 }
 
+/* The streaming copy equals memcpy at every length and misalignment, and stays in bounds. */
+static void test_copy_stream(void) {
+    enum { MAX = 4096 + 200 };
+    unsigned char *src = malloc(MAX + 64), *dst = malloc(MAX + 128);
+    for (int i = 0; i < MAX + 64; i++) src[i] = (unsigned char)(next_u64() >> 24);
+    const size_t lens[] = {0, 1, 15, 16, 63, 64, 65, 127, 1000, 4096, MAX};
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        for (size_t so = 0; so < 3; so++) {
+            for (size_t d = 0; d < 40; d += 13) {
+                memset(dst, 0x5A, MAX + 128);
+                zero__shm_copy_stream(dst + d, src + so, lens[li]);
+                bad += memcmp(dst + d, src + so, lens[li]) != 0;
+                for (size_t i = 0; i < d; i++) bad += dst[i] != 0x5A;
+                for (size_t i = d + lens[li]; i < MAX + 128; i++) bad += dst[i] != 0x5A;
+            }
+        }
+    }
+    ZT_EQ_INT(bad, 0);
+    free(src);
+    free(dst);
+}
+
 int main(void) {
     const size_t lens[] = {0, 1, 7, 1023, 1024, 1025, 3001};
     for (int d = 0; d < ZERO_DTYPE_COUNT; d++)
@@ -234,5 +258,6 @@ int main(void) {
                 for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
                     check_case((zero_dtype)d, (zero_op)op, nsrc, lens[li], (int)(li & 1));
     test_order();
+    test_copy_stream();
     return zt_finish("test_comm_shm_reduce");
 }
