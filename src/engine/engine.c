@@ -77,10 +77,12 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
 
 void zero_engine_free(zero_engine *e) {
     if (!e) return;
-    zero__off_free(e); /* waits for its I/O first: transfers may target the buffers freed below */
+    /* collectives first (a prefetch may be sending from an offload buffer), then the offload's
+     * own transfers and files, then the memory */
+    for (int i = 0; i < e->nunits; i++) free_unit_transients(e, &e->units[i]);
+    zero__off_free(e);
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        free_unit_transients(e, u);
         zero_mem_free(&e->acct, u->params);
         zero_mem_free(&e->acct, u->grads);
         zero_mem_free(&e->acct, u->master);

@@ -111,6 +111,9 @@ static zero_status setup_local(zero_engine *e) {
         tcount = c->offload_param.buffer_count;
     }
     o->T = per ? tbuf / per / gran * gran : gran;
+    /* sub_group_size (elements) may make tiles smaller, never below one granule */
+    if (c->sub_group_size > 0 && (uint64_t)c->sub_group_size < o->T)
+        o->T = (uint64_t)c->sub_group_size > gran ? (uint64_t)c->sub_group_size / gran * gran : gran;
     if (o->T == 0)
         return zero__eng_fail(e, ZERO_ERR_CONFIG,
                               "aio.block_size: %lld bytes holds no step tile: a tile moves %llu bytes per element in "
