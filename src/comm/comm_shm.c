@@ -16,12 +16,12 @@
 
 /*
  * Window layout: every local rank t owns one segment of the node's window,
- *   [shm_ctl: 128 bytes][buffer 0][buffer 1][buffer 2]      (each buffer `chunk` bytes)
- * A collective runs in rounds. In round e a rank writes its pieces into its buffer e % 3, enters
- * barrier e, then reads the pieces its peers wrote (and the all-reduce, one barrier later, the
- * sums). Content written before barrier e is read only between barriers e and e + 2, and the
- * buffer is written again only after barrier e + 2: three buffers make that safe with one
- * barrier per round, and the round counter (the barrier epoch) runs on across calls.
+ *   [shm_ctl: 128 bytes][buffer 0][buffer 1]      (each buffer `chunk` bytes)
+ * A collective runs in rounds. In round e a rank writes its pieces into its buffer e % 2, enters
+ * barrier e, then reads the pieces its peers wrote. Content written before barrier e is read
+ * only between barriers e and e + 1 (every reader finishes before it enters barrier e + 1), and
+ * the buffer is written again only after barrier e + 1: two buffers make one barrier per round
+ * enough, and the round counter (the barrier epoch) runs on across calls.
  *
  * Memory model: the window is plain shared memory (MPI_WIN_UNIFIED is checked) accessed with
  * loads and stores; the barrier is a (seq_cst, so also release) store of the rank's epoch and
@@ -32,7 +32,7 @@
  * cores); the arriving rank wakes sleepers. Nothing else in the window is atomic: a buffer has
  * one writer per round, and its readers read it only after the barrier.
  */
-#define ZERO__SHM_NBUF 3
+#define ZERO__SHM_NBUF 2
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
 #define ZERO__SHM_DEFAULT_MIN ((uint64_t)4 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
@@ -433,6 +433,7 @@ static void wait_for(shm_ctl *peer, unsigned long long e) {
 }
 
 static void barrier(zero__shm *s) {
+    zero__shm_stream_fence(); /* the pieces written with streaming stores, before the epoch */
     const unsigned long long e = ++s->epoch;
     shm_ctl *me = s->ctl[s->local];
     atomic_store(&me->arrived, e); /* seq_cst: also a release of everything written before */
@@ -483,13 +484,18 @@ static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
     return c >= line ? c / line * line : c;
 }
 
-/* A collective whose result in recv exceeds this many bytes writes it with streaming stores:
- * it will not stay in cache anyway, and skipping the read-for-ownership of recv's lines makes
- * the copy-out about 1.5x faster here (docs/BENCHMARKS.md). */
+/* Non-temporal stores (zero__shm_copy_stream):
+ *  - into the window, always: a peer core reads the piece next, and pulling freshly written
+ *    (dirty) lines out of the writer's cache cost up to 2x in the all-gather here (measured,
+ *    docs/BENCHMARKS.md);
+ *  - into recv when the collective's result exceeds this many bytes: it will not stay in cache
+ *    anyway, and skipping the read-for-ownership of recv's lines speeds the copy-out. */
 #define ZERO__SHM_STREAM_BYTES ((size_t)16 << 20)
 
+/* Streaming stores are fenced once per barrier (barrier()) and once at the end of every
+ * collective (before recv is handed back, perhaps to other threads), not once per piece. */
 static void copy_out(void *dst, const void *src, size_t n, int stream) {
-    if (stream) zero__shm_copy_stream(dst, src, n);
+    if (stream) zero__shm_copy_stream_unfenced(dst, src, n);
     else memcpy(dst, src, n);
 }
 
@@ -510,6 +516,8 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
     const int L = s->nlocal, G = ly->groups, me = s->local;
     const size_t es = ly->es, c = piece_elems(s, L * G, es);
     const unsigned char *in = send;
+    /* The result: a block of `count` (reduce-scatter), or staging for the cross-node step. */
+    const int stream = ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
     for (size_t lo = a; lo < b; lo += c) {
         unsigned char *mine = buf_at(s, me, s->epoch + 1);
         for (int t = 0; t < L; t++) {
@@ -518,7 +526,7 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
                 size_t off, len;
                 block_at(s, ly, t, g, &off, &len);
                 size_t n = piece_len(lo, c, len, b);
-                if (n) memcpy(mine + (size_t)(t * G + g) * c * es, in + (off + lo) * es, n * es);
+                if (n) zero__shm_copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es, in + (off + lo) * es, n * es);
             }
         }
         barrier(s);
@@ -531,7 +539,7 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
                 s->srcs[t] = t == me ? (const void *)(in + (off + lo) * es)
                                      : (const void *)(buf_at(s, t, s->epoch) + (size_t)(me * G + g) * c * es);
             zero__shm_reduce(dt, op, s->srcs, L, (unsigned char *)out + (g * ostride + lo - a) * es, n,
-                             s->impl);
+                             stream, s->impl);
         }
     }
 }
@@ -552,7 +560,7 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
             size_t off, len;
             block_at(s, ly, me, g, &off, &len);
             size_t n = piece_len(lo, c, len, b);
-            if (n) memcpy(mine + (size_t)g * c * es, src + (g * istride + lo - a) * es, n * es);
+            if (n) zero__shm_copy_stream_unfenced(mine + (size_t)g * c * es, src + (g * istride + lo - a) * es, n * es);
         }
         barrier(s);
         for (int t = 0; t < L; t++) {
@@ -567,55 +575,6 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
                 if (to != from) copy_out(to, from, n * es, stream); /* in place: already there */
             }
         }
-    }
-}
-
-/* All-reduce when the window holds every rank (one node): round j copies piece j of every part
- * into the window, local rank t reduces piece j of part t into its own segment, and the
- * gather of those sums into recv runs one barrier later, together with round j+1's reduction. */
-static void local_ar(zero__shm *s, zero_op op, zero_dtype dt, const void *send, void *recv, size_t count) {
-    const int L = s->nlocal, me = s->local;
-    const shm_layout ly = {LAYOUT_PARTS, 1, count, zero_dtype_size(dt)};
-    const size_t es = ly.es, c = piece_elems(s, L, es), longest = (count + (size_t)L - 1) / (size_t)L;
-    const unsigned char *in = send;
-    unsigned char *out = recv;
-    const int stream = count * es > ZERO__SHM_STREAM_BYTES;
-    unsigned long long prev = 0; /* epoch of the round whose sums are still to be gathered */
-    size_t prev_lo = 0;
-    for (size_t lo = 0;; lo += c) {
-        const int more = lo < longest;
-        if (more) {
-            unsigned char *mine = buf_at(s, me, s->epoch + 1);
-            for (int t = 0; t < L; t++) {
-                if (t == me) continue;
-                size_t off, len;
-                block_at(s, &ly, t, 0, &off, &len);
-                size_t n = piece_len(lo, c, len, len);
-                if (n) memcpy(mine + (size_t)t * c * es, in + (off + lo) * es, n * es);
-            }
-        }
-        barrier(s);
-        if (prev) {
-            for (int t = 0; t < L; t++) {
-                size_t off, len;
-                block_at(s, &ly, t, 0, &off, &len);
-                size_t n = piece_len(prev_lo, c, len, len);
-                if (n) copy_out(out + (off + prev_lo) * es, buf_at(s, t, prev) + (size_t)t * c * es, n * es, stream);
-            }
-        }
-        if (!more) break;
-        size_t off, len;
-        block_at(s, &ly, me, 0, &off, &len);
-        size_t n = piece_len(lo, c, len, len);
-        unsigned char *sum = buf_at(s, me, s->epoch) + (size_t)me * c * es;
-        if (n) {
-            for (int t = 0; t < L; t++)
-                s->srcs[t] = t == me ? (const void *)(in + (off + lo) * es)
-                                     : (const void *)(buf_at(s, t, s->epoch) + (size_t)me * c * es);
-            zero__shm_reduce(dt, op, s->srcs, L, sum, n, s->impl);
-        }
-        prev = s->epoch;
-        prev_lo = lo;
     }
 }
 
@@ -649,15 +608,20 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
     zero_status st = attach(c, s, "all_reduce");
     if (st) return st;
     s->seq++;
-    if (s->nnodes == 1) {
-        local_ar(s, op, dt, send, recv, count);
-        return ZERO_OK;
-    }
     const shm_layout ly = {LAYOUT_PARTS, 1, count, zero_dtype_size(dt)};
     const size_t es = ly.es, span = s->scratch_bytes / es;
     const size_t longest = (count + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
     size_t off, mylen;
     block_at(s, &ly, s->local, 0, &off, &mylen);
+    if (s->nnodes == 1) {
+        /* Reduce my part straight into its place in recv (in place: over my part of send, which
+         * only I read), then gather every part from there. */
+        unsigned char *mine = (unsigned char *)recv + off * es;
+        local_rs(s, &ly, op, dt, send, mine, 0, 0, longest);
+        local_ag(s, &ly, mine, 0, recv, 0, longest);
+        zero__shm_stream_fence();
+        return ZERO_OK;
+    }
     for (size_t a = 0; a < longest; a += span) {
         const size_t b = longest - a < span ? longest : a + span;
         local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
@@ -669,6 +633,7 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
         }
         local_ag(s, &ly, s->scratch, 0, recv, a, b);
     }
+    zero__shm_stream_fence();
     return peers_status(c, s, st, "all_reduce");
 }
 
@@ -681,6 +646,7 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
+        zero__shm_stream_fence();
         return ZERO_OK;
     }
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
@@ -710,6 +676,7 @@ zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, v
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_ag(s, &ly, send, 0, recv, 0, count);
+        zero__shm_stream_fence();
         return ZERO_OK;
     }
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
@@ -724,6 +691,7 @@ zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, v
         }
         local_ag(s, &ly, s->scratch, b - a, recv, a, b);
     }
+    zero__shm_stream_fence();
     return peers_status(c, s, st, "all_gather");
 }
 #endif

@@ -20,9 +20,9 @@ static void narrow_fp16(const float *src, uint16_t *dst, size_t n) {
 }
 
 void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                             size_t n) {
+                             size_t n, int stream) {
     const int bf = dt == ZERO_DTYPE_BF16;
-    zero__shm_reduce_body(dt, op, src, nsrc, dst, n, bf ? widen_bf16 : widen_fp16,
+    zero__shm_reduce_body(dt, op, src, nsrc, dst, n, stream, bf ? widen_bf16 : widen_fp16,
                           bf ? narrow_bf16 : narrow_fp16);
 }
 
@@ -31,6 +31,11 @@ void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, 
 #endif
 
 void zero__shm_copy_stream(void *dst, const void *src, size_t n) {
+    zero__shm_copy_stream_unfenced(dst, src, n);
+    zero__shm_stream_fence();
+}
+
+void zero__shm_copy_stream_unfenced(void *dst, const void *src, size_t n) {
 #if defined(__x86_64__)
     unsigned char *d = dst;
     const unsigned char *s = src;
@@ -51,19 +56,17 @@ void zero__shm_copy_stream(void *dst, const void *src, size_t n) {
         _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
     }
     memcpy(d + i, s + i, n - i);
-    /* Streaming stores are weakly ordered: fence them before anything that publishes them. */
-    _mm_sfence();
 #else
     memcpy(dst, src, n);
 #endif
 }
 
 void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                      size_t n, zero_impl impl) {
+                      size_t n, int stream, zero_impl impl) {
     if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
     /* AVX-512 adds nothing here: the loop is bound by memory, and the AVX2 body runs there too. */
     if (impl != ZERO_IMPL_SCALAR && zero_impl_available(ZERO_IMPL_AVX2))
-        zero__shm_reduce_avx2(dt, op, src, nsrc, dst, n);
+        zero__shm_reduce_avx2(dt, op, src, nsrc, dst, n, stream);
     else
-        zero__shm_reduce_scalar(dt, op, src, nsrc, dst, n);
+        zero__shm_reduce_scalar(dt, op, src, nsrc, dst, n, stream);
 }

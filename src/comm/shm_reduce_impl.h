@@ -35,10 +35,11 @@ static inline void zero__shm_combine_f32(float *restrict acc, const float *restr
  * the local ranks), for i < n; op is SUM or MAX. fp32 accumulates in fp32; bf16/fp16 widen every
  * source to fp32, accumulate in fp32 and round to the half type once; integers combine in their
  * own width with zero__comm_reduce (sums wrap). dst may be one of the sources exactly (same
- * address: each tile is read before it is written) but must not overlap one partially. */
+ * address: each tile is read before it is written) but must not overlap one partially. With
+ * `stream`, dst is written with non-temporal stores (zero__shm_copy_stream). */
 static inline void zero__shm_reduce_body(zero_dtype dt, zero_op op, const void *const *src,
-                                         int nsrc, void *dst, size_t n, zero__shm_widen_fn widen,
-                                         zero__shm_narrow_fn narrow) {
+                                         int nsrc, void *dst, size_t n, int stream,
+                                         zero__shm_widen_fn widen, zero__shm_narrow_fn narrow) {
     const int max = op == ZERO_OP_MAX;
     const size_t es = zero_dtype_size(dt);
     if (dt == ZERO_DTYPE_FP32 || dt == ZERO_DTYPE_BF16 || dt == ZERO_DTYPE_FP16) {
@@ -59,9 +60,18 @@ static inline void zero__shm_reduce_body(zero_dtype dt, zero_op op, const void *
                 zero__shm_combine_f32(acc, x, len, max);
             }
             unsigned char *d = (unsigned char *)dst + off * es;
-            if (half) narrow(acc, (uint16_t *)(void *)d, len);
-            else memcpy(d, acc, len * sizeof(float));
+            if (half && stream) {
+                narrow(acc, (uint16_t *)(void *)tmp, len); /* tmp is free again */
+                zero__shm_copy_stream_unfenced(d, tmp, len * es);
+            } else if (half) {
+                narrow(acc, (uint16_t *)(void *)d, len);
+            } else if (stream) {
+                zero__shm_copy_stream_unfenced(d, acc, len * sizeof(float));
+            } else {
+                memcpy(d, acc, len * sizeof(float));
+            }
         }
+        if (stream) zero__shm_stream_fence();
         return;
     }
     /* Integer types: exact in any order, so the generic element-wise op serves. */
@@ -72,8 +82,10 @@ static inline void zero__shm_reduce_body(zero_dtype dt, zero_op op, const void *
         memcpy(acc, (const unsigned char *)src[0] + off * es, len * es);
         for (int k = 1; k < nsrc; k++)
             zero__comm_reduce(dt, op, (const unsigned char *)src[k] + off * es, acc, len);
-        memcpy((unsigned char *)dst + off * es, acc, len * es);
+        if (stream) zero__shm_copy_stream_unfenced((unsigned char *)dst + off * es, acc, len * es);
+        else memcpy((unsigned char *)dst + off * es, acc, len * es);
     }
+    if (stream) zero__shm_stream_fence();
 }
 
 #endif
