@@ -2,6 +2,7 @@
  * pools, and the tile passes through which the step, checkpoints, set_unit and read_unit reach
  * the offloaded arrays. docs/OFFLOAD.md has the design; offload_param.c the stage-3 read-ahead. */
 #include "engine/internal.h"
+#include "zero/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -361,7 +362,9 @@ zero_status zero__off_run(zero_engine *e, const eopass *p) {
         r.prefix[i + 1] = r.prefix[i] + (b - a);
     }
     zero_offload_pass pass = {r.prefix[nu], run_describe, run_compute, &r};
+    const double t0 = zero_now();
     zero_status s = r.prefix[nu] > 0 ? zero_offload_pool_run(e->off.tpool, &pass, &e->off.st) : ZERO_OK;
+    zero_trace_span(ZERO_TRACE_IO, "offload: pass over tiles", t0, zero_now());
     zero_mem_free(&e->acct, r.prefix);
     zero_mem_free(&e->acct, r.jlo);
     if (s != ZERO_OK && !r.cb_failed) zero__eng_fail(e, s, "NVMe offload: %s", zero_offload_pool_last_error(e->off.tpool));

@@ -5,6 +5,7 @@
  * Every transfer in flight carries a pointer to its buffer's slot as the io event's `user`, so
  * any pool that reaps an event (pools may share one io) credits the right buffer. */
 #include "offload/internal.h"
+#include "zero/trace.h"
 
 #include <string.h>
 
@@ -107,6 +108,7 @@ static zero_status reap_one(zero_offload_pool *p, int block, int *got) {
 }
 
 static zero_status wait_slot(zero_offload_pool *p, pslot *s, double *waited) {
+    if (s->pending == 0) return ZERO_OK;
     double t0 = zero_now();
     zero_status st = ZERO_OK;
     while (s->pending > 0 && st == ZERO_OK) {
@@ -117,7 +119,9 @@ static zero_status wait_slot(zero_offload_pool *p, pslot *s, double *waited) {
             st = ZERO_ERR_INTERNAL;
         }
     }
-    if (waited) *waited += zero_now() - t0;
+    const double t1 = zero_now();
+    if (waited) *waited += t1 - t0;
+    zero_trace_span(ZERO_TRACE_IO, "offload: wait for I/O", t0, t1);
     return st;
 }
 
