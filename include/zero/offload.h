@@ -131,6 +131,11 @@ int zero_offload_pool_pending(const zero_offload_pool *p, int buf); /* transfers
 void zero_offload_pool_release(zero_offload_pool *p, int buf);
 
 /* ---------------------------------------------------------------- the engine's offload */
+/* With offload_optimizer / offload_param on "nvme", zero_engine_finalize creates the swap files
+ * and the pools and is collective (every rank learns whether every rank's files could be made);
+ * zero_engine_step, _save, _load, _read_unit agree on every rank's I/O status before going on, and
+ * a stage-3 gather carries its read's status in its control exchange: a failing disk is an error
+ * on every rank, never a hang. After a failed step the engine refuses further work: free it. */
 struct zero_engine;
 /* I/O of an engine's NVMe offload since it was created: bytes, requests, the time its thread
  * waited (gathers + steps + checkpoints), and swap file bytes on disk (data areas). All zero
