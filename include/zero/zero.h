@@ -13,6 +13,7 @@
 #include "zero/config.h"
 #include "zero/engine.h"
 #include "zero/io.h"
+#include "zero/offload.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
 #include "zero/plan.h"
