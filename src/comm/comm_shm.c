@@ -34,7 +34,7 @@
  */
 #define ZERO__SHM_NBUF 2
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
-#define ZERO__SHM_DEFAULT_MIN ((uint64_t)4 << 10) /* measured: docs/BENCHMARKS.md */
+#define ZERO__SHM_DEFAULT_MIN ((uint64_t)16 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit atomics across processes");

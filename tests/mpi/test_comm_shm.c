@@ -526,19 +526,20 @@ static void test_split(const tcomm *t) {
     zero_comm_free(sub);
 }
 
-/* The default threshold: messages under 4 KiB take plain MPI and allocate no window; the
- * first one at 4 KiB allocates it. */
+/* The default threshold: messages under 16 KiB take plain MPI and allocate no window; the
+ * first one of 16 KiB allocates it. */
 static void test_threshold(void) {
     tcomm t = make("threshold", NULL, NULL, NULL, NULL);
     if (!t.c) return;
     const zero__shm *sh = zero__comm_mpi_shm(t.c);
-    float small[1023], big[1024];
-    for (int i = 0; i < 1024; i++) big[i] = (float)R, small[i % 1023] = (float)R;
-    ZT_OK(zero_comm_all_reduce(t.c, small, small, 1023, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    enum { big_n = 4096, small_n = big_n - 1 };
+    static float small[small_n], big[big_n];
+    for (int i = 0; i < big_n; i++) big[i] = (float)R, small[i % small_n] = (float)R;
+    ZT_OK(zero_comm_all_reduce(t.c, small, small, small_n, ZERO_DTYPE_FP32, ZERO_OP_SUM));
     ZT_EQ_INT(zero__shm_attached(sh), 0);
-    ZT_OK(zero_comm_all_reduce(t.c, big, big, 1024, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    ZT_OK(zero_comm_all_reduce(t.c, big, big, big_n, ZERO_DTYPE_FP32, ZERO_OP_SUM));
     ZT_EQ_INT(zero__shm_attached(sh), t.shm);
-    ZT_CHECK(small[0] == (float)(N * (N - 1) / 2) && big[1023] == (float)(N * (N - 1) / 2));
+    ZT_CHECK(small[0] == (float)(N * (N - 1) / 2) && big[big_n - 1] == (float)(N * (N - 1) / 2));
     zero_comm_free(t.c);
 }
 
