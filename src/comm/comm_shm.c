@@ -517,7 +517,8 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
     const size_t es = ly->es, c = piece_elems(s, L * G, es);
     const unsigned char *in = send;
     /* The result: a block of `count` (reduce-scatter), or staging for the cross-node step. */
-    const int stream = ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
+    const int stream =
+        ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
     for (size_t lo = a; lo < b; lo += c) {
         unsigned char *mine = buf_at(s, me, s->epoch + 1);
         for (int t = 0; t < L; t++) {
@@ -526,7 +527,9 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
                 size_t off, len;
                 block_at(s, ly, t, g, &off, &len);
                 size_t n = piece_len(lo, c, len, b);
-                if (n) zero__shm_copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es, in + (off + lo) * es, n * es);
+                if (n)
+                    zero__shm_copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es,
+                                                   in + (off + lo) * es, n * es);
             }
         }
         barrier(s);
@@ -552,15 +555,17 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
     const size_t es = ly->es, c = piece_elems(s, G, es);
     const unsigned char *src = in;
     unsigned char *dst = recv;
-    const int stream = (ly->kind == LAYOUT_PARTS ? ly->count : ly->count * (size_t)s->nlocal * (size_t)G) * es >
-                       ZERO__SHM_STREAM_BYTES;
+    const size_t result = ly->kind == LAYOUT_PARTS ? ly->count : ly->count * (size_t)L * (size_t)G;
+    const int stream = result * es > ZERO__SHM_STREAM_BYTES;
     for (size_t lo = a; lo < b; lo += c) {
         unsigned char *mine = buf_at(s, me, s->epoch + 1);
         for (int g = 0; g < G; g++) {
             size_t off, len;
             block_at(s, ly, me, g, &off, &len);
             size_t n = piece_len(lo, c, len, b);
-            if (n) zero__shm_copy_stream_unfenced(mine + (size_t)g * c * es, src + (g * istride + lo - a) * es, n * es);
+            if (n)
+                zero__shm_copy_stream_unfenced(mine + (size_t)g * c * es,
+                                               src + (g * istride + lo - a) * es, n * es);
         }
         barrier(s);
         for (int t = 0; t < L; t++) {
