@@ -83,7 +83,7 @@ void zero_comm_free(zero_comm *c);
 
 int zero_comm_rank(const zero_comm *c);
 int zero_comm_size(const zero_comm *c);
-const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "nccl" */
+const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "mpi+shm" (shared memory inside a node), later "nccl" */
 /* The text of c's last error; with c == NULL, why the last zero_comm_init_* call failed. */
 const char *zero_comm_last_error(const zero_comm *c);
 
