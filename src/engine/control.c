@@ -84,6 +84,14 @@ zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what) 
     return ZERO_OK;
 }
 
+zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what) {
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: finalize the engine first", what);
+    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
+    if (unit < 0 || unit >= e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
+    return ZERO_OK;
+}
+
 void zero__eng_waited(zero_engine *e, const char *what, double t0) {
     const double t1 = zero_now();
     e->comm_wait += t1 - t0;

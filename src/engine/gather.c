@@ -8,14 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static zero_status check_unit(zero_engine *e, int unit, const char *what) {
-    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: finalize the engine first", what);
-    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
-    if (unit < 0 || unit >= e->nunits)
-        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
-    return ZERO_OK;
-}
-
 /* Starts the all-gather of u's shards into a fresh transient buffer (stage 3). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     u->gathered = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->padded * e->wsize));
@@ -83,7 +75,7 @@ static zero_status prefetch_next(zero_engine *e) {
 }
 
 const float *zero_engine_gather(zero_engine *e, int unit) {
-    if (!e || check_unit(e, unit, "gather") != ZERO_OK) return NULL;
+    if (!e || zero__eng_check_unit(e, unit, "gather") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
     if (u->gathers > 0) {
         u->gathers++;
@@ -130,7 +122,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
 
 zero_status zero_engine_release(zero_engine *e, int unit) {
     if (!e) return ZERO_ERR_INVALID_ARG;
-    zero_status s = check_unit(e, unit, "release");
+    zero_status s = zero__eng_check_unit(e, unit, "release");
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
     if (u->gathers == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "release '%s': the unit is not gathered", u->name);

@@ -131,6 +131,8 @@ zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, doub
 /* Every rank passes its local status: ZERO_OK on all ranks only when all succeeded; otherwise the
  * failing rank keeps its own message and the others name the first failing rank. */
 zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what);
+/* Checks that a per-unit call can run: finalized, not broken, unit in range (`what` names the call). */
+zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what);
 /* Adds the time since t0 to the step's communication wait, and a span to the trace. */
 void zero__eng_waited(zero_engine *e, const char *what, double t0);
 /* Waits on a request, adding the time to the step's communication wait. */

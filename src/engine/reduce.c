@@ -38,14 +38,6 @@ void zero__wadd_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
         for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + src[i]);
 }
 
-static zero_status check_unit(zero_engine *e, int unit, const char *what) {
-    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: finalize the engine first", what);
-    if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
-    if (unit < 0 || unit >= e->nunits)
-        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
-    return ZERO_OK;
-}
-
 /* Waits for u's reduction; stages 2-3 add the received shard into the persistent one. */
 static zero_status complete(zero_engine *e, eunit *u) {
     zero_status s = zero__eng_wait(e, &u->reduce);
@@ -112,7 +104,7 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
 }
 
 float *zero_engine_grad(zero_engine *e, int unit) {
-    if (!e || check_unit(e, unit, "grad") != ZERO_OK) return NULL;
+    if (!e || zero__eng_check_unit(e, unit, "grad") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
     if (u->ready_mb == e->mb) e->mb++; /* this unit was done in the current micro-batch: a new one began */
     if (e->mb >= e->cfg.grad_accum) {
@@ -142,7 +134,7 @@ float *zero_engine_grad(zero_engine *e, int unit) {
 
 zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
     if (!e) return ZERO_ERR_INVALID_ARG;
-    zero_status s = check_unit(e, unit, "grad_ready");
+    zero_status s = zero__eng_check_unit(e, unit, "grad_ready");
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
     if (u->ready_mb == e->mb) e->mb++; /* as in grad(): a unit seen twice starts a micro-batch */
