@@ -57,22 +57,37 @@ def free_port():
 
 
 def launch(a, argv):
+    import signal
+    import time
+
     port = free_port()
     env = dict(os.environ)
     # the same rule as `zero train --ranks`: each rank gets its share of the cores
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(a.threads)
+    # a SIGTERM (the bench's timeout) ends the workers too, through the finally below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     procs = []
-    for r in range(a.ranks):
-        cmd = [sys.executable, os.path.abspath(__file__)] + argv + ["--worker-rank", str(r), "--port", str(port)]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL))
-    out = procs[0].communicate()[0]
-    rcs = [p.wait() for p in procs]
-    if any(rcs):
-        print("torch_step: worker exit statuses %s" % rcs, file=sys.stderr)
-        return 1
-    sys.stdout.write(out.decode())
-    return 0
+    try:
+        for r in range(a.ranks):
+            cmd = [sys.executable, os.path.abspath(__file__)] + argv + ["--worker-rank", str(r), "--port", str(port)]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL))
+        # rank 0 prints one line at its end; a failed rank would leave the others waiting in gloo
+        while any(p.poll() is None for p in procs):
+            if any(p.poll() not in (None, 0) for p in procs):
+                break
+            time.sleep(0.05)
+        rcs = [p.poll() for p in procs]
+        if any(rc != 0 for rc in rcs):
+            print("torch_step: worker exit statuses %s" % rcs, file=sys.stderr)
+            return 1
+        sys.stdout.write(procs[0].stdout.read().decode())
+        return 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def worker(a):

@@ -208,6 +208,31 @@ static double json_num(const char *s, const char *obj, const char *key) {
 
 /* ------------------------------------------------------------------ child processes */
 
+/* The run in progress, so that a SIGTERM or SIGINT sent to the bench alone reaches it too (an
+ * orphaned mpiexec or torch launcher would keep the machine busy), and the scratch directory. */
+static volatile sig_atomic_t current_child;
+static char scratch_dir[PATH_MAX];
+/* The files the runs write in the scratch directory. */
+static const char *const scratch_names[] = {"train.jsonl", "train.out", "train.err", "torch.json", "torch.err"};
+#define NSCRATCH (sizeof scratch_names / sizeof scratch_names[0])
+
+static void on_signal(int sig) {
+    if (current_child > 0) kill((pid_t)current_child, sig);
+    /* best effort: the files are small, and these calls are async-signal-safe */
+    char p[PATH_MAX + 16];
+    for (size_t i = 0; scratch_dir[0] && i < NSCRATCH; i++) {
+        size_t n = strlen(scratch_dir), m = strlen(scratch_names[i]);
+        if (n + 1 + m >= sizeof p) break;
+        memcpy(p, scratch_dir, n);
+        p[n] = '/';
+        memcpy(p + n + 1, scratch_names[i], m + 1);
+        unlink(p);
+    }
+    if (scratch_dir[0]) rmdir(scratch_dir);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 /* Runs argv (argv[0] a path) with stdout and stderr into files; returns its exit status, 124
  * after killing it at the timeout, 127 when it cannot start. */
 static int run_child(char *const argv[], const char *out_path, const char *err_path, int timeout_s) {
@@ -216,6 +241,8 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
     pid_t pid = fork();
     if (pid < 0) return 127;
     if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(127);
@@ -225,12 +252,16 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
         dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    current_child = pid;
     const double deadline = zero_now() + timeout_s;
     int st = 0, killed = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid) break;
-        if (w < 0 && errno != EINTR) return 127;
+        if (w < 0 && errno != EINTR) {
+            current_child = 0;
+            return 127;
+        }
         if (!killed && zero_now() > deadline) {
             /* mpiexec and the torch launcher pass SIGTERM on to their ranks */
             kill(pid, SIGTERM);
@@ -242,6 +273,7 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    current_child = 0;
     if (killed) return 124;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
@@ -681,10 +713,9 @@ done:
 
 /* Removes the scratch directory's files and the directory itself. */
 static void remove_dir(const char *dir) {
-    const char *names[] = {"train.jsonl", "train.out", "train.err", "torch.json", "torch.err"};
     char p[PATH_MAX + 16];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    for (size_t i = 0; i < NSCRATCH; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, scratch_names[i]);
         unlink(p);
     }
     rmdir(dir);
@@ -716,13 +747,23 @@ int cli_bench_step(int argc, char **argv) {
         return cli_error(CLI_RUNTIME, "bench step: cannot create a scratch directory under %s: %s",
                          tmp && *tmp ? tmp : "/tmp", strerror(e));
     }
+    snprintf(scratch_dir, sizeof scratch_dir, "%s", c->dir);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     const char *py = getenv("ZERO_PYTHON");
     snprintf(c->py, sizeof c->py, "%s", py && *py ? py : "/usr/bin/python3");
     c->have_torch = o.torch && find_script(c) && torch_importable(c->py);
     if (o.torch && o.torch_script && !c->have_torch)
         fprintf(stderr, "bench step: %s cannot import torch: no PyTorch figures\n", c->py);
     int rc = bench(c);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     remove_dir(c->dir);
+    scratch_dir[0] = 0;
     free(c);
     return rc;
 }
