@@ -26,6 +26,9 @@ def load(path):
 def main(paths):
     runs = [load(p) for p in paths]
     ours, peers = runs[0]
+    if not ours:
+        print("step_table.py: no \"run\": \"zero\" rows in %s" % paths[0], file=sys.stderr)
+        return 1
     any_row = next(iter(ours.values()))
     print("Model %s (%d parameters), fp32 AdamW, micro-batch %d per rank, seq %d, %d steps a run "
           "(first %d dropped), %d repeat(s); load average %.2f before, %.2f after.\n"
