@@ -1,5 +1,6 @@
 /* In-node collectives of the mpi backend: ranks that share memory reduce and gather through an
- * MPI-3 shared-memory window; between nodes the same-local-rank peers use MPI (hierarchical). */
+ * MPI-3 shared-memory window, or large messages by reading each other's buffers directly
+ * (process_vm_readv); between nodes the same-local-rank peers use MPI (hierarchical). */
 #ifdef ZERO_HAVE_MPI
 #include "comm/internal.h"
 
@@ -9,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
+#include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #endif
 
@@ -36,6 +39,12 @@
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
 #define ZERO__SHM_DEFAULT_MIN ((uint64_t)16 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
+#define ZERO__SHM_NENV 6
+/* Single copy (CMA): messages from this many bytes read the peers' buffers directly (measured:
+ * docs/BENCHMARKS.md); a reduce-scatter reads them in pieces of at most this many bytes in all
+ * (one per peer), which stay in cache until the reduction reads them. */
+#define ZERO__SHM_CMA_DEFAULT_MIN ((uint64_t)1 << 20)
+#define ZERO__SHM_CMA_PIECE ((size_t)256 << 10)
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit atomics across processes");
 
@@ -45,10 +54,15 @@ typedef struct shm_ctl {
     _Atomic uint32_t arrived32;
     _Atomic uint32_t sleepers;
     char pad0[64 - sizeof(unsigned long long) - 2 * sizeof(uint32_t)];
-    /* Sequence number of the last collective whose cross-node step failed on this rank, so
-     * that its node peers fail that call too instead of returning garbage. */
+    /* Sequence number of the last collective that failed on this rank (its cross-node step, or
+     * a single-copy read: fail_kind), so that its node peers fail that call too instead of
+     * returning garbage; fail_peer and fail_errno say which read failed and why. */
     _Atomic unsigned long long failed;
-    char pad1[64 - sizeof(unsigned long long)];
+    /* Single copy: this rank's buffers for the current call (the reduction's source, the
+     * gather's source), published before the call's first barrier. */
+    _Atomic uintptr_t addr[2];
+    _Atomic int fail_kind, fail_peer, fail_errno;
+    char pad1[64 - sizeof(unsigned long long) - 2 * sizeof(uintptr_t) - 3 * sizeof(int)];
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) == 128, "one control block per rank, its own cache lines");
 
@@ -68,6 +82,16 @@ struct zero__shm {
     unsigned long long seq;   /* collectives run through the window */
     uint64_t min_bytes;
     zero_impl impl;
+    /* Single copy (CMA): on when allowed and the probe at creation passed on every rank. */
+    int cma;
+    uint64_t cma_min;
+    int *pid;                   /* [t]: local rank t's process id */
+    /* [t] and [nlocal + t]: local rank t's published buffers (reduction source, gather source)
+     * for the current call. */
+    const unsigned char **from;
+    unsigned char *cma_scratch; /* the pieces a reduce-scatter reads, cma_scratch_bytes */
+    size_t cma_scratch_bytes;
+    int cma_err, cma_peer;      /* the first failed read of the current call (errno; 0: none) */
 };
 
 /* ------------------------------------------------------------------ settings */
@@ -78,10 +102,13 @@ typedef struct shm_settings {
     size_t chunk;
     int fake_nodes; /* 0: the real node split */
     int fake_cyclic;
+    int cma;
+    uint64_t cma_min;
 } shm_settings;
 
-static const char *const g_env_names[4] = {"ZERO_COMM_SHM", "ZERO_COMM_SHM_MIN_BYTES",
-                                           "ZERO_COMM_SHM_CHUNK", "ZERO_COMM_FAKE_NODES"};
+static const char *const g_env_names[ZERO__SHM_NENV] = {
+    "ZERO_COMM_SHM",        "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
+    "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES"};
 
 /* Non-negative decimal integer with an optional K/M/G suffix (powers of 1024); -1 if not one. */
 static long long parse_size(const char *v) {
@@ -96,15 +123,17 @@ static long long parse_size(const char *v) {
     return (long long)(x * mul);
 }
 
-/* Parses the four variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
+/* Parses the variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
  * value writes why into err and returns ZERO_ERR_INVALID_ARG. */
-static zero_status parse_settings(char env[4][ZERO__SHM_ENV_BYTES], int nranks, shm_settings *st,
+static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], int nranks, shm_settings *st,
                                   char *err, size_t cap) {
     st->enabled = 1;
     st->min_bytes = ZERO__SHM_DEFAULT_MIN;
     st->chunk = ZERO__SHM_DEFAULT_CHUNK;
     st->fake_nodes = 0;
     st->fake_cyclic = 0;
+    st->cma = 1;
+    st->cma_min = ZERO__SHM_CMA_DEFAULT_MIN;
     if (env[0][0]) {
         if (!strcmp(env[0], "0")) st->enabled = 0;
         else if (strcmp(env[0], "1")) {
@@ -148,6 +177,23 @@ static zero_status parse_settings(char env[4][ZERO__SHM_ENV_BYTES], int nranks, 
         st->fake_nodes = k > nranks ? nranks : (int)k;
         st->fake_cyclic = cyclic;
     }
+    if (env[4][0]) {
+        if (!strcmp(env[4], "0")) st->cma = 0;
+        else if (strcmp(env[4], "1")) {
+            zero__errorf(err, cap, "ZERO_COMM_CMA '%s': expected 0 (off) or 1 (on where the system "
+                         "allows it, the default)", env[4]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    if (env[5][0]) {
+        long long v = parse_size(env[5]);
+        if (v < 0) {
+            zero__errorf(err, cap, "ZERO_COMM_CMA_MIN_BYTES '%s': expected a byte count (suffix K, M "
+                         "or G allowed)", env[5]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        st->cma_min = (uint64_t)v;
+    }
     /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */
     while (st->chunk < 8u * (size_t)nranks) st->chunk *= 2;
     return ZERO_OK;
@@ -178,6 +224,9 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive) {
     zero_mem_free(NULL, s->ctl);
     zero_mem_free(NULL, s->seg);
     zero_mem_free(NULL, s->srcs);
+    zero_mem_free(NULL, s->pid);
+    zero_mem_free(NULL, s->from);
+    zero_mem_free(NULL, s->cma_scratch);
     zero_mem_free(NULL, s);
 }
 
@@ -203,6 +252,48 @@ static int split_node(MPI_Comm comm, int rank, int size, const shm_settings *st,
     return rc;
 }
 
+/* Reads n bytes at `remote` in process pid into dst: 0, or an errno (a short read is EFAULT). */
+static int cma_read_pid(int pid, void *dst, const void *remote, size_t n) {
+#ifdef __linux__
+    struct iovec l = {dst, n}, r = {(void *)(uintptr_t)remote, n};
+    /* Through syscall(2): the libc wrapper needs _GNU_SOURCE. */
+    long got = syscall(SYS_process_vm_readv, (long)pid, &l, 1ul, &r, 1ul, 0ul);
+    if (got < 0) return errno ? errno : EFAULT;
+    return (size_t)got == n ? 0 : EFAULT;
+#else
+    (void)pid, (void)dst, (void)remote, (void)n;
+    return ENOSYS;
+#endif
+}
+
+/* Collective over comm (each node's ranks in sh->node): learns every local rank's pid, then
+ * each rank reads a word its next local peer holds; the single-copy path is used only if every
+ * rank of comm succeeded (a ptrace policy, a seccomp filter, separate pid namespaces or a kernel
+ * without CMA make it fail: EPERM, ENOSYS, ESRCH), so that all ranks take the same path. */
+static int cma_probe(MPI_Comm comm, zero__shm *sh, int rank, long long *all, int *ok_all) {
+    const int L = sh->nlocal;
+    *ok_all = 0;
+    /* The word: my communicator rank, mixed so that a stale or zero page cannot pass. */
+    volatile unsigned long long word = 0x9e3779b97f4a7c15ull ^ (unsigned long long)rank;
+    long long mine[2] = {(long long)getpid(), (long long)(uintptr_t)&word};
+    int ok = 1;
+    int rc = MPI_Allgather(mine, 2, MPI_LONG_LONG, all, 2, MPI_LONG_LONG, sh->node);
+    if (rc != MPI_SUCCESS) ok = 0;
+    if (ok) {
+        const int t = (sh->local + 1) % L;
+        unsigned long long got = 0;
+        const unsigned long long want =
+            0x9e3779b97f4a7c15ull ^ (unsigned long long)sh->world_of[sh->node_index * L + t];
+        ok = !cma_read_pid((int)all[2 * t], &got, (const void *)(uintptr_t)all[2 * t + 1], sizeof got) &&
+             got == want;
+        for (int u = 0; u < L; u++) sh->pid[u] = (int)all[2 * u];
+    }
+    /* Also keeps `word` alive until every peer has read it. */
+    int rc2 = MPI_Allreduce(&ok, ok_all, 1, MPI_INT, MPI_MIN, comm);
+    (void)word;
+    return rc != MPI_SUCCESS ? rc : rc2;
+}
+
 static int cmp_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
@@ -211,10 +302,10 @@ static int cmp_int(const void *a, const void *b) {
 zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *parent, const char *fn,
                              zero__shm **out) {
     *out = NULL;
-    char env[4][ZERO__SHM_ENV_BYTES];
+    char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES];
     memset(env, 0, sizeof env);
     if (rank == 0) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < ZERO__SHM_NENV; i++) {
             const char *v = getenv(g_env_names[i]);
             if (v) snprintf(env[i], sizeof env[i], "%s", v);
         }
@@ -294,6 +385,35 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
     sh->chunk = st.chunk;
     sh->min_bytes = st.min_bytes;
     sh->impl = zero_impl_best();
+    sh->cma_min = st.cma_min;
+    if (st.cma) {
+        sh->pid = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)nlocal);
+        sh->from = zero_mem_calloc(NULL, ZERO_MEM_COMM, 2 * sizeof(unsigned char *) * (size_t)nlocal);
+        /* At least one element of the widest type per peer. */
+        sh->cma_scratch_bytes = ZERO__SHM_CMA_PIECE > 8u * (size_t)nlocal ? ZERO__SHM_CMA_PIECE
+                                                                           : 8u * (size_t)nlocal;
+        sh->cma_scratch = zero_mem_alloc(NULL, ZERO_MEM_COMM, sh->cma_scratch_bytes);
+        long long *all = zero_mem_alloc(NULL, ZERO_MEM_COMM, 2 * sizeof(long long) * (size_t)nlocal);
+        /* Out of memory anywhere fails the creation everywhere, before the probe's collectives. */
+        int have = sh->pid && sh->from && sh->cma_scratch && all, have_all = 0;
+        if ((rc = MPI_Allreduce(&have, &have_all, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS) {
+            zero_mem_free(NULL, all);
+            s = mpi_fail(parent, rc, fn, "MPI_Allreduce");
+            goto fail;
+        }
+        if (!have_all) {
+            zero_mem_free(NULL, all);
+            goto nomem;
+        }
+        int ok = 0;
+        rc = cma_probe(comm, sh, rank, all, &ok);
+        zero_mem_free(NULL, all);
+        if (rc != MPI_SUCCESS) {
+            s = mpi_fail(parent, rc, fn, "the single-copy probe's collectives");
+            goto fail;
+        }
+        sh->cma = ok;
+    }
     if (nnodes > 1) {
         if ((rc = MPI_Comm_split(comm, local, node_index, &sh->cross)) != MPI_SUCCESS ||
             (rc = MPI_Comm_set_errhandler(sh->cross, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
@@ -367,6 +487,11 @@ static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
     atomic_init(&me->arrived32, 0);
     atomic_init(&me->sleepers, 0);
     atomic_init(&me->failed, 0);
+    atomic_init(&me->addr[0], 0);
+    atomic_init(&me->addr[1], 0);
+    atomic_init(&me->fail_kind, 0);
+    atomic_init(&me->fail_peer, 0);
+    atomic_init(&me->fail_errno, 0);
     /* Nobody reads a control block before its owner has initialized it. */
     if ((rc = MPI_Barrier(s->node)) != MPI_SUCCESS) {
         snprintf(what, sizeof what, "%s: MPI_Barrier", fn);
@@ -378,6 +503,7 @@ static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
 int zero__shm_nodes(const zero__shm *s) { return s ? s->nnodes : 0; }
 int zero__shm_attached(const zero__shm *s) { return s && s->win != MPI_WIN_NULL; }
 int zero__shm_local_size(const zero__shm *s) { return s ? s->nlocal : 0; }
+int zero__shm_cma(const zero__shm *s) { return s ? s->cma : 0; }
 
 int zero__shm_wants(const zero__shm *s, uint64_t bytes) {
     return s && bytes > 0 && bytes >= s->min_bytes;
@@ -585,25 +711,172 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
 
 /* ------------------------------------------------------------------ cross-node steps */
 
-/* After a collective's last barrier: did a node peer's cross-node step fail in this call? */
+enum { FAIL_CROSS, FAIL_CMA };
+
+static inline int world_rank(const zero__shm *s, int t) {
+    return s->world_of[s->node_index * s->nlocal + t];
+}
+
+/* After a collective's last barrier: did a node peer's cross-node step or single-copy read fail
+ * in this call? */
 static zero_status peers_status(zero_comm *c, zero__shm *s, zero_status mine, const char *fn) {
     if (mine) return mine;
     for (int t = 0; t < s->nlocal; t++) {
         if (t == s->local) continue;
-        if (atomic_load_explicit(&s->ctl[t]->failed, memory_order_acquire) == s->seq) {
+        shm_ctl *p = s->ctl[t];
+        if (atomic_load_explicit(&p->failed, memory_order_acquire) != s->seq) continue;
+        if (atomic_load_explicit(&p->fail_kind, memory_order_relaxed) == FAIL_CMA) {
+            const int u = atomic_load_explicit(&p->fail_peer, memory_order_relaxed);
+            const int e = atomic_load_explicit(&p->fail_errno, memory_order_relaxed);
+            ZERO__COMM_ERR(c, "%s: local rank %d of this node (rank %d) could not read local rank %d's "
+                           "buffer (rank %d) with process_vm_readv: %s (errno %d); set ZERO_COMM_CMA=0 "
+                           "to do without", fn, t, world_rank(s, t), u,
+                           u >= 0 && u < s->nlocal ? world_rank(s, u) : -1, strerror(e), e);
+        } else {
             ZERO__COMM_ERR(c, "%s: the cross-node step failed on local rank %d of this node (rank %d); "
-                           "see its error", fn, t, s->world_of[s->node_index * s->nlocal + t]);
-            return ZERO_ERR_COMM;
+                           "see its error", fn, t, world_rank(s, t));
         }
+        return ZERO_ERR_COMM;
     }
     return ZERO_OK;
 }
 
-/* Records a failed cross-node MPI call; the node-local protocol still runs to its end so that
- * the node peers are not left waiting in a barrier. */
+/* Publishes this rank's failure of the current call (the first one counts) for peers_status;
+ * the node-local protocol still runs to its end so that the node peers are not left waiting in
+ * a barrier. */
+static void mark_failed(zero__shm *s, int kind, int peer, int err) {
+    shm_ctl *me = s->ctl[s->local];
+    if (atomic_load_explicit(&me->failed, memory_order_relaxed) == s->seq) return;
+    atomic_store_explicit(&me->fail_kind, kind, memory_order_relaxed);
+    atomic_store_explicit(&me->fail_peer, peer, memory_order_relaxed);
+    atomic_store_explicit(&me->fail_errno, err, memory_order_relaxed);
+    atomic_store_explicit(&me->failed, s->seq, memory_order_release);
+}
+
+/* Records a failed cross-node MPI call. */
 static zero_status cross_failed(zero_comm *c, zero__shm *s, int rc, const char *what) {
-    atomic_store_explicit(&s->ctl[s->local]->failed, s->seq, memory_order_release);
+    mark_failed(s, FAIL_CROSS, -1, 0);
     return zero__comm_mpi_error(c, rc, what);
+}
+
+/* ------------------------------------------------------------------ single copy (CMA) */
+
+/*
+ * Large messages skip the window's copy: each rank reads the pieces it needs straight from its
+ * node peers' buffers with process_vm_readv (Linux cross-memory attach; the kernel copies from
+ * the peer's pages once). Per call, a rank publishes its buffers' addresses in its control
+ * block and enters a barrier; after it, the peers' inputs are final (their owners are inside
+ * the call) and their addresses known; a rank reads only what no rank writes during the step
+ * (reduce-scatter: block t of every send, read by local rank t alone, while each rank writes
+ * only its own recv, which is, in place, its own block), and a barrier at the end of the step
+ * keeps every owner in the call (its buffers alive and unchanged) until every reader is done.
+ * The window's buffers are not used; its control blocks carry the addresses, the barrier and
+ * the failure flags.
+ */
+
+/* Whether a message of `bytes` (the ring rule's size) takes the single-copy path. */
+static int use_cma(const zero__shm *s, uint64_t bytes) { return s->cma && bytes >= s->cma_min; }
+
+/* Starts a single-copy collective: publishes its buffers (a: the reduction's source, b: the
+ * gather's source) for the first barrier (cma_sync) to hand out. */
+static void cma_begin(zero__shm *s, const void *a, const void *b) {
+    shm_ctl *me = s->ctl[s->local];
+    atomic_store_explicit(&me->addr[0], (uintptr_t)a, memory_order_relaxed);
+    atomic_store_explicit(&me->addr[1], (uintptr_t)b, memory_order_relaxed);
+    s->cma_err = 0;
+    s->cma_peer = -1;
+}
+
+/* A barrier that starts a step, and every peer's published addresses into s->from (never after
+ * the call's last barrier: the owners rewrite them in their next call, which starts after it). */
+static void cma_sync(zero__shm *s) {
+    barrier(s);
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < s->nlocal; t++)
+            s->from[k * s->nlocal + t] =
+                (const unsigned char *)atomic_load_explicit(&s->ctl[t]->addr[k], memory_order_relaxed);
+}
+
+/* Reads n bytes at peer t's address `remote` into dst; the first failure of the call is kept
+ * (and published) and later reads are skipped, their destinations left as they were. */
+static int cma_read(zero__shm *s, int t, void *dst, const unsigned char *remote, size_t n) {
+    if (s->cma_err) return -1;
+    int e = cma_read_pid(s->pid[t], dst, remote, n);
+    if (!e) return 0;
+    s->cma_err = e;
+    s->cma_peer = t;
+    mark_failed(s, FAIL_CMA, t, e);
+    return -1;
+}
+
+/* This rank's own failed read of the current call, as an error (ZERO_OK when none). */
+static zero_status cma_status(zero_comm *c, zero__shm *s, const char *fn) {
+    if (!s->cma_err) return ZERO_OK;
+    const int t = s->cma_peer;
+    ZERO__COMM_ERR(c, "%s: process_vm_readv of local rank %d's buffer (rank %d, pid %d) failed: %s "
+                   "(errno %d); set ZERO_COMM_CMA=0 to do without", fn, t, world_rank(s, t), s->pid[t],
+                   strerror(s->cma_err), s->cma_err);
+    return ZERO_ERR_COMM;
+}
+
+/* local_rs by single copy, between cma_sync and a barrier: s->from[t] is local rank t's
+ * send. For each piece, the peers' slices go into the private scratch (cache-sized) and the
+ * same L-way left-to-right reduction as local_rs's combines them with this rank's own slice,
+ * in local rank order: the same bits as the window path. */
+static void cma_local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype dt,
+                         const void *send, void *out, size_t ostride, size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es, line = 64 / es;
+    size_t c = s->cma_scratch_bytes / ((size_t)(L - 1) * es);
+    if (c >= line) c = c / line * line;
+    const int stream =
+        ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
+    for (int g = 0; g < G; g++) {
+        size_t off, len;
+        block_at(s, ly, me, g, &off, &len);
+        for (size_t lo = a; lo < b; lo += c) {
+            const size_t n = piece_len(lo, c, len, b);
+            if (!n) break;
+            int k = 0;
+            for (int t = 0; t < L; t++) {
+                if (t == me) {
+                    s->srcs[t] = (const unsigned char *)send + (off + lo) * es;
+                    continue;
+                }
+                unsigned char *piece = s->cma_scratch + (size_t)k++ * c * es;
+                if (cma_read(s, t, piece, s->from[t] + (off + lo) * es, n * es)) return;
+                s->srcs[t] = piece;
+            }
+            zero__shm_reduce(dt, op, s->srcs, L, (unsigned char *)out + (g * ostride + lo - a) * es, n,
+                             stream, s->impl);
+        }
+    }
+}
+
+/* local_ag by single copy, between cma_sync and a barrier: s->from[nlocal + t] is local rank t's
+ * `in`; each peer's slice is read straight into its place in recv. */
+static void cma_local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t istride,
+                         void *recv, size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es;
+    const size_t result = ly->kind == LAYOUT_PARTS ? ly->count : ly->count * (size_t)L * (size_t)G;
+    const int stream = result * es > ZERO__SHM_STREAM_BYTES;
+    for (int i = 1; i <= L; i++) {
+        const int t = (me + i) % L; /* peers first, each from a different one; mine last */
+        for (int g = 0; g < G; g++) {
+            size_t off, len;
+            block_at(s, ly, t, g, &off, &len);
+            const size_t n = piece_len(a, b - a, len, b);
+            if (!n) continue;
+            unsigned char *to = (unsigned char *)recv + (off + a) * es;
+            if (t == me) {
+                const unsigned char *from = (const unsigned char *)in + g * istride * es;
+                if (to != from) copy_out(to, from, n * es, stream);
+            } else if (cma_read(s, t, to, s->from[L + t] + g * istride * es, n * es)) {
+                return;
+            }
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ collectives */
@@ -618,6 +891,38 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
     const size_t longest = (count + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
     size_t off, mylen;
     block_at(s, &ly, s->local, 0, &off, &mylen);
+    if (use_cma(s, (uint64_t)count * es)) {
+        /* Single copy: reduce my part (from every rank's send) into its place in recv, then
+         * gather the others' parts from their recv; with several nodes, span by span through
+         * the staging buffer and MPI. */
+        unsigned char *mine = (unsigned char *)recv + off * es;
+        cma_begin(s, send, s->nnodes == 1 ? mine : s->scratch);
+        cma_sync(s);
+        if (s->nnodes == 1) {
+            cma_local_rs(s, &ly, op, dt, send, mine, 0, 0, longest);
+            cma_sync(s);
+            cma_local_ag(s, &ly, mine, 0, recv, 0, longest);
+            barrier(s);
+        } else {
+            for (size_t a = 0; a < longest; a += span) {
+                const size_t b = longest - a < span ? longest : a + span;
+                cma_local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
+                const size_t n = piece_len(a, b - a, mylen, b);
+                if (!st) {
+                    int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt),
+                                           zero__comm_mpi_op(dt, op), s->cross);
+                    if (rc != MPI_SUCCESS)
+                        st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
+                }
+                cma_sync(s);
+                cma_local_ag(s, &ly, s->scratch, 0, recv, a, b);
+                barrier(s); /* before the staging buffer is rewritten */
+            }
+        }
+        zero__shm_stream_fence();
+        if (!st) st = cma_status(c, s, "all_reduce");
+        return peers_status(c, s, st, "all_reduce");
+    }
     if (s->nnodes == 1) {
         /* Reduce my part straight into its place in recv (in place: over my part of send, which
          * only I read), then gather every part from there. */
@@ -648,6 +953,36 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
     if (st) return st;
     s->seq++;
     const size_t es = zero_dtype_size(dt);
+    const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
+    if (use_cma(s, bytes)) {
+        /* Single copy: each rank reads its blocks from the peers' send while they read theirs
+         * from its own; in place, each rank writes only its own block, read by itself alone. */
+        cma_begin(s, send, NULL);
+        cma_sync(s);
+        if (s->nnodes == 1) {
+            const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+            cma_local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
+        } else {
+            const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+            const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+            for (size_t a = 0; a < count; a += span) {
+                const size_t b = count - a < span ? count : a + span;
+                cma_local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
+                if (!st) {
+                    int rc = MPI_Reduce_scatter_block(s->scratch, (unsigned char *)recv + a * es,
+                                                      (int)(b - a), zero__comm_mpi_type(dt),
+                                                      zero__comm_mpi_op(dt, op), s->cross);
+                    if (rc != MPI_SUCCESS)
+                        st = cross_failed(c, s, rc,
+                                          "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
+                }
+            }
+        }
+        barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
+        zero__shm_stream_fence();
+        if (!st) st = cma_status(c, s, "reduce_scatter");
+        return peers_status(c, s, st, "reduce_scatter");
+    }
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
@@ -678,6 +1013,37 @@ zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, v
     if (st) return st;
     s->seq++;
     const size_t es = zero_dtype_size(dt);
+    const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
+    if (use_cma(s, bytes)) {
+        /* Single copy: every rank reads each peer's block straight into its recv. */
+        if (s->nnodes == 1) {
+            const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+            cma_begin(s, NULL, send);
+            cma_sync(s);
+            cma_local_ag(s, &ly, send, 0, recv, 0, count);
+            barrier(s);
+        } else {
+            const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+            const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+            cma_begin(s, NULL, s->scratch);
+            for (size_t a = 0; a < count; a += span) {
+                const size_t b = count - a < span ? count : a + span;
+                if (!st) {
+                    MPI_Datatype t = zero__comm_mpi_type(dt);
+                    int rc = MPI_Allgather((const unsigned char *)send + a * es, (int)(b - a), t,
+                                           s->scratch, (int)(b - a), t, s->cross);
+                    if (rc != MPI_SUCCESS)
+                        st = cross_failed(c, s, rc, "all_gather: MPI_Allgather (cross-node)");
+                }
+                cma_sync(s);
+                cma_local_ag(s, &ly, s->scratch, b - a, recv, a, b);
+                barrier(s); /* before the staging buffer is rewritten */
+            }
+        }
+        zero__shm_stream_fence();
+        if (!st) st = cma_status(c, s, "all_gather");
+        return peers_status(c, s, st, "all_gather");
+    }
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_ag(s, &ly, send, 0, recv, 0, count);

@@ -134,7 +134,8 @@ MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op);
 typedef struct zero__shm zero__shm;
 
 /* Collective over `comm` (rank/size of this process in it). Reads ZERO_COMM_SHM,
- * ZERO_COMM_SHM_MIN_BYTES, ZERO_COMM_SHM_CHUNK and ZERO_COMM_FAKE_NODES as rank 0 sees them.
+ * ZERO_COMM_SHM_MIN_BYTES, ZERO_COMM_SHM_CHUNK, ZERO_COMM_FAKE_NODES, ZERO_COMM_CMA and
+ * ZERO_COMM_CMA_MIN_BYTES as rank 0 sees them, and probes the single-copy path.
  * *out = NULL (and ZERO_OK) when the window cannot help: turned off, no two ranks share a node,
  * or nodes of unequal sizes. Errors go to parent's last error, or to the init error text when
  * parent is NULL, prefixed with fn. The window itself is allocated by the first collective
@@ -149,6 +150,9 @@ int zero__shm_wants(const zero__shm *s, uint64_t bytes);
 int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
 int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
 int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective used it) */
+/* Large messages take the single-copy path (process_vm_readv): allowed (ZERO_COMM_CMA) and the
+ * probe at creation passed on every rank; 0 for NULL. */
+int zero__shm_cma(const zero__shm *s);
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 
