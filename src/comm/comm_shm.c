@@ -40,10 +40,13 @@
 #define ZERO__SHM_DEFAULT_MIN ((uint64_t)16 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
 #define ZERO__SHM_NENV 6
-/* Single copy (CMA): messages from this many bytes read the peers' buffers directly (measured:
- * docs/BENCHMARKS.md); a reduce-scatter reads them in pieces of at most this many bytes in all
- * (one per peer), which stay in cache until the reduction reads them. */
+/* Single copy (CMA): reduce-scatters and all-gathers from this many bytes read the peers'
+ * buffers directly, all-reduces from ZERO__SHM_CMA_AR_FACTOR times as many (measured:
+ * docs/BENCHMARKS.md; below, the window is as fast or faster); a reduce-scatter reads them in
+ * pieces of at most ZERO__SHM_CMA_PIECE bytes in all (one per peer), which stay in cache until
+ * the reduction reads them. */
 #define ZERO__SHM_CMA_DEFAULT_MIN ((uint64_t)1 << 20)
+#define ZERO__SHM_CMA_AR_FACTOR 16
 #define ZERO__SHM_CMA_PIECE ((size_t)256 << 10)
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the barrier needs lock-free 64-bit atomics across processes");
@@ -774,8 +777,11 @@ static zero_status cross_failed(zero_comm *c, zero__shm *s, int rc, const char *
  * the failure flags.
  */
 
-/* Whether a message of `bytes` (the ring rule's size) takes the single-copy path. */
-static int use_cma(const zero__shm *s, uint64_t bytes) { return s->cma && bytes >= s->cma_min; }
+/* Whether a message of `bytes` (the ring rule's size) takes the single-copy path; `factor`
+ * scales the threshold (ZERO__SHM_CMA_AR_FACTOR for all-reduce, else 1). */
+static int use_cma(const zero__shm *s, uint64_t bytes, uint64_t factor) {
+    return s->cma && (bytes / factor >= s->cma_min);
+}
 
 /* Starts a single-copy collective: publishes its buffers (a: the reduction's source, b: the
  * gather's source) for the first barrier (cma_sync) to hand out. */
@@ -829,8 +835,10 @@ static void cma_local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dt
     const size_t es = ly->es, line = 64 / es;
     size_t c = s->cma_scratch_bytes / ((size_t)(L - 1) * es);
     if (c >= line) c = c / line * line;
-    const int stream =
-        ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
+    /* Streaming stores for a large result, and for an all-reduce's part on one node, which the
+     * peers read next (as the window's pieces: no dirty lines to pull out of this cache). */
+    const int stream = (ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES) ||
+                       (ly->kind == LAYOUT_PARTS && s->nnodes == 1);
     for (int g = 0; g < G; g++) {
         size_t off, len;
         block_at(s, ly, me, g, &off, &len);
@@ -891,7 +899,7 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
     const size_t longest = (count + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
     size_t off, mylen;
     block_at(s, &ly, s->local, 0, &off, &mylen);
-    if (use_cma(s, (uint64_t)count * es)) {
+    if (use_cma(s, (uint64_t)count * es, ZERO__SHM_CMA_AR_FACTOR)) {
         /* Single copy: reduce my part (from every rank's send) into its place in recv, then
          * gather the others' parts from their recv; with several nodes, span by span through
          * the staging buffer and MPI. */
@@ -954,7 +962,7 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
     s->seq++;
     const size_t es = zero_dtype_size(dt);
     const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
-    if (use_cma(s, bytes)) {
+    if (use_cma(s, bytes, 1)) {
         /* Single copy: each rank reads its blocks from the peers' send while they read theirs
          * from its own; in place, each rank writes only its own block, read by itself alone. */
         cma_begin(s, send, NULL);
@@ -1014,7 +1022,7 @@ zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, v
     s->seq++;
     const size_t es = zero_dtype_size(dt);
     const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
-    if (use_cma(s, bytes)) {
+    if (use_cma(s, bytes, 1)) {
         /* Single copy: every rank reads each peer's block straight into its recv. */
         if (s->nnodes == 1) {
             const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};

@@ -1,13 +1,19 @@
 /* Tests of the shared-memory collectives (mpi+shm) under 1-4 ranks: every collective x dtype x
  * op x count, in place and not, blocking and not, on one node and on fake nodes (hierarchical),
  * against a reference that follows the documented summation order bit for bit, and against the
- * plain MPI path bit for bit on exact inputs; NaN/Inf, counters, settings, fallbacks. */
+ * plain MPI path bit for bit on exact inputs; NaN/Inf, counters, settings, fallbacks; the
+ * single-copy (CMA) path against the window bit for bit, and its failures. */
 #include "comm/internal.h"
 #include "harness.h"
 #include "zero/zero.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 static int R, N;
 
@@ -17,18 +23,51 @@ typedef struct tcomm {
     zero_comm *c;
     const char *name;
     int shm;          /* large messages through the window (backend "mpi+shm") */
+    int cma;          /* large messages by single copy (expected from the settings and g_cma_ok) */
     int nnodes;       /* nodes of the layout (1: every rank on one node) */
     int node_of[4];   /* node of each rank, documented rule of ZERO_COMM_FAKE_NODES */
 } tcomm;
 
-static void set_env(const char *shm, const char *min, const char *chunk, const char *fake) {
-    const char *names[4] = {"ZERO_COMM_SHM", "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
-                            "ZERO_COMM_FAKE_NODES"};
-    const char *vals[4] = {shm, min, chunk, fake};
-    for (int i = 0; i < 4; i++) {
+/* The single-copy settings of the next make() (NULL: unset). */
+static const char *g_cma_env, *g_cma_min_env;
+/* Whether this test's own probe could read every other rank's memory (process_vm_readv). */
+static int g_cma_ok;
+
+static void set_env6(const char *shm, const char *min, const char *chunk, const char *fake,
+                     const char *cma, const char *cma_min) {
+    const char *names[6] = {"ZERO_COMM_SHM",        "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
+                            "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES"};
+    const char *vals[6] = {shm, min, chunk, fake, cma, cma_min};
+    for (int i = 0; i < 6; i++) {
         if (vals[i]) setenv(names[i], vals[i], 1);
         else unsetenv(names[i]);
     }
+}
+
+static void set_env(const char *shm, const char *min, const char *chunk, const char *fake) {
+    set_env6(shm, min, chunk, fake, g_cma_env, g_cma_min_env);
+}
+
+/* Independently of the library: can every rank read a word of every other rank? */
+static int probe_cma(void) {
+    static volatile uint64_t word;
+    word = 0x1234567890abcdefull + (uint64_t)R;
+    long long mine[2] = {(long long)getpid(), (long long)(uintptr_t)&word};
+    long long *all = malloc(2 * sizeof *all * (size_t)N);
+    if (!all) exit(2);
+    MPI_Allgather(mine, 2, MPI_LONG_LONG, all, 2, MPI_LONG_LONG, MPI_COMM_WORLD);
+    int ok = 1;
+    for (int r = 0; r < N; r++) {
+        if (r == R) continue;
+        uint64_t got = 0;
+        struct iovec l = {&got, sizeof got}, rm = {(void *)(uintptr_t)all[2 * r + 1], sizeof got};
+        long n = syscall(SYS_process_vm_readv, (long)all[2 * r], &l, 1ul, &rm, 1ul, 0ul);
+        ok &= n == (long)sizeof got && got == 0x1234567890abcdefull + (uint64_t)r;
+    }
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    free(all);
+    return all_ok;
 }
 
 /* fake = NULL (the real node: all ranks here), "K" or "K:cyclic". */
@@ -38,7 +77,7 @@ static tcomm make(const char *name, const char *shm, const char *min, const char
     t.name = name;
     set_env(shm, min, chunk, fake);
     zero_status s = zero_comm_init_mpi(&t.c, NULL);
-    set_env(NULL, NULL, NULL, NULL);
+    set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
     ZT_CHECKF(s == ZERO_OK, "%s: init: %s", name, zero_comm_last_error(NULL));
     int k = 1, cyclic = 0;
     if (fake) {
@@ -63,7 +102,19 @@ static tcomm make(const char *name, const char *shm, const char *min, const char
         const zero__shm *sh = zero__comm_mpi_shm(t.c);
         ZT_EQ_INT(zero__shm_nodes(sh), t.shm ? k : 0);
         ZT_EQ_INT(zero__shm_local_size(sh), t.shm ? members[0] : 0);
+        t.cma = t.shm && g_cma_ok && !(g_cma_env && !strcmp(g_cma_env, "0"));
+        ZT_CHECKF(zero__shm_cma(sh) == t.cma, "%s: single copy %d, expected %d", name, zero__shm_cma(sh),
+                  t.cma);
     }
+    return t;
+}
+
+/* make() with the single-copy settings cma and cma_min. */
+static tcomm make_cma(const char *name, const char *min, const char *chunk, const char *fake,
+                      const char *cma, const char *cma_min) {
+    g_cma_env = cma, g_cma_min_env = cma_min;
+    tcomm t = make(name, NULL, min, chunk, fake);
+    g_cma_env = g_cma_min_env = NULL;
     return t;
 }
 
@@ -189,7 +240,7 @@ static void reference(const tcomm *t, zero_dtype dt, zero_op op, size_t i, int s
     int64_t vmax = INT64_MIN;
     uint64_t sum = 0;
     for (int r = 0; r < N; r++) {
-        unsigned char b[8];
+        unsigned char b[8] = {0};
         int64_t v = 0;
         put_input(b, dt, 0, r, i, salt);
         if (dt == ZERO_DTYPE_INT32) {
@@ -545,19 +596,22 @@ static void test_threshold(void) {
 
 /* Bad settings fail the init with the variable named, on every rank alike. */
 static void test_settings(void) {
-    static const char *cases[][5] = {
-        {"ZERO_COMM_SHM", "yes", NULL, NULL, NULL},
-        {"ZERO_COMM_SHM_MIN_BYTES", NULL, "-5", NULL, NULL},
-        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "100", NULL},
-        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "2G", NULL},
-        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "0"},
-        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "2:round"},
+    static const char *cases[][7] = {
+        {"ZERO_COMM_SHM", "yes", NULL, NULL, NULL, NULL, NULL},
+        {"ZERO_COMM_SHM_MIN_BYTES", NULL, "-5", NULL, NULL, NULL, NULL},
+        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "100", NULL, NULL, NULL},
+        {"ZERO_COMM_SHM_CHUNK", NULL, NULL, "2G", NULL, NULL, NULL},
+        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "0", NULL, NULL},
+        {"ZERO_COMM_FAKE_NODES", NULL, NULL, NULL, "2:round", NULL, NULL},
+        {"ZERO_COMM_CMA", NULL, NULL, NULL, NULL, "2", NULL},
+        {"ZERO_COMM_CMA", NULL, NULL, NULL, NULL, "on", NULL},
+        {"ZERO_COMM_CMA_MIN_BYTES", NULL, NULL, NULL, NULL, NULL, "1T"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        set_env(cases[i][1], cases[i][2], cases[i][3], cases[i][4]);
+        set_env6(cases[i][1], cases[i][2], cases[i][3], cases[i][4], cases[i][5], cases[i][6]);
         zero_comm *c = (zero_comm *)(uintptr_t)1;
         zero_status s = zero_comm_init_mpi(&c, NULL);
-        set_env(NULL, NULL, NULL, NULL);
+        set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
         ZT_EQ_INT(s, ZERO_ERR_INVALID_ARG);
         ZT_CHECKF(c == NULL && strstr(zero_comm_last_error(NULL), cases[i][0]), "case %zu: '%s'", i,
                   zero_comm_last_error(NULL));
@@ -575,6 +629,116 @@ static void test_settings(void) {
     zero_comm_free(c);
 }
 
+/* ---------------------------------------------------------- single copy (CMA) */
+
+/* The same call through the single-copy path (a) and the window (b): bit for bit equal, on
+ * inexact inputs (where the order of summation shows), and equal to the reference. */
+static void cma_one(const tcomm *a, const tcomm *b, int k, size_t n, zero_dtype dt, zero_op op,
+                    int inplace, int salt) {
+    /* Nodes of unequal sizes are plain MPI, whose order over 3 or more ranks is its own. */
+    if (!a->shm && N > 2 && (salt & 1)) salt++;
+    char what[200], w2[200];
+    unsigned char *got = run(a, k, n, dt, op, 0, inplace, salt, what, sizeof what);
+    unsigned char *ref = run(b, k, n, dt, op, (salt >> 1) & 1, inplace, salt, w2, sizeof w2);
+    const size_t bytes = (k == K_AG ? n * (size_t)N : n) * zero_dtype_size(dt);
+    ZT_CHECKF(!memcmp(got, ref, bytes), "%s: single copy differs from the window path", what);
+    if (k == K_AG) expect_gathered(got, dt, n, salt, what);
+    else expect_reduced(a, got, dt, op, n, k == K_RS ? (size_t)R * n : 0, salt, what);
+    free(got);
+    free(ref);
+}
+
+/* Every collective x fp32/bf16/fp16 x {in place, not} at these counts (SUM, MAX on the side);
+ * the large counts once per dtype, the variant rotating. */
+static void cma_grid(const tcomm *a, const tcomm *b, const size_t *counts, size_t ncounts,
+                     size_t huge, size_t big) {
+    const zero_dtype dts[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int d = 0; d < 3; d++) {
+        for (size_t ci = 0; ci < ncounts; ci++) {
+            for (int inplace = 0; inplace < 2; inplace++) {
+                zero_op op = ci % 3 == 2 ? ZERO_OP_MAX : ZERO_OP_SUM;
+                for (int k = 0; k < 3; k++) cma_one(a, b, k, counts[ci], dts[d], op, inplace, 2 * ++g_salt + 1);
+            }
+        }
+        /* Each collective crosses the piece size once per dtype (`big` with 2 ranks, bf16/fp16:
+         * 131072 elements a piece), one of them at `huge`. */
+        for (int k = 0; k < 3; k++) {
+            size_t n = k == d ? huge : big;
+            if (n) cma_one(a, b, k, n, dts[d], ZERO_OP_SUM, (d + k) & 1, 2 * ++g_salt + 1);
+        }
+    }
+}
+
+/* A peer buffer the kernel cannot read (PROT_NONE on the rank that owns it, a page it never
+ * touches itself) fails the call on every rank, naming the peer and the errno, without a hang;
+ * the communicator works afterwards. */
+static void test_cma_fault(const tcomm *t) {
+    if (!t->cma || N < 2) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    const size_t n = (size_t)page; /* fp32 elements per block: a block spans 4 pages */
+    for (int k = 0; k < 2; k++) {
+        const size_t total = k == K_RS ? n * (size_t)N : n * (size_t)N; /* RS: N blocks; AR: N parts */
+        const size_t bytes = total * sizeof(float);
+        float *send = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        float *recv = malloc((k == K_RS ? n : total) * sizeof(float));
+        if (send == MAP_FAILED || !recv) exit(2);
+        for (size_t i = 0; i < total; i++) send[i] = (float)(R + 1);
+        /* Block / part 0 of rank 1's send is read by local rank 0 alone. */
+        if (R == 1) ZT_CHECK(mprotect(send, (size_t)page, PROT_NONE) == 0);
+        zero_status s = k == K_RS ? zero_comm_reduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM)
+                                  : zero_comm_all_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM);
+        const char *msg = zero_comm_last_error(t->c);
+        ZT_CHECKF(s == ZERO_ERR_COMM, "fault %s: status %d (%s)", kname[k == K_RS ? K_RS : K_AR], (int)s, msg);
+        char want[64];
+        snprintf(want, sizeof want, "errno %d", EFAULT);
+        ZT_CHECKF(strstr(msg, want) && strstr(msg, "local rank 1") && strstr(msg, "process_vm_readv"),
+                  "fault: rank %d's message '%s'", R, msg);
+        if (R == 0) ZT_CHECKF(strstr(msg, "of local rank 1's buffer"), "fault: reader's message '%s'", msg);
+        else ZT_CHECKF(strstr(msg, "local rank 0 of this node"), "fault: peer's message '%s'", msg);
+        if (R == 1) ZT_CHECK(mprotect(send, (size_t)page, PROT_READ | PROT_WRITE) == 0);
+        /* The next call is whole again. */
+        ZT_OK(zero_comm_all_reduce(t->c, send, send, total, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+        int bad = 0;
+        for (size_t i = 0; i < total; i++) bad += send[i] != (float)(N * (N + 1) / 2);
+        ZT_EQ_INT(bad, 0);
+        munmap(send, bytes);
+        free(recv);
+    }
+}
+
+static void test_cma(void) {
+    /* Everything through the window from 1 byte: single copy from 0 bytes vs never. */
+    tcomm a = make_cma("single copy", "0", NULL, NULL, NULL, "0");
+    tcomm b = make_cma("window (ZERO_COMM_CMA=0)", "0", "64K", NULL, "0", NULL);
+    if (!a.c || !b.c) return;
+    /* Primes; 65537 crosses the 256 KiB piece of fp32 with 2 ranks (of every type with more). */
+    const size_t counts[] = {1, 7, 1009, 65537};
+    cma_grid(&a, &b, counts, sizeof counts / sizeof counts[0], ((size_t)1 << 20) + 3, 131101);
+    test_cma_fault(&a);
+    zero_comm_free(a.c);
+    zero_comm_free(b.c);
+    /* The default threshold keeps small messages on the window; ZERO_COMM_CMA=1 is the default. */
+    tcomm d = make_cma("single copy, ZERO_COMM_CMA=1", NULL, NULL, NULL, "1", NULL);
+    if (d.c) {
+        test_huge(&d);
+        zero_comm_free(d.c);
+    }
+    /* Hierarchical: single copy only in the node step; small chunks give many spans. */
+    for (int f = 0; f < 2 && N >= 2; f++) {
+        const char *fake = f ? "2:cyclic" : "2";
+        char n1[64], n2[64];
+        snprintf(n1, sizeof n1, "fake nodes %s, single copy, chunk 1K", fake);
+        snprintf(n2, sizeof n2, "fake nodes %s, window, chunk 1K", fake);
+        tcomm ha = make_cma(n1, "0", "1K", fake, NULL, "0");
+        tcomm hb = make_cma(n2, "0", "1K", fake, "0", NULL);
+        if (!ha.c || !hb.c) continue;
+        const size_t hcounts[] = {1, 7, 1009};
+        cma_grid(&ha, &hb, hcounts, sizeof hcounts / sizeof hcounts[0], 0, f ? 0 : 65537);
+        zero_comm_free(ha.c);
+        zero_comm_free(hb.c);
+    }
+}
+
 int main(int argc, char **argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -582,6 +746,9 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &N);
     zt_rank = R;
     double t0 = MPI_Wtime();
+    g_cma_ok = probe_cma();
+    if (!g_cma_ok && R == 0 && N > 1)
+        printf("test_comm_shm: process_vm_readv is not allowed here: single-copy cases not run\n");
 
     tcomm plain = make("plain", "0", NULL, NULL, NULL);
     /* Everything through the window, in small chunks: many rounds, ragged last pieces. */
@@ -620,6 +787,7 @@ int main(int argc, char **argv) {
         zero_comm_free(h.c);
         zero_comm_free(h2.c);
     }
+    test_cma();
     test_threshold();
     test_settings();
 
