@@ -1,10 +1,10 @@
 /* The engine's transient buffers (gathered units, gradient buffers, reduction buffers, step
  * chunks) come from a cache of idle blocks, reused by exact size: the same sizes recur every step,
- * so once the pattern repeats a training step allocates nothing and the kernel maps and zeroes no
- * pages (docs/ENGINE.md, "Transient buffers"). Nothing is evicted: for every size the cache holds
- * as many blocks as were ever in use at once, charged to ZERO_MEM_BUFFERS, until
- * zero_engine_trim or the end of the engine. zero_extensions.reuse_buffers = false frees each
- * block when it is put back instead. */
+ * so the kernel no longer maps and zeroes their pages every step (docs/ENGINE.md, "Transient
+ * buffers"). Idle blocks stay charged to ZERO_MEM_BUFFERS, and what is held (in use + idle) never
+ * exceeds the most the engine had in use at once: the peak, and so every memory figure and bound,
+ * is the same as without reuse. zero_extensions.reuse_buffers = false frees each block when it
+ * is put back instead; zero_engine_trim frees the idle ones. */
 #include "engine/internal.h"
 
 #include <stdlib.h>
@@ -30,18 +30,28 @@ void *zero__buf_get(zero_engine *e, size_t bytes, int zeroed) {
         c->nidle--;
         break;
     }
-    if (!p) p = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, bytes);
+    if (!p) {
+        /* A miss: room for it within the in-use peak, evicting the oldest idle blocks. */
+        uint64_t want = c->in_use + bytes;
+        if (want > c->in_use_peak) c->in_use_peak = want;
+        while (c->nidle > 0 && want + c->idle_bytes > c->in_use_peak) evict(e, 0);
+        p = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, bytes);
+    }
     while (!p && c->nidle > 0) { /* out of memory: give the idle blocks back first */
         evict(e, 0);
         p = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, bytes);
     }
-    if (p && zeroed) memset(p, 0, bytes);
+    if (!p) return NULL;
+    c->in_use += bytes;
+    if (zeroed) memset(p, 0, bytes);
     return p;
 }
 
 void zero__buf_put(zero_engine *e, void *p) {
     if (!p) return;
     ebufcache *c = &e->bc;
+    size_t bytes = zero_mem_size(p);
+    c->in_use -= bytes;
     if (!e->cfg.reuse_buffers) {
         zero_mem_free(&e->acct, p);
         return;
@@ -56,7 +66,6 @@ void zero__buf_put(zero_engine *e, void *p) {
         c->idle = n;
         c->cap_idle = cap;
     }
-    size_t bytes = zero_mem_size(p);
     c->idle[c->nidle++] = (ebuf){p, bytes};
     c->idle_bytes += bytes;
 }

@@ -94,6 +94,8 @@ typedef struct ebufcache {
     ebuf *idle;           /* oldest first */
     int nidle, cap_idle;
     uint64_t idle_bytes;  /* charged to ZERO_MEM_BUFFERS while idle */
+    uint64_t in_use;      /* handed out, not yet put back */
+    uint64_t in_use_peak; /* the most in use at once: in use + idle never exceeds it */
 } ebufcache;
 
 #define ZERO__MAX_INFLIGHT 2     /* stages 2-3: reductions (full-size gradient buffers) in flight */
