@@ -106,6 +106,7 @@ typedef struct zero_config {
     /* zero's own (under "zero_extensions" in JSON) */
     int check_divergence;      /* exchange a tag before each collective: a mismatch is an error, not a hang (default 1) */
     int64_t align_bytes;       /* partition alignment in bytes (default 64) */
+    int reuse_buffers;         /* keep transient buffers between uses instead of freeing them (default 1) */
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
 } zero_config;

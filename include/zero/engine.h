@@ -146,8 +146,11 @@ zero_status zero_engine_unit_info(const zero_engine *e, int unit, zero_unit_info
 zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_info *out);
 int zero_engine_find_param(const zero_engine *e, const char *name); /* index or -1 */
 
-/* Memory accounting of this engine on this rank (bytes per category, current and peak). */
+/* Memory accounting of this engine on this rank (bytes per category, current and peak). The
+ * engine keeps its transient buffers between steps for reuse (ZERO_MEM_BUFFERS, never more than
+ * the most it had in use at once); zero_engine_trim frees them and returns their bytes. */
 void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out);
+size_t zero_engine_trim(zero_engine *e);
 /* Traffic of this engine's data collectives on this rank (see comm.h for the rule). */
 void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out);
 const zero_config *zero_engine_config(const zero_engine *e);

@@ -555,6 +555,7 @@ static const zc_key aio_keys[] = {
 
 static const zc_key extension_keys[] = {
     {.name = "check_divergence", .kind = ZC_BOOL, .off = OFF(check_divergence)},
+    {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {0},
 };

@@ -60,6 +60,7 @@ void zero_config_default(zero_config *cfg) {
     cfg->aio_overlap_events = 1;
 
     cfg->check_divergence = 1;
+    cfg->reuse_buffers = 1;
     cfg->align_bytes = 64;
     cfg->auto_fields = 0;
 }

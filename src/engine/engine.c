@@ -66,11 +66,11 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
     if (u->prefetch) zero_request_wait(u->prefetch);
     if (u->reduce) zero_request_wait(u->reduce);
     u->prefetch = u->reduce = NULL;
-    zero_mem_free(&e->acct, u->gathered);
-    zero_mem_free(&e->acct, u->view);
-    zero_mem_free(&e->acct, u->gscratch);
-    zero_mem_free(&e->acct, u->gsend);
-    zero_mem_free(&e->acct, u->grecv);
+    zero__buf_put(e, u->gathered);
+    zero__buf_put(e, u->view);
+    zero__buf_put(e, u->gscratch);
+    zero__buf_put(e, u->gsend);
+    zero__buf_put(e, u->grecv);
     u->gathered = u->gsend = u->grecv = NULL;
     u->view = u->gscratch = NULL;
 }
@@ -80,6 +80,7 @@ void zero_engine_free(zero_engine *e) {
     /* collectives first (a prefetch may be sending from an offload buffer), then the offload's
      * own transfers and files, then the memory */
     for (int i = 0; i < e->nunits; i++) free_unit_transients(e, &e->units[i]);
+    zero__buf_free(e);
     zero__off_free(e);
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];

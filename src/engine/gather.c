@@ -10,7 +10,7 @@
 
 /* Starts the all-gather of u's shards into a fresh transient buffer (stage 3). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
-    u->gathered = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->padded * e->wsize));
+    u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (!u->gathered) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements",
                                             u->name, (unsigned long long)u->padded);
     e->live += u->padded;
@@ -31,7 +31,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
 
 static void free_gathered(zero_engine *e, eunit *u) {
     if (!u->gathered) return;
-    zero_mem_free(&e->acct, u->gathered);
+    zero__buf_put(e, u->gathered);
     u->gathered = NULL;
     e->live -= u->padded;
 }
@@ -109,7 +109,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
     }
     const void *full = e->cfg.stage == 3 ? u->gathered : u->params;
     if (half) {
-        u->view = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->numel * 4);
+        u->view = zero__buf_get(e, (size_t)u->padded * 4, 0); /* padded: the gradient buffers' size */
         if (!u->view) {
             zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
             return NULL;
@@ -127,7 +127,7 @@ zero_status zero_engine_release(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     if (u->gathers == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "release '%s': the unit is not gathered", u->name);
     if (--u->gathers > 0) return ZERO_OK;
-    zero_mem_free(&e->acct, u->view);
+    zero__buf_put(e, u->view);
     u->view = NULL;
     if (e->cfg.stage == 3) free_gathered(e, u);
     return ZERO_OK;

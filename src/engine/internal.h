@@ -85,6 +85,22 @@ typedef struct ctrl_rec {
     double a, b; /* payload (CTRL_NORM: sum of squares, overflow flag) */
 } ctrl_rec;
 
+/* bufcache.c: idle transient blocks, reused by exact size (zero_extensions.reuse_buffers). */
+typedef struct ebuf {
+    void *p;
+    size_t bytes;
+} ebuf;
+typedef struct ebufcache {
+    ebuf *idle;           /* oldest first */
+    int nidle, cap_idle;
+    uint64_t idle_bytes;  /* charged to ZERO_MEM_BUFFERS while idle */
+    uint64_t in_use;      /* handed out, not yet put back */
+    uint64_t in_use_peak; /* the most in use at once: in use + idle never exceeds it */
+} ebufcache;
+
+#define ZERO__MAX_INFLIGHT 2     /* stages 2-3: reductions (full-size gradient buffers) in flight */
+#define ZERO__GRAD_CHUNK 16384   /* elements of half gradient converted to fp32 at a time in the step */
+
 struct zero_engine {
     zero_comm *user_comm; /* not owned */
     zero_comm *data;      /* owned duplicate: the data-plane collectives and their counters */
@@ -120,6 +136,7 @@ struct zero_engine {
     ctrl_rec *ctrl_all;   /* world records */
 
     eoffload off;
+    ebufcache bc;
 };
 
 /* Records an error on the engine and returns `s`. */
@@ -137,6 +154,13 @@ zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what);
 void zero__eng_waited(zero_engine *e, const char *what, double t0);
 /* Waits on a request, adding the time to the step's communication wait. */
 zero_status zero__eng_wait(zero_engine *e, zero_request **req);
+
+/* bufcache.c: every transient buffer of the engine (charged to ZERO_MEM_BUFFERS). get returns
+ * `bytes` (zero-filled when asked) or NULL when out of memory; put hands it back for reuse. */
+void *zero__buf_get(zero_engine *e, size_t bytes, int zeroed);
+void zero__buf_put(zero_engine *e, void *p);
+size_t zero__buf_trim(zero_engine *e); /* frees the idle blocks; returns their bytes */
+void zero__buf_free(zero_engine *e);   /* trim, and the cache's own array */
 
 /* gather.c */
 zero_status zero__gather_drain(zero_engine *e); /* waits and frees stage-3 prefetches */

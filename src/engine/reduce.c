@@ -8,8 +8,6 @@
 
 #include <string.h>
 
-#define MAX_INFLIGHT_SHARDED 2 /* stages 2-3: full-size gradient buffers alive at once */
-
 void zero__wadd(zero_engine *e, void *dst, const void *src, uint64_t n) {
     if (e->wdt == ZERO_DTYPE_FP32) {
         float *d = dst;
@@ -44,8 +42,8 @@ static zero_status complete(zero_engine *e, eunit *u) {
     if (s != ZERO_OK) return s;
     if (e->cfg.stage >= 2 && u->grecv) {
         zero__wadd(e, u->grads, u->grecv, u->shard);
-        zero_mem_free(&e->acct, u->grecv);
-        zero_mem_free(&e->acct, u->gsend);
+        zero__buf_put(e, u->grecv);
+        zero__buf_put(e, u->gsend);
         u->grecv = u->gsend = NULL;
     }
     /* drop u from the in-flight list */
@@ -77,26 +75,26 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
     zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
     if (s != ZERO_OK) return s;
     if (!u->gscratch) { /* the model produced no gradient for this unit: it contributes zeros */
-        u->gscratch = zero_mem_calloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+        u->gscratch = zero__buf_get(e, (size_t)u->padded * 4, 1);
         if (!u->gscratch) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     }
     if (e->wdt == ZERO_DTYPE_FP32) {
         u->gsend = u->gscratch;
     } else {
-        u->gsend = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->padded * e->wsize));
+        u->gsend = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
         if (!u->gsend) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
         zero_convert(u->gscratch, ZERO_DTYPE_FP32, u->gsend, e->wdt, u->padded, ZERO_IMPL_AUTO);
-        zero_mem_free(&e->acct, u->gscratch);
+        zero__buf_put(e, u->gscratch);
     }
     u->gscratch = NULL;
-    u->grecv = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(u->shard * e->wsize));
+    u->grecv = zero__buf_get(e, (size_t)(u->shard * e->wsize), 0);
     if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     s = zero_comm_ireduce_scatter(e->data, u->gsend, u->grecv, u->shard, e->wdt, ZERO_OP_SUM, &u->reduce);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
                               zero_comm_last_error(e->data));
     e->inflight[e->inflight_reductions++] = unit;
-    while (e->inflight_reductions > MAX_INFLIGHT_SHARDED) {
+    while (e->inflight_reductions > ZERO__MAX_INFLIGHT) {
         s = complete(e, &e->units[e->inflight[0]]);
         if (s != ZERO_OK) return s;
     }
@@ -122,7 +120,7 @@ float *zero_engine_grad(zero_engine *e, int unit) {
         return (float *)u->grads;
     }
     if (!u->gscratch) {
-        u->gscratch = zero_mem_calloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+        u->gscratch = zero__buf_get(e, (size_t)u->padded * 4, 1);
         if (!u->gscratch) {
             zero__eng_fail(e, ZERO_ERR_NOMEM, "grad '%s': out of memory for %llu fp32 elements", u->name,
                            (unsigned long long)u->padded);
@@ -149,7 +147,7 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
             return zero__eng_fail(e, ZERO_ERR_STATE, "grad_ready '%s': its reduction for this step already started", u->name);
         if (u->gscratch) { /* half precision: fold this micro-batch into the persistent gradient */
             zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
-            zero_mem_free(&e->acct, u->gscratch);
+            zero__buf_put(e, u->gscratch);
             u->gscratch = NULL;
         }
         if (e->mb == e->cfg.grad_accum - 1) return start_reduction_01(e, unit);
@@ -179,7 +177,7 @@ zero_status zero__reduce_finish_all(zero_engine *e) {
             eunit *u = &e->units[i];
             if (u->gscratch) { /* grad() without grad_ready: still counts */
                 zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
-                zero_mem_free(&e->acct, u->gscratch);
+                zero__buf_put(e, u->gscratch);
                 u->gscratch = NULL;
             }
             if (!u->reduced_step && (s = start_reduction_01(e, i)) != ZERO_OK) return s;
@@ -192,7 +190,7 @@ zero_status zero__reduce_finish_all(zero_engine *e) {
         u->reduced_step = 0;
         u->ready_mb = -1;
         if (u->gscratch) { /* stage 2-3: grad() without grad_ready is a caller error */
-            zero_mem_free(&e->acct, u->gscratch);
+            zero__buf_put(e, u->gscratch);
             u->gscratch = NULL;
             return zero__eng_fail(e, ZERO_ERR_STATE, "step: unit '%s' has a gradient that was never passed to grad_ready",
                                   u->name);

@@ -283,7 +283,7 @@ static zero_status load_local(zero_engine *e, const char *path, char **user_json
     s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);
     cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-    float *chunk = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, CHUNK * 4);
+    float *chunk = zero__buf_get(e, CHUNK * 4, 0);
     if (!m) s = zero__eng_fail(e, ZERO_ERR_FORMAT, "load: %s: manifest.json does not parse", zero_ckpt_dir(c));
     else if (!chunk) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
     else s = check_manifest(e, m);
@@ -303,7 +303,7 @@ static zero_status load_local(zero_engine *e, const char *path, char **user_json
             *user_json = uj ? cJSON_PrintUnformatted(uj) : NULL;
         }
     }
-    zero_mem_free(&e->acct, chunk);
+    zero__buf_put(e, chunk);
     cJSON_Delete(m);
     zero_ckpt_close(c);
     return s;

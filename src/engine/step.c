@@ -8,7 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-#define GRAD_CHUNK 16384 /* elements of half-precision gradient converted to fp32 at a time */
 
 /* The owned gradient slice of a unit: `n` working-dtype elements starting at *g. */
 static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t *n) {
@@ -56,9 +55,9 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
         uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (a >= b) continue;
         float decay = (p->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
-        for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
+        for (uint64_t c = a; c < b; c += tmp ? ZERO__GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
-            if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
+            if (tmp && n > ZERO__GRAD_CHUNK) n = ZERO__GRAD_CHUNK;
             uint64_t k = c - base;
             const float *gf;
             if (tmp) {
@@ -80,7 +79,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
     const int half = e->wdt != ZERO_DTYPE_FP32;
     float *tmp = NULL;
     if (half) {
-        tmp = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, GRAD_CHUNK * 4);
+        tmp = zero__buf_get(e, ZERO__GRAD_CHUNK * 4, 0);
         if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     }
     zero_status s = ZERO_OK;
@@ -97,7 +96,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
                              half ? wslice : NULL, gscale, tmp);
         }
     }
-    zero_mem_free(&e->acct, tmp);
+    zero__buf_put(e, tmp);
     return s;
 }
 
@@ -120,7 +119,7 @@ zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
 static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
     tile_step t = {h, gscale, NULL};
     if (e->wdt != ZERO_DTYPE_FP32) {
-        t.tmp = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, GRAD_CHUNK * 4);
+        t.tmp = zero__buf_get(e, ZERO__GRAD_CHUNK * 4, 0);
         if (!t.tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
@@ -128,7 +127,7 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
     eopass p = {0, e->nunits, 0, UINT64_MAX, ARR_MASTER | ARR_S0 | ARR_S1, ARR_MASTER | ARR_S0 | ARR_S1 | (half ? ARR_WORK : 0u),
                 zero__step_tile, &t};
     zero_status s = zero__off_run(e, &p);
-    zero_mem_free(&e->acct, t.tmp);
+    zero__buf_put(e, t.tmp);
     return s;
 }
 
@@ -255,7 +254,7 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
         memcpy(dst, half ? u->master : (float *)u->params, (size_t)u->numel * 4);
         return ZERO_OK;
     }
-    float *full = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)u->padded * 4);
+    float *full = zero__buf_get(e, (size_t)u->padded * 4, 0);
     if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
     const float *mine;
     if (e->off.master_loc != LOC_RAM && zero__off_on(e)) {
@@ -266,7 +265,7 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
         eopass p = {unit, unit + 1, 0, UINT64_MAX, ARR_MASTER, 0, copy_master, block};
         if (q == ZERO_OK) q = zero__off_run(e, &p);
         if ((s = zero__eng_agree(e, q, "read_unit: NVMe offload")) != ZERO_OK) {
-            zero_mem_free(&e->acct, full);
+            zero__buf_put(e, full);
             return s;
         }
         mine = block;
@@ -276,6 +275,6 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
     if (s == ZERO_OK) memcpy(dst, full, (size_t)u->numel * 4);
     else s = zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name, zero_comm_last_error(e->ctrl));
-    zero_mem_free(&e->acct, full);
+    zero__buf_put(e, full);
     return s;
 }

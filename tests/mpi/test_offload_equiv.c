@@ -171,6 +171,7 @@ static int run(zero_comm *comm, const variant *v, int mode, result *out) {
         }
         out->norms[s] = st.grad_norm;
     }
+    zero_engine_trim(e); /* the idle transient buffers kept for reuse: not the pools' */
     zero_engine_mem_stats(e, &out->mem);
     zero_engine_offload_info_get(e, &out->info);
     for (int u = 0; u < out->nunits; u++) {

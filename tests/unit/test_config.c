@@ -40,7 +40,7 @@ static int cfg_equal(const zero_config *a, const zero_config *b, char *why, size
     F(gather_16bit_weights_on_model_save)
     OFFLOAD(offload_optimizer) OFFLOAD(offload_param)
     F(aio_block_size) F(aio_queue_depth) F(aio_intra_op_parallelism) F(aio_single_submit)
-    F(aio_overlap_events) F(check_divergence) F(align_bytes) F(auto_fields)
+    F(aio_overlap_events) F(check_divergence) F(reuse_buffers) F(align_bytes) F(auto_fields)
 #undef F
 #undef S
 #undef OFFLOAD
@@ -152,6 +152,7 @@ static void test_defaults(void) {
     ZT_EQ_INT(c.aio_single_submit, 0);
     ZT_EQ_INT(c.aio_overlap_events, 1);
     ZT_EQ_INT(c.check_divergence, 1);
+    ZT_EQ_INT(c.reuse_buffers, 1);
     ZT_EQ_INT(c.align_bytes, 64);
     ZT_EQ_INT(c.auto_fields, 0);
     /* an empty document changes nothing */
