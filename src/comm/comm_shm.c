@@ -128,8 +128,8 @@ static long long parse_size(const char *v) {
 
 /* Parses the variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
  * value writes why into err and returns ZERO_ERR_INVALID_ARG. */
-static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], int nranks, shm_settings *st,
-                                  char *err, size_t cap) {
+static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], int nranks,
+                                  shm_settings *st, char *err, size_t cap) {
     st->enabled = 1;
     st->min_bytes = ZERO__SHM_DEFAULT_MIN;
     st->chunk = ZERO__SHM_DEFAULT_CHUNK;
@@ -837,8 +837,9 @@ static void cma_local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dt
     if (c >= line) c = c / line * line;
     /* Streaming stores for a large result, and for an all-reduce's part on one node, which the
      * peers read next (as the window's pieces: no dirty lines to pull out of this cache). */
-    const int stream = (ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES) ||
-                       (ly->kind == LAYOUT_PARTS && s->nnodes == 1);
+    const int stream =
+        (ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES) ||
+        (ly->kind == LAYOUT_PARTS && s->nnodes == 1);
     for (int g = 0; g < G; g++) {
         size_t off, len;
         block_at(s, ly, me, g, &off, &len);

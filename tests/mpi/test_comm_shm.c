@@ -657,7 +657,8 @@ static void cma_grid(const tcomm *a, const tcomm *b, const size_t *counts, size_
         for (size_t ci = 0; ci < ncounts; ci++) {
             for (int inplace = 0; inplace < 2; inplace++) {
                 zero_op op = ci % 3 == 2 ? ZERO_OP_MAX : ZERO_OP_SUM;
-                for (int k = 0; k < 3; k++) cma_one(a, b, k, counts[ci], dts[d], op, inplace, 2 * ++g_salt + 1);
+                for (int k = 0; k < 3; k++)
+                    cma_one(a, b, k, counts[ci], dts[d], op, inplace, 2 * ++g_salt + 1);
             }
         }
         /* Each collective crosses the piece size once per dtype (`big` with 2 ranks, bf16/fp16:
@@ -675,9 +676,9 @@ static void cma_grid(const tcomm *a, const tcomm *b, const size_t *counts, size_
 static void test_cma_fault(const tcomm *t) {
     if (!t->cma || N < 2) return;
     const long page = sysconf(_SC_PAGESIZE);
-    const size_t n = (size_t)page; /* fp32 elements per block: a block spans 4 pages */
+    const size_t n = (size_t)page; /* fp32 elements per block or part: 4 pages */
     for (int k = 0; k < 2; k++) {
-        const size_t total = k == K_RS ? n * (size_t)N : n * (size_t)N; /* RS: N blocks; AR: N parts */
+        const size_t total = n * (size_t)N; /* N blocks (reduce-scatter) or N parts (all-reduce) */
         const size_t bytes = total * sizeof(float);
         float *send = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         float *recv = malloc((k == K_RS ? n : total) * sizeof(float));
@@ -685,16 +686,19 @@ static void test_cma_fault(const tcomm *t) {
         for (size_t i = 0; i < total; i++) send[i] = (float)(R + 1);
         /* Block / part 0 of rank 1's send is read by local rank 0 alone. */
         if (R == 1) ZT_CHECK(mprotect(send, (size_t)page, PROT_NONE) == 0);
-        zero_status s = k == K_RS ? zero_comm_reduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM)
-                                  : zero_comm_all_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM);
+        zero_status s =
+            k == K_RS ? zero_comm_reduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM)
+                      : zero_comm_all_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM);
         const char *msg = zero_comm_last_error(t->c);
-        ZT_CHECKF(s == ZERO_ERR_COMM, "fault %s: status %d (%s)", kname[k == K_RS ? K_RS : K_AR], (int)s, msg);
+        ZT_CHECKF(s == ZERO_ERR_COMM, "fault %s: status %d (%s)", kname[k], (int)s, msg);
         char want[64];
         snprintf(want, sizeof want, "errno %d", EFAULT);
         ZT_CHECKF(strstr(msg, want) && strstr(msg, "local rank 1") && strstr(msg, "process_vm_readv"),
                   "fault: rank %d's message '%s'", R, msg);
-        if (R == 0) ZT_CHECKF(strstr(msg, "of local rank 1's buffer"), "fault: reader's message '%s'", msg);
-        else ZT_CHECKF(strstr(msg, "local rank 0 of this node"), "fault: peer's message '%s'", msg);
+        if (R == 0)
+            ZT_CHECKF(strstr(msg, "of local rank 1's buffer"), "fault: reader's message '%s'", msg);
+        else
+            ZT_CHECKF(strstr(msg, "local rank 0 of this node"), "fault: peer's message '%s'", msg);
         if (R == 1) ZT_CHECK(mprotect(send, (size_t)page, PROT_READ | PROT_WRITE) == 0);
         /* The next call is whole again. */
         ZT_OK(zero_comm_all_reduce(t->c, send, send, total, ZERO_DTYPE_FP32, ZERO_OP_SUM));
