@@ -126,6 +126,30 @@ static long long parse_size(const char *v) {
     return (long long)(x * mul);
 }
 
+/* A 0/1 variable (`v` as rank 0 sees it, "" when unset: *out keeps its default); -1 with the
+ * message in err on any other value. */
+static int parse_switch(const char *v, const char *name, const char *on, int *out, char *err, size_t cap) {
+    if (!v[0]) return 0;
+    if (!strcmp(v, "0") || !strcmp(v, "1")) {
+        *out = v[0] == '1';
+        return 0;
+    }
+    zero__errorf(err, cap, "%s '%s': expected 0 (off) or 1 (%s)", name, v, on);
+    return -1;
+}
+
+/* A byte-count variable, as parse_switch. */
+static int parse_bytes(const char *v, const char *name, uint64_t *out, char *err, size_t cap) {
+    if (!v[0]) return 0;
+    long long x = parse_size(v);
+    if (x < 0) {
+        zero__errorf(err, cap, "%s '%s': expected a byte count (suffix K, M or G allowed)", name, v);
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
 /* Parses the variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
  * value writes why into err and returns ZERO_ERR_INVALID_ARG. */
 static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], int nranks,
@@ -137,22 +161,9 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
     st->fake_cyclic = 0;
     st->cma = 1;
     st->cma_min = ZERO__SHM_CMA_DEFAULT_MIN;
-    if (env[0][0]) {
-        if (!strcmp(env[0], "0")) st->enabled = 0;
-        else if (strcmp(env[0], "1")) {
-            zero__errorf(err, cap, "ZERO_COMM_SHM '%s': expected 0 (off) or 1 (on, the default)", env[0]);
-            return ZERO_ERR_INVALID_ARG;
-        }
-    }
-    if (env[1][0]) {
-        long long v = parse_size(env[1]);
-        if (v < 0) {
-            zero__errorf(err, cap, "ZERO_COMM_SHM_MIN_BYTES '%s': expected a byte count (suffix K, M "
-                         "or G allowed)", env[1]);
-            return ZERO_ERR_INVALID_ARG;
-        }
-        st->min_bytes = (uint64_t)v;
-    }
+    if (parse_switch(env[0], g_env_names[0], "on, the default", &st->enabled, err, cap) ||
+        parse_bytes(env[1], g_env_names[1], &st->min_bytes, err, cap))
+        return ZERO_ERR_INVALID_ARG;
     if (env[2][0]) {
         long long v = parse_size(env[2]);
         /* Every piece of a round must fit: one 8-byte element per rank at least. */
@@ -180,23 +191,10 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
         st->fake_nodes = k > nranks ? nranks : (int)k;
         st->fake_cyclic = cyclic;
     }
-    if (env[4][0]) {
-        if (!strcmp(env[4], "0")) st->cma = 0;
-        else if (strcmp(env[4], "1")) {
-            zero__errorf(err, cap, "ZERO_COMM_CMA '%s': expected 0 (off) or 1 (on where the system "
-                         "allows it, the default)", env[4]);
-            return ZERO_ERR_INVALID_ARG;
-        }
-    }
-    if (env[5][0]) {
-        long long v = parse_size(env[5]);
-        if (v < 0) {
-            zero__errorf(err, cap, "ZERO_COMM_CMA_MIN_BYTES '%s': expected a byte count (suffix K, M "
-                         "or G allowed)", env[5]);
-            return ZERO_ERR_INVALID_ARG;
-        }
-        st->cma_min = (uint64_t)v;
-    }
+    if (parse_switch(env[4], g_env_names[4], "on where the system allows it, the default", &st->cma, err,
+                     cap) ||
+        parse_bytes(env[5], g_env_names[5], &st->cma_min, err, cap))
+        return ZERO_ERR_INVALID_ARG;
     /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */
     while (st->chunk < 8u * (size_t)nranks) st->chunk *= 2;
     return ZERO_OK;
