@@ -888,6 +888,15 @@ static void cma_local_ag(zero__shm *s, const shm_layout *ly, const void *in, siz
 
 /* ------------------------------------------------------------------ collectives */
 
+/* The cross-node step of a hierarchical all-reduce: the first n elements of the staging buffer
+ * summed over the nodes, in place; after a failure (*st set) the node-local protocol goes on. */
+static void cross_all_reduce(zero_comm *c, zero__shm *s, size_t n, zero_dtype dt, zero_op op, zero_status *st) {
+    if (*st) return;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op),
+                           s->cross);
+    if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
+}
+
 zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                  size_t count, zero_dtype dt, zero_op op) {
     zero_status st = attach(c, s, "all_reduce");
@@ -914,13 +923,7 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
             for (size_t a = 0; a < longest; a += span) {
                 const size_t b = longest - a < span ? longest : a + span;
                 cma_local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
-                const size_t n = piece_len(a, b - a, mylen, b);
-                if (!st) {
-                    int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt),
-                                           zero__comm_mpi_op(dt, op), s->cross);
-                    if (rc != MPI_SUCCESS)
-                        st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
-                }
+                cross_all_reduce(c, s, piece_len(a, b - a, mylen, b), dt, op, &st);
                 cma_sync(s);
                 cma_local_ag(s, &ly, s->scratch, 0, recv, a, b);
                 barrier(s); /* before the staging buffer is rewritten */
@@ -942,12 +945,7 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
     for (size_t a = 0; a < longest; a += span) {
         const size_t b = longest - a < span ? longest : a + span;
         local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
-        const size_t n = piece_len(a, b - a, mylen, b);
-        if (!st) {
-            int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt),
-                                   zero__comm_mpi_op(dt, op), s->cross);
-            if (rc != MPI_SUCCESS) st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
-        }
+        cross_all_reduce(c, s, piece_len(a, b - a, mylen, b), dt, op, &st);
         local_ag(s, &ly, s->scratch, 0, recv, a, b);
     }
     zero__shm_stream_fence();
