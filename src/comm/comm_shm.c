@@ -952,6 +952,16 @@ zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, v
     return peers_status(c, s, st, "all_reduce");
 }
 
+/* The cross-node step of a hierarchical reduce-scatter: the staging buffer's node blocks of n
+ * elements reduced over the nodes, this node's block into out; as cross_all_reduce. */
+static void cross_reduce_scatter(zero_comm *c, zero__shm *s, void *out, size_t n, zero_dtype dt, zero_op op,
+                                 zero_status *st) {
+    if (*st) return;
+    int rc = MPI_Reduce_scatter_block(s->scratch, out, (int)n, zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op),
+                                      s->cross);
+    if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
+}
+
 zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                      size_t count, zero_dtype dt, zero_op op) {
     zero_status st = attach(c, s, "reduce_scatter");
@@ -973,14 +983,7 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
             for (size_t a = 0; a < count; a += span) {
                 const size_t b = count - a < span ? count : a + span;
                 cma_local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
-                if (!st) {
-                    int rc = MPI_Reduce_scatter_block(s->scratch, (unsigned char *)recv + a * es,
-                                                      (int)(b - a), zero__comm_mpi_type(dt),
-                                                      zero__comm_mpi_op(dt, op), s->cross);
-                    if (rc != MPI_SUCCESS)
-                        st = cross_failed(c, s, rc,
-                                          "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
-                }
+                cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
             }
         }
         barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
@@ -999,12 +1002,7 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
     for (size_t a = 0; a < count; a += span) {
         const size_t b = count - a < span ? count : a + span;
         local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
-        if (!st) {
-            int rc = MPI_Reduce_scatter_block(s->scratch, (unsigned char *)recv + a * es, (int)(b - a),
-                                              zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op), s->cross);
-            if (rc != MPI_SUCCESS)
-                st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
-        }
+        cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
     }
     /* Nothing after the cross-node step reads the window: one more barrier lets every node
      * peer see a failure flag set in the last span. */
