@@ -70,16 +70,15 @@ void zero__buf_put(zero_engine *e, void *p) {
     c->idle_bytes += bytes;
 }
 
-size_t zero__buf_trim(zero_engine *e) {
+size_t zero_engine_trim(zero_engine *e) {
+    if (!e) return 0;
     size_t freed = e->bc.idle_bytes;
     while (e->bc.nidle > 0) evict(e, e->bc.nidle - 1);
     return freed;
 }
 
 void zero__buf_free(zero_engine *e) {
-    zero__buf_trim(e);
+    zero_engine_trim(e);
     free(e->bc.idle);
     e->bc = (ebufcache){0};
 }
-
-size_t zero_engine_trim(zero_engine *e) { return e ? zero__buf_trim(e) : 0; }

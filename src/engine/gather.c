@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Starts the all-gather of u's shards into a fresh transient buffer (stage 3). */
+/* Starts the all-gather of u's shards into a transient buffer (stage 3). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (!u->gathered) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements",

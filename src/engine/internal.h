@@ -159,8 +159,7 @@ zero_status zero__eng_wait(zero_engine *e, zero_request **req);
  * `bytes` (zero-filled when asked) or NULL when out of memory; put hands it back for reuse. */
 void *zero__buf_get(zero_engine *e, size_t bytes, int zeroed);
 void zero__buf_put(zero_engine *e, void *p);
-size_t zero__buf_trim(zero_engine *e); /* frees the idle blocks; returns their bytes */
-void zero__buf_free(zero_engine *e);   /* trim, and the cache's own array */
+void zero__buf_free(zero_engine *e); /* frees the idle blocks and the cache's own array */
 
 /* gather.c */
 zero_status zero__gather_drain(zero_engine *e); /* waits and frees stage-3 prefetches */
