@@ -22,7 +22,9 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
     } else {
+        double t0 = zero_now();
         s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
+        zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));

@@ -150,7 +150,9 @@ zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, doub
 zero_status zero__eng_agree(zero_engine *e, zero_status mine, const char *what);
 /* Checks that a per-unit call can run: finalized, not broken, unit in range (`what` names the call). */
 zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what);
-/* Adds the time since t0 to the step's communication wait, and a span to the trace. */
+/* Adds the time since t0 to the step's communication wait, and a span to the trace. Also used
+ * for the calls that start a collective: a backend may do the whole transfer there (the in-node
+ * shared-memory paths do), and that time is exposed communication too. */
 void zero__eng_waited(zero_engine *e, const char *what, double t0);
 /* Waits on a request, adding the time to the step's communication wait. */
 zero_status zero__eng_wait(zero_engine *e, zero_request **req);

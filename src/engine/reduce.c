@@ -58,11 +58,13 @@ static zero_status start_reduction_01(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
     if (s != ZERO_OK) return s;
+    const double t0 = zero_now();
     if (e->cfg.stage == 0)
         s = zero_comm_iall_reduce(e->data, u->grads, u->grads, u->padded, e->wdt, ZERO_OP_SUM, &u->reduce);
     else
         s = zero_comm_ireduce_scatter(e->data, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, e->wdt,
                                       ZERO_OP_SUM, &u->reduce);
+    zero__eng_waited(e, e->cfg.stage == 0 ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
     u->reduced_step = 1;
@@ -89,7 +91,9 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
     u->gscratch = NULL;
     u->grecv = zero__buf_get(e, (size_t)(u->shard * e->wsize), 0);
     if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
+    const double t0 = zero_now();
     s = zero_comm_ireduce_scatter(e->data, u->gsend, u->grecv, u->shard, e->wdt, ZERO_OP_SUM, &u->reduce);
+    zero__eng_waited(e, "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
                               zero_comm_last_error(e->data));

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # `zero train --trace FILE` writes one Chrome/Perfetto trace with every rank's compute spans and
-# communication waits; the spans of each step lie inside the run; a bad path is a usage error.
+# communication waits (the calls that start a collective included); the spans of each step lie
+# inside the run; a bad path is a usage error.
 set -euo pipefail
 Z=${ZERO:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$Z" train --model tiny --seq 32 --steps 3 --ranks 3 --stage 3 --micro-batch 2 --trace "$tmp/t.json" > /dev/null
-/usr/bin/python3 - "$tmp/t.json" <<'PY'
+units=$("$Z" estimate --model tiny --ranks 3 --json | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["units"])')
+/usr/bin/python3 - "$tmp/t.json" "$units" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
+units = int(sys.argv[2])
 ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
 ranks = {e["pid"] for e in ev}
 assert ranks == {0, 1, 2}, ranks
@@ -19,6 +22,12 @@ for r in ranks:
     waits = [e for e in mine if e["tid"] == 1]
     assert len(fb) == 3 and len(st) == 3, (r, len(fb), len(st))
     assert waits, "no communication waits recorded on rank %d" % r
+    # the calls that start a collective count as exposed time too (a backend may finish it there):
+    # stage 3 reduce-scatters every unit once a step, and prefetches gathers from the second step
+    issue_rs = [e for e in waits if e["name"] == "reduce-scatter (issue)"]
+    issue_ag = [e for e in waits if e["name"] == "all-gather prefetch (issue)"]
+    assert len(issue_rs) == 3 * units, (r, len(issue_rs), units)
+    assert issue_ag, "no prefetch issue spans on rank %d" % r
     assert all(e["dur"] >= 0 for e in mine)
     # each step's optimizer span starts after its forward+backward ends
     for a, b in zip(fb, st):
