@@ -3,6 +3,7 @@
  * deterministic inputs; byte counters against the ring rule; split; argument errors; MPI life. */
 #include "comm/internal.h"
 #include "harness.h"
+#include "ref_half.h"
 #include "zero/zero.h"
 
 #include <mpi.h>
@@ -32,30 +33,12 @@ static double input(zero_dtype dt, int r, size_t i, int salt) {
     }
 }
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-/* Independent of src/common: bf16 round to nearest even by bit arithmetic (finite inputs),
- * fp16 by the compiler's IEEE binary16. */
-static uint16_t ref_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static uint16_t ref_fp16(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-
 /* Stores v as element i of buf (floats rounded to nearest even). */
 static void put(void *buf, zero_dtype dt, size_t i, double v) {
     switch (dt) {
     case ZERO_DTYPE_FP32: ((float *)buf)[i] = (float)v; break;
-    case ZERO_DTYPE_BF16: ((uint16_t *)buf)[i] = ref_bf16((float)v); break;
-    case ZERO_DTYPE_FP16: ((uint16_t *)buf)[i] = ref_fp16((float)v); break;
+    case ZERO_DTYPE_BF16: ((uint16_t *)buf)[i] = ref_to_bf16((float)v); break;
+    case ZERO_DTYPE_FP16: ((uint16_t *)buf)[i] = ref_to_fp16((float)v); break;
     case ZERO_DTYPE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case ZERO_DTYPE_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case ZERO_DTYPE_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
@@ -330,18 +313,18 @@ static void test_max_nan(void) {
     if (R == N - 1) f[1] = NAN;
     ZT_OK(zero_comm_all_reduce(W, f, f, 3, ZERO_DTYPE_FP32, ZERO_OP_MAX));
     ZT_CHECK(f[0] == 1.0f && isnan(f[1]) && f[2] == -2.0f);
-    uint16_t h[2] = {ref_bf16((float)R), ref_bf16(3.0f)}, k[2] = {ref_fp16((float)R), ref_fp16(3.0f)};
+    uint16_t h[2] = {ref_to_bf16((float)R), ref_to_bf16(3.0f)}, k[2] = {ref_to_fp16((float)R), ref_to_fp16(3.0f)};
     if (R == 0) h[1] = 0x7fc0, k[1] = 0x7e00;
     ZT_OK(zero_comm_all_reduce(W, h, h, 2, ZERO_DTYPE_BF16, ZERO_OP_MAX));
     ZT_OK(zero_comm_all_reduce(W, k, k, 2, ZERO_DTYPE_FP16, ZERO_OP_MAX));
-    ZT_EQ_INT(h[0], ref_bf16((float)(N - 1)));
-    ZT_EQ_INT(k[0], ref_fp16((float)(N - 1)));
+    ZT_EQ_INT(h[0], ref_to_bf16((float)(N - 1)));
+    ZT_EQ_INT(k[0], ref_to_fp16((float)(N - 1)));
     ZT_CHECK((h[1] & 0x7f80) == 0x7f80 && (h[1] & 0x7f) != 0);
     ZT_CHECK((k[1] & 0x7c00) == 0x7c00 && (k[1] & 0x3ff) != 0);
     /* MAX of half types compares values, not bit patterns: -1 has the larger pattern. */
-    uint16_t m[1] = {R == 0 ? ref_bf16(-1.0f) : ref_bf16(0.5f)};
+    uint16_t m[1] = {R == 0 ? ref_to_bf16(-1.0f) : ref_to_bf16(0.5f)};
     ZT_OK(zero_comm_all_reduce(W, m, m, 1, ZERO_DTYPE_BF16, ZERO_OP_MAX));
-    ZT_EQ_INT(m[0], N == 1 ? ref_bf16(-1.0f) : ref_bf16(0.5f));
+    ZT_EQ_INT(m[0], N == 1 ? ref_to_bf16(-1.0f) : ref_to_bf16(0.5f));
 }
 
 /* ---------------------------------------------------------- split */

@@ -5,6 +5,7 @@
  * single-copy (CMA) path against the window bit for bit, and its failures. */
 #include "comm/internal.h"
 #include "harness.h"
+#include "ref_half.h"
 #include "zero/zero.h"
 
 #include <errno.h>
@@ -120,37 +121,11 @@ static tcomm make_cma(const char *name, const char *min, const char *chunk, cons
 
 /* ---------------------------------------------------------- inputs */
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-/* Independent of src/common: bf16 round to nearest even by bit arithmetic (finite inputs),
- * fp16 by the compiler's IEEE binary16. */
-static uint16_t ref_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if (f != f) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static uint16_t ref_fp16(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
 static float from_half(zero_dtype dt, uint16_t u) {
-    if (dt == ZERO_DTYPE_BF16) return bits_f32((uint32_t)u << 16);
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
+    return dt == ZERO_DTYPE_BF16 ? ref_from_bf16(u) : ref_from_fp16(u);
 }
 static uint16_t to_half(zero_dtype dt, float f) {
-    return dt == ZERO_DTYPE_BF16 ? ref_bf16(f) : ref_fp16(f);
+    return dt == ZERO_DTYPE_BF16 ? ref_to_bf16(f) : ref_to_fp16(f);
 }
 
 static int is_float(zero_dtype dt) {

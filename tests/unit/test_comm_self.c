@@ -2,41 +2,12 @@
  * counters, argument errors), the ring-rule byte formula, and the host reduction arithmetic. */
 #include "comm/internal.h"
 #include "harness.h"
+#include "ref_half.h"
 #include "zero/zero.h"
 
 #include <stdint.h>
 
 /* ---------------------------------------------------------- independent references */
-
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-/* bf16 is the top half of an fp32; round to nearest even on the dropped 16 bits (no NaN here). */
-static uint16_t ref_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float ref_from_bf16(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-/* The compiler's IEEE binary16 (GCC 12 on x86-64): a conversion independent of src/common. */
-static uint16_t ref_to_fp16(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-static float ref_from_fp16(uint16_t u) {
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
-}
 
 static uint64_t lcg_state = 88172645463325252ull;
 static uint32_t lcg(void) {

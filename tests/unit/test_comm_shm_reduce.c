@@ -4,39 +4,10 @@
  * and the streaming copy against memcpy. */
 #include "comm/internal.h"
 #include "harness.h"
+#include "ref_half.h"
 #include "zero/zero.h"
 
 #include <stdint.h>
-
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-/* Independent of src/common: bf16 by bit arithmetic, fp16 by the compiler's binary16. */
-static uint16_t ref_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if (f != f) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float ref_from_bf16(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-static uint16_t ref_to_fp16(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-static float ref_from_fp16(uint16_t u) {
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (float)h;
-}
 
 static uint64_t g_state = 0x9e3779b97f4a7c15ull;
 static uint64_t next_u64(void) {
