@@ -58,6 +58,24 @@ static int zt_rank;
         if (zt_s != 0) ZT_FAIL("%s returned %d", #expr, zt_s);                                     \
     } while (0)
 
+/* A buffer of `bytes` followed by ZT_GUARD bytes of 0xA5 that must stay untouched (a write past
+ * the end of a receive buffer shows there); exits with status 2 when out of memory. */
+enum { ZT_GUARD = 64 };
+static inline unsigned char *zt_guarded_alloc(size_t bytes) {
+    unsigned char *p = malloc(bytes + ZT_GUARD);
+    if (!p) {
+        fprintf(stderr, "out of memory for a test buffer of %zu bytes\n", bytes);
+        exit(2);
+    }
+    memset(p, 0xA5, bytes + ZT_GUARD);
+    return p;
+}
+static inline int zt_guard_ok(const unsigned char *p, size_t bytes) {
+    for (size_t i = 0; i < ZT_GUARD; i++)
+        if (p[bytes + i] != 0xA5) return 0;
+    return 1;
+}
+
 /* Prints the summary line and returns the exit status. */
 static inline int zt_finish(const char *name) {
     printf("%s: %d checks, %d failed (rank %d)\n", name, zt_checks, zt_failures, zt_rank);

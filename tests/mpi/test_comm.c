@@ -91,24 +91,6 @@ static double of_rank(zero_dtype dt, zero_op r, size_t i, int salt) {
 
 /* ---------------------------------------------------------- buffers */
 
-enum { GUARD = 64 }; /* bytes after every receive buffer that must stay untouched */
-
-static unsigned char *alloc_buf(size_t bytes) {
-    unsigned char *p = malloc(bytes + GUARD);
-    if (!p) {
-        fprintf(stderr, "test_comm: out of memory for %zu bytes\n", bytes);
-        exit(2);
-    }
-    memset(p, 0xA5, bytes + GUARD);
-    return p;
-}
-
-static int guard_ok(const unsigned char *p, size_t bytes) {
-    for (size_t i = 0; i < GUARD; i++)
-        if (p[bytes + i] != 0xA5) return 0;
-    return 1;
-}
-
 static uint64_t ring(int k, uint64_t m) {
     if (N == 1) return 0;
     return m * (k == ZERO_COLL_ALL_REDUCE ? 4 : 2) * (uint64_t)(N - 1) / (uint64_t)N;
@@ -151,9 +133,9 @@ static void case_all_reduce(size_t n, zero_dtype dt, zero_op op, int nb, int inp
     char what[128];
     snprintf(what, sizeof what, "all_reduce %s op %d n %zu %s %s", zero_dtype_name(dt), (int)op, n,
              nb ? "nonblocking" : "blocking", inplace ? "in place" : "out of place");
-    unsigned char *send = alloc_buf(bytes), *recv = inplace ? send : alloc_buf(bytes);
+    unsigned char *send = zt_guarded_alloc(bytes), *recv = inplace ? send : zt_guarded_alloc(bytes);
     fill_inputs(send, dt, n, R, salt, 0);
-    unsigned char *keep = inplace ? NULL : alloc_buf(bytes);
+    unsigned char *keep = inplace ? NULL : zt_guarded_alloc(bytes);
     if (keep) memcpy(keep, send, bytes);
     zero_comm_counters before;
     zero_comm_get_counters(W, &before);
@@ -165,7 +147,7 @@ static void case_all_reduce(size_t n, zero_dtype dt, zero_op op, int nb, int inp
     if (nb && s == ZERO_OK) complete(req, (salt & 1), what);
     check_counted(&before, ZERO_COLL_ALL_REDUCE, bytes, what);
     expect(recv, dt, n, 0, what, reference, op, salt);
-    ZT_CHECKF(guard_ok(recv, bytes), "%s: wrote past recv", what);
+    ZT_CHECKF(zt_guard_ok(recv, bytes), "%s: wrote past recv", what);
     if (!inplace) {
         ZT_CHECKF(!memcmp(keep, send, bytes), "%s: send changed", what);
         free(keep);
@@ -179,10 +161,10 @@ static void case_reduce_scatter(size_t n, zero_dtype dt, zero_op op, int nb, int
     char what[128];
     snprintf(what, sizeof what, "reduce_scatter %s op %d n %zu %s %s", zero_dtype_name(dt), (int)op,
              n, nb ? "nonblocking" : "blocking", inplace ? "in place" : "out of place");
-    unsigned char *send = alloc_buf(full);
-    unsigned char *recv = inplace ? send + (size_t)R * bytes : alloc_buf(bytes);
+    unsigned char *send = zt_guarded_alloc(full);
+    unsigned char *recv = inplace ? send + (size_t)R * bytes : zt_guarded_alloc(bytes);
     fill_inputs(send, dt, n * (size_t)N, R, salt, 0);
-    unsigned char *keep = inplace ? NULL : alloc_buf(full);
+    unsigned char *keep = inplace ? NULL : zt_guarded_alloc(full);
     if (keep) memcpy(keep, send, full);
     zero_comm_counters before;
     zero_comm_get_counters(W, &before);
@@ -196,9 +178,9 @@ static void case_reduce_scatter(size_t n, zero_dtype dt, zero_op op, int nb, int
     /* Rank R's block is elements [R n, (R+1) n) of the full buffer. */
     expect(recv, dt, n, (size_t)R * n, what, reference, op, salt);
     if (inplace) {
-        ZT_CHECKF(guard_ok(send, full), "%s: wrote past send", what);
+        ZT_CHECKF(zt_guard_ok(send, full), "%s: wrote past send", what);
     } else {
-        ZT_CHECKF(guard_ok(recv, bytes), "%s: wrote past recv", what);
+        ZT_CHECKF(zt_guard_ok(recv, bytes), "%s: wrote past recv", what);
         ZT_CHECKF(!memcmp(keep, send, full), "%s: send changed", what);
         free(keep);
         free(recv);
@@ -211,8 +193,8 @@ static void case_all_gather(size_t n, zero_dtype dt, int nb, int inplace, int sa
     char what[128];
     snprintf(what, sizeof what, "all_gather %s n %zu %s %s", zero_dtype_name(dt), n,
              nb ? "nonblocking" : "blocking", inplace ? "in place" : "out of place");
-    unsigned char *recv = alloc_buf(full);
-    unsigned char *send = inplace ? recv + (size_t)R * bytes : alloc_buf(bytes);
+    unsigned char *recv = zt_guarded_alloc(full);
+    unsigned char *send = inplace ? recv + (size_t)R * bytes : zt_guarded_alloc(bytes);
     fill_inputs(send, dt, n, R, salt, 0);
     zero_comm_counters before;
     zero_comm_get_counters(W, &before);
@@ -224,7 +206,7 @@ static void case_all_gather(size_t n, zero_dtype dt, int nb, int inplace, int sa
     if (nb && s == ZERO_OK) complete(req, (salt & 1), what);
     check_counted(&before, ZERO_COLL_ALL_GATHER, full, what);
     for (int r = 0; r < N; r++) expect(recv + (size_t)r * bytes, dt, n, 0, what, of_rank, (zero_op)r, salt);
-    ZT_CHECKF(guard_ok(recv, full), "%s: wrote past recv", what);
+    ZT_CHECKF(zt_guard_ok(recv, full), "%s: wrote past recv", what);
     if (!inplace) free(send);
     free(recv);
 }
@@ -233,7 +215,7 @@ static void case_broadcast(size_t n, zero_dtype dt, int root, int salt) {
     size_t bytes = n * zero_dtype_size(dt);
     char what[128];
     snprintf(what, sizeof what, "broadcast %s n %zu root %d", zero_dtype_name(dt), n, root);
-    unsigned char *buf = alloc_buf(bytes);
+    unsigned char *buf = zt_guarded_alloc(bytes);
     fill_inputs(buf, dt, n, R, salt, 0);
     zero_comm_counters before;
     zero_comm_get_counters(W, &before);
@@ -241,7 +223,7 @@ static void case_broadcast(size_t n, zero_dtype dt, int root, int salt) {
               zero_comm_last_error(W));
     check_counted(&before, ZERO_COLL_BROADCAST, bytes, what);
     expect(buf, dt, n, 0, what, of_rank, (zero_op)root, salt);
-    ZT_CHECKF(guard_ok(buf, bytes), "%s: wrote past buf", what);
+    ZT_CHECKF(zt_guard_ok(buf, bytes), "%s: wrote past buf", what);
     free(buf);
 }
 

@@ -244,24 +244,6 @@ static void reference(const tcomm *t, zero_dtype dt, zero_op op, size_t i, int s
 
 /* ---------------------------------------------------------- buffers and checks */
 
-enum { GUARD = 64 };
-
-static unsigned char *alloc_buf(size_t bytes) {
-    unsigned char *p = malloc(bytes + GUARD);
-    if (!p) {
-        fprintf(stderr, "test_comm_shm: out of memory for %zu bytes\n", bytes);
-        exit(2);
-    }
-    memset(p, 0xA5, bytes + GUARD);
-    return p;
-}
-
-static int guard_ok(const unsigned char *p, size_t bytes) {
-    for (size_t i = 0; i < GUARD; i++)
-        if (p[bytes + i] != 0xA5) return 0;
-    return 1;
-}
-
 static void fill(void *buf, zero_dtype dt, size_t n, int r, int salt, size_t first) {
     for (size_t i = 0; i < n; i++) put_input(buf, dt, i, r, first + i, salt);
 }
@@ -281,7 +263,7 @@ static void expect_reduced(const tcomm *t, const unsigned char *got, zero_dtype 
 
 static void expect_gathered(const unsigned char *got, zero_dtype dt, size_t n, int salt, const char *what) {
     size_t es = zero_dtype_size(dt);
-    unsigned char *want = alloc_buf(n * es);
+    unsigned char *want = zt_guarded_alloc(n * es);
     for (int r = 0; r < N; r++) {
         fill(want, dt, n, r, salt, 0);
         ZT_CHECKF(!memcmp(got + (size_t)r * n * es, want, n * es), "%s: block of rank %d differs", what, r);
@@ -327,22 +309,22 @@ static unsigned char *run(const tcomm *t, int k, size_t n, zero_dtype dt, zero_o
              zero_dtype_name(dt), (int)op, n, nb ? "nonblocking" : "blocking",
              inplace ? "in place" : "out of place", salt);
     size_t sendn = k == K_RS ? n * (size_t)N : n, recvn = k == K_AG ? n * (size_t)N : n;
-    unsigned char *big = alloc_buf(k == K_AR ? bytes : full);
+    unsigned char *big = zt_guarded_alloc(k == K_AR ? bytes : full);
     unsigned char *send, *recv;
     if (k == K_AR) {
         send = big;
-        recv = inplace ? big : alloc_buf(bytes);
+        recv = inplace ? big : zt_guarded_alloc(bytes);
     } else if (k == K_RS) {
         send = big;
-        recv = inplace ? big + (size_t)R * bytes : alloc_buf(bytes);
+        recv = inplace ? big + (size_t)R * bytes : zt_guarded_alloc(bytes);
     } else {
         recv = big;
-        send = inplace ? big + (size_t)R * bytes : alloc_buf(bytes);
+        send = inplace ? big + (size_t)R * bytes : zt_guarded_alloc(bytes);
     }
     fill(send, dt, sendn, R, salt, 0);
     unsigned char *keep = NULL;
     if (!inplace) {
-        keep = alloc_buf(sendn * es);
+        keep = zt_guarded_alloc(sendn * es);
         memcpy(keep, send, sendn * es);
     }
     zero_comm_counters before;
@@ -364,14 +346,14 @@ static unsigned char *run(const tcomm *t, int k, size_t n, zero_dtype dt, zero_o
                                                                            : ZERO_COLL_ALL_GATHER,
                   k == K_AR ? bytes : full, what);
     if (inplace) {
-        ZT_CHECKF(guard_ok(big, k == K_AR ? bytes : full), "%s: wrote past the buffer", what);
+        ZT_CHECKF(zt_guard_ok(big, k == K_AR ? bytes : full), "%s: wrote past the buffer", what);
     } else {
-        ZT_CHECKF(guard_ok(recv, recvn * es), "%s: wrote past recv", what);
+        ZT_CHECKF(zt_guard_ok(recv, recvn * es), "%s: wrote past recv", what);
         ZT_CHECKF(!memcmp(keep, send, sendn * es), "%s: send changed", what);
         free(keep);
     }
     /* Hand back just the result. */
-    unsigned char *res = alloc_buf(recvn * es);
+    unsigned char *res = zt_guarded_alloc(recvn * es);
     memcpy(res, recv, recvn * es);
     free(big);
     if (!inplace) free(k == K_AG ? send : recv);
@@ -438,7 +420,7 @@ static void test_specials(const tcomm *t) {
         zero_dtype dt = dts[d];
         size_t es = zero_dtype_size(dt);
         for (int op = 0; op <= 2; op += 2) {
-            unsigned char *buf = alloc_buf(n * es);
+            unsigned char *buf = zt_guarded_alloc(n * es);
             for (size_t i = 0; i < n; i++) {
                 float v = (float)(i % 7) - 3.0f;
                 if (R == N - 1 && i == 5) v = INFINITY;
