@@ -98,9 +98,6 @@ typedef struct ebufcache {
     uint64_t in_use_peak; /* the most in use at once: in use + idle never exceeds it */
 } ebufcache;
 
-#define ZERO__MAX_INFLIGHT 2     /* stages 2-3: reductions (full-size gradient buffers) in flight */
-#define ZERO__GRAD_CHUNK 16384   /* elements of half gradient converted to fp32 at a time in the step */
-
 struct zero_engine {
     zero_comm *user_comm; /* not owned */
     zero_comm *data;      /* owned duplicate: the data-plane collectives and their counters */

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#define MAX_INFLIGHT_SHARDED 2 /* stages 2-3: full-size gradient buffers alive at once */
+
 void zero__wadd(zero_engine *e, void *dst, const void *src, uint64_t n) {
     if (e->wdt == ZERO_DTYPE_FP32) {
         float *d = dst;
@@ -98,7 +100,7 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
                               zero_comm_last_error(e->data));
     e->inflight[e->inflight_reductions++] = unit;
-    while (e->inflight_reductions > ZERO__MAX_INFLIGHT) {
+    while (e->inflight_reductions > MAX_INFLIGHT_SHARDED) {
         s = complete(e, &e->units[e->inflight[0]]);
         if (s != ZERO_OK) return s;
     }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#define GRAD_CHUNK 16384 /* elements of half-precision gradient converted to fp32 at a time */
 
 /* The owned gradient slice of a unit: `n` working-dtype elements starting at *g. */
 static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t *n) {
@@ -55,9 +56,9 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
         uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (a >= b) continue;
         float decay = (p->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
-        for (uint64_t c = a; c < b; c += tmp ? ZERO__GRAD_CHUNK : (b - a)) {
+        for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
-            if (tmp && n > ZERO__GRAD_CHUNK) n = ZERO__GRAD_CHUNK;
+            if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
             uint64_t k = c - base;
             const float *gf;
             if (tmp) {
@@ -79,7 +80,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
     const int half = e->wdt != ZERO_DTYPE_FP32;
     float *tmp = NULL;
     if (half) {
-        tmp = zero__buf_get(e, ZERO__GRAD_CHUNK * 4, 0);
+        tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
         if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     }
     zero_status s = ZERO_OK;
@@ -119,7 +120,7 @@ zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
 static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
     tile_step t = {h, gscale, NULL};
     if (e->wdt != ZERO_DTYPE_FP32) {
-        t.tmp = zero__buf_get(e, ZERO__GRAD_CHUNK * 4, 0);
+        t.tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
         if (!t.tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
