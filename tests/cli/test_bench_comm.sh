@@ -131,4 +131,14 @@ bad_flag "--max-bytes '8GiB'" --max-bytes 8GiB
 bad_flag "--min-bytes '0'" --min-bytes 0
 bad_flag "below --min-bytes" --min-bytes 1MiB --max-bytes 1KiB
 
+# ZERO_HUGEPAGES other than 0/1 (read by the allocator, which cannot fail a run over it): one
+# warning line naming the value, the default kept, the run still succeeds; 0 is silent.
+ZERO_HUGEPAGES=yes "$ZERO" bench comm --ranks 1 --min-bytes 8MiB --max-bytes 8MiB --iters 1 >"$tmp/out" 2>"$tmp/err" ||
+    err "ZERO_HUGEPAGES=yes: exit $?"
+[ "$(grep -c "ZERO_HUGEPAGES 'yes': expected 0 (off) or 1" "$tmp/err")" = 1 ] ||
+    err "ZERO_HUGEPAGES=yes: stderr '$(cat "$tmp/err")'"
+ZERO_HUGEPAGES=0 "$ZERO" bench comm --ranks 1 --min-bytes 8MiB --max-bytes 8MiB --iters 1 >"$tmp/out" 2>"$tmp/err" ||
+    err "ZERO_HUGEPAGES=0: exit $?"
+! grep -q "ZERO_HUGEPAGES" "$tmp/err" || err "ZERO_HUGEPAGES=0 warned: $(cat "$tmp/err")"
+
 exit $fail
