@@ -15,6 +15,9 @@ typedef struct mpi_ctx {
 /* What a non-blocking call leaves in zero_request.impl. */
 typedef struct mpi_req {
     MPI_Request r;
+    /* A shared-memory collective on the progress thread (MPI_REQUEST_NULL above), or none. */
+    zero__shm *shm;
+    zero__shm_job job;
     /* In-place reduce_scatter: MPI leaves the block at the start of the buffer; comm.h wants it
      * at rank*count, so it is moved there once complete. */
     void *move_dst;
@@ -124,21 +127,46 @@ static zero__shm *shm_for(const zero_comm *c, uint64_t bytes) {
     return zero__shm_wants(s, bytes) ? s : NULL;
 }
 
-/* A shared-memory collective is over when it returns (docs/COMM.md, "Shared memory"): its
- * request holds no MPI request and its wait/test find it complete. */
-static zero_status shm_done(zero_request *req, zero_status s) {
+/* A shared-memory collective: blocking, or non-blocking and over when it returns (its request
+ * holds no MPI request and its wait/test find it complete), unless the progress thread takes
+ * it (docs/COMM.md, "Shared memory" and "Progress thread"): then its request holds the job. */
+static zero_status shm_call(zero_comm *c, zero__shm *shm, zero__shm_job j, zero_request *req) {
     if (req) {
         mpi_req *m = req_of(req);
         m->r = MPI_REQUEST_NULL;
         m->move_bytes = 0;
+        m->shm = NULL;
+        if (zero__shm_async(shm)) {
+            m->shm = shm;
+            m->job = j;
+            return zero__shm_post(c, shm, &m->job);
+        }
     }
-    return s;
+    switch (j.kind) {
+    case ZERO__SHM_ALL_REDUCE: return zero__shm_all_reduce(c, shm, j.send, j.recv, j.count, j.dt, j.op);
+    case ZERO__SHM_REDUCE_SCATTER: return zero__shm_reduce_scatter(c, shm, j.send, j.recv, j.count, j.dt, j.op);
+    case ZERO__SHM_ALL_GATHER: return zero__shm_all_gather(c, shm, j.send, j.recv, j.count, j.dt);
+    }
+    return ZERO_ERR_INVALID_ARG;
+}
+
+static zero__shm_job shm_job(zero__shm_kind kind, const void *send, void *recv, size_t count, zero_dtype dt,
+                             zero_op op) {
+    zero__shm_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = kind;
+    j.send = send;
+    j.recv = recv;
+    j.count = count;
+    j.dt = dt;
+    j.op = op;
+    return j;
 }
 
 static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request *req) {
     zero__shm *shm = shm_for(c, (uint64_t)count * zero_dtype_size(dt));
-    if (shm) return shm_done(req, zero__shm_all_reduce(c, shm, send, recv, count, dt, op));
+    if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_ALL_REDUCE, send, recv, count, dt, op), req);
     const void *sb = send == recv ? MPI_IN_PLACE : send;
     int rc;
     if (req) {
@@ -156,7 +184,7 @@ static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv
                                       zero_dtype dt, zero_op op, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
-    if (shm) return shm_done(req, zero__shm_reduce_scatter(c, shm, send, recv, count, dt, op));
+    if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_REDUCE_SCATTER, send, recv, count, dt, op), req);
     int inplace = (const char *)recv == (const char *)send + (size_t)c->rank * bytes;
     /* In place, MPI reads the whole buffer and writes our block at its start. */
     const void *sb = inplace ? MPI_IN_PLACE : send;
@@ -187,7 +215,7 @@ static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, si
                                   zero_dtype dt, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
-    if (shm) return shm_done(req, zero__shm_all_gather(c, shm, send, recv, count, dt));
+    if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM), req);
     int inplace = (const char *)send == (const char *)recv + (size_t)c->rank * bytes;
     const void *sb = inplace ? MPI_IN_PLACE : send;
     MPI_Datatype t = mpi_type(dt);
@@ -218,6 +246,7 @@ static void finish_move(mpi_req *m) {
 
 static zero_status mpi_wait(zero_request *req) {
     mpi_req *m = req_of(req);
+    if (m->shm) return zero__shm_job_wait(req->comm, m->shm, &m->job);
     int rc = MPI_Wait(&m->r, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_wait: MPI_Wait");
     finish_move(m);
@@ -226,6 +255,10 @@ static zero_status mpi_wait(zero_request *req) {
 
 static zero_status mpi_test(zero_request *req, int *done) {
     mpi_req *m = req_of(req);
+    if (m->shm) {
+        *done = zero__shm_job_done(m->shm, &m->job);
+        return *done ? zero__shm_job_wait(req->comm, m->shm, &m->job) : ZERO_OK;
+    }
     int flag = 0;
     int rc = MPI_Test(&m->r, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_test: MPI_Test");

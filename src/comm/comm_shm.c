@@ -5,7 +5,9 @@
 #include "comm/internal.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,7 @@
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
 #define ZERO__SHM_DEFAULT_MIN ((uint64_t)16 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
-#define ZERO__SHM_NENV 6
+#define ZERO__SHM_NENV 7
 /* Single copy (CMA): reduce-scatters and all-gathers from this many bytes read the peers'
  * buffers directly, all-reduces from ZERO__SHM_CMA_AR_FACTOR times as many (measured:
  * docs/BENCHMARKS.md; below, the window is as fast or faster); a reduce-scatter reads them in
@@ -95,6 +97,18 @@ struct zero__shm {
     unsigned char *cma_scratch; /* the pieces a reduce-scatter reads, cma_scratch_bytes */
     size_t cma_scratch_bytes;
     int cma_err, cma_peer;      /* the first failed read of the current call (errno; 0: none) */
+    /* The progress thread (ZERO_COMM_ASYNC): started by the first job, runs the queue in order.
+     * While jobs are pending only the thread touches the collectives' state above (epoch, seq,
+     * scratch, from, cma_err); the caller's blocking collectives first wait for the queue to
+     * empty. `wc` is the thread's view of the communicator, for its error texts. */
+    int async;
+    int thread_up, stopping;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done; /* a job was posted (or stop); a job has run */
+    zero__shm_job *head, *tail;
+    unsigned pending;          /* posted and not yet run */
+    zero_comm wc;
 };
 
 /* ------------------------------------------------------------------ settings */
@@ -107,11 +121,14 @@ typedef struct shm_settings {
     int fake_cyclic;
     int cma;
     uint64_t cma_min;
+    int async; /* 0, 1, or ASYNC_AUTO */
 } shm_settings;
+enum { ASYNC_AUTO = 2 };
 
 static const char *const g_env_names[ZERO__SHM_NENV] = {
     "ZERO_COMM_SHM",        "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
-    "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES"};
+    "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES",
+    "ZERO_COMM_ASYNC"};
 
 /* Non-negative decimal integer with an optional K/M/G suffix (powers of 1024); -1 if not one. */
 static long long parse_size(const char *v) {
@@ -161,6 +178,7 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
     st->fake_cyclic = 0;
     st->cma = 1;
     st->cma_min = ZERO__SHM_CMA_DEFAULT_MIN;
+    st->async = ASYNC_AUTO;
     if (parse_switch(env[0], g_env_names[0], "on, the default", &st->enabled, err, cap) ||
         parse_bytes(env[1], g_env_names[1], &st->min_bytes, err, cap))
         return ZERO_ERR_INVALID_ARG;
@@ -195,6 +213,14 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
                      cap) ||
         parse_bytes(env[5], g_env_names[5], &st->cma_min, err, cap))
         return ZERO_ERR_INVALID_ARG;
+    if (env[6][0] && strcmp(env[6], "auto")) {
+        if (strcmp(env[6], "0") && strcmp(env[6], "1")) {
+            zero__errorf(err, cap, "ZERO_COMM_ASYNC '%s': expected 0 (off), 1 (a progress thread) or auto "
+                         "(the default: on where every rank of the node has a spare core)", env[6]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        st->async = env[6][0] == '1';
+    }
     /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */
     while (st->chunk < 8u * (size_t)nranks) st->chunk *= 2;
     return ZERO_OK;
@@ -213,8 +239,11 @@ static zero_status mpi_fail(zero_comm *parent, int rc, const char *fn, const cha
     return zero__comm_mpi_error(parent, rc, buf);
 }
 
+static void stop_thread(zero__shm *s);
+
 void zero__shm_destroy(zero__shm *s, int mpi_alive) {
     if (!s) return;
+    stop_thread(s);
     if (mpi_alive) {
         if (s->win != MPI_WIN_NULL) MPI_Win_free(&s->win);
         if (s->cross != MPI_COMM_NULL) MPI_Comm_free(&s->cross);
@@ -293,6 +322,18 @@ static int cma_probe(MPI_Comm comm, zero__shm *sh, int rank, long long *all, int
     int rc2 = MPI_Allreduce(&ok, ok_all, 1, MPI_INT, MPI_MIN, comm);
     (void)word;
     return rc != MPI_SUCCESS ? rc : rc2;
+}
+
+/* ZERO_COMM_ASYNC=auto: whether each of the nlocal ranks of this node has a core to spare for
+ * a progress thread beside its compute threads (OMP_NUM_THREADS, as this rank sees it; unset,
+ * OpenMP takes every core and none is spare). A local choice: ranks may differ (zero__shm_job). */
+static int spare_core(int nlocal) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *v = getenv("OMP_NUM_THREADS");
+    char *end = NULL;
+    long threads = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || threads < 1) return 0;
+    return cores > 0 && cores >= (long)nlocal * (threads + 1);
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -387,6 +428,8 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
     sh->min_bytes = st.min_bytes;
     sh->impl = zero_impl_best();
     sh->cma_min = st.cma_min;
+    /* The thread never calls MPI (MPI_THREAD_FUNNELED): one node only. */
+    sh->async = nnodes == 1 && (st.async == 1 || (st.async == ASYNC_AUTO && spare_core(nlocal)));
     if (st.cma) {
         sh->pid = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)nlocal);
         sh->from = zero_mem_calloc(NULL, ZERO_MEM_COMM, 2 * sizeof(unsigned char *) * (size_t)nlocal);
@@ -897,8 +940,8 @@ static void cross_all_reduce(zero_comm *c, zero__shm *s, size_t n, zero_dtype dt
     if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
 }
 
-zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt, zero_op op) {
+static zero_status run_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                  size_t count, zero_dtype dt, zero_op op) {
     zero_status st = attach(c, s, "all_reduce");
     if (st) return st;
     s->seq++;
@@ -962,8 +1005,8 @@ static void cross_reduce_scatter(zero_comm *c, zero__shm *s, void *out, size_t n
     if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
 }
 
-zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                     size_t count, zero_dtype dt, zero_op op) {
+static zero_status run_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                      size_t count, zero_dtype dt, zero_op op) {
     zero_status st = attach(c, s, "reduce_scatter");
     if (st) return st;
     s->seq++;
@@ -1010,8 +1053,8 @@ zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *sen
     return peers_status(c, s, st, "reduce_scatter");
 }
 
-zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt) {
+static zero_status run_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                  size_t count, zero_dtype dt) {
     zero_status st = attach(c, s, "all_gather");
     if (st) return st;
     s->seq++;
@@ -1067,5 +1110,163 @@ zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, v
     }
     zero__shm_stream_fence();
     return peers_status(c, s, st, "all_gather");
+}
+/* ------------------------------------------------------------------ progress thread */
+
+/*
+ * With ZERO_COMM_ASYNC on (one node), a non-blocking collective is a job on a FIFO queue that a
+ * thread of this process runs, so the caller computes while its share of the collective (the
+ * copies, the reduction, the waits for the node peers) happens. Order: every rank runs its
+ * collectives through the window in the order it called them — the queue in posting order,
+ * and a blocking collective (on the caller's thread) only once the queue is empty — so the
+ * ranks' sequences still match call for call. Memory: the caller's stores to a job's buffers
+ * happen before the post (mutex), the thread's writes of recv before the caller sees the job
+ * done (mutex), and while jobs are pending the caller's thread does not touch the collectives'
+ * state in zero__shm. The thread never calls MPI (the window is attached on the caller's thread
+ * before the first post), so MPI_THREAD_FUNNELED suffices.
+ */
+
+int zero__shm_async(const zero__shm *s) { return s && s->async; }
+
+static zero_status run_job(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
+    switch (j->kind) {
+    case ZERO__SHM_ALL_REDUCE: return run_all_reduce(c, s, j->send, j->recv, j->count, j->dt, j->op);
+    case ZERO__SHM_REDUCE_SCATTER: return run_reduce_scatter(c, s, j->send, j->recv, j->count, j->dt, j->op);
+    case ZERO__SHM_ALL_GATHER: return run_all_gather(c, s, j->send, j->recv, j->count, j->dt);
+    }
+    return ZERO_ERR_INVALID_ARG;
+}
+
+static void *progress_main(void *arg) {
+    zero__shm *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
+        zero__shm_job *j = s->head;
+        if (!j) break; /* stopping, and nothing left */
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        s->wc.err[0] = '\0';
+        zero_status st = run_job(&s->wc, s, j);
+        pthread_mutex_lock(&s->mu);
+        j->status = st;
+        if (st) { /* the text, cut to the job's room */
+            memcpy(j->err, s->wc.err, sizeof j->err - 1);
+            j->err[sizeof j->err - 1] = '\0';
+        }
+        j->done = 1;
+        s->pending--;
+        pthread_cond_broadcast(&s->done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Starts the thread (first post); 0 when it cannot be (the caller then runs jobs itself). */
+static int start_thread(zero_comm *c, zero__shm *s) {
+    if (pthread_mutex_init(&s->mu, NULL)) return 0;
+    if (pthread_cond_init(&s->work, NULL)) goto no_work;
+    if (pthread_cond_init(&s->done, NULL)) goto no_done;
+    s->wc = *c;
+    /* Signals stay with the program's threads: the thread starts with all of them blocked. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->thread, NULL, progress_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) goto no_thread;
+    s->thread_up = 1;
+    return 1;
+no_thread:
+    pthread_cond_destroy(&s->done);
+no_done:
+    pthread_cond_destroy(&s->work);
+no_work:
+    pthread_mutex_destroy(&s->mu);
+    return 0;
+}
+
+/* Waits for every posted job to run (the caller's thread then owns the collectives' state). */
+static void drain(zero__shm *s) {
+    if (!s->thread_up) return;
+    pthread_mutex_lock(&s->mu);
+    while (s->pending) pthread_cond_wait(&s->done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Runs what is queued, then ends and joins the thread. */
+static void stop_thread(zero__shm *s) {
+    if (!s->thread_up) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    s->thread_up = 0;
+}
+
+zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j) {
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    j->next = NULL;
+    j->done = 0;
+    j->status = ZERO_OK;
+    j->err[0] = '\0';
+    /* On this thread, in call order: the window's allocation is collective MPI. */
+    zero_status st = attach(c, s, names[j->kind]);
+    if (st) return st;
+    if (!s->thread_up && (!s->async || !start_thread(c, s))) {
+        s->async = 0;
+        j->status = run_job(c, s, j);
+        j->done = 1;
+        return ZERO_OK; /* the error, if any, is the request's (as for a thread's job) */
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->tail) s->tail->next = j;
+    else s->head = j;
+    s->tail = j;
+    s->pending++;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return ZERO_OK;
+}
+
+zero_status zero__shm_job_wait(zero_comm *c, zero__shm *s, zero__shm_job *j) {
+    if (s->thread_up) {
+        pthread_mutex_lock(&s->mu);
+        while (!j->done) pthread_cond_wait(&s->done, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (j->status && j->err[0]) ZERO__COMM_ERR(c, "%s", j->err);
+    return j->status;
+}
+
+int zero__shm_job_done(zero__shm *s, zero__shm_job *j) {
+    if (!s->thread_up) return j->done;
+    pthread_mutex_lock(&s->mu);
+    int d = j->done;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
+zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt, zero_op op) {
+    drain(s);
+    return run_all_reduce(c, s, send, recv, count, dt, op);
+}
+
+zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                     size_t count, zero_dtype dt, zero_op op) {
+    drain(s);
+    return run_reduce_scatter(c, s, send, recv, count, dt, op);
+}
+
+zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                 size_t count, zero_dtype dt) {
+    drain(s);
+    return run_all_gather(c, s, send, recv, count, dt);
 }
 #endif

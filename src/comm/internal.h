@@ -9,8 +9,9 @@
 #include <stddef.h>
 
 /* Bytes of backend-private state carried inline in every request (an MPI_Request and the
- * bookkeeping of what to do once it completes). */
-#define ZERO__REQ_IMPL_BYTES 64
+ * bookkeeping of what to do once it completes, or a shared-memory job for the progress thread
+ * with room for its error text). */
+#define ZERO__REQ_IMPL_BYTES 448
 
 /* A backend: the public functions in comm.c validate every argument, then call these with
  * arguments already known to be consistent (valid dtype and op, non-NULL buffers when count > 0,
@@ -157,13 +158,43 @@ int zero__shm_cma(const zero__shm *s);
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 
 /* Blocking collectives through the window (and MPI between nodes), arguments already checked by
- * comm.c and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. */
+ * comm.c and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. Each
+ * first waits for the jobs this rank posted to the progress thread (below), so that every
+ * rank runs its collectives in the order it called them. */
 zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                  size_t count, zero_dtype dt, zero_op op);
 zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                      size_t count, zero_dtype dt, zero_op op);
 zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                  size_t count, zero_dtype dt);
+
+/* Non-blocking collectives on the progress thread (docs/COMM.md, "Progress thread"): with
+ * ZERO_COMM_ASYNC on and one node, a non-blocking shared-memory collective is posted as a job
+ * and run, in posting order, by a thread of this process while the caller goes on; its
+ * request completes when the job has run. Only this rank's own work moves to the thread: the
+ * protocol between the ranks is the same, so ranks may differ in the setting. */
+typedef enum { ZERO__SHM_ALL_REDUCE, ZERO__SHM_REDUCE_SCATTER, ZERO__SHM_ALL_GATHER } zero__shm_kind;
+typedef struct zero__shm_job {
+    struct zero__shm_job *next; /* the thread's queue */
+    zero__shm_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    zero_dtype dt;
+    zero_op op;
+    int done;           /* under the thread's lock */
+    zero_status status; /* once done */
+    char err[320];      /* once done with an error */
+} zero__shm_job;
+/* Whether non-blocking collectives of s run on the progress thread. */
+int zero__shm_async(const zero__shm *s);
+/* Posts j (kept by the caller, unmoved, until zero__shm_job_wait or a test that saw it done);
+ * when the thread cannot be started the job runs here, and is done on return. */
+zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j);
+/* Waits until j has run; its error text, if any, goes to c's last error. */
+zero_status zero__shm_job_wait(zero_comm *c, zero__shm *s, zero__shm_job *j);
+/* Whether j has run (then as zero__shm_job_wait, which no longer blocks). */
+int zero__shm_job_done(zero__shm *s, zero__shm_job *j);
 #endif
 
 #endif

@@ -26,11 +26,12 @@ typedef struct tcomm {
     int shm;          /* large messages through the window (backend "mpi+shm") */
     int cma;          /* large messages by single copy (expected from the settings and g_cma_ok) */
     int nnodes;       /* nodes of the layout (1: every rank on one node) */
+    int async;        /* non-blocking collectives through the window on the progress thread */
     int node_of[4];   /* node of each rank, documented rule of ZERO_COMM_FAKE_NODES */
 } tcomm;
 
-/* The single-copy settings of the next make() (NULL: unset). */
-static const char *g_cma_env, *g_cma_min_env;
+/* The single-copy and progress-thread settings of the next make() (NULL: unset). */
+static const char *g_cma_env, *g_cma_min_env, *g_async_env;
 /* Whether this test's own probe could read every other rank's memory (process_vm_readv). */
 static int g_cma_ok;
 
@@ -43,6 +44,9 @@ static void set_env6(const char *shm, const char *min, const char *chunk, const 
         if (vals[i]) setenv(names[i], vals[i], 1);
         else unsetenv(names[i]);
     }
+    /* ZERO_COMM_ASYNC only as the test sets it, never from the environment the test ran in. */
+    if (g_async_env) setenv("ZERO_COMM_ASYNC", g_async_env, 1);
+    else unsetenv("ZERO_COMM_ASYNC");
 }
 
 static void set_env(const char *shm, const char *min, const char *chunk, const char *fake) {
@@ -106,6 +110,17 @@ static tcomm make(const char *name, const char *shm, const char *min, const char
         t.cma = t.shm && g_cma_ok && !(g_cma_env && !strcmp(g_cma_env, "0"));
         ZT_CHECKF(zero__shm_cma(sh) == t.cma, "%s: single copy %d, expected %d", name, zero__shm_cma(sh),
                   t.cma);
+        /* The thread never calls MPI: only where the window carries the whole collective. */
+        int want_async = g_async_env && !strcmp(g_async_env, "1");
+        if (!g_async_env || !strcmp(g_async_env, "auto")) {
+            /* auto: every rank of the node has a core beside its OMP_NUM_THREADS threads. */
+            const char *v = getenv("OMP_NUM_THREADS");
+            long threads = v ? atol(v) : 0;
+            want_async = threads > 0 && sysconf(_SC_NPROCESSORS_ONLN) >= (long)members[0] * (threads + 1);
+        }
+        t.async = t.shm && k == 1 && want_async;
+        ZT_CHECKF(zero__shm_async(sh) == t.async, "%s: progress thread %d, expected %d", name,
+                  zero__shm_async(sh), t.async);
     }
     return t;
 }
@@ -574,6 +589,15 @@ static void test_settings(void) {
                   zero_comm_last_error(NULL));
         if (s == ZERO_OK) zero_comm_free(c);
     }
+    g_async_env = "yes";
+    set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
+    zero_comm *ca = (zero_comm *)(uintptr_t)1;
+    zero_status sa = zero_comm_init_mpi(&ca, NULL);
+    g_async_env = NULL;
+    set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
+    ZT_EQ_INT(sa, ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(ca == NULL && strstr(zero_comm_last_error(NULL), "ZERO_COMM_ASYNC 'yes'"), "'%s'",
+              zero_comm_last_error(NULL));
     /* More fake nodes than ranks: one rank per node, so no window (and no error: a small
      * split of a run with K fake nodes gets no more nodes than ranks). */
     char k[16];
@@ -630,7 +654,7 @@ static void cma_grid(const tcomm *a, const tcomm *b, const size_t *counts, size_
 /* A peer buffer the kernel cannot read (PROT_NONE on the rank that owns it, a page it never
  * touches itself) fails the call on every rank, naming the peer and the errno, without a hang;
  * the communicator works afterwards. */
-static void test_cma_fault(const tcomm *t) {
+static void test_cma_fault(const tcomm *t, int nb) {
     if (!t->cma || N < 2) return;
     const long page = sysconf(_SC_PAGESIZE);
     const size_t n = (size_t)page; /* fp32 elements per block or part: 4 pages */
@@ -643,9 +667,17 @@ static void test_cma_fault(const tcomm *t) {
         for (size_t i = 0; i < total; i++) send[i] = (float)(R + 1);
         /* Block / part 0 of rank 1's send is read by local rank 0 alone. */
         if (R == 1) ZT_CHECK(mprotect(send, (size_t)page, PROT_NONE) == 0);
-        zero_status s =
-            k == K_RS ? zero_comm_reduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM)
-                      : zero_comm_all_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM);
+        zero_status s;
+        if (nb) {
+            zero_request *req = NULL;
+            s = k == K_RS ? zero_comm_ireduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM, &req)
+                          : zero_comm_iall_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM, &req);
+            ZT_CHECKF(s == ZERO_OK, "fault %s: the start failed: %s", kname[k], zero_comm_last_error(t->c));
+            if (s == ZERO_OK) s = zero_request_wait(req);
+        } else {
+            s = k == K_RS ? zero_comm_reduce_scatter(t->c, send, recv, n, ZERO_DTYPE_FP32, ZERO_OP_SUM)
+                          : zero_comm_all_reduce(t->c, send, recv, total, ZERO_DTYPE_FP32, ZERO_OP_SUM);
+        }
         const char *msg = zero_comm_last_error(t->c);
         ZT_CHECKF(s == ZERO_ERR_COMM, "fault %s: status %d (%s)", kname[k], (int)s, msg);
         char want[64];
@@ -675,7 +707,7 @@ static void test_cma(void) {
     /* Primes; 65537 crosses the 256 KiB piece of fp32 with 2 ranks (of every type with more). */
     const size_t counts[] = {1, 7, 1009, 65537};
     cma_grid(&a, &b, counts, sizeof counts / sizeof counts[0], ((size_t)1 << 20) + 3, 131101);
-    test_cma_fault(&a);
+    test_cma_fault(&a, 0);
     zero_comm_free(a.c);
     zero_comm_free(b.c);
     /* The default threshold keeps small messages on the window; ZERO_COMM_CMA=1 is the default. */
@@ -698,6 +730,165 @@ static void test_cma(void) {
         zero_comm_free(ha.c);
         zero_comm_free(hb.c);
     }
+}
+
+/* ---------------------------------------------------------- progress thread (ZERO_COMM_ASYNC) */
+
+/* make() with ZERO_COMM_ASYNC = async and the single-copy threshold cma_min. */
+static tcomm make_async(const char *name, const char *async, const char *min, const char *fake,
+                        const char *cma_min) {
+    g_async_env = async, g_cma_min_env = cma_min;
+    tcomm t = make(name, NULL, min, NULL, fake);
+    g_async_env = g_cma_min_env = NULL;
+    return t;
+}
+
+/* A non-blocking collective on the thread returns before the peers have made theirs: rank 0
+ * starts a reduce-scatter (single copy) and an all-gather (window) and finds both running, and
+ * only then lets the other ranks start theirs (on the caller's thread, rank 0's first call would
+ * wait for peers that wait for it); every result is the reference's. */
+static void test_async_early(const tcomm *t) {
+    if (!t->async) return;
+    enum { nr = 70001, ng = 1009 }; /* N*nr floats take the single copy, N*ng the window */
+    float *rs = malloc((size_t)N * nr * sizeof *rs), *rs_out = malloc(nr * sizeof *rs_out);
+    float *ag = malloc(ng * sizeof *ag), *ag_out = malloc((size_t)N * ng * sizeof *ag_out);
+    if (!rs || !rs_out || !ag || !ag_out) exit(2);
+    fill(rs, ZERO_DTYPE_FP32, (size_t)N * nr, R, 5001, 0);
+    fill(ag, ZERO_DTYPE_FP32, ng, R, 5003, 0);
+    /* The window is allocated (collectively, on the calling thread) by its first collective. */
+    float warm[16] = {0};
+    ZT_OK(zero_comm_all_reduce(t->c, warm, warm, 16, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+    zero_request *a = NULL, *b = NULL;
+    int token = 0;
+    if (R == 0) {
+        ZT_OK(zero_comm_ireduce_scatter(t->c, rs, rs_out, nr, ZERO_DTYPE_FP32, ZERO_OP_SUM, &a));
+        ZT_OK(zero_comm_iall_gather(t->c, ag, ag_out, ng, ZERO_DTYPE_FP32, &b));
+        int da = 1, db = 1;
+        ZT_OK(zero_request_test(a, &da));
+        ZT_OK(zero_request_test(b, &db));
+        ZT_CHECKF(!da && !db, "early: rank 0's collectives done (%d, %d) before any peer started", da, db);
+        if (da) a = NULL; /* a finished request is freed by the test */
+        if (db) b = NULL;
+        token = 1;
+    }
+    MPI_Bcast(&token, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (R != 0) {
+        ZT_OK(zero_comm_ireduce_scatter(t->c, rs, rs_out, nr, ZERO_DTYPE_FP32, ZERO_OP_SUM, &a));
+        ZT_OK(zero_comm_iall_gather(t->c, ag, ag_out, ng, ZERO_DTYPE_FP32, &b));
+    }
+    ZT_OK(zero_request_wait(b));
+    ZT_OK(zero_request_wait(a));
+    expect_reduced(t, (unsigned char *)rs_out, ZERO_DTYPE_FP32, ZERO_OP_SUM, nr, (size_t)R * nr, 5001,
+                   "early: reduce_scatter");
+    expect_gathered((unsigned char *)ag_out, ZERO_DTYPE_FP32, ng, 5003, "early: all_gather");
+    free(rs);
+    free(rs_out);
+    free(ag);
+    free(ag_out);
+}
+
+/* One collective of test_async_queue: its buffers and request. */
+typedef struct qcall {
+    int k;
+    zero_dtype dt;
+    zero_op op;
+    size_t n;
+    int inplace, nb, salt;
+    unsigned char *buf, *out; /* the send (in place: the only) buffer, and recv */
+    zero_request *req;
+} qcall;
+
+static void q_start(const tcomm *t, qcall *q) {
+    const size_t es = zero_dtype_size(q->dt), n = q->n;
+    const size_t sendn = q->k == K_RS ? n * (size_t)N : n, recvn = q->k == K_AG ? n * (size_t)N : n;
+    q->buf = malloc((q->k == K_AG && q->inplace ? recvn : sendn) * es);
+    q->out = q->inplace ? NULL : malloc(recvn * es);
+    if (!q->buf || (!q->inplace && !q->out)) exit(2);
+    unsigned char *send = q->buf, *recv = q->out;
+    if (q->inplace) {
+        send = q->k == K_AG ? q->buf + (size_t)R * n * es : q->buf;
+        recv = q->k == K_RS ? q->buf + (size_t)R * n * es : q->buf;
+    }
+    fill(send, q->dt, sendn, R, q->salt, 0);
+    zero_status s;
+    zero_request **r = q->nb ? &q->req : NULL;
+    if (q->k == K_AR)
+        s = r ? zero_comm_iall_reduce(t->c, send, recv, n, q->dt, q->op, r)
+              : zero_comm_all_reduce(t->c, send, recv, n, q->dt, q->op);
+    else if (q->k == K_RS)
+        s = r ? zero_comm_ireduce_scatter(t->c, send, recv, n, q->dt, q->op, r)
+              : zero_comm_reduce_scatter(t->c, send, recv, n, q->dt, q->op);
+    else
+        s = r ? zero_comm_iall_gather(t->c, send, recv, n, q->dt, r) : zero_comm_all_gather(t->c, send, recv, n, q->dt);
+    ZT_CHECKF(s == ZERO_OK, "queue: %s salt %d: %s", kname[q->k], q->salt, zero_comm_last_error(t->c));
+}
+
+static void q_finish(const tcomm *t, qcall *q) {
+    char what[96];
+    snprintf(what, sizeof what, "queue: %s %s n %zu salt %d", kname[q->k], zero_dtype_name(q->dt), q->n, q->salt);
+    if (q->req) ZT_CHECKF(zero_request_wait(q->req) == ZERO_OK, "%s: %s", what, zero_comm_last_error(t->c));
+    const size_t es = zero_dtype_size(q->dt);
+    const unsigned char *res = q->inplace ? q->buf : q->out;
+    if (q->inplace && q->k == K_RS) res += (size_t)R * q->n * es;
+    if (q->k == K_AG) expect_gathered(res, q->dt, q->n, q->salt, what);
+    else expect_reduced(t, res, q->dt, q->op, q->n, q->k == K_RS ? (size_t)R * q->n : 0, q->salt, what);
+    free(q->buf);
+    free(q->out);
+}
+
+/* Many collectives on the thread at once, of every kind, through the window and by single copy,
+ * in place and not, with blocking ones (window and plain MPI) among them, finished in reverse
+ * order: the thread runs them in call order on every rank, and each result is the reference's
+ * bit for bit. */
+static void test_async_queue(const tcomm *t) {
+    qcall q[] = {
+        {K_AR, ZERO_DTYPE_FP32, ZERO_OP_SUM, 300007, 0, 1, 0, NULL, NULL, NULL},
+        {K_RS, ZERO_DTYPE_BF16, ZERO_OP_SUM, 262147, 1, 1, 0, NULL, NULL, NULL},
+        {K_AG, ZERO_DTYPE_FP32, ZERO_OP_SUM, 5003, 0, 1, 0, NULL, NULL, NULL},
+        {K_AR, ZERO_DTYPE_INT32, ZERO_OP_SUM, 7, 0, 0, 0, NULL, NULL, NULL}, /* plain MPI, blocking */
+        {K_AR, ZERO_DTYPE_FP16, ZERO_OP_MAX, 4099, 1, 1, 0, NULL, NULL, NULL},
+        {K_RS, ZERO_DTYPE_FP32, ZERO_OP_AVG, 1009, 0, 1, 0, NULL, NULL, NULL},
+        {K_RS, ZERO_DTYPE_FP32, ZERO_OP_SUM, 65537, 0, 0, 0, NULL, NULL, NULL}, /* window, blocking */
+        {K_AG, ZERO_DTYPE_BF16, ZERO_OP_SUM, 600001, 1, 1, 0, NULL, NULL, NULL},
+        {K_AR, ZERO_DTYPE_INT64, ZERO_OP_MAX, 3, 0, 1, 0, NULL, NULL, NULL}, /* plain MPI */
+    };
+    const int nq = (int)(sizeof q / sizeof q[0]);
+    for (int i = 0; i < nq; i++) {
+        q[i].salt = 2 * ++g_salt + 1;
+        q_start(t, &q[i]);
+    }
+    for (int i = nq - 1; i >= 0; i--) q_finish(t, &q[i]);
+}
+
+static void test_async(void) {
+    if (N < 2) return;
+    /* Everything through the window from 1 byte, single copy from 1 MiB (the default). */
+    tcomm a = make_async("progress thread", "1", "0", NULL, NULL);
+    if (!a.c) return;
+    test_async_early(&a);
+    test_async_queue(&a);
+    const size_t counts[] = {1, 1009};
+    grid(&a, NULL, counts, sizeof counts / sizeof counts[0]);
+    large(&a, NULL, ((size_t)1 << 17) + 3);
+    test_requests(&a);
+    zero_comm_free(a.c);
+    /* A failed single-copy read on the thread reaches the request's wait on every rank. */
+    tcomm f = make_async("progress thread, single copy from 0 bytes", "1", "0", NULL, "0");
+    if (f.c) {
+        test_cma_fault(&f, 1);
+        zero_comm_free(f.c);
+    }
+    /* Fake nodes (hierarchical, MPI between them): the caller's thread does the work. */
+    tcomm h = make_async("progress thread asked, fake nodes 2", "1", "0", "2", NULL);
+    if (h.c) {
+        test_requests(&h);
+        zero_comm_free(h.c);
+    }
+    /* auto (the default) and 0. */
+    tcomm d = make_async("progress thread auto", "auto", NULL, NULL, NULL);
+    tcomm o = make_async("progress thread off", "0", NULL, NULL, NULL);
+    if (d.c) zero_comm_free(d.c);
+    if (o.c) zero_comm_free(o.c);
 }
 
 int main(int argc, char **argv) {
@@ -749,6 +940,7 @@ int main(int argc, char **argv) {
         zero_comm_free(h2.c);
     }
     test_cma();
+    test_async();
     test_threshold();
     test_settings();
 
