@@ -98,11 +98,12 @@ void zero__eng_waited(zero_engine *e, const char *what, double t0) {
     zero_trace_span(ZERO_TRACE_COMM_WAIT, what, t0, t1);
 }
 
-zero_status zero__eng_wait(zero_engine *e, zero_request **req) {
+zero_status zero__eng_wait(zero_engine *e, zero_request **req, double t_issue, const char *what) {
     if (!*req) return ZERO_OK;
     double t0 = zero_now();
     zero_status s = zero_request_wait(*req);
     zero__eng_waited(e, "wait for collective", t0);
+    zero_trace_span(ZERO_TRACE_COMM, what, t_issue, zero_now());
     *req = NULL;
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "waiting for a collective failed: %s", zero_comm_last_error(e->data));

@@ -23,6 +23,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
         if (e->off.par) zero__poff_done(e, u);
     } else {
         double t0 = zero_now();
+        u->prefetch_t0 = t0;
         s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
@@ -92,7 +93,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
         if (zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)io, 0) != ZERO_OK) return NULL;
         if (zero__poff_check(e, u) != ZERO_OK) return NULL;
         if (u->prefetch) {
-            if (zero__eng_wait(e, &u->prefetch) != ZERO_OK) return NULL;
+            if (zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH) != ZERO_OK) return NULL;
             zero__poff_done(e, u);
         } else if (!u->gathered) {
             if (start_gather(e, u, 1) != ZERO_OK) return NULL;
@@ -103,7 +104,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
         if (zero__ctrl_exchange(e, CTRL_GATHER, unit, 0, 0) != ZERO_OK) return NULL;
         advance_cursor(e, unit);
         if (u->prefetch) {
-            if (zero__eng_wait(e, &u->prefetch) != ZERO_OK) return NULL;
+            if (zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH) != ZERO_OK) return NULL;
         } else if (!u->gathered) {
             if (start_gather(e, u, 1) != ZERO_OK) return NULL;
         }
@@ -140,7 +141,7 @@ zero_status zero__gather_drain(zero_engine *e) {
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
         if (u->prefetch) {
-            zero_status s = zero__eng_wait(e, &u->prefetch);
+            zero_status s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
             if (first == ZERO_OK) first = s;
         }
         if (u->gathers == 0) free_gathered(e, u);

@@ -39,12 +39,14 @@ typedef struct eunit {
     void *gathered;     /* stage 3: padded working-dtype all-gather target */
     float *view;        /* fp32 compute view when the working dtype is not fp32 */
     zero_request *prefetch; /* stage 3: in-flight all-gather into `gathered` */
+    double prefetch_t0;     /* when it was started (zero_now) */
 
     /* (T) reduction */
     float *gscratch;    /* fp32 padded gradient buffer handed to the model (when not the persistent grads) */
     void *gsend;        /* working-dtype padded copy of gscratch sent to the reduction (half types) */
     void *grecv;        /* stages 2-3: working-dtype shard the reduce-scatter lands in */
-    zero_request *reduce; /* in-flight reduction */
+    zero_request *reduce; /* in-flight reduction (stages 1-2 after a step: the parameters' all-gather) */
+    double reduce_t0;     /* when it was started (zero_now) */
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
 
@@ -151,8 +153,11 @@ zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what);
  * for the calls that start a collective: a backend may do the whole transfer there (the in-node
  * shared-memory paths do), and that time is exposed communication too. */
 void zero__eng_waited(zero_engine *e, const char *what, double t0);
-/* Waits on a request, adding the time to the step's communication wait. */
-zero_status zero__eng_wait(zero_engine *e, zero_request **req);
+/* Waits on a request (a collective `what` started at t_issue), adding the time to the step's
+ * communication wait; the trace gets the wait and the collective's whole flight, from its start
+ * to now, on the "comm in flight" track (the part outside the wait ran beside the compute). */
+zero_status zero__eng_wait(zero_engine *e, zero_request **req, double t_issue, const char *what);
+#define ZERO__TRACE_PREFETCH "all-gather prefetch" /* the flight of a stage-3 prefetch */
 
 /* bufcache.c: every transient buffer of the engine (charged to ZERO_MEM_BUFFERS). get returns
  * `bytes` (zero-filled when asked) or NULL when out of memory; put hands it back for reuse. */

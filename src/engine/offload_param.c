@@ -32,7 +32,7 @@ static zero_status take_buffer(zero_engine *e, const eunit *keep1, const eunit *
             eunit *v = &e->units[i];
             if (v->pslot < 0 || v == keep1 || v == keep2 || (pass == 0) != (v->prefetch == NULL)) continue;
             if (v->prefetch) {
-                zero_status s = zero__eng_wait(e, &v->prefetch);
+                zero_status s = zero__eng_wait(e, &v->prefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
                 if (s != ZERO_OK) return s;
             }
             zero__poff_done(e, v);

@@ -40,7 +40,7 @@ void zero__wadd_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
 
 /* Waits for u's reduction; stages 2-3 add the received shard into the persistent one. */
 static zero_status complete(zero_engine *e, eunit *u) {
-    zero_status s = zero__eng_wait(e, &u->reduce);
+    zero_status s = zero__eng_wait(e, &u->reduce, u->reduce_t0, e->cfg.stage == 0 ? "all-reduce" : "reduce-scatter");
     if (s != ZERO_OK) return s;
     if (e->cfg.stage >= 2 && u->grecv) {
         zero__wadd(e, u->grads, u->grecv, u->shard);
@@ -61,6 +61,7 @@ static zero_status start_reduction_01(zero_engine *e, int unit) {
     zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
     if (s != ZERO_OK) return s;
     const double t0 = zero_now();
+    u->reduce_t0 = t0;
     if (e->cfg.stage == 0)
         s = zero_comm_iall_reduce(e->data, u->grads, u->grads, u->padded, e->wdt, ZERO_OP_SUM, &u->reduce);
     else
@@ -94,6 +95,7 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
     u->grecv = zero__buf_get(e, (size_t)(u->shard * e->wsize), 0);
     if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     const double t0 = zero_now();
+    u->reduce_t0 = t0;
     s = zero_comm_ireduce_scatter(e->data, u->gsend, u->grecv, u->shard, e->wdt, ZERO_OP_SUM, &u->reduce);
     zero__eng_waited(e, "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# `zero train --trace FILE` writes one Chrome/Perfetto trace with every rank's compute spans and
-# communication waits (the calls that start a collective included); the spans of each step lie
-# inside the run; a bad path is a usage error.
+# `zero train --trace FILE` writes one Chrome/Perfetto trace with every rank's compute spans,
+# communication waits (the calls that start a collective included) and collectives in flight
+# (start to completion), also with the progress thread (ZERO_COMM_ASYNC=1); the spans of each
+# step lie inside the run; a bad path is a usage error.
 set -euo pipefail
 Z=${ZERO:?}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$Z" train --model tiny --seq 32 --steps 3 --ranks 3 --stage 3 --micro-batch 2 --trace "$tmp/t.json" > /dev/null
 units=$("$Z" estimate --model tiny --ranks 3 --json | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["units"])')
-/usr/bin/python3 - "$tmp/t.json" "$units" <<'PY'
+for async in 0 1; do
+ZERO_COMM_ASYNC=$async "$Z" train --model tiny --seq 32 --steps 3 --ranks 3 --stage 3 --micro-batch 2 --trace "$tmp/t.json" > /dev/null
+/usr/bin/python3 - "$tmp/t.json" "$units" "$async" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 units = int(sys.argv[2])
@@ -28,12 +30,24 @@ for r in ranks:
     issue_ag = [e for e in waits if e["name"] == "all-gather prefetch (issue)"]
     assert len(issue_rs) == 3 * units, (r, len(issue_rs), units)
     assert issue_ag, "no prefetch issue spans on rank %d" % r
+    # in flight: every reduce-scatter from its start to its completion, each containing its
+    # start call; prefetches likewise
+    flight = [e for e in mine if e["tid"] == 2]
+    fl_rs = [e for e in flight if e["name"] == "reduce-scatter"]
+    fl_ag = [e for e in flight if e["name"] == "all-gather prefetch"]
+    assert len(fl_rs) == 3 * units, (r, len(fl_rs), units)
+    # (the run's last prefetch, of the next step's first unit, may be in flight at the end)
+    assert len(issue_ag) - 1 <= len(fl_ag) <= len(issue_ag), (r, len(fl_ag), len(issue_ag))
+    end = lambda e: e["ts"] + e["dur"]
+    for issue, fl in zip(sorted(issue_rs, key=lambda e: e["ts"]), sorted(fl_rs, key=lambda e: e["ts"])):
+        assert fl["ts"] <= issue["ts"] + 1e-3 and end(fl) >= end(issue) - 1e-3, (r, issue, fl)
     assert all(e["dur"] >= 0 for e in mine)
     # each step's optimizer span starts after its forward+backward ends
     for a, b in zip(fb, st):
         assert b["ts"] >= a["ts"] + a["dur"] - 1e-3, (a, b)
-print("ok: %d spans on %d ranks" % (len(ev), len(ranks)))
+print("ok: %d spans on %d ranks (ZERO_COMM_ASYNC=%s)" % (len(ev), len(ranks), sys.argv[3]))
 PY
+done
 out=$("$Z" train --model tiny --steps 1 --trace /nonexistent/dir/t.json 2>&1 >/dev/null) && { echo "bad path accepted"; exit 1; }
 echo "$out" | grep -q "^zero: error: --trace '/nonexistent/dir/t.json'" || { echo "unexpected: $out"; exit 1; }
 echo ok
