@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark of zero in one command (bench comm, adam, step, and io when this
-# build has it), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
+# `make bench`: every benchmark of zero in one command (bench comm, adam, step, the progress
+# thread's A/B, and io when this build has it), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
 # Usage: scripts/bench.sh [BUILD_DIR]; ZERO_BENCH_STEP_ARGS adds flags to bench step (e.g. --repeat 3).
 set -uo pipefail
 build=${1:-build}
@@ -23,6 +23,9 @@ run bench comm --ranks 2
 run bench adam
 # shellcheck disable=SC2086 # word splitting of the extra flags is wanted
 run bench step ${ZERO_BENCH_STEP_ARGS:-}
+echo "== bench/progress_thread.sh $build =="
+bash "$(dirname "$0")/../bench/progress_thread.sh" "$build" || { echo "== bench/progress_thread.sh: failed =="; status=1; }
+echo
 # bench io fails with "not supported yet" until it exists
 if "$zero" bench io --help >/dev/null 2>&1; then run bench io; fi
 echo "== load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) =="
