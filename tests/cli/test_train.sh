@@ -53,9 +53,10 @@ done
 for r in 2 3; do
   for s in 1 2 3; do
     ZERO_COMM_ASYNC=1 run "async_r${r}s${s}" "$r" "$s" "$(micro "$r")" 1
-    cmp -s "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss" && cmp -s "$tmp/r${r}s${s}.val" "$tmp/async_r${r}s${s}.val" || {
+    if ! { cmp -s "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss" && cmp -s "$tmp/r${r}s${s}.val" "$tmp/async_r${r}s${s}.val"; }; then
       echo "async_r${r}s${s}: losses differ from the run without the progress thread"
-      paste "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss"; exit 1; }
+      paste "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss"; exit 1
+    fi
   done
 done
 echo "ok: 33 runs agree with the 1-rank stage-0 losses; 6 runs on the progress thread give the same bits"
