@@ -238,8 +238,12 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
     return ZERO_OK;
 }
 
-/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. */
+/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. Stage-3 prefetches
+ * are finished and dropped first: one in flight reads the shards being written, and one held
+ * would hand the next gather the old values (under parameter offload, so is the read-ahead). */
 static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+    zero_status s = zero__gather_drain(e);
+    if (s != ZERO_OK) return s;
     const int st = e->cfg.stage;
     const int half = e->wdt != ZERO_DTYPE_FP32;
     /* working params: full in stages 0-2, shard in stage 3 (in RAM unless offloaded) */
@@ -258,8 +262,6 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
     a = lo > u->offset ? lo : u->offset;
     b = hi < u->offset + u->valid ? hi : u->offset + u->valid;
     if (!arrays || a >= b) return ZERO_OK;
-    zero_status s = zero__off_quiesce(e);
-    if (s != ZERO_OK) return s;
     set_ctx c = {lo, values};
     const int ui = (int)(u - e->units);
     eopass p = {ui, ui + 1, a - u->offset, b - u->offset, 0, arrays, set_tile, &c};

@@ -278,7 +278,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
 static zero_status load_local(zero_engine *e, const char *path, char **user_json) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
-    zero_status s = zero__off_quiesce(e);
+    zero_status s = zero__gather_drain(e); /* as set_range: no prefetch in flight or held */
     if (s != ZERO_OK) return s;
     s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);

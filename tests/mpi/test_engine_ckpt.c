@@ -2,7 +2,8 @@
  * engine + 3 steps, bitwise at the same world size and stage (fp32 and bf16, AdamW; fp16 with the
  * loss scaler's state), and within fp32 tolerance when the load happens at another stage or on
  * fewer ranks (the world is split into groups that each load the same checkpoint: 4 -> 3+1,
- * 3 -> 2+1, 2 -> 1+1). Corrupt or mismatched checkpoints are refused on every rank. */
+ * 3 -> 2+1, 2 -> 1+1). Corrupt or mismatched checkpoints are refused on every rank. A load or a
+ * set_unit while a stage-3 prefetch is in flight is seen by the next gather. */
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,38 @@ static void free_params(float **p) {
     for (int l = 0; l < MLP_LAYERS; l++) free(p[l]);
 }
 
+/* Stage 3 prefetches the next unit's all-gather once the gather order is known. Writing the
+ * parameters (set_unit, load) while that prefetch is in flight or held must not leave the next
+ * gather with the old values (nor race with the transfer, which reads the shards). */
+static void test_write_after_prefetch(zero_comm *comm, const char *ckpt) {
+    const int world = zero_comm_size(comm), rank = zero_comm_rank(comm);
+    for (int how = 0; how < 2; how++) {
+        zero_engine *e = make(comm, 3, ZERO_DTYPE_FP32, 1);
+        if (!e) return;
+        train(e, comm, 0, 2, world); /* the second step prefetches: the order is known */
+        ZT_CHECK(zero_engine_gather(e, 0) != NULL); /* starts the prefetch of the next unit */
+        ZT_OK(zero_engine_release(e, 0));
+        const int n = mlp_unit_numel(1);
+        float *want = malloc((size_t)n * sizeof *want);
+        if (how == 0) {
+            for (int i = 0; i < n; i++) want[i] = 0.25f * (float)(i % 7) - 0.5f;
+            ZT_OK(zero_engine_set_unit(e, 1, want));
+        } else {
+            ZT_OK(zero_engine_load(e, ckpt, NULL));
+            ZT_OK(zero_engine_read_unit(e, 1, want)); /* from the shards, not a gather */
+        }
+        const float *got = zero_engine_gather(e, 1);
+        ZT_CHECKF(got != NULL, "gather after %s: %s", how ? "load" : "set_unit", zero_engine_last_error(e));
+        int bad = 0;
+        for (int i = 0; got && i < n; i++) bad += got[i] != want[i];
+        ZT_CHECKF(bad == 0, "rank %d: after %s, %d of %d elements of the next gather are stale", rank,
+                  how ? "load" : "set_unit", bad, n);
+        if (got) ZT_OK(zero_engine_release(e, 1));
+        free(want);
+        zero_engine_free(e);
+    }
+}
+
 int main(void) {
     zero_comm *comm = NULL;
     if (zero_comm_init_mpi(&comm, NULL) != ZERO_OK) return 1;
@@ -128,8 +161,11 @@ int main(void) {
             free_params(straight);
         }
 
-    /* refused: another model (an extra unit), a missing checkpoint, a corrupt rank file */
     char sub[300];
+    snprintf(sub, sizeof sub, "%s/fp32_s3", dir);
+    test_write_after_prefetch(comm, sub);
+
+    /* refused: another model (an extra unit), a missing checkpoint, a corrupt rank file */
     snprintf(sub, sizeof sub, "%s/fp32_s0", dir);
     zero_config cfg;
     zero_config_default(&cfg);
