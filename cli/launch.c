@@ -29,6 +29,10 @@ int cli_launch_ranks(int nranks) {
     int k = 0;
     args[k++] = (char *)ZERO_MPIEXEC;
     args[k++] = (char *)"--oversubscribe";
+    /* OpenMPI binds each rank to one core when N <= 2, which would squeeze a rank's threads
+     * (OpenMP, OpenBLAS, the comm progress thread) onto that core: the threads are sized below. */
+    args[k++] = (char *)"--bind-to";
+    args[k++] = (char *)"none";
     if (geteuid() == 0) args[k++] = (char *)"--allow-run-as-root";
     args[k++] = (char *)"-np";
     args[k++] = np;
@@ -47,8 +51,9 @@ int cli_launch_ranks(int nranks) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     char threads[24];
     snprintf(threads, sizeof threads, "%ld", cores > nranks ? cores / nranks : 1);
+    const char *omp = getenv("OMP_NUM_THREADS"); /* the user's choice sizes both pools */
+    setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
     setenv("OMP_NUM_THREADS", threads, 0);
-    setenv("OPENBLAS_NUM_THREADS", threads, 0);
     fflush(stdout);
     fflush(stderr);
     execvp(args[0], args);

@@ -413,7 +413,8 @@ static int train_loop(run_state *r) {
             json_mem(r->json, m);
             fputc(',', r->json);
             json_comm(r->json, &c);
-            fputs("}\n", r->json);
+            fprintf(r->json, ",\"backend\":\"%s\",\"progress_thread\":%s}\n", zero_comm_backend(r->comm),
+                    zero_comm_progress_thread(r->comm) ? "true" : "false");
             fflush(r->json);
         }
     }

@@ -84,6 +84,9 @@ void zero_comm_free(zero_comm *c);
 int zero_comm_rank(const zero_comm *c);
 int zero_comm_size(const zero_comm *c);
 const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "mpi+shm" (shared memory inside a node), later "nccl" */
+/* 1 when this rank's non-blocking collectives inside the node run on a progress thread, beside
+ * the caller's compute (ZERO_COMM_ASYNC, docs/COMM.md); else 0. */
+int zero_comm_progress_thread(const zero_comm *c);
 /* The text of c's last error; with c == NULL, why the last zero_comm_init_* call failed. */
 const char *zero_comm_last_error(const zero_comm *c);
 

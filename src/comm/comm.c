@@ -73,6 +73,15 @@ void zero__comm_init_errorf(const char *fmt, ...) {
 int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
 int zero_comm_size(const zero_comm *c) { return c ? c->size : 0; }
 const char *zero_comm_backend(const zero_comm *c) { return c ? c->ops->name : "none"; }
+
+int zero_comm_progress_thread(const zero_comm *c) {
+#ifdef ZERO_HAVE_MPI
+    return zero__shm_async(zero__comm_mpi_shm(c));
+#else
+    (void)c;
+    return 0;
+#endif
+}
 const char *zero_comm_last_error(const zero_comm *c) { return c ? c->err : g_init_err; }
 
 void zero_comm_get_counters(const zero_comm *c, zero_comm_counters *out) {

@@ -102,6 +102,7 @@ struct zero__shm {
      * scratch, from, cma_err); the caller's blocking collectives first wait for the queue to
      * empty. `wc` is the thread's view of the communicator, for its error texts. */
     int async;
+    int no_thread; /* test hook (zero__shm_set_async): as if the thread could not be started */
     int thread_up, stopping;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -324,16 +325,40 @@ static int cma_probe(MPI_Comm comm, zero__shm *sh, int rank, long long *all, int
     return rc != MPI_SUCCESS ? rc : rc2;
 }
 
-/* ZERO_COMM_ASYNC=auto: whether each of the nlocal ranks of this node has a core to spare for
- * a progress thread beside its compute threads (OMP_NUM_THREADS, as this rank sees it; unset,
- * OpenMP takes every core and none is spare). A local choice: ranks may differ (zero__shm_job). */
-static int spare_core(int nlocal) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *v = getenv("OMP_NUM_THREADS");
+/* CPUs this process may run on (its affinity mask); 0 when unknown. */
+static long allowed_cpus(void) {
+#ifdef __linux__
+    unsigned long mask[64]; /* 4096 CPUs */
+    long n = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    long c = 0;
+    for (long i = 0; i < n / (long)sizeof mask[0]; i++) c += __builtin_popcountl(mask[i]);
+    return c;
+#else
+    return 0;
+#endif
+}
+
+/* A thread-count variable as this rank sees it: its first number, 0 when unset or not one. */
+static long env_threads(const char *name) {
+    const char *v = getenv(name);
     char *end = NULL;
-    long threads = v ? strtol(v, &end, 10) : 0;
-    if (!v || end == v || threads < 1) return 0;
-    return cores > 0 && cores >= (long)nlocal * (threads + 1);
+    long t = v ? strtol(v, &end, 10) : 0;
+    return v && end != v && t > 0 ? t : 0;
+}
+
+/* ZERO_COMM_ASYNC=auto: whether this rank has a core to spare for a progress thread beside its
+ * compute threads (the larger of OMP_NUM_THREADS and OPENBLAS_NUM_THREADS; OMP_NUM_THREADS
+ * unset: OpenMP takes every core and none is spare). A rank whose affinity mask is the whole
+ * node shares it with its nlocal - 1 node peers; one bound to fewer CPUs has them to itself. A
+ * local choice: ranks may differ (zero__shm_job). */
+static int spare_core(int nlocal) {
+    long threads = env_threads("OMP_NUM_THREADS"), blas = env_threads("OPENBLAS_NUM_THREADS");
+    if (!threads) return 0;
+    if (blas > threads) threads = blas;
+    long online = sysconf(_SC_NPROCESSORS_ONLN), mine = allowed_cpus();
+    if (mine <= 0 || mine > online) mine = online;
+    long sharing = mine < online ? 1 : nlocal;
+    return mine > 0 && mine >= sharing * (threads + 1);
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -1128,6 +1153,12 @@ static zero_status run_all_gather(zero_comm *c, zero__shm *s, const void *send, 
 
 int zero__shm_async(const zero__shm *s) { return s && s->async; }
 
+void zero__shm_set_async(zero__shm *s, int mode) {
+    if (!s || s->thread_up) return;
+    s->async = mode != 0 && s->nnodes == 1;
+    s->no_thread = mode == 2;
+}
+
 static zero_status run_job(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
     switch (j->kind) {
     case ZERO__SHM_ALL_REDUCE: return run_all_reduce(c, s, j->send, j->recv, j->count, j->dt, j->op);
@@ -1165,13 +1196,18 @@ static void *progress_main(void *arg) {
 
 /* Starts the thread (first post); 0 when it cannot be (the caller then runs jobs itself). */
 static int start_thread(zero_comm *c, zero__shm *s) {
-    if (pthread_mutex_init(&s->mu, NULL)) return 0;
+    if (s->no_thread || pthread_mutex_init(&s->mu, NULL)) return 0;
     if (pthread_cond_init(&s->work, NULL)) goto no_work;
     if (pthread_cond_init(&s->done, NULL)) goto no_done;
     s->wc = *c;
-    /* Signals stay with the program's threads: the thread starts with all of them blocked. */
+    /* Signals stay with the program's threads: the thread starts with them blocked, all but
+     * those of a fault in the thread itself, which must reach the program's (or MPI's) handler. */
     sigset_t all, old;
     sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&s->thread, NULL, progress_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1221,8 +1257,12 @@ zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j) {
     if (!s->thread_up && (!s->async || !start_thread(c, s))) {
         s->async = 0;
         j->status = run_job(c, s, j);
+        if (j->status) { /* the error is the request's, as for a thread's job */
+            memcpy(j->err, c->err, sizeof j->err - 1);
+            j->err[sizeof j->err - 1] = '\0';
+        }
         j->done = 1;
-        return ZERO_OK; /* the error, if any, is the request's (as for a thread's job) */
+        return ZERO_OK;
     }
     pthread_mutex_lock(&s->mu);
     if (s->tail) s->tail->next = j;

@@ -188,6 +188,9 @@ typedef struct zero__shm_job {
 } zero__shm_job;
 /* Whether non-blocking collectives of s run on the progress thread. */
 int zero__shm_async(const zero__shm *s);
+/* Test hook, before the first job: mode 0 off, 1 on, 2 on but as if the thread could not be
+ * started (jobs then run at issue); on only with one node. */
+void zero__shm_set_async(zero__shm *s, int mode);
 /* Posts j (kept by the caller, unmoved, until zero__shm_job_wait or a test that saw it done);
  * when the thread cannot be started the job runs here, and is done on return. */
 zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j);

@@ -139,9 +139,9 @@ static zero_status gather_params(zero_engine *e) {
         eunit *u = &e->units[i];
         u->reduce_t0 = zero_now();
         s = zero_comm_iall_gather(e->data, zero__wptr(e, u->params, u->offset), u->params, u->shard, e->wdt, &u->reduce);
-        if (s != ZERO_OK)
-            return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name,
-                                  zero_comm_last_error(e->data));
+        if (s != ZERO_OK) /* the ones already started are still waited for below */
+            s = zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name,
+                               zero_comm_last_error(e->data));
     }
     for (int i = 0; i < e->nunits; i++) {
         zero_status w = zero__eng_wait(e, &e->units[i].reduce, e->units[i].reduce_t0, "all-gather (updated parameters)");

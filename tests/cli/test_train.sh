@@ -9,6 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 data=/usr/share/games/fortunes
 steps=12
+export ZERO_COMM_ASYNC=0 # the calling thread, unless a run below says otherwise
 
 run() { # name ranks stage micro accum [extra...]
   local name=$1 r=$2 s=$3 b=$4 k=$5; shift 5
@@ -52,7 +53,11 @@ done
 # thread, not the arithmetic: the same losses to the last digit as the runs above.
 for r in 2 3; do
   for s in 1 2 3; do
+    grep -q '"backend":"mpi+shm","progress_thread":false' "$tmp/r${r}s${s}.json" || {
+      echo "r${r}s${s}: expected the calling thread"; tail -1 "$tmp/r${r}s${s}.json"; exit 1; }
     ZERO_COMM_ASYNC=1 run "async_r${r}s${s}" "$r" "$s" "$(micro "$r")" 1
+    grep -q '"backend":"mpi+shm","progress_thread":true' "$tmp/async_r${r}s${s}.json" || {
+      echo "async_r${r}s${s}: the progress thread did not run"; tail -1 "$tmp/async_r${r}s${s}.json"; exit 1; }
     if ! { cmp -s "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss" && cmp -s "$tmp/r${r}s${s}.val" "$tmp/async_r${r}s${s}.val"; }; then
       echo "async_r${r}s${s}: losses differ from the run without the progress thread"
       paste "$tmp/r${r}s${s}.loss" "$tmp/async_r${r}s${s}.loss"; exit 1
