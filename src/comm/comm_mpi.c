@@ -142,12 +142,7 @@ static zero_status shm_call(zero_comm *c, zero__shm *shm, zero__shm_job j, zero_
             return zero__shm_post(c, shm, &m->job);
         }
     }
-    switch (j.kind) {
-    case ZERO__SHM_ALL_REDUCE: return zero__shm_all_reduce(c, shm, j.send, j.recv, j.count, j.dt, j.op);
-    case ZERO__SHM_REDUCE_SCATTER: return zero__shm_reduce_scatter(c, shm, j.send, j.recv, j.count, j.dt, j.op);
-    case ZERO__SHM_ALL_GATHER: return zero__shm_all_gather(c, shm, j.send, j.recv, j.count, j.dt);
-    }
-    return ZERO_ERR_INVALID_ARG;
+    return zero__shm_run(c, shm, &j);
 }
 
 static zero__shm_job shm_job(zero__shm_kind kind, const void *send, void *recv, size_t count, zero_dtype dt,

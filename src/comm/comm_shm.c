@@ -1292,21 +1292,8 @@ int zero__shm_job_done(zero__shm *s, zero__shm_job *j) {
     return d;
 }
 
-zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt, zero_op op) {
+zero_status zero__shm_run(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
     drain(s);
-    return run_all_reduce(c, s, send, recv, count, dt, op);
-}
-
-zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                     size_t count, zero_dtype dt, zero_op op) {
-    drain(s);
-    return run_reduce_scatter(c, s, send, recv, count, dt, op);
-}
-
-zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt) {
-    drain(s);
-    return run_all_gather(c, s, send, recv, count, dt);
+    return run_job(c, s, j);
 }
 #endif

@@ -157,22 +157,14 @@ int zero__shm_cma(const zero__shm *s);
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 
-/* Blocking collectives through the window (and MPI between nodes), arguments already checked by
- * comm.c and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. Each
- * first waits for the jobs this rank posted to the progress thread (below), so that every
- * rank runs its collectives in the order it called them. */
-zero_status zero__shm_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt, zero_op op);
-zero_status zero__shm_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                     size_t count, zero_dtype dt, zero_op op);
-zero_status zero__shm_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                 size_t count, zero_dtype dt);
-
-/* Non-blocking collectives on the progress thread (docs/COMM.md, "Progress thread"): with
- * ZERO_COMM_ASYNC on and one node, a non-blocking shared-memory collective is posted as a job
- * and run, in posting order, by a thread of this process while the caller goes on; its
- * request completes when the job has run. Only this rank's own work moves to the thread: the
- * protocol between the ranks is the same, so ranks may differ in the setting. */
+/* A collective through the window (and MPI between nodes), arguments already checked by comm.c
+ * and op already SUM or MAX; the rules of comm.h (in place, block layout) hold. It runs on the
+ * calling thread (zero__shm_run) or, non-blocking, as a job on the progress thread
+ * (docs/COMM.md, "Non-blocking calls and the progress thread"): with ZERO_COMM_ASYNC on and one
+ * node, the job is posted and run, in posting order, by a thread of this process while the
+ * caller goes on; its request completes when the job has run. Only this rank's own work moves
+ * to the thread: the protocol between the ranks is the same, so ranks may differ in the
+ * setting. */
 typedef enum { ZERO__SHM_ALL_REDUCE, ZERO__SHM_REDUCE_SCATTER, ZERO__SHM_ALL_GATHER } zero__shm_kind;
 typedef struct zero__shm_job {
     struct zero__shm_job *next; /* the thread's queue */
@@ -186,6 +178,10 @@ typedef struct zero__shm_job {
     zero_status status; /* once done */
     char err[320];      /* once done with an error */
 } zero__shm_job;
+/* Runs j on the calling thread and returns when it is done. It first waits for the jobs this
+ * rank posted to the progress thread, so that every rank runs its collectives in the order it
+ * called them. Only the kind and the arguments of j are read. */
+zero_status zero__shm_run(zero_comm *c, zero__shm *s, const zero__shm_job *j);
 /* Whether non-blocking collectives of s run on the progress thread. */
 int zero__shm_async(const zero__shm *s);
 /* Test hook, before the first job: mode 0 off, 1 on, 2 on but as if the thread could not be
