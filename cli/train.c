@@ -181,6 +181,7 @@ static int validate(run_state *r, double *out) {
         }
     zero_engine_comm_counters(r->e, &after);
     for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
+    for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) r->eval.path_bytes[p] += after.path_bytes[p] - before.path_bytes[p];
     *out = mean_over_ranks(r, sum / (double)(nb * K));
     return CLI_OK;
 }
@@ -203,6 +204,10 @@ static void json_comm(FILE *f, const zero_comm_counters *c) {
     fprintf(f, "\"comm\":{\"all_reduce\":%llu,\"reduce_scatter\":%llu,\"all_gather\":%llu}",
             (unsigned long long)c->bytes[ZERO_COLL_ALL_REDUCE], (unsigned long long)c->bytes[ZERO_COLL_REDUCE_SCATTER],
             (unsigned long long)c->bytes[ZERO_COLL_ALL_GATHER]);
+    /* the same bytes by the path they took: shared memory inside a node, MPI between nodes */
+    fprintf(f, ",\"comm_paths\":{\"mpi\":%llu,\"shm\":%llu,\"cross_node\":%llu}",
+            (unsigned long long)c->path_bytes[ZERO_COMM_PATH_MPI], (unsigned long long)c->path_bytes[ZERO_COMM_PATH_SHM],
+            (unsigned long long)c->path_bytes[ZERO_COMM_PATH_CROSS_NODE]);
 }
 
 /* The model-state bytes stage 0 would need per rank for this model, precision and optimizer. */
@@ -361,6 +366,7 @@ static int train_loop(run_state *r) {
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
         zero_engine_comm_counters(r->e, &c);
         for (int k = 0; k < ZERO_COLL_COUNT; k++) c.bytes[k] -= r->eval.bytes[k];
+        for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) c.path_bytes[p] -= r->eval.path_bytes[p];
         if (r->rank != 0) continue;
         const double tps = (double)r->G * T / dt;
         if (r->json) {

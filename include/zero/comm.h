@@ -30,6 +30,11 @@
  *   broadcast:      counted 2 (N-1)/N M (pipelined ring: scatter + all-gather)
  * ZeRO's "2Ψ per step" for stages 0-2 is therefore counted as 4 (N-1)/N Ψ bytes-of-dtype
  * (sent + received), and stage 3's "3Ψ" as 6 (N-1)/N Ψ. One rank counts 0.
+ * The same rule is also kept per path (path_bytes, zero_comm_path): a call on plain MPI counts
+ * its bytes above under MPI; a call through the shared-memory collectives counts its node step
+ * (the ring rule over the L ranks of the node, on the whole message) under SHM and, with K > 1
+ * nodes, its cross-node step (over the K nodes, on this rank's 1/L share) under CROSS_NODE. Per
+ * call the two add up to the flat rule: 2(L-1)/L M + 2(K-1)/K M/L = 2(N-1)/N M.
  */
 #ifndef ZERO_COMM_H
 #define ZERO_COMM_H
@@ -59,9 +64,20 @@ typedef enum zero_coll {
 
 const char *zero_coll_name(zero_coll c); /* "all_reduce", "reduce_scatter", ... */
 
+/* The way a collective's bytes went (zero_comm_counters.path_bytes). */
+typedef enum zero_comm_path {
+    ZERO_COMM_PATH_MPI = 0,        /* MPI over the whole communicator: MPI picks each pair's transport */
+    ZERO_COMM_PATH_SHM = 1,        /* the shared-memory collectives: inside a node */
+    ZERO_COMM_PATH_CROSS_NODE = 2, /* MPI among one rank per node: between nodes only */
+    ZERO_COMM_PATH_COUNT
+} zero_comm_path;
+
+const char *zero_comm_path_name(zero_comm_path p); /* "mpi", "shm", "cross_node" */
+
 typedef struct zero_comm_counters {
     uint64_t bytes[ZERO_COLL_COUNT]; /* sent + received, ring rule above */
     uint64_t calls[ZERO_COLL_COUNT];
+    uint64_t path_bytes[ZERO_COMM_PATH_COUNT]; /* the same rule, by the path taken (above) */
 } zero_comm_counters;
 
 /* One rank, no MPI needed: collectives copy (or do nothing when in place). On failure of an

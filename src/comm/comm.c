@@ -13,6 +13,11 @@ const char *zero_coll_name(zero_coll c) {
     return (unsigned)c < ZERO_COLL_COUNT ? names[c] : "invalid";
 }
 
+const char *zero_comm_path_name(zero_comm_path p) {
+    static const char *names[ZERO_COMM_PATH_COUNT] = {"mpi", "shm", "cross_node"};
+    return (unsigned)p < ZERO_COMM_PATH_COUNT ? names[p] : "invalid";
+}
+
 /* floor(k (N-1) M / N), saturating at UINT64_MAX (only reachable for M >= 2^62). */
 static uint64_t ring_scaled(uint64_t bytes, int nranks, unsigned k) {
     if (nranks <= 1) return 0;

@@ -145,6 +145,25 @@ static zero_status shm_call(zero_comm *c, zero__shm *shm, zero__shm_job j, zero_
     return zero__shm_run(c, shm, &j);
 }
 
+/* The path counters (comm.h, zero_comm_path) of a call moving a full message of `bytes` bytes:
+ * on plain MPI, the ring rule over every rank; through the window, the node step over the L
+ * ranks of the node and, with K > 1 nodes, the cross-node step over the K nodes on this rank's
+ * share: an all-reduce's part of the vector (count elements in L balanced parts, docs/COMM.md),
+ * a reduce-scatter's or all-gather's blocks of this local rank on every node (bytes / L). */
+static void count_path(zero_comm *c, const zero__shm *shm, zero_coll k, uint64_t bytes, size_t count, size_t es) {
+    uint64_t *pb = c->counters.path_bytes;
+    if (!shm) {
+        pb[ZERO_COMM_PATH_MPI] += zero_comm_ring_bytes(k, bytes, c->size);
+        return;
+    }
+    const int L = zero__shm_local_size(shm), K = zero__shm_nodes(shm), t = zero__shm_local_rank(shm);
+    pb[ZERO_COMM_PATH_SHM] += zero_comm_ring_bytes(k, bytes, L);
+    uint64_t share = bytes / (uint64_t)L;
+    if (k == ZERO_COLL_ALL_REDUCE)
+        share = (uint64_t)(count * (size_t)(t + 1) / (size_t)L - count * (size_t)t / (size_t)L) * es;
+    pb[ZERO_COMM_PATH_CROSS_NODE] += zero_comm_ring_bytes(k, share, K);
+}
+
 static zero__shm_job shm_job(zero__shm_kind kind, const void *send, void *recv, size_t count, zero_dtype dt,
                              zero_op op) {
     zero__shm_job j;
@@ -161,6 +180,7 @@ static zero__shm_job shm_job(zero__shm_kind kind, const void *send, void *recv, 
 static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request *req) {
     zero__shm *shm = shm_for(c, (uint64_t)count * zero_dtype_size(dt));
+    count_path(c, shm, ZERO_COLL_ALL_REDUCE, (uint64_t)count * zero_dtype_size(dt), count, zero_dtype_size(dt));
     if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_ALL_REDUCE, send, recv, count, dt, op), req);
     const void *sb = send == recv ? MPI_IN_PLACE : send;
     int rc;
@@ -179,6 +199,7 @@ static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv
                                       zero_dtype dt, zero_op op, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
+    count_path(c, shm, ZERO_COLL_REDUCE_SCATTER, (uint64_t)bytes * (uint64_t)c->size, count, zero_dtype_size(dt));
     if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_REDUCE_SCATTER, send, recv, count, dt, op), req);
     int inplace = (const char *)recv == (const char *)send + (size_t)c->rank * bytes;
     /* In place, MPI reads the whole buffer and writes our block at its start. */
@@ -210,6 +231,7 @@ static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, si
                                   zero_dtype dt, zero_request *req) {
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
+    count_path(c, shm, ZERO_COLL_ALL_GATHER, (uint64_t)bytes * (uint64_t)c->size, count, zero_dtype_size(dt));
     if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM), req);
     int inplace = (const char *)send == (const char *)recv + (size_t)c->rank * bytes;
     const void *sb = inplace ? MPI_IN_PLACE : send;
@@ -226,6 +248,7 @@ static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, si
 }
 
 static zero_status mpi_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {
+    count_path(c, NULL, ZERO_COLL_BROADCAST, (uint64_t)count * zero_dtype_size(dt), count, zero_dtype_size(dt));
     int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(c));
     return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "broadcast: MPI_Bcast");
 }

@@ -572,6 +572,7 @@ static zero_status attach(zero_comm *c, zero__shm *s, const char *fn) {
 int zero__shm_nodes(const zero__shm *s) { return s ? s->nnodes : 0; }
 int zero__shm_attached(const zero__shm *s) { return s && s->win != MPI_WIN_NULL; }
 int zero__shm_local_size(const zero__shm *s) { return s ? s->nlocal : 0; }
+int zero__shm_local_rank(const zero__shm *s) { return s ? s->local : 0; }
 int zero__shm_cma(const zero__shm *s) { return s ? s->cma : 0; }
 
 int zero__shm_wants(const zero__shm *s, uint64_t bytes) {

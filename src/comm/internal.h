@@ -150,6 +150,7 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive);
 int zero__shm_wants(const zero__shm *s, uint64_t bytes);
 int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
 int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
+int zero__shm_local_rank(const zero__shm *s);  /* this rank's place in its node; 0 for NULL */
 int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective used it) */
 /* Large messages take the single-copy path (process_vm_readv): allowed (ZERO_COMM_CMA) and the
  * probe at creation passed on every rank; 0 for NULL. */
