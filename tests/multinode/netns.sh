@@ -119,14 +119,13 @@ mn_up() {
     done
 }
 
-# mn_wait_link A B: host A reaches host B over TCP... within 5 s (bash's /dev/tcp, to a closed
+# mn_wait_link A B: host A reaches host B over TCP within 5 s (bash's /dev/tcp, to a closed
 # port: "connection refused" is an answer from B's kernel, a timeout is not).
 mn_wait_link() {
-    local t
+    local t out
     for t in 1 2 3 4 5 6 7 8 9 10; do
-        if mn_exec "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$MN_SUBNET.$(($2 + 1))/9 " 2>&1 | grep -q -i "refused"; then
-            return 0
-        fi
+        out=$(mn_exec "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$MN_SUBNET.$(($2 + 1))/9" 2>&1)
+        case $out in *[Rr]efused*) return 0 ;; esac
         sleep 0.5
     done
     return 1

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The emulated hosts themselves (tests/multinode/netns.sh): each has its own hostname and OpenMPI
+# sees separate nodes; zero's node split follows the hosts (test_comm_paths on 2-3 hosts, even
+# and uneven); a shaped link delivers its rate and no more; teardown leaves nothing, even after
+# the harness is killed; without root it refuses and says why.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/netns.sh"
+mn_prereq || { echo "SKIP: multinode tests: $MN_WHY"; exit 77; }
+paths_test=${ZERO_BUILD_DIR:-$(dirname "$ZERO")}/tests/test_comm_paths
+[ -x "$paths_test" ] || { echo "SKIP: multinode tests: $paths_test not built (a build without MPI)"; exit 77; }
+PY=/usr/bin/python3
+t0=$(date +%s)
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1
+    shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+# --- without root: a clear refusal (setpriv drops to nobody)
+if command -v setpriv >/dev/null; then
+    why=$(setpriv --reuid=65534 --regid=65534 --clear-groups bash -c '. "$1"; mn_prereq || echo "$MN_WHY"' mn "$here/netns.sh" 2>&1)
+    check "not root: refused, saying why ($why)" grep -q "needs root" <<<"$why"
+fi
+
+# --- a harness killed before its trap runs: the next one removes what it left
+bash -c '. "$1"; mn_up 2 && echo up && exec sleep 600' mn "$here/netns.sh" >"/tmp/zmn_orphan.$$" 2>&1 &
+orphan=$!
+for _ in $(seq 50); do grep -q up "/tmp/zmn_orphan.$$" && break; sleep 0.2; done
+check "a harness makes its namespaces" test "$(ip netns list | grep -c "^$MN_PREFIX${orphan}")" -eq 3
+kill -9 "$orphan"
+wait "$orphan" 2>/dev/null
+rm -f "/tmp/zmn_orphan.$$"
+mn_up 3 || { echo "FAIL: cannot make the emulated hosts"; exit 1; }
+check "the next harness removed a killed one's namespaces and files" \
+    test -z "$(ip netns list | grep "^$MN_PREFIX${orphan}")$(ls -d /etc/netns/"$MN_PREFIX${orphan}"* 2>/dev/null)"
+echo "hosts: ${MN_HOSTS[*]}"
+
+# --- hostnames, and OpenMPI's view of the nodes
+check "each host has its own hostname" test "$(mn_exec 2 hostname)" = "${MN_HOSTS[2]}"
+check "the calling namespace keeps its hostname" test "$(hostname)" != "${MN_HOSTS[0]}"
+out=$(MN_TIMEOUT=60 mn_mpirun "2 1 2" -- sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname) $OMPI_COMM_WORLD_LOCAL_SIZE"' | sort -n)
+want=$(printf '%s\n' "0 ${MN_HOSTS[0]} 2" "1 ${MN_HOSTS[0]} 2" "2 ${MN_HOSTS[1]} 1" "3 ${MN_HOSTS[2]} 2" "4 ${MN_HOSTS[2]} 2")
+check "OpenMPI places ranks 0-1, 2, 3-4 on hosts 0, 1, 2 and sees them as separate nodes" test "$out" = "$want"
+
+# --- zero's node split (MPI_COMM_TYPE_SHARED) against the hostnames, and the path counters
+paths_on() {
+    MN_TIMEOUT=120 mn_mpirun "$1" -- "$paths_test" >"$MN_WORK/paths.out" 2>&1 || { tail -20 "$MN_WORK/paths.out"; return 1; }
+    grep "test_comm_paths: .* ranks on" "$MN_WORK/paths.out" | sed 's/^/     /'
+}
+for layout in "2 2" "1 2 1" "2 2 2" "1 1 1" "4"; do
+    check "test_comm_paths on hosts ($layout)" paths_on "$layout"
+done
+
+# --- shaping: 2 hosts x 1 rank, all-gather of 16 MiB (8 MiB each way): OpenMPI's busbw
+# (bytes on the wire / time) within the link's rate at 200 Mbit/s, and at least 1.5x that
+# unshaped (veth reaches several Gbit/s)
+bw() { # bw: MPI's all_gather busbw in GB/s on hosts (1 1)
+    MN_TIMEOUT=120 mn_mpirun "1 1" -- "$ZERO" bench comm --json --min-bytes 16MiB --max-bytes 16MiB --iters 4 |
+        "$PY" -c 'import json, sys; print([json.loads(l) for l in sys.stdin if "all_gather" in l][0]["mpi_busbw_gbps"])'
+}
+mn_shape 200mbit || fail=1
+shaped=$(bw)
+mn_shape off
+free=$(bw)
+echo "     all_gather busbw: $shaped GB/s at 200 Mbit/s (0.025 GB/s), $free GB/s unshaped"
+check "a 200 Mbit/s link carries 60-105% of its rate" "$PY" -c "assert 0.6 * 0.025 <= $shaped <= 1.05 * 0.025"
+check "unshaped, the same hosts go at least 1.5x faster" "$PY" -c "assert $free >= 1.5 * $shaped"
+
+# --- teardown: nothing of this run is left
+id=$MN_ID
+mn_down
+check "teardown removed the namespaces and /etc/netns files" \
+    test -z "$(ip netns list | grep "^$id")$(ls -d /etc/netns/"$id"* 2>/dev/null)"
+echo "multinode hosts: $(($(date +%s) - t0)) s"
+exit $fail
