@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A rank killed on one emulated host (tests/multinode/netns.sh) ends `zero train` on every host:
+# mpirun exits non-zero within 60 s naming the rank, the host and the signal, no process of the
+# job is left on any host, and no "done" record is written. Cases: one rank on a host other than
+# mpirun's (2 hosts x 2, stage 3, in the middle of its gathers), a rank on mpirun's own host
+# (3 hosts x 1, stage 1), and a whole host at once (its daemon and ranks: a crashed machine).
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/netns.sh"
+mn_prereq || { echo "SKIP: multinode tests: $MN_WHY"; exit 77; }
+if "$ZERO" bench comm --max-bytes 1KiB 2>&1 | head -1 | grep -q "self backend"; then
+    echo "SKIP: multinode tests: this zero was built without MPI"
+    exit 77
+fi
+data=/usr/share/games/fortunes
+t0=$(date +%s)
+mn_up 3 || { echo "FAIL: cannot make the emulated hosts"; exit 1; }
+mn_shape 1gbit 50us || { echo "FAIL: cannot shape the links"; exit 1; }
+echo "hosts: ${MN_HOSTS[*]}; links: $MN_SHAPED"
+tmp=$MN_WORK
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1
+    shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+# pid_of_rank HOST RANK: the zero process of world rank RANK on host HOST (by its environment)
+pid_of_rank() {
+    local p
+    for p in $(ip netns pids "${MN_HOSTS[$1]}"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = zero ] || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# case NAME "LAYOUT" STAGE HOST RANK|all: start a long run, wait for its second step, kill
+# rank RANK on host HOST (or every process on HOST), then the job must end everywhere.
+case_kill() {
+    local name=$1 layout=$2 s=$3 host=$4 victim=$5 n=0 x
+    for x in $layout; do n=$((n + x)); done
+    MN_TIMEOUT=120 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 -- "$ZERO" train --model tiny --seq 32 --data "$data" \
+        --steps 100000 --val-every 0 --stage "$s" --micro-batch $((12 / n)) --log-json "$tmp/$name.json" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    local job=$! i
+    for i in $(seq 300); do
+        grep -q '"step":2,' "$tmp/$name.json" 2>/dev/null && break
+        sleep 0.2
+    done
+    if ! grep -q '"step":2,' "$tmp/$name.json" 2>/dev/null; then
+        echo "FAIL $name: the run did not reach step 2"; tail -5 "$tmp/$name.err"; kill "$job"; wait "$job"; fail=1; return
+    fi
+    local t1 pids what
+    t1=$(date +%s.%N)
+    if [ "$victim" = all ]; then
+        pids=$(ip netns pids "${MN_HOSTS[$host]}")
+        what="every process on ${MN_HOSTS[$host]}"
+    else
+        pids=$(pid_of_rank "$host" "$victim") || { echo "FAIL $name: rank $victim not found on ${MN_HOSTS[$host]}"; fail=1; return; }
+        what="rank $victim on ${MN_HOSTS[$host]}"
+    fi
+    # shellcheck disable=SC2086 # one pid per word
+    kill -9 $pids
+    wait "$job"
+    local rc=$? dt
+    dt=$(echo "$(date +%s.%N) - $t1" | bc)
+    echo "     $name: killed $what after step $(grep -c '"step"' "$tmp/$name.json"); mpirun exit $rc after $dt s"
+    sed 's/^/     | /' "$tmp/$name.err" | grep -v "^     | *$" | grep -iv "^     | step\|^     | zero train:" | head -12
+    # (mpirun passes on the killed rank's status, 137 = signal 9, as timeout's KILL would: the
+    # time tells them apart)
+    check "$name: the job failed (exit $rc) within 60 s (not the harness's 120 s timeout)" \
+        test "$rc" -ne 0 -a "$rc" -ne 124 -a "${dt%.*}" -lt 60
+    check "$name: no record of a finished run" bash -c '! grep -q "\"done\"" "$1"' mn "$tmp/$name.json"
+    local left=""
+    for i in "${!MN_HOSTS[@]}"; do left="$left$(ip netns pids "${MN_HOSTS[$i]}")"; done
+    check "$name: no process of the job left on any host" test -z "$left"
+    if [ "$victim" = all ]; then
+        check "$name: the message names the lost host" grep -q "${MN_HOSTS[$host]}" "$tmp/$name.err"
+    else
+        check "$name: the message names the rank, the host and the signal" \
+            grep -Eq "rank $victim .*on node ${MN_HOSTS[$host]} exited on signal 9" "$tmp/$name.err"
+    fi
+}
+
+case_kill remote "2 2" 3 1 3
+case_kill local "1 1 1" 1 0 0
+case_kill host "2 1 2" 2 2 all
+echo "multinode faults: $(($(date +%s) - t0)) s"
+exit $fail
