@@ -16,6 +16,7 @@
 # instead of ssh. The hosts share the machine's filesystem (and /dev/shm) and pid namespace, as a
 # cluster with a shared home directory shares files: only the network and hostname are separate.
 
+# shellcheck shell=bash disable=SC2034 # sourced: MN_WHY, MN_SHAPED... are read by the caller
 MN_DIR_SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MN_PREFIX=zmn
 MN_SUBNET=10.231.0 # inside the private namespaces only
@@ -66,8 +67,7 @@ mn_reap_stale() {
         case $ns in ${MN_PREFIX}[0-9]*) ;; *) continue ;; esac
         pid=${ns#"$MN_PREFIX"}
         pid=${pid%%[!0-9]*}
-        [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null || continue
-        mn_del_ns "$ns"
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then mn_del_ns "$ns"; fi
     done
 }
 
@@ -122,8 +122,8 @@ mn_up() {
 # mn_wait_link A B: host A reaches host B over TCP within 5 s (bash's /dev/tcp, to a closed
 # port: "connection refused" is an answer from B's kernel, a timeout is not).
 mn_wait_link() {
-    local t out
-    for t in 1 2 3 4 5 6 7 8 9 10; do
+    local _ out
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
         out=$(mn_exec "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$MN_SUBNET.$(($2 + 1))/9" 2>&1)
         case $out in *[Rr]efused*) return 0 ;; esac
         sleep 0.5
@@ -209,7 +209,8 @@ mn_exec() {
 # TCP between hosts (its own shared memory inside one) and launches on the others through the
 # agent. The hosts must have been made by mn_up with at least as many hosts as counts.
 mn_mpirun() {
-    local counts=($1) i np=0 hf=$MN_WORK/hostfile
+    local counts i np=0 hf=$MN_WORK/hostfile
+    read -r -a counts <<<"$1"
     shift
     : >"$hf"
     for ((i = 0; i < ${#counts[@]}; i++)); do
