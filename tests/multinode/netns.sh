@@ -3,7 +3,8 @@
 #
 #   . tests/multinode/netns.sh
 #   mn_prereq || { echo "SKIP: $MN_WHY"; exit 77; }
-#   mn_up 3                 # hosts $MN_ID-h0..2 on 10.231.0.0/24 through a bridge; torn down at exit
+#   mn_up 3                 # hosts ${MN_ID}h0..2 on 10.231.0.0/24 through a bridge; torn down at
+#                           # exit (mn_up sets the EXIT, INT and TERM traps; one set per shell)
 #   mn_shape 1gbit 50us     # every link: rate and one-way delay, both directions
 #   mn_mpirun "2 2 1" -- "$ZERO" train ...   # 2 ranks on h0, 2 on h1, 1 on h2 (ranks in that order)
 #

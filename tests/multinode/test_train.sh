@@ -2,7 +2,8 @@
 # `zero train --model tiny` across emulated hosts (tests/multinode/netns.sh: network namespaces
 # with their own hostnames, TCP over 1 Gbit/s links, OpenMPI launching through ip netns exec):
 # 2 hosts x 2 ranks, 3 hosts x 1-2 ranks (even and uneven) and 1 host x 4 ranks give the losses
-# of one rank at every stage 0-3 (global batch 12; relative 1e-4); the path counters show the
+# of one rank at every stage 0-3 (3 hosts x 1: stages 0 and 3; global batch 12; relative 1e-4);
+# the path counters show the
 # shared-memory collectives inside a host and MPI between hosts in the proportion the node
 # layout dictates; and the bytes counted as crossing hosts are what the host's link carried.
 set -u
@@ -84,7 +85,9 @@ assert l[-1] < l[0] - 0.3, l' "$tmp/ref.json"
 for layout in "2 2" "1 2 1" "2 2 2" "1 1 1"; do
     n=0; k=0
     for x in $layout; do n=$((n + x)); k=$((k + 1)); done
-    for s in 0 1 2 3; do
+    stages="0 1 2 3"
+    [ "$layout" = "1 1 1" ] && stages="0 3" # plain MPI over TCP only: the other layouts cover 1-2
+    for s in $stages; do
         name="h${layout// /-}s$s"
         run "$name" "$layout" "$s" --steps 12
         check "hosts ($layout) stage $s: the losses of one rank" same "$name" ref
