@@ -56,6 +56,11 @@ mn_prereq() {
         MN_WHY="cannot create veth pairs or a bridge here: $err"
         return 1
     fi
+    if ! err=$(ip netns exec "$probe" tc qdisc add dev mnp0 root tbf rate 1gbit burst 65536 limit 262144 2>&1); then
+        ip netns del "$probe" 2>/dev/null
+        MN_WHY="cannot shape links here (tc qdisc tbf): $err"
+        return 1
+    fi
     ip netns del "$probe"
     return 0
 }

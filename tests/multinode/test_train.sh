@@ -3,9 +3,9 @@
 # with their own hostnames, TCP over 1 Gbit/s links, OpenMPI launching through ip netns exec):
 # 2 hosts x 2 ranks, 3 hosts x 1-2 ranks (even and uneven) and 1 host x 4 ranks give the losses
 # of one rank at every stage 0-3 (3 hosts x 1: stages 0 and 3; global batch 12; relative 1e-4);
-# the path counters show the
-# shared-memory collectives inside a host and MPI between hosts in the proportion the node
-# layout dictates; and the bytes counted as crossing hosts are what the host's link carried.
+# the path counters show the shared-memory collectives inside a host and MPI between hosts in
+# the proportion the node layout dictates; and the bytes counted as crossing hosts are what the
+# host's link carried.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
