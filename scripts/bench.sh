@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark of zero in one command (bench comm, adam, step, the progress
-# thread's A/B, and io when this build has it), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
+# thread's A/B, io when this build has it, and the collectives across emulated hosts), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
 # Usage: scripts/bench.sh [BUILD_DIR]; ZERO_BENCH_STEP_ARGS adds flags to bench step (e.g. --repeat 3).
 set -uo pipefail
 build=${1:-build}
@@ -28,5 +28,13 @@ bash "$(dirname "$0")/../bench/progress_thread.sh" "$build" || { echo "== bench/
 echo
 # bench io fails with "not supported yet" until it exists
 if "$zero" bench io --help >/dev/null 2>&1; then run bench io; fi
+# collectives across emulated hosts at 1 and 10 Gbit/s (network namespaces: root only)
+if [ "$(id -u)" -eq 0 ]; then
+    echo "== bench/multinode_comm.sh $build =="
+    bash "$(dirname "$0")/../bench/multinode_comm.sh" "$build" || { echo "== bench/multinode_comm.sh: failed =="; status=1; }
+else
+    echo "== bench/multinode_comm.sh: skipped (needs root to emulate hosts with network namespaces) =="
+fi
+echo
 echo "== load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) =="
 exit $status
