@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `zero bench comm` across emulated hosts (tests/multinode/netns.sh) on links shaped to 1 and
 # 10 Gbit/s: zero's collectives and OpenMPI's own against the link's ceiling, as ratios.
-# Usage (as root): bench/multinode_comm.sh [BUILD_DIR]
+# Usage (as root): bench/multinode_comm.sh [BUILD_DIR]; exit 77 (and why) where hosts cannot be emulated
 #   MN_RATES    link rates (default "1gbit 10gbit"); MN_DELAY one-way delay (default 50us; needs sch_netem)
 #   MN_LAYOUTS  ranks per host, layouts separated by commas (default "1 1,2 2": 2 hosts x 1 and x 2)
 #   MN_SIZES    "MIN MAX" message sizes (default "64KiB 16MiB"); MN_ITERS iterations (default 8)
@@ -14,7 +14,7 @@ build=${1:-$root/build}
 zero=$(cd "$build" 2>/dev/null && pwd)/zero
 [ -x "$zero" ] || { echo "bench/multinode_comm.sh: $build/zero not found (make build first)" >&2; exit 1; }
 . "$root/tests/multinode/netns.sh"
-mn_prereq || { echo "bench/multinode_comm.sh: cannot emulate hosts: $MN_WHY" >&2; exit 1; }
+mn_prereq || { echo "bench/multinode_comm.sh: cannot emulate hosts: $MN_WHY" >&2; exit 77; }
 rates=${MN_RATES:-1gbit 10gbit}
 delay=${MN_DELAY-50us}
 IFS=, read -r -a layouts <<<"${MN_LAYOUTS:-1 1,2 2}"
