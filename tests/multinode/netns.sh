@@ -66,14 +66,19 @@ mn_prereq() {
 }
 
 # Removes what an earlier run left when it was killed before its trap ran (SIGKILL by a test
-# timeout): namespaces zmn<pid>... whose pid is gone.
+# timeout): namespaces zmn<pid>..., their /etc/netns files, work directories /tmp/zmn<pid>.* and
+# OpenMPI session directories of their hosts, wherever <pid> is gone.
 mn_reap_stale() {
-    local ns pid
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case $ns in ${MN_PREFIX}[0-9]*) ;; *) continue ;; esac
-        pid=${ns#"$MN_PREFIX"}
+    local x id pid ns
+    for x in $(ip netns list 2>/dev/null | awk '{print $1}') /tmp/"$MN_PREFIX"[0-9]* "${TMPDIR:-/tmp}/ompi.$MN_PREFIX"[0-9]*; do
+        id=${x##*/}
+        id=${id#ompi.}
+        case $id in "$MN_PREFIX"[0-9]*) ;; *) continue ;; esac
+        pid=${id#"$MN_PREFIX"}
         pid=${pid%%[!0-9]*}
-        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then mn_del_ns "$ns"; fi
+        [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null || continue
+        for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$MN_PREFIX${pid}[a-z]"); do mn_del_ns "$ns"; done
+        rm -rf /tmp/"$MN_PREFIX$pid".* "${TMPDIR:-/tmp}/ompi.$MN_PREFIX$pid"h*
     done
 }
 
@@ -143,6 +148,8 @@ mn_down() {
     [ -n "$MN_ID" ] || return 0
     for ns in "${MN_HOSTS[@]}" "${MN_ID}sw"; do mn_del_ns "$ns"; done
     [ -n "$MN_WORK" ] && rm -rf "$MN_WORK"
+    # OpenMPI's session directories of daemons killed with their host (test_faults)
+    rm -rf "${TMPDIR:-/tmp}/ompi.$MN_ID"h*
     MN_HOSTS=()
     MN_ID=""
 }

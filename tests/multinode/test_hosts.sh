@@ -35,7 +35,7 @@ wait "$orphan" 2>/dev/null
 rm -f "/tmp/zmn_orphan.$$"
 mn_up 3 || { echo "FAIL: cannot make the emulated hosts"; exit 1; }
 check "the next harness removed a killed one's namespaces and files" \
-    test -z "$(ip netns list | grep "^$MN_PREFIX${orphan}")$(ls -d /etc/netns/"$MN_PREFIX${orphan}"* 2>/dev/null)"
+    test -z "$(ip netns list | grep "^$MN_PREFIX${orphan}")$(ls -d /etc/netns/"$MN_PREFIX${orphan}"* /tmp/"$MN_PREFIX${orphan}".* 2>/dev/null)"
 echo "hosts: ${MN_HOSTS[*]}"
 
 # --- hostnames, and OpenMPI's view of the nodes
@@ -72,8 +72,9 @@ check "unshaped, the same hosts go at least 1.5x faster" "$PY" -c "assert $free 
 
 # --- teardown: nothing of this run is left
 id=$MN_ID
+work=$MN_WORK
 mn_down
-check "teardown removed the namespaces and /etc/netns files" \
-    test -z "$(ip netns list | grep "^$id")$(ls -d /etc/netns/"$id"* 2>/dev/null)"
+check "teardown removed the namespaces, /etc/netns files, work and OpenMPI session directories" \
+    test -z "$(ip netns list | grep "^$id")$(ls -d /etc/netns/"$id"* "$work" /tmp/ompi."$id"* 2>/dev/null)"
 echo "multinode hosts: $(($(date +%s) - t0)) s"
 exit $fail
