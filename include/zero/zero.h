@@ -17,6 +17,7 @@
 #include "zero/optim.h"
 #include "zero/partition.h"
 #include "zero/plan.h"
+#include "zero/tokenizer.h"
 #include "zero/trace.h"
 #include "zero/precision.h"
 
