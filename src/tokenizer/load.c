@@ -510,11 +510,10 @@ static int load_model(loader *L, const cJSON *m, const cJSON *added) {
         const int32_t ia = zero__tk_strmap_get(&t->content, a, an), ib = zero__tk_strmap_get(&t->content, b, bn);
         const int32_t ic = zero__tk_strmap_get(&t->content, buf, an + bn);
         if (ia < 0 || ib < 0 || ic < 0) {
-            buf[an + bn] = 0;
-            zero__tk_errorf(L->msg, "tokenizer.json: model.merges[%u]: '%.100s' is not in model.vocab", rank,
-                            ia < 0 ? a : ib < 0 ? b : buf);
-            if (ia < 0) snprintf(L->msg, 512, "tokenizer.json: model.merges[%u]: '%.*s' is not in model.vocab", rank,
-                                 (int)(an < 100 ? an : 100), a);
+            const char *w = ia < 0 ? a : ib < 0 ? b : buf;
+            const size_t wn = ia < 0 ? an : ib < 0 ? bn : an + bn;
+            snprintf(L->msg, 512, "tokenizer.json: model.merges[%u]: '%.*s' is not in model.vocab", rank,
+                     (int)(wn < 100 ? wn : 100), w);
             free(buf);
             return -1;
         }
