@@ -5,7 +5,8 @@
 # Usage: python3 scripts/make_tokenizer_fixtures.py [OUTDIR]   (needs tokenizers and transformers)
 #
 # For every tokenizer NAME (configs below reproduce the pre-tokenizer/normalizer/decoder/post-processor
-# layouts of GPT-2, Llama 3, Qwen 2, SmolLM2, Llama 2 and Mistral with a small vocabulary):
+# layouts of GPT-2, Llama 3, Qwen 2, SmolLM2, Llama 2 and Mistral with a small vocabulary, plus a
+# splitting Metaspace and a ByteLevel with add_prefix_space):
 #   NAME/tokenizer.json (+ tokenizer_config.json for some: bos/eos names)
 #   NAME.fortunes.ids   one line per line of fortunes.txt: tok.encode(line).ids (add_special_tokens)
 #   NAME.unicode.ids    the same for unicode.txt (lines split on b"\n" only; invalid UTF-8 is decoded
@@ -176,6 +177,14 @@ def make_tokenizers(corpus):
     t.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                      special_tokens=[("<s>", 1)])
     toks["mistral"] = (t, {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"})
+    # Metaspace that splits (prepend_scheme always), Metaspace decoder, no post-processor.
+    t = train_sentencepiece(corpus, 600, ["<unk>", "<s>", "</s>"])
+    t.decoder = decoders.Sequence([decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True),
+                                   decoders.ByteFallback(), decoders.Fuse()])
+    toks["metaspace"] = (t, {"eos_token": "</s>"})
+    # ByteLevel with add_prefix_space (RoBERTa-style): a space before every word that lacks one.
+    t = train_bytelevel(corpus, 600, pre_tokenizers.ByteLevel(add_prefix_space=True), ["<|endoftext|>"])
+    toks["gpt2_prefix"] = (t, {"eos_token": "<|endoftext|>"})
     return toks
 
 

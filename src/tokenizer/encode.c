@@ -727,8 +727,9 @@ static int piece_raw(enc *E, const view *v) {
 /* ---------------------------------------------------------------- entry point */
 zero_status zero_tokenizer_encode(zero_tokenizer *t, const char *text, size_t len, unsigned flags,
                                   zero_token_ids *out) {
-    if (len > 0xFFFFFF00u) {
-        zero__tk_errorf(t->err, "text of %zu bytes: expected at most 4 GiB", len);
+    if (len > 0xFFFFFF00u || (!text && len)) {
+        zero__tk_errorf(t->err, "text of %zu bytes at %p: expected at most 4 GiB, and a text unless empty", len,
+                        (const void *)text);
         return ZERO_ERR_INVALID_ARG;
     }
     enc E = {t, out, (flags & ZERO_TOK_OFFSETS) != 0};

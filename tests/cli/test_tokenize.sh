@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `zero tokenize` and `zero bench tokenize`: --print gives the ids of Hugging Face tokenizers for six
+# `zero tokenize` and `zero bench tokenize`: --print gives the ids of Hugging Face tokenizers for eight
 # trained tokenizers (tests/data/tokenizer, scripts/make_tokenizer_fixtures.py) line by line; -o
 # writes a ZEROTOK2 file with a loss mask for JSONL data, packed with --seq; every refusal is one
 # line with its exit status.
@@ -31,7 +31,7 @@ run bench tokenize --help
 check "bench tokenize --help exits 0" test "$rc" -eq 0
 
 # --- exact ids, line by line, for both families
-for t in gpt2 llama3 qwen2 smollm2 llama2 mistral; do
+for t in gpt2 llama3 qwen2 smollm2 llama2 mistral metaspace gpt2_prefix; do
     for c in fortunes unicode; do
         run tokenize --tokenizer "$D/$t" "$D/$c.txt" --print
         check "$t $c: --print equals HF tokenizers" cmp -s "$TMP/out" "$D/$t.$c.ids"
