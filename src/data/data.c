@@ -106,8 +106,10 @@ static int append(zero_data *d, const int32_t *ids, const uint8_t *mask, size_t 
     if (R && total > R && !chunk) return 1;
     if (reserve(d, total)) return -1;
     const size_t off = d->n;
-    memcpy(d->ids + off, ids, n * sizeof *ids);
-    memcpy(d->mask + off, mask, n);
+    if (n) {
+        memcpy(d->ids + off, ids, n * sizeof *ids);
+        memcpy(d->mask + off, mask, n);
+    }
     if (total > n) {
         d->ids[off + n] = eos;
         d->mask[off + n] = eos_mask;
@@ -480,6 +482,7 @@ static zero_status pack(zero_data *d) {
     for (size_t r = 0; r < nrows; r++) {
         const uint64_t start = o;
         for (int64_t e = rfirst[r]; e >= 0; e = next[e]) {
+            if (!d->ex[e].len) continue;
             memcpy(ids + o, d->ids + d->ex[e].off, d->ex[e].len * sizeof *ids);
             memcpy(mask + o, d->mask + d->ex[e].off, d->ex[e].len);
             o += d->ex[e].len;

@@ -69,6 +69,7 @@ static int text_reserve(tk_text *t, size_t n) {
 
 /* Appends bytes, each aligned to `off` (al == NULL) or to al[i]. */
 static int text_add(tk_text *t, const char *s, size_t n, const uint32_t *al, uint32_t off) {
+    if (!n) return 0;
     if (text_reserve(t, t->n + n)) return -1;
     memcpy(t->s + t->n, s, n);
     for (size_t i = 0; i < n; i++) t->al[t->n + i] = al ? al[i] : off;
@@ -76,6 +77,7 @@ static int text_add(tk_text *t, const char *s, size_t n, const uint32_t *al, uin
     return 0;
 }
 static int text_add_view(tk_text *t, const view *v, size_t a, size_t b) {
+    if (b == a) return 0;
     if (text_reserve(t, t->n + (b - a))) return -1;
     memcpy(t->s + t->n, v->s + a, b - a);
     for (size_t i = a; i < b; i++) t->al[t->n + i - a] = voff(v, i);
@@ -348,9 +350,9 @@ static void cache_put(tk_cache *c, const char *w, size_t n, uint64_t h, const in
         c->bytes = nb;
         c->bytes_cap = nc;
     }
-    if (c->toks_n + k > c->toks_cap) {
+    if (c->toks_n + k + 1 > c->toks_cap) {
         size_t nc = c->toks_cap ? 2 * c->toks_cap : 1 << 18;
-        while (nc < c->toks_n + k) nc *= 2;
+        while (nc < c->toks_n + k + 1) nc *= 2;
         int32_t *ni = realloc(c->ids, nc * sizeof *ni);
         if (!ni) return;
         c->ids = ni;
@@ -362,8 +364,10 @@ static void cache_put(tk_cache *c, const char *w, size_t n, uint64_t h, const in
     uint32_t i = (uint32_t)h & c->mask;
     while (c->slots[i]) i = (i + 1) & c->mask;
     memcpy(c->bytes + c->bytes_n, w, n);
-    memcpy(c->ids + c->toks_n, ids, k * sizeof *ids);
-    memcpy(c->lens + c->toks_n, lens, k * sizeof *lens);
+    if (k) {
+        memcpy(c->ids + c->toks_n, ids, k * sizeof *ids);
+        memcpy(c->lens + c->toks_n, lens, k * sizeof *lens);
+    }
     c->ent[c->n] = (struct tk_cent){h, (uint32_t)c->bytes_n, (uint32_t)n, (uint32_t)c->toks_n, (uint32_t)k};
     c->slots[i] = ++c->n;
     c->bytes_n += n;
