@@ -11,6 +11,7 @@
 #include "zero/ckpt.h"
 #include "zero/comm.h"
 #include "zero/config.h"
+#include "zero/data.h"
 #include "zero/engine.h"
 #include "zero/io.h"
 #include "zero/offload.h"

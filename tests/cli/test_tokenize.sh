@@ -78,6 +78,15 @@ import json, struct; s = json.load(open('$TMP/out')); b = open('$TMP/c.tok', 'rb
 m, v, voc, n, tb, fl, row = struct.unpack('<8sIIQIII', b[:36])
 assert row == 128 == s['row'] and n == 128 * s['rows'] and s['padding'] > 0 and fl == 1, s"
 
+mkdir -p "$TMP/dir"
+cp "$D/fortunes.txt" "$TMP/dir/a.txt"
+cp "$D/pc.jsonl" "$TMP/dir/b.jsonl"
+ln -s "$D/unicode.txt" "$TMP/dir/c.txt"      # symlinks, hidden files and *.dat are not read
+cp "$D/unicode.txt" "$TMP/dir/.hidden"
+run tokenize --tokenizer "$D/llama2" "$TMP/dir" -o "$TMP/g.tok"
+run tokenize --tokenizer "$D/llama2" "$TMP/dir/a.txt" "$TMP/dir/b.jsonl" -o "$TMP/h.tok"
+check "a directory: its regular files in name order" cmp -s "$TMP/g.tok" "$TMP/h.tok"
+
 # --- bad examples: refused with file:line, or skipped and counted
 printf '{"text": "fine"}\n{"prompt": "only a prompt"}\n\n{"messages": [{"role": "robot", "content": "x"}]}\n' >"$TMP/bad.jsonl"
 run tokenize --tokenizer "$D/llama3" "$TMP/bad.jsonl" -o "$TMP/d.tok"
