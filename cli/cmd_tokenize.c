@@ -156,14 +156,15 @@ static void print_ids(const int32_t *ids, const uint8_t *mask, size_t n, int jso
 /* Progress on stderr for inputs of 8 MiB and more, at most once a second. */
 typedef struct progress {
     double total, done, t0, last;
-    int on;
+    int on, ended;
 } progress;
 static void progress_tick(progress *p, double add) {
     p->done += add;
-    if (!p->on) return;
+    if (!p->on || p->ended) return;
     const double now = zero_now();
     if (now - p->last < 1.0 && p->done < p->total) return;
     p->last = now;
+    p->ended = p->done >= p->total;
     fprintf(stderr, "zero: tokenize: %.1f of %.1f MiB (%.1f MB/s)\n", p->done / 1048576.0, p->total / 1048576.0,
             p->done / 1e6 / (now - p->t0 > 1e-9 ? now - p->t0 : 1e-9));
 }
