@@ -18,11 +18,13 @@ int cli_estimate(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);
 int cli_bench_io(int argc, char **argv);
+int cli_bench_tokenize(int argc, char **argv);
 
 /* The whole command line, saved by main. */
 extern int cli_argc;
