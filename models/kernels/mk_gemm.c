@@ -42,6 +42,11 @@ zero_status mk_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float al
     if (path == MK_GEMM_NATIVE) return ZERO_ERR_UNSUPPORTED;
     if (!M || !N) return ZERO_OK;
     if (!C || (K && (!A || !B))) return ZERO_ERR_INVALID_ARG;
+    if (!K) { /* no products: C = beta C (beta 0 writes zeros, as BLAS does) */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        return ZERO_OK;
+    }
     return gemm_convert(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
