@@ -165,13 +165,15 @@ typedef struct mk_attn {
  * natural-log sum of exp of the logits (for the backward). The vector impls are blockwise
  * (online softmax over key blocks; no (T, T) buffer); the scalar reference materializes one
  * row of T logits at a time. ZERO_ERR_INVALID_ARG for a shape outside the limits above or a
- * stride too small for its heads; ZERO_ERR_NOMEM if a thread's block scratch (under 0.5 MiB)
- * cannot be allocated (the output is then incomplete). out must not alias q, k or v. */
+ * stride too small for its heads; ZERO_ERR_NOMEM if a thread's block scratch (209 KiB at head_dim 256;
+ * the scalar reference: 4T bytes) cannot be allocated (the output is then incomplete). out must
+ * not alias q, k or v. */
 zero_status mk_attention_fwd(const mk_attn *a, float *out, float *lse, const float *q,
                              const float *k, const float *v, zero_impl impl);
 /* The backward from dout, out and lse of the forward: dq, dk, dv written (not accumulated), none
  * aliasing an input. Work is split over (sequence, key/value head) pairs: B * n_kv_head tasks.
- * Errors as mk_attention_fwd. */
+ * Errors as mk_attention_fwd; a thread's scratch is 544 KiB at head_dim 256, plus
+ * 4 (n_head/n_kv_head) T bytes (the scalar reference: 8T bytes). */
 zero_status mk_attention_bwd(const mk_attn *a, float *dq, float *dk, float *dv, const float *dout,
                              const float *q, const float *k, const float *v, const float *out,
                              const float *lse, zero_impl impl);
