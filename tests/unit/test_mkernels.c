@@ -683,6 +683,63 @@ static void test_rope(void) {
     free(cs), free(sn), free(cl), free(sl), free(c3), free(s3);
 }
 
+/* The table against transformers' LlamaRotaryEmbedding (tests/data/mk_rope_golden.txt, written
+ * by scripts/mk_rope_golden.py). The inverse frequencies are computed in fp32 the same way, but
+ * torch's fp32 pow is not correctly rounded (within 1 ulp), so an inv_freq may differ by an ulp,
+ * which moves the fp32 angle p * inv by up to p * 2^-23 inv: the bound is the rounding of torch's
+ * cos/sin (3e-7) plus that. Most values need no allowance; the test prints how many did. */
+static void test_rope_golden(void) {
+    const char *dir = getenv("ZERO_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/mk_rope_golden.txt", dir ? dir : ".");
+    FILE *f = fopen(path, "r");
+    ZT_CHECKF(f != NULL, "cannot open %s", path);
+    if (!f) return;
+    char line[65536];
+    int cases = 0, positions = 0, rd = 0, n_pos = 32768;
+    float *cs = mt_alloc((size_t)n_pos * 64), *sn = mt_alloc((size_t)n_pos * 64);
+    double worst = 0.0;
+    int allowance = 0, values = 0;
+    mk_rope_freq fr = {0};
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        if (!strncmp(line, "case ", 5)) {
+            char name[64];
+            int scaling, orig, np;
+            ZT_EQ_INT(sscanf(line, "case %63s %d %lf %lf %lf %lf %d %d %d", name, &scaling, &fr.theta, &fr.factor,
+                             &fr.low_freq_factor, &fr.high_freq_factor, &orig, &rd, &np), 9);
+            fr.scaling = (mk_rope_scaling)scaling, fr.original_max_pos = orig;
+            ZT_OK(mk_rope_table(cs, sn, n_pos, rd, &fr));
+            cases++;
+            continue;
+        }
+        int p, off;
+        if (sscanf(line, "pos %d%n", &p, &off) != 1) continue;
+        const char *q = line + off;
+        for (int i = 0; i < rd; i++) {
+            char *end;
+            const double g = strtod(q, &end);
+            q = end;
+            const int k = i < rd / 2 ? i : i - rd / 2;
+            const float got = i < rd / 2 ? cs[(size_t)p * rd / 2 + k] : sn[(size_t)p * rd / 2 + k];
+            /* inv_freq of pair k, recovered from the table's position-1 angle (exact for sin < 1) */
+            const double inv = atan2(sn[(size_t)rd / 2 + k], cs[(size_t)rd / 2 + k]);
+            const double bound = 3e-7 + p * ldexp(fabs(inv), -23) * 1.01;
+            worst = fmax(worst, fabs(got - g));
+            allowance += fabs(got - g) > 3e-7;
+            values++;
+            ZT_CHECKF(fabs(got - g) <= bound, "rope golden pos %d [%d]: %.9g vs transformers %.9g", p, i, got, g);
+        }
+        positions++;
+    }
+    fclose(f);
+    ZT_EQ_INT(cases, 4);
+    ZT_EQ_INT(positions, 36);
+    printf("  table vs transformers (4 configs, positions up to 32767): worst |diff| %.3g; %d of %d values "
+           "beyond 3e-7 (an inv_freq an ulp from torch's)\n", worst, allowance, values);
+    free(cs), free(sn);
+}
+
 /* ---------------------------------------------------------------- reductions */
 static void test_reductions(void) {
     printf("reductions:\n");
@@ -798,6 +855,7 @@ int main(void) {
     test_norm_fd();
     test_softmax_xent();
     test_rope();
+    test_rope_golden();
     test_reductions();
     test_threads();
     test_args();
