@@ -36,6 +36,17 @@ zero_status mk_gelu_fwd(float *out, const float *x, size_t n, zero_impl impl);
 /* dx (n) = dy * gelu'(x), written; dx may equal dy or x. */
 zero_status mk_gelu_bwd(float *dx, const float *dy, const float *x, size_t n, zero_impl impl);
 
+/* A linear layer's bias add fused with its GELU (one pass instead of two): x (rows, cols; ld_x)
+ * += bias (cols) in place, so that x then holds the pre-activation the backward reads, and
+ * out (ld_out) = gelu(x). out must not be x. Same values as adding the bias, then mk_gelu_fwd. */
+zero_status mk_bias_gelu_fwd(float *out, size_t ld_out, float *x, size_t ld_x, const float *bias,
+                             size_t rows, size_t cols, zero_impl impl);
+/* GELU's backward fused with the bias gradient of the layer before it: dx = dy * gelu'(x)
+ * written (dx may equal dy), dbias (cols) += column sums of dx; all three (rows, cols) arrays ld
+ * apart. Bitwise what mk_gelu_bwd then mk_colsum give. ZERO_ERR_NOMEM as mk_colsum. */
+zero_status mk_gelu_bwd_bias(float *dx, float *dbias, const float *dy, const float *x, size_t rows,
+                             size_t cols, size_t ld, zero_impl impl);
+
 /* SiLU (swish) x * sigmoid(x). out (n) = silu(x); out may equal x. */
 zero_status mk_silu_fwd(float *out, const float *x, size_t n, zero_impl impl);
 /* dx (n) = dy * silu'(x), written; dx may equal dy or x. */

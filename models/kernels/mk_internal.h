@@ -38,6 +38,10 @@
 typedef struct mk__isa {
     void (*gelu_fwd)(float *out, const float *x, size_t n);
     void (*gelu_bwd)(float *dx, const float *dy, const float *x, size_t n);
+    /* x += bias; out = gelu(x) (one row) */
+    void (*bias_gelu_row)(float *out, float *x, const float *bias, size_t n);
+    /* dx = dy gelu'(x); part += dx (one row) */
+    void (*gelu_bwd_bias_row)(float *dx, float *part, const float *dy, const float *x, size_t n);
     void (*silu_fwd)(float *out, const float *x, size_t n);
     void (*silu_bwd)(float *dx, const float *dy, const float *x, size_t n);
     void (*swiglu_fwd)(float *out, const float *g, const float *u, size_t n);

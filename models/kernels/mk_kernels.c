@@ -65,6 +65,40 @@ zero_status mk_gelu_bwd(float *dx, const float *dy, const float *x, size_t n, ze
     return ZERO_OK;
 }
 
+zero_status mk_bias_gelu_fwd(float *out, size_t ld_out, float *x, size_t ld_x, const float *bias,
+                             size_t rows, size_t cols, zero_impl impl) {
+    PICK(impl, isa);
+    if (!rows || !cols) return ZERO_OK;
+    if (!out || !x || !bias || out == x || ld_out < cols || ld_x < cols) return ZERO_ERR_INVALID_ARG;
+#pragma omp parallel for schedule(static) if (rows * cols >= MK_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) isa->bias_gelu_row(out + r * ld_out, x + r * ld_x, bias, cols);
+    return ZERO_OK;
+}
+
+/* reduce_parts is defined with the column sums below */
+static void reduce_parts(float *const *dst, int nparts, const float *part, size_t nch, size_t stride,
+                         size_t cols);
+
+zero_status mk_gelu_bwd_bias(float *dx, float *dbias, const float *dy, const float *x, size_t rows,
+                             size_t cols, size_t ld, zero_impl impl) {
+    PICK(impl, isa);
+    if (!rows || !cols) return ZERO_OK;
+    if (!dx || !dbias || !dy || !x || ld < cols) return ZERO_ERR_INVALID_ARG;
+    const size_t nch = (rows + MK_CHUNK_ROWS - 1) / MK_CHUNK_ROWS;
+    float *part = calloc(nch * cols, sizeof(float));
+    if (!part) return ZERO_ERR_NOMEM;
+#pragma omp parallel for schedule(static) if (rows * cols >= MK_PAR_MIN)
+    for (size_t c = 0; c < nch; c++) {
+        const size_t r1 = min_sz(rows, (c + 1) * MK_CHUNK_ROWS);
+        for (size_t r = c * MK_CHUNK_ROWS; r < r1; r++)
+            isa->gelu_bwd_bias_row(dx + r * ld, part + c * cols, dy + r * ld, x + r * ld, cols);
+    }
+    float *d[1] = {dbias};
+    reduce_parts(d, 1, part, nch, cols, cols);
+    free(part);
+    return ZERO_OK;
+}
+
 zero_status mk_silu_fwd(float *out, const float *x, size_t n, zero_impl impl) {
     PICK(impl, isa);
     if (n && (!out || !x)) return ZERO_ERR_INVALID_ARG;

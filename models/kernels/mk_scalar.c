@@ -10,6 +10,22 @@ static void gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * mk__gelu_grad(x[i]);
 }
 
+static void bias_gelu_row(float *out, float *x, const float *bias, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float h = x[i] + bias[i];
+        x[i] = h;
+        out[i] = mk__gelu(h);
+    }
+}
+
+static void gelu_bwd_bias_row(float *dx, float *part, const float *dy, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = dy[i] * mk__gelu_grad(x[i]);
+        dx[i] = g;
+        part[i] += g;
+    }
+}
+
 static void silu_fwd(float *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = mk__silu(x[i]);
 }
@@ -146,6 +162,8 @@ static void exp_array(float *y, const float *x, size_t n) {
 const mk__isa mk__isa_scalar = {
     .gelu_fwd = gelu_fwd,
     .gelu_bwd = gelu_bwd,
+    .bias_gelu_row = bias_gelu_row,
+    .gelu_bwd_bias_row = gelu_bwd_bias_row,
     .silu_fwd = silu_fwd,
     .silu_bwd = silu_bwd,
     .swiglu_fwd = swiglu_fwd,

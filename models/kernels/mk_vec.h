@@ -57,6 +57,24 @@ static void MK_FN(gelu_bwd)(float *dx, const float *dy, const float *x, size_t n
         v_store_n(dx + i, v_mul(v_load_n(dy + i, n - i), gelu_grad_v(v_load_n(x + i, n - i))), n - i);
 }
 
+static void MK_FN(bias_gelu_row)(float *out, float *x, const float *bias, size_t n) {
+    for (size_t i = 0; i < n; i += MK_W) {
+        const size_t k = n - i < MK_W ? n - i : MK_W;
+        const vf h = v_add(v_load_k(x + i, k), v_load_k(bias + i, k));
+        v_store_k(x + i, h, k);
+        v_store_k(out + i, gelu_v(h), k);
+    }
+}
+
+static void MK_FN(gelu_bwd_bias_row)(float *dx, float *part, const float *dy, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i += MK_W) {
+        const size_t k = n - i < MK_W ? n - i : MK_W;
+        const vf g = v_mul(v_load_k(dy + i, k), gelu_grad_v(v_load_k(x + i, k)));
+        v_store_k(dx + i, g, k);
+        v_store_k(part + i, v_add(v_load_k(part + i, k), g), k);
+    }
+}
+
 static void MK_FN(silu_fwd)(float *out, const float *x, size_t n) {
     size_t i = 0;
     for (; i + MK_W <= n; i += MK_W) v_store(out + i, silu_v(v_load(x + i)));
@@ -724,6 +742,8 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
 const mk__isa MK_TABLE = {
     .gelu_fwd = MK_FN(gelu_fwd),
     .gelu_bwd = MK_FN(gelu_bwd),
+    .bias_gelu_row = MK_FN(bias_gelu_row),
+    .gelu_bwd_bias_row = MK_FN(gelu_bwd_bias_row),
     .silu_fwd = MK_FN(silu_fwd),
     .silu_bwd = MK_FN(silu_bwd),
     .swiglu_fwd = MK_FN(swiglu_fwd),

@@ -213,6 +213,41 @@ static void test_activations(void) {
     free(x), free(u), free(d), free(ref);
 }
 
+/* The fused bias + GELU kernels give the bits of the unfused calls, for every impl, on strided rows. */
+static void test_fused_bias_gelu(void) {
+    static const size_t shapes[][3] = {{1, 1, 1}, {3, 7, 9}, {70, 33, 33}, {129, 100, 104}, {600, 512, 512}};
+    for (int si = 0; si < 5; si++) {
+        const size_t rows = shapes[si][0], cols = shapes[si][1], ld = shapes[si][2], n = rows * ld;
+        float *x = mt_alloc(n), *bias = mt_alloc(cols), *dy = mt_alloc(n);
+        fill_act(x, n);
+        mt_fill(bias, cols, 1.0f), mt_fill(dy, n, 1.0f);
+        for (int v = -1; v < MT_NVEC; v++) {
+            const zero_impl impl = v < 0 ? ZERO_IMPL_SCALAR : mt_vec_impls[v];
+            if (v >= 0 && !zero_impl_available(impl)) continue;
+            float *h1 = mt_dup(x, n), *h2 = mt_dup(x, n), *o1 = mt_alloc(n), *o2 = mt_alloc(n);
+            memset(o1, 0, 4 * n), memset(o2, 0, 4 * n);
+            ZT_OK(mk_bias_gelu_fwd(o1, ld, h1, ld, bias, rows, cols, impl));
+            for (size_t r = 0; r < rows; r++) {
+                for (size_t j = 0; j < cols; j++) h2[r * ld + j] += bias[j];
+                ZT_OK(mk_gelu_fwd(o2 + r * ld, h2 + r * ld, cols, impl));
+            }
+            ZT_CHECKF(!memcmp(h1, h2, 4 * n) && !memcmp(o1, o2, 4 * n), "%s: bias+gelu differs from the unfused calls",
+                      zero_impl_name(impl));
+            float *d1 = mt_dup(dy, n), *d2 = mt_dup(dy, n), *b1 = mt_alloc(cols), *b2 = mt_alloc(cols);
+            for (size_t j = 0; j < cols; j++) b1[j] = b2[j] = 0.5f;
+            ZT_OK(mk_gelu_bwd_bias(d1, b1, d1, h1, rows, cols, ld, impl)); /* in place on dy */
+            for (size_t r = 0; r < rows; r++) ZT_OK(mk_gelu_bwd(d2 + r * ld, dy + r * ld, h1 + r * ld, cols, impl));
+            ZT_OK(mk_colsum(b2, d2, rows, cols, ld, impl));
+            ZT_CHECKF(!memcmp(d1, d2, 4 * n) && !memcmp(b1, b2, 4 * cols), "%s: gelu bwd + bias grad differs from the unfused calls",
+                      zero_impl_name(impl));
+            free(h1), free(h2), free(o1), free(o2), free(d1), free(d2), free(b1), free(b2);
+        }
+        free(x), free(bias), free(dy);
+    }
+    float x[4] = {0};
+    ZT_EQ_INT(mk_bias_gelu_fwd(x, 4, x, 4, x, 1, 4, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+}
+
 /* Central differences of the scalar forward twins against their backward twins. */
 static void test_activation_fd(void) {
     const size_t n = 4001;
@@ -849,6 +884,7 @@ int main(void) {
     printf("impl chosen here: %s\n", zero_impl_name(zero_impl_best()));
     test_exp();
     test_activations();
+    test_fused_bias_gelu();
     test_activation_fd();
     test_norms();
     test_norm_modes();
