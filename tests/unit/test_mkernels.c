@@ -598,6 +598,26 @@ static void test_softmax_xent(void) {
         ZT_CHECKF(err <= 1.0, "xent fd[%zu]: %.7g vs %.7g", i, fd, g[i]);
     }
     printf("cross-entropy: finite differences of the scalar twin within %.2f of the bound\n", worst);
+    /* softmax: L = sum r .* softmax(x), dL/dx = mk_softmax_bwd(r, y) */
+    float rr[44], y[44], dxs[44], yp[44];
+    mt_fill(rr, 44, 1.0f);
+    ZT_OK(mk_softmax_fwd(y, x, rows, V, ZERO_IMPL_SCALAR));
+    ZT_OK(mk_softmax_bwd(dxs, rr, y, rows, V, ZERO_IMPL_SCALAR));
+    worst = 0.0;
+    for (size_t i = 0; i < rows * V; i++) {
+        double l[2];
+        for (int sg = 0; sg < 2; sg++) {
+            memcpy(xc, x, sizeof x);
+            xc[i] += sg ? -1e-2f : 1e-2f;
+            ZT_OK(mk_softmax_fwd(yp, xc, rows, V, ZERO_IMPL_SCALAR));
+            l[sg] = 0.0;
+            for (size_t k = 0; k < rows * V; k++) l[sg] += (double)rr[k] * yp[k];
+        }
+        const double fd = (l[0] - l[1]) / 2e-2, err = fabs(fd - dxs[i]) / (2e-4 + 2e-3 * fabs(dxs[i]));
+        worst = fmax(worst, err);
+        ZT_CHECKF(err <= 1.0, "softmax fd[%zu]: %.7g vs %.7g", i, fd, dxs[i]);
+    }
+    printf("softmax: finite differences of the scalar twin within %.2f of the bound\n", worst);
     memcpy(xc, x, sizeof x);
     ZT_OK(mk_softmax_fwd(g, x, rows, V, ZERO_IMPL_AUTO));
     ZT_OK(mk_softmax_fwd(xc, xc, rows, V, ZERO_IMPL_AUTO));
