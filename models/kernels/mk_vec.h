@@ -533,6 +533,20 @@ static void pack_rows(float *P, const float *base, size_t ld, int n, int hd, int
     }
 }
 
+/* Logits of a (query block, key block) pair, four rows at a time, each group only over the key
+ * tiles up to its last row's diagonal (the diagonal block costs half). Rows that see no key of
+ * the block are left as they are (the callers zero them). */
+static void att_logits(float *S, const float *const *ar, const float *Kt, int hd, int nr, int t0,
+                       int j0, int nc) {
+    for (int r = 0; r < nr; r += 4) {
+        const int R = nr - r < 4 ? nr - r : 4;
+        int lim = t0 + r + R - j0;
+        lim = lim < nc ? lim : nc;
+        if (lim <= 0) continue;
+        att_dot(S + (size_t)r * BC, ar + r, Kt, hd, R, (lim + 2 * MK_W - 1) / (2 * MK_W) * (2 * MK_W));
+    }
+}
+
 static inline float dot_hd(const float *a, const float *b, int hd) {
     vf s = v_zero();
     for (int d = 0; d < hd; d += MK_W) {
@@ -564,7 +578,7 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
         const int ncp = (nc + 2 * MK_W - 1) / (2 * MK_W) * (2 * MK_W);
         pack_t(Kt, kb + (size_t)j0 * a->ld_k, a->ld_k, nc, ncp, hd);
         pack_rows(Vp, vb + (size_t)j0 * a->ld_v, a->ld_v, nc, hd, hdp);
-        att_dot(S, qr, Kt, hd, nr, ncp);
+        att_logits(S, qr, Kt, hd, nr, t0, j0, nc);
         /* online softmax: scale, running max, exps (zero past each row's last visible key) */
         for (int r = 0; r < nr; r++) {
             float *s = S + (size_t)r * BC;
@@ -676,8 +690,8 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                 }
                 pack_rows(Qp, qr[0], a->ld_q, nr, hd, hdp);
                 pack_rows(dOp, dr[0], a->ld_o, nr, hd, hdp);
-                att_dot(P, qr, Kt, hd, nr, ncp);
-                att_dot(dS, dr, Vt, hd, nr, ncp);
+                att_logits(P, qr, Kt, hd, nr, t0, j0, nc);
+                att_logits(dS, dr, Vt, hd, nr, t0, j0, nc);
                 /* P = exp(scale s - lse); dS = scale P (dP - D); both zero past the diagonal */
                 const vf sc = v_set1(scale);
                 for (int r = 0; r < nr; r++) {
