@@ -12,7 +12,7 @@
  *    vector exp (docs/KERNELS.md states the bounds, which the unit tests check);
  *  - OpenMP inside: work below about 2^18 elements runs on the calling thread. Every result is
  *    bitwise independent of the thread count (rows split between threads; column sums over fixed
- *    chunks of rows, summed in chunk order);
+ *    chunks of rows, summed in chunk order), except mk_gemm_bf16's, which are its BLAS's;
  *  - gradients: "written" means overwritten, "accumulated" means `+=` into what the caller holds;
  *  - aliasing: only where a comment allows it (same index, element for element).
  * No global state: the kernels keep nothing between calls. */
