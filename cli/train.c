@@ -142,6 +142,8 @@ typedef struct run_state {
     int offload;        /* NVMe offload is on: step records carry its I/O */
     int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
     uint64_t padded;    /* Σ padded unit sizes */
+    double init_s;      /* seconds from the engine's creation to the initial weights in place */
+    int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
 
 /* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss]. */
@@ -428,6 +430,10 @@ static int train_loop(run_state *r) {
         fprintf(r->human, " | ETA %.0fs\n", eta);
         fflush(r->human);
     }
+    if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
+        if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
+        if (r->rank == 0) fprintf(r->human, "saved step 0 to %s\n", o->save);
+    }
     if (o->trace) {
         int rc = write_trace(r);
         if (rc != CLI_OK) return rc;
@@ -442,8 +448,9 @@ static int train_loop(run_state *r) {
             cli_json_double(r->json, last_loss);
             fputs(",\"val_loss\":", r->json);
             cli_json_double(r->json, val);
-            fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,", (unsigned long long)dec_num_params(&o->model_cfg),
-                    (unsigned long long)stage0_states(r));
+            fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,\"init_s\":%.3f,\"init_rss_peak\":%lld,",
+                    (unsigned long long)dec_num_params(&o->model_cfg), (unsigned long long)stage0_states(r), r->init_s,
+                    (long long)r->init_rss);
             json_mem(r->json, m);
             fputc(',', r->json);
             json_comm(r->json, &c);
@@ -474,6 +481,7 @@ int train_run(train_opts *o, int mpi) {
     if (rc != CLI_OK) goto out;
 
     zero_error err = {{0}};
+    const double t_init = zero_now();
     if ((s = zero_engine_create(&r.e, r.comm, &o->cfg)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", zero_status_string(s));
         goto out;
@@ -484,6 +492,12 @@ int train_run(train_opts *o, int mpi) {
         goto out;
     }
     if (o->init_from && (rc = cli_init_from(r.e, o->init_from)) != CLI_OK) goto out;
+    r.init_s = zero_now() - t_init;
+    const int64_t rss = (int64_t)zero_rss_peak_bytes();
+    if (zero_comm_all_reduce(r.comm, &rss, &r.init_rss, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "rank %d: %s", r.rank, zero_comm_last_error(r.comm));
+        goto out;
+    }
     r.offload = o->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME || o->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
     r.user_json = train_user_json(o, r.world);
     if (!r.user_json) {
@@ -533,6 +547,11 @@ int train_run(train_opts *o, int mpi) {
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 gpt2_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        if (o->init_from) {
+            char rb[32];
+            fmt_bytes(rb, sizeof rb, (double)r.init_rss);
+            fprintf(r.human, "initialized from %s in %.2f s (peak RSS %s per rank so far)\n", o->init_from, r.init_s, rb);
+        }
     }
     rc = train_loop(&r);
 out:

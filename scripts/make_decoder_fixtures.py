@@ -17,11 +17,17 @@
 #   grad_norm F64 (1)      the global L2 norm of that loss's gradient
 #   adamw   F64 (6)        the loss before each of 5 full-batch AdamW steps and after the last; the
 #                          batch is one on which PyTorch's own fp32 run stays within 2e-5 of these
+#   val_loss F64 (1)       the mean loss `zero train --data tokens.bin --seq 8` validates on with a global
+#                          batch of 4 sequences and --val-batches 1 (windows 0-3 of the last 5% of the
+#                          tokens: docs/MODEL.md, Data): what an exported copy must give again
 # metadata: lr, beta1, beta2, eps, weight_decay (AdamW; weight decay on the 2-D tensors only).
+# tests/data/decoder/tokens.bin: 2048 random tokens below 64 in zero's ZEROTOK1 format.
 # The goldens are computed in float64 from the stored weights (a bf16/fp16 file's values widened).
 import json
+import math
 import os
 import shutil
+import struct
 import sys
 
 import torch
@@ -65,6 +71,30 @@ def mean_loss(model, tokens, labels):
     logits = model(input_ids=tokens).logits
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                              ignore_index=-100), logits
+
+
+N_TOKENS, VAL_T, VAL_G = 2048, 8, 4
+
+
+def write_tokens(path, V, seed):
+    """A ZEROTOK1 token file (docs/MODEL.md): magic, version 1, vocab, count, reserved, uint16 tokens."""
+    g = torch.Generator().manual_seed(seed)
+    toks = torch.randint(0, V, (N_TOKENS,), generator=g)
+    with open(path, "wb") as f:
+        f.write(b"ZEROTOK1" + struct.pack("<IIQQ", 1, V, N_TOKENS, 0))
+        f.write(struct.pack("<%dH" % N_TOKENS, *toks.tolist()))
+    return toks
+
+
+def val_loss(path, toks):
+    """zero's validation rule: the last floor(0.05 n) tokens; sequence j of batch 0 is window j, tokens
+    [j T, j T + T] of the split (inputs the first T, targets the last T)."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation="eager")
+    val = toks[N_TOKENS - int(math.floor(0.05 * N_TOKENS)):]
+    w = torch.stack([val[j * VAL_T:j * VAL_T + VAL_T + 1] for j in range(VAL_G)])
+    with torch.no_grad():
+        logits = model(input_ids=w[:, :-1]).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1)).item()
 
 
 def adamw_losses(path, dtype, tokens, labels):
@@ -184,6 +214,7 @@ FIXTURES = {
 def main():
     only = sys.argv[1:]
     os.makedirs(OUT, exist_ok=True)
+    toks = write_tokens(os.path.join(OUT, "tokens.bin"), 64, 7)
     for i, (name, (cls, kw, dtype, shard, published)) in enumerate(FIXTURES.items()):
         if only and name not in only:
             continue
@@ -200,6 +231,7 @@ def main():
         if published:
             to_published_rope(path)
         g, drift = goldens(path, 300 + i)
+        g["val_loss"] = torch.tensor([val_loss(path, toks)], dtype=torch.float64)
         meta = {"lr": repr(LR), "beta1": repr(BETAS[0]), "beta2": repr(BETAS[1]), "eps": repr(EPS),
                 "weight_decay": repr(WD), "transformers": transformers.__version__, "torch": torch.__version__}
         save_file(g, os.path.join(OUT, name + ".golden.safetensors"), metadata=meta)
