@@ -6,7 +6,8 @@
 # loss; the export has the source's tensor names, shapes, dtype and config, and bitwise the
 # weights; tokenizer files travel; flags that disagree with config.json, unsupported config.json
 # values, a short sliding window, pickles and missing tensors are refused with one line; sample,
-# estimate and plan take the directories.
+# estimate and plan take the directories; a Llama-family model trains alike at every stage and
+# world size, with checkpointing, NVMe offload and resuming elsewhere, and in bf16.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -107,6 +108,33 @@ d = sys.argv[1]; c = json.load(open(d + "/config.json")); assert c["dtype"] == "
 b = open(d + "/model.safetensors", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
 assert {v["dtype"] for k, v in h.items() if k != "__metadata__"} == {"BF16"}
 EOF
+
+# --- a Llama-family model is one unit per layer like GPT-2: every stage and world size, activation
+# checkpointing, NVMe offload and resuming on another world size give the 1-rank stage-0 losses
+# (global batch 6; fp32: 1e-4 relative), bf16 follows them
+losses() { sed -n 's/.*"step":\([0-9]*\),"loss":\([^,]*\).*/\1 \2/p' "$TMP/$1.json"; }
+same() { # same REF NAME TOL: every step NAME logged has REF's loss at that step (relative TOL)
+    awk -v n="$2" -v tol="$3" 'NR == FNR { ref[$1] = $2; next }
+      { k++; d = $2 - ref[$1]; if (d < 0) d = -d; if (!($1 in ref) || d > tol * ref[$1]) { printf "%s: step %s loss %s vs %s\n", n, $1, $2, ref[$1]; bad = 1 } }
+      END { exit bad || !k }' <(losses "$1") <(losses "$2")
+}
+eq() { local name=$1; shift; run "$name" --init-from "$FIX/qwen3" --steps 4 --lr 1e-2 "$@"; }
+eq ref --micro-batch 6
+check "the loss falls over 4 steps" awk 'NR==1{a=$2} END{exit !($2 < a - 0.1)}' <(losses ref)
+eq r2s3ck --micro-batch 3 --ranks 2 --stage 3 --activation-checkpointing
+check "2 ranks, stage 3, checkpointing: the 1-rank stage-0 losses" same ref r2s3ck 1e-4
+eq r3s2 --micro-batch 2 --ranks 3 --stage 2
+check "3 ranks, stage 2: the same losses" same ref r3s2 1e-4
+eq r3s1acc --micro-batch 1 --grad-accum 2 --ranks 3 --stage 1 --offload-optimizer "nvme:$TMP/nvme1"
+check "3 ranks x 2 micro-batches, stage 1, optimizer on NVMe: the same losses" same ref r3s1acc 1e-4
+eq r2s3off --micro-batch 3 --ranks 2 --stage 3 --offload-optimizer "nvme:$TMP/nvme2" --offload-param "nvme:$TMP/nvme2"
+check "2 ranks, stage 3, parameters and optimizer on NVMe: the same losses" same ref r2s3off 1e-4
+run half --init-from "$FIX/qwen3" --steps 2 --lr 1e-2 --micro-batch 3 --ranks 2 --stage 3 --save "$TMP/ck_half"
+"$ZERO" train --resume "$TMP/ck_half" --data "$TOK" --steps 4 --lr 1e-2 --micro-batch 2 --ranks 3 --stage 1 --val-every 0 \
+    --val-batches 1 --log-json "$TMP/resumed.json" >"$TMP/resumed.out" 2>&1 || { echo "FAIL resume"; cat "$TMP/resumed.out"; fail=1; }
+check "saved on 2 ranks at stage 3, resumed on 3 at stage 1: steps 3-4 as the uninterrupted run" same ref resumed 1e-4
+eq bf16 --micro-batch 3 --ranks 2 --stage 3 --precision bf16
+check "bf16 working precision follows fp32 (2e-2)" same ref bf16 2e-2
 
 # --- --steps 0: a directory as a checkpoint, exported bitwise; tokenizer files travel
 mkdir -p "$TMP/withtok" && cp "$FIX/llama_gqa4"/* "$TMP/withtok/"
