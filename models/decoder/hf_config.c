@@ -403,5 +403,26 @@ char *dec_config_to_json(const dec_config *c, const char *base, const char *dtyp
     }
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
-    return text;
+    return dec__json_indent(text);
+}
+
+char *dec__json_indent(char *t) {
+    /* cJSON indents with tabs and puts one after each colon; JSON strings hold no raw tab, so
+     * every tab is layout: two spaces of indentation, one space after a colon, as transformers */
+    if (!t) return NULL;
+    char *out = malloc(2 * strlen(t) + 1), *w = out;
+    if (!out) return t;
+    for (const char *r = t; *r; r++) {
+        if (*r != '\t') {
+            *w++ = *r;
+        } else if (r > t && r[-1] == ':') {
+            *w++ = ' ';
+        } else {
+            *w++ = ' ';
+            *w++ = ' ';
+        }
+    }
+    *w = '\0';
+    cJSON_free(t);
+    return out;
 }

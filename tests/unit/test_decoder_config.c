@@ -34,7 +34,7 @@ static void test_presets(void) {
         zero_error err = {{0}};
         ZT_CHECKF(j && dec_config_from_json(&back, j, NULL, &err) == ZERO_OK, "%s: %s", known[i].name, err.msg);
         ZT_CHECKF(dec_config_equal(&c, &back), "%s: config.json round trip changed the configuration", known[i].name);
-        ZT_CHECK(strstr(j, "\"torch_dtype\":\t\"bfloat16\""));
+        ZT_CHECK(strstr(j, "\n  \"torch_dtype\": \"bfloat16\"") && !strchr(j, '\t'));
         free(j);
     }
     dec_config c;
