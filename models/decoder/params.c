@@ -348,7 +348,7 @@ static uint64_t place(spec *s, int n) {
 #define MAX_SPECS 24
 
 void dec__layout_of(const dec_config *c, dec__layout *L) {
-    for (uint64_t *p = &L->ln1_w; p <= &L->emb_numel; p++) *p = DEC__NONE;
+    memset(L, 0xff, sizeof *L); /* every offset DEC__NONE (all bits set) until placed */
     spec s[MAX_SPECS];
     L->numel = place(s, layer_specs(c, L, s));
     L->final_numel = place(s, final_specs(c, L, s));
