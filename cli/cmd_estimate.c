@@ -6,6 +6,7 @@
 #include "decoder/decoder.h"
 #include "weights.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,10 +257,19 @@ static void json_u64_or_null(FILE *f, int known, uint64_t v) {
 
 static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
                        int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt) {
-    printf("{\"model\": \"%s\", \"params\": %llu, \"padded_params\": %llu, \"units\": %d, "
+    fputs("{\"model\": ", stdout);
+    cJSON *name = cJSON_CreateString(m->name); /* a directory's path, escaped */
+    char *quoted = name ? cJSON_PrintUnformatted(name) : NULL;
+    fputs(quoted ? quoted : "null", stdout);
+    cJSON_free(quoted);
+    cJSON_Delete(name);
+    printf(", \"arch\": ");
+    if (m->cfg) printf("\"%s\"", dec_arch_name(m->cfg->arch));
+    else printf("null");
+    printf(", \"params\": %llu, \"padded_params\": %llu, \"units\": %d, "
            "\"largest_unit\": %llu, \"ranks\": %d, \"nodes\": %d, \"precision\": \"%s\", "
            "\"optimizer\": \"%s\", \"state_count\": %d, \"micro_batch\": %lld, \"seq\": ",
-           m->name, (unsigned long long)m->params, (unsigned long long)rows[0].mem.padded,
+           (unsigned long long)m->params, (unsigned long long)rows[0].mem.padded,
            m->num_units, (unsigned long long)rows[0].mem.largest_unit, o->ranks, o->nodes,
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
            (long long)mb);
