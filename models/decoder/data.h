@@ -1,4 +1,4 @@
-/* models/gpt2/data.h — training data for the reference GPT-2: a byte-level tokenizer over text
+/* models/decoder/data.h — training data for the decoder: a byte-level tokenizer over text
  * files, pre-tokenized uint16 token files, the train/validation split, and the sampling rule that
  * makes a step the same computation for any number of ranks.
  *

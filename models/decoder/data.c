@@ -1,4 +1,4 @@
-/* models/gpt2/data.c — training data for GPT-2: text files and directories tokenized by byte,
+/* models/decoder/data.c — training data for the decoder: text files and directories tokenized by byte,
  * ZEROTOK1 token files, the train/validation split and the world-size-independent sampling rule
  * (layouts and rules in data.h). */
 #include <dirent.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gpt2/data.h"
-#include "gpt2/gpt2_internal.h"
+#include "decoder/data.h"
+#include "decoder/decoder_internal.h"
 
 struct gpt2_data {
     uint16_t *tokens; /* all tokens: train then val */
@@ -29,7 +29,7 @@ static zero_status read_file(const char *path, unsigned char **out, uint64_t *si
     *size = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        gpt2__errorf(err, "cannot open data file '%s': %s", path, strerror(errno));
+        dec__errorf(err, "cannot open data file '%s': %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
     zero_status st = ZERO_OK;
@@ -37,19 +37,19 @@ static zero_status read_file(const char *path, unsigned char **out, uint64_t *si
     long len = -1;
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
     if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        gpt2__errorf(err, "cannot read data file '%s': %s", path, strerror(errno));
+        dec__errorf(err, "cannot read data file '%s': %s", path, strerror(errno));
         st = ZERO_ERR_IO;
         goto done;
     }
     if (len > 0) {
         buf = malloc((size_t)len);
         if (!buf) {
-            gpt2__errorf(err, "cannot allocate %ld bytes for data file '%s'", len, path);
+            dec__errorf(err, "cannot allocate %ld bytes for data file '%s'", len, path);
             st = ZERO_ERR_NOMEM;
             goto done;
         }
         if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-            gpt2__errorf(err, "cannot read data file '%s': short read", path);
+            dec__errorf(err, "cannot read data file '%s': short read", path);
             free(buf);
             buf = NULL;
             st = ZERO_ERR_IO;
@@ -78,35 +78,35 @@ static void wr64(unsigned char *p, uint64_t v) {
 static zero_status parse_token_file(gpt2_data *d, const unsigned char *buf, uint64_t size,
                                     zero_error *err) {
     if (size < 32) {
-        gpt2__errorf(err, "token file '%s' is truncated: %llu bytes, expected a 32-byte header",
+        dec__errorf(err, "token file '%s' is truncated: %llu bytes, expected a 32-byte header",
                      d->path, (unsigned long long)size);
         return ZERO_ERR_FORMAT;
     }
     const uint32_t version = rd32(buf + 8), vocab = rd32(buf + 12);
     const uint64_t count = rd64(buf + 16);
     if (version != 1) {
-        gpt2__errorf(err, "token file '%s': version %u, expected 1", d->path, version);
+        dec__errorf(err, "token file '%s': version %u, expected 1", d->path, version);
         return ZERO_ERR_FORMAT;
     }
     if (vocab < 1 || vocab > 65536) {
-        gpt2__errorf(err, "token file '%s': vocab %u, expected 1 .. 65536", d->path, vocab);
+        dec__errorf(err, "token file '%s': vocab %u, expected 1 .. 65536", d->path, vocab);
         return ZERO_ERR_FORMAT;
     }
     if (count == 0 || count > (size - 32) / 2 || size != 32 + 2 * count) {
-        gpt2__errorf(err, "token file '%s': header says %llu tokens, the file holds %llu bytes "
+        dec__errorf(err, "token file '%s': header says %llu tokens, the file holds %llu bytes "
                      "(expected 32 + 2 x count, count >= 1)",
                      d->path, (unsigned long long)count, (unsigned long long)size);
         return ZERO_ERR_FORMAT;
     }
     d->tokens = malloc(count * sizeof *d->tokens);
     if (!d->tokens) {
-        gpt2__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)count, d->path);
+        dec__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)count, d->path);
         return ZERO_ERR_NOMEM;
     }
     for (uint64_t i = 0; i < count; i++) {
         const uint16_t t = (uint16_t)(buf[32 + 2 * i] | buf[33 + 2 * i] << 8);
         if (t >= vocab) {
-            gpt2__errorf(err, "token file '%s': token %u at index %llu, expected < vocab %u", d->path, t,
+            dec__errorf(err, "token file '%s': token %u at index %llu, expected < vocab %u", d->path, t,
                          (unsigned long long)i, vocab);
             return ZERO_ERR_FORMAT;
         }
@@ -123,7 +123,7 @@ static zero_status append_text(gpt2_data *d, uint64_t *cap, const char *path, co
                                uint64_t size, zero_error *err) {
     const unsigned char *nul = size ? memchr(buf, 0, (size_t)size) : NULL;
     if (nul) {
-        gpt2__errorf(err, "data file '%s' looks binary (NUL byte at offset %llu): expected a text "
+        dec__errorf(err, "data file '%s' looks binary (NUL byte at offset %llu): expected a text "
                      "file or a token file (magic %s)", path, (unsigned long long)(nul - buf),
                      GPT2_TOKEN_MAGIC);
         return ZERO_ERR_FORMAT;
@@ -133,7 +133,7 @@ static zero_status append_text(gpt2_data *d, uint64_t *cap, const char *path, co
         while (nc < d->n + size) nc *= 2;
         uint16_t *t = realloc(d->tokens, nc * sizeof *t);
         if (!t) {
-            gpt2__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)nc, path);
+            dec__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)nc, path);
             return ZERO_ERR_NOMEM;
         }
         d->tokens = t;
@@ -157,7 +157,7 @@ static int ends_with(const char *s, const char *suffix) {
 static zero_status load_dir(gpt2_data *d, const char *dir, zero_error *err) {
     DIR *dp = opendir(dir);
     if (!dp) {
-        gpt2__errorf(err, "cannot open data directory '%s': %s", dir, strerror(errno));
+        dec__errorf(err, "cannot open data directory '%s': %s", dir, strerror(errno));
         return ZERO_ERR_IO;
     }
     zero_status st = ZERO_OK;
@@ -190,12 +190,12 @@ static zero_status load_dir(gpt2_data *d, const char *dir, zero_error *err) {
         free(buf);
     }
     if (!st && d->nfiles == 0) {
-        gpt2__errorf(err, "data directory '%s' holds no text file (regular, not *.dat)", dir);
+        dec__errorf(err, "data directory '%s' holds no text file (regular, not *.dat)", dir);
         st = ZERO_ERR_FORMAT;
     }
     goto done;
 nomem:
-    gpt2__errorf(err, "out of memory listing '%s'", dir);
+    dec__errorf(err, "out of memory listing '%s'", dir);
     st = ZERO_ERR_NOMEM;
 done:
     for (size_t i = 0; i < nn; i++) free(names[i]);
@@ -208,12 +208,12 @@ zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fractio
     *out = NULL;
     if (!path) path = GPT2_DATA_DEFAULT_DIR;
     if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-        gpt2__errorf(err, "validation fraction %g: expected a number in [0, 1)", val_fraction);
+        dec__errorf(err, "validation fraction %g: expected a number in [0, 1)", val_fraction);
         return ZERO_ERR_INVALID_ARG;
     }
     gpt2_data *d = calloc(1, sizeof *d);
     if (!d) {
-        gpt2__errorf(err, "out of memory opening '%s'", path);
+        dec__errorf(err, "out of memory opening '%s'", path);
         return ZERO_ERR_NOMEM;
     }
     snprintf(d->path, sizeof d->path, "%s", path);
@@ -222,7 +222,7 @@ zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fractio
     zero_status st;
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        gpt2__errorf(err, "cannot open data '%s': %s", path, strerror(errno));
+        dec__errorf(err, "cannot open data '%s': %s", path, strerror(errno));
         st = ZERO_ERR_IO;
     } else if (S_ISDIR(sb.st_mode)) {
         st = load_dir(d, path, err);
@@ -231,7 +231,7 @@ zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fractio
         uint64_t size;
         st = read_file(path, &buf, &size, err);
         if (!st && size == 0) {
-            gpt2__errorf(err, "data file '%s' is empty: expected text or a token file", path);
+            dec__errorf(err, "data file '%s' is empty: expected text or a token file", path);
             st = ZERO_ERR_FORMAT;
         } else if (!st && size >= 8 && !memcmp(buf, GPT2_TOKEN_MAGIC, 8)) {
             st = parse_token_file(d, buf, size, err);
@@ -242,7 +242,7 @@ zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fractio
         free(buf);
     }
     if (!st && d->n == 0) {
-        gpt2__errorf(err, "data '%s' is empty: expected at least one token", path);
+        dec__errorf(err, "data '%s' is empty: expected at least one token", path);
         st = ZERO_ERR_FORMAT;
     }
     if (st) {
@@ -283,7 +283,7 @@ const uint16_t *gpt2_data_tokens(const gpt2_data *d, gpt2_split split) {
 static zero_status check_split(const gpt2_data *d, gpt2_split split, int T, zero_error *err) {
     const uint64_t n = gpt2_data_num_tokens(d, split);
     if (T < 1 || n < (uint64_t)T + 1) {
-        gpt2__errorf(err, "sequence length %d is longer than the data: the %s split of '%s' has %llu "
+        dec__errorf(err, "sequence length %d is longer than the data: the %s split of '%s' has %llu "
                      "tokens, expected at least T+1 = %lld (use a shorter sequence or more data)",
                      T, split == GPT2_SPLIT_VAL ? "validation" : "train", d->path,
                      (unsigned long long)n, (long long)T + 1);
@@ -296,7 +296,7 @@ zero_status gpt2_data_check(const gpt2_data *d, int T, int model_vocab, zero_err
     zero_status st = check_split(d, GPT2_SPLIT_TRAIN, T, err);
     if (!st && d->n > d->n_train) st = check_split(d, GPT2_SPLIT_VAL, T, err);
     if (!st && d->vocab > model_vocab) {
-        gpt2__errorf(err, "data '%s' has vocabulary %d: larger than the model's %d", d->path, d->vocab,
+        dec__errorf(err, "data '%s' has vocabulary %d: larger than the model's %d", d->path, d->vocab,
                      model_vocab);
         st = ZERO_ERR_INVALID_ARG;
     }
@@ -306,7 +306,7 @@ zero_status gpt2_data_check(const gpt2_data *d, int T, int model_vocab, zero_err
 /* Start of train sequence j of step `step`: uniform over the n - T possible windows. */
 static uint64_t train_start(uint64_t seed, int64_t step, int64_t j, uint64_t windows) {
     const uint64_t h =
-        gpt2__mix64(gpt2__mix64(gpt2__mix64(seed ^ 0x64617461ull) ^ (uint64_t)step) + (uint64_t)j);
+        dec__mix64(dec__mix64(dec__mix64(seed ^ 0x64617461ull) ^ (uint64_t)step) + (uint64_t)j);
     return (uint64_t)(((unsigned __int128)h * windows) >> 64);
 }
 
@@ -316,7 +316,7 @@ zero_status gpt2_data_batch(const gpt2_data *d, gpt2_split split, uint64_t seed,
     zero_status st = check_split(d, split, T, err);
     if (st) return st;
     if (step < 0 || first < 0 || n < 0 || first + n > G) {
-        gpt2__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
+        dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
                      "0 <= first <= first + n <= G", (long long)step, (long long)first,
                      (long long)first + n - 1, (long long)G);
         return ZERO_ERR_INVALID_ARG;
@@ -350,20 +350,20 @@ int64_t gpt2_data_val_batches(const gpt2_data *d, int64_t G, int T) {
 zero_status gpt2_data_write_tokens(const char *path, const uint16_t *tokens, uint64_t count, int vocab,
                                    zero_error *err) {
     if (vocab < 1 || vocab > 65536 || count == 0) {
-        gpt2__errorf(err, "token file '%s': vocab %d and %llu tokens, expected vocab in 1 .. 65536 and "
+        dec__errorf(err, "token file '%s': vocab %d and %llu tokens, expected vocab in 1 .. 65536 and "
                      "at least one token", path, vocab, (unsigned long long)count);
         return ZERO_ERR_INVALID_ARG;
     }
     for (uint64_t i = 0; i < count; i++) {
         if (tokens[i] >= vocab) {
-            gpt2__errorf(err, "token %u at index %llu: expected < vocab %d", tokens[i],
+            dec__errorf(err, "token %u at index %llu: expected < vocab %d", tokens[i],
                          (unsigned long long)i, vocab);
             return ZERO_ERR_INVALID_ARG;
         }
     }
     FILE *f = fopen(path, "wb");
     if (!f) {
-        gpt2__errorf(err, "cannot create token file '%s': %s", path, strerror(errno));
+        dec__errorf(err, "cannot create token file '%s': %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
     unsigned char hdr[32] = {0}, chunk[8192];
@@ -382,7 +382,7 @@ zero_status gpt2_data_write_tokens(const char *path, const uint16_t *tokens, uin
     }
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
-        gpt2__errorf(err, "cannot write token file '%s': %s", path, strerror(errno));
+        dec__errorf(err, "cannot write token file '%s': %s", path, strerror(errno));
         remove(path);
         return ZERO_ERR_IO;
     }
