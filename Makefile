@@ -4,8 +4,9 @@ BUILD   ?= build
 ASAN    ?= build-asan
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
+PREFIX  ?= /usr/local
 
-.PHONY: all deps build test test-asan demo bench clean
+.PHONY: all deps build test test-asan demo bench install clean
 
 all: build
 
@@ -27,6 +28,10 @@ test-asan: deps
 	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DZERO_SANITIZE=ON -DZERO_CUDA=OFF >/dev/null
 	cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
+
+# libzero, its headers, zero.pc, the CMake package, `zero`, zero(1), bash completion (docs/INSTALL.md).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: deps
 	$(MAKE) build
