@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  --config FILE              DeepSpeed-style JSON (flags override it)\n"
             "  --stage 0-3                ZeRO stage (default 0, or the config's)\n"
             "  --ranks N                  launch N local ranks through mpiexec (under mpirun: the MPI world)\n"
+            "  --oversubscribe            allow more than 8 ranks per CPU this process may use\n"
             "  --model NAME               tiny | small | gpt2 | gpt2-medium | gpt2-large | gpt2-xl (default small)\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
             "  --data FILE|DIR            text (bytes are tokens), a ZEROTOK1 token file, or a directory of text\n"
@@ -54,6 +55,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--stage")) { VAL(); if (cli_parse_int(a, v, 0, 3, &o->stage)) return -1; }
         else if (!strcmp(a, "--ranks")) { VAL(); if (cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1; }
+        else if (!strcmp(a, "--oversubscribe")) {} /* read by cli_launch_ranks */
         else if (!strcmp(a, "--model")) { VAL(); o->model = v; o->model_given = 1; }
         else if (!strcmp(a, "--layers")) { VAL(); if (cli_parse_int(a, v, 1, 1000, &o->layers)) return -1; }
         else if (!strcmp(a, "--dim")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 16, &o->dim)) return -1; }

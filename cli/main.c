@@ -35,6 +35,7 @@ static void log_to_stderr(void *ctx, zero_log_level level, const char *msg) {
 }
 
 int main(int argc, char **argv) {
+    cli_rank_monitor();
     cli_argc = argc;
     cli_argv = argv;
     zero_log_set_callback(log_to_stderr, NULL);
