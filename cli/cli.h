@@ -19,6 +19,7 @@ int cli_plan(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_plot(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);

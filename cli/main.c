@@ -1,5 +1,5 @@
 /* The `zero` command: dispatches to a subcommand (train, sample, estimate, plan, export,
- * inspect, bench). Uses only the public API of libzero. */
+ * inspect, bench, plot). Uses only the public API of libzero. */
 #include "cli.h"
 
 #include <string.h>
@@ -18,6 +18,7 @@ static const command commands[] = {
     {"export", cli_export, "write a checkpoint as one consolidated safetensors file"},
     {"inspect", cli_inspect, "summarize and verify a checkpoint"},
     {"bench", cli_bench, "benchmarks: adam | comm | io | step"},
+    {"plot", cli_plot, "loss, lr, step time and memory of --log-json logs as a PNG or SVG"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -53,5 +54,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, bench", argv[1]);
+    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, bench, plot", argv[1]);
 }

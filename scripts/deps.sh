@@ -2,7 +2,7 @@
 # Installs the Debian packages zero needs that are missing (as root), or prints the apt-get line.
 # Called by `make deps`, and so first by `make test` and `make demo`.
 set -eu
-pkgs="gcc g++ make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev liburing-dev fortunes python3 python3-numpy"
+pkgs="gcc g++ make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev liburing-dev libcairo2-dev fortunes python3 python3-numpy"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
