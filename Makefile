@@ -2,11 +2,15 @@
 # CMake does the building; this file only wraps it.
 BUILD   ?= build
 ASAN    ?= build-asan
+TSAN    ?= build-tsan
+TSAN_TESTS ?= test_comm test_comm_shm test_comm_userinit
+FUZZ_SECONDS ?= 15
+space := $(subst ,, )
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PREFIX  ?= /usr/local
 
-.PHONY: all deps build test test-asan demo bench install clean
+.PHONY: all deps build test test-asan test-tsan fuzz lint demo bench install clean
 
 all: build
 
@@ -23,11 +27,33 @@ test: deps
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs this after `make test`).
+# Unit and MPI tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs this after
+# `make test`); leaks that OpenMPI's own libraries keep for the process's life are suppressed
+# (tests/sanitizers/lsan.supp), ours are not.
 test-asan: deps
 	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DZERO_SANITIZE=ON -DZERO_CUDA=OFF >/dev/null
 	cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
+		ctest --output-on-failure -j $(JOBS) -L "unit|mpi"
+
+# The communicator's MPI tests under ThreadSanitizer, with the in-node progress thread on
+# (ZERO_COMM_ASYNC=1; test_comm_shm also runs its own cases with and without it).
+test-tsan: deps
+	cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=Debug -DZERO_SANITIZE_THREAD=ON -DZERO_CUDA=OFF >/dev/null
+	cmake --build $(TSAN) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN) && ZERO_COMM_ASYNC=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitizers/tsan.supp" \
+		ctest --output-on-failure -j $(JOBS) -R "^mpi\.($(subst $(space),|,$(TSAN_TESTS)))\.np"
+
+# libFuzzer over the four input parsers (tests/fuzz), FUZZ_SECONDS each (CI: 15).
+fuzz:
+	@bash scripts/deps.sh ci
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# clang-format and clang-tidy over scripts/format-checked.txt (after `make build`: tidy reads its
+# compile commands).
+lint: build
+	@bash scripts/deps.sh ci
+	bash scripts/lint.sh
 
 # libzero, its headers, zero.pc, the CMake package, `zero`, zero(1), bash completion (docs/INSTALL.md).
 install: build
@@ -42,4 +68,4 @@ bench: deps
 	bash scripts/bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(TSAN) build-fuzz

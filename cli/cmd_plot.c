@@ -18,7 +18,7 @@
 #endif
 
 #define MAX_RUNS 12
-#define MIB (1024.0 * 1024.0)
+#define MIB      (1024.0 * 1024.0)
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -88,7 +88,9 @@ static double num(const cJSON *o, const char *key) {
 /* Reads one log into r. Returns CLI_OK or the status of the error printed. */
 static int read_log(const char *path, run *r) {
     FILE *f = fopen(path, "r");
-    if (!f) return cli_error(errno == ENOENT ? CLI_USAGE : CLI_RUNTIME, "plot: cannot open '%s': %s", path, strerror(errno));
+    if (!f)
+        return cli_error(errno == ENOENT ? CLI_USAGE : CLI_RUNTIME, "plot: cannot open '%s': %s", path,
+                         strerror(errno));
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     snprintf(r->name, sizeof r->name, "%.*s", (int)strcspn(base, "."), base);
@@ -103,13 +105,15 @@ static int read_log(const char *path, run *r) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
         if (len == 0) continue;
         if ((size_t)len != strlen(line)) {
-            rc = cli_error(CLI_RUNTIME, "plot: %s line %ld: a NUL byte: expected JSON records of zero train --log-json", path, lineno);
+            rc = cli_error(CLI_RUNTIME, "plot: %s line %ld: a NUL byte: expected JSON records of zero train --log-json",
+                           path, lineno);
             break;
         }
         cJSON *o = cJSON_Parse(line);
         if (!cJSON_IsObject(o)) {
-            rc = cli_error(CLI_RUNTIME, "plot: %s line %ld: not a JSON object (expected the records of zero train --log-json)",
-                           path, lineno);
+            rc = cli_error(CLI_RUNTIME,
+                           "plot: %s line %ld: not a JSON object (expected the records of zero train --log-json)", path,
+                           lineno);
             cJSON_Delete(o);
             break;
         }
@@ -119,8 +123,10 @@ static int read_log(const char *path, run *r) {
         }
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step");
         if (!cJSON_IsNumber(st) || !isfinite(st->valuedouble) || st->valuedouble < 0) {
-            rc = cli_error(CLI_RUNTIME, "plot: %s line %ld: no \"step\" (a number >= 0): expected the records of zero train "
-                           "--log-json", path, lineno);
+            rc = cli_error(CLI_RUNTIME,
+                           "plot: %s line %ld: no \"step\" (a number >= 0): expected the records of zero train "
+                           "--log-json",
+                           path, lineno);
             cJSON_Delete(o);
             break;
         }
@@ -134,7 +140,7 @@ static int read_log(const char *path, run *r) {
             const double act = num(mem, "activations");
             if (isfinite(act)) accounted += act;
         }
-        const double y[S_COUNT] = {num(o, "loss"), val, num(o, "lr"), num(o, "step_ms"), accounted / MIB,
+        const double y[S_COUNT] = {num(o, "loss"),          val, num(o, "lr"), num(o, "step_ms"), accounted / MIB,
                                    num(o, "rss_peak") / MIB};
         for (int k = 0; k < S_COUNT && rc == CLI_OK; k++)
             if (push(&r->s[k], x, y[k]) != 0) rc = cli_error(CLI_RUNTIME, "plot: out of memory reading %s", path);
@@ -145,15 +151,17 @@ static int read_log(const char *path, run *r) {
     free(line);
     fclose(f);
     if (rc == CLI_OK && r->records == 0)
-        rc = cli_error(CLI_RUNTIME, "plot: %s has no step records (expected the output of zero train --log-json)", path);
+        rc =
+            cli_error(CLI_RUNTIME, "plot: %s has no step records (expected the output of zero train --log-json)", path);
     return rc;
 }
 
 /* ---------------------------------------------------------------- drawing */
 #ifdef ZERO_HAVE_CAIRO
 static const double palette[][3] = {
-    {0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.17, 0.63, 0.17}, {1.00, 0.50, 0.05}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
-    {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50}, {0.74, 0.74, 0.13}, {0.09, 0.75, 0.81}, {0.00, 0.00, 0.50}, {0.40, 0.00, 0.20},
+    {0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.17, 0.63, 0.17}, {1.00, 0.50, 0.05},
+    {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29}, {0.89, 0.47, 0.76}, {0.50, 0.50, 0.50},
+    {0.74, 0.74, 0.13}, {0.09, 0.75, 0.81}, {0.00, 0.00, 0.50}, {0.40, 0.00, 0.20},
 };
 
 typedef struct panel {
@@ -204,13 +212,14 @@ static void draw_series(cairo_t *cr, const series *s, double x0, double y0, doub
     cairo_set_dash(cr, dash, 0, 0);
     if (marks) /* validation points are few: mark each */
         for (int j = 0; j < s->n; j++) {
-            cairo_arc(cr, x0 + (s->x[j] - xlo) / (xhi - xlo) * w, y0 + h - (s->y[j] - ylo) / (yhi - ylo) * h, 2.5, 0, 2 * M_PI);
+            cairo_arc(cr, x0 + (s->x[j] - xlo) / (xhi - xlo) * w, y0 + h - (s->y[j] - ylo) / (yhi - ylo) * h, 2.5, 0,
+                      2 * M_PI);
             cairo_fill(cr);
         }
 }
 
-static void draw_panel(cairo_t *cr, const panel *pn, const run *runs, int nruns, double px, double py, double pw, double ph,
-                       double xlo, double xhi, double font) {
+static void draw_panel(cairo_t *cr, const panel *pn, const run *runs, int nruns, double px, double py, double pw,
+                       double ph, double xlo, double xhi, double font) {
     const double left = 7 * font, right = font, top = 2 * font, bottom = 2.6 * font;
     const double x0 = px + left, y0 = py + top, w = pw - left - right, h = ph - top - bottom;
     double ylo = INFINITY, yhi = -INFINITY;
@@ -315,7 +324,8 @@ static void draw(cairo_t *cr, const run *runs, int nruns, double W, double H, co
         xhi = xlo + 2;
     }
     const double pw = W / 2, ph = (H - top) / 2;
-    for (int p = 0; p < 4; p++) draw_panel(cr, &panels[p], runs, nruns, (p % 2) * pw, top + (p / 2) * ph, pw, ph, xlo, xhi, font);
+    for (int p = 0; p < 4; p++)
+        draw_panel(cr, &panels[p], runs, nruns, (p % 2) * pw, top + (p / 2) * ph, pw, ph, xlo, xhi, font);
 }
 
 /* Draws into path (PNG or SVG) through path.tmp, renamed when complete. */
@@ -324,7 +334,8 @@ static int render(const char *path, int svg, const run *runs, int nruns, int W, 
     char *tmp = malloc(n);
     if (!tmp) return cli_error(CLI_RUNTIME, "plot: out of memory");
     snprintf(tmp, n, "%s.tmp", path);
-    cairo_surface_t *s = svg ? cairo_svg_surface_create(tmp, W, H) : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
+    cairo_surface_t *s =
+        svg ? cairo_svg_surface_create(tmp, W, H) : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, W, H);
     cairo_t *cr = cairo_create(s);
     draw(cr, runs, nruns, W, H, title);
     cairo_status_t st = cairo_status(cr);
@@ -334,8 +345,10 @@ static int render(const char *path, int svg, const run *runs, int nruns, int W, 
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(s);
     cairo_surface_destroy(s);
     int rc = CLI_OK;
-    if (st != CAIRO_STATUS_SUCCESS) rc = cli_error(CLI_RUNTIME, "plot: writing %s: %s", tmp, cairo_status_to_string(st));
-    else if (rename(tmp, path) != 0) rc = cli_error(CLI_RUNTIME, "plot: renaming %s to %s: %s", tmp, path, strerror(errno));
+    if (st != CAIRO_STATUS_SUCCESS)
+        rc = cli_error(CLI_RUNTIME, "plot: writing %s: %s", tmp, cairo_status_to_string(st));
+    else if (rename(tmp, path) != 0)
+        rc = cli_error(CLI_RUNTIME, "plot: renaming %s to %s: %s", tmp, path, strerror(errno));
     if (rc != CLI_OK) unlink(tmp);
     free(tmp);
     return rc;
@@ -344,7 +357,8 @@ static int render(const char *path, int svg, const run *runs, int nruns, int W, 
 
 static void print_json(const run *runs, int nruns, const char *out, int W, int H) {
     printf("{\"output\":\"");
-    for (const char *c = out; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "?" : "%c", *c);
+    for (const char *c = out; *c; c++)
+        printf(*c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "?" : "%c", *c);
     printf("\",\"width\":%d,\"height\":%d,\"runs\":[", W, H);
     for (int i = 0; i < nruns; i++) {
         printf("%s{\"name\":\"", i ? "," : "");
@@ -392,14 +406,17 @@ int cli_plot(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (a[0] == '-' && a[1]) {
-            return cli_error(CLI_USAGE, "plot: unknown option '%s': expected -o, --width, --height, --title or --json", a);
+            return cli_error(CLI_USAGE, "plot: unknown option '%s': expected -o, --width, --height, --title or --json",
+                             a);
         } else if (nlogs == MAX_RUNS) {
-            return cli_error(CLI_USAGE, "plot: more than %d logs: plot at most %d runs in one picture", MAX_RUNS, MAX_RUNS);
+            return cli_error(CLI_USAGE, "plot: more than %d logs: plot at most %d runs in one picture", MAX_RUNS,
+                             MAX_RUNS);
         } else {
             logs[nlogs++] = a;
         }
     }
-    if (nlogs == 0) return cli_error(CLI_USAGE, "plot: expected at least one log of zero train --log-json (zero plot --help)");
+    if (nlogs == 0)
+        return cli_error(CLI_USAGE, "plot: expected at least one log of zero train --log-json (zero plot --help)");
     if (!out) return cli_error(CLI_USAGE, "plot: expected -o FILE.png or -o FILE.svg");
     const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
     const int svg = dot && (!slash || dot > slash) && !strcasecmp(dot, ".svg");
@@ -416,7 +433,8 @@ int cli_plot(int argc, char **argv) {
     (void)json;
     (void)W;
     (void)H;
-    return cli_error(CLI_RUNTIME, "plot is not supported in this build: it needs Cairo (install libcairo2-dev and rebuild)");
+    return cli_error(CLI_RUNTIME,
+                     "plot is not supported in this build: it needs Cairo (install libcairo2-dev and rebuild)");
 #else
     run *runs = calloc(MAX_RUNS, sizeof *runs);
     if (!runs) return cli_error(CLI_RUNTIME, "plot: out of memory");

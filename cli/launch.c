@@ -29,7 +29,7 @@
 
 /* At most this many ranks per CPU the process may use, unless --oversubscribe. */
 #define RANKS_PER_CPU 8
-#define MONITOR_ENV "ZERO_RANK_MONITOR"
+#define MONITOR_ENV   "ZERO_RANK_MONITOR"
 
 int cli_argc;
 char **cli_argv;
@@ -106,7 +106,8 @@ void cli_rank_monitor(void) {
         const int code = WEXITSTATUS(status);
         /* 0, 1 and 2 are zero's own: the rank said what went wrong */
         if (code > CLI_USAGE && !g_signal) {
-            snprintf(line, sizeof line, "zero: error: rank %s (pid %ld) exited with status %d\n", rank, (long)child, code);
+            snprintf(line, sizeof line, "zero: error: rank %s (pid %ld) exited with status %d\n", rank, (long)child,
+                     code);
             say(line);
         }
         _exit(code);
@@ -118,9 +119,9 @@ void cli_rank_monitor(void) {
         if (sig == SIGKILL) why = ": the kernel's out-of-memory killer, or another process";
         else if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT)
             why = ": a crash in zero (please report it)";
-        snprintf(line, sizeof line, "zero: error: rank %s (pid %ld) was killed by signal %d (%s%s)%s; the other ranks are stopped\n",
-                 rank, (long)child, sig, sig_name(sig, name, sizeof name), why,
-                 WCOREDUMP(status) ? ", core dumped" : "");
+        snprintf(line, sizeof line,
+                 "zero: error: rank %s (pid %ld) was killed by signal %d (%s%s)%s; the other ranks are stopped\n", rank,
+                 (long)child, sig, sig_name(sig, name, sizeof name), why, WCOREDUMP(status) ? ", core dumped" : "");
         say(line);
         _exit(128 + sig);
     }
@@ -169,9 +170,11 @@ static void say_stopped(int sig) {
         }
     }
     if (!save)
-        snprintf(line, sizeof line, "zero: stopped by %s: nothing was saved (no --save DIR)\n", sig_name(sig, name, sizeof name));
+        snprintf(line, sizeof line, "zero: stopped by %s: nothing was saved (no --save DIR)\n",
+                 sig_name(sig, name, sizeof name));
     else if (!latest[0])
-        snprintf(line, sizeof line, "zero: stopped by %s: no checkpoint was saved in %s yet\n", sig_name(sig, name, sizeof name), save);
+        snprintf(line, sizeof line, "zero: stopped by %s: no checkpoint was saved in %s yet\n",
+                 sig_name(sig, name, sizeof name), save);
     else
         snprintf(line, sizeof line, "zero: stopped by %s: the last checkpoint is %s/%s (continue with --resume %s)\n",
                  sig_name(sig, name, sizeof name), save, latest, save);
@@ -181,10 +184,11 @@ static void say_stopped(int sig) {
 int cli_launch_ranks(int nranks) {
     const int cpus = usable_cpus();
     if (nranks > RANKS_PER_CPU * cpus && !has_arg("--oversubscribe"))
-        return cli_error(CLI_USAGE,
-                         "--ranks %d: this process may use %d CPU%s, and more than %d ranks (%d per CPU) would run so "
-                         "slowly that the job may never end: use fewer ranks, or add --oversubscribe to run them anyway",
-                         nranks, cpus, cpus == 1 ? "" : "s", RANKS_PER_CPU * cpus, RANKS_PER_CPU);
+        return cli_error(
+            CLI_USAGE,
+            "--ranks %d: this process may use %d CPU%s, and more than %d ranks (%d per CPU) would run so "
+            "slowly that the job may never end: use fewer ranks, or add --oversubscribe to run them anyway",
+            nranks, cpus, cpus == 1 ? "" : "s", RANKS_PER_CPU * cpus, RANKS_PER_CPU);
     /* The binary is /proc/self/exe, so a PATH lookup cannot pick another zero. */
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -257,14 +261,14 @@ int cli_launch_ranks(int nranks) {
     if (g_signal) kill(pid, g_signal); /* a signal that came before g_child was set */
     int exec_errno = 0;
     ssize_t got;
-    while ((got = read(pfd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-    }
+    while ((got = read(pfd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
     close(pfd[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(errno));
     if (got == (ssize_t)sizeof exec_errno)
-        return cli_error(CLI_RUNTIME, "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
+        return cli_error(CLI_RUNTIME,
+                         "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
                          nranks, ZERO_MPIEXEC, strerror(exec_errno));
     if (g_signal) {
         const int sig = g_signal;

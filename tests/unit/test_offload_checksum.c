@@ -11,8 +11,8 @@
 #include "offload/internal.h"
 #include "zero/zero.h"
 
-#define BLK 4096
-#define TILES 6
+#define BLK    4096
+#define TILES  6
 #define TBYTES (2 * BLK)
 
 static char dir[256];
