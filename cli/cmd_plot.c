@@ -324,8 +324,10 @@ static void draw(cairo_t *cr, const run *runs, int nruns, double W, double H, co
         xhi = xlo + 2;
     }
     const double pw = W / 2, ph = (H - top) / 2;
-    for (int p = 0; p < 4; p++)
-        draw_panel(cr, &panels[p], runs, nruns, (p % 2) * pw, top + (p / 2) * ph, pw, ph, xlo, xhi, font);
+    for (int p = 0; p < 4; p++) {
+        const int col = p % 2, row = p / 2; /* two panels a row */
+        draw_panel(cr, &panels[p], runs, nruns, col * pw, top + row * ph, pw, ph, xlo, xhi, font);
+    }
 }
 
 /* Draws into path (PNG or SVG) through path.tmp, renamed when complete. */
