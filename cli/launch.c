@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 /* At most this many ranks per CPU the process may use, unless --oversubscribe. */
 #define RANKS_PER_CPU 8
 #define MONITOR_ENV   "ZERO_RANK_MONITOR"
+#define REPORT_ENV    "ZERO_LAUNCH_REPORT" /* a file where monitors note that they reported */
 
 int cli_argc;
 char **cli_argv;
@@ -77,6 +79,18 @@ static void say(const char *line) {
     (void)n;
 }
 
+/* A rank's failure goes to the launcher's report file (and to stderr when `print`), so that the
+ * launcher knows that a rank, not mpiexec, ended the job, and who said why. */
+static void report(const char *path, const char *line, int print) {
+    if (print) say(line);
+    if (!path[0]) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = write(fd, line, strlen(line));
+    (void)n;
+    close(fd);
+}
+
 void cli_rank_monitor(void) {
     const char *m = getenv(MONITOR_ENV);
     if (!m || strcmp(m, "1") != 0) return;
@@ -84,6 +98,10 @@ void cli_rank_monitor(void) {
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     if (!rank) rank = getenv("PMIX_RANK");
     if (!rank) return; /* not a rank of a launch: nothing to watch */
+    char report_path[4096] = "";
+    const char *rp = getenv(REPORT_ENV);
+    if (rp) snprintf(report_path, sizeof report_path, "%s", rp);
+    unsetenv(REPORT_ENV);
     fflush(stdout);
     fflush(stderr);
     const pid_t monitor = getpid();
@@ -105,10 +123,10 @@ void cli_rank_monitor(void) {
     if (WIFEXITED(status)) {
         const int code = WEXITSTATUS(status);
         /* 0, 1 and 2 are zero's own: the rank said what went wrong */
-        if (code > CLI_USAGE && !g_signal) {
+        if (code != 0) {
             snprintf(line, sizeof line, "zero: error: rank %s (pid %ld) exited with status %d\n", rank, (long)child,
                      code);
-            say(line);
+            report(report_path, line, code > CLI_USAGE && !g_signal);
         }
         _exit(code);
     }
@@ -122,7 +140,7 @@ void cli_rank_monitor(void) {
         snprintf(line, sizeof line,
                  "zero: error: rank %s (pid %ld) was killed by signal %d (%s%s)%s; the other ranks are stopped\n", rank,
                  (long)child, sig, sig_name(sig, name, sizeof name), why, WCOREDUMP(status) ? ", core dumped" : "");
-        say(line);
+        report(report_path, line, 1);
         _exit(128 + sig);
     }
     _exit(CLI_RUNTIME);
@@ -229,6 +247,16 @@ int cli_launch_ranks(int nranks) {
     setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
     setenv("OMP_NUM_THREADS", threads, 0);
     setenv(MONITOR_ENV, "1", 1);
+    const char *tmpdir = getenv("TMPDIR");
+    char report_path[4096];
+    snprintf(report_path, sizeof report_path, "%s/zero-launch-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int rfd = mkstemp(report_path);
+    if (rfd >= 0) {
+        close(rfd);
+        setenv(REPORT_ENV, report_path, 1);
+    } else {
+        report_path[0] = 0;
+    }
     fflush(stdout);
     fflush(stderr);
 
@@ -253,8 +281,10 @@ int cli_launch_ranks(int nranks) {
     close(pfd[1]);
     free(args);
     unsetenv(MONITOR_ENV);
+    unsetenv(REPORT_ENV);
     if (pid < 0) {
         close(pfd[0]);
+        if (report_path[0]) unlink(report_path);
         return cli_error(CLI_RUNTIME, "--ranks %d: cannot start the MPI launcher: %s", nranks, strerror(e));
     }
     g_child = pid;
@@ -263,9 +293,16 @@ int cli_launch_ranks(int nranks) {
     ssize_t got;
     while ((got = read(pfd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
     close(pfd[0]);
-    int status = 0;
+    int status = 0, werr = 0;
     while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(errno));
+        if (errno != EINTR) {
+            werr = errno;
+            break;
+        }
+    struct stat rs;
+    const int reported = report_path[0] && stat(report_path, &rs) == 0 && rs.st_size > 0;
+    if (report_path[0]) unlink(report_path);
+    if (werr) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(werr));
     if (got == (ssize_t)sizeof exec_errno)
         return cli_error(CLI_RUNTIME,
                          "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
@@ -277,8 +314,13 @@ int cli_launch_ranks(int nranks) {
     }
     if (WIFEXITED(status)) {
         const int code = WEXITSTATUS(status);
-        /* a rank's own exit status (0, 1, 2) passes through; a death was named by its monitor */
-        return code <= CLI_USAGE ? code : CLI_RUNTIME;
+        /* a rank's own exit status (0, 1, 2) passes through, a death (named by its monitor) is 1 */
+        if (code == 0 || reported) return code <= CLI_USAGE ? code : CLI_RUNTIME;
+        /* no rank ended with a failure: mpiexec failed by itself (--quiet kept its explanation) */
+        return cli_error(CLI_RUNTIME,
+                         "--ranks %d: the MPI launcher '%s' exited with status %d before any rank said why (run the "
+                         "command under %s -np %d yourself to see its messages)",
+                         nranks, ZERO_MPIEXEC, code, ZERO_MPIEXEC, nranks);
     }
     char name[32];
     return cli_error(CLI_RUNTIME, "--ranks %d: the MPI launcher '%s' was killed by %s", nranks, ZERO_MPIEXEC,

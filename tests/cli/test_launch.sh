@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The `--ranks N` launcher: far more ranks than the CPUs the process may use are refused (exit 2,
-# one line, nothing started) unless --oversubscribe; a rank killed by a signal (SIGKILL, SIGSEGV)
-# is named in one `zero: error: rank R ...` line with the signal, without mpiexec's banners, and
-# the run ends with exit 1; SIGTERM or SIGINT to the launcher stops every rank and says where the
+# one line, nothing started) unless --oversubscribe; mpiexec failing by itself says so; a rank
+# killed by a signal (SIGKILL, SIGSEGV) is named in one `zero: error: rank R ...` line with the
+# signal, without mpiexec's banners, and the run ends with exit 1; SIGTERM or SIGINT to the launcher stops every rank and says where the
 # last checkpoint is (which `zero inspect` verifies), or that there is none; no process is left.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -64,6 +64,13 @@ check "taskset 1 CPU, --ranks 9: 'may use 1 CPU'" grep -q "may use 1 CPU, and mo
 taskset -c 0 "$ZERO" bench comm --ranks 9 --oversubscribe --min-bytes 1K --max-bytes 1K --iters 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "taskset 1 CPU, --ranks 9 --oversubscribe: runs (exit $rc)" test $rc -eq 0 || cat "$TMP/err"
 check "--oversubscribe: 9 ranks measured" grep -q "9 ranks" "$TMP/out"
+
+# --- mpiexec failing by itself (its messages are off: --quiet) is not silent
+OMPI_MCA_plm=no-such-component "$ZERO" bench comm --ranks 2 --min-bytes 1K --max-bytes 1K --iters 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "mpiexec fails by itself: exit 1 (got $rc)" test $rc -eq 1
+check "mpiexec fails by itself: one line saying so" \
+    test "$(errors)" -eq 1 -a "$(grep -c "the MPI launcher '.*' exited with status [0-9]* before any rank said why" "$TMP/err")" -eq 1 ||
+    cat "$TMP/err"
 
 # --- a rank killed by a signal: one line naming it, exit 1, nothing left running
 for sig in KILL SEGV; do
