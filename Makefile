@@ -32,13 +32,12 @@ test: deps
 
 # Unit tests and the MPI tests on 2 and 3 ranks under AddressSanitizer + UndefinedBehaviorSanitizer
 # (CI runs this after `make test`); leaks that OpenMPI's own libraries keep for the process's life are suppressed
-# (tests/sanitizers/lsan.supp; its plugins stay loaded, and stacks are unwound in full, so that
-# their frames have names), ours are not.
+# (tests/sanitizers/lsan.supp; its plugins stay loaded so that their frames have names), ours are not.
 test-asan: deps
 	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DZERO_SANITIZE=ON -DZERO_CUDA=OFF >/dev/null
 	cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L unit
-	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:fast_unwind_on_malloc=0 \
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 \
 		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp LD_PRELOAD=$(abspath $(ASAN))/tests/libzero_nodlclose.so \
 		ctest --output-on-failure -j $(JOBS) -L mpi -R "$(ASAN_MPI_REGEX)"
 
