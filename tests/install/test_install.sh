@@ -2,7 +2,8 @@
 # `cmake --install` into a temporary prefix, then what a user of the installed tree does: build
 # and run an outside program (tests/install/consumer) through pkg-config and through CMake's
 # find_package, linked dynamically (libzero.so.0) and statically (libzero.a), and use the
-# installed `zero`, its man page and its bash completion.
+# installed `zero`, its man page and its bash completion; and the project configures without a
+# C++ compiler.
 set -u
 : "${ZERO_BUILD_DIR:?}" "${ZERO_SOURCE_DIR:?}"
 TMP=$(mktemp -d)
@@ -95,6 +96,10 @@ mkdir -p "$TMP/v9" && sed 's/find_package(zero 0.1 REQUIRED)/find_package(zero 9
     "$ZERO_SOURCE_DIR/tests/install/consumer/CMakeLists.txt" >"$TMP/v9/CMakeLists.txt" && cp "$SRC" "$TMP/v9/"
 cmake -S "$TMP/v9" -B "$TMP/v9/build" -DCMAKE_PREFIX_PATH="$P" >"$TMP/v9.log" 2>&1
 check "find_package(zero 9.0) refuses version $V" test $? -ne 0
+
+# no C++ compiler is needed: a configure whose C++ compiler does not exist succeeds (CUDA off)
+cmake -S "$ZERO_SOURCE_DIR" -B "$TMP/nocxx" -DZERO_CUDA=OFF -DCMAKE_CXX_COMPILER=/nonexistent/c++ >"$TMP/nocxx.log" 2>&1
+check "configures without a C++ compiler" test $? -eq 0 || tail -5 "$TMP/nocxx.log"
 
 [ $fail -eq 0 ] && echo "all install checks passed"
 exit $fail
