@@ -177,10 +177,15 @@ static const panel panels[4] = {
     {"memory per rank (MiB)", S_MEM, S_RSS, "solid: accounted, dashed: RSS peak"},
 };
 
-/* Ticks of a "nice" step (1, 2 or 5 times a power of ten) covering [lo, hi]. */
-static double nice_step(double lo, double hi, int want) {
+/* Ticks of a "nice" step (1, 2 or 5 times a power of ten) covering [lo, hi]: the first tick and
+ * their number, 0 when the range is too narrow for its magnitude to step through in doubles. */
+static int ticks(double lo, double hi, int want, double *first, double *step) {
     double raw = (hi - lo) / want, p = pow(10, floor(log10(raw))), m = raw / p;
-    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+    *step = (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+    *first = ceil(lo / *step) * *step;
+    if (!isfinite(*step) || !isfinite(*first) || *step <= 0 || *first + *step == *first) return 0;
+    double n = floor((hi - *first) / *step) + 1;
+    return n > 0 && n <= 4 * want ? (int)n : 0;
 }
 
 static void range_of(const run *runs, int nruns, int k, double *lo, double *hi) {
@@ -210,7 +215,7 @@ static void draw_series(cairo_t *cr, const series *s, double x0, double y0, doub
     }
     cairo_stroke(cr);
     cairo_set_dash(cr, dash, 0, 0);
-    if (marks) /* validation points are few: mark each */
+    if (marks || s->n == 1) /* validation points are few, and a lone point makes no line: mark each */
         for (int j = 0; j < s->n; j++) {
             cairo_arc(cr, x0 + (s->x[j] - xlo) / (xhi - xlo) * w, y0 + h - (s->y[j] - ylo) / (yhi - ylo) * h, 2.5, 0,
                       2 * M_PI);
@@ -234,6 +239,10 @@ static void draw_panel(cairo_t *cr, const panel *pn, const run *runs, int nruns,
         text(cr, x0 + w / 2, y0 + h / 2, "(not in the logs)", 0.5);
         return;
     }
+    if (!isfinite(yhi - ylo) || !isfinite(2 * yhi) || !isfinite(2 * ylo)) { /* near the end of the doubles */
+        text(cr, x0 + w / 2, y0 + h / 2, "(values too large to draw)", 0.5);
+        return;
+    }
     double pad = (yhi - ylo) * 0.05;
     if (pad == 0) pad = fabs(yhi) > 0 ? fabs(yhi) * 0.1 : 1;
     ylo -= pad;
@@ -241,8 +250,10 @@ static void draw_panel(cairo_t *cr, const panel *pn, const run *runs, int nruns,
     /* grid and tick labels */
     cairo_set_line_width(cr, 1);
     char buf[32];
-    const double ys = nice_step(ylo, yhi, 5), xs = nice_step(xlo, xhi, 6);
-    for (double v = ceil(ylo / ys) * ys; v <= yhi; v += ys) {
+    double y1, ys, x1, xs;
+    const int ny = ticks(ylo, yhi, 5, &y1, &ys), nx = ticks(xlo, xhi, 6, &x1, &xs);
+    for (int t = 0; t < ny; t++) {
+        const double v = y1 + t * ys;
         double y = y0 + h - (v - ylo) / (yhi - ylo) * h;
         cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
         cairo_move_to(cr, x0, y);
@@ -252,7 +263,8 @@ static void draw_panel(cairo_t *cr, const panel *pn, const run *runs, int nruns,
         snprintf(buf, sizeof buf, "%.4g", fabs(v) < ys * 1e-6 ? 0.0 : v);
         text(cr, x0 - 0.4 * font, y + 0.35 * font, buf, 1);
     }
-    for (double v = ceil(xlo / xs) * xs; v <= xhi; v += xs) {
+    for (int t = 0; t < nx; t++) {
+        const double v = x1 + t * xs;
         double x = x0 + (v - xlo) / (xhi - xlo) * w;
         cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
         cairo_move_to(cr, x, y0);
@@ -319,9 +331,10 @@ static void draw(cairo_t *cr, const run *runs, int nruns, double W, double H, co
                 xlo = fmin(xlo, runs[i].s[k].x[j]);
                 xhi = fmax(xhi, runs[i].s[k].x[j]);
             }
-    if (!(xlo < xhi)) { /* one step: a range around it */
-        xlo = isfinite(xlo) ? xlo - 1 : 0;
-        xhi = xlo + 2;
+    if (!(xlo < xhi)) { /* one step: a range around it (wide enough to exist in doubles) */
+        const double d = isfinite(xlo) ? fmax(1, fabs(xlo) * 1e-6) : 1;
+        xlo = isfinite(xlo) ? xlo - d : 0;
+        xhi = xlo + 2 * d;
     }
     const double pw = W / 2, ph = (H - top) / 2;
     for (int p = 0; p < 4; p++) {
