@@ -41,8 +41,9 @@ int main(int argc, char **argv) {
     float *rs = malloc((size_t)N * n * sizeof *rs), *rs_out = malloc(n * sizeof *rs_out);
     float *ag = malloc(n * sizeof *ag), *ag_out = malloc((size_t)N * n * sizeof *ag_out);
     double *work = calloc(4096, sizeof *work);
-    if (!ar || !ar_out || !inplace || !rs || !rs_out || !ag || !ag_out || !work) return 2;
-    for (int k = 0; k < ROUNDS; k++) {
+    const int ok = ar && ar_out && inplace && rs && rs_out && ag && ag_out && work;
+    ZT_CHECKF(ok, "out of memory");
+    for (int k = 0; ok && k < ROUNDS; k++) {
         for (size_t i = 0; i < n; i++) ar[i] = inplace[i] = ag[i] = val(R, i, k);
         for (int b = 0; b < N; b++)
             for (size_t i = 0; i < n; i++) rs[(size_t)b * n + i] = val(R, (size_t)b * n + i, k);
