@@ -20,6 +20,7 @@ int cli_export(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_plot(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);
@@ -29,9 +30,14 @@ int cli_bench_tokenize(int argc, char **argv);
 /* The whole command line, saved by main. */
 extern int cli_argc;
 extern char **cli_argv;
-/* `--ranks N` outside an MPI launcher: replaces this process with `mpiexec -np N zero ...` (the
- * same command line without `--ranks N`). Returns only on failure (an exit status). */
+/* `--ranks N` outside an MPI launcher: runs `mpiexec -np N zero ...` (the same command line
+ * without `--ranks N`) and returns the job's exit status (cli/launch.c). More than 8 ranks per
+ * CPU of this process's affinity is a usage error unless the command line has --oversubscribe
+ * (which every command that takes --ranks accepts and ignores otherwise). */
 int cli_launch_ranks(int nranks);
+/* Called first in main: in a rank started by cli_launch_ranks, splits off the monitor that names
+ * the rank if it dies (returns in the rank; the monitor never returns). Elsewhere a no-op. */
+void cli_rank_monitor(void);
 
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. Silent while
  * cli_quiet_errors is set (ranks other than 0 repeating rank 0's deterministic errors). */

@@ -45,6 +45,7 @@ static void usage(FILE *f) {
             "  (backend mpi+shm); ZERO_COMM_SHM=0 measures zero's plain MPI path instead.\n"
             "--ranks N  run on N local ranks through %s (under mpirun/srun: the MPI world,\n"
             "           which must then have N ranks)\n"
+            "--oversubscribe  allow more than 8 ranks per CPU this process may use\n"
             "--json     one object per (collective, size) instead of the table\n",
 #ifdef ZERO_MPIEXEC
             ZERO_MPIEXEC
@@ -63,6 +64,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->json = 1;
         } else if (!strcmp(a, "--ranks")) {
             if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1;
+        } else if (!strcmp(a, "--oversubscribe")) {
+            /* read by cli_launch_ranks */
         } else if (!strcmp(a, "--iters")) {
             if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_int(a, v, 1, 1000000, &o->iters)) return -1;
         } else if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
@@ -76,7 +79,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             else o->max_bytes = x;
         } else {
             cli_error(CLI_USAGE, "bench comm: unknown option '%s': expected --json, --ranks, "
-                      "--min-bytes, --max-bytes or --iters", a);
+                      "--oversubscribe, --min-bytes, --max-bytes or --iters", a);
             return -1;
         }
     }

@@ -1,5 +1,6 @@
 /* `zero bench io`: the read and write bandwidth of NVMe offload's buffer pool (io_uring, O_DIRECT,
- * several requests in flight) against one-request-at-a-time O_DIRECT on the same file, and fio. */
+ * several requests in flight, block checksums) against the same pool without checksums,
+ * one-request-at-a-time O_DIRECT on the same file, and fio. */
 #include "cli.h"
 
 #include <fcntl.h>
@@ -26,17 +27,21 @@ static void usage(FILE *f) {
             "usage: zero bench io [--dir DIR] [--size BYTES] [--block-size BYTES] [--buffers N] [--json]\n"
             "\n"
             "Sequential read and write bandwidth of one file in DIR (default: the current directory;\n"
-            "point it at the drive of nvme_path), three ways:\n"
+            "point it at the drive of nvme_path), four ways:\n"
             "  pool   NVMe offload's buffer pool: N buffers (default 4, offload_optimizer.buffer_count)\n"
-            "         of BYTES (default 1MiB, aio.block_size), io_uring, O_DIRECT, every buffer in flight\n"
+            "         of BYTES (default 1MiB, aio.block_size), io_uring, O_DIRECT, every buffer in flight,\n"
+            "         a CRC32C per 4KiB block recorded on write and verified on read (as offload runs)\n"
+            "  pool without checksums   the same with the checksums off: what they cost\n"
             "  plain  one buffer of the same size, O_DIRECT pread/pwrite, one request at a time\n"
             "  fio    fio --direct=1 --ioengine=io_uring --iodepth=N --bs=BYTES (when fio is installed)\n"
             "Each is measured %d times, interleaved; the best is kept. A write pass ends with fsync.\n"
-            "GB/s = 1e9 bytes/s; ratio = pool / plain. The file (default --size 512MiB) is a swap file\n"
+            "GB/s = 1e9 bytes/s; ratio = pool / plain; checksum cost = 1 - pool / pool without checksums.\n"
+            "The file (default --size 512MiB) is a swap file\n"
             "of the offload's kind: a file of that name that is not one is never overwritten.\n"
             "--json  one object: {\"dir\", \"bytes\", \"block_size\", \"buffers\", \"backend\", \"direct\",\n"
-            "        \"pool\": {\"read_gbps\", \"write_gbps\"}, \"plain\": {...}, \"fio\": {...} or null,\n"
-            "        \"read_ratio\", \"write_ratio\"}\n",
+            "        \"pool\": {\"read_gbps\", \"write_gbps\"}, \"pool_no_checksums\": {...}, \"plain\": {...},\n"
+            "        \"fio\": {...} or null, \"read_ratio\", \"write_ratio\",\n"
+            "        \"checksum_cost\": {\"read\", \"write\"}}  (fractions of the throughput without them)\n",
             ROUNDS);
 }
 
@@ -225,17 +230,26 @@ int cli_bench_io(int argc, char **argv) {
     if (!o.json)
         printf("zero bench io: %s, %.0f MiB file, %d x %.0f KiB buffers, %s%s\n", zero_swap_path(swap), o.size / MIB,
                o.buffers, o.block / 1024, zero_io_backend(io), direct ? ", O_DIRECT" : ", buffered (O_DIRECT refused)");
-    double pw = NAN, pr = NAN, qw = NAN, qr = NAN;
+    double pw = NAN, pr = NAN, qw = NAN, qr = NAN, nw = NAN, nr = NAN;
+    /* Checksums are turned on before the pool's write pass (which records them) and stay on for its
+     * read pass; the pool without them writes first and reads last. */
     for (int r = 0; r < ROUNDS && !why; r++) {
         double x;
         if (isnan(x = plain_pass(plain, pbuf, block, bytes, 1, &why))) break;
         qw = best(qw, x);
+        zero_swap_set_checksums(swap, 0);
+        if (isnan(x = pool_pass(pool, swap, block, 1, &why))) break;
+        nw = best(nw, x);
+        zero_swap_set_checksums(swap, 1);
         if (isnan(x = pool_pass(pool, swap, block, 1, &why))) break;
         pw = best(pw, x);
         if (isnan(x = plain_pass(plain, pbuf, block, bytes, 0, &why))) break;
         qr = best(qr, x);
         if (isnan(x = pool_pass(pool, swap, block, 0, &why))) break;
         pr = best(pr, x);
+        zero_swap_set_checksums(swap, 0);
+        if (isnan(x = pool_pass(pool, swap, block, 0, &why))) break;
+        nr = best(nr, x);
     }
     if (why) {
         cli_error(CLI_RUNTIME, "bench io: %s", why);
@@ -259,6 +273,10 @@ int cli_bench_io(int argc, char **argv) {
         json_num(pr);
         printf(",\"write_gbps\":");
         json_num(pw);
+        printf("},\"pool_no_checksums\":{\"read_gbps\":");
+        json_num(nr);
+        printf(",\"write_gbps\":");
+        json_num(nw);
         printf("},\"plain\":{\"read_gbps\":");
         json_num(qr);
         printf(",\"write_gbps\":");
@@ -277,16 +295,23 @@ int cli_bench_io(int argc, char **argv) {
         json_num(pr / qr);
         printf(",\"write_ratio\":");
         json_num(pw / qw);
-        printf("}\n");
+        printf(",\"checksum_cost\":{\"read\":");
+        json_num(1 - pr / nr);
+        printf(",\"write\":");
+        json_num(1 - pw / nw);
+        printf("}}\n");
     } else {
         printf("%-44s %10s %10s\n", "", "read GB/s", "write GB/s");
         char label[96];
         snprintf(label, sizeof label, "pool (%d buffers in flight)", o.buffers);
         printf("%-44s %10.3f %10.3f\n", label, pr, pw);
+        printf("%-44s %10.3f %10.3f\n", "pool without checksums", nr, nw);
         printf("%-44s %10.3f %10.3f\n", "plain O_DIRECT (one request at a time)", qr, qw);
         if (isnan(fw)) printf("%-44s %10s %10s\n", "fio", "-", "-");
         else printf("%-44s %10.3f %10.3f\n", "fio (io_uring, same depth and block)", fr, fw);
         printf("pool / plain: read %.2fx, write %.2fx%s\n", pr / qr, pw / qw, isnan(fw) ? "  (fio not installed)" : "");
+        printf("checksum cost: read %.1f%%, write %.1f%% of the throughput without them\n", 100 * (1 - pr / nr),
+               100 * (1 - pw / nw));
     }
     rc = CLI_OK;
 out:

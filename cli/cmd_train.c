@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  --model NAME|DIR           a preset (default small; tiny, gpt2..gpt2-xl, llama-3.2-1b, llama-3.2-3b,\n"
             "                             llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b, smollm2-135m,\n"
             "                             smollm2-1.7b) or a model directory's config.json (random weights)\n"
+            "  --oversubscribe            allow more than 8 ranks per CPU this process may use\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
             "  --data FILE|DIR            text (bytes are tokens), a ZEROTOK1 token file, or a directory of text\n"
             "                             files (default: the fortunes corpus)\n"
@@ -59,6 +60,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--stage")) { VAL(); if (cli_parse_int(a, v, 0, 3, &o->stage)) return -1; }
         else if (!strcmp(a, "--ranks")) { VAL(); if (cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1; }
+        else if (!strcmp(a, "--oversubscribe")) {} /* read by cli_launch_ranks */
         else if (!strcmp(a, "--model")) { VAL(); o->model = v; o->model_given = 1; }
         else if (!strcmp(a, "--layers")) { VAL(); if (cli_parse_int(a, v, 1, 1000, &o->layers)) return -1; }
         else if (!strcmp(a, "--dim")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 16, &o->dim)) return -1; }

@@ -1,20 +1,212 @@
-/* `--ranks N`: re-runs the same `zero` command under the system's MPI launcher with N local
- * ranks (the command line minus `--ranks N`). Under mpirun/srun the MPI world is used instead. */
+/* `--ranks N`: runs the same `zero` command under the system's MPI launcher with N local ranks (the
+ * command line minus `--ranks N`), and watches it: a rank that dies is named, a stopped run says
+ * where its last checkpoint is. Under mpirun/srun the MPI world is used instead.
+ *
+ * Processes: zero (the launcher, the process the user started) -> mpiexec -> one monitor per rank
+ * -> the rank. The launcher refuses far more ranks than CPUs, forwards SIGINT/SIGTERM/SIGHUP to
+ * mpiexec and, once the job is down, prints that the run was stopped and where the last checkpoint
+ * is (--save DIR: DIR/latest). A monitor is the rank's own process split off at the start of main
+ * (cli_rank_monitor): it waits for the rank and, when the rank was killed by a signal that the
+ * monitor did not forward (a crash, the OOM killer, kill -9) or exited with a status zero never
+ * uses, prints the one line `zero: error: rank R ...` that says so; mpiexec (run --quiet, so
+ * without its banners) then stops the other ranks, which stay silent. */
+#define _GNU_SOURCE /* sigabbrev_np */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef ZERO_MPIEXEC
 #define ZERO_MPIEXEC "mpiexec"
 #endif
 
+/* At most this many ranks per CPU the process may use, unless --oversubscribe. */
+#define RANKS_PER_CPU 8
+#define MONITOR_ENV   "ZERO_RANK_MONITOR"
+#define REPORT_ENV    "ZERO_LAUNCH_REPORT" /* a file where monitors note that they reported */
+
 int cli_argc;
 char **cli_argv;
 
+static volatile sig_atomic_t g_signal;        /* the first stop signal the launcher / monitor received */
+static volatile sig_atomic_t g_forwarded[65]; /* each signal forwarded to the child */
+static volatile pid_t g_child;                /* mpiexec (launcher) or the rank (monitor) */
+
+static void forward(int sig) {
+    if (!g_signal && sig != SIGCONT) g_signal = sig;
+    if (sig > 0 && sig < 65) g_forwarded[sig] = 1;
+    if (g_child > 0) kill(g_child, sig);
+}
+
+static void handle(const int *sigs, int n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < n; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+static const char *sig_name(int sig, char *buf, size_t cap) {
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev) snprintf(buf, cap, "SIG%s", abbrev);
+    else snprintf(buf, cap, "signal %d", sig);
+    return buf;
+}
+
+/* Dies of `sig` as the default action would (so that a parent sees the same death). */
+static void die_of(int sig) {
+    signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    sigprocmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+/* One write of the whole line, so that lines of several ranks do not interleave. */
+static void say(const char *line) {
+    fflush(stderr);
+    ssize_t n = write(STDERR_FILENO, line, strlen(line));
+    (void)n;
+}
+
+/* A rank's failure goes to the launcher's report file (and to stderr when `print`), so that the
+ * launcher knows that a rank, not mpiexec, ended the job, and who said why. */
+static void report(const char *path, const char *line, int print) {
+    if (print) say(line);
+    if (!path[0]) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = write(fd, line, strlen(line));
+    (void)n;
+    close(fd);
+}
+
+void cli_rank_monitor(void) {
+    const char *m = getenv(MONITOR_ENV);
+    if (!m || strcmp(m, "1") != 0) return;
+    unsetenv(MONITOR_ENV);
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = getenv("PMIX_RANK");
+    if (!rank) return; /* not a rank of a launch: nothing to watch */
+    char report_path[4096] = "";
+    const char *rp = getenv(REPORT_ENV);
+    if (rp) snprintf(report_path, sizeof report_path, "%s", rp);
+    unsetenv(REPORT_ENV);
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t monitor = getpid();
+    const pid_t child = fork();
+    if (child < 0) return; /* no monitor: the rank runs unwatched, as under a user's mpirun */
+    if (child == 0) {
+        /* the rank: it goes when its monitor goes (mpiexec's last resort is SIGKILL to the monitor) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != monitor) _exit(CLI_RUNTIME);
+        return;
+    }
+    g_child = child;
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
+    handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) _exit(CLI_RUNTIME);
+    char line[512], name[32];
+    if (WIFEXITED(status)) {
+        const int code = WEXITSTATUS(status);
+        /* 0, 1 and 2 are zero's own: the rank said what went wrong */
+        if (code != 0) {
+            snprintf(line, sizeof line, "zero: error: rank %s (pid %ld) exited with status %d\n", rank, (long)child,
+                     code);
+            report(report_path, line, code > CLI_USAGE && !g_signal);
+        }
+        _exit(code);
+    }
+    if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        if (sig < 65 && g_forwarded[sig]) die_of(sig); /* stopped on purpose (mpiexec, the user) */
+        const char *why = "";
+        if (sig == SIGKILL) why = ": the kernel's out-of-memory killer, or another process";
+        else if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT)
+            why = ": a crash in zero (please report it)";
+        snprintf(line, sizeof line,
+                 "zero: error: rank %s (pid %ld) was killed by signal %d (%s%s)%s; the other ranks are stopped\n", rank,
+                 (long)child, sig, sig_name(sig, name, sizeof name), why, WCOREDUMP(status) ? ", core dumped" : "");
+        report(report_path, line, 1);
+        _exit(128 + sig);
+    }
+    _exit(CLI_RUNTIME);
+}
+
+/* The CPUs this process may run on (its affinity mask), at least 1. */
+static int usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The value of `--flag V` or `--flag=V` on the command line, or NULL. */
+static const char *arg_value(const char *flag) {
+    const size_t n = strlen(flag);
+    for (int i = 1; i < cli_argc; i++) {
+        if (!strcmp(cli_argv[i], flag) && i + 1 < cli_argc) return cli_argv[i + 1];
+        if (!strncmp(cli_argv[i], flag, n) && cli_argv[i][n] == '=') return cli_argv[i] + n + 1;
+    }
+    return NULL;
+}
+
+static int has_arg(const char *flag) {
+    for (int i = 1; i < cli_argc; i++)
+        if (!strcmp(cli_argv[i], flag)) return 1;
+    return 0;
+}
+
+/* After a stop: "the last checkpoint is DIR/step_N ..." from --save DIR and DIR/latest. */
+static void say_stopped(int sig) {
+    char line[4608], name[32], latest[256] = "";
+    const char *save = arg_value("--save");
+    if (save) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/latest", save);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(latest, sizeof latest, f)) latest[0] = 0;
+            fclose(f);
+            latest[strcspn(latest, "\r\n")] = 0;
+        }
+    }
+    if (!save)
+        snprintf(line, sizeof line, "zero: stopped by %s: nothing was saved (no --save DIR)\n",
+                 sig_name(sig, name, sizeof name));
+    else if (!latest[0])
+        snprintf(line, sizeof line, "zero: stopped by %s: no checkpoint was saved in %s yet\n",
+                 sig_name(sig, name, sizeof name), save);
+    else
+        snprintf(line, sizeof line, "zero: stopped by %s: the last checkpoint is %s/%s (continue with --resume %s)\n",
+                 sig_name(sig, name, sizeof name), save, latest, save);
+    say(line);
+}
+
 int cli_launch_ranks(int nranks) {
+    const int cpus = usable_cpus();
+    if (nranks > RANKS_PER_CPU * cpus && !has_arg("--oversubscribe"))
+        return cli_error(
+            CLI_USAGE,
+            "--ranks %d: this process may use %d CPU%s, and more than %d ranks (%d per CPU) would run so "
+            "slowly that the job may never end: use fewer ranks, or add --oversubscribe to run them anyway",
+            nranks, cpus, cpus == 1 ? "" : "s", RANKS_PER_CPU * cpus, RANKS_PER_CPU);
     /* The binary is /proc/self/exe, so a PATH lookup cannot pick another zero. */
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -28,7 +220,8 @@ int cli_launch_ranks(int nranks) {
     if (!args) return cli_error(CLI_RUNTIME, "--ranks: out of memory");
     int k = 0;
     args[k++] = (char *)ZERO_MPIEXEC;
-    args[k++] = (char *)"--oversubscribe";
+    args[k++] = (char *)"--oversubscribe"; /* the check above is ours; mpiexec's (ranks <= cores) is stricter */
+    args[k++] = (char *)"--quiet";         /* the monitors say which rank died, in one line */
     /* OpenMPI binds each rank to one core when N <= 2, which would squeeze a rank's threads
      * (OpenMP, OpenBLAS, the comm progress thread) onto that core: the threads are sized below. */
     args[k++] = (char *)"--bind-to";
@@ -42,23 +235,94 @@ int cli_launch_ranks(int nranks) {
             i++; /* and its value */
             continue;
         }
-        if (!strncmp(argv[i], "--ranks=", 8)) continue;
+        if (!strncmp(argv[i], "--ranks=", 8) || !strcmp(argv[i], "--oversubscribe")) continue;
         args[k++] = argv[i];
     }
     args[k] = NULL;
     /* N ranks on this machine share its cores: unless the user chose, give each rank its share
      * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     char threads[24];
-    snprintf(threads, sizeof threads, "%ld", cores > nranks ? cores / nranks : 1);
+    snprintf(threads, sizeof threads, "%d", cpus > nranks ? cpus / nranks : 1);
     const char *omp = getenv("OMP_NUM_THREADS"); /* the user's choice sizes both pools */
     setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
     setenv("OMP_NUM_THREADS", threads, 0);
+    setenv(MONITOR_ENV, "1", 1);
+    const char *tmpdir = getenv("TMPDIR");
+    char report_path[4096];
+    snprintf(report_path, sizeof report_path, "%s/zero-launch-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int rfd = mkstemp(report_path);
+    if (rfd >= 0) {
+        close(rfd);
+        setenv(REPORT_ENV, report_path, 1);
+    } else {
+        report_path[0] = 0;
+    }
     fflush(stdout);
     fflush(stderr);
-    execvp(args[0], args);
+
+    /* mpiexec as a child; an exec failure comes back through a close-on-exec pipe */
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        free(args);
+        return cli_error(CLI_RUNTIME, "--ranks: pipe: %s", strerror(errno));
+    }
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        execvp(args[0], args);
+        int e = errno;
+        ssize_t w = write(pfd[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
     int e = errno;
+    close(pfd[1]);
     free(args);
-    return cli_error(CLI_RUNTIME, "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
-                     nranks, ZERO_MPIEXEC, strerror(e));
+    unsetenv(MONITOR_ENV);
+    unsetenv(REPORT_ENV);
+    if (pid < 0) {
+        close(pfd[0]);
+        if (report_path[0]) unlink(report_path);
+        return cli_error(CLI_RUNTIME, "--ranks %d: cannot start the MPI launcher: %s", nranks, strerror(e));
+    }
+    g_child = pid;
+    if (g_signal) kill(pid, g_signal); /* a signal that came before g_child was set */
+    int exec_errno = 0;
+    ssize_t got;
+    while ((got = read(pfd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+    close(pfd[0]);
+    int status = 0, werr = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            werr = errno;
+            break;
+        }
+    struct stat rs;
+    const int reported = report_path[0] && stat(report_path, &rs) == 0 && rs.st_size > 0;
+    if (report_path[0]) unlink(report_path);
+    if (werr) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(werr));
+    if (got == (ssize_t)sizeof exec_errno)
+        return cli_error(CLI_RUNTIME,
+                         "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
+                         nranks, ZERO_MPIEXEC, strerror(exec_errno));
+    if (g_signal) {
+        const int sig = g_signal;
+        say_stopped(sig);
+        die_of(sig);
+    }
+    if (WIFEXITED(status)) {
+        const int code = WEXITSTATUS(status);
+        /* a rank's own exit status (0, 1, 2) passes through, a death (named by its monitor) is 1 */
+        if (code == 0 || reported) return code <= CLI_USAGE ? code : CLI_RUNTIME;
+        /* no rank ended with a failure: mpiexec failed by itself (--quiet kept its explanation) */
+        return cli_error(CLI_RUNTIME,
+                         "--ranks %d: the MPI launcher '%s' exited with status %d before any rank said why (run the "
+                         "command under %s -np %d yourself to see its messages)",
+                         nranks, ZERO_MPIEXEC, code, ZERO_MPIEXEC, nranks);
+    }
+    char name[32];
+    return cli_error(CLI_RUNTIME, "--ranks %d: the MPI launcher '%s' was killed by %s", nranks, ZERO_MPIEXEC,
+                     sig_name(WTERMSIG(status), name, sizeof name));
 }

@@ -1,5 +1,5 @@
 /* The `zero` command: dispatches to a subcommand (train, sample, estimate, plan, export,
- * inspect, bench). Uses only the public API of libzero. */
+ * inspect, bench, plot). Uses only the public API of libzero. */
 #include "cli.h"
 
 #include <string.h>
@@ -19,6 +19,7 @@ static const command commands[] = {
     {"inspect", cli_inspect, "summarize and verify a checkpoint"},
     {"tokenize", cli_tokenize, "text and JSONL through a tokenizer.json into a token file (or ids)"},
     {"bench", cli_bench, "benchmarks: adam | comm | io | step"},
+    {"plot", cli_plot, "loss, lr, step time and memory of --log-json logs as a PNG or SVG"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -36,6 +37,7 @@ static void log_to_stderr(void *ctx, zero_log_level level, const char *msg) {
 }
 
 int main(int argc, char **argv) {
+    cli_rank_monitor();
     cli_argc = argc;
     cli_argv = argv;
     zero_log_set_callback(log_to_stderr, NULL);
@@ -53,5 +55,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, tokenize, bench", argv[1]);
+    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, tokenize, bench, plot", argv[1]);
 }

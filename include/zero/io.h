@@ -28,6 +28,8 @@
  *   OP    open | read | write | fsync | close | truncate | rename | unlink | mkdir
  *   N     1-based index of the call of that kind (counted over calls whose path matches PATH)
  *   ERR   eio | enospc         (an enospc write first writes half of its bytes, as a full disk does)
+ *         | flip               (read, write: the call succeeds, with the byte in the middle of its
+ *                              data changed on the way: what a checksum must catch)
  *   MODE  once (default) | always (the Nth call and every later one fail)
  *   PATH  only calls on paths containing this text are counted (rename: the source path)
  * e.g. ZERO_FAULT="write:3:eio:once" or "fsync:1:eio:always:rank_00001". The environment variable

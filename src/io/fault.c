@@ -1,5 +1,6 @@
 /* The fault-injecting shim: wraps any backend and fails the Nth call of a kind (once, or from
- * then on) with EIO or ENOSPC, so tests can prove that offload and checkpoints survive a bad disk. */
+ * then on) with EIO or ENOSPC, or lets a read or write through with one byte flipped, so tests can
+ * prove that offload and checkpoints survive a bad disk and notice data that changed. */
 #include "io/internal.h"
 
 #include <errno.h>
@@ -7,11 +8,12 @@
 #include <string.h>
 
 #define MAX_RULES 16
+#define FLIP (-1) /* not an errno: the call succeeds with one byte of its data changed */
 
 typedef struct fault_rule {
     zero_io_op op;
     uint64_t n;       /* 1-based index of the failing call among those that match */
-    int err;          /* EIO or ENOSPC */
+    int err;          /* EIO, ENOSPC or FLIP */
     int always;       /* fail call n and every later one */
     char path[256];   /* substring a path must contain to be counted; "" = every path */
     uint64_t seen;    /* matching calls so far */
@@ -86,14 +88,25 @@ static zero_status fault_close(zero_io_file *f) {
 static zero_status fault_pread(zero_io_file *f, void *buf, size_t n, uint64_t off) {
     const fault_rule *r = NULL;
     int e = check(f->io, ZERO_IO_OP_READ, f->path, &r);
-    if (e) return injected(f->io, e, r, "read", f->path, (int64_t)off, n);
-    return from_inner(f->io, zero_io_pread(inner_file(f), buf, n, off));
+    if (e && e != FLIP) return injected(f->io, e, r, "read", f->path, (int64_t)off, n);
+    zero_status s = from_inner(f->io, zero_io_pread(inner_file(f), buf, n, off));
+    if (e == FLIP && s == ZERO_OK && n > 0) ((unsigned char *)buf)[n / 2] ^= 0x10; /* as if the disk changed it */
+    return s;
 }
 
 static zero_status fault_pwrite(zero_io_file *f, const void *buf, size_t n, uint64_t off) {
     const fault_rule *r = NULL;
     int e = check(f->io, ZERO_IO_OP_WRITE, f->path, &r);
-    if (!e) return from_inner(f->io, zero_io_pwrite(inner_file(f), buf, n, off));
+    if (e == FLIP && n > 0) { /* the disk stores other bytes than it was given (an aligned copy for O_DIRECT) */
+        unsigned char *copy = zero_io_buffer_alloc(NULL, ZERO_MEM_BUFFERS, n);
+        if (!copy) return zero__io_errno(f->io, ENOMEM, "write", f->path, (int64_t)off, n);
+        memcpy(copy, buf, n);
+        copy[n / 2] ^= 0x10;
+        zero_status s = from_inner(f->io, zero_io_pwrite(inner_file(f), copy, n, off));
+        zero_io_buffer_free(NULL, copy);
+        return s;
+    }
+    if (!e || e == FLIP) return from_inner(f->io, zero_io_pwrite(inner_file(f), buf, n, off));
     /* A full disk accepts part of a write before it refuses the rest. O_DIRECT keeps its alignment. */
     size_t part = n / 2;
     if (f->flags & ZERO_IO_DIRECT) part = part / ZERO_IO_ALIGN * ZERO_IO_ALIGN;
@@ -207,6 +220,7 @@ static int parse_rule(const char *s, size_t len, fault_rule *r, zero_error *err)
     int e = 0;
     if (nf > 2 && !strcmp(field[2], "eio")) e = EIO;
     else if (nf > 2 && !strcmp(field[2], "enospc")) e = ENOSPC;
+    else if (nf > 2 && !strcmp(field[2], "flip") && (op == ZERO_IO_OP_READ || op == ZERO_IO_OP_WRITE)) e = FLIP;
     int always = 0, bad_mode = 0;
     if (nf > 3) {
         if (!strcmp(field[3], "always")) always = 1;
@@ -216,8 +230,8 @@ static int parse_rule(const char *s, size_t len, fault_rule *r, zero_error *err)
         if (err)
             ZERO__ERR(err,
                       "fault rule '%s': expected OP:N:ERR[:MODE[:PATH]] with OP one of open, read, "
-                      "write, fsync, close, truncate, rename, unlink, mkdir; N >= 1; ERR eio or "
-                      "enospc; MODE once or always; PATH not empty",
+                      "write, fsync, close, truncate, rename, unlink, mkdir; N >= 1; ERR eio, "
+                      "enospc, or flip (read and write only); MODE once or always; PATH not empty",
                       r->text);
         return -1;
     }

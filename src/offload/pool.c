@@ -2,8 +2,10 @@
  * A pass reads tile i+1.. into free buffers while the caller computes tile i, and writes tile i
  * back while later tiles compute; memory never exceeds the buffers allocated at creation.
  *
- * Every transfer in flight carries a pointer to its buffer's slot as the io event's `user`, so
- * any pool that reaps an event (pools may share one io) credits the right buffer. */
+ * Every transfer in flight carries a pointer to its request (slot, file, range, buffer) as the io
+ * event's `user`, so any pool that reaps an event (pools may share one io) credits the right
+ * buffer. A write records the checksums of its blocks and a read verifies its blocks when they
+ * are reaped (a changed block fails the transfer, docs/OFFLOAD.md). */
 #include "offload/internal.h"
 #include "zero/trace.h"
 
@@ -13,6 +15,12 @@ typedef struct pslot pslot;
 
 typedef struct preq {
     pslot *slot;
+    int inflight;
+    zero_io_op op;
+    zero_swap *swap;
+    uint64_t offset; /* in the data area */
+    size_t bytes;
+    const char *buf;
 } preq;
 
 struct pslot {
@@ -98,11 +106,19 @@ static zero_status reap_one(zero_offload_pool *p, int block, int *got) {
         return s;
     }
     if (*got == 0) return ZERO_OK;
-    pslot *slot = ((preq *)ev.user)->slot;
+    preq *r = ev.user;
+    pslot *slot = r->slot;
     slot->pending--;
+    r->inflight = 0;
     if (ev.status != ZERO_OK && slot->status == ZERO_OK) {
         slot->status = ev.status;
         snprintf(slot->msg, sizeof slot->msg, "%s", zero_io_last_error(p->io));
+    } else if (ev.status == ZERO_OK && r->op == ZERO_IO_OP_WRITE) {
+        /* recorded once the write is done (its buffer is untouched until then): a failed write
+         * leaves the record of what the disk held before */
+        zero__swap_seal(r->swap, r->offset, r->buf, r->bytes);
+    } else if (ev.status == ZERO_OK && r->op == ZERO_IO_OP_READ && slot->status == ZERO_OK) {
+        slot->status = zero__swap_verify(r->swap, r->offset, r->buf, r->bytes, slot->msg, sizeof slot->msg);
     }
     return ZERO_OK;
 }
@@ -142,14 +158,34 @@ static zero_status check_extent(zero_offload_pool *p, const zero_offload_extent 
                      what, x->bytes, (unsigned long long)x->offset, zero_swap_path(x->swap), x->buf_offset, ZERO_IO_ALIGN);
         return ZERO_ERR_INVALID_ARG;
     }
+    if (zero_swap_checksums(x->swap) && ((x->offset | x->bytes) % ZERO_IO_ALIGN)) {
+        zero__errorf(p->err, sizeof p->err,
+                     "%s: transfer of %zu bytes at offset %llu of %s: a swap file with checksums moves whole %u-byte blocks",
+                     what, x->bytes, (unsigned long long)x->offset, zero_swap_path(x->swap), ZERO_IO_ALIGN);
+        return ZERO_ERR_INVALID_ARG;
+    }
     return ZERO_OK;
 }
 
 /* Queues one transfer of slot s; a full ring first returns a finished request. */
 static zero_status submit(zero_offload_pool *p, pslot *s, const zero_offload_extent *x, zero_io_op op,
                           zero_offload_stats *st) {
-    preq *r = &s->req[s->next_req];
-    s->next_req = (s->next_req + 1) % (2 * ZERO_OFFLOAD_MAX_EXTENTS);
+    preq *r = NULL;
+    for (int k = 0; k < 2 * ZERO_OFFLOAD_MAX_EXTENTS && !r; k++) {
+        preq *c = &s->req[s->next_req];
+        s->next_req = (s->next_req + 1) % (2 * ZERO_OFFLOAD_MAX_EXTENTS);
+        if (!c->inflight) r = c;
+    }
+    if (!r) {
+        zero__errorf(p->err, sizeof p->err, "offload: more than %d transfers of one buffer in flight (bug)",
+                     2 * ZERO_OFFLOAD_MAX_EXTENTS);
+        return ZERO_ERR_INTERNAL;
+    }
+    r->op = op;
+    r->swap = x->swap;
+    r->offset = x->offset;
+    r->bytes = x->bytes;
+    r->buf = s->buf + x->buf_offset;
     for (;;) {
         zero_status rc = zero_io_submit(zero_swap_file(x->swap), op, s->buf + x->buf_offset, x->bytes,
                                         ZERO_SWAP_HEADER + x->offset, r);
@@ -166,6 +202,7 @@ static zero_status submit(zero_offload_pool *p, pslot *s, const zero_offload_ext
         return rc;
     }
     s->pending++;
+    r->inflight = 1;
     if (st) {
         if (op == ZERO_IO_OP_READ) {
             st->reads++;

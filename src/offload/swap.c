@@ -1,5 +1,6 @@
 /* Swap files of NVMe offload: naming, the header that marks a file as ours, the ownership rule
- * (never overwrite a file that is not a stale swap file of this host), space reservation, removal.
+ * (never overwrite a file that is not a stale swap file of this host), space reservation, removal,
+ * and the table of block checksums (one CRC32C per ZERO_IO_ALIGN bytes of data, in RAM).
  *
  * Header (ZERO_SWAP_HEADER = 4096 bytes, native byte order: the file never leaves its machine):
  *   offset size  field
@@ -49,7 +50,23 @@ struct zero_swap {
     char *path;
     uint64_t data_bytes;
     int direct;
+    int checksums; /* 1: crc[] holds the CRC32C of every block of the data area */
+    uint32_t *crc; /* data_bytes / ZERO_IO_ALIGN entries */
 };
+
+/* The CRC32C of a block of zeros: what every block of a new (reserved) data area holds. */
+static uint32_t zero_block_crc(void) {
+    static const unsigned char zeros[ZERO_IO_ALIGN];
+    uint32_t c;
+    zero__swap_block_crcs(zeros, 1, &c);
+    return c;
+}
+
+static void crc_reset(zero_swap *s) {
+    const uint64_t n = s->data_bytes / ZERO_IO_ALIGN;
+    const uint32_t z = zero_block_crc();
+    for (uint64_t i = 0; i < n; i++) s->crc[i] = z;
+}
 
 static void this_host(char *buf, size_t cap) {
     if (gethostname(buf, cap) != 0) snprintf(buf, cap, "?");
@@ -179,6 +196,15 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
     s->io = io;
     s->path = path;
     s->data_bytes = data_bytes;
+    /* 4 bytes of RAM per 4 KiB block of data (1/1024); the data area starts as zeros */
+    if (data_bytes / ZERO_IO_ALIGN > SIZE_MAX / sizeof *s->crc ||
+        !(s->crc = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)(data_bytes / ZERO_IO_ALIGN) * sizeof *s->crc + 1))) {
+        if (err) ZERO__ERR(err, "swap file: out of memory for the checksums of %llu bytes", (unsigned long long)data_bytes);
+        st = ZERO_ERR_NOMEM;
+        goto fail;
+    }
+    s->checksums = 1;
+    crc_reset(s);
 
     if ((st = zero_io_mkdir(io, dir)) != ZERO_OK) {
         if (err) ZERO__ERR(err, "nvme_path: %s", zero_io_last_error(io));
@@ -248,6 +274,7 @@ fail_unlink:
 fail:
     zero_io_buffer_free(NULL, hbuf);
     zero_mem_free(NULL, path);
+    if (s) zero_mem_free(NULL, s->crc);
     zero_mem_free(NULL, s);
     return st;
 }
@@ -262,8 +289,47 @@ zero_status zero_swap_remove(zero_swap *s, zero_error *err) {
         st = us;
     }
     zero_mem_free(NULL, s->path);
+    zero_mem_free(NULL, s->crc);
     zero_mem_free(NULL, s);
     return st;
+}
+
+zero_status zero_swap_set_checksums(zero_swap *s, int on) {
+    if (!s) return ZERO_ERR_INVALID_ARG;
+    if (on && !s->checksums) crc_reset(s); /* what was written meanwhile is unknown: write before reading */
+    s->checksums = on ? 1 : 0;
+    return ZERO_OK;
+}
+
+int zero_swap_checksums(const zero_swap *s) { return s ? s->checksums : 0; }
+
+void zero__swap_seal(zero_swap *s, uint64_t offset, const void *buf, size_t bytes) {
+    if (!s->checksums) return;
+    zero__swap_block_crcs(buf, bytes / ZERO_IO_ALIGN, s->crc + offset / ZERO_IO_ALIGN);
+}
+
+zero_status zero__swap_verify(const zero_swap *s, uint64_t offset, const void *buf, size_t bytes, char *msg,
+                              size_t cap) {
+    if (!s->checksums) return ZERO_OK;
+    const unsigned char *p = buf;
+    const uint32_t *want = s->crc + offset / ZERO_IO_ALIGN;
+    uint32_t got[64];
+    for (size_t done = 0, n; done < bytes / ZERO_IO_ALIGN; done += n) {
+        n = bytes / ZERO_IO_ALIGN - done;
+        if (n > 64) n = 64;
+        zero__swap_block_crcs(p + done * ZERO_IO_ALIGN, n, got);
+        for (size_t i = 0; i < n; i++) {
+            if (got[i] == want[done + i]) continue;
+            const uint64_t at = ZERO_SWAP_HEADER + offset + (done + i) * ZERO_IO_ALIGN;
+            zero__errorf(msg, cap,
+                         "%s: the %u-byte block at offset %llu changed on disk since zero wrote it (CRC32C %08x, "
+                         "expected %08x): the swap file was modified by something else, or the drive returned other "
+                         "data; the run cannot continue from it (resume from the last checkpoint)",
+                         s->path, ZERO_IO_ALIGN, (unsigned long long)at, got[i], want[done + i]);
+            return ZERO_ERR_FORMAT;
+        }
+    }
+    return ZERO_OK;
 }
 
 const char *zero_swap_path(const zero_swap *s) { return s ? s->path : ""; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `zero bench io`: one JSON object with the documented keys, the sizes asked for, positive
-# bandwidths for the pool and the plain O_DIRECT baseline (fio's when fio is installed, else
-# null), ratios that are pool / plain; the table; no file left in --dir; a file of the bench's
+# bandwidths for the pool (with and without checksums) and the plain O_DIRECT baseline (fio's when
+# fio is installed, else null), ratios that are pool / plain, the checksums' cost; the table; no file left in --dir; a file of the bench's
 # name that is not ours is refused and left as it was; an injected write fault and bad flags
 # are one-line errors (exit 1 and 2).
 set -u
@@ -20,18 +20,23 @@ rc=$?
 import json, shutil, sys
 o = json.loads(open(sys.argv[1]).read())
 bad = []
-keys = {"dir", "bytes", "block_size", "buffers", "backend", "direct", "pool", "plain", "fio", "read_ratio", "write_ratio"}
+keys = {"dir", "bytes", "block_size", "buffers", "backend", "direct", "pool", "pool_no_checksums", "plain", "fio",
+        "read_ratio", "write_ratio", "checksum_cost"}
 if set(o) != keys: bad.append("keys %s" % sorted(o))
 if o.get("dir") != sys.argv[2]: bad.append("dir %r" % o.get("dir"))
 if o.get("bytes") != 8 << 20 or o.get("block_size") != 256 << 10 or o.get("buffers") != 3:
     bad.append("sizes %r %r %r" % (o.get("bytes"), o.get("block_size"), o.get("buffers")))
-for k in ("pool", "plain"):
+for k in ("pool", "pool_no_checksums", "plain"):
     for rw in ("read_gbps", "write_gbps"):
         v = o.get(k, {}).get(rw)
         if not isinstance(v, (int, float)) or not (0 < v < 1000): bad.append("%s.%s = %r" % (k, rw, v))
 for rw, r in (("read", "read_ratio"), ("write", "write_ratio")):
     want = o["pool"][rw + "_gbps"] / o["plain"][rw + "_gbps"]
     if abs(o[r] - want) > 1e-3 * want + 1e-4: bad.append("%s %r, pool/plain %r" % (r, o[r], want))
+for rw in ("read", "write"):
+    want = 1 - o["pool"][rw + "_gbps"] / o["pool_no_checksums"][rw + "_gbps"]
+    got = o.get("checksum_cost", {}).get(rw)
+    if not isinstance(got, (int, float)) or abs(got - want) > 1e-3: bad.append("checksum_cost.%s %r, want %r" % (rw, got, want))
 if shutil.which("fio"):
     if not (isinstance(o["fio"], dict) and o["fio"]["read_gbps"] > 0 and o["fio"]["write_gbps"] > 0):
         bad.append("fio is installed but fio = %r" % o["fio"])
@@ -46,6 +51,8 @@ EOF
 "$ZERO" bench io --dir "$d" --size 4MiB >"$tmp/table" 2>&1 || err "table run failed: $(cat "$tmp/table")"
 grep -q "^pool (4 buffers in flight) *[0-9.]* *[0-9.]*$" "$tmp/table" || err "table: no pool row: $(cat "$tmp/table")"
 grep -q "^plain O_DIRECT (one request at a time) *[0-9.]* *[0-9.]*$" "$tmp/table" || err "table: no plain row"
+grep -q "^pool without checksums *[0-9.]* *[0-9.]*$" "$tmp/table" || err "table: no row without checksums"
+grep -q "^checksum cost: read -\?[0-9.]*%, write -\?[0-9.]*% of the throughput without them$" "$tmp/table" || err "table: no checksum cost"
 grep -q "^pool / plain: read [0-9.]*x, write [0-9.]*x" "$tmp/table" || err "table: no ratio line"
 
 # a file of our name that is not ours
