@@ -48,6 +48,9 @@ typedef struct zero_engine zero_engine;
 /* Parameter flags. */
 enum {
     ZERO_PARAM_NO_DECAY = 1u << 0, /* exclude from weight decay (biases, norm gains) */
+    /* Reserved: a parameter with no gradient, master or optimizer state, still partitioned at
+     * stage 3. Not supported yet: zero_engine_add_param refuses it (ZERO_ERR_UNSUPPORTED). */
+    ZERO_PARAM_FROZEN = 1u << 1,
 };
 
 typedef struct zero_step_stats {

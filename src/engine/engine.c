@@ -89,6 +89,7 @@ void zero_engine_free(zero_engine *e) {
         zero_mem_free(&e->acct, u->master);
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
+        zero__own_free(u);
         free(u->name);
     }
     for (int i = 0; i < e->nparams; i++) free(e->params[i].name);
@@ -140,6 +141,10 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: expected a non-empty name");
     if (ndim < 1 || ndim > 8 || !shape)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': ndim %d: expected 1..8", name, ndim);
+    if (flags & ZERO_PARAM_FROZEN)
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "add_param '%s': ZERO_PARAM_FROZEN is not supported yet", name);
+    if (flags & ~(unsigned)ZERO_PARAM_NO_DECAY)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY or 0", name, flags);
     if (zero_engine_find_param(e, name) >= 0)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': a parameter of that name exists", name);
     uint64_t numel = 1;
@@ -184,7 +189,6 @@ zero_status zero_engine_finalize(zero_engine *e) {
     if (!e) return ZERO_ERR_INVALID_ARG;
     if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: called twice");
     if (e->nunits == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: no units registered");
-    const int st = e->cfg.stage;
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
         if (u->numel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
@@ -197,26 +201,31 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->offset = sh.offset;
         u->valid = sh.valid;
     }
-    /* NVMe offload decides what stays in RAM; collective when it is on */
+    /* the table says what each rank keeps and where; NVMe offload sets up what lives there
+     * (collective when it is on) */
+    zero__own_table(e);
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
-    const eoffload *o = &e->off;
+    const etable *t = &e->own;
     int fail = 0;
     for (int i = 0; i < e->nunits && !fail; i++) {
         eunit *u = &e->units[i];
-        uint64_t pn = st == 3 ? u->shard : u->padded;     /* params */
-        uint64_t gn = st <= 1 ? u->padded : u->shard;     /* grads */
-        uint64_t on = st == 0 ? u->padded : u->shard;     /* master and optimizer states */
-        if (!o->par) u->params = alloc_or_null(e, ZERO_MEM_PARAMS, pn, e->wsize, &fail);
-        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, gn, e->wsize, &fail);
-        if (e->wdt != ZERO_DTYPE_FP32 && o->master_loc == LOC_RAM) u->master = alloc_or_null(e, ZERO_MEM_MASTER, on, 4, &fail);
-        if (e->nstates >= 1 && !o->opt) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
-        if (e->nstates >= 2 && !o->opt) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+        if (t->k[EK_PARAMS].tier == TIER_RAM)
+            u->params = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_PARAMS), e->wsize, &fail);
+        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
+        if (t->k[EK_MASTER].tier == TIER_RAM)
+            u->master = alloc_or_null(e, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
+        if (t->k[EK_OPTIM].tier == TIER_RAM) {
+            const uint64_t n = zero__own_elems(e, u, EK_OPTIM);
+            if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
+            if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
+        }
+        if (!fail && zero__own_views(e, u) != 0) fail = 1;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
     if (fail || !e->inflight) {
         zero__off_free(e);
-        return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the stage-%d shards", st);
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the shards (stage %d)", e->cfg.stage);
     }
     e->finalized = 1;
     return ZERO_OK;
@@ -233,34 +242,32 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
     const eunit *u = x->u;
     const uint64_t a = x->lo - x->first, n = x->hi - x->lo; /* inside the tile */
     const float *v = c->values + (u->offset + x->lo - c->lo);
-    if (e->off.master_loc != LOC_RAM) memcpy(x->master + a, v, (size_t)n * 4);
-    if (x->work && e->off.par) zero_convert(v, ZERO_DTYPE_FP32, zero__wptr(e, x->work, a), e->wdt, n, ZERO_IMPL_AUTO);
+    if (e->own.k[EK_MASTER].tier == TIER_NVME) memcpy(x->master + a, v, (size_t)n * 4);
+    if (x->work && e->own.k[EK_PARAMS].tier == TIER_NVME)
+        zero_convert(v, ZERO_DTYPE_FP32, zero__wptr(e, x->work, a), e->wdt, n, ZERO_IMPL_AUTO);
     return ZERO_OK;
 }
 
-/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. Stage-3 prefetches
- * are finished and dropped first: one in flight reads the shards being written, and one held
- * would hand the next gather the old values (under parameter offload, so is the read-ahead). */
+/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say.
+ * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
+ * written, and one held would hand the next gather the old values (under parameter offload, so
+ * is the read-ahead). */
 static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
-    const int st = e->cfg.stage;
+    const eview *v = &u->v;
+    const etable *t = &e->own;
+    /* the working parameters this rank keeps (whole or its slice), when in RAM */
+    uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
+    if (a < b && v->wp)
+        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    /* a master of its own (half precision), over the update range */
+    a = lo > v->lo ? lo : v->lo;
+    b = hi < v->hi ? hi : v->hi;
+    if (a < b && !t->master_in_params && v->master) memcpy(v->master + (a - v->lo), values + (a - lo), (size_t)(b - a) * 4);
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    /* working params: full in stages 0-2, shard in stage 3 (in RAM unless offloaded) */
-    uint64_t plo = st == 3 ? u->offset : 0, phi = st == 3 ? u->offset + u->valid : u->numel;
-    uint64_t a = lo > plo ? lo : plo, b = hi < phi ? hi : phi;
-    if (a < b && u->params)
-        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->params, a - plo), e->wdt, b - a, ZERO_IMPL_AUTO);
-    if (half && u->master) {
-        uint64_t mlo = st == 0 ? 0 : u->offset, mhi = st == 0 ? u->numel : u->offset + u->valid;
-        a = lo > mlo ? lo : mlo;
-        b = hi < mhi ? hi : mhi;
-        if (a < b) memcpy(u->master + (a - mlo), values + (a - lo), (size_t)(b - a) * 4);
-    }
-    const eoffload *o = &e->off;
-    unsigned arrays = (o->master_loc != LOC_RAM ? ARR_MASTER : 0u) | (half && o->par ? ARR_WORK : 0u);
-    a = lo > u->offset ? lo : u->offset;
-    b = hi < u->offset + u->valid ? hi : u->offset + u->valid;
+    unsigned arrays = (t->k[EK_MASTER].tier == TIER_NVME ? ARR_MASTER : 0u) |
+                      (half && t->k[EK_PARAMS].tier == TIER_NVME ? ARR_WORK : 0u);
     if (!arrays || a >= b) return ZERO_OK;
     set_ctx c = {lo, values};
     const int ui = (int)(u - e->units);

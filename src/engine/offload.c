@@ -70,7 +70,6 @@ static zero_status agree_job(zero_engine *e) {
 static zero_status setup_local(zero_engine *e) {
     eoffload *o = &e->off;
     const zero_config *c = &e->cfg;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
     uint64_t smax = 0;
     const char *sname = "";
     for (int i = 0; i < e->nunits; i++)
@@ -78,7 +77,9 @@ static zero_status setup_local(zero_engine *e) {
             smax = e->units[i].shard;
             sname = e->units[i].name;
         }
-    o->master_loc = half ? (o->opt ? LOC_OPTIM : LOC_RAM) : (o->par ? LOC_PARAM : LOC_RAM);
+    /* the master's file, as the table places it: with the states, or as the parameter shard */
+    const etable *t = &e->own;
+    o->master_loc = t->k[EK_MASTER].tier != TIER_NVME ? LOC_RAM : t->master_in_params ? LOC_PARAM : LOC_OPTIM;
     o->nso = (o->master_loc == LOC_OPTIM ? 1 : 0) + (o->opt ? e->nstates : 0);
     zero_error err = {{0}};
     zero_status s;
@@ -174,14 +175,13 @@ void zero__off_free(zero_engine *e) {
 
 zero_status zero__off_setup(zero_engine *e) {
     eoffload *o = &e->off;
-    o->opt = e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME;
-    o->par = e->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
-    if (o->opt && e->nstates == 0 && e->wdt == ZERO_DTYPE_FP32) {
-        /* fp32 and no optimizer state: the master is the working copy, nothing is left to move */
+    /* what the table put on NVMe: the optimizer file holds the states and a master of its own;
+     * the parameter file the working shards (and with them, in fp32, the master) */
+    o->opt = e->own.k[EK_OPTIM].tier == TIER_NVME;
+    o->par = e->own.k[EK_PARAMS].tier == TIER_NVME;
+    if (!o->opt && e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME)
         zero__log(ZERO_LOG_INFO, "offload: offload_optimizer has nothing to hold (fp32, %s without state)",
                   zero_optim_name(e->cfg.optim.type));
-        o->opt = 0;
-    }
     if (!o->opt && !o->par) return ZERO_OK;
     if (e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && e->cfg.offload_optimizer.ratio < 1.0)
         zero__log(ZERO_LOG_WARN, "offload: offload_optimizer.ratio %g: partial offload is not implemented; offloading all",
@@ -219,22 +219,23 @@ static void tile_bind(zero_engine *e, etile *x, char *buf) {
     uint64_t L, Lp;
     tile_geometry(e, x, &L, &Lp);
     char *pslice = buf ? buf + (uint64_t)o->nso * L : NULL;
-    /* the working slice in RAM: stage 3 keeps the shard, stages 1-2 the full unit */
-    void *wram = u->params ? zero__wptr(e, u->params, (e->cfg.stage == 3 ? 0 : u->offset) + x->first) : NULL;
+    /* what is in RAM comes from the unit's views (offload runs at stages 1-3: the update range
+     * starts at the owned slice, where tile element 0 is) */
+    const eview *v = &u->v;
     int k = 0;
     switch (o->master_loc) {
     case LOC_OPTIM: x->master = (float *)(buf + (uint64_t)(k++) * L); break;
     case LOC_PARAM: x->master = (float *)pslice; break;
-    default: x->master = half ? u->master + x->first : (float *)wram; break;
+    default: x->master = v->master ? v->master + x->first : NULL; break;
     }
     if (o->opt) {
         x->s0 = e->nstates >= 1 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
         x->s1 = e->nstates >= 2 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
     } else {
-        x->s0 = u->s0 ? u->s0 + x->first : NULL;
-        x->s1 = u->s1 ? u->s1 + x->first : NULL;
+        x->s0 = v->state[0] ? v->state[0] + x->first : NULL;
+        x->s1 = v->state[1] ? v->state[1] + x->first : NULL;
     }
-    x->work = !half ? NULL : o->par ? (void *)pslice : wram;
+    x->work = !half ? NULL : o->par ? (void *)pslice : v->work ? zero__wptr(e, v->work, x->first) : NULL;
 }
 
 /* The transfers of a tile for arrays `rd` (read) and `wr` (written); `rmw`: a written array is

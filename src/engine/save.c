@@ -23,16 +23,9 @@ static const char *state_name(const zero_engine *e, int k) {
     return "state";
 }
 
-/* The unit's fp32 master, indexed from unit element `base` (0 in stage 0, else the offset). */
-static float *master_of(const zero_engine *e, const eunit *u, uint64_t *base) {
-    *base = e->cfg.stage == 0 ? 0 : u->offset;
-    if (e->off.master_loc != LOC_RAM && zero__off_on(e)) return NULL; /* in a swap file */
-    if (e->wdt != ZERO_DTYPE_FP32) return u->master;
-    if (e->cfg.stage == 0 || e->cfg.stage == 3) return (float *)u->params;
-    return (float *)u->params + u->offset;
-}
-
-static float *state_of(const eunit *u, int k) { return k == 0 ? u->s0 : u->s1; }
+/* Array k of unit u's update range (-1: the master; else optimizer state k), at unit element
+ * u->v.lo, or NULL when it lives in a swap file. */
+static float *array_of(const eunit *u, int k) { return k < 0 ? u->v.master : u->v.state[k]; }
 
 static char *build_manifest(const zero_engine *e, const char *user_json) {
     cJSON *root = cJSON_CreateObject(), *units = cJSON_CreateArray(), *opt = cJSON_CreateObject(),
@@ -78,11 +71,14 @@ static char *build_manifest(const zero_engine *e, const char *user_json) {
     return text;
 }
 
-/* Streams this rank's valid slice of `src` (indexed from unit element `base`). */
-static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float *src, uint64_t base) {
-    const float *p = src + (u->offset - base);
-    for (uint64_t i = 0; i < u->valid; i += CHUNK) {
-        uint64_t n = u->valid - i < CHUNK ? u->valid - i : CHUNK;
+/* Streams this rank's partition slice of `src` (an array of the update range, at unit element
+ * u->v.lo). */
+static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float *src) {
+    const eview *v = &u->v;
+    const float *p = src + (v->slo - v->lo);
+    const uint64_t valid = v->shi - v->slo;
+    for (uint64_t i = 0; i < valid; i += CHUNK) {
+        uint64_t n = valid - i < CHUNK ? valid - i : CHUNK;
         zero_status s = zero_ckpt_writer_write(w, p + i, (size_t)n * 4);
         if (s != ZERO_OK) return s;
     }
@@ -125,13 +121,11 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
     }
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
-        uint64_t base;
-        float *m = master_of(e, u, &base);
         for (int k = -1; k < e->nstates && s == ZERO_OK; k++) {
-            float *ram = k < 0 ? m : state_of(u, k);
+            float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
             if (ram) {
-                s = write_slice(w, u, ram, base);
+                s = write_slice(w, u, ram);
                 continue;
             }
             stream_ctx c = {w, k, ZERO_OK};
@@ -229,10 +223,8 @@ static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
 
 /* Loads array k (-1: master) of unit u: into RAM when it lives there, else through the pool. */
 static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, const char *name, uint64_t lo, uint64_t hi) {
-    uint64_t base;
-    float *ram = k < 0 ? master_of(e, u, &base) : state_of(u, k);
-    base = e->cfg.stage == 0 ? 0 : u->offset;
-    if (ram) return read_range(e, c, name, lo, hi, ram + (lo - base));
+    float *ram = array_of(u, k);
+    if (ram) return read_range(e, c, name, lo, hi, ram + (lo - u->v.lo));
     load_ctx l = {c, name, k};
     const int ui = (int)(u - e->units);
     eopass p = {ui, ui + 1, 0, UINT64_MAX, 0, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, load_tile, &l};
@@ -241,9 +233,8 @@ static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
 
 static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
-    uint64_t base;
-    float *m = master_of(e, u, &base);
-    const uint64_t lo = e->cfg.stage == 0 ? 0 : u->offset, hi = e->cfg.stage == 0 ? u->numel : u->offset + u->valid;
+    const eview *v = &u->v;
+    const uint64_t lo = v->lo, hi = v->hi; /* what the rank updates: master and states */
     snprintf(name, sizeof name, "%s/master", u->name);
     zero_status s = load_array(e, c, u, -1, name, lo, hi);
     for (int k = 0; k < e->nstates && s == ZERO_OK; k++) {
@@ -252,13 +243,14 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
         s = load_array(e, c, u, k, sn, lo, hi);
     }
     if (s != ZERO_OK) return s;
-    /* working parameters: the owned slice is derived from the master; stages 1-2 need the full
-     * unit, read (and converted) a chunk at a time */
+    /* working parameters: where they are the update range's (stages 0 and 3), derived from the
+     * master; kept whole beside a sharded update (stages 1-2), the whole unit is read (and
+     * converted) a chunk at a time */
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (e->cfg.stage == 3 || e->cfg.stage == 0) {
-        if (!half) return ZERO_OK;
-        if (m && u->params) {
-            zero_convert(m, ZERO_DTYPE_FP32, u->params, e->wdt, e->cfg.stage == 0 ? u->numel : u->valid, ZERO_IMPL_AUTO);
+    if (!e->own.regather) {
+        if (!half) return ZERO_OK; /* the master is the working copy */
+        if (v->master && v->work) {
+            zero_convert(v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo, ZERO_IMPL_AUTO);
             return ZERO_OK;
         }
         load_ctx l = {c, name, -2};
@@ -266,11 +258,11 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
         eopass p = {ui, ui + 1, 0, UINT64_MAX, ARR_MASTER, ARR_WORK, load_tile, &l};
         return zero__off_run(e, &p);
     }
-    if (!half) return read_range(e, c, name, 0, u->numel, (float *)u->params);
+    if (!half) return read_range(e, c, name, 0, u->numel, (float *)v->wp);
     for (uint64_t i = 0; i < u->numel && s == ZERO_OK; i += CHUNK) {
         uint64_t n = u->numel - i < CHUNK ? u->numel - i : CHUNK;
         s = read_range(e, c, name, i, i + n, chunk);
-        if (s == ZERO_OK) zero_convert(chunk, ZERO_DTYPE_FP32, zero__wptr(e, u->params, i), e->wdt, n, ZERO_IMPL_AUTO);
+        if (s == ZERO_OK) zero_convert(chunk, ZERO_DTYPE_FP32, zero__wptr(e, v->wp, i), e->wdt, n, ZERO_IMPL_AUTO);
     }
     return s;
 }
