@@ -116,8 +116,12 @@ float *zero_engine_grad(zero_engine *e, int unit);
  * non-blocking). The buffer from zero_engine_grad must not be touched afterwards. */
 zero_status zero_engine_grad_ready(zero_engine *e, int unit);
 
-/* Marks the end of a micro-batch (optional: zero_engine_step implies it). Units that had no
- * grad_ready in the micro-batch contribute zero gradient. */
+/* Marks the end of a micro-batch: the boundary is explicit, never inferred. Call it after each
+ * micro-batch's backward; zero_engine_step implies it for the last one (so a step without
+ * gradient accumulation needs no call). A unit's grad or grad_ready after its grad_ready in the
+ * same micro-batch is ZERO_ERR_STATE. Units that had no grad_ready in the micro-batch contribute
+ * zero gradient. A call with no gradient call since the last boundary (an evaluation pass) does
+ * nothing. */
 zero_status zero_engine_micro_batch_done(zero_engine *e);
 
 /* Waits for the reductions, unscales, checks overflow on all ranks, clips, updates the shards

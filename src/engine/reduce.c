@@ -116,7 +116,13 @@ static zero_status start_reduction_shard(zero_engine *e, int unit) {
 float *zero_engine_grad(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "grad") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
-    if (u->ready_mb == e->mb) e->mb++; /* this unit was done in the current micro-batch: a new one began */
+    if (u->ready_mb == e->mb) {
+        zero__eng_fail(e, ZERO_ERR_STATE,
+                       "grad '%s': its gradient of micro-batch %d was already declared ready: call "
+                       "zero_engine_micro_batch_done between micro-batches",
+                       u->name, e->mb + 1);
+        return NULL;
+    }
     if (e->mb >= e->cfg.grad_accum) {
         zero__eng_fail(e, ZERO_ERR_STATE,
                        "grad '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
@@ -147,7 +153,11 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
     zero_status s = zero__eng_check_unit(e, unit, "grad_ready");
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
-    if (u->ready_mb == e->mb) e->mb++; /* as in grad(): a unit seen twice starts a micro-batch */
+    if (u->ready_mb == e->mb)
+        return zero__eng_fail(e, ZERO_ERR_STATE,
+                              "grad_ready '%s': already called in micro-batch %d: call zero_engine_micro_batch_done "
+                              "between micro-batches",
+                              u->name, e->mb + 1);
     if (e->mb >= e->cfg.grad_accum)
         return zero__eng_fail(e, ZERO_ERR_STATE,
                               "grad_ready '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
