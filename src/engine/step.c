@@ -1,8 +1,8 @@
 /* The optimizer step: wait for the reductions, compute the global gradient norm and overflow
  * flag over the owned shards (summed in rank order, so every rank gets the same numbers),
  * update the loss scale, clip, run the optimizer on this rank's shard with the fused write-back
- * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), then
- * all-gather the working parameters (stages 1-2). */
+ * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), and
+ * all-gather the working parameters (stages 1-2), each unit's as soon as its update is done. */
 #include "engine/internal.h"
 
 #include <math.h>
@@ -74,6 +74,28 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
     return ZERO_OK;
 }
 
+/* Params whole, update sharded (stages 1-2): every rank gets the updated working parameters of
+ * the others, unit by unit. Started as soon as the unit's update is done, so that it travels
+ * while the next units update; every started all-gather is waited for in regather_wait. */
+static zero_status regather_start(zero_engine *e, eunit *u) {
+    const eview *v = &u->v;
+    u->reduce_t0 = zero_now();
+    zero_status s = zero_comm_iall_gather(e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
+    zero__eng_waited(e, "all-gather (updated parameters, issue)", u->reduce_t0);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+    return ZERO_OK;
+}
+
+static zero_status regather_wait(zero_engine *e) {
+    zero_status s = ZERO_OK;
+    for (int i = 0; i < e->nunits; i++) {
+        zero_status w = zero__eng_wait(e, &e->units[i].reduce, e->units[i].reduce_t0, "all-gather (updated parameters)");
+        if (s == ZERO_OK) s = w;
+    }
+    return s;
+}
+
 static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
     const int half = e->wdt != ZERO_DTYPE_FP32;
     float *tmp = NULL;
@@ -86,6 +108,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
         eunit *u = &e->units[i];
         const eview *v = &u->v;
         s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp);
+        if (s == ZERO_OK && e->own.regather) s = regather_start(e, u); /* overlaps the next units' update */
     }
     zero__buf_put(e, tmp);
     return s;
@@ -119,26 +142,6 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
                 zero__step_tile, &t};
     zero_status s = zero__off_run(e, &p);
     zero__buf_put(e, t.tmp);
-    return s;
-}
-
-/* Params whole, update sharded (stages 1-2): every rank gets the updated working parameters of
- * the others. */
-static zero_status gather_params(zero_engine *e) {
-    zero_status s = ZERO_OK;
-    for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
-        eunit *u = &e->units[i];
-        const eview *v = &u->v;
-        u->reduce_t0 = zero_now();
-        s = zero_comm_iall_gather(e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
-        if (s != ZERO_OK) /* the ones already started are still waited for below */
-            s = zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name,
-                               zero_comm_last_error(e->data));
-    }
-    for (int i = 0; i < e->nunits; i++) {
-        zero_status w = zero__eng_wait(e, &e->units[i].reduce, e->units[i].reduce_t0, "all-gather (updated parameters)");
-        if (s == ZERO_OK) s = w;
-    }
     return s;
 }
 
@@ -206,10 +209,17 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
                 e->broken = 1;
                 return s;
             }
-        } else if ((s = optimizer_update(e, &h, (float)(inv * coef))) != ZERO_OK) {
-            return s;
+            /* the pass ran over every unit's tiles: the all-gathers start once every rank's
+             * disk has held (a rank that stopped mid-pass must not leave the others waiting) */
+            for (int i = 0; e->own.regather && i < e->nunits && s == ZERO_OK; i++) s = regather_start(e, &e->units[i]);
+            zero_status w = regather_wait(e);
+            if (s == ZERO_OK) s = w;
+        } else {
+            s = optimizer_update(e, &h, (float)(inv * coef)); /* starts each unit's all-gather */
+            zero_status w = regather_wait(e);
+            if (s == ZERO_OK) s = w;
         }
-        if (e->own.regather && (s = gather_params(e)) != ZERO_OK) return s;
+        if (s != ZERO_OK) return s;
     }
     end_step(e);
     if (stats) {
