@@ -26,7 +26,9 @@
  *
  * Every rank must make the same calls in the same order. With check_divergence on (default),
  * a rank that gathers another unit, or calls step while others gather, gets ZERO_ERR_DIVERGED
- * naming the unit and the ranks — on every rank, never a hang.
+ * on every rank: during the first step at that very call, naming the unit and the ranks; later
+ * at the next step, from a hash of the call sequence (ZERO_DIVERGENCE_COLLECTIVE checks every
+ * call, always naming the unit; docs/ENGINE.md §5).
  *
  * Errors: every call returns a status (or NULL/negative) and zero_engine_last_error() says
  * what failed. After ZERO_ERR_COMM or ZERO_ERR_DIVERGED the engine is unusable: free it.

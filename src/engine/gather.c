@@ -1,6 +1,7 @@
 /* gather/release: hand the model a unit's full fp32 parameters. Stage 3 all-gathers the unit's
- * shards into a transient buffer and, from the second step on, prefetches the next unit of the
- * gather order recorded in the first step while the model computes with the current one. Under
+ * shards into a transient buffer and, from the second step on, prefetches the next units of the
+ * gather order recorded in the first step (as many as stage3_prefetch_bucket_size holds) while
+ * the model computes with the current one. Under
  * parameter offload the shards come from the swap file, read ahead in the same order
  * (offload_param.c). */
 #include "engine/internal.h"
@@ -67,14 +68,40 @@ static void advance_cursor(zero_engine *e, int unit) {
     }
 }
 
-static zero_status prefetch_next(zero_engine *e) {
+/* Stage 3, after the order is known: starts the all-gathers of the units that come next in the
+ * recorded order. Without stage3_prefetch_bucket_size given (zero's default), the next unit
+ * only; with it, as many units ahead as fit the bucket (elements prefetched and not yet
+ * gathered by the model, DeepSpeed's coordinator's rule; 0: none). Always within
+ * stage3_max_live_parameters, and under parameter offload only units whose shard is ready.
+ * Every input of the decision is the same on every rank (the calls made), as it must be: a
+ * prefetch is a collective. */
+static zero_status prefetch_ahead(zero_engine *e) {
     if (e->recording || e->cursor >= e->norder) return ZERO_OK;
-    eunit *n = &e->units[e->order[e->cursor]];
-    if (n->gathered) return ZERO_OK;
-    uint64_t budget = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
-    if (e->live + n->padded > budget) return ZERO_OK;
-    if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK; /* the same answer on every rank */
-    return start_gather(e, n, 0);
+    const uint64_t live_max = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
+    if (!(e->cfg.set_fields & ZERO_SET_PREFETCH_BUCKET)) {
+        eunit *n = &e->units[e->order[e->cursor]];
+        if (n->gathered || e->live + n->padded > live_max) return ZERO_OK;
+        if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK;
+        return start_gather(e, n, 0);
+    }
+    const uint64_t bucket = e->cfg.prefetch_bucket_size > 0 ? (uint64_t)e->cfg.prefetch_bucket_size : 0;
+    uint64_t ahead = 0;
+    const int walk = ++e->pf_epoch;
+    for (int k = e->cursor; k < e->norder; k++) {
+        eunit *n = &e->units[e->order[k]];
+        if (n->pf_mark == walk || n->gathers > 0) continue; /* seen in this walk, or held by the model */
+        n->pf_mark = walk;
+        if (n->gathered) { /* prefetched earlier, not used yet */
+            ahead += n->padded;
+            continue;
+        }
+        if (ahead + n->padded > bucket || e->live + n->padded > live_max) break;
+        if (e->off.par && !zero__poff_ready(e, n)) break;
+        zero_status s = start_gather(e, n, 0);
+        if (s != ZERO_OK) return s;
+        ahead += n->padded;
+    }
+    return ZERO_OK;
 }
 
 /* Parameters kept as shards (the table's gather_collective: stage 3): one path whether the
@@ -93,7 +120,7 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     } else if (!u->gathered) {
         if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;
     }
-    if ((s = prefetch_next(e)) != ZERO_OK) return s;
+    if ((s = prefetch_ahead(e)) != ZERO_OK) return s;
     if (nvme) zero__poff_read_ahead(e);
     return ZERO_OK;
 }

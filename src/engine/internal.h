@@ -111,6 +111,7 @@ typedef struct eunit {
     zero_request *reduce; /* in-flight reduction (stages 1-2 after a step: the parameters' all-gather) */
     double reduce_t0;     /* when it was started (zero_now) */
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
+    int pf_mark;        /* the prefetch walk that last counted this unit (gather.c) */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
 
     /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
@@ -147,7 +148,8 @@ typedef struct ctrl_rec {
     int32_t op;
     int32_t unit;
     int64_t seq;
-    double a, b; /* payload (CTRL_NORM: sum of squares, overflow flag) */
+    double a, b;   /* payload (CTRL_NORM: sum of squares, overflow flag) */
+    uint64_t hash; /* running hash of every (op, unit, seq) so far, exchanged or not */
 } ctrl_rec;
 
 /* bufcache.c: idle transient blocks, reused by exact size (zero_extensions.reuse_buffers). */
@@ -186,7 +188,10 @@ struct zero_engine {
     int64_t step;         /* optimizer steps taken (skipped included) */
     int mb;               /* micro-batch index inside the step */
     int mb_open;          /* a gradient call happened in micro-batch `mb` */
-    int64_t ctrl_seq;     /* control exchanges so far */
+    int64_t ctrl_seq;     /* collectives announced so far (exchanged or only hashed) */
+    uint64_t ctrl_hash;   /* running hash of the announced sequence (control.c) */
+    int64_t steps_run;    /* steps this engine took (a loaded step count not included) */
+    int pf_epoch;         /* stage-3 prefetch walks so far (marks units seen in one walk) */
     double comm_wait;     /* seconds waited on communication in the current step */
 
     /* stage-3 prefetch: the gather order recorded in the first step */
@@ -216,8 +221,11 @@ enum { ZERO__MUTATE_NONE = 0, ZERO__MUTATE_DECAY_FLAG = 1, ZERO__MUTATE_SLICE_RA
 /* Records an error on the engine and returns `s`. */
 zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) ZERO__PRINTF(3, 4);
 /* The control exchange: every rank announces (op, unit, a, b); on disagreement every rank
- * returns ZERO_ERR_DIVERGED naming what each rank did. With check_divergence off only payload
- * exchanges (CTRL_NORM, CTRL_READ) happen. On success e->ctrl_all holds every rank's record. */
+ * returns ZERO_ERR_DIVERGED naming what each rank did. Which announcements are exchanged
+ * depends on check_divergence: all (COLLECTIVE); those of the first step, the step's, save's,
+ * load's and every one carrying a payload, with a running hash of all the others compared
+ * (STEP, the default); only the payload ones (OFF). On success e->ctrl_all holds every rank's
+ * record (when an exchange took place). */
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b);
 /* Every rank passes its local status: ZERO_OK on all ranks only when all succeeded; otherwise the
  * failing rank keeps its own message and the others name the first failing rank. */

@@ -151,6 +151,7 @@ static void end_step(zero_engine *e) {
         memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
     }
     e->step++;
+    e->steps_run++;
     e->mb = 0;
     e->mb_open = 0;
     e->recording = 0;
