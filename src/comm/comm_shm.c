@@ -628,7 +628,7 @@ static void wait_for(shm_ctl *peer, unsigned long long e) {
 }
 
 static void barrier(zero__shm *s) {
-    zero__shm_stream_fence(); /* the pieces written with streaming stores, before the epoch */
+    zero__stream_fence(); /* the pieces written with streaming stores, before the epoch */
     const unsigned long long e = ++s->epoch;
     shm_ctl *me = s->ctl[s->local];
     atomic_store(&me->arrived, e); /* seq_cst: also a release of everything written before */
@@ -679,7 +679,7 @@ static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
     return c >= line ? c / line * line : c;
 }
 
-/* Non-temporal stores (zero__shm_copy_stream):
+/* Non-temporal stores (zero__copy_stream):
  *  - into the window, always: a peer core reads the piece next, and pulling freshly written
  *    (dirty) lines out of the writer's cache cost up to 2x in the all-gather here (measured,
  *    docs/BENCHMARKS.md);
@@ -690,7 +690,7 @@ static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
 /* Streaming stores are fenced once per barrier (barrier()) and once at the end of every
  * collective (before recv is handed back, perhaps to other threads), not once per piece. */
 static void copy_out(void *dst, const void *src, size_t n, int stream) {
-    if (stream) zero__shm_copy_stream_unfenced(dst, src, n);
+    if (stream) zero__copy_stream_unfenced(dst, src, n);
     else memcpy(dst, src, n);
 }
 
@@ -723,7 +723,7 @@ static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype 
                 block_at(s, ly, t, g, &off, &len);
                 size_t n = piece_len(lo, c, len, b);
                 if (n)
-                    zero__shm_copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es,
+                    zero__copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es,
                                                    in + (off + lo) * es, n * es);
             }
         }
@@ -759,7 +759,7 @@ static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t 
             block_at(s, ly, me, g, &off, &len);
             size_t n = piece_len(lo, c, len, b);
             if (n)
-                zero__shm_copy_stream_unfenced(mine + (size_t)g * c * es,
+                zero__copy_stream_unfenced(mine + (size_t)g * c * es,
                                                src + (g * istride + lo - a) * es, n * es);
         }
         barrier(s);
@@ -997,7 +997,7 @@ static zero_status run_all_reduce(zero_comm *c, zero__shm *s, const void *send, 
                 barrier(s); /* before the staging buffer is rewritten */
             }
         }
-        zero__shm_stream_fence();
+        zero__stream_fence();
         if (!st) st = cma_status(c, s, "all_reduce");
         return peers_status(c, s, st, "all_reduce");
     }
@@ -1007,7 +1007,7 @@ static zero_status run_all_reduce(zero_comm *c, zero__shm *s, const void *send, 
         unsigned char *mine = (unsigned char *)recv + off * es;
         local_rs(s, &ly, op, dt, send, mine, 0, 0, longest);
         local_ag(s, &ly, mine, 0, recv, 0, longest);
-        zero__shm_stream_fence();
+        zero__stream_fence();
         return ZERO_OK;
     }
     for (size_t a = 0; a < longest; a += span) {
@@ -1016,7 +1016,7 @@ static zero_status run_all_reduce(zero_comm *c, zero__shm *s, const void *send, 
         cross_all_reduce(c, s, piece_len(a, b - a, mylen, b), dt, op, &st);
         local_ag(s, &ly, s->scratch, 0, recv, a, b);
     }
-    zero__shm_stream_fence();
+    zero__stream_fence();
     return peers_status(c, s, st, "all_reduce");
 }
 
@@ -1055,14 +1055,14 @@ static zero_status run_reduce_scatter(zero_comm *c, zero__shm *s, const void *se
             }
         }
         barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
-        zero__shm_stream_fence();
+        zero__stream_fence();
         if (!st) st = cma_status(c, s, "reduce_scatter");
         return peers_status(c, s, st, "reduce_scatter");
     }
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
-        zero__shm_stream_fence();
+        zero__stream_fence();
         return ZERO_OK;
     }
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
@@ -1111,14 +1111,14 @@ static zero_status run_all_gather(zero_comm *c, zero__shm *s, const void *send, 
                 barrier(s); /* before the staging buffer is rewritten */
             }
         }
-        zero__shm_stream_fence();
+        zero__stream_fence();
         if (!st) st = cma_status(c, s, "all_gather");
         return peers_status(c, s, st, "all_gather");
     }
     if (s->nnodes == 1) {
         const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
         local_ag(s, &ly, send, 0, recv, 0, count);
-        zero__shm_stream_fence();
+        zero__stream_fence();
         return ZERO_OK;
     }
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
@@ -1133,7 +1133,7 @@ static zero_status run_all_gather(zero_comm *c, zero__shm *s, const void *send, 
         }
         local_ag(s, &ly, s->scratch, b - a, recv, a, b);
     }
-    zero__shm_stream_fence();
+    zero__stream_fence();
     return peers_status(c, s, st, "all_gather");
 }
 /* ------------------------------------------------------------------ progress thread */

@@ -96,32 +96,11 @@ extern const zero__comm_ops zero__comm_self_ops;
  * <rc>)" and returns ZERO_ERR_COMM. Only in builds with MPI (comm_mpi.c). */
 zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what);
 
-/* dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is SUM or
- * MAX. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to nearest even);
- * integers combine in their own width (sums wrap); MAX propagates NaN as zero__comm_reduce.
- * dst may be exactly one of the sources, never a partial overlap; `stream` writes dst with
- * non-temporal stores (fenced). The shared-memory collectives' kernel (comm_shm_reduce*.c):
- * _scalar is the reference, _avx2 runs only on CPUs with AVX2 + F16C and gives the same bits;
- * zero__shm_reduce picks one (AUTO: the best). */
-void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                      size_t n, int stream, zero_impl impl);
-void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                             size_t n, int stream);
-void zero__shm_reduce_avx2(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                           size_t n, int stream);
-/* memcpy with non-temporal stores (x86-64; plain memcpy elsewhere), fenced before it returns.
- * For what another core reads next (the window) it avoids pulling dirty lines out of this
- * core's cache; for results too large to stay in cache, reading dst's lines before writing. */
-void zero__shm_copy_stream(void *dst, const void *src, size_t n);
-/* The same without the fence, for a series of copies fenced once with zero__shm_stream_fence:
- * a fence waits for every streaming store to reach memory, so one per small piece stalls. */
-void zero__shm_copy_stream_unfenced(void *dst, const void *src, size_t n);
-/* Streaming stores are weakly ordered: this orders them before every later store (the
- * barrier's publishing store among them). */
-static inline void zero__shm_stream_fence(void) {
-#if defined(__x86_64__)
-    __builtin_ia32_sfence();
-#endif
+/* The shared-memory collectives reduce with the common kernel (common/internal.h: zero__reduce,
+ * zero__copy_stream, zero__stream_fence); op there is SUM or MAX. */
+static inline void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst, size_t n,
+                                    int stream, zero_impl impl) {
+    zero__reduce(dt, op == ZERO_OP_MAX, src, nsrc, dst, n, stream, impl);
 }
 
 #ifdef ZERO_HAVE_MPI

@@ -10,32 +10,15 @@
 
 #define MAX_INFLIGHT_SHARDED 2 /* stages 2-3: full-size gradient buffers alive at once */
 
+/* The half-precision sums go through the host reduction kernel of src/common (the one the
+ * shared-memory collectives use: fp32 accumulation, one rounding, SIMD where the CPU has it). */
 void zero__wadd(zero_engine *e, void *dst, const void *src, uint64_t n) {
-    if (e->wdt == ZERO_DTYPE_FP32) {
-        float *d = dst;
-        const float *s = src;
-        for (uint64_t i = 0; i < n; i++) d[i] += s[i];
-        return;
-    }
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    if (e->wdt == ZERO_DTYPE_BF16)
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + zero_bf16_to_fp32(s[i]));
-    else
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + zero_fp16_to_fp32(s[i]));
+    const void *const srcs[2] = {dst, src};
+    zero__reduce(e->wdt, 0, srcs, 2, dst, (size_t)n, 0, ZERO_IMPL_AUTO);
 }
 
 void zero__wadd_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
-    if (e->wdt == ZERO_DTYPE_FP32) {
-        float *d = dst;
-        for (uint64_t i = 0; i < n; i++) d[i] += src[i];
-        return;
-    }
-    uint16_t *d = dst;
-    if (e->wdt == ZERO_DTYPE_BF16)
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + src[i]);
-    else
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + src[i]);
+    zero__accumulate(e->wdt, dst, src, (size_t)n, ZERO_IMPL_AUTO);
 }
 
 /* Waits for u's reduction; stages 2-3 add the received shard into the persistent one. */
