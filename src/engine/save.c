@@ -7,7 +7,6 @@
 #include "engine/internal.h"
 #include "zero/ckpt.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,48 +26,50 @@ static const char *state_name(const zero_engine *e, int k) {
  * u->v.lo, or NULL when it lives in a swap file. */
 static float *array_of(const eunit *u, int k) { return k < 0 ? u->v.master : u->v.state[k]; }
 
-static char *build_manifest(const zero_engine *e, const char *user_json) {
-    cJSON *root = cJSON_CreateObject(), *units = cJSON_CreateArray(), *opt = cJSON_CreateObject(),
-          *sc = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "writer", "zero");
-    cJSON_AddNumberToObject(root, "stage", e->cfg.stage);
-    cJSON_AddStringToObject(root, "precision", zero_dtype_name(e->wdt));
-    cJSON_AddNumberToObject(root, "align", (double)e->align);
-    cJSON_AddNumberToObject(root, "engine_step", (double)e->step);
-    cJSON_AddStringToObject(opt, "type", zero_optim_name(e->cfg.optim.type));
-    cJSON_AddNumberToObject(opt, "states", e->nstates);
-    cJSON_AddItemToObject(root, "optimizer", opt);
-    cJSON_AddNumberToObject(sc, "scale", e->scaler.scale);
-    cJSON_AddNumberToObject(sc, "delayed_shift", e->scaler.delayed_shift);
-    cJSON_AddNumberToObject(sc, "iter", (double)e->scaler.iter);
-    cJSON_AddNumberToObject(sc, "last_overflow_iter", (double)e->scaler.last_overflow_iter);
-    cJSON_AddItemToObject(root, "loss_scaler", sc);
+/* The engine's typed manifest (docs/CHECKPOINT.md): arrays allocated here, strings borrowed from
+ * the engine. manifest_free releases them. */
+static zero_status manifest_of(const zero_engine *e, const char *user_json, zero_manifest *m) {
+    memset(m, 0, sizeof *m);
+    zero_manifest_unit *units = calloc((size_t)e->nunits, sizeof *units);
+    zero_manifest_param *params = calloc((size_t)(e->nparams ? e->nparams : 1), sizeof *params);
+    if (!units || !params) {
+        free(units);
+        free(params);
+        return ZERO_ERR_NOMEM;
+    }
+    m->stage = e->cfg.stage;
+    m->precision = e->wdt;
+    m->align = e->align;
+    m->engine_step = e->step;
+    m->optimizer = zero_optim_name(e->cfg.optim.type);
+    m->states = e->nstates;
+    m->scaler = (zero_manifest_scaler){e->scaler.scale, e->scaler.delayed_shift, e->scaler.iter, e->scaler.last_overflow_iter};
     for (int i = 0; i < e->nunits; i++) {
         const eunit *u = &e->units[i];
-        cJSON *ju = cJSON_CreateObject(), *ps = cJSON_CreateArray();
-        cJSON_AddStringToObject(ju, "name", u->name);
-        cJSON_AddNumberToObject(ju, "numel", (double)u->numel);
-        for (int p = u->first_param; p < u->first_param + u->nparams; p++) {
-            const eparam *q = &e->params[p];
-            cJSON *jp = cJSON_CreateObject(), *sh = cJSON_CreateArray();
-            cJSON_AddStringToObject(jp, "name", q->name);
-            for (int d = 0; d < q->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)q->shape[d]));
-            cJSON_AddItemToObject(jp, "shape", sh);
-            cJSON_AddNumberToObject(jp, "offset", (double)q->offset);
-            cJSON_AddBoolToObject(jp, "no_decay", (q->flags & ZERO_PARAM_NO_DECAY) != 0);
-            cJSON_AddItemToArray(ps, jp);
-        }
-        cJSON_AddItemToObject(ju, "params", ps);
-        cJSON_AddItemToArray(units, ju);
+        units[i] = (zero_manifest_unit){u->name, u->numel, u->first_param, u->nparams};
     }
-    cJSON_AddItemToObject(root, "units", units);
-    if (user_json) {
-        cJSON *uj = cJSON_Parse(user_json);
-        if (uj) cJSON_AddItemToObject(root, "user", uj);
+    for (int k = 0; k < e->nparams; k++) {
+        const eparam *q = &e->params[k];
+        zero_manifest_param *p = &params[k];
+        p->name = q->name;
+        p->ndim = q->ndim;
+        memcpy(p->shape, q->shape, sizeof p->shape);
+        p->offset = q->offset;
+        p->numel = q->numel;
+        p->no_decay = (q->flags & ZERO_PARAM_NO_DECAY) != 0;
     }
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return text;
+    m->nunits = e->nunits;
+    m->units = units;
+    m->nparams = e->nparams;
+    m->params = params;
+    m->user_json = user_json;
+    return ZERO_OK;
+}
+
+static void manifest_free(zero_manifest *m) {
+    free((void *)m->units);
+    free((void *)m->params);
+    memset(m, 0, sizeof *m);
 }
 
 /* Streams this rank's partition slice of `src` (an array of the update range, at unit element
@@ -145,55 +146,55 @@ zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_j
     if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "save: finalize the engine first");
     if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "save: the engine failed earlier; free it");
     if (e->mb || e->mb_open) return zero__eng_fail(e, ZERO_ERR_STATE, "save: a step is in progress: save between steps");
-    if (user_json) {
-        cJSON *probe = cJSON_Parse(user_json);
-        int ok = cJSON_IsObject(probe);
-        cJSON_Delete(probe);
-        if (!ok) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "save: user_json is not a JSON object");
+    /* the manifest is checked on every rank before anything is written (the same values everywhere) */
+    zero_manifest m;
+    if (manifest_of(e, user_json, &m) != ZERO_OK) return zero__eng_fail(e, ZERO_ERR_NOMEM, "save: out of memory");
+    zero_error verr;
+    if (zero_manifest_validate(&m, &verr) != ZERO_OK) {
+        manifest_free(&m);
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "save: %s", verr.msg);
     }
     zero_status s = zero__ctrl_exchange(e, CTRL_SAVE, -1, 0, 0);
-    if (s != ZERO_OK) return s;
     zero_ckpt_writer *w = NULL;
-    zero_status mine = save_local(e, dir, &w);
-    s = zero__eng_agree(e, mine, "save");
-    if (s == ZERO_OK && e->rank == 0) {
-        char *manifest = build_manifest(e, user_json);
-        mine = manifest ? zero_ckpt_commit(w, manifest) : ZERO_ERR_NOMEM;
-        if (mine != ZERO_OK) zero__eng_fail(e, mine, "save: commit: %s", zero_ckpt_writer_last_error(w));
-        free(manifest);
-    } else {
-        mine = s;
+    if (s == ZERO_OK) {
+        zero_status mine = save_local(e, dir, &w);
+        s = zero__eng_agree(e, mine, "save");
+        if (s == ZERO_OK && e->rank == 0) {
+            mine = zero_ckpt_commit_engine(w, &m);
+            if (mine != ZERO_OK) zero__eng_fail(e, mine, "save: commit: %s", zero_ckpt_writer_last_error(w));
+        } else {
+            mine = s;
+        }
+        if (s == ZERO_OK) s = zero__eng_agree(e, mine, "save commit");
     }
-    if (s == ZERO_OK) s = zero__eng_agree(e, mine, "save commit");
     zero_ckpt_writer_free(w);
+    manifest_free(&m);
     return s;
 }
 
 /* ------------------------------------------------------------------ load */
 
-static zero_status check_manifest(zero_engine *e, cJSON *m) {
-    cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
-    if (!cJSON_IsArray(units) || cJSON_GetArraySize(units) != e->nunits)
-        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint has %d units; this model has %d",
-                              cJSON_IsArray(units) ? cJSON_GetArraySize(units) : 0, e->nunits);
-    int i = 0;
-    cJSON *ju;
-    cJSON_ArrayForEach(ju, units) {
-        const eunit *u = &e->units[i++];
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ju, "name"));
-        cJSON *numel = cJSON_GetObjectItemCaseSensitive(ju, "numel");
-        if (!name || strcmp(name, u->name) || !cJSON_IsNumber(numel) || (uint64_t)numel->valuedouble != u->numel)
+/* The checkpoint's engine manifest (validated by the ckpt layer) against this engine's model. */
+static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero_manifest **out) {
+    const zero_manifest *m = zero_ckpt_engine_manifest(c);
+    *out = m;
+    if (!m)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: %s: the manifest has no engine part: not a checkpoint of zero_engine_save",
+                              zero_ckpt_dir(c));
+    if (m->nunits != e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint has %d units; this model has %d", m->nunits, e->nunits);
+    for (int i = 0; i < m->nunits; i++) {
+        const eunit *u = &e->units[i];
+        const zero_manifest_unit *mu = &m->units[i];
+        if (strcmp(mu->name, u->name) || mu->numel != u->numel)
             return zero__eng_fail(e, ZERO_ERR_FORMAT,
-                                  "load: the checkpoint's unit %d is '%s' of %.0f elements; this model's is '%s' of %llu "
+                                  "load: the checkpoint's unit %d is '%s' of %llu elements; this model's is '%s' of %llu "
                                   "(another model?)",
-                                  i - 1, name ? name : "?", cJSON_IsNumber(numel) ? numel->valuedouble : -1.0, u->name,
-                                  (unsigned long long)u->numel);
+                                  i, mu->name, (unsigned long long)mu->numel, u->name, (unsigned long long)u->numel);
     }
-    cJSON *opt = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "type"));
-    if (!type || strcmp(type, zero_optim_name(e->cfg.optim.type)))
-        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint's optimizer is '%s'; this run uses '%s'",
-                              type ? type : "?", zero_optim_name(e->cfg.optim.type));
+    if (strcmp(m->optimizer, zero_optim_name(e->cfg.optim.type)) || m->states != e->nstates)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint's optimizer is '%s'; this run uses '%s'", m->optimizer,
+                              zero_optim_name(e->cfg.optim.type));
     return ZERO_OK;
 }
 
@@ -274,29 +275,25 @@ static zero_status load_local(zero_engine *e, const char *path, char **user_json
     if (s != ZERO_OK) return s;
     s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);
-    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
+    const zero_manifest *m = NULL;
     float *chunk = zero__buf_get(e, CHUNK * 4, 0);
-    if (!m) s = zero__eng_fail(e, ZERO_ERR_FORMAT, "load: %s: manifest.json does not parse", zero_ckpt_dir(c));
-    else if (!chunk) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
-    else s = check_manifest(e, m);
+    if (!chunk) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
+    else s = check_manifest(e, c, &m);
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) s = load_unit(e, c, &e->units[i], chunk);
     if (s == ZERO_OK) {
-        cJSON *sc = cJSON_GetObjectItemCaseSensitive(m, "loss_scaler");
-        cJSON *scale = cJSON_GetObjectItemCaseSensitive(sc, "scale");
-        if (e->wdt == ZERO_DTYPE_FP16 && e->scaler.dynamic && cJSON_IsNumber(scale)) {
-            e->scaler.scale = scale->valuedouble;
-            e->scaler.delayed_shift = cJSON_GetObjectItemCaseSensitive(sc, "delayed_shift")->valueint;
-            e->scaler.iter = (int64_t)cJSON_GetObjectItemCaseSensitive(sc, "iter")->valuedouble;
-            e->scaler.last_overflow_iter = (int64_t)cJSON_GetObjectItemCaseSensitive(sc, "last_overflow_iter")->valuedouble;
+        if (e->wdt == ZERO_DTYPE_FP16 && e->scaler.dynamic) { /* every field validated by the ckpt layer */
+            e->scaler.scale = m->scaler.scale;
+            e->scaler.delayed_shift = m->scaler.delayed_shift;
+            e->scaler.iter = m->scaler.iter;
+            e->scaler.last_overflow_iter = m->scaler.last_overflow_iter;
         }
         e->step = zero_ckpt_step(c);
-        if (user_json) {
-            cJSON *uj = cJSON_GetObjectItemCaseSensitive(m, "user");
-            *user_json = uj ? cJSON_PrintUnformatted(uj) : NULL;
+        if (user_json && m->user_json) {
+            *user_json = strdup(m->user_json);
+            if (!*user_json) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
         }
     }
     zero__buf_put(e, chunk);
-    cJSON_Delete(m);
     zero_ckpt_close(c);
     return s;
 }
