@@ -39,6 +39,7 @@
 #include "zero/comm.h"
 #include "zero/common.h"
 #include "zero/config.h"
+#include "zero/io.h"
 #include "zero/precision.h"
 
 #ifdef __cplusplus
@@ -85,8 +86,22 @@ typedef struct zero_param_info {
     unsigned flags;
 } zero_param_info;
 
+/* What environment variables set for the engine, for a program that embeds it: a NULL field
+ * takes its variable (zero_engine_options_default leaves them all so). */
+typedef struct zero_engine_options {
+    const char *job_id; /* names the NVMe offload files, 1 to 40 of [A-Za-z0-9._-]; NULL: $ZERO_JOB_ID
+                         * (rank 0's), else rank 0's pid and engine count. Rank 0's value rules. */
+    zero_io_options io; /* the offload's I/O backend and fault rules (zero/io.h: ZERO_IO, ZERO_FAULT) */
+} zero_engine_options;
+void zero_engine_options_default(zero_engine_options *o);
+
 /* The engine keeps `comm` (does not own it: free the engine first) and copies cfg, which must
- * have been resolved (zero_config_resolve) for comm's world size. */
+ * have been resolved (zero_config_resolve) for comm's world size, and the options (NULL: the
+ * defaults). err (may be NULL) says what is wrong, naming the config field ("zero_optimization.
+ * stage 7: expected 0..3"). */
+zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const zero_config *cfg,
+                                    const zero_engine_options *opts, zero_error *err);
+/* The same with default options; the reason of a failure goes to the log callback only. */
 zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg);
 void zero_engine_free(zero_engine *e); /* NULL is a no-op; offload files are removed */
 const char *zero_engine_last_error(const zero_engine *e);

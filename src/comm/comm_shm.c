@@ -130,6 +130,30 @@ static const char *const g_env_names[ZERO__SHM_NENV] = {
     "ZERO_COMM_SHM",        "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
     "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES",
     "ZERO_COMM_ASYNC"};
+/* The same settings as zero_comm_options fields, for messages about values a program set. */
+static const char *const g_opt_names[ZERO__SHM_NENV] = {
+    "zero_comm_options.shm",        "zero_comm_options.shm_min_bytes", "zero_comm_options.shm_chunk",
+    "zero_comm_options.fake_nodes", "zero_comm_options.cma",           "zero_comm_options.cma_min_bytes",
+    "zero_comm_options.async"};
+
+/* Rank 0's settings as text in the variables' syntax: a field a program set, written out (its
+ * bit in *from_opts), or else the variable ("" when unset). */
+static void settings_text(const zero_comm_options *o, char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], unsigned *from_opts) {
+    const long long num[ZERO__SHM_NENV] = {o->shm, o->shm_min_bytes, o->shm_chunk, o->fake_nodes,
+                                           o->cma, o->cma_min_bytes, o->async};
+    *from_opts = 0;
+    for (int i = 0; i < ZERO__SHM_NENV; i++) {
+        if (num[i] == ZERO_COMM_FROM_ENV) {
+            const char *v = getenv(g_env_names[i]);
+            if (v) snprintf(env[i], ZERO__SHM_ENV_BYTES, "%s", v);
+            continue;
+        }
+        *from_opts |= 1u << i;
+        if (i == 3 && num[i] == 0) continue; /* no fake nodes: the real split */
+        if (i == 6 && num[i] == 2) snprintf(env[i], ZERO__SHM_ENV_BYTES, "auto");
+        else snprintf(env[i], ZERO__SHM_ENV_BYTES, "%lld%s", num[i], i == 3 && o->fake_cyclic == 1 ? ":cyclic" : "");
+    }
+}
 
 /* Non-negative decimal integer with an optional K/M/G suffix (powers of 1024); -1 if not one. */
 static long long parse_size(const char *v) {
@@ -170,8 +194,10 @@ static int parse_bytes(const char *v, const char *name, uint64_t *out, char *err
 
 /* Parses the variables (as rank 0 sees them: env[i] = "" when unset) into *st; on a bad
  * value writes why into err and returns ZERO_ERR_INVALID_ARG. */
-static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], int nranks,
+static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], unsigned from_opts, int nranks,
                                   shm_settings *st, char *err, size_t cap) {
+    const char *names[ZERO__SHM_NENV];
+    for (int i = 0; i < ZERO__SHM_NENV; i++) names[i] = (from_opts >> i) & 1u ? g_opt_names[i] : g_env_names[i];
     st->enabled = 1;
     st->min_bytes = ZERO__SHM_DEFAULT_MIN;
     st->chunk = ZERO__SHM_DEFAULT_CHUNK;
@@ -180,8 +206,8 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
     st->cma = 1;
     st->cma_min = ZERO__SHM_CMA_DEFAULT_MIN;
     st->async = ASYNC_AUTO;
-    if (parse_switch(env[0], g_env_names[0], "on, the default", &st->enabled, err, cap) ||
-        parse_bytes(env[1], g_env_names[1], &st->min_bytes, err, cap))
+    if (parse_switch(env[0], names[0], "on, the default", &st->enabled, err, cap) ||
+        parse_bytes(env[1], names[1], &st->min_bytes, err, cap))
         return ZERO_ERR_INVALID_ARG;
     if (env[2][0]) {
         long long v = parse_size(env[2]);
@@ -189,8 +215,8 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
         long long least = 64 > 8ll * nranks ? 64 : 8ll * nranks;
         least = (least + 63) / 64 * 64;
         if (v < least || v > (1ll << 30) || v % 64) {
-            zero__errorf(err, cap, "ZERO_COMM_SHM_CHUNK '%s': expected a multiple of 64 bytes from %lld "
-                         "(8 bytes per rank) to 1G", env[2], least);
+            zero__errorf(err, cap, "%s '%s': expected a multiple of 64 bytes from %lld "
+                         "(8 bytes per rank) to 1G", names[2], env[2], least);
             return ZERO_ERR_INVALID_ARG;
         }
         st->chunk = (size_t)v;
@@ -202,22 +228,22 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
         if (end != env[3] && !strcmp(end, ":cyclic")) cyclic = 1;
         else if (end == env[3] || *end) k = -1;
         if (k < 1 || k > INT_MAX) {
-            zero__errorf(err, cap, "ZERO_COMM_FAKE_NODES '%s': expected K or K:cyclic with K >= 1 "
-                         "fake nodes", env[3]);
+            zero__errorf(err, cap, "%s '%s': expected K or K:cyclic with K >= 1 "
+                         "fake nodes", names[3], env[3]);
             return ZERO_ERR_INVALID_ARG;
         }
         /* A small sub-communicator of a run with K fake nodes: one rank per node at most. */
         st->fake_nodes = k > nranks ? nranks : (int)k;
         st->fake_cyclic = cyclic;
     }
-    if (parse_switch(env[4], g_env_names[4], "on where the system allows it, the default", &st->cma, err,
+    if (parse_switch(env[4], names[4], "on where the system allows it, the default", &st->cma, err,
                      cap) ||
-        parse_bytes(env[5], g_env_names[5], &st->cma_min, err, cap))
+        parse_bytes(env[5], names[5], &st->cma_min, err, cap))
         return ZERO_ERR_INVALID_ARG;
     if (env[6][0] && strcmp(env[6], "auto")) {
         if (strcmp(env[6], "0") && strcmp(env[6], "1")) {
-            zero__errorf(err, cap, "ZERO_COMM_ASYNC '%s': expected 0 (off), 1 (a progress thread) or auto "
-                         "(the default: on where every rank of the node has a spare core)", env[6]);
+            zero__errorf(err, cap, "%s '%s': expected 0 (off), 1 (a progress thread) or auto "
+                         "(the default: on where every rank of the node has a spare core)", names[6], env[6]);
             return ZERO_ERR_INVALID_ARG;
         }
         st->async = env[6][0] == '1';
@@ -229,15 +255,10 @@ static zero_status parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES],
 
 /* ------------------------------------------------------------------ life */
 
-static void set_err(zero_comm *parent, const char *msg) {
-    if (parent) ZERO__COMM_ERR(parent, "%s", msg);
-    else zero__comm_init_errorf("%s", msg);
-}
-
-static zero_status mpi_fail(zero_comm *parent, int rc, const char *fn, const char *what) {
+static zero_status mpi_fail(const zero__cerr *e, int rc, const char *fn, const char *what) {
     char buf[160];
     snprintf(buf, sizeof buf, "%s: %s", fn, what);
-    return zero__comm_mpi_error(parent, rc, buf);
+    return zero__cerr_mpi(e, rc, buf);
 }
 
 static void stop_thread(zero__shm *s);
@@ -366,27 +387,23 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *parent, const char *fn,
-                             zero__shm **out) {
+zero_status zero__shm_create(MPI_Comm comm, int rank, int size, const zero__cerr *e, const zero_comm_options *opts,
+                             const char *fn, zero__shm **out) {
     *out = NULL;
-    char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES];
-    memset(env, 0, sizeof env);
-    if (rank == 0) {
-        for (int i = 0; i < ZERO__SHM_NENV; i++) {
-            const char *v = getenv(g_env_names[i]);
-            if (v) snprintf(env[i], sizeof env[i], "%s", v);
-        }
-    }
+    struct {
+        char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES];
+        unsigned from_opts;
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (rank == 0) settings_text(opts, cfg.env, &cfg.from_opts);
     /* Every rank must take the same path through every collective: rank 0's settings rule. */
-    int rc = MPI_Bcast(env, (int)sizeof env, MPI_CHAR, 0, comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(parent, rc, fn, "MPI_Bcast");
+    int rc = MPI_Bcast(&cfg, (int)sizeof cfg, MPI_BYTE, 0, comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, fn, "MPI_Bcast");
     shm_settings st;
     char msg[256];
-    zero_status s = parse_settings(env, size, &st, msg, sizeof msg);
+    zero_status s = parse_settings(cfg.env, cfg.from_opts, size, &st, msg, sizeof msg);
     if (s) {
-        char full[320];
-        snprintf(full, sizeof full, "%s: %s", fn, msg);
-        set_err(parent, full);
+        zero__cerr_set(e, "%s: %s", fn, msg);
         return s;
     }
     if (!st.enabled || size < 2) return ZERO_OK;
@@ -398,7 +415,7 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
     sh->win = MPI_WIN_NULL;
     const char *what = "";
     if ((rc = split_node(comm, rank, size, &st, &sh->node, &what)) != MPI_SUCCESS) {
-        s = mpi_fail(parent, rc, fn, what);
+        s = mpi_fail(e, rc, fn, what);
         goto fail;
     }
     int local = 0, nlocal = 0;
@@ -407,14 +424,14 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
     /* A node is named by its first rank; every rank learns every (node, local rank) pair. */
     int mine[2] = {rank, local};
     if ((rc = MPI_Bcast(&mine[0], 1, MPI_INT, 0, sh->node)) != MPI_SUCCESS) {
-        s = mpi_fail(parent, rc, fn, "MPI_Bcast");
+        s = mpi_fail(e, rc, fn, "MPI_Bcast");
         goto fail;
     }
     pairs = zero_mem_alloc(NULL, ZERO_MEM_COMM, 2 * sizeof(int) * (size_t)size);
     leaders = zero_mem_alloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)size);
     if (!pairs || !leaders) goto nomem;
     if ((rc = MPI_Allgather(mine, 2, MPI_INT, pairs, 2, MPI_INT, comm)) != MPI_SUCCESS) {
-        s = mpi_fail(parent, rc, fn, "MPI_Allgather");
+        s = mpi_fail(e, rc, fn, "MPI_Allgather");
         goto fail;
     }
     int nnodes = 0;
@@ -467,7 +484,7 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
         int have = sh->pid && sh->from && sh->cma_scratch && all, have_all = 0;
         if ((rc = MPI_Allreduce(&have, &have_all, 1, MPI_INT, MPI_MIN, comm)) != MPI_SUCCESS) {
             zero_mem_free(NULL, all);
-            s = mpi_fail(parent, rc, fn, "MPI_Allreduce");
+            s = mpi_fail(e, rc, fn, "MPI_Allreduce");
             goto fail;
         }
         if (!have_all) {
@@ -478,7 +495,7 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
         rc = cma_probe(comm, sh, rank, all, &ok);
         zero_mem_free(NULL, all);
         if (rc != MPI_SUCCESS) {
-            s = mpi_fail(parent, rc, fn, "the single-copy probe's collectives");
+            s = mpi_fail(e, rc, fn, "the single-copy probe's collectives");
             goto fail;
         }
         sh->cma = ok;
@@ -486,7 +503,7 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *paren
     if (nnodes > 1) {
         if ((rc = MPI_Comm_split(comm, local, node_index, &sh->cross)) != MPI_SUCCESS ||
             (rc = MPI_Comm_set_errhandler(sh->cross, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
-            s = mpi_fail(parent, rc, fn, "MPI_Comm_split (cross-node peers)");
+            s = mpi_fail(e, rc, fn, "MPI_Comm_split (cross-node peers)");
             goto fail;
         }
         sh->scratch_bytes = ZERO__SHM_NBUF * st.chunk;
@@ -503,8 +520,7 @@ none:
     zero__shm_destroy(sh, 1);
     return ZERO_OK;
 nomem:
-    snprintf(msg, sizeof msg, "%s: out of memory for the shared-memory collectives' tables", fn);
-    set_err(parent, msg);
+    zero__cerr_set(e, "%s: out of memory for the shared-memory collectives' tables", fn);
     s = ZERO_ERR_NOMEM;
 fail:
     zero_mem_free(NULL, pairs);

@@ -51,6 +51,12 @@ static inline void zero__stream_fence(void) {
 #endif
 }
 
+/* Process options (status.c applies them): huge pages (mem.c; -1 when a large block was
+ * already allocated with another setting) and the forced implementation (cpu.c; AUTO: none). */
+int zero__mem_hugepages(void);
+int zero__mem_set_hugepages(int on);
+void zero__impl_force(zero_impl impl);
+
 /* CPU feature bits (cpuid + xgetbv), cached. */
 int zero__cpu_has_avx2_fma_f16c(void);
 int zero__cpu_has_avx512(void);

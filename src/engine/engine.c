@@ -16,20 +16,87 @@ zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) 
     return s;
 }
 
+void zero_engine_options_default(zero_engine_options *o) {
+    if (!o) return;
+    o->job_id = NULL;
+    zero_io_options_default(&o->io);
+}
+
 zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg) {
-    if (!out) return ZERO_ERR_INVALID_ARG;
+    zero_error err;
+    zero_status s = zero_engine_create_with(out, comm, cfg, NULL, &err);
+    if (s != ZERO_OK) zero__log(ZERO_LOG_ERROR, "engine: %s", err.msg);
+    return s;
+}
+
+/* The checks of a config that create needs (zero_config_resolve makes them all, for a config
+ * that skipped it), naming the field as the JSON spells it. */
+static zero_status check_config(const zero_config *cfg, zero_error *err) {
+    if (cfg->stage < 0 || cfg->stage > 3) {
+        if (err) ZERO__ERR(err, "zero_optimization.stage %d: expected 0, 1, 2 or 3", cfg->stage);
+        return ZERO_ERR_CONFIG;
+    }
+    if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 && cfg->precision != ZERO_DTYPE_FP16) {
+        if (err) ZERO__ERR(err, "precision %d (bf16.enabled / fp16.enabled): expected fp32, bf16 or fp16", (int)cfg->precision);
+        return ZERO_ERR_CONFIG;
+    }
+    const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
+    const char *bad = NULL, *why = "";
+    if (oo->device == ZERO_OFFLOAD_NVME && cfg->stage == 0) bad = "offload_optimizer.device", why = "nvme needs stage 1, 2 or 3";
+    else if (oo->device == ZERO_OFFLOAD_NVME && !oo->nvme_path[0]) bad = "offload_optimizer.nvme_path", why = "empty: expected a directory";
+    else if (op->device == ZERO_OFFLOAD_NVME && cfg->stage != 3) bad = "offload_param.device", why = "nvme needs stage 3";
+    else if (op->device == ZERO_OFFLOAD_NVME && !op->nvme_path[0]) bad = "offload_param.nvme_path", why = "empty: expected a directory";
+    if (bad) {
+        if (err) ZERO__ERR(err, "zero_optimization.%s: %s (stage is %d)", bad, why, cfg->stage);
+        return ZERO_ERR_CONFIG;
+    }
+    if (cfg->check_divergence < ZERO_DIVERGENCE_OFF || cfg->check_divergence > ZERO_DIVERGENCE_COLLECTIVE) {
+        if (err) ZERO__ERR(err, "zero_extensions.check_divergence %d: expected 0 (off), 1 (step) or 2 (collective)",
+                           cfg->check_divergence);
+        return ZERO_ERR_CONFIG;
+    }
+    return ZERO_OK;
+}
+
+/* Copies a string option into the engine ("" and *set = 0 for NULL); -1 when too long. */
+static int copy_opt(char *dst, size_t cap, const char *v, int *set) {
+    *set = v != NULL;
+    dst[0] = 0;
+    if (!v) return 0;
+    if (strlen(v) >= cap) return -1;
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const zero_config *cfg,
+                                    const zero_engine_options *opts, zero_error *err) {
+    if (!out) {
+        if (err) ZERO__ERR(err, "engine_create: out is NULL: expected a pointer to receive the engine");
+        return ZERO_ERR_INVALID_ARG;
+    }
     *out = NULL;
-    if (!comm || !cfg) return ZERO_ERR_INVALID_ARG;
-    if (cfg->stage < 0 || cfg->stage > 3) return ZERO_ERR_CONFIG;
-    if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 &&
-        cfg->precision != ZERO_DTYPE_FP16)
-        return ZERO_ERR_CONFIG;
-    /* the combinations zero_config_resolve refuses, for a config that skipped it */
-    const int oo = cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME, op = cfg->offload_param.device == ZERO_OFFLOAD_NVME;
-    if ((oo && (cfg->stage == 0 || !cfg->offload_optimizer.nvme_path[0])) || (op && (cfg->stage != 3 || !cfg->offload_param.nvme_path[0])))
-        return ZERO_ERR_CONFIG;
+    if (!comm || !cfg) {
+        if (err) ZERO__ERR(err, "engine_create: %s is NULL", comm ? "the config" : "the communicator");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_status cs = check_config(cfg, err);
+    if (cs != ZERO_OK) return cs;
+    zero_engine_options dflt;
+    zero_engine_options_default(&dflt);
+    if (!opts) opts = &dflt;
     zero_engine *e = calloc(1, sizeof *e);
-    if (!e) return ZERO_ERR_NOMEM;
+    if (!e) {
+        if (err) ZERO__ERR(err, "engine_create: out of memory");
+        return ZERO_ERR_NOMEM;
+    }
+    if (copy_opt(e->opt_job, sizeof e->opt_job, opts->job_id, &e->opt_job_set) ||
+        copy_opt(e->opt_io_backend, sizeof e->opt_io_backend, opts->io.backend, &e->opt_io_backend_set) ||
+        copy_opt(e->opt_io_fault, sizeof e->opt_io_fault, opts->io.fault, &e->opt_io_fault_set)) {
+        free(e);
+        if (err) ZERO__ERR(err, "zero_engine_options: a string is longer than the engine keeps (job_id < 64, io.backend < 32, io.fault < 512 bytes)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    e->opt_io_depth = opts->io.queue_depth;
     e->user_comm = comm;
     e->cfg = *cfg;
     e->rank = zero_comm_rank(comm);
@@ -48,6 +115,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
     zero_status s = zero_comm_split(comm, 0, e->rank, &e->data);
     if (s == ZERO_OK) s = zero_comm_split(comm, 0, e->rank, &e->ctrl);
     if (s != ZERO_OK) {
+        if (err) ZERO__ERR(err, "engine_create: duplicating the communicator failed: %s", zero_comm_last_error(comm));
         zero_comm_free(e->data);
         free(e);
         return s;
@@ -55,6 +123,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
     e->ctrl_all = calloc((size_t)e->world, sizeof(ctrl_rec));
     if (!e->ctrl_all) {
         zero_engine_free(e);
+        if (err) ZERO__ERR(err, "engine_create: out of memory");
         return ZERO_ERR_NOMEM;
     }
     e->recording = 1;

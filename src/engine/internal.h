@@ -203,6 +203,9 @@ struct zero_engine {
     ctrl_rec *ctrl_all;   /* world records */
 
     etable own;           /* the ownership table (owner.c) */
+    /* zero_engine_options, copied ("" where the variable rules) */
+    char opt_job[64], opt_io_backend[32], opt_io_fault[512];
+    int opt_job_set, opt_io_backend_set, opt_io_fault_set, opt_io_depth;
     eoffload off;
     ebufcache bc;
 };

@@ -48,7 +48,7 @@ static zero_status agree_job(zero_engine *e) {
     char job[64] = {0};
     engines++;
     if (e->rank == 0) {
-        const char *env = getenv("ZERO_JOB_ID");
+        const char *env = e->opt_job_set ? e->opt_job : getenv("ZERO_JOB_ID");
         if (env && *env) {
             if (!valid_job(env)) snprintf(job, sizeof job, "!");
             else snprintf(job, sizeof job, "%s", env);
@@ -61,7 +61,8 @@ static zero_status agree_job(zero_engine *e) {
         return zero__eng_fail(e, ZERO_ERR_COMM, "finalize: agreeing on the offload job id failed: %s", zero_comm_last_error(e->ctrl));
     job[sizeof job - 1] = 0;
     if (!strcmp(job, "!"))
-        return zero__eng_fail(e, ZERO_ERR_CONFIG, "ZERO_JOB_ID (on rank 0): expected 1 to 40 of [A-Za-z0-9._-]");
+        return zero__eng_fail(e, ZERO_ERR_CONFIG, "%s (on rank 0): expected 1 to 40 of [A-Za-z0-9._-]",
+                              e->opt_job_set ? "zero_engine_options.job_id" : "ZERO_JOB_ID");
     memcpy(e->off.job, job, sizeof job);
     return ZERO_OK;
 }
@@ -134,7 +135,9 @@ static zero_status setup_local(zero_engine *e) {
         pbytes += param_region(e, u);
     }
     const int depth = 2 * (tcount + (o->par && o->opt ? c->offload_param.buffer_count : 0)) + 4;
-    s = zero_offload_io_create(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &err);
+    const zero_io_options io = {e->opt_io_backend_set ? e->opt_io_backend : NULL,
+                                e->opt_io_fault_set ? e->opt_io_fault : NULL, e->opt_io_depth};
+    s = zero_offload_io_create_with(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &io, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "NVMe offload: %s", err.msg);
     if (o->opt && obytes > 0) {
         s = zero_swap_create(&o->ofile, o->io, c->offload_optimizer.nvme_path, o->job, e->rank, e->world, "optim", obytes, &err);
