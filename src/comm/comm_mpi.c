@@ -1,6 +1,6 @@
 /* The `mpi` backend: collectives on a duplicate of the caller's MPI communicator, with errors
  * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops.
- * Large reductions and gathers among ranks sharing a node go through comm_shm.c ("mpi+shm"). */
+ * Large reductions and gathers among ranks sharing a node go through comm_shm*.c ("mpi+shm"). */
 #include "comm/internal.h"
 
 #include <limits.h>

@@ -116,7 +116,8 @@ static inline void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const
 MPI_Datatype zero__comm_mpi_type(zero_dtype dt);
 MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op);
 
-/* Shared-memory collectives of the mpi backend (comm_shm.c, docs/COMM.md). */
+/* Shared-memory collectives of the mpi backend (comm_shm*.c, one file per job; shm_impl.h;
+ * docs/COMM.md). */
 typedef struct zero__shm zero__shm;
 
 /* Collective over `comm` (rank/size of this process in it). Takes rank 0's options (each field
