@@ -70,6 +70,7 @@ int main(void) {
     const int muts[2] = {ZERO__MUTATE_DECAY_FLAG, ZERO__MUTATE_SLICE_RANGE};
     const char *names[2] = {"decay flag dropped from the owned slices", "an owned slice one element short"};
     for (int stage = 0; stage <= 3; stage++) {
+        /* the hook plants its wrong views where the update is sharded: stage 0 is the reference */
         float *got[MLP_LAYERS] = {0};
         zero__view_mutation = ZERO__MUTATE_NONE;
         if (train(comm, stage, 1, world, rank, got, &gb) == 0) {
@@ -77,7 +78,7 @@ int main(void) {
             ZT_CHECKF(w <= tol, "stage %d unmutated: %g from the reference", stage, w);
         }
         free_params(got);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 && stage > 0; k++) {
             float *bad[MLP_LAYERS] = {0};
             zero__view_mutation = muts[k];
             if (train(comm, stage, 1, world, rank, bad, &gb) == 0) {
