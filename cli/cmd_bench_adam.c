@@ -40,7 +40,8 @@ static void usage(FILE *f) {
             "write-back of the working copy) per second. Compares it with a memory copy measured in\n"
             "the same run (read + write bytes per second, same thread count) and, when /usr/bin/python3\n"
             "can import torch (ZERO_PYTHON overrides the interpreter), with torch.optim.AdamW (fused, or\n"
-            "foreach) doing the same work (its step, plus a copy into a bf16/fp16 tensor).\n"
+            "foreach) doing the same work (its step, plus a copy into a bf16/fp16 tensor): the script\n"
+            "bench/torch_adam.py ($ZERO_TORCH_ADAM overrides where it is).\n"
             "\n"
             "  --n N          one size (default: 1Mi, 16Mi and 64Mi elements); units such as 16M accepted\n"
             "  --dtype D      working-copy dtype: fp32 (no write-back), bf16 or fp16 (default: all three)\n"
@@ -233,49 +234,6 @@ done:
     return rc;
 }
 
-/* The PyTorch side: one interpreter for every (n, dtype); prints "n dtype seconds mode" lines. */
-static const char TORCH_SCRIPT[] =
-    "import sys, time, inspect\n"
-    "try:\n"
-    "    import torch\n"
-    "except Exception:\n"
-    "    sys.exit(3)\n"
-    "sizes = [int(x) for x in sys.argv[1].split(',')]\n"
-    "dtypes = sys.argv[2].split(',')\n"
-    "threads = int(sys.argv[3])\n"
-    "if threads > 0:\n"
-    "    torch.set_num_threads(threads)\n"
-    "params = inspect.signature(torch.optim.AdamW).parameters\n"
-    "half = {'bf16': torch.bfloat16, 'fp16': torch.float16}\n"
-    "def make(p):\n"
-    "    for mode in ('fused', 'foreach'):\n"
-    "        if mode in params:\n"
-    "            try:\n"
-    "                opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, **{mode: True})\n"
-    "                opt.step()\n"
-    "                return opt, mode\n"
-    "            except Exception:\n"
-    "                pass\n"
-    "    opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01)\n"
-    "    opt.step()\n"
-    "    return opt, 'default'\n"
-    "for n in sizes:\n"
-    "    p = torch.nn.Parameter(torch.empty(n).uniform_(-0.5, 0.5))\n"
-    "    p.grad = torch.empty(n).uniform_(-0.005, 0.005)\n"
-    "    opt, mode = make(p)\n"
-    "    for dt in dtypes:\n"
-    "        w = torch.empty(n, dtype=half[dt]) if dt in half else None\n"
-    "        def once():\n"
-    "            t0 = time.perf_counter()\n"
-    "            opt.step()\n"
-    "            if w is not None:\n"
-    "                w.copy_(p.detach())\n"
-    "            return time.perf_counter() - t0\n"
-    "        first = once()\n"
-    "        reps = max(3, min(50, int(0.25 / max(first, 1e-9))))\n"
-    "        best = min(once() for _ in range(reps))\n"
-    "        print(n, dt, repr(best), mode, flush=True)\n"
-    "    del opt, p\n";
 
 static int torch_importable(const char *py) {
     char cmd[1200];
@@ -284,27 +242,39 @@ static int torch_importable(const char *py) {
     return system(cmd) == 0;
 }
 
-/* Fills res[].torch_s; leaves NAN where PyTorch is missing or failed. */
+/* The PyTorch peer: $ZERO_TORCH_ADAM, or bench/torch_adam.py in the source tree beside the
+ * binary's build directory (build/zero -> bench/), or beside the binary. */
+static int find_script(char *out, size_t cap) {
+    const char *s = getenv("ZERO_TORCH_ADAM");
+    if (s && *s) {
+        snprintf(out, cap, "%s", s);
+        return access(out, R_OK) == 0;
+    }
+    char dir[4096];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0) return 0;
+    dir[n] = 0;
+    char *slash = strrchr(dir, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    const char *rel[] = {"/../bench/torch_adam.py", "/bench/torch_adam.py"};
+    for (int i = 0; i < 2; i++) {
+        if (strlen(dir) + strlen(rel[i]) >= cap) continue;
+        snprintf(out, cap, "%s%s", dir, rel[i]);
+        if (access(out, R_OK) == 0) return 1;
+    }
+    return 0;
+}
+
+/* Fills res[].torch_s; leaves NAN where PyTorch (or its script) is missing or failed. */
 static void bench_torch(const opts *o, result *res, int nres, const char **mode_out) {
     static char mode[32] = "";
     *mode_out = NULL;
     const char *py = getenv("ZERO_PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
-    if (!torch_importable(py)) return;
-    const char *tmpdir = getenv("TMPDIR");
-    char path[512];
-    snprintf(path, sizeof path, "%s/zero_bench_adam_XXXXXX.py", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int fd = mkstemps(path, 3);
-    if (fd < 0) return;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        close(fd);
-        unlink(path);
-        return;
-    }
-    fputs(TORCH_SCRIPT, f);
-    fclose(f);
-    char sizes[MAX_SIZES * 24] = "", dts[32] = "", cmd[2048];
+    char path[1024];
+    if (!find_script(path, sizeof path) || strchr(path, '\'') || !torch_importable(py)) return;
+    char sizes[MAX_SIZES * 24] = "", dts[32] = "", cmd[4096];
     for (int i = 0; i < o->nsizes; i++)
         snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%lld", i ? "," : "", (long long)o->sizes[i]);
     for (int d = 0; d < o->ndtypes; d++)
@@ -332,7 +302,6 @@ static void bench_torch(const opts *o, result *res, int nres, const char **mode_
         }
         pclose(p);
     }
-    unlink(path);
 }
 
 int cli_bench_adam(int argc, char **argv) {

@@ -193,12 +193,12 @@ static void print_header(int n, const char *backend, int have_mpi) {
 static int bench(const bench_opts *o) {
     zero_comm *c = NULL;
     int have_mpi = 0;
+    zero_error err = {{0}};
 #ifdef ZERO_HAVE_MPI
     have_mpi = 1;
-    if (zero_comm_init_mpi(&c, NULL))
-        return cli_error(CLI_RUNTIME, "bench comm: %s", zero_comm_last_error(NULL));
+    if (zero_comm_init_mpi_with(&c, NULL, NULL, &err)) return cli_error(CLI_RUNTIME, "bench comm: %s", err.msg);
 #else
-    if (zero_comm_init_self(&c)) return cli_error(CLI_RUNTIME, "bench comm: %s", zero_comm_last_error(NULL));
+    if (zero_comm_init_self_with(&c, &err)) return cli_error(CLI_RUNTIME, "bench comm: %s", err.msg);
 #endif
     int rc = CLI_RUNTIME, n = zero_comm_size(c), rank = zero_comm_rank(c);
     float *send = NULL, *recv = NULL;

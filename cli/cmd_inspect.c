@@ -1,5 +1,7 @@
 /* `zero inspect CKPT`: what a checkpoint holds (step, world, stage, dtypes, units, parameters,
- * files) and whether every checksum of every file matches; exit 1 naming the file and tensor if not. */
+ * files) and whether every checksum of every file matches; exit 1 naming the file and tensor if
+ * not. The manifest is read through the ckpt layer (zero_ckpt_summary_get); cJSON only writes the
+ * --json output. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -16,44 +18,6 @@ static void usage(FILE *f) {
             "\n"
             "  --json     the summary as one JSON object (\"verified\": true|false)\n"
             "Layout and guarantees: docs/CHECKPOINT.md.\n");
-}
-
-/* What inspect reports from the engine's part of the manifest (keys per docs/CHECKPOINT.md). */
-typedef struct summary {
-    int stage;               /* -1: not recorded */
-    const char *precision;   /* NULL: not recorded */
-    const char *optimizer;
-    int units, params;       /* -1: not recorded */
-    double unit_elems, param_elems;
-} summary;
-
-static void summarize(const cJSON *m, summary *s) {
-    memset(s, 0, sizeof *s);
-    s->stage = s->units = s->params = -1;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "stage");
-    if (cJSON_IsNumber(v)) s->stage = v->valueint;
-    v = cJSON_GetObjectItemCaseSensitive(m, "precision");
-    if (cJSON_IsString(v)) s->precision = v->valuestring;
-    v = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
-    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-    if (cJSON_IsString(t)) s->optimizer = t->valuestring;
-    const cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
-    if (!cJSON_IsArray(units)) return;
-    s->units = cJSON_GetArraySize(units);
-    for (const cJSON *u = units->child; u; u = u->next) {
-        const cJSON *n = cJSON_GetObjectItemCaseSensitive(u, "numel");
-        if (cJSON_IsNumber(n)) s->unit_elems += n->valuedouble;
-        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(u, "params");
-        if (!cJSON_IsArray(ps)) continue;
-        if (s->params < 0) s->params = 0;
-        for (const cJSON *p = ps->child; p; p = p->next) {
-            s->params++;
-            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
-            double e = 1;
-            for (const cJSON *d = cJSON_IsArray(shape) ? shape->child : NULL; d; d = d->next) e *= d->valuedouble;
-            s->param_elems += e;
-        }
-    }
 }
 
 /* "1.5 MiB" */
@@ -103,9 +67,8 @@ int cli_inspect(int argc, char **argv) {
     char verr[1024] = "";
     if (vs != ZERO_OK) snprintf(verr, sizeof verr, "%s", zero_ckpt_last_error(c));
 
-    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-    summary s;
-    summarize(m, &s);
+    zero_ckpt_summary s;
+    zero_ckpt_summary_get(c, &s);
     int nt = zero_ckpt_num_tensors(c), nf = zero_ckpt_num_files(c);
     int per_dtype[ZERO_DTYPE_COUNT] = {0};
     double tensor_elems = 0, total_bytes = 0;
@@ -136,7 +99,7 @@ int cli_inspect(int argc, char **argv) {
         else cJSON_AddNullToObject(o, "units");
         if (s.params >= 0) {
             cJSON_AddNumberToObject(o, "params", s.params);
-            cJSON_AddNumberToObject(o, "param_elements", s.param_elems);
+            cJSON_AddNumberToObject(o, "param_elements", s.param_elements);
         } else {
             cJSON_AddNullToObject(o, "params");
             cJSON_AddNullToObject(o, "param_elements");
@@ -180,8 +143,8 @@ int cli_inspect(int argc, char **argv) {
         if (s.stage >= 0) printf("stage       %d\n", s.stage);
         if (s.precision) printf("precision   %s\n", s.precision);
         if (s.optimizer) printf("optimizer   %s\n", s.optimizer);
-        if (s.units >= 0) printf("units       %d (%.0f elements)\n", s.units, s.unit_elems);
-        if (s.params >= 0) printf("params      %d (%.0f elements)\n", s.params, s.param_elems);
+        if (s.units >= 0) printf("units       %d (%.0f elements)\n", s.units, s.unit_elements);
+        if (s.params >= 0) printf("params      %d (%.0f elements)\n", s.params, s.param_elements);
         printf("tensors     %d sharded (%.0f elements):", nt, tensor_elems);
         for (int d = 0, first = 1; d < ZERO_DTYPE_COUNT; d++) {
             if (!per_dtype[d]) continue;
@@ -198,7 +161,6 @@ int cli_inspect(int argc, char **argv) {
         if (vs == ZERO_OK) printf("checksums   ok (%d tensors in %d files verified)\n", nt * nf, nf);
         else printf("checksums   FAILED\n");
     }
-    cJSON_Delete(m);
     zero_ckpt_close(c);
     if (vs != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", verr);
     return CLI_OK;

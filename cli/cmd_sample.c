@@ -180,8 +180,8 @@ int cli_sample(int argc, char **argv) {
         rc = cli_error(CLI_RUNTIME, "sample: %s", err.msg);
         goto out;
     }
-    if (zero_comm_init_self(&comm) != ZERO_OK || zero_engine_create(&e, comm, &cfg) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "sample: cannot create the engine");
+    if (zero_comm_init_self_with(&comm, &err) != ZERO_OK || zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "sample: cannot create the engine: %s", err.msg);
         goto out;
     }
     if (dec_engine_register(&g, e, &err) != ZERO_OK || zero_engine_finalize(e) != ZERO_OK) {

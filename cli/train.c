@@ -471,8 +471,9 @@ static int train_loop(run_state *r) {
 int train_run(train_opts *o, int mpi) {
     run_state r = {0};
     r.o = o;
-    zero_status s = mpi ? zero_comm_init_mpi(&r.comm, NULL) : zero_comm_init_self(&r.comm);
-    if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", zero_status_string(s));
+    zero_error err = {{0}};
+    zero_status s = mpi ? zero_comm_init_mpi_with(&r.comm, NULL, NULL, &err) : zero_comm_init_self_with(&r.comm, &err);
+    if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", err.msg);
     r.rank = zero_comm_rank(r.comm);
     r.world = zero_comm_size(r.comm);
     int rc = CLI_OK;
@@ -486,10 +487,9 @@ int train_run(train_opts *o, int mpi) {
     cli_quiet_errors = 0;
     if (rc != CLI_OK) goto out;
 
-    zero_error err = {{0}};
     const double t_init = zero_now();
-    if ((s = zero_engine_create(&r.e, r.comm, &o->cfg)) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", zero_status_string(s));
+    if ((s = zero_engine_create_with(&r.e, r.comm, &o->cfg, NULL, &err)) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
     if (dec_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||

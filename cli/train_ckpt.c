@@ -36,10 +36,11 @@ char *train_user_json(const train_opts *o, int world) {
     return text;
 }
 
-static int get_int(cJSON *obj, const char *key, int *out) {
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9) return -1;
-    *out = (int)v->valuedouble;
+/* user.KEY as an int in 1..1e9 */
+static int get_int(zero_ckpt *c, const char *key, int *out) {
+    double v;
+    if (zero_ckpt_user_number(c, key, &v) != ZERO_OK || v < 1 || v > 1e9) return -1;
+    *out = (int)v;
     return 0;
 }
 
@@ -47,16 +48,15 @@ int train_resume_settings(train_opts *o) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
     /* Verify every checksum first: a resharded load reads pieces of the old slices, which the
-     * reader cannot check one by one (docs/CHECKPOINT.md), and a corrupt byte must not train on. */
+     * reader cannot check one by one (docs/CHECKPOINT.md), and a corrupt byte must not train on.
+     * The open checks the manifest's own checksum and its engine part. */
     if (zero_ckpt_open(&c, NULL, o->resume, ZERO_CKPT_VERIFY, &err) != ZERO_OK)
         return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
-    cJSON *man = cJSON_Parse(zero_ckpt_manifest(c));
-    cJSON *user = cJSON_GetObjectItemCaseSensitive(man, "user");
     cli_model saved;
     char msg[1024];
     int T = 0, rc = CLI_OK;
-    cJSON *seed = cJSON_GetObjectItemCaseSensitive(user, "seed");
-    if (cli_ckpt_model(c, &saved, msg, sizeof msg) || get_int(user, "seq", &T) || !cJSON_IsNumber(seed)) {
+    double seed = 0;
+    if (cli_ckpt_model(c, &saved, msg, sizeof msg) || get_int(c, "seq", &T) || zero_ckpt_user_number(c, "seed", &seed) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "--resume %s: the checkpoint does not record a `zero train` run (no user.model)",
                        zero_ckpt_dir(c));
         goto out;
@@ -75,15 +75,14 @@ int train_resume_settings(train_opts *o) {
         cli_model_free(&saved);
         goto out;
     }
-    cJSON *name = cJSON_GetObjectItemCaseSensitive(user, "model_name");
-    if (cJSON_IsString(name)) snprintf(saved.name, sizeof saved.name, "%s", name->valuestring);
+    const char *name = NULL;
+    if (zero_ckpt_user_string(c, "model_name", &name) == ZERO_OK) snprintf(saved.name, sizeof saved.name, "%s", name);
     cli_model_free(&o->src);
     o->src = saved;
     o->model_cfg = saved.cfg;
     o->T = T;
-    o->seed = (uint64_t)seed->valuedouble;
+    o->seed = (uint64_t)seed;
 out:
-    cJSON_Delete(man);
     zero_ckpt_close(c);
     return rc;
 }

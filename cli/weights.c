@@ -2,7 +2,6 @@
  * their weights into an engine (`--init-from` of train and sample), one tensor at a time. */
 #include "weights.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,96 +67,47 @@ static int st_lookup(const zero_st_file *f, const char *name) {
 void cli_ckpt_params_free(cli_ckpt_params *ps) {
     if (!ps) return;
     free(ps->p);
-    cJSON_Delete(ps->json);
     memset(ps, 0, sizeof *ps);
 }
 
-static int json_u64(const cJSON *v, uint64_t *out) {
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble)
-        return -1;
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
+/* The parameter table comes from the checkpoint's engine manifest, which zero_ckpt_open has
+ * validated (coverage of every unit, shapes, the masters' tensors): the names point into it. */
 zero_status cli_ckpt_params_read(zero_ckpt *c, cli_ckpt_params *out, char *msg, size_t cap) {
     memset(out, 0, sizeof *out);
-    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-    out->json = m;
-    const cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
-    const char *dir = zero_ckpt_dir(c);
-    if (!cJSON_IsArray(units) || cJSON_GetArraySize(units) == 0) {
-        snprintf(msg, cap, "%s: the manifest lists no units with parameters: not a checkpoint of a zero_engine", dir);
-        goto fail;
+    const zero_manifest *m = zero_ckpt_engine_manifest(c);
+    if (!m) {
+        snprintf(msg, cap, "%s: the manifest lists no units with parameters: not a checkpoint of a zero_engine",
+                 zero_ckpt_dir(c));
+        return ZERO_ERR_FORMAT;
     }
-    int total = 0;
-    for (const cJSON *u = units->child; u; u = u->next)
-        total += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(u, "params"));
-    out->p = calloc((size_t)(total > 0 ? total : 1), sizeof *out->p);
+    out->p = calloc((size_t)m->nparams, sizeof *out->p);
     if (!out->p) {
         snprintf(msg, cap, "out of memory");
-        goto fail;
+        return ZERO_ERR_NOMEM;
     }
-    for (const cJSON *u = units->child; u; u = u->next) {
-        const char *uname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(u, "name"));
-        uint64_t unumel;
-        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(u, "params");
-        if (!uname || json_u64(cJSON_GetObjectItemCaseSensitive(u, "numel"), &unumel) || !cJSON_IsArray(ps)) {
-            snprintf(msg, cap, "%s: manifest.json: a unit without name, numel or params", dir);
-            goto fail;
-        }
-        char tname[512];
-        snprintf(tname, sizeof tname, "%s/master", uname);
-        zero_ckpt_tensor t;
-        int ti = zero_ckpt_find(c, tname);
-        if (ti < 0 || zero_ckpt_tensor_info(c, ti, &t) != ZERO_OK || t.numel != unumel) {
-            snprintf(msg, cap, "%s: unit '%s' of %llu elements has no tensor '%s' of that size", dir, uname,
-                     (unsigned long long)unumel, tname);
-            goto fail;
-        }
-        for (const cJSON *p = ps->child; p; p = p->next) {
-            cli_ckpt_param *q = &out->p[out->n];
-            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
-            q->name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
-            q->unit = uname;
-            q->ndim = cJSON_GetArraySize(shape);
-            if (!q->name || !cJSON_IsArray(shape) || q->ndim < 1 || q->ndim > ZERO_ST_MAX_DIMS ||
-                json_u64(cJSON_GetObjectItemCaseSensitive(p, "offset"), &q->offset)) {
-                snprintf(msg, cap, "%s: manifest.json: a parameter of unit '%s' without name, shape (1 to %d dims) or "
-                         "offset", dir, uname, ZERO_ST_MAX_DIMS);
-                goto fail;
-            }
-            q->numel = 1;
-            int d = 0;
-            for (const cJSON *x = shape->child; x; x = x->next, d++) {
-                uint64_t v;
-                if (json_u64(x, &v)) {
-                    snprintf(msg, cap, "%s: manifest.json: parameter '%s' has a bad shape", dir, q->name);
-                    goto fail;
-                }
-                q->shape[d] = (int64_t)v;
-                q->numel *= v;
-            }
-            if (q->offset > unumel || q->numel > unumel - q->offset) {
-                snprintf(msg, cap, "%s: parameter '%s' (%llu elements at %llu) does not fit in unit '%s' of %llu", dir,
-                         q->name, (unsigned long long)q->numel, (unsigned long long)q->offset, uname,
-                         (unsigned long long)unumel);
-                goto fail;
-            }
-            out->n++;
+    for (int i = 0; i < m->nunits; i++) {
+        const zero_manifest_unit *u = &m->units[i];
+        for (int k = u->first_param; k < u->first_param + u->nparams; k++) {
+            const zero_manifest_param *p = &m->params[k];
+            cli_ckpt_param *q = &out->p[out->n++];
+            q->name = p->name;
+            q->unit = u->name;
+            q->offset = p->offset;
+            q->numel = p->numel;
+            q->ndim = p->ndim;
+            memcpy(q->shape, p->shape, sizeof q->shape);
         }
     }
     return ZERO_OK;
-fail:
-    cli_ckpt_params_free(out);
-    return ZERO_ERR_FORMAT;
 }
 
-static int json_int(const cJSON *obj, const char *key, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 || v->valuedouble != (int)v->valuedouble)
-        return -1;
-    *out = (int)v->valuedouble;
+/* user.model.KEY as an int in 1..1e9 */
+static int user_int(zero_ckpt *c, const char *key, int *out) {
+    char path[64];
+    double v;
+    snprintf(path, sizeof path, "model.%s", key);
+    if (zero_ckpt_user_number(c, path, &v) != ZERO_OK || v < 1 || v > 1e9 || v != (int)v) return -1;
+    *out = (int)v;
     return 0;
 }
 
@@ -193,47 +143,47 @@ int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap) {
     memset(out, 0, sizeof *out);
     out->kind = CLI_MODEL_CKPT;
     snprintf(out->name, sizeof out->name, "%s", zero_ckpt_dir(c));
-    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-    const cJSON *user = cJSON_GetObjectItemCaseSensitive(m, "user");
-    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(user, "model");
-    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(mod, "config");
-    const cJSON *src = cJSON_GetObjectItemCaseSensitive(user, "source");
+    char *text = NULL;
     int rc = -1;
-    if (cJSON_IsObject(conf)) {
-        char *text = cJSON_PrintUnformatted(conf);
+    const zero_status js = zero_ckpt_user_json(c, "model.config", &text);
+    if (js == ZERO_OK) {
         zero_error err = {{0}};
-        if (text && dec_config_from_json(&out->cfg, text, NULL, &err) == ZERO_OK) {
+        if (dec_config_from_json(&out->cfg, text, NULL, &err) == ZERO_OK) {
             out->config_json = text;
+            text = NULL;
             rc = 0;
             /* the shape written beside the config must be the config's */
             const struct { const char *key; int have; } f[] = {{"n_layer", out->cfg.n_layer}, {"n_embd", out->cfg.n_embd},
                                                                 {"n_head", out->cfg.n_head}, {"vocab", out->cfg.vocab}};
             for (size_t k = 0; k < sizeof f / sizeof f[0] && !rc; k++) {
                 int v;
-                if (!json_int(mod, f[k].key, &v) && v != f[k].have) {
+                if (!user_int(c, f[k].key, &v) && v != f[k].have) {
                     snprintf(msg, cap, "%s: the model it records is inconsistent: user.model.%s %d, its config.json %d",
                              zero_ckpt_dir(c), f[k].key, v, f[k].have);
                     rc = -1;
                 }
             }
         } else {
-            snprintf(msg, cap, "%s: the model it records: %s", zero_ckpt_dir(c), text ? err.msg : "out of memory");
-            cJSON_free(text);
+            snprintf(msg, cap, "%s: the model it records: %s", zero_ckpt_dir(c), err.msg);
         }
+        free(text);
+    } else if (js == ZERO_ERR_NOMEM) {
+        snprintf(msg, cap, "%s: out of memory reading the model it records", zero_ckpt_dir(c));
     } else {
         int L, C, H, ctx, V;
-        if (json_int(mod, "n_layer", &L) || json_int(mod, "n_embd", &C) || json_int(mod, "n_head", &H) ||
-            json_int(mod, "n_ctx", &ctx) || json_int(mod, "vocab", &V)) {
+        if (user_int(c, "n_layer", &L) || user_int(c, "n_embd", &C) || user_int(c, "n_head", &H) ||
+            user_int(c, "n_ctx", &ctx) || user_int(c, "vocab", &V)) {
             snprintf(msg, cap, "%s: the checkpoint does not record a `zero train` run (no user.model)", zero_ckpt_dir(c));
         } else {
             dec_config_gpt2(&out->cfg, L, C, H, ctx, V);
             rc = 0;
         }
     }
-    if (!rc && cJSON_IsString(src)) out->source = dup_str(src->valuestring);
-    cJSON_Delete(m);
+    const char *src = NULL;
+    if (!rc && zero_ckpt_user_string(c, "source", &src) == ZERO_OK) out->source = dup_str(src);
     if (rc) cli_model_free(out);
     return rc;
+}
 }
 
 zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {

@@ -70,12 +70,13 @@ typedef struct cli_ckpt_param {
 typedef struct cli_ckpt_params {
     int n;
     cli_ckpt_param *p;
-    void *json; /* the parsed manifest the names point into */
+    void *json; /* unused: the names point into the open checkpoint's manifest */
 } cli_ckpt_params;
 
-/* Reads the parameter table of an engine checkpoint and checks it against the tensors (every
- * unit's "<unit>/master" exists with the unit's numel; every parameter's shape, size and offset
- * fit). On failure writes a message into msg and returns ZERO_ERR_FORMAT. */
+/* Reads the parameter table of an engine checkpoint (zero_ckpt_engine_manifest, validated at
+ * open: every unit's "<unit>/master" exists with the unit's numel; the parameters cover every
+ * unit exactly). On failure writes a message into msg and returns ZERO_ERR_FORMAT. The names
+ * stay valid while c is open. */
 zero_status cli_ckpt_params_read(zero_ckpt *c, cli_ckpt_params *out, char *msg, size_t cap);
 void cli_ckpt_params_free(cli_ckpt_params *ps);
 /* The model recorded by `zero train` (manifest "user"): its config.json ("model"."config"), or

@@ -29,11 +29,14 @@ static void sample(long i, float x[2], float *y) {
 
 int main(int argc, char **argv) {
     zero_comm *comm = NULL;
-    if (zero_comm_init_mpi(&comm, NULL) != ZERO_OK && zero_comm_init_self(&comm) != ZERO_OK) return 1;
+    zero_error err;
+    if (zero_comm_init_mpi_with(&comm, NULL, NULL, &err) != ZERO_OK && zero_comm_init_self_with(&comm, &err) != ZERO_OK) {
+        fprintf(stderr, "mlp: %s\n", err.msg);
+        return 1;
+    }
     const int rank = zero_comm_rank(comm), world = zero_comm_size(comm);
 
     zero_config cfg;
-    zero_error err;
     zero_config_default(&cfg);
     cfg.stage = argc > 1 ? atoi(argv[1]) : 3;
     const int STEPS = argc > 2 ? atoi(argv[2]) : 200;
@@ -44,7 +47,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     zero_engine *e = NULL;
-    if (zero_engine_create(&e, comm, &cfg) != ZERO_OK) return 1;
+    if (zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) {
+        fprintf(stderr, "mlp: %s\n", err.msg);
+        return 1;
+    }
 
     /* One unit per layer: weight (out x in), then bias. */
     for (int l = 0; l < LAYERS; l++) {

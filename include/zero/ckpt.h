@@ -141,6 +141,7 @@ zero_status zero_ckpt_writer_finish(zero_ckpt_writer *w);
  * directories and older saves of the same step. On error `latest` still names the previous
  * checkpoint (or, if only the last directory fsync failed, the new and complete one). */
 zero_status zero_ckpt_commit(zero_ckpt_writer *w, const char *manifest_json);
+/* (zero_ckpt_commit_engine, below: the same with the engine's typed manifest.) */
 /* Frees the writer (NULL is a no-op); an unfinished rank file is removed. */
 void zero_ckpt_writer_free(zero_ckpt_writer *w);
 const char *zero_ckpt_writer_last_error(const zero_ckpt_writer *w);
@@ -161,7 +162,9 @@ enum {
 };
 
 /* Opens a step directory, or a save directory (follows its `latest`). Refuses, with
- * ZERO_ERR_FORMAT and a message naming the file: no COMMIT, another format_version, a missing,
+ * ZERO_ERR_FORMAT and a message naming the file: no COMMIT, another format_version, a manifest
+ * that is not one JSON object with nothing after it, whose checksum ("manifest_crc32c", its last
+ * key) does not match its bytes, or whose engine part is invalid (above), a missing,
  * truncated or foreign rank file, a rank file whose slices disagree with the manifest, and with
  * ZERO_CKPT_VERIFY a checksum mismatch (naming the file and the tensor). io: not owned; NULL: default. */
 zero_status zero_ckpt_open(zero_ckpt **out, zero_io *io, const char *path, unsigned flags, zero_error *err);
@@ -170,7 +173,7 @@ const char *zero_ckpt_last_error(const zero_ckpt *c);
 const char *zero_ckpt_dir(const zero_ckpt *c);      /* the step directory opened */
 int64_t zero_ckpt_step(const zero_ckpt *c);
 int zero_ckpt_world(const zero_ckpt *c);            /* world size it was saved with */
-const char *zero_ckpt_manifest(const zero_ckpt *c); /* manifest.json's text */
+const char *zero_ckpt_manifest(const zero_ckpt *c); /* manifest.json's text (for display: read fields with zero_ckpt_engine_manifest) */
 int zero_ckpt_num_files(const zero_ckpt *c);        /* = world */
 void zero_ckpt_file_info(const zero_ckpt *c, int i, const char **name, uint64_t *bytes);
 int zero_ckpt_num_tensors(const zero_ckpt *c);
@@ -184,6 +187,86 @@ zero_status zero_ckpt_read_range(zero_ckpt *c, const char *name, uint64_t lo, ui
 zero_status zero_ckpt_read_range_raw(zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, void *dst);
 /* Verifies every checksum of every file; ZERO_ERR_FORMAT naming the file and the tensor. */
 zero_status zero_ckpt_verify(zero_ckpt *c);
+
+/* ================================================================ the engine's manifest
+ * The engine's part of manifest.json (docs/CHECKPOINT.md, "manifest.json"), typed. zero_engine_save
+ * writes it with zero_ckpt_commit_engine; zero_engine_load, `zero inspect`, `zero export` and
+ * --init-from read it with zero_ckpt_engine_manifest: nobody else parses the JSON. One function,
+ * zero_manifest_validate, says what a valid one is, and both sides apply it:
+ *   - stage 0..3; precision fp32, bf16 or fp16; align >= 1; engine_step = the checkpoint's step;
+ *     an optimizer name and 0..2 state arrays; a finite loss scale > 0, delayed_shift >= 0,
+ *     iter >= 0, last_overflow_iter >= -1;
+ *   - units: at least one, names unique and not empty, numel >= 1; each unit's parameters
+ *     (names unique over the manifest, 1..8 dimensions >= 1) lie back to back from offset 0 to
+ *     the unit's numel: no gap, no overlap, nothing past the end;
+ *   - user_json: NULL or a JSON object with nothing after it.
+ * Reading also checks the manifest's own checksum and the tensors (every unit's "<unit>/master"
+ * and optimizer states, F32, the unit's numel, the manifest's align). */
+typedef struct zero_manifest_param {
+    const char *name;
+    int ndim;                        /* 1..ZERO_ST_MAX_DIMS */
+    int64_t shape[ZERO_ST_MAX_DIMS];
+    uint64_t offset;                 /* first element inside its unit */
+    uint64_t numel;                  /* the product of the shape (set by the reader; the writer computes it) */
+    int no_decay;                    /* registered with ZERO_PARAM_NO_DECAY */
+} zero_manifest_param;
+
+typedef struct zero_manifest_unit {
+    const char *name;
+    uint64_t numel;                  /* the sum of its parameters' */
+    int first_param, nparams;        /* its parameters: params[first_param, first_param + nparams) */
+} zero_manifest_unit;
+
+typedef struct zero_manifest_scaler {
+    double scale;                    /* 1 unless fp16 */
+    int delayed_shift;
+    int64_t iter, last_overflow_iter;
+} zero_manifest_scaler;
+
+typedef struct zero_manifest {
+    int stage;                       /* the stage that saved it (any stage loads it) */
+    zero_dtype precision;            /* ZERO_DTYPE_FP32, _BF16 or _FP16 */
+    uint64_t align;                  /* partition alignment of every tensor, in elements */
+    int64_t engine_step;             /* optimizer steps taken: the checkpoint's step */
+    const char *optimizer;           /* "AdamW", "Adam", "SGD", "Lion" (zero_optim_name) */
+    int states;                      /* optimizer state arrays per element: 0..2 */
+    zero_manifest_scaler scaler;
+    int nunits;
+    const zero_manifest_unit *units;
+    int nparams;
+    const zero_manifest_param *params; /* every unit's, in unit order */
+    const char *user_json;           /* the caller's object ("user") as JSON text, or NULL */
+} zero_manifest;
+
+/* The checks above (those that need no tensor list): ZERO_ERR_INVALID_ARG naming the field and
+ * the value. For a writer, before it commits. */
+zero_status zero_manifest_validate(const zero_manifest *m, zero_error *err);
+/* Rank 0, as zero_ckpt_commit, with the engine's typed manifest: validated (the tensors declared
+ * must be the units' master and states), written with the layer's keys and a checksum. */
+zero_status zero_ckpt_commit_engine(zero_ckpt_writer *w, const zero_manifest *m);
+/* The validated engine manifest of an open checkpoint (owned by c), or NULL when its manifest
+ * has no engine part (a checkpoint committed with other JSON through zero_ckpt_commit). */
+const zero_manifest *zero_ckpt_engine_manifest(const zero_ckpt *c);
+/* What a manifest records of the engine that wrote it, for display (`zero inspect`): from the
+ * engine's part when there is one, else from keys of the same form another writer used ("stage",
+ * "precision", "optimizer"."type", "units"[]."numel", "units"[]."params"[]."shape"): -1 / NULL
+ * where not recorded. */
+typedef struct zero_ckpt_summary {
+    int stage;
+    const char *precision;
+    const char *optimizer;
+    int units, params;
+    double unit_elements, param_elements;
+} zero_ckpt_summary;
+void zero_ckpt_summary_get(const zero_ckpt *c, zero_ckpt_summary *out);
+/* A number or a string of the manifest's "user" object (the caller's, e.g. what `zero train`
+ * records of the run), by a dotted path ("model.n_layer"): ZERO_OK, or ZERO_ERR_FORMAT when the
+ * path is absent or holds another type. The string stays valid while c is open. */
+zero_status zero_ckpt_user_number(const zero_ckpt *c, const char *path, double *out);
+zero_status zero_ckpt_user_string(const zero_ckpt *c, const char *path, const char **out);
+/* An object or array of the "user" object by a dotted path, as compact JSON text in *out (malloc'd:
+ * the caller frees it with free()); ZERO_ERR_FORMAT when the path is absent or holds a scalar. */
+zero_status zero_ckpt_user_json(const zero_ckpt *c, const char *path, char **out);
 
 #ifdef __cplusplus
 }

@@ -80,14 +80,41 @@ typedef struct zero_comm_counters {
     uint64_t path_bytes[ZERO_COMM_PATH_COUNT]; /* the same rule, by the path taken (above) */
 } zero_comm_counters;
 
-/* One rank, no MPI needed: collectives copy (or do nothing when in place). On failure of an
- * init call, zero_comm_last_error(NULL) says why. */
-zero_status zero_comm_init_self(zero_comm **out);
+/* What the ZERO_COMM_* environment variables set (docs/COMM.md), for a program that embeds the
+ * library. zero_comm_options_default leaves every field "from the environment" (-1): the
+ * variable's value where it is set, else the built-in default; a field set to another value
+ * overrides its variable. Rank 0's options rule, as rank 0's variables do: every rank takes the
+ * same path through every collective. A communicator from zero_comm_split keeps its parent's. */
+#define ZERO_COMM_FROM_ENV (-1)
+typedef struct zero_comm_options {
+    int shm;                /* ZERO_COMM_SHM: 1 shared-memory collectives inside a node (default), 0 plain MPI */
+    int64_t shm_min_bytes;  /* ZERO_COMM_SHM_MIN_BYTES: smallest message through the window (default 16 KiB) */
+    int64_t shm_chunk;      /* ZERO_COMM_SHM_CHUNK: bytes of one staging buffer, a multiple of 64 (default 1 MiB) */
+    int fake_nodes;         /* ZERO_COMM_FAKE_NODES: K fake nodes for tests (0: the real node split) */
+    int fake_cyclic;        /*   1: ranks dealt to the fake nodes round-robin ("K:cyclic") */
+    int cma;                /* ZERO_COMM_CMA: 1 single-copy reads where the system allows (default), 0 never */
+    int64_t cma_min_bytes;  /* ZERO_COMM_CMA_MIN_BYTES: smallest message read by single copy (default 1 MiB) */
+    int async;              /* ZERO_COMM_ASYNC: 0 off, 1 a progress thread, 2 auto (default) */
+} zero_comm_options;
+
+void zero_comm_options_default(zero_comm_options *o);
+
+/* One rank, no MPI needed: collectives copy (or do nothing when in place). err (may be NULL)
+ * gets the reason of a failure, as for every constructor (zero/common.h). */
+zero_status zero_comm_init_self_with(zero_comm **out, zero_error *err);
 
 /* MPI backend over `mpi_comm` (a pointer to an MPI_Comm; NULL means MPI_COMM_WORLD). The
  * communicator is duplicated, and set to MPI_ERRORS_RETURN. If MPI is not initialized, it is
  * initialized here (with MPI_THREAD_FUNNELED) and finalized by the zero_comm_free of the last
- * communicator that zero created. Returns ZERO_ERR_UNSUPPORTED in a build without MPI. */
+ * communicator that zero created. opts: NULL for zero_comm_options_default's; a value out of
+ * range fails every rank with ZERO_ERR_INVALID_ARG naming the field (or its variable). Returns
+ * ZERO_ERR_UNSUPPORTED in a build without MPI. err (may be NULL) gets the reason of a failure. */
+zero_status zero_comm_init_mpi_with(zero_comm **out, const void *mpi_comm, const zero_comm_options *opts,
+                                    zero_error *err);
+
+/* The same with default options and no zero_error: the reason of a failure only goes to the log
+ * callback (zero_comm_last_error(NULL) cannot hold it: there is no process-wide error text). */
+zero_status zero_comm_init_self(zero_comm **out);
 zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm);
 
 /* True when this process was started by an MPI launcher (mpirun/mpiexec/srun) with > 1 ranks
@@ -103,7 +130,7 @@ const char *zero_comm_backend(const zero_comm *c); /* "self", "mpi", "mpi+shm" (
 /* 1 when this rank's non-blocking collectives inside the node run on a progress thread, beside
  * the caller's compute (ZERO_COMM_ASYNC, docs/COMM.md); else 0. */
 int zero_comm_progress_thread(const zero_comm *c);
-/* The text of c's last error; with c == NULL, why the last zero_comm_init_* call failed. */
+/* The text of c's last error ("no communicator" for NULL: an init's failure is in its zero_error). */
 const char *zero_comm_last_error(const zero_comm *c);
 
 /* recv[i] = op over ranks of send[i], i < count. In place when send == recv. */

@@ -1,12 +1,25 @@
-/* zero/common.h — status codes, logging, dtypes and conversions, CPU features, and the
- * accounted allocator every byte of the library goes through.
+/* zero/common.h — status codes, the error convention, logging, process options, dtypes and
+ * conversions, CPU features, and the accounted allocator every byte of the library goes through.
  *
  * Conventions for the whole API:
- *  - every call that can fail returns a zero_status (ZERO_OK == 0, errors negative);
- *    zero_status_string() names it, and the handle's last-error call says what failed, with the
- *    offending value and what was expected;
+ *  - every call that can fail returns a zero_status (ZERO_OK == 0, errors negative), or NULL / a
+ *    negative id where it returns a pointer or an index; zero_status_string() names the status;
+ *  - the error text (one line: what failed, the offending value and what was expected) is kept
+ *    in one of two places, never in a process-wide string:
+ *      * a call on a handle keeps it in the handle: zero_engine_last_error(e),
+ *        zero_comm_last_error(c), zero_ckpt_last_error(c), zero_st_last_error(f), ... (valid
+ *        until the next call on that handle);
+ *      * a call that has no handle yet — a constructor (zero_engine_create_with,
+ *        zero_comm_init_*_with, zero_ckpt_open, zero_io_create_*, zero_st_open), a loader
+ *        (zero_config_load_json_*), a free function (zero_options_set, zero_manifest_validate)
+ *        — takes a `zero_error *err` as its last argument (may be NULL) and writes the text there;
+ *    the older constructors without one (zero_engine_create, zero_comm_init_self/_mpi) return
+ *    the status and send the text to the log callback only;
  *  - the library never prints, never exits, never aborts on bad input;
- *  - handles are opaque, created by a create or init call and released by a free call, which accepts NULL.
+ *  - handles are opaque, created by a create or init call and released by a free call, which accepts NULL;
+ *  - what an environment variable sets (ZERO_LOG, ZERO_HUGEPAGES, ZERO_IMPL here; ZERO_COMM_* in
+ *    comm.h, ZERO_IO and ZERO_FAULT in io.h, ZERO_JOB_ID in engine.h) an embedding program sets
+ *    through an options struct too; the variable stays the default.
  */
 #ifndef ZERO_COMMON_H
 #define ZERO_COMMON_H
@@ -37,7 +50,7 @@ typedef enum zero_status {
 /* A static string for a status ("invalid argument", ...). Never NULL. */
 const char *zero_status_string(zero_status s);
 
-/* Error text for calls that have no handle (config loading, file formats). */
+/* Error text for calls that have no handle (constructors, loaders): see the convention above. */
 typedef struct zero_error {
     char msg[512];
 } zero_error;
@@ -58,6 +71,21 @@ typedef void (*zero_log_fn)(void *ctx, zero_log_level level, const char *msg);
 void zero_log_set_callback(zero_log_fn fn, void *ctx);
 void zero_log_set_level(zero_log_level level);
 zero_log_level zero_log_get_level(void);
+
+/* ---------------------------------------------------------------- process options
+ * Process-wide settings that environment variables give by default. zero_options_default fills
+ * o with the variables' values (the built-in defaults where a variable is unset or invalid);
+ * zero_options_set applies o. Set them at start-up: hugepages cannot change once the library has
+ * allocated a large block (ZERO_ERR_STATE). */
+typedef struct zero_options {
+    int log_level;  /* ZERO_LOG: a zero_log_level (default ZERO_LOG_WARN) */
+    int hugepages;  /* ZERO_HUGEPAGES: 1 large blocks on transparent huge pages (default), 0 malloc */
+    int impl;       /* ZERO_IMPL: a zero_impl, ZERO_IMPL_AUTO (default) the best the CPU has */
+} zero_options;
+
+void zero_options_default(zero_options *o);
+/* ZERO_ERR_INVALID_ARG naming the field for a value out of range (nothing changes). */
+zero_status zero_options_set(const zero_options *o, zero_error *err);
 
 /* ---------------------------------------------------------------- dtypes */
 typedef enum zero_dtype {
@@ -92,7 +120,7 @@ typedef enum zero_impl {
 
 /* Whether this CPU can run impl (SCALAR and AUTO: always). */
 int zero_impl_available(zero_impl impl);
-/* What AUTO resolves to on this CPU (honours ZERO_IMPL=scalar|avx2|avx512 in the environment). */
+/* What AUTO resolves to on this CPU (honours zero_options.impl, else ZERO_IMPL=scalar|avx2|avx512). */
 zero_impl zero_impl_best(void);
 const char *zero_impl_name(zero_impl impl);
 

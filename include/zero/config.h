@@ -64,6 +64,26 @@ enum {
     ZERO_AUTO_PERSISTENCE_THRESHOLD = 1u << 21,
 };
 
+/* Keys whose absence zero reads apart from DeepSpeed (bits of zero_config.set_fields): set by
+ * the JSON loader when the key is given (a value or "auto"); a program that sets the field in C
+ * sets the bit too. */
+enum {
+    /* stage3_prefetch_bucket_size: given, stage 3 prefetches as many units ahead as fit it;
+     * absent, only the next unit (zero's default; DeepSpeed's 5e7 would prefetch most of a small
+     * model at once, past the memory docs/ENGINE.md and `zero plan` count). */
+    ZERO_SET_PREFETCH_BUCKET = 1u << 0,
+};
+
+/* zero_extensions.check_divergence (docs/ENGINE.md, "Divergence is an error, not a hang"). */
+enum {
+    ZERO_DIVERGENCE_OFF = 0,        /* false: no check */
+    ZERO_DIVERGENCE_STEP = 1,       /* true (default): every collective of the first step is
+                                     * checked; then a running hash of the sequence is compared
+                                     * once per step (and at every exchange that carries data) */
+    ZERO_DIVERGENCE_COLLECTIVE = 2, /* "collective": every collective is checked, the first that
+                                     * differs named with its unit (the diagnostic mode) */
+};
+
 typedef struct zero_config {
     /* batch: train_batch_size = micro_batch * grad_accum * world (0 = not given) */
     int64_t train_batch_size;
@@ -104,11 +124,12 @@ typedef struct zero_config {
     int aio_intra_op_parallelism, aio_single_submit, aio_overlap_events;
 
     /* zero's own (under "zero_extensions" in JSON) */
-    int check_divergence;      /* exchange a tag before each collective: a mismatch is an error, not a hang (default 1) */
+    int check_divergence;      /* ZERO_DIVERGENCE_*: ranks that run different code get an error, not a hang (default STEP) */
     int64_t align_bytes;       /* partition alignment in bytes (default 64) */
     int reuse_buffers;         /* keep transient buffers between uses instead of freeing them (default 1) */
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
+    unsigned set_fields;       /* ZERO_SET_* */
 } zero_config;
 
 /* DeepSpeed's defaults (docs/CONFIG.md has the table): stage 0, fp32, AdamW with

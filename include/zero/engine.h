@@ -26,7 +26,9 @@
  *
  * Every rank must make the same calls in the same order. With check_divergence on (default),
  * a rank that gathers another unit, or calls step while others gather, gets ZERO_ERR_DIVERGED
- * naming the unit and the ranks — on every rank, never a hang.
+ * on every rank: during the first step at that very call, naming the unit and the ranks; later
+ * at the next step, from a hash of the call sequence (ZERO_DIVERGENCE_COLLECTIVE checks every
+ * call, always naming the unit; docs/ENGINE.md §5).
  *
  * Errors: every call returns a status (or NULL/negative) and zero_engine_last_error() says
  * what failed. After ZERO_ERR_COMM or ZERO_ERR_DIVERGED the engine is unusable: free it.
@@ -37,6 +39,7 @@
 #include "zero/comm.h"
 #include "zero/common.h"
 #include "zero/config.h"
+#include "zero/io.h"
 #include "zero/precision.h"
 
 #ifdef __cplusplus
@@ -48,6 +51,9 @@ typedef struct zero_engine zero_engine;
 /* Parameter flags. */
 enum {
     ZERO_PARAM_NO_DECAY = 1u << 0, /* exclude from weight decay (biases, norm gains) */
+    /* Reserved: a parameter with no gradient, master or optimizer state, still partitioned at
+     * stage 3. Not supported yet: zero_engine_add_param refuses it (ZERO_ERR_UNSUPPORTED). */
+    ZERO_PARAM_FROZEN = 1u << 1,
 };
 
 typedef struct zero_step_stats {
@@ -80,8 +86,22 @@ typedef struct zero_param_info {
     unsigned flags;
 } zero_param_info;
 
+/* What environment variables set for the engine, for a program that embeds it: a NULL field
+ * takes its variable (zero_engine_options_default leaves them all so). */
+typedef struct zero_engine_options {
+    const char *job_id; /* names the NVMe offload files, 1 to 40 of [A-Za-z0-9._-]; NULL: $ZERO_JOB_ID
+                         * (rank 0's), else rank 0's pid and engine count. Rank 0's value rules. */
+    zero_io_options io; /* the offload's I/O backend and fault rules (zero/io.h: ZERO_IO, ZERO_FAULT) */
+} zero_engine_options;
+void zero_engine_options_default(zero_engine_options *o);
+
 /* The engine keeps `comm` (does not own it: free the engine first) and copies cfg, which must
- * have been resolved (zero_config_resolve) for comm's world size. */
+ * have been resolved (zero_config_resolve) for comm's world size, and the options (NULL: the
+ * defaults). err (may be NULL) says what is wrong, naming the config field ("zero_optimization.
+ * stage 7: expected 0..3"). */
+zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const zero_config *cfg,
+                                    const zero_engine_options *opts, zero_error *err);
+/* The same with default options; the reason of a failure goes to the log callback only. */
 zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg);
 void zero_engine_free(zero_engine *e); /* NULL is a no-op; offload files are removed */
 const char *zero_engine_last_error(const zero_engine *e);
@@ -118,8 +138,12 @@ float *zero_engine_grad(zero_engine *e, int unit);
  * non-blocking). The buffer from zero_engine_grad must not be touched afterwards. */
 zero_status zero_engine_grad_ready(zero_engine *e, int unit);
 
-/* Marks the end of a micro-batch (optional: zero_engine_step implies it). Units that had no
- * grad_ready in the micro-batch contribute zero gradient. */
+/* Marks the end of a micro-batch: the boundary is explicit, never inferred. Call it after each
+ * micro-batch's backward; zero_engine_step implies it for the last one (so a step without
+ * gradient accumulation needs no call). A unit's grad or grad_ready after its grad_ready in the
+ * same micro-batch is ZERO_ERR_STATE. Units that had no grad_ready in the micro-batch contribute
+ * zero gradient. A call with no gradient call since the last boundary (an evaluation pass) does
+ * nothing. */
 zero_status zero_engine_micro_batch_done(zero_engine *e);
 
 /* Waits for the reductions, unscales, checks overflow on all ranks, clips, updates the shards

@@ -87,8 +87,20 @@ zero_status zero_io_create_uring(zero_io **out, int queue_depth, zero_error *err
  * ZERO_ERR_CONFIG naming the rule and what was expected. */
 zero_status zero_io_create_fault(zero_io **out, zero_io *inner, int own_inner, const char *spec,
                                  zero_error *err);
-/* The backend named by $ZERO_IO ("posix", the default, or "uring"), wrapped in the fault shim
- * when $ZERO_FAULT is set and not empty. */
+/* What ZERO_IO and ZERO_FAULT set, for a program that embeds the library: a NULL field takes
+ * its variable's value (zero_io_options_default leaves them all NULL and queue_depth 0). */
+typedef struct zero_io_options {
+    const char *backend; /* "posix" or "uring"; NULL: $ZERO_IO, else the caller's default */
+    const char *fault;   /* fault rules (syntax above); NULL: $ZERO_FAULT; "": none */
+    int queue_depth;     /* io_uring entries, 1..4096; 0: the default (64) */
+} zero_io_options;
+void zero_io_options_default(zero_io_options *o);
+/* The backend the options name ("posix" when neither they nor $ZERO_IO do), wrapped in the fault
+ * shim when they (or $ZERO_FAULT) give rules. A backend name other than posix or uring is
+ * ZERO_ERR_CONFIG naming the field or the variable. o: NULL for the defaults. */
+zero_status zero_io_create_with(zero_io **out, const zero_io_options *o, zero_error *err);
+/* zero_io_create_with(out, NULL, err): $ZERO_IO ("posix", the default, or "uring"), wrapped in
+ * the fault shim when $ZERO_FAULT is set and not empty. */
 zero_status zero_io_create_default(zero_io **out, zero_error *err);
 /* Frees the backend (NULL is a no-op). Its files must be closed first; async requests still in
  * flight are waited for. */

@@ -39,6 +39,9 @@ extern "C" {
  * entries, falling back to posix when the kernel or the build has no io_uring; wrapped in the
  * fault shim when $ZERO_FAULT is set (zero/io.h). */
 zero_status zero_offload_io_create(zero_io **out, int queue_depth, zero_error *err);
+/* The same with the options a program gives (zero/io.h; NULL: the variables); their queue_depth,
+ * when not 0, replaces queue_depth. */
+zero_status zero_offload_io_create_with(zero_io **out, int queue_depth, const zero_io_options *o, zero_error *err);
 
 /* ---------------------------------------------------------------- swap files */
 typedef struct zero_swap zero_swap;

@@ -70,7 +70,7 @@ static zero_status write_small(zero_io *io, const char *path, const char *data, 
 }
 
 /* Reads a whole small file (at most `max` bytes) into a NUL-terminated zero_mem buffer. */
-static zero_status read_small(zero_io *io, const char *path, uint64_t max, char **out, char *err, size_t cap) {
+static zero_status read_small(zero_io *io, const char *path, uint64_t max, char **out, size_t *len, char *err, size_t cap) {
     *out = NULL;
     zero_io_file *f = NULL;
     uint64_t size = 0;
@@ -102,6 +102,7 @@ static zero_status read_small(zero_io *io, const char *path, uint64_t max, char 
     }
     b[size] = 0;
     *out = b;
+    if (len) *len = (size_t)size;
     return ZERO_OK;
 }
 
@@ -406,7 +407,17 @@ static void cleanup_after_commit(zero_ckpt_writer *w) {
     (void)zero_io_unlink(w->io, p, 1);
 }
 
-zero_status zero_ckpt_commit(zero_ckpt_writer *w, const char *manifest_json) {
+static zero_status commit(zero_ckpt_writer *w, const char *manifest_json, const zero_manifest *eng);
+
+zero_status zero_ckpt_commit(zero_ckpt_writer *w, const char *manifest_json) { return commit(w, manifest_json, NULL); }
+
+zero_status zero_ckpt_commit_engine(zero_ckpt_writer *w, const zero_manifest *m) {
+    if (!w) return ZERO_ERR_INVALID_ARG;
+    if (!m) return cwfail(w, ZERO_ERR_INVALID_ARG, "checkpoint: commit_engine: the manifest is NULL");
+    return commit(w, NULL, m);
+}
+
+static zero_status commit(zero_ckpt_writer *w, const char *manifest_json, const zero_manifest *eng) {
     if (!w) return ZERO_ERR_INVALID_ARG;
     if (w->rank != 0 || !w->finished || w->committed[0])
         return cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: commit is rank 0's, once, after its finish (rank %d, %s)",
@@ -426,7 +437,8 @@ zero_status zero_ckpt_commit(zero_ckpt_writer *w, const char *manifest_json) {
     }
     if (s != ZERO_OK) goto out;
     char merr[512];
-    s = zero__manifest_build(manifest_json, w->step, w->world, w->t, w->nt, files, &text, merr, sizeof merr);
+    s = eng ? zero__manifest_build_engine(eng, w->step, w->world, w->t, w->nt, files, &text, merr, sizeof merr)
+            : zero__manifest_build(manifest_json, w->step, w->world, w->t, w->nt, files, &text, merr, sizeof merr);
     if (s != ZERO_OK) {
         cwfail(w, s, "checkpoint step %lld: %s", (long long)w->step, merr);
         goto out;
@@ -549,7 +561,7 @@ static zero_status resolve(zero_ckpt *c, const char *path) {
                      "directory (latest)", path);
     }
     char *line = NULL;
-    zero_status s = read_small(c->io, p, 256, &line, c->err, sizeof c->err);
+    zero_status s = read_small(c->io, p, 256, &line, NULL, c->err, sizeof c->err);
     if (s != ZERO_OK) return s;
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == ' ' || line[n - 1] == '\r')) line[--n] = 0;
@@ -650,9 +662,10 @@ zero_status zero_ckpt_open(zero_ckpt **out, zero_io *io, const char *path, unsig
         goto fail;
     }
     join(p, sizeof p, c->dir, MANIFEST_NAME);
-    s = read_small(c->io, p, UINT64_C(1) << 30, &c->text, c->err, sizeof c->err);
+    size_t len = 0;
+    s = read_small(c->io, p, UINT64_C(1) << 30, &c->text, &len, c->err, sizeof c->err);
     if (s != ZERO_OK) goto fail;
-    s = zero__manifest_parse(c->text, p, &c->m, c->err, sizeof c->err);
+    s = zero__manifest_parse(c->text, len, p, &c->m, c->err, sizeof c->err);
     if (s != ZERO_OK) goto fail;
     c->files = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)c->m.world * sizeof *c->files);
     c->index = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)c->m.world * sizeof *c->index);
@@ -689,6 +702,78 @@ int64_t zero_ckpt_step(const zero_ckpt *c) { return c ? c->m.step : -1; }
 int zero_ckpt_world(const zero_ckpt *c) { return c ? c->m.world : 0; }
 const char *zero_ckpt_manifest(const zero_ckpt *c) { return c ? c->text : ""; }
 const cJSON *zero__ckpt_manifest_json(const zero_ckpt *c) { return c ? c->m.root : NULL; }
+const zero_manifest *zero_ckpt_engine_manifest(const zero_ckpt *c) { return c && c->m.has_engine ? &c->m.eng : NULL; }
+
+void zero_ckpt_summary_get(const zero_ckpt *c, zero_ckpt_summary *s) {
+    if (!s) return;
+    memset(s, 0, sizeof *s);
+    s->stage = s->units = s->params = -1;
+    if (!c) return;
+    const zero_manifest *e = zero_ckpt_engine_manifest(c);
+    if (e) {
+        s->stage = e->stage;
+        s->precision = zero_dtype_name(e->precision);
+        s->optimizer = e->optimizer;
+        s->units = e->nunits;
+        s->params = e->nparams;
+        for (int i = 0; i < e->nunits; i++) s->unit_elements += (double)e->units[i].numel;
+        for (int k = 0; k < e->nparams; k++) s->param_elements += (double)e->params[k].numel;
+        return;
+    }
+    /* another writer's keys, where they have the engine's form */
+    const cJSON *m = c->m.root;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "stage");
+    if (cJSON_IsNumber(v)) s->stage = v->valueint;
+    v = cJSON_GetObjectItemCaseSensitive(m, "precision");
+    if (cJSON_IsString(v)) s->precision = v->valuestring;
+    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "optimizer"), "type");
+    if (cJSON_IsString(v)) s->optimizer = v->valuestring;
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
+    if (!cJSON_IsArray(units)) return;
+    s->units = cJSON_GetArraySize(units);
+    for (const cJSON *u = units->child; u; u = u->next) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(u, "numel");
+        if (cJSON_IsNumber(n)) s->unit_elements += n->valuedouble;
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(u, "params");
+        if (!cJSON_IsArray(ps)) continue;
+        if (s->params < 0) s->params = 0;
+        for (const cJSON *p = ps->child; p; p = p->next) {
+            s->params++;
+            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(p, "shape");
+            double x = 1;
+            for (const cJSON *d = cJSON_IsArray(shape) ? shape->child : NULL; d; d = d->next) x *= d->valuedouble;
+            s->param_elements += x;
+        }
+    }
+}
+
+zero_status zero_ckpt_user_number(const zero_ckpt *c, const char *path, double *out) {
+    const cJSON *v = c ? zero__manifest_user_at(&c->m, path) : NULL;
+    if (!cJSON_IsNumber(v)) return ZERO_ERR_FORMAT;
+    if (out) *out = v->valuedouble;
+    return ZERO_OK;
+}
+
+zero_status zero_ckpt_user_string(const zero_ckpt *c, const char *path, const char **out) {
+    const cJSON *v = c ? zero__manifest_user_at(&c->m, path) : NULL;
+    if (!cJSON_IsString(v)) return ZERO_ERR_FORMAT;
+    if (out) *out = v->valuestring;
+    return ZERO_OK;
+}
+zero_status zero_ckpt_user_json(const zero_ckpt *c, const char *path, char **out) {
+    const cJSON *v = c ? zero__manifest_user_at(&c->m, path) : NULL;
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v)) return ZERO_ERR_FORMAT;
+    char *text = cJSON_PrintUnformatted(v);
+    if (!text) return ZERO_ERR_NOMEM;
+    /* the caller frees with free(): cJSON's printer may use another allocator */
+    char *copy = malloc(strlen(text) + 1);
+    if (copy) strcpy(copy, text);
+    cJSON_free(text);
+    if (!copy) return ZERO_ERR_NOMEM;
+    if (out) *out = copy;
+    else free(copy);
+    return ZERO_OK;
+}
 int zero_ckpt_num_files(const zero_ckpt *c) { return c ? c->m.world : 0; }
 
 void zero_ckpt_file_info(const zero_ckpt *c, int i, const char **name, uint64_t *bytes) {

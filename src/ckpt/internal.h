@@ -62,18 +62,35 @@ typedef struct zero__manifest {
     int nt;
     zero__mfile *f; /* world entries, rank order */
     cJSON *root;    /* the whole document */
+    /* the engine's part ("writer": "zero"), validated; strings point into root */
+    int has_engine;
+    zero_manifest eng;
+    zero_manifest_unit *units;
+    zero_manifest_param *params;
+    char *user_text; /* eng.user_json (cJSON's allocator) */
 } zero__manifest;
+
+/* The manifest's checksum: its last key, the CRC32C (8 lowercase hex digits) of every byte of
+ * the text before that key. */
+#define ZERO__MANIFEST_CRC_KEY "manifest_crc32c"
 
 /* Keys the ckpt layer writes; the engine's JSON must not contain them. NULL-terminated. */
 extern const char *const zero__manifest_reserved[];
 
-/* The manifest text: the engine's object (NULL or "" = {}) with the layer's keys first.
- * On error returns a status and writes the message (naming the offending key) into err. */
+/* The manifest text: the engine's object (NULL or "" = {}) with the layer's keys first and the
+ * checksum last. On error returns a status and writes the message (naming the offending key)
+ * into err. _engine: from the typed manifest, validated first (with the tensors declared). */
 zero_status zero__manifest_build(const char *engine_json, int64_t step, int world, const zero__mtensor *t,
                                  int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
-/* Parses and checks text (from `path`, for messages): ZERO_ERR_FORMAT naming the field. */
-zero_status zero__manifest_parse(const char *text, const char *path, zero__manifest *m, char *err, size_t cap);
+zero_status zero__manifest_build_engine(const zero_manifest *m, int64_t step, int world, const zero__mtensor *t,
+                                        int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
+/* Parses and checks text of len bytes (from `path`, for messages): strict JSON, format and
+ * version, the checksum, the layer's keys, and the engine's part when there is one.
+ * ZERO_ERR_FORMAT naming the field. */
+zero_status zero__manifest_parse(const char *text, size_t len, const char *path, zero__manifest *m, char *err, size_t cap);
 void zero__manifest_free(zero__manifest *m);
+/* The value at a dotted path of the "user" object, or NULL. */
+const cJSON *zero__manifest_user_at(const zero__manifest *m, const char *path);
 
 /* "rank_%05d.safetensors" */
 void zero__ckpt_rank_file(char *dst, size_t cap, int rank);

@@ -64,15 +64,24 @@ int zero_comm_mpi_launched(void) {
     return 0;
 }
 
-/* Why the last zero_comm_init_* failed: there is no handle yet to keep the text in. */
-static char g_init_err[512];
-
-void zero__comm_init_errorf(const char *fmt, ...) {
+void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) {
+    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_init_err, sizeof g_init_err, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    zero__log(ZERO_LOG_ERROR, "%s", g_init_err);
+    if (e && e->parent) {
+        ZERO__COMM_ERR(e->parent, "%s", buf);
+        return;
+    }
+    if (e && e->err) ZERO__ERR(e->err, "%s", buf);
+    zero__log(ZERO_LOG_ERROR, "%s", buf);
+}
+
+void zero_comm_options_default(zero_comm_options *o) {
+    if (!o) return;
+    o->shm = o->fake_nodes = o->fake_cyclic = o->cma = o->async = ZERO_COMM_FROM_ENV;
+    o->shm_min_bytes = o->shm_chunk = o->cma_min_bytes = ZERO_COMM_FROM_ENV;
 }
 
 int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
@@ -87,7 +96,9 @@ int zero_comm_progress_thread(const zero_comm *c) {
     return 0;
 #endif
 }
-const char *zero_comm_last_error(const zero_comm *c) { return c ? c->err : g_init_err; }
+const char *zero_comm_last_error(const zero_comm *c) {
+    return c ? c->err : "no communicator (the zero_error of zero_comm_init_*_with says why an init failed)";
+}
 
 void zero_comm_get_counters(const zero_comm *c, zero_comm_counters *out) {
     if (!out) return;
@@ -358,24 +369,32 @@ zero_status zero_request_test(zero_request *req, int *done) {
 
 /* ------------------------------------------------------------------ construction */
 
-zero_status zero_comm_init_self(zero_comm **out) {
+zero_status zero_comm_init_self_with(zero_comm **out, zero_error *err) {
+    const zero__cerr e = {NULL, err};
     if (!out) {
-        zero__comm_init_errorf("init_self: out is NULL: expected a pointer to receive the communicator");
+        zero__cerr_set(&e, "init_self: out is NULL: expected a pointer to receive the communicator");
         return ZERO_ERR_INVALID_ARG;
     }
     if (!(*out = zero__comm_new(&zero__comm_self_ops, 0, 1))) {
-        zero__comm_init_errorf("init_self: out of memory for a communicator");
+        zero__cerr_set(&e, "init_self: out of memory for a communicator");
         return ZERO_ERR_NOMEM;
     }
     return ZERO_OK;
 }
 
-#ifndef ZERO_HAVE_MPI
+zero_status zero_comm_init_self(zero_comm **out) { return zero_comm_init_self_with(out, NULL); }
 zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm) {
+    return zero_comm_init_mpi_with(out, mpi_comm, NULL, NULL);
+}
+
+#ifndef ZERO_HAVE_MPI
+zero_status zero_comm_init_mpi_with(zero_comm **out, const void *mpi_comm, const zero_comm_options *opts,
+                                    zero_error *err) {
     (void)mpi_comm;
+    (void)opts;
     if (out) *out = NULL;
-    zero__comm_init_errorf("init_mpi: this build of zero has no MPI (configure with MPI installed "
-                           "and -DZERO_MPI=ON)");
+    const zero__cerr e = {NULL, err};
+    zero__cerr_set(&e, "init_mpi: this build of zero has no MPI (configure with MPI installed and -DZERO_MPI=ON)");
     return ZERO_ERR_UNSUPPORTED;
 }
 #endif

@@ -1,6 +1,6 @@
 /* The `mpi` backend: collectives on a duplicate of the caller's MPI communicator, with errors
  * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops.
- * Large reductions and gathers among ranks sharing a node go through comm_shm.c ("mpi+shm"). */
+ * Large reductions and gathers among ranks sharing a node go through comm_shm*.c ("mpi+shm"). */
 #include "comm/internal.h"
 
 #include <limits.h>
@@ -10,6 +10,7 @@
 typedef struct mpi_ctx {
     MPI_Comm comm; /* our duplicate: our errhandler, our message space */
     zero__shm *shm; /* shared-memory collectives; NULL when they cannot help */
+    zero_comm_options opts; /* what it was created with: a split inherits them */
 } mpi_ctx;
 
 /* What a non-blocking call leaves in zero_request.impl. */
@@ -79,8 +80,17 @@ zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what) {
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
     msg[len < 0 ? 0 : (len > MPI_MAX_ERROR_STRING ? MPI_MAX_ERROR_STRING : len)] = '\0';
-    if (c) ZERO__COMM_ERR(c, "%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
-    else zero__comm_init_errorf("%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
+    const zero__cerr e = {c, NULL};
+    zero__cerr_set(&e, "%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
+    return ZERO_ERR_COMM;
+}
+
+zero_status zero__cerr_mpi(const zero__cerr *e, int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+    msg[len < 0 ? 0 : (len > MPI_MAX_ERROR_STRING ? MPI_MAX_ERROR_STRING : len)] = '\0';
+    zero__cerr_set(e, "%s: %s (MPI error %d)", what, len > 0 ? msg : "unknown MPI error", rc);
     return ZERO_ERR_COMM;
 }
 
@@ -315,31 +325,31 @@ static void mpi_destroy(zero_comm *c) {
 
 
 /* Wraps an MPI communicator that zero owns (a dup or a split result) into a zero_comm. On
- * failure the MPI communicator is freed and the error goes to `parent` (or the init text). */
-static zero_status wrap(MPI_Comm comm, zero_comm *parent, const char *fn, zero_comm **out) {
+ * failure the MPI communicator is freed and the error goes to e. */
+static zero_status wrap(MPI_Comm comm, const zero__cerr *e, const zero_comm_options *opts, const char *fn,
+                        zero_comm **out) {
     int rank = 0, size = 0, rc;
     zero_status s;
     mpi_ctx *ctx = NULL;
     zero_comm *c = NULL;
     if ((rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
-        s = zero__comm_mpi_error(parent, rc, fn);
+        s = zero__cerr_mpi(e, rc, fn);
         goto fail_comm;
     }
     if ((rc = MPI_Comm_rank(comm, &rank)) != MPI_SUCCESS ||
         (rc = MPI_Comm_size(comm, &size)) != MPI_SUCCESS) {
-        s = zero__comm_mpi_error(parent, rc, fn);
+        s = zero__cerr_mpi(e, rc, fn);
         goto fail_comm;
     }
     if (!(ctx = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *ctx))) {
-        if (parent) ZERO__COMM_ERR(parent, "%s: out of memory for a communicator", fn);
-        else zero__comm_init_errorf("%s: out of memory for a communicator", fn);
+        zero__cerr_set(e, "%s: out of memory for a communicator", fn);
         s = ZERO_ERR_NOMEM;
         goto fail_alloc;
     }
-    if ((s = zero__shm_create(comm, rank, size, parent, fn, &ctx->shm))) goto fail_alloc;
+    ctx->opts = *opts;
+    if ((s = zero__shm_create(comm, rank, size, e, opts, fn, &ctx->shm))) goto fail_alloc;
     if (!(c = zero__comm_new(ctx->shm ? &mpi_shm_ops : &mpi_ops, rank, size))) {
-        if (parent) ZERO__COMM_ERR(parent, "%s: out of memory for a communicator", fn);
-        else zero__comm_init_errorf("%s: out of memory for a communicator", fn);
+        zero__cerr_set(e, "%s: out of memory for a communicator", fn);
         s = ZERO_ERR_NOMEM;
         goto fail_shm;
     }
@@ -363,7 +373,8 @@ static zero_status mpi_split(zero_comm *c, int color, int key, zero_comm **out) 
     int rc = MPI_Comm_split(comm_of(c), color < 0 ? MPI_UNDEFINED : color, key, &sub);
     if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "split: MPI_Comm_split");
     if (sub == MPI_COMM_NULL) return ZERO_OK;
-    return wrap(sub, c, "split", out);
+    const zero__cerr e = {c, NULL};
+    return wrap(sub, &e, &((const mpi_ctx *)c->impl)->opts, "split", out);
 }
 
 /* Two tables that differ only in the name, so that zero_comm_backend says whether large
@@ -398,16 +409,21 @@ static const zero__comm_ops mpi_shm_ops = {
     .destroy = mpi_destroy,
 };
 
-zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm) {
+zero_status zero_comm_init_mpi_with(zero_comm **out, const void *mpi_comm, const zero_comm_options *opts,
+                                    zero_error *err) {
+    const zero__cerr e = {NULL, err};
+    zero_comm_options dflt;
+    zero_comm_options_default(&dflt);
+    if (!opts) opts = &dflt;
     if (!out) {
-        zero__comm_init_errorf("init_mpi: out is NULL: expected a pointer to receive the communicator");
+        zero__cerr_set(&e, "init_mpi: out is NULL: expected a pointer to receive the communicator");
         return ZERO_ERR_INVALID_ARG;
     }
     *out = NULL;
     int initialized = 0, finalized = 0, rc;
     MPI_Finalized(&finalized);
     if (finalized) {
-        zero__comm_init_errorf("init_mpi: MPI was already finalized in this process; it cannot be "
+        zero__cerr_set(&e, "init_mpi: MPI was already finalized in this process; it cannot be "
                                "initialized again (keep one zero communicator alive, or free it last)");
         return ZERO_ERR_STATE;
     }
@@ -415,27 +431,27 @@ zero_status zero_comm_init_mpi(zero_comm **out, const void *mpi_comm) {
     if (!initialized) {
         int provided = 0;
         if ((rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided)) != MPI_SUCCESS)
-            return zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Init_thread");
+            return zero__cerr_mpi(&e, rc, "init_mpi: MPI_Init_thread");
         g_we_initialized = 1;
     }
     MPI_Comm base = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
     MPI_Comm dup = MPI_COMM_NULL;
     zero_status s;
     if (base == MPI_COMM_NULL) {
-        zero__comm_init_errorf("init_mpi: the communicator is MPI_COMM_NULL: expected a valid one "
+        zero__cerr_set(&e, "init_mpi: the communicator is MPI_COMM_NULL: expected a valid one "
                                "(or NULL for MPI_COMM_WORLD)");
         s = ZERO_ERR_INVALID_ARG;
         goto fail;
     }
     if (!g_ops_ready && (rc = create_ops()) != MPI_SUCCESS) {
-        s = zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Op_create");
+        s = zero__cerr_mpi(&e, rc, "init_mpi: MPI_Op_create");
         goto fail;
     }
     if ((rc = MPI_Comm_dup(base, &dup)) != MPI_SUCCESS) {
-        s = zero__comm_mpi_error(NULL, rc, "init_mpi: MPI_Comm_dup");
+        s = zero__cerr_mpi(&e, rc, "init_mpi: MPI_Comm_dup");
         goto fail;
     }
-    if ((s = wrap(dup, NULL, "init_mpi", out))) goto fail;
+    if ((s = wrap(dup, &e, opts, "init_mpi", out))) goto fail;
     return ZERO_OK;
 
 fail:

@@ -86,42 +86,27 @@ void zero__comm_reduce(zero_dtype dt, zero_op op, const void *in, void *inout, s
  * C division, which truncates toward zero. */
 void zero__comm_avg_finish(zero_dtype dt, void *buf, size_t n, int nranks);
 
-/* Records why a zero_comm_init_* call failed (process-wide; zero_comm_last_error(NULL) reads it). */
-void zero__comm_init_errorf(const char *fmt, ...) ZERO__PRINTF(1, 2);
+/* Where a constructor's failure text goes: the parent's last error (a split), or the caller's
+ * zero_error (an init; may be NULL) and the log. No process-wide error text. */
+typedef struct zero__cerr {
+    zero_comm *parent;
+    zero_error *err;
+} zero__cerr;
+void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) ZERO__PRINTF(2, 3);
 
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;
 
-/* Records an MPI error code in c's last-error text as "<what>: <MPI's error string> (MPI error
- * <rc>)" and returns ZERO_ERR_COMM. Only in builds with MPI (comm_mpi.c). */
+/* Records an MPI error code in c's last-error text (or e's sink) as "<what>: <MPI's error string>
+ * (MPI error <rc>)" and returns ZERO_ERR_COMM. Only in builds with MPI (comm_mpi.c). */
 zero_status zero__comm_mpi_error(zero_comm *c, int rc, const char *what);
+zero_status zero__cerr_mpi(const zero__cerr *e, int rc, const char *what);
 
-/* dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is SUM or
- * MAX. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to nearest even);
- * integers combine in their own width (sums wrap); MAX propagates NaN as zero__comm_reduce.
- * dst may be exactly one of the sources, never a partial overlap; `stream` writes dst with
- * non-temporal stores (fenced). The shared-memory collectives' kernel (comm_shm_reduce*.c):
- * _scalar is the reference, _avx2 runs only on CPUs with AVX2 + F16C and gives the same bits;
- * zero__shm_reduce picks one (AUTO: the best). */
-void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                      size_t n, int stream, zero_impl impl);
-void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                             size_t n, int stream);
-void zero__shm_reduce_avx2(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                           size_t n, int stream);
-/* memcpy with non-temporal stores (x86-64; plain memcpy elsewhere), fenced before it returns.
- * For what another core reads next (the window) it avoids pulling dirty lines out of this
- * core's cache; for results too large to stay in cache, reading dst's lines before writing. */
-void zero__shm_copy_stream(void *dst, const void *src, size_t n);
-/* The same without the fence, for a series of copies fenced once with zero__shm_stream_fence:
- * a fence waits for every streaming store to reach memory, so one per small piece stalls. */
-void zero__shm_copy_stream_unfenced(void *dst, const void *src, size_t n);
-/* Streaming stores are weakly ordered: this orders them before every later store (the
- * barrier's publishing store among them). */
-static inline void zero__shm_stream_fence(void) {
-#if defined(__x86_64__)
-    __builtin_ia32_sfence();
-#endif
+/* The shared-memory collectives reduce with the common kernel (common/internal.h: zero__reduce,
+ * zero__copy_stream, zero__stream_fence); op there is SUM or MAX. */
+static inline void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst, size_t n,
+                                    int stream, zero_impl impl) {
+    zero__reduce(dt, op == ZERO_OP_MAX, src, nsrc, dst, n, stream, impl);
 }
 
 #ifdef ZERO_HAVE_MPI
@@ -131,18 +116,17 @@ static inline void zero__shm_stream_fence(void) {
 MPI_Datatype zero__comm_mpi_type(zero_dtype dt);
 MPI_Op zero__comm_mpi_op(zero_dtype dt, zero_op op);
 
-/* Shared-memory collectives of the mpi backend (comm_shm.c, docs/COMM.md). */
+/* Shared-memory collectives of the mpi backend (comm_shm*.c, one file per job; shm_impl.h;
+ * docs/COMM.md). */
 typedef struct zero__shm zero__shm;
 
-/* Collective over `comm` (rank/size of this process in it). Reads ZERO_COMM_SHM,
- * ZERO_COMM_SHM_MIN_BYTES, ZERO_COMM_SHM_CHUNK, ZERO_COMM_FAKE_NODES, ZERO_COMM_CMA and
- * ZERO_COMM_CMA_MIN_BYTES as rank 0 sees them, and probes the single-copy path.
- * *out = NULL (and ZERO_OK) when the window cannot help: turned off, no two ranks share a node,
- * or nodes of unequal sizes. Errors go to parent's last error, or to the init error text when
- * parent is NULL, prefixed with fn. The window itself is allocated by the first collective
- * that uses it. */
-zero_status zero__shm_create(MPI_Comm comm, int rank, int size, zero_comm *parent, const char *fn,
-                             zero__shm **out);
+/* Collective over `comm` (rank/size of this process in it). Takes rank 0's options (each field
+ * left ZERO_COMM_FROM_ENV read from its ZERO_COMM_* variable as rank 0 sees it), and probes the
+ * single-copy path. *out = NULL (and ZERO_OK) when the window cannot help: turned off, no two
+ * ranks share a node, or nodes of unequal sizes. Errors go to e, prefixed with fn. The window
+ * itself is allocated by the first collective that uses it. */
+zero_status zero__shm_create(MPI_Comm comm, int rank, int size, const zero__cerr *e, const zero_comm_options *opts,
+                             const char *fn, zero__shm **out);
 /* NULL is a no-op; with mpi_alive == 0 (after MPI_Finalize) only the memory is released. */
 void zero__shm_destroy(zero__shm *s, int mpi_alive);
 /* Whether a collective of `bytes` bytes (the ring rule's message size) goes through the window:

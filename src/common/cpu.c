@@ -51,7 +51,12 @@ int zero_impl_available(zero_impl impl) {
     return 0;
 }
 
+static int g_forced = ZERO_IMPL_AUTO; /* zero_options.impl */
+
+void zero__impl_force(zero_impl impl) { g_forced = (int)impl; }
+
 zero_impl zero_impl_best(void) {
+    if (g_forced != ZERO_IMPL_AUTO && zero_impl_available((zero_impl)g_forced)) return (zero_impl)g_forced;
     const char *v = getenv("ZERO_IMPL");
     if (v) {
         if (!strcmp(v, "scalar")) return ZERO_IMPL_SCALAR;

@@ -45,7 +45,19 @@ _Static_assert(sizeof(block_header) == ZERO__ALIGN, "header keeps 64-byte alignm
 #define ZERO__HUGE_ALLOWED 1
 #endif
 
-static int g_huge = -1; /* -1: ZERO_HUGEPAGES not read yet */
+static int g_huge = -1;      /* -1: ZERO_HUGEPAGES not read yet */
+static int g_huge_used = 0;  /* a large block was allocated: the setting is fixed from now on */
+
+static int huge_on(void);
+
+int zero__mem_hugepages(void) { return huge_on(); }
+
+int zero__mem_set_hugepages(int on) {
+    on = on != 0 && ZERO__HUGE_ALLOWED;
+    if (g_huge_used && on != huge_on()) return -1;
+    g_huge = on;
+    return 0;
+}
 
 static int huge_on(void) {
     if (g_huge < 0) {
@@ -61,7 +73,11 @@ static int huge_on(void) {
 }
 
 /* A block goes to its own mapping exactly when this says so, at allocation and at free alike. */
-static int huge_block(size_t bytes) { return bytes >= ZERO__HUGE_MIN && huge_on(); }
+static int huge_block(size_t bytes) {
+    if (bytes < ZERO__HUGE_MIN) return 0;
+    g_huge_used = 1;
+    return huge_on();
+}
 
 static void *map_huge(size_t bytes) {
     const size_t len = (bytes + ZERO__SMALL_PAGE - 1) / ZERO__SMALL_PAGE * ZERO__SMALL_PAGE;

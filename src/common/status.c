@@ -67,3 +67,41 @@ void zero__errorf(char *dst, size_t cap, const char *fmt, ...) {
     vsnprintf(dst, cap, fmt, ap);
     va_end(ap);
 }
+
+void zero_options_default(zero_options *o) {
+    if (!o) return;
+    o->log_level = (int)zero_log_get_level();
+    o->hugepages = zero__mem_hugepages();
+    o->impl = ZERO_IMPL_AUTO;
+    const char *v = getenv("ZERO_IMPL");
+    if (v && !strcmp(v, "scalar")) o->impl = ZERO_IMPL_SCALAR;
+    else if (v && !strcmp(v, "avx2")) o->impl = ZERO_IMPL_AVX2;
+    else if (v && !strcmp(v, "avx512")) o->impl = ZERO_IMPL_AVX512;
+}
+
+zero_status zero_options_set(const zero_options *o, zero_error *err) {
+    if (!o) {
+        if (err) ZERO__ERR(err, "zero_options_set: options are NULL");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (o->log_level < ZERO_LOG_ERROR || o->log_level > ZERO_LOG_DEBUG) {
+        if (err) ZERO__ERR(err, "zero_options.log_level %d: expected ZERO_LOG_ERROR (0) .. ZERO_LOG_DEBUG (3)", o->log_level);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (o->hugepages != 0 && o->hugepages != 1) {
+        if (err) ZERO__ERR(err, "zero_options.hugepages %d: expected 0 (off) or 1 (on)", o->hugepages);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (o->impl < ZERO_IMPL_AUTO || o->impl > ZERO_IMPL_AVX512 || !zero_impl_available((zero_impl)o->impl)) {
+        if (err) ZERO__ERR(err, "zero_options.impl %d: expected auto, scalar, or an implementation this CPU has", o->impl);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (zero__mem_set_hugepages(o->hugepages) != 0) {
+        if (err) ZERO__ERR(err, "zero_options.hugepages %d: the library already allocated large blocks with %d: set it first",
+                           o->hugepages, 1 - o->hugepages);
+        return ZERO_ERR_STATE;
+    }
+    zero_log_set_level((zero_log_level)o->log_level);
+    zero__impl_force((zero_impl)o->impl);
+    return ZERO_OK;
+}

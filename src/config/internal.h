@@ -46,6 +46,8 @@ struct zc_key {
     int64_t multiple_of;    /* integers: the value must be a multiple of this (0: any) */
     unsigned auto_bit;      /* ZC_AUTO: the ZERO_AUTO_* bit of this very key (to_json writes "auto" when set) */
     unsigned auto_group;    /* ZC_AUTO: the coarse ZERO_AUTO_* bit also set (0: none) */
+    unsigned set_bit;       /* a ZERO_SET_* bit set in cfg->set_fields when the key is given; to_json
+                             * writes the key only when the bit is set */
     unsigned types;         /* inside optimizer/scheduler params: bit (1u << type) of each type that takes
                              * the key; 0: every type */
     const zc_key *children; /* ZC_OBJECT, and custom sections (so suggestions can search them) */

@@ -502,7 +502,8 @@ static const zc_key zero_keys[] = {
     {.name = "round_robin_gradients", .kind = ZC_BOOL, .off = OFF(round_robin_gradients)},
     {.name = "sub_group_size", .kind = ZC_I64, .off = OFF(sub_group_size), .lo = 1, .hi = INFINITY},
     {.name = "stage3_prefetch_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(prefetch_bucket_size),
-     .lo = 0, .hi = INFINITY, .auto_bit = ZERO_AUTO_PREFETCH_BUCKET, .auto_group = ZERO_AUTO_BUCKETS},
+     .lo = 0, .hi = INFINITY, .auto_bit = ZERO_AUTO_PREFETCH_BUCKET, .auto_group = ZERO_AUTO_BUCKETS,
+     .set_bit = ZERO_SET_PREFETCH_BUCKET},
     {.name = "stage3_param_persistence_threshold", .kind = ZC_I64, .flags = ZC_AUTO,
      .off = OFF(param_persistence_threshold), .lo = 0, .hi = INFINITY, .auto_bit = ZERO_AUTO_PERSISTENCE_THRESHOLD,
      .auto_group = ZERO_AUTO_BUCKETS},
@@ -553,8 +554,34 @@ static const zc_key aio_keys[] = {
     {0},
 };
 
+/* check_divergence: true (ZERO_DIVERGENCE_STEP), false (OFF), or "step" / "collective". */
+static zero_status load_divergence(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (cJSON_IsBool(v)) cfg->check_divergence = cJSON_IsTrue(v) ? ZERO_DIVERGENCE_STEP : ZERO_DIVERGENCE_OFF;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "step")) cfg->check_divergence = ZERO_DIVERGENCE_STEP;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "collective")) cfg->check_divergence = ZERO_DIVERGENCE_COLLECTIVE;
+    else return zero__zc_type_error(c, "true, false, \"step\" or \"collective\"", v);
+    return ZERO_OK;
+}
+
+static zero_status check_divergence_mode(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->check_divergence < ZERO_DIVERGENCE_OFF || cfg->check_divergence > ZERO_DIVERGENCE_COLLECTIVE)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d: expected 0 (off), 1 (step) or 2 (collective)", cfg->check_divergence);
+    return ZERO_OK;
+}
+
+static int save_divergence(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    cJSON *v = cfg->check_divergence == ZERO_DIVERGENCE_COLLECTIVE ? cJSON_CreateString("collective")
+                                                                   : cJSON_CreateBool(cfg->check_divergence != 0);
+    if (!v) return -1;
+    cJSON_AddItemToObject(parent, k->name, v);
+    return 0;
+}
+
 static const zc_key extension_keys[] = {
-    {.name = "check_divergence", .kind = ZC_BOOL, .off = OFF(check_divergence)},
+    {.name = "check_divergence", .kind = ZC_CUSTOM, .off = OFF(check_divergence), .load = load_divergence,
+     .check = check_divergence_mode, .save = save_divergence},
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {0},

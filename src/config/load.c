@@ -148,7 +148,15 @@ static void store_number(const zc_key *k, double v, zero_config *cfg) {
     }
 }
 
+static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg);
+
 static zero_status load_value(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    zero_status st = load_value_inner(c, k, v, cfg);
+    if (st == ZERO_OK && k->set_bit) cfg->set_fields |= k->set_bit;
+    return st;
+}
+
+static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     if (cJSON_IsNull(v) && (k->flags & ZC_NULL_OK)) return ZERO_OK;
     if ((k->flags & ZC_AUTO) && zero__zc_is_auto(v)) {
         cfg->auto_fields |= k->auto_bit | k->auto_group;

@@ -9,6 +9,7 @@ int zero__zc_save_table(const zc_key *keys, const zero_config *cfg, unsigned typ
     for (const zc_key *k = keys; k->name; k++) {
         if (k->types && type_bit && !(k->types & type_bit)) continue;
         if (k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY | ZC_NOSAVE)) continue;
+        if (k->set_bit && !(cfg->set_fields & k->set_bit)) continue;
         if (k->save) {
             if (k->save(k, cfg, obj)) return -1;
             continue;

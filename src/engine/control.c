@@ -1,7 +1,9 @@
 /* The control channel: before each data collective every rank announces what it is about to do
- * (a fixed-size record all-gathered on a private duplicate communicator). Ranks that disagree get
- * ZERO_ERR_DIVERGED naming the unit and the ranks on every rank, instead of a hang in a
- * mismatched collective. The same channel carries the step's norm/overflow reduction. */
+ * (a fixed-size record all-gathered on a private duplicate communicator, or, in the default
+ * mode after the first step, only folded into a running hash compared once per step). Ranks
+ * that disagree get ZERO_ERR_DIVERGED naming the unit (or the hashes) and the ranks on every
+ * rank, instead of a hang in a mismatched collective. The same channel carries the step's
+ * norm/overflow reduction. */
 #include "engine/internal.h"
 #include "zero/trace.h"
 
@@ -30,24 +32,55 @@ static void describe(const zero_engine *e, const ctrl_rec *r, char *buf, size_t 
         snprintf(buf, cap, "%s", op_name(r->op));
 }
 
+/* Folds one announcement into the running hash (FNV-1a over its three fields). */
+static uint64_t fold(uint64_t h, int op, int unit, int64_t seq) {
+    const uint64_t v[3] = {(uint64_t)(uint32_t)op, (uint64_t)(uint32_t)unit, (uint64_t)seq};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 8; k++) h = (h ^ ((v[i] >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* The ranks' hashes differ while the announcement itself agrees: the sequences of collectives
+ * between the last exchange and this one differed. */
+static zero_status hash_diverged(zero_engine *e, const ctrl_rec *me) {
+    char msg[900];
+    size_t len = (size_t)snprintf(msg, sizeof msg,
+                                  "ranks diverged before collective #%lld (%s): the collectives since the last check differ (",
+                                  (long long)me->seq, op_name(me->op));
+    for (int r = 0; r < e->world && len < sizeof msg; r++)
+        len += (size_t)snprintf(msg + len, sizeof msg - len, "%srank %d %016llx", r ? ", " : "", r,
+                                (unsigned long long)e->ctrl_all[r].hash);
+    if (len < sizeof msg)
+        snprintf(msg + len, sizeof msg - len,
+                 "); set \"zero_extensions\": {\"check_divergence\": \"collective\"} to name the first call that differs");
+    return zero__eng_fail(e, ZERO_ERR_DIVERGED, "%s", msg);
+}
+
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b) {
     /* a stage-3 gather under parameter offload carries the status of the shard's read */
     const int payload = op == CTRL_NORM || op == CTRL_READ || op == CTRL_AGREE || (op == CTRL_GATHER && e->off.par);
-    if (!e->cfg.check_divergence && !payload) return ZERO_OK;
-    ctrl_rec me = {op, unit, e->ctrl_seq, a, b};
-    e->ctrl_seq++;
+    const int mode = e->cfg.check_divergence;
+    const int64_t seq = e->ctrl_seq++;
+    e->ctrl_hash = fold(e->ctrl_hash, op, unit, seq);
+    int exchange = payload || mode == ZERO_DIVERGENCE_COLLECTIVE;
+    if (mode == ZERO_DIVERGENCE_STEP)
+        exchange |= e->steps_run == 0 || op == CTRL_STEP || op == CTRL_SAVE || op == CTRL_LOAD;
+    if (!exchange) return ZERO_OK;
+    ctrl_rec me = {op, unit, seq, a, b, e->ctrl_hash};
     double t0 = zero_now();
     zero_status s = zero_comm_all_gather(e->ctrl, &me, e->ctrl_all, sizeof me, ZERO_DTYPE_UINT8);
     zero__eng_waited(e, "control exchange", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "control exchange before %s failed: %s", op_name(op),
                               zero_comm_last_error(e->ctrl));
-    int agree = 1;
+    int agree = 1, same_hash = 1;
     for (int r = 0; r < e->world; r++) {
         const ctrl_rec *o = &e->ctrl_all[r];
         if (o->op != me.op || o->unit != me.unit || o->seq != me.seq) agree = 0;
+        if (o->hash != me.hash) same_hash = 0;
     }
-    if (agree) return ZERO_OK;
+    if (agree && (same_hash || mode == ZERO_DIVERGENCE_OFF)) return ZERO_OK;
+    if (agree) return hash_diverged(e, &me);
     /* Group ranks by what they announced: "ranks 0,2: gather of unit 'h.1'; rank 1: step". */
     char msg[900];
     size_t len = (size_t)snprintf(msg, sizeof msg, "ranks diverged at collective #%lld: ", (long long)me.seq);

@@ -16,20 +16,87 @@ zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) 
     return s;
 }
 
+void zero_engine_options_default(zero_engine_options *o) {
+    if (!o) return;
+    o->job_id = NULL;
+    zero_io_options_default(&o->io);
+}
+
 zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg) {
-    if (!out) return ZERO_ERR_INVALID_ARG;
+    zero_error err;
+    zero_status s = zero_engine_create_with(out, comm, cfg, NULL, &err);
+    if (s != ZERO_OK) zero__log(ZERO_LOG_ERROR, "engine: %s", err.msg);
+    return s;
+}
+
+/* The checks of a config that create needs (zero_config_resolve makes them all, for a config
+ * that skipped it), naming the field as the JSON spells it. */
+static zero_status check_config(const zero_config *cfg, zero_error *err) {
+    if (cfg->stage < 0 || cfg->stage > 3) {
+        if (err) ZERO__ERR(err, "zero_optimization.stage %d: expected 0, 1, 2 or 3", cfg->stage);
+        return ZERO_ERR_CONFIG;
+    }
+    if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 && cfg->precision != ZERO_DTYPE_FP16) {
+        if (err) ZERO__ERR(err, "precision %d (bf16.enabled / fp16.enabled): expected fp32, bf16 or fp16", (int)cfg->precision);
+        return ZERO_ERR_CONFIG;
+    }
+    const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
+    const char *bad = NULL, *why = "";
+    if (oo->device == ZERO_OFFLOAD_NVME && cfg->stage == 0) bad = "offload_optimizer.device", why = "nvme needs stage 1, 2 or 3";
+    else if (oo->device == ZERO_OFFLOAD_NVME && !oo->nvme_path[0]) bad = "offload_optimizer.nvme_path", why = "empty: expected a directory";
+    else if (op->device == ZERO_OFFLOAD_NVME && cfg->stage != 3) bad = "offload_param.device", why = "nvme needs stage 3";
+    else if (op->device == ZERO_OFFLOAD_NVME && !op->nvme_path[0]) bad = "offload_param.nvme_path", why = "empty: expected a directory";
+    if (bad) {
+        if (err) ZERO__ERR(err, "zero_optimization.%s: %s (stage is %d)", bad, why, cfg->stage);
+        return ZERO_ERR_CONFIG;
+    }
+    if (cfg->check_divergence < ZERO_DIVERGENCE_OFF || cfg->check_divergence > ZERO_DIVERGENCE_COLLECTIVE) {
+        if (err) ZERO__ERR(err, "zero_extensions.check_divergence %d: expected 0 (off), 1 (step) or 2 (collective)",
+                           cfg->check_divergence);
+        return ZERO_ERR_CONFIG;
+    }
+    return ZERO_OK;
+}
+
+/* Copies a string option into the engine ("" and *set = 0 for NULL); -1 when too long. */
+static int copy_opt(char *dst, size_t cap, const char *v, int *set) {
+    *set = v != NULL;
+    dst[0] = 0;
+    if (!v) return 0;
+    if (strlen(v) >= cap) return -1;
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const zero_config *cfg,
+                                    const zero_engine_options *opts, zero_error *err) {
+    if (!out) {
+        if (err) ZERO__ERR(err, "engine_create: out is NULL: expected a pointer to receive the engine");
+        return ZERO_ERR_INVALID_ARG;
+    }
     *out = NULL;
-    if (!comm || !cfg) return ZERO_ERR_INVALID_ARG;
-    if (cfg->stage < 0 || cfg->stage > 3) return ZERO_ERR_CONFIG;
-    if (cfg->precision != ZERO_DTYPE_FP32 && cfg->precision != ZERO_DTYPE_BF16 &&
-        cfg->precision != ZERO_DTYPE_FP16)
-        return ZERO_ERR_CONFIG;
-    /* the combinations zero_config_resolve refuses, for a config that skipped it */
-    const int oo = cfg->offload_optimizer.device == ZERO_OFFLOAD_NVME, op = cfg->offload_param.device == ZERO_OFFLOAD_NVME;
-    if ((oo && (cfg->stage == 0 || !cfg->offload_optimizer.nvme_path[0])) || (op && (cfg->stage != 3 || !cfg->offload_param.nvme_path[0])))
-        return ZERO_ERR_CONFIG;
+    if (!comm || !cfg) {
+        if (err) ZERO__ERR(err, "engine_create: %s is NULL", comm ? "the config" : "the communicator");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_status cs = check_config(cfg, err);
+    if (cs != ZERO_OK) return cs;
+    zero_engine_options dflt;
+    zero_engine_options_default(&dflt);
+    if (!opts) opts = &dflt;
     zero_engine *e = calloc(1, sizeof *e);
-    if (!e) return ZERO_ERR_NOMEM;
+    if (!e) {
+        if (err) ZERO__ERR(err, "engine_create: out of memory");
+        return ZERO_ERR_NOMEM;
+    }
+    if (copy_opt(e->opt_job, sizeof e->opt_job, opts->job_id, &e->opt_job_set) ||
+        copy_opt(e->opt_io_backend, sizeof e->opt_io_backend, opts->io.backend, &e->opt_io_backend_set) ||
+        copy_opt(e->opt_io_fault, sizeof e->opt_io_fault, opts->io.fault, &e->opt_io_fault_set)) {
+        free(e);
+        if (err) ZERO__ERR(err, "zero_engine_options: a string is longer than the engine keeps (job_id < 64, io.backend < 32, io.fault < 512 bytes)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    e->opt_io_depth = opts->io.queue_depth;
     e->user_comm = comm;
     e->cfg = *cfg;
     e->rank = zero_comm_rank(comm);
@@ -48,6 +115,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
     zero_status s = zero_comm_split(comm, 0, e->rank, &e->data);
     if (s == ZERO_OK) s = zero_comm_split(comm, 0, e->rank, &e->ctrl);
     if (s != ZERO_OK) {
+        if (err) ZERO__ERR(err, "engine_create: duplicating the communicator failed: %s", zero_comm_last_error(comm));
         zero_comm_free(e->data);
         free(e);
         return s;
@@ -55,6 +123,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
     e->ctrl_all = calloc((size_t)e->world, sizeof(ctrl_rec));
     if (!e->ctrl_all) {
         zero_engine_free(e);
+        if (err) ZERO__ERR(err, "engine_create: out of memory");
         return ZERO_ERR_NOMEM;
     }
     e->recording = 1;
@@ -89,6 +158,7 @@ void zero_engine_free(zero_engine *e) {
         zero_mem_free(&e->acct, u->master);
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
+        zero__own_free(u);
         free(u->name);
     }
     for (int i = 0; i < e->nparams; i++) free(e->params[i].name);
@@ -140,6 +210,10 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: expected a non-empty name");
     if (ndim < 1 || ndim > 8 || !shape)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': ndim %d: expected 1..8", name, ndim);
+    if (flags & ZERO_PARAM_FROZEN)
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "add_param '%s': ZERO_PARAM_FROZEN is not supported yet", name);
+    if (flags & ~(unsigned)ZERO_PARAM_NO_DECAY)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY or 0", name, flags);
     if (zero_engine_find_param(e, name) >= 0)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': a parameter of that name exists", name);
     uint64_t numel = 1;
@@ -184,7 +258,6 @@ zero_status zero_engine_finalize(zero_engine *e) {
     if (!e) return ZERO_ERR_INVALID_ARG;
     if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: called twice");
     if (e->nunits == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: no units registered");
-    const int st = e->cfg.stage;
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
         if (u->numel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
@@ -197,26 +270,31 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->offset = sh.offset;
         u->valid = sh.valid;
     }
-    /* NVMe offload decides what stays in RAM; collective when it is on */
+    /* the table says what each rank keeps and where; NVMe offload sets up what lives there
+     * (collective when it is on) */
+    zero__own_table(e);
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
-    const eoffload *o = &e->off;
+    const etable *t = &e->own;
     int fail = 0;
     for (int i = 0; i < e->nunits && !fail; i++) {
         eunit *u = &e->units[i];
-        uint64_t pn = st == 3 ? u->shard : u->padded;     /* params */
-        uint64_t gn = st <= 1 ? u->padded : u->shard;     /* grads */
-        uint64_t on = st == 0 ? u->padded : u->shard;     /* master and optimizer states */
-        if (!o->par) u->params = alloc_or_null(e, ZERO_MEM_PARAMS, pn, e->wsize, &fail);
-        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, gn, e->wsize, &fail);
-        if (e->wdt != ZERO_DTYPE_FP32 && o->master_loc == LOC_RAM) u->master = alloc_or_null(e, ZERO_MEM_MASTER, on, 4, &fail);
-        if (e->nstates >= 1 && !o->opt) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
-        if (e->nstates >= 2 && !o->opt) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, on, 4, &fail);
+        if (t->k[EK_PARAMS].tier == TIER_RAM)
+            u->params = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_PARAMS), e->wsize, &fail);
+        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
+        if (t->k[EK_MASTER].tier == TIER_RAM)
+            u->master = alloc_or_null(e, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
+        if (t->k[EK_OPTIM].tier == TIER_RAM) {
+            const uint64_t n = zero__own_elems(e, u, EK_OPTIM);
+            if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
+            if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
+        }
+        if (!fail && zero__own_views(e, u) != 0) fail = 1;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
     if (fail || !e->inflight) {
         zero__off_free(e);
-        return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the stage-%d shards", st);
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the shards (stage %d)", e->cfg.stage);
     }
     e->finalized = 1;
     return ZERO_OK;
@@ -233,34 +311,32 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
     const eunit *u = x->u;
     const uint64_t a = x->lo - x->first, n = x->hi - x->lo; /* inside the tile */
     const float *v = c->values + (u->offset + x->lo - c->lo);
-    if (e->off.master_loc != LOC_RAM) memcpy(x->master + a, v, (size_t)n * 4);
-    if (x->work && e->off.par) zero_convert(v, ZERO_DTYPE_FP32, zero__wptr(e, x->work, a), e->wdt, n, ZERO_IMPL_AUTO);
+    if (e->own.k[EK_MASTER].tier == TIER_NVME) memcpy(x->master + a, v, (size_t)n * 4);
+    if (x->work && e->own.k[EK_PARAMS].tier == TIER_NVME)
+        zero_convert(v, ZERO_DTYPE_FP32, zero__wptr(e, x->work, a), e->wdt, n, ZERO_IMPL_AUTO);
     return ZERO_OK;
 }
 
-/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies. Stage-3 prefetches
- * are finished and dropped first: one in flight reads the shards being written, and one held
- * would hand the next gather the old values (under parameter offload, so is the read-ahead). */
+/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say.
+ * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
+ * written, and one held would hand the next gather the old values (under parameter offload, so
+ * is the read-ahead). */
 static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
-    const int st = e->cfg.stage;
+    const eview *v = &u->v;
+    const etable *t = &e->own;
+    /* the working parameters this rank keeps (whole or its slice), when in RAM */
+    uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
+    if (a < b && v->wp)
+        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    /* a master of its own (half precision), over the update range */
+    a = lo > v->lo ? lo : v->lo;
+    b = hi < v->hi ? hi : v->hi;
+    if (a < b && !t->master_in_params && v->master) memcpy(v->master + (a - v->lo), values + (a - lo), (size_t)(b - a) * 4);
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    /* working params: full in stages 0-2, shard in stage 3 (in RAM unless offloaded) */
-    uint64_t plo = st == 3 ? u->offset : 0, phi = st == 3 ? u->offset + u->valid : u->numel;
-    uint64_t a = lo > plo ? lo : plo, b = hi < phi ? hi : phi;
-    if (a < b && u->params)
-        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->params, a - plo), e->wdt, b - a, ZERO_IMPL_AUTO);
-    if (half && u->master) {
-        uint64_t mlo = st == 0 ? 0 : u->offset, mhi = st == 0 ? u->numel : u->offset + u->valid;
-        a = lo > mlo ? lo : mlo;
-        b = hi < mhi ? hi : mhi;
-        if (a < b) memcpy(u->master + (a - mlo), values + (a - lo), (size_t)(b - a) * 4);
-    }
-    const eoffload *o = &e->off;
-    unsigned arrays = (o->master_loc != LOC_RAM ? ARR_MASTER : 0u) | (half && o->par ? ARR_WORK : 0u);
-    a = lo > u->offset ? lo : u->offset;
-    b = hi < u->offset + u->valid ? hi : u->offset + u->valid;
+    unsigned arrays = (t->k[EK_MASTER].tier == TIER_NVME ? ARR_MASTER : 0u) |
+                      (half && t->k[EK_PARAMS].tier == TIER_NVME ? ARR_WORK : 0u);
     if (!arrays || a >= b) return ZERO_OK;
     set_ctx c = {lo, values};
     const int ui = (int)(u - e->units);

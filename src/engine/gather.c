@@ -1,6 +1,7 @@
 /* gather/release: hand the model a unit's full fp32 parameters. Stage 3 all-gathers the unit's
- * shards into a transient buffer and, from the second step on, prefetches the next unit of the
- * gather order recorded in the first step while the model computes with the current one. Under
+ * shards into a transient buffer and, from the second step on, prefetches the next units of the
+ * gather order recorded in the first step (as many as stage3_prefetch_bucket_size holds) while
+ * the model computes with the current one. Under
  * parameter offload the shards come from the swap file, read ahead in the same order
  * (offload_param.c). */
 #include "engine/internal.h"
@@ -15,7 +16,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
                                             u->name, (unsigned long long)u->padded);
     e->live += u->padded;
     zero_status s;
-    const void *send = e->off.par ? zero__poff_shard(e, u) : u->params;
+    const void *send = e->off.par ? zero__poff_shard(e, u) : u->v.wp;
     if (blocking) {
         double t0 = zero_now();
         s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
@@ -67,50 +68,74 @@ static void advance_cursor(zero_engine *e, int unit) {
     }
 }
 
-static zero_status prefetch_next(zero_engine *e) {
+/* Stage 3, after the order is known: starts the all-gathers of the units that come next in the
+ * recorded order. Without stage3_prefetch_bucket_size given (zero's default), the next unit
+ * only; with it, as many units ahead as fit the bucket (elements prefetched and not yet
+ * gathered by the model, DeepSpeed's coordinator's rule; 0: none). Always within
+ * stage3_max_live_parameters, and under parameter offload only units whose shard is ready.
+ * Every input of the decision is the same on every rank (the calls made), as it must be: a
+ * prefetch is a collective. */
+static zero_status prefetch_ahead(zero_engine *e) {
     if (e->recording || e->cursor >= e->norder) return ZERO_OK;
-    eunit *n = &e->units[e->order[e->cursor]];
-    if (n->gathered) return ZERO_OK;
-    uint64_t budget = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
-    if (e->live + n->padded > budget) return ZERO_OK;
-    if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK; /* the same answer on every rank */
-    return start_gather(e, n, 0);
+    const uint64_t live_max = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
+    if (!(e->cfg.set_fields & ZERO_SET_PREFETCH_BUCKET)) {
+        eunit *n = &e->units[e->order[e->cursor]];
+        if (n->gathered || e->live + n->padded > live_max) return ZERO_OK;
+        if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK;
+        return start_gather(e, n, 0);
+    }
+    const uint64_t bucket = e->cfg.prefetch_bucket_size > 0 ? (uint64_t)e->cfg.prefetch_bucket_size : 0;
+    uint64_t ahead = 0;
+    const int walk = ++e->pf_epoch;
+    for (int k = e->cursor; k < e->norder; k++) {
+        eunit *n = &e->units[e->order[k]];
+        if (n->pf_mark == walk || n->gathers > 0) continue; /* seen in this walk, or held by the model */
+        n->pf_mark = walk;
+        if (n->gathered) { /* prefetched earlier, not used yet */
+            ahead += n->padded;
+            continue;
+        }
+        if (ahead + n->padded > bucket || e->live + n->padded > live_max) break;
+        if (e->off.par && !zero__poff_ready(e, n)) break;
+        zero_status s = start_gather(e, n, 0);
+        if (s != ZERO_OK) return s;
+        ahead += n->padded;
+    }
+    return ZERO_OK;
+}
+
+/* Parameters kept as shards (the table's gather_collective: stage 3): one path whether the
+ * shards are in RAM or on NVMe. From NVMe, the shards this gather all-gathers are read before
+ * the control exchange, which carries every rank's read status: a failed disk on one rank fails
+ * the gather on all of them. */
+static zero_status gather_shards(zero_engine *e, eunit *u) {
+    const int unit = (int)(u - e->units), nvme = e->off.par;
+    advance_cursor(e, unit);
+    zero_status s = nvme ? zero__poff_prepare(e, u) : ZERO_OK;
+    if ((s = zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)s, 0)) != ZERO_OK) return s;
+    if (nvme && (s = zero__poff_check(e, u)) != ZERO_OK) return s;
+    if (u->prefetch) {
+        if ((s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH)) != ZERO_OK) return s;
+        if (nvme) zero__poff_done(e, u);
+    } else if (!u->gathered) {
+        if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;
+    }
+    if ((s = prefetch_ahead(e)) != ZERO_OK) return s;
+    if (nvme) zero__poff_read_ahead(e);
+    return ZERO_OK;
 }
 
 const float *zero_engine_gather(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "gather") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
+    const int sharded = e->own.gather_collective;
     if (u->gathers > 0) {
         u->gathers++;
-        return u->view ? u->view : (const float *)(e->cfg.stage == 3 ? u->gathered : u->params);
+        return u->view ? u->view : (const float *)(sharded ? u->gathered : u->v.wp);
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (e->cfg.stage == 3 && e->off.par) {
-        /* The shards this gather all-gathers are read before the exchange, which carries every
-         * rank's read status: a failed disk on one rank fails the gather on all of them. */
-        advance_cursor(e, unit);
-        zero_status io = zero__poff_prepare(e, u);
-        if (zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)io, 0) != ZERO_OK) return NULL;
-        if (zero__poff_check(e, u) != ZERO_OK) return NULL;
-        if (u->prefetch) {
-            if (zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH) != ZERO_OK) return NULL;
-            zero__poff_done(e, u);
-        } else if (!u->gathered) {
-            if (start_gather(e, u, 1) != ZERO_OK) return NULL;
-        }
-        if (prefetch_next(e) != ZERO_OK) return NULL;
-        zero__poff_read_ahead(e);
-    } else if (e->cfg.stage == 3) {
-        if (zero__ctrl_exchange(e, CTRL_GATHER, unit, 0, 0) != ZERO_OK) return NULL;
-        advance_cursor(e, unit);
-        if (u->prefetch) {
-            if (zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH) != ZERO_OK) return NULL;
-        } else if (!u->gathered) {
-            if (start_gather(e, u, 1) != ZERO_OK) return NULL;
-        }
-        if (prefetch_next(e) != ZERO_OK) return NULL;
-    }
-    const void *full = e->cfg.stage == 3 ? u->gathered : u->params;
+    if (sharded && gather_shards(e, u) != ZERO_OK) return NULL;
+    const void *full = sharded ? u->gathered : u->v.wp;
     if (half) {
         u->view = zero__buf_get(e, (size_t)u->padded * 4, 0); /* padded: the gradient buffers' size */
         if (!u->view) {
@@ -132,7 +157,7 @@ zero_status zero_engine_release(zero_engine *e, int unit) {
     if (--u->gathers > 0) return ZERO_OK;
     zero__buf_put(e, u->view);
     u->view = NULL;
-    if (e->cfg.stage == 3) free_gathered(e, u);
+    if (e->own.gather_collective) free_gathered(e, u);
     return ZERO_OK;
 }
 

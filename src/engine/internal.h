@@ -21,6 +21,68 @@ typedef struct eparam {
     unsigned flags;
 } eparam;
 
+/* ------------------------------------------------------------ the ownership table (owner.c)
+ * One table says, for the configured stage, precision and offload, what a rank keeps of each kind
+ * of per-unit state and where it lives. Every other file reads the table's predicates and the
+ * per-unit views below; none asks "which stage?" (docs/ENGINE.md, "The ownership table"). */
+enum { EK_PARAMS = 0, EK_GRADS = 1, EK_MASTER = 2, EK_OPTIM = 3, EK_COUNT };
+/* What a rank keeps of a kind: nothing, the whole unit (padded), or its shard (padded / world). */
+enum { EXT_NONE = 0, EXT_WHOLE = 1, EXT_SHARD = 2 };
+/* Where it lives. TIER_DEVICE is the GPU build's (not built yet: nothing selects it). */
+enum { TIER_RAM = 0, TIER_NVME = 1, TIER_DEVICE = 2 };
+
+typedef struct eown {
+    int extent; /* EXT_* */
+    int tier;   /* TIER_* */
+} eown;
+
+typedef struct etable {
+    eown k[EK_COUNT];
+    /* fp32 training: the master is the working parameters' owned slice (EK_MASTER's extent is
+     * EXT_NONE and its tier that of EK_PARAMS). */
+    int master_in_params;
+    /* What the extents imply for the collectives (set with the extents, read everywhere):
+     *   gather_collective  params sharded: gather all-gathers the unit (stage 3);
+     *   reduce_each_mb     grads sharded: every micro-batch's gradient is reduce-scattered into
+     *                      the owned shard at grad_ready (stages 2-3); else the whole gradient
+     *                      accumulates locally and is reduced once, in the last micro-batch;
+     *   update_whole       every rank updates the whole unit (stage 0): the once-a-step
+     *                      reduction is an all-reduce, else a reduce-scatter into the owned
+     *                      slice (stage 1);
+     *   regather           params whole, update sharded: the updated slices are all-gathered
+     *                      after the update (stages 1-2). */
+    int gather_collective, reduce_each_mb, update_whole, regather;
+} etable;
+
+/* One owned slice of one parameter: unit elements [lo, hi) inside the rank's update range, the
+ * parameter's index and its ZERO_PARAM_* flags. The step runs the optimizer slice by slice. */
+typedef struct eslice {
+    uint64_t lo, hi;
+    int param;
+    unsigned flags;
+} eslice;
+
+/* A unit's owned views, computed once at finalize (owner.c) from the table and the partition.
+ * Ranges are in unit elements; each pointer addresses the element at the start of its range, and
+ * is NULL where the array is not in RAM (NVMe: the tile passes of offload.c reach it). */
+typedef struct eview {
+    uint64_t lo, hi;   /* the update range: master, optimizer states, owned gradient
+                        * ([0, numel) when the update is whole, else [offset, offset + valid)) */
+    uint64_t slo, shi; /* the rank's partition slice [offset, offset + valid) (inside [lo, hi)):
+                        * what it saves and what its part of the norm sums */
+    float *master;     /* fp32 master at lo (fp32 training: the working parameters' slice) */
+    float *state[2];   /* optimizer states at lo */
+    void *work;        /* working dtype at lo: the step's write-back target; NULL in fp32 (the
+                        * master is the working copy) or when the parameters are on NVMe */
+    void *grad;        /* working-dtype owned gradient at lo (after the reduction) */
+    void *wp;          /* persistent working parameters, at element wlo; NULL on NVMe */
+    uint64_t wlo, whi; /* [0, numel) when kept whole, else the partition slice */
+    void *gwhole;      /* the whole persistent gradient (grads kept whole), else NULL */
+    uint64_t gelems;   /* persistent gradient elements (padded or shard): cleared each step */
+    eslice *slices;    /* the owned parameter slices, in order, covering [lo, hi) */
+    int nslices;
+} eview;
+
 /* One unit: a flat buffer, padded to a multiple of world*align, of which this rank owns the
  * slice [offset, offset+shard). Buffers marked (T) are transient and charged to "buffers". */
 typedef struct eunit {
@@ -28,11 +90,12 @@ typedef struct eunit {
     uint64_t numel, padded, shard, offset, valid;
     int first_param, nparams;
 
-    /* persistent */
-    void *params;  /* working dtype; stages 0-2: padded (full), stage 3: shard */
-    void *grads;   /* working dtype; stages 0-1: padded (full), stages 2-3: shard */
-    float *master; /* fp32 master when working dtype != fp32: stage 0 padded, else shard */
-    float *s0, *s1; /* optimizer states: stage 0 padded, else shard */
+    /* persistent allocations, sized by the table (read them through `v`) */
+    void *params;   /* working dtype: padded (whole) or shard */
+    void *grads;    /* working dtype: padded (whole) or shard */
+    float *master;  /* fp32 master when it is not the working copy: padded (whole) or shard */
+    float *s0, *s1; /* optimizer states: padded (whole) or shard */
+    eview v;        /* the owned views of the arrays above (owner.c) */
 
     /* (T) gather */
     int gathers;        /* gather nesting: released when it drops to 0 */
@@ -48,6 +111,7 @@ typedef struct eunit {
     zero_request *reduce; /* in-flight reduction (stages 1-2 after a step: the parameters' all-gather) */
     double reduce_t0;     /* when it was started (zero_now) */
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
+    int pf_mark;        /* the prefetch walk that last counted this unit (gather.c) */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
 
     /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
@@ -84,7 +148,8 @@ typedef struct ctrl_rec {
     int32_t op;
     int32_t unit;
     int64_t seq;
-    double a, b; /* payload (CTRL_NORM: sum of squares, overflow flag) */
+    double a, b;   /* payload (CTRL_NORM: sum of squares, overflow flag) */
+    uint64_t hash; /* running hash of every (op, unit, seq) so far, exchanged or not */
 } ctrl_rec;
 
 /* bufcache.c: idle transient blocks, reused by exact size (zero_extensions.reuse_buffers). */
@@ -123,7 +188,10 @@ struct zero_engine {
     int64_t step;         /* optimizer steps taken (skipped included) */
     int mb;               /* micro-batch index inside the step */
     int mb_open;          /* a gradient call happened in micro-batch `mb` */
-    int64_t ctrl_seq;     /* control exchanges so far */
+    int64_t ctrl_seq;     /* collectives announced so far (exchanged or only hashed) */
+    uint64_t ctrl_hash;   /* running hash of the announced sequence (control.c) */
+    int64_t steps_run;    /* steps this engine took (a loaded step count not included) */
+    int pf_epoch;         /* stage-3 prefetch walks so far (marks units seen in one walk) */
     double comm_wait;     /* seconds waited on communication in the current step */
 
     /* stage-3 prefetch: the gather order recorded in the first step */
@@ -134,15 +202,33 @@ struct zero_engine {
     int *inflight;        /* units with a reduction in flight, oldest first */
     ctrl_rec *ctrl_all;   /* world records */
 
+    etable own;           /* the ownership table (owner.c) */
+    /* zero_engine_options, copied ("" where the variable rules) */
+    char opt_job[64], opt_io_backend[32], opt_io_fault[512];
+    int opt_job_set, opt_io_backend_set, opt_io_fault_set, opt_io_depth;
     eoffload off;
     ebufcache bc;
 };
 
+/* owner.c: the table (finalize, before anything is allocated) and each unit's views (after its
+ * arrays are allocated; -1 when out of memory). */
+void zero__own_table(zero_engine *e);
+int zero__own_views(zero_engine *e, eunit *u);
+void zero__own_free(eunit *u);
+/* Elements a rank keeps of `kind` (EK_*) for unit u: padded, shard or 0. */
+uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind);
+/* Test hook: a deliberately wrong view (tests/mpi/test_engine_views.c); 0 in real runs. */
+extern int zero__view_mutation;
+enum { ZERO__MUTATE_NONE = 0, ZERO__MUTATE_DECAY_FLAG = 1, ZERO__MUTATE_SLICE_RANGE = 2, ZERO__MUTATE_GRADS_WHOLE = 3 };
+
 /* Records an error on the engine and returns `s`. */
 zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) ZERO__PRINTF(3, 4);
 /* The control exchange: every rank announces (op, unit, a, b); on disagreement every rank
- * returns ZERO_ERR_DIVERGED naming what each rank did. With check_divergence off only payload
- * exchanges (CTRL_NORM, CTRL_READ) happen. On success e->ctrl_all holds every rank's record. */
+ * returns ZERO_ERR_DIVERGED naming what each rank did. Which announcements are exchanged
+ * depends on check_divergence: all (COLLECTIVE); those of the first step, the step's, save's,
+ * load's and every one carrying a payload, with a running hash of all the others compared
+ * (STEP, the default); only the payload ones (OFF). On success e->ctrl_all holds every rank's
+ * record (when an exchange took place). */
 zero_status zero__ctrl_exchange(zero_engine *e, int op, int unit, double a, double b);
 /* Every rank passes its local status: ZERO_OK on all ranks only when all succeeded; otherwise the
  * failing rank keeps its own message and the others name the first failing rank. */

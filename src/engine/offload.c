@@ -48,7 +48,7 @@ static zero_status agree_job(zero_engine *e) {
     char job[64] = {0};
     engines++;
     if (e->rank == 0) {
-        const char *env = getenv("ZERO_JOB_ID");
+        const char *env = e->opt_job_set ? e->opt_job : getenv("ZERO_JOB_ID");
         if (env && *env) {
             if (!valid_job(env)) snprintf(job, sizeof job, "!");
             else snprintf(job, sizeof job, "%s", env);
@@ -61,7 +61,8 @@ static zero_status agree_job(zero_engine *e) {
         return zero__eng_fail(e, ZERO_ERR_COMM, "finalize: agreeing on the offload job id failed: %s", zero_comm_last_error(e->ctrl));
     job[sizeof job - 1] = 0;
     if (!strcmp(job, "!"))
-        return zero__eng_fail(e, ZERO_ERR_CONFIG, "ZERO_JOB_ID (on rank 0): expected 1 to 40 of [A-Za-z0-9._-]");
+        return zero__eng_fail(e, ZERO_ERR_CONFIG, "%s (on rank 0): expected 1 to 40 of [A-Za-z0-9._-]",
+                              e->opt_job_set ? "zero_engine_options.job_id" : "ZERO_JOB_ID");
     memcpy(e->off.job, job, sizeof job);
     return ZERO_OK;
 }
@@ -70,7 +71,6 @@ static zero_status agree_job(zero_engine *e) {
 static zero_status setup_local(zero_engine *e) {
     eoffload *o = &e->off;
     const zero_config *c = &e->cfg;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
     uint64_t smax = 0;
     const char *sname = "";
     for (int i = 0; i < e->nunits; i++)
@@ -78,7 +78,9 @@ static zero_status setup_local(zero_engine *e) {
             smax = e->units[i].shard;
             sname = e->units[i].name;
         }
-    o->master_loc = half ? (o->opt ? LOC_OPTIM : LOC_RAM) : (o->par ? LOC_PARAM : LOC_RAM);
+    /* the master's file, as the table places it: with the states, or as the parameter shard */
+    const etable *t = &e->own;
+    o->master_loc = t->k[EK_MASTER].tier != TIER_NVME ? LOC_RAM : t->master_in_params ? LOC_PARAM : LOC_OPTIM;
     o->nso = (o->master_loc == LOC_OPTIM ? 1 : 0) + (o->opt ? e->nstates : 0);
     zero_error err = {{0}};
     zero_status s;
@@ -133,7 +135,9 @@ static zero_status setup_local(zero_engine *e) {
         pbytes += param_region(e, u);
     }
     const int depth = 2 * (tcount + (o->par && o->opt ? c->offload_param.buffer_count : 0)) + 4;
-    s = zero_offload_io_create(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &err);
+    const zero_io_options io = {e->opt_io_backend_set ? e->opt_io_backend : NULL,
+                                e->opt_io_fault_set ? e->opt_io_fault : NULL, e->opt_io_depth};
+    s = zero_offload_io_create_with(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &io, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "NVMe offload: %s", err.msg);
     if (o->opt && obytes > 0) {
         s = zero_swap_create(&o->ofile, o->io, c->offload_optimizer.nvme_path, o->job, e->rank, e->world, "optim", obytes, &err);
@@ -174,14 +178,13 @@ void zero__off_free(zero_engine *e) {
 
 zero_status zero__off_setup(zero_engine *e) {
     eoffload *o = &e->off;
-    o->opt = e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME;
-    o->par = e->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
-    if (o->opt && e->nstates == 0 && e->wdt == ZERO_DTYPE_FP32) {
-        /* fp32 and no optimizer state: the master is the working copy, nothing is left to move */
+    /* what the table put on NVMe: the optimizer file holds the states and a master of its own;
+     * the parameter file the working shards (and with them, in fp32, the master) */
+    o->opt = e->own.k[EK_OPTIM].tier == TIER_NVME;
+    o->par = e->own.k[EK_PARAMS].tier == TIER_NVME;
+    if (!o->opt && e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME)
         zero__log(ZERO_LOG_INFO, "offload: offload_optimizer has nothing to hold (fp32, %s without state)",
                   zero_optim_name(e->cfg.optim.type));
-        o->opt = 0;
-    }
     if (!o->opt && !o->par) return ZERO_OK;
     if (e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && e->cfg.offload_optimizer.ratio < 1.0)
         zero__log(ZERO_LOG_WARN, "offload: offload_optimizer.ratio %g: partial offload is not implemented; offloading all",
@@ -219,22 +222,23 @@ static void tile_bind(zero_engine *e, etile *x, char *buf) {
     uint64_t L, Lp;
     tile_geometry(e, x, &L, &Lp);
     char *pslice = buf ? buf + (uint64_t)o->nso * L : NULL;
-    /* the working slice in RAM: stage 3 keeps the shard, stages 1-2 the full unit */
-    void *wram = u->params ? zero__wptr(e, u->params, (e->cfg.stage == 3 ? 0 : u->offset) + x->first) : NULL;
+    /* what is in RAM comes from the unit's views (offload runs at stages 1-3: the update range
+     * starts at the owned slice, where tile element 0 is) */
+    const eview *v = &u->v;
     int k = 0;
     switch (o->master_loc) {
     case LOC_OPTIM: x->master = (float *)(buf + (uint64_t)(k++) * L); break;
     case LOC_PARAM: x->master = (float *)pslice; break;
-    default: x->master = half ? u->master + x->first : (float *)wram; break;
+    default: x->master = v->master ? v->master + x->first : NULL; break;
     }
     if (o->opt) {
         x->s0 = e->nstates >= 1 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
         x->s1 = e->nstates >= 2 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
     } else {
-        x->s0 = u->s0 ? u->s0 + x->first : NULL;
-        x->s1 = u->s1 ? u->s1 + x->first : NULL;
+        x->s0 = v->state[0] ? v->state[0] + x->first : NULL;
+        x->s1 = v->state[1] ? v->state[1] + x->first : NULL;
     }
-    x->work = !half ? NULL : o->par ? (void *)pslice : wram;
+    x->work = !half ? NULL : o->par ? (void *)pslice : v->work ? zero__wptr(e, v->work, x->first) : NULL;
 }
 
 /* The transfers of a tile for arrays `rd` (read) and `wr` (written); `rmw`: a written array is

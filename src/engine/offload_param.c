@@ -63,7 +63,7 @@ zero_status zero__poff_prepare(zero_engine *e, eunit *u) {
         }
         if ((s = wait_ready(e, u)) != ZERO_OK) return s;
     }
-    /* the unit prefetch_next will all-gather after this one, under its conditions */
+    /* the unit prefetch_ahead all-gathers first after this one, under its conditions */
     if (e->recording || e->cursor >= e->norder) return ZERO_OK;
     eunit *n = &e->units[e->order[e->cursor]];
     const uint64_t budget = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;

@@ -10,39 +10,23 @@
 
 #define MAX_INFLIGHT_SHARDED 2 /* stages 2-3: full-size gradient buffers alive at once */
 
+/* The half-precision sums go through the host reduction kernel of src/common (the one the
+ * shared-memory collectives use: fp32 accumulation, one rounding, SIMD where the CPU has it). */
 void zero__wadd(zero_engine *e, void *dst, const void *src, uint64_t n) {
-    if (e->wdt == ZERO_DTYPE_FP32) {
-        float *d = dst;
-        const float *s = src;
-        for (uint64_t i = 0; i < n; i++) d[i] += s[i];
-        return;
-    }
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    if (e->wdt == ZERO_DTYPE_BF16)
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + zero_bf16_to_fp32(s[i]));
-    else
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + zero_fp16_to_fp32(s[i]));
+    const void *const srcs[2] = {dst, src};
+    zero__reduce(e->wdt, 0, srcs, 2, dst, (size_t)n, 0, ZERO_IMPL_AUTO);
 }
 
 void zero__wadd_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
-    if (e->wdt == ZERO_DTYPE_FP32) {
-        float *d = dst;
-        for (uint64_t i = 0; i < n; i++) d[i] += src[i];
-        return;
-    }
-    uint16_t *d = dst;
-    if (e->wdt == ZERO_DTYPE_BF16)
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_bf16(zero_bf16_to_fp32(d[i]) + src[i]);
-    else
-        for (uint64_t i = 0; i < n; i++) d[i] = zero_fp32_to_fp16(zero_fp16_to_fp32(d[i]) + src[i]);
+    zero__accumulate(e->wdt, dst, src, (size_t)n, ZERO_IMPL_AUTO);
 }
 
 /* Waits for u's reduction; stages 2-3 add the received shard into the persistent one. */
 static zero_status complete(zero_engine *e, eunit *u) {
-    zero_status s = zero__eng_wait(e, &u->reduce, u->reduce_t0, e->cfg.stage == 0 ? "all-reduce" : "reduce-scatter");
+    const int ar = !e->own.reduce_each_mb && e->own.update_whole;
+    zero_status s = zero__eng_wait(e, &u->reduce, u->reduce_t0, ar ? "all-reduce" : "reduce-scatter");
     if (s != ZERO_OK) return s;
-    if (e->cfg.stage >= 2 && u->grecv) {
+    if (e->own.reduce_each_mb && u->grecv) { /* into the persistent shard */
         zero__wadd(e, u->grads, u->grecv, u->shard);
         zero__buf_put(e, u->grecv);
         zero__buf_put(e, u->gsend);
@@ -56,18 +40,20 @@ static zero_status complete(zero_engine *e, eunit *u) {
     return ZERO_OK;
 }
 
-static zero_status start_reduction_01(zero_engine *e, int unit) {
+/* Grads kept whole: the step's one reduction of the accumulated gradient, in place. */
+static zero_status start_reduction_whole(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
     if (s != ZERO_OK) return s;
     const double t0 = zero_now();
     u->reduce_t0 = t0;
-    if (e->cfg.stage == 0)
+    const int ar = e->own.update_whole;
+    if (ar)
         s = zero_comm_iall_reduce(e->data, u->grads, u->grads, u->padded, e->wdt, ZERO_OP_SUM, &u->reduce);
     else
         s = zero_comm_ireduce_scatter(e->data, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, e->wdt,
                                       ZERO_OP_SUM, &u->reduce);
-    zero__eng_waited(e, e->cfg.stage == 0 ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
+    zero__eng_waited(e, ar ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
     u->reduced_step = 1;
@@ -75,7 +61,8 @@ static zero_status start_reduction_01(zero_engine *e, int unit) {
     return ZERO_OK;
 }
 
-static zero_status start_reduction_23(zero_engine *e, int unit) {
+/* Grads kept as shards: this micro-batch's gradient is reduce-scattered at once. */
+static zero_status start_reduction_shard(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, unit, 0, 0);
     if (s != ZERO_OK) return s;
@@ -112,7 +99,13 @@ static zero_status start_reduction_23(zero_engine *e, int unit) {
 float *zero_engine_grad(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "grad") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
-    if (u->ready_mb == e->mb) e->mb++; /* this unit was done in the current micro-batch: a new one began */
+    if (u->ready_mb == e->mb) {
+        zero__eng_fail(e, ZERO_ERR_STATE,
+                       "grad '%s': its gradient of micro-batch %d was already declared ready: call "
+                       "zero_engine_micro_batch_done between micro-batches",
+                       u->name, e->mb + 1);
+        return NULL;
+    }
     if (e->mb >= e->cfg.grad_accum) {
         zero__eng_fail(e, ZERO_ERR_STATE,
                        "grad '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
@@ -120,7 +113,7 @@ float *zero_engine_grad(zero_engine *e, int unit) {
         return NULL;
     }
     e->mb_open = 1;
-    if (e->cfg.stage <= 1 && e->wdt == ZERO_DTYPE_FP32) {
+    if (!e->own.reduce_each_mb && e->wdt == ZERO_DTYPE_FP32) { /* the persistent whole gradient */
         if (u->reduced_step) {
             zero__eng_fail(e, ZERO_ERR_STATE, "grad '%s': its reduction for this step already started", u->name);
             return NULL;
@@ -143,14 +136,18 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
     zero_status s = zero__eng_check_unit(e, unit, "grad_ready");
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
-    if (u->ready_mb == e->mb) e->mb++; /* as in grad(): a unit seen twice starts a micro-batch */
+    if (u->ready_mb == e->mb)
+        return zero__eng_fail(e, ZERO_ERR_STATE,
+                              "grad_ready '%s': already called in micro-batch %d: call zero_engine_micro_batch_done "
+                              "between micro-batches",
+                              u->name, e->mb + 1);
     if (e->mb >= e->cfg.grad_accum)
         return zero__eng_fail(e, ZERO_ERR_STATE,
                               "grad_ready '%s': micro-batch %d of a step with gradient_accumulation_steps = %lld: call step first",
                               u->name, e->mb + 1, (long long)e->cfg.grad_accum);
     e->mb_open = 1;
     u->ready_mb = e->mb;
-    if (e->cfg.stage <= 1) {
+    if (!e->own.reduce_each_mb) {
         if (u->reduced_step)
             return zero__eng_fail(e, ZERO_ERR_STATE, "grad_ready '%s': its reduction for this step already started", u->name);
         if (u->gscratch) { /* half precision: fold this micro-batch into the persistent gradient */
@@ -158,14 +155,14 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
             zero__buf_put(e, u->gscratch);
             u->gscratch = NULL;
         }
-        if (e->mb == e->cfg.grad_accum - 1) return start_reduction_01(e, unit);
+        if (e->mb == e->cfg.grad_accum - 1) return start_reduction_whole(e, unit);
         return ZERO_OK;
     }
     if (u->reduce) { /* the previous micro-batch's reduction of this unit must land first */
         s = complete(e, u);
         if (s != ZERO_OK) return s;
     }
-    return start_reduction_23(e, unit);
+    return start_reduction_shard(e, unit);
 }
 
 zero_status zero_engine_micro_batch_done(zero_engine *e) {
@@ -180,7 +177,7 @@ zero_status zero_engine_micro_batch_done(zero_engine *e) {
 
 zero_status zero__reduce_finish_all(zero_engine *e) {
     zero_status s;
-    if (e->cfg.stage <= 1) {
+    if (!e->own.reduce_each_mb) {
         for (int i = 0; i < e->nunits; i++) {
             eunit *u = &e->units[i];
             if (u->gscratch) { /* grad() without grad_ready: still counts */
@@ -188,7 +185,7 @@ zero_status zero__reduce_finish_all(zero_engine *e) {
                 zero__buf_put(e, u->gscratch);
                 u->gscratch = NULL;
             }
-            if (!u->reduced_step && (s = start_reduction_01(e, i)) != ZERO_OK) return s;
+            if (!u->reduced_step && (s = start_reduction_whole(e, i)) != ZERO_OK) return s;
         }
     }
     while (e->inflight_reductions > 0)

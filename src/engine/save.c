@@ -7,7 +7,6 @@
 #include "engine/internal.h"
 #include "zero/ckpt.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,66 +22,64 @@ static const char *state_name(const zero_engine *e, int k) {
     return "state";
 }
 
-/* The unit's fp32 master, indexed from unit element `base` (0 in stage 0, else the offset). */
-static float *master_of(const zero_engine *e, const eunit *u, uint64_t *base) {
-    *base = e->cfg.stage == 0 ? 0 : u->offset;
-    if (e->off.master_loc != LOC_RAM && zero__off_on(e)) return NULL; /* in a swap file */
-    if (e->wdt != ZERO_DTYPE_FP32) return u->master;
-    if (e->cfg.stage == 0 || e->cfg.stage == 3) return (float *)u->params;
-    return (float *)u->params + u->offset;
-}
+/* Array k of unit u's update range (-1: the master; else optimizer state k), at unit element
+ * u->v.lo, or NULL when it lives in a swap file. */
+static float *array_of(const eunit *u, int k) { return k < 0 ? u->v.master : u->v.state[k]; }
 
-static float *state_of(const eunit *u, int k) { return k == 0 ? u->s0 : u->s1; }
-
-static char *build_manifest(const zero_engine *e, const char *user_json) {
-    cJSON *root = cJSON_CreateObject(), *units = cJSON_CreateArray(), *opt = cJSON_CreateObject(),
-          *sc = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "writer", "zero");
-    cJSON_AddNumberToObject(root, "stage", e->cfg.stage);
-    cJSON_AddStringToObject(root, "precision", zero_dtype_name(e->wdt));
-    cJSON_AddNumberToObject(root, "align", (double)e->align);
-    cJSON_AddNumberToObject(root, "engine_step", (double)e->step);
-    cJSON_AddStringToObject(opt, "type", zero_optim_name(e->cfg.optim.type));
-    cJSON_AddNumberToObject(opt, "states", e->nstates);
-    cJSON_AddItemToObject(root, "optimizer", opt);
-    cJSON_AddNumberToObject(sc, "scale", e->scaler.scale);
-    cJSON_AddNumberToObject(sc, "delayed_shift", e->scaler.delayed_shift);
-    cJSON_AddNumberToObject(sc, "iter", (double)e->scaler.iter);
-    cJSON_AddNumberToObject(sc, "last_overflow_iter", (double)e->scaler.last_overflow_iter);
-    cJSON_AddItemToObject(root, "loss_scaler", sc);
+/* The engine's typed manifest (docs/CHECKPOINT.md): arrays allocated here, strings borrowed from
+ * the engine. manifest_free releases them. */
+static zero_status manifest_of(const zero_engine *e, const char *user_json, zero_manifest *m) {
+    memset(m, 0, sizeof *m);
+    zero_manifest_unit *units = calloc((size_t)e->nunits, sizeof *units);
+    zero_manifest_param *params = calloc((size_t)(e->nparams ? e->nparams : 1), sizeof *params);
+    if (!units || !params) {
+        free(units);
+        free(params);
+        return ZERO_ERR_NOMEM;
+    }
+    m->stage = e->cfg.stage;
+    m->precision = e->wdt;
+    m->align = e->align;
+    m->engine_step = e->step;
+    m->optimizer = zero_optim_name(e->cfg.optim.type);
+    m->states = e->nstates;
+    m->scaler = (zero_manifest_scaler){e->scaler.scale, e->scaler.delayed_shift, e->scaler.iter, e->scaler.last_overflow_iter};
     for (int i = 0; i < e->nunits; i++) {
         const eunit *u = &e->units[i];
-        cJSON *ju = cJSON_CreateObject(), *ps = cJSON_CreateArray();
-        cJSON_AddStringToObject(ju, "name", u->name);
-        cJSON_AddNumberToObject(ju, "numel", (double)u->numel);
-        for (int p = u->first_param; p < u->first_param + u->nparams; p++) {
-            const eparam *q = &e->params[p];
-            cJSON *jp = cJSON_CreateObject(), *sh = cJSON_CreateArray();
-            cJSON_AddStringToObject(jp, "name", q->name);
-            for (int d = 0; d < q->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)q->shape[d]));
-            cJSON_AddItemToObject(jp, "shape", sh);
-            cJSON_AddNumberToObject(jp, "offset", (double)q->offset);
-            cJSON_AddBoolToObject(jp, "no_decay", (q->flags & ZERO_PARAM_NO_DECAY) != 0);
-            cJSON_AddItemToArray(ps, jp);
-        }
-        cJSON_AddItemToObject(ju, "params", ps);
-        cJSON_AddItemToArray(units, ju);
+        units[i] = (zero_manifest_unit){u->name, u->numel, u->first_param, u->nparams};
     }
-    cJSON_AddItemToObject(root, "units", units);
-    if (user_json) {
-        cJSON *uj = cJSON_Parse(user_json);
-        if (uj) cJSON_AddItemToObject(root, "user", uj);
+    for (int k = 0; k < e->nparams; k++) {
+        const eparam *q = &e->params[k];
+        zero_manifest_param *p = &params[k];
+        p->name = q->name;
+        p->ndim = q->ndim;
+        memcpy(p->shape, q->shape, sizeof p->shape);
+        p->offset = q->offset;
+        p->numel = q->numel;
+        p->no_decay = (q->flags & ZERO_PARAM_NO_DECAY) != 0;
     }
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return text;
+    m->nunits = e->nunits;
+    m->units = units;
+    m->nparams = e->nparams;
+    m->params = params;
+    m->user_json = user_json;
+    return ZERO_OK;
 }
 
-/* Streams this rank's valid slice of `src` (indexed from unit element `base`). */
-static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float *src, uint64_t base) {
-    const float *p = src + (u->offset - base);
-    for (uint64_t i = 0; i < u->valid; i += CHUNK) {
-        uint64_t n = u->valid - i < CHUNK ? u->valid - i : CHUNK;
+static void manifest_free(zero_manifest *m) {
+    free((void *)m->units);
+    free((void *)m->params);
+    memset(m, 0, sizeof *m);
+}
+
+/* Streams this rank's partition slice of `src` (an array of the update range, at unit element
+ * u->v.lo). */
+static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float *src) {
+    const eview *v = &u->v;
+    const float *p = src + (v->slo - v->lo);
+    const uint64_t valid = v->shi - v->slo;
+    for (uint64_t i = 0; i < valid; i += CHUNK) {
+        uint64_t n = valid - i < CHUNK ? valid - i : CHUNK;
         zero_status s = zero_ckpt_writer_write(w, p + i, (size_t)n * 4);
         if (s != ZERO_OK) return s;
     }
@@ -125,13 +122,11 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
     }
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
-        uint64_t base;
-        float *m = master_of(e, u, &base);
         for (int k = -1; k < e->nstates && s == ZERO_OK; k++) {
-            float *ram = k < 0 ? m : state_of(u, k);
+            float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
             if (ram) {
-                s = write_slice(w, u, ram, base);
+                s = write_slice(w, u, ram);
                 continue;
             }
             stream_ctx c = {w, k, ZERO_OK};
@@ -151,55 +146,55 @@ zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_j
     if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "save: finalize the engine first");
     if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "save: the engine failed earlier; free it");
     if (e->mb || e->mb_open) return zero__eng_fail(e, ZERO_ERR_STATE, "save: a step is in progress: save between steps");
-    if (user_json) {
-        cJSON *probe = cJSON_Parse(user_json);
-        int ok = cJSON_IsObject(probe);
-        cJSON_Delete(probe);
-        if (!ok) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "save: user_json is not a JSON object");
+    /* the manifest is checked on every rank before anything is written (the same values everywhere) */
+    zero_manifest m;
+    if (manifest_of(e, user_json, &m) != ZERO_OK) return zero__eng_fail(e, ZERO_ERR_NOMEM, "save: out of memory");
+    zero_error verr;
+    if (zero_manifest_validate(&m, &verr) != ZERO_OK) {
+        manifest_free(&m);
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "save: %s", verr.msg);
     }
     zero_status s = zero__ctrl_exchange(e, CTRL_SAVE, -1, 0, 0);
-    if (s != ZERO_OK) return s;
     zero_ckpt_writer *w = NULL;
-    zero_status mine = save_local(e, dir, &w);
-    s = zero__eng_agree(e, mine, "save");
-    if (s == ZERO_OK && e->rank == 0) {
-        char *manifest = build_manifest(e, user_json);
-        mine = manifest ? zero_ckpt_commit(w, manifest) : ZERO_ERR_NOMEM;
-        if (mine != ZERO_OK) zero__eng_fail(e, mine, "save: commit: %s", zero_ckpt_writer_last_error(w));
-        free(manifest);
-    } else {
-        mine = s;
+    if (s == ZERO_OK) {
+        zero_status mine = save_local(e, dir, &w);
+        s = zero__eng_agree(e, mine, "save");
+        if (s == ZERO_OK && e->rank == 0) {
+            mine = zero_ckpt_commit_engine(w, &m);
+            if (mine != ZERO_OK) zero__eng_fail(e, mine, "save: commit: %s", zero_ckpt_writer_last_error(w));
+        } else {
+            mine = s;
+        }
+        if (s == ZERO_OK) s = zero__eng_agree(e, mine, "save commit");
     }
-    if (s == ZERO_OK) s = zero__eng_agree(e, mine, "save commit");
     zero_ckpt_writer_free(w);
+    manifest_free(&m);
     return s;
 }
 
 /* ------------------------------------------------------------------ load */
 
-static zero_status check_manifest(zero_engine *e, cJSON *m) {
-    cJSON *units = cJSON_GetObjectItemCaseSensitive(m, "units");
-    if (!cJSON_IsArray(units) || cJSON_GetArraySize(units) != e->nunits)
-        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint has %d units; this model has %d",
-                              cJSON_IsArray(units) ? cJSON_GetArraySize(units) : 0, e->nunits);
-    int i = 0;
-    cJSON *ju;
-    cJSON_ArrayForEach(ju, units) {
-        const eunit *u = &e->units[i++];
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ju, "name"));
-        cJSON *numel = cJSON_GetObjectItemCaseSensitive(ju, "numel");
-        if (!name || strcmp(name, u->name) || !cJSON_IsNumber(numel) || (uint64_t)numel->valuedouble != u->numel)
+/* The checkpoint's engine manifest (validated by the ckpt layer) against this engine's model. */
+static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero_manifest **out) {
+    const zero_manifest *m = zero_ckpt_engine_manifest(c);
+    *out = m;
+    if (!m)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: %s: the manifest has no engine part: not a checkpoint of zero_engine_save",
+                              zero_ckpt_dir(c));
+    if (m->nunits != e->nunits)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint has %d units; this model has %d", m->nunits, e->nunits);
+    for (int i = 0; i < m->nunits; i++) {
+        const eunit *u = &e->units[i];
+        const zero_manifest_unit *mu = &m->units[i];
+        if (strcmp(mu->name, u->name) || mu->numel != u->numel)
             return zero__eng_fail(e, ZERO_ERR_FORMAT,
-                                  "load: the checkpoint's unit %d is '%s' of %.0f elements; this model's is '%s' of %llu "
+                                  "load: the checkpoint's unit %d is '%s' of %llu elements; this model's is '%s' of %llu "
                                   "(another model?)",
-                                  i - 1, name ? name : "?", cJSON_IsNumber(numel) ? numel->valuedouble : -1.0, u->name,
-                                  (unsigned long long)u->numel);
+                                  i, mu->name, (unsigned long long)mu->numel, u->name, (unsigned long long)u->numel);
     }
-    cJSON *opt = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
-    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(opt, "type"));
-    if (!type || strcmp(type, zero_optim_name(e->cfg.optim.type)))
-        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint's optimizer is '%s'; this run uses '%s'",
-                              type ? type : "?", zero_optim_name(e->cfg.optim.type));
+    if (strcmp(m->optimizer, zero_optim_name(e->cfg.optim.type)) || m->states != e->nstates)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint's optimizer is '%s'; this run uses '%s'", m->optimizer,
+                              zero_optim_name(e->cfg.optim.type));
     return ZERO_OK;
 }
 
@@ -229,10 +224,8 @@ static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
 
 /* Loads array k (-1: master) of unit u: into RAM when it lives there, else through the pool. */
 static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, const char *name, uint64_t lo, uint64_t hi) {
-    uint64_t base;
-    float *ram = k < 0 ? master_of(e, u, &base) : state_of(u, k);
-    base = e->cfg.stage == 0 ? 0 : u->offset;
-    if (ram) return read_range(e, c, name, lo, hi, ram + (lo - base));
+    float *ram = array_of(u, k);
+    if (ram) return read_range(e, c, name, lo, hi, ram + (lo - u->v.lo));
     load_ctx l = {c, name, k};
     const int ui = (int)(u - e->units);
     eopass p = {ui, ui + 1, 0, UINT64_MAX, 0, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, load_tile, &l};
@@ -241,9 +234,8 @@ static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
 
 static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
-    uint64_t base;
-    float *m = master_of(e, u, &base);
-    const uint64_t lo = e->cfg.stage == 0 ? 0 : u->offset, hi = e->cfg.stage == 0 ? u->numel : u->offset + u->valid;
+    const eview *v = &u->v;
+    const uint64_t lo = v->lo, hi = v->hi; /* what the rank updates: master and states */
     snprintf(name, sizeof name, "%s/master", u->name);
     zero_status s = load_array(e, c, u, -1, name, lo, hi);
     for (int k = 0; k < e->nstates && s == ZERO_OK; k++) {
@@ -252,13 +244,14 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
         s = load_array(e, c, u, k, sn, lo, hi);
     }
     if (s != ZERO_OK) return s;
-    /* working parameters: the owned slice is derived from the master; stages 1-2 need the full
-     * unit, read (and converted) a chunk at a time */
+    /* working parameters: where they are the update range's (stages 0 and 3), derived from the
+     * master; kept whole beside a sharded update (stages 1-2), the whole unit is read (and
+     * converted) a chunk at a time */
     const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (e->cfg.stage == 3 || e->cfg.stage == 0) {
-        if (!half) return ZERO_OK;
-        if (m && u->params) {
-            zero_convert(m, ZERO_DTYPE_FP32, u->params, e->wdt, e->cfg.stage == 0 ? u->numel : u->valid, ZERO_IMPL_AUTO);
+    if (!e->own.regather) {
+        if (!half) return ZERO_OK; /* the master is the working copy */
+        if (v->master && v->work) {
+            zero_convert(v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo, ZERO_IMPL_AUTO);
             return ZERO_OK;
         }
         load_ctx l = {c, name, -2};
@@ -266,11 +259,11 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
         eopass p = {ui, ui + 1, 0, UINT64_MAX, ARR_MASTER, ARR_WORK, load_tile, &l};
         return zero__off_run(e, &p);
     }
-    if (!half) return read_range(e, c, name, 0, u->numel, (float *)u->params);
+    if (!half) return read_range(e, c, name, 0, u->numel, (float *)v->wp);
     for (uint64_t i = 0; i < u->numel && s == ZERO_OK; i += CHUNK) {
         uint64_t n = u->numel - i < CHUNK ? u->numel - i : CHUNK;
         s = read_range(e, c, name, i, i + n, chunk);
-        if (s == ZERO_OK) zero_convert(chunk, ZERO_DTYPE_FP32, zero__wptr(e, u->params, i), e->wdt, n, ZERO_IMPL_AUTO);
+        if (s == ZERO_OK) zero_convert(chunk, ZERO_DTYPE_FP32, zero__wptr(e, v->wp, i), e->wdt, n, ZERO_IMPL_AUTO);
     }
     return s;
 }
@@ -282,29 +275,25 @@ static zero_status load_local(zero_engine *e, const char *path, char **user_json
     if (s != ZERO_OK) return s;
     s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);
-    cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
+    const zero_manifest *m = NULL;
     float *chunk = zero__buf_get(e, CHUNK * 4, 0);
-    if (!m) s = zero__eng_fail(e, ZERO_ERR_FORMAT, "load: %s: manifest.json does not parse", zero_ckpt_dir(c));
-    else if (!chunk) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
-    else s = check_manifest(e, m);
+    if (!chunk) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
+    else s = check_manifest(e, c, &m);
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) s = load_unit(e, c, &e->units[i], chunk);
     if (s == ZERO_OK) {
-        cJSON *sc = cJSON_GetObjectItemCaseSensitive(m, "loss_scaler");
-        cJSON *scale = cJSON_GetObjectItemCaseSensitive(sc, "scale");
-        if (e->wdt == ZERO_DTYPE_FP16 && e->scaler.dynamic && cJSON_IsNumber(scale)) {
-            e->scaler.scale = scale->valuedouble;
-            e->scaler.delayed_shift = cJSON_GetObjectItemCaseSensitive(sc, "delayed_shift")->valueint;
-            e->scaler.iter = (int64_t)cJSON_GetObjectItemCaseSensitive(sc, "iter")->valuedouble;
-            e->scaler.last_overflow_iter = (int64_t)cJSON_GetObjectItemCaseSensitive(sc, "last_overflow_iter")->valuedouble;
+        if (e->wdt == ZERO_DTYPE_FP16 && e->scaler.dynamic) { /* every field validated by the ckpt layer */
+            e->scaler.scale = m->scaler.scale;
+            e->scaler.delayed_shift = m->scaler.delayed_shift;
+            e->scaler.iter = m->scaler.iter;
+            e->scaler.last_overflow_iter = m->scaler.last_overflow_iter;
         }
         e->step = zero_ckpt_step(c);
-        if (user_json) {
-            cJSON *uj = cJSON_GetObjectItemCaseSensitive(m, "user");
-            *user_json = uj ? cJSON_PrintUnformatted(uj) : NULL;
+        if (user_json && m->user_json) {
+            *user_json = strdup(m->user_json);
+            if (!*user_json) s = zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
         }
     }
     zero__buf_put(e, chunk);
-    cJSON_Delete(m);
     zero_ckpt_close(c);
     return s;
 }

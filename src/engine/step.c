@@ -1,8 +1,8 @@
 /* The optimizer step: wait for the reductions, compute the global gradient norm and overflow
  * flag over the owned shards (summed in rank order, so every rank gets the same numbers),
  * update the loss scale, clip, run the optimizer on this rank's shard with the fused write-back
- * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), then
- * all-gather the working parameters (stages 1-2). */
+ * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), and
+ * all-gather the working parameters (stages 1-2), each unit's as soon as its update is done. */
 #include "engine/internal.h"
 
 #include <math.h>
@@ -10,14 +10,12 @@
 
 #define GRAD_CHUNK 16384 /* elements of half-precision gradient converted to fp32 at a time */
 
-/* The owned gradient slice of a unit: `n` working-dtype elements starting at *g. */
+/* The gradient of the rank's partition slice (what its part of the norm sums): `n` working-dtype
+ * elements starting at *g. */
 static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t *n) {
-    switch (e->cfg.stage) {
-    case 0:
-    case 1: *g = zero__wptr(e, u->grads, u->offset); break;
-    default: *g = u->grads; break;
-    }
-    *n = u->valid;
+    const eview *v = &u->v;
+    *g = zero__wptr(e, v->grad, v->slo - v->lo);
+    *n = v->shi - v->slo;
 }
 
 static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double *sumsq, int *overflow) {
@@ -44,18 +42,18 @@ static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double 
     *overflow |= bad;
 }
 
-/* Runs the optimizer on unit elements [lo, hi) (unit coordinates), with `base` the unit
- * element that index 0 of master/states/grad/out corresponds to. */
+/* Runs the optimizer on unit elements [lo, hi) (unit coordinates) of the owned slices, with
+ * `base` the unit element that index 0 of master/states/grad/out corresponds to. */
 static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t lo, uint64_t hi,
                                 uint64_t base, float *master, float *s0, float *s1, void *grad, void *out, float gscale,
                                 float *tmp) {
-    /* split at parameter boundaries: decay applies per parameter */
-    for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
-        const eparam *p = &e->params[pi];
-        uint64_t a = p->offset > lo ? p->offset : lo;
-        uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    /* slice by slice: the flags (decay) are per parameter */
+    for (int k = 0; k < u->v.nslices; k++) {
+        const eslice *sl = &u->v.slices[k];
+        uint64_t a = sl->lo > lo ? sl->lo : lo;
+        uint64_t b = sl->hi < hi ? sl->hi : hi;
         if (a >= b) continue;
-        float decay = (p->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
+        float decay = (sl->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
         for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
             if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
@@ -76,6 +74,28 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
     return ZERO_OK;
 }
 
+/* Params whole, update sharded (stages 1-2): every rank gets the updated working parameters of
+ * the others, unit by unit. Started as soon as the unit's update is done, so that it travels
+ * while the next units update; every started all-gather is waited for in regather_wait. */
+static zero_status regather_start(zero_engine *e, eunit *u) {
+    const eview *v = &u->v;
+    u->reduce_t0 = zero_now();
+    zero_status s = zero_comm_iall_gather(e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
+    zero__eng_waited(e, "all-gather (updated parameters, issue)", u->reduce_t0);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+    return ZERO_OK;
+}
+
+static zero_status regather_wait(zero_engine *e) {
+    zero_status s = ZERO_OK;
+    for (int i = 0; i < e->nunits; i++) {
+        zero_status w = zero__eng_wait(e, &e->units[i].reduce, e->units[i].reduce_t0, "all-gather (updated parameters)");
+        if (s == ZERO_OK) s = w;
+    }
+    return s;
+}
+
 static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
     const int half = e->wdt != ZERO_DTYPE_FP32;
     float *tmp = NULL;
@@ -86,16 +106,9 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
     zero_status s = ZERO_OK;
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
-        if (e->cfg.stage == 0) { /* every rank updates the whole model, as data parallelism does */
-            float *master = half ? u->master : (float *)u->params;
-            s = update_range(e, u, h, 0, u->numel, 0, master, u->s0, u->s1, u->grads, half ? u->params : NULL, gscale, tmp);
-        } else {
-            void *wslice = e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset);
-            void *gslice = e->cfg.stage == 1 ? zero__wptr(e, u->grads, u->offset) : u->grads;
-            float *master = half ? u->master : (float *)wslice;
-            s = update_range(e, u, h, u->offset, u->offset + u->valid, u->offset, master, u->s0, u->s1, gslice,
-                             half ? wslice : NULL, gscale, tmp);
-        }
+        const eview *v = &u->v;
+        s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp);
+        if (s == ZERO_OK && e->own.regather) s = regather_start(e, u); /* overlaps the next units' update */
     }
     zero__buf_put(e, tmp);
     return s;
@@ -112,8 +125,8 @@ typedef struct tile_step {
 zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
     const tile_step *t = ctx;
     eunit *u = x->u;
-    void *g = e->cfg.stage == 1 ? zero__wptr(e, u->grads, u->offset + x->first) : zero__wptr(e, u->grads, x->first);
-    const uint64_t base = u->offset + x->first;
+    void *g = zero__wptr(e, u->v.grad, x->first);
+    const uint64_t base = u->v.lo + x->first;
     return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp);
 }
 
@@ -132,31 +145,13 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
     return s;
 }
 
-/* Stages 1-2: every rank gets the updated working parameters of the others. */
-static zero_status gather_params(zero_engine *e) {
-    zero_status s = ZERO_OK;
-    for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
-        eunit *u = &e->units[i];
-        u->reduce_t0 = zero_now();
-        s = zero_comm_iall_gather(e->data, zero__wptr(e, u->params, u->offset), u->params, u->shard, e->wdt, &u->reduce);
-        if (s != ZERO_OK) /* the ones already started are still waited for below */
-            s = zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name,
-                               zero_comm_last_error(e->data));
-    }
-    for (int i = 0; i < e->nunits; i++) {
-        zero_status w = zero__eng_wait(e, &e->units[i].reduce, e->units[i].reduce_t0, "all-gather (updated parameters)");
-        if (s == ZERO_OK) s = w;
-    }
-    return s;
-}
-
 static void end_step(zero_engine *e) {
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        uint64_t n = e->cfg.stage <= 1 ? u->padded : u->shard;
-        memset(u->grads, 0, (size_t)(n * e->wsize));
+        memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
     }
     e->step++;
+    e->steps_run++;
     e->mb = 0;
     e->mb_open = 0;
     e->recording = 0;
@@ -215,10 +210,17 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
                 e->broken = 1;
                 return s;
             }
-        } else if ((s = optimizer_update(e, &h, (float)(inv * coef))) != ZERO_OK) {
-            return s;
+            /* the pass ran over every unit's tiles: the all-gathers start once every rank's
+             * disk has held (a rank that stopped mid-pass must not leave the others waiting) */
+            for (int i = 0; e->own.regather && i < e->nunits && s == ZERO_OK; i++) s = regather_start(e, &e->units[i]);
+            zero_status w = regather_wait(e);
+            if (s == ZERO_OK) s = w;
+        } else {
+            s = optimizer_update(e, &h, (float)(inv * coef)); /* starts each unit's all-gather */
+            zero_status w = regather_wait(e);
+            if (s == ZERO_OK) s = w;
         }
-        if ((e->cfg.stage == 1 || e->cfg.stage == 2) && (s = gather_params(e)) != ZERO_OK) return s;
+        if (s != ZERO_OK) return s;
     }
     end_step(e);
     if (stats) {
@@ -251,15 +253,15 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     zero_status s = zero__ctrl_exchange(e, CTRL_READ, unit, 0, 0);
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
-    const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (e->cfg.stage == 0) {
-        memcpy(dst, half ? u->master : (float *)u->params, (size_t)u->numel * 4);
+    const eview *v = &u->v;
+    if (e->own.update_whole) { /* every rank holds the whole master */
+        memcpy(dst, v->master, (size_t)u->numel * 4);
         return ZERO_OK;
     }
     float *full = zero__buf_get(e, (size_t)u->padded * 4, 0);
     if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
     const float *mine;
-    if (e->off.master_loc != LOC_RAM && zero__off_on(e)) {
+    if (!v->master) { /* on NVMe */
         /* in place: this rank's block of `full` is the all-gather's input */
         float *block = full + (size_t)e->rank * u->shard;
         memset(block + u->valid, 0, (size_t)(u->shard - u->valid) * 4);
@@ -272,7 +274,7 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
         }
         mine = block;
     } else {
-        mine = half ? u->master : (const float *)(e->cfg.stage == 3 ? u->params : zero__wptr(e, u->params, u->offset));
+        mine = v->master + (v->slo - v->lo);
     }
     s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
     if (s == ZERO_OK) memcpy(dst, full, (size_t)u->numel * 4);

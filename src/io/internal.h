@@ -73,4 +73,11 @@ zero_status zero__posix_unlink(zero_io *io, const char *path, int missing_ok);
 zero_status zero__posix_mkdir(zero_io *io, const char *path);
 zero_status zero__posix_fsync_dir(zero_io *io, const char *path);
 
+/* The settings of zero_io_options (o may be NULL) with the variables filling what they leave
+ * NULL: *backend NULL when none is named (*bname: the field or variable that named it, for
+ * messages), *fault NULL or the rules, *depth 0 for the default. -1 with err set for a value out
+ * of range (then ZERO_ERR_CONFIG). The offload layer shares it (its own default backend). */
+int zero__io_settings(const zero_io_options *o, const char **backend, const char **bname, const char **fault, int *depth,
+                      zero_error *err);
+
 #endif

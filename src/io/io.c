@@ -314,25 +314,45 @@ zero_status zero_io_create_uring(zero_io **out, int queue_depth, zero_error *err
 #endif
 
 /* ---------------------------------------------------------------- default */
-zero_status zero_io_create_default(zero_io **out, zero_error *err) {
+void zero_io_options_default(zero_io_options *o) {
+    if (o) *o = (zero_io_options){NULL, NULL, 0};
+}
+
+int zero__io_settings(const zero_io_options *o, const char **backend, const char **bname, const char **fault, int *depth,
+                      zero_error *err) {
+    static const zero_io_options none = {NULL, NULL, 0};
+    if (!o) o = &none;
+    *bname = o->backend ? "zero_io_options.backend" : "ZERO_IO";
+    *backend = o->backend ? o->backend : getenv("ZERO_IO");
+    if (*backend && !**backend) *backend = NULL;
+    *fault = o->fault ? o->fault : getenv("ZERO_FAULT");
+    *depth = o->queue_depth;
+    if (*depth < 0 || *depth > 4096) {
+        if (err) ZERO__ERR(err, "zero_io_options.queue_depth %d: expected 1..4096, or 0 for the default", *depth);
+        return -1;
+    }
+    if (*backend && strcmp(*backend, "posix") && strcmp(*backend, "uring") && strcmp(*backend, "io_uring")) {
+        if (err) ZERO__ERR(err, "%s '%s': expected posix or uring", *bname, *backend);
+        return -1;
+    }
+    return 0;
+}
+
+zero_status zero_io_create_with(zero_io **out, const zero_io_options *o, zero_error *err) {
     if (!out) return ZERO_ERR_INVALID_ARG;
     *out = NULL;
-    const char *b = getenv("ZERO_IO");
+    const char *b, *bname, *spec;
+    int depth;
+    if (zero__io_settings(o, &b, &bname, &spec, &depth, err) != 0) return ZERO_ERR_CONFIG;
     zero_io *inner = NULL;
-    zero_status s;
-    if (!b || !*b || !strcmp(b, "posix")) {
-        s = zero_io_create_posix(&inner, err);
-    } else if (!strcmp(b, "uring") || !strcmp(b, "io_uring")) {
-        s = zero_io_create_uring(&inner, DEFAULT_QUEUE_DEPTH, err);
-    } else {
-        if (err) ZERO__ERR(err, "ZERO_IO '%s': expected posix or uring", b);
-        return ZERO_ERR_CONFIG;
-    }
+    zero_status s = !b || !strcmp(b, "posix") ? zero_io_create_posix(&inner, err)
+                                              : zero_io_create_uring(&inner, depth ? depth : DEFAULT_QUEUE_DEPTH, err);
     if (s != ZERO_OK) return s;
-    const char *spec = getenv("ZERO_FAULT");
     if (!spec || !*spec) {
         *out = inner;
         return ZERO_OK;
     }
     return zero_io_create_fault(out, inner, 1, spec, err);
 }
+
+zero_status zero_io_create_default(zero_io **out, zero_error *err) { return zero_io_create_with(out, NULL, err); }

@@ -338,28 +338,30 @@ int zero_swap_direct(const zero_swap *s) { return s ? s->direct : 0; }
 uint64_t zero_swap_data_bytes(const zero_swap *s) { return s ? s->data_bytes : 0; }
 
 zero_status zero_offload_io_create(zero_io **out, int queue_depth, zero_error *err) {
+    return zero_offload_io_create_with(out, queue_depth, NULL, err);
+}
+
+zero_status zero_offload_io_create_with(zero_io **out, int queue_depth, const zero_io_options *o, zero_error *err) {
     if (!out) return ZERO_ERR_INVALID_ARG;
     *out = NULL;
+    const char *b, *bname, *spec;
+    int depth;
+    if (zero__io_settings(o, &b, &bname, &spec, &depth, err) != 0) return ZERO_ERR_CONFIG;
+    if (depth) queue_depth = depth;
     if (queue_depth < 1) queue_depth = 1;
     if (queue_depth > 4096) queue_depth = 4096;
-    const char *b = getenv("ZERO_IO");
     zero_io *inner = NULL;
     zero_status s;
-    if (b && *b && strcmp(b, "uring") && strcmp(b, "io_uring") && strcmp(b, "posix")) {
-        if (err) ZERO__ERR(err, "ZERO_IO '%s': expected posix or uring", b);
-        return ZERO_ERR_CONFIG;
-    }
     if (b && !strcmp(b, "posix")) {
         s = zero_io_create_posix(&inner, err);
     } else {
         s = zero_io_create_uring(&inner, queue_depth, err);
-        if (s == ZERO_ERR_UNSUPPORTED && !(b && *b)) {
+        if (s == ZERO_ERR_UNSUPPORTED && !b) {
             zero__log(ZERO_LOG_INFO, "offload: io_uring unavailable (%s); using posix I/O", err ? err->msg : "");
             s = zero_io_create_posix(&inner, err);
         }
     }
     if (s != ZERO_OK) return s;
-    const char *spec = getenv("ZERO_FAULT");
     if (!spec || !*spec) {
         *out = inner;
         return ZERO_OK;

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static zero_error zt_cerr; /* why the last zero_comm_init_*_with failed */
+
 static zero_comm *W;
 static int R, N;
 
@@ -116,8 +118,8 @@ static void read_latest(const char *dir, char *buf, size_t cap) {
 }
 
 int main(void) {
-    if (zero_comm_init_mpi(&W, NULL) != ZERO_OK) {
-        fprintf(stderr, "zero_comm_init_mpi: %s\n", zero_comm_last_error(NULL));
+    if (zero_comm_init_mpi_with(&W, NULL, NULL, &zt_cerr) != ZERO_OK) {
+        fprintf(stderr, "zero_comm_init_mpi: %s\n", zt_cerr.msg);
         return 1;
     }
     R = zero_comm_rank(W);

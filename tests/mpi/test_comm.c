@@ -3,12 +3,15 @@
  * deterministic inputs; byte counters against the ring rule; split; argument errors; MPI life. */
 #include "comm/internal.h"
 #include "harness.h"
+
 #include "ref_half.h"
 #include "zero/zero.h"
 
 #include <mpi.h>
 #include <stdint.h>
 #include <time.h>
+
+static zero_error zt_cerr; /* why the last zero_comm_init_*_with failed */
 
 static zero_comm *W;
 static int R, N;
@@ -441,9 +444,9 @@ int main(void) {
     int inited = 1, finalized = 1;
     MPI_Initialized(&inited);
     ZT_EQ_INT(inited, 0);
-    zero_status s = zero_comm_init_mpi(&W, NULL);
+    zero_status s = zero_comm_init_mpi_with(&W, NULL, NULL, &zt_cerr);
     if (s != ZERO_OK) {
-        fprintf(stderr, "zero_comm_init_mpi: %s\n", zero_comm_last_error(NULL));
+        fprintf(stderr, "zero_comm_init_mpi: %s\n", zt_cerr.msg);
         return 1;
     }
     MPI_Initialized(&inited);
@@ -479,7 +482,7 @@ int main(void) {
     MPI_Finalized(&finalized);
     ZT_EQ_INT(finalized, 1);
     zero_comm *late = (zero_comm *)(uintptr_t)1;
-    ZT_EQ_INT(zero_comm_init_mpi(&late, NULL), ZERO_ERR_STATE);
-    ZT_CHECK(late == NULL && strstr(zero_comm_last_error(NULL), "finalized"));
+    ZT_EQ_INT(zero_comm_init_mpi_with(&late, NULL, NULL, &zt_cerr), ZERO_ERR_STATE);
+    ZT_CHECK(late == NULL && strstr(zt_cerr.msg, "finalized"));
     return zt_finish("test_comm");
 }

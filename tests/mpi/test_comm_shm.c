@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "comm/internal.h"
 #include "harness.h"
+
 #include "ref_half.h"
 #include "zero/zero.h"
 
@@ -17,6 +18,8 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+static zero_error zt_cerr; /* why the last zero_comm_init_*_with failed */
 
 static int R, N;
 
@@ -83,9 +86,9 @@ static tcomm make(const char *name, const char *shm, const char *min, const char
     tcomm t = {0};
     t.name = name;
     set_env(shm, min, chunk, fake);
-    zero_status s = zero_comm_init_mpi(&t.c, NULL);
+    zero_status s = zero_comm_init_mpi_with(&t.c, NULL, NULL, &zt_cerr);
     set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
-    ZT_CHECKF(s == ZERO_OK, "%s: init: %s", name, zero_comm_last_error(NULL));
+    ZT_CHECKF(s == ZERO_OK, "%s: init: %s", name, zt_cerr.msg);
     int k = 1, cyclic = 0;
     if (fake) {
         k = atoi(fake);
@@ -590,22 +593,22 @@ static void test_settings(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         set_env6(cases[i][1], cases[i][2], cases[i][3], cases[i][4], cases[i][5], cases[i][6]);
         zero_comm *c = (zero_comm *)(uintptr_t)1;
-        zero_status s = zero_comm_init_mpi(&c, NULL);
+        zero_status s = zero_comm_init_mpi_with(&c, NULL, NULL, &zt_cerr);
         set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
         ZT_EQ_INT(s, ZERO_ERR_INVALID_ARG);
-        ZT_CHECKF(c == NULL && strstr(zero_comm_last_error(NULL), cases[i][0]), "case %zu: '%s'", i,
-                  zero_comm_last_error(NULL));
+        ZT_CHECKF(c == NULL && strstr(zt_cerr.msg, cases[i][0]), "case %zu: '%s'", i,
+                  zt_cerr.msg);
         if (s == ZERO_OK) zero_comm_free(c);
     }
     g_async_env = "yes";
     set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
     zero_comm *ca = (zero_comm *)(uintptr_t)1;
-    zero_status sa = zero_comm_init_mpi(&ca, NULL);
+    zero_status sa = zero_comm_init_mpi_with(&ca, NULL, NULL, &zt_cerr);
     g_async_env = NULL;
     set_env6(NULL, NULL, NULL, NULL, NULL, NULL);
     ZT_EQ_INT(sa, ZERO_ERR_INVALID_ARG);
-    ZT_CHECKF(ca == NULL && strstr(zero_comm_last_error(NULL), "ZERO_COMM_ASYNC 'yes'"), "'%s'",
-              zero_comm_last_error(NULL));
+    ZT_CHECKF(ca == NULL && strstr(zt_cerr.msg, "ZERO_COMM_ASYNC 'yes'"), "'%s'",
+              zt_cerr.msg);
     /* More fake nodes than ranks: one rank per node, so no window (and no error: a small
      * split of a run with K fake nodes gets no more nodes than ranks). */
     char k[16];

@@ -2,9 +2,12 @@
  * must leave the caller's communicator (and its error handler) alone, and must refuse
  * MPI_COMM_NULL and a finalized MPI with a message instead of crashing. */
 #include "harness.h"
+
 #include "zero/zero.h"
 
 #include <mpi.h>
+
+static zero_error zt_cerr; /* why the last zero_comm_init_*_with failed */
 
 int main(int argc, char **argv) {
     int provided = 0, rank = 0, size = 1;
@@ -39,8 +42,8 @@ int main(int argc, char **argv) {
     /* MPI_COMM_NULL is refused, not passed to MPI (whose default handler would abort). */
     MPI_Comm null = MPI_COMM_NULL;
     zero_comm *bad = (zero_comm *)(uintptr_t)1;
-    ZT_EQ_INT(zero_comm_init_mpi(&bad, &null), ZERO_ERR_INVALID_ARG);
-    ZT_CHECK(bad == NULL && strstr(zero_comm_last_error(NULL), "MPI_COMM_NULL"));
+    ZT_EQ_INT(zero_comm_init_mpi_with(&bad, &null, NULL, &zt_cerr), ZERO_ERR_INVALID_ARG);
+    ZT_CHECK(bad == NULL && strstr(zt_cerr.msg, "MPI_COMM_NULL"));
 
     zero_comm_free(c);
     int finalized = 1;

@@ -56,6 +56,10 @@ static void train(zero_comm *world, const char *name, const zt_golden *g, int st
                 ZT_FAIL("%s stage %d step %d: %s", name, stage, s, dec_last_error(m));
                 goto out;
             }
+            if (zero_engine_micro_batch_done(e)) {
+                ZT_FAIL("%s stage %d step %d: %s", name, stage, s, zero_engine_last_error(e));
+                goto out;
+            }
             mine += l / K;
         }
         float mine_f = (float)mine, sum = 0;

@@ -145,6 +145,23 @@ static void test_misuse(zero_comm *comm) {
     (void)world;
     (void)rank;
     zero_engine_free(e);
+
+    /* micro-batch boundaries are explicit: a unit's gradient twice in one micro-batch is an
+     * error naming the call to make, not a silently inferred new micro-batch */
+    ZT_OK(zero_engine_create(&e, comm, &cfg));
+    u = zero_engine_add_unit(e, "a");
+    ZT_OK(zero_engine_add_param(e, u, "w", shape, 2, 0));
+    ZT_OK(zero_engine_finalize(e));
+    ZT_CHECK(zero_engine_grad(e, 0) != NULL);
+    ZT_OK(zero_engine_grad_ready(e, 0));
+    ZT_CHECK(zero_engine_grad(e, 0) == NULL);
+    ZT_CHECKF(strstr(zero_engine_last_error(e), "zero_engine_micro_batch_done") != NULL, "%s", zero_engine_last_error(e));
+    ZT_EQ_INT(zero_engine_grad_ready(e, 0), ZERO_ERR_STATE);
+    ZT_OK(zero_engine_micro_batch_done(e));
+    ZT_CHECK(zero_engine_grad(e, 0) != NULL);
+    ZT_OK(zero_engine_grad_ready(e, 0));
+    ZT_OK(zero_engine_step(e, NULL)); /* two micro-batches: the step's count */
+    zero_engine_free(e);
 }
 
 int main(void) {

@@ -7,6 +7,7 @@
 #include "zero/zero.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -550,6 +551,150 @@ static int write_sample(const char *dir) {
     return s == ZERO_OK ? 0 : 1;
 }
 
+/* ------------------------------------------------------------------ the engine's typed manifest */
+static zero_manifest_unit g_units[2];
+static zero_manifest_param g_params[3];
+
+/* Two units ("a": w[2,3] + b[4]; "c": g[5]), AdamW-like with one state, bf16. */
+static void sample_manifest(zero_manifest *m) {
+    memset(m, 0, sizeof *m);
+    g_units[0] = (zero_manifest_unit){"a", 10, 0, 2};
+    g_units[1] = (zero_manifest_unit){"c", 5, 2, 1};
+    g_params[0] = (zero_manifest_param){"a.w", 2, {2, 3}, 0, 6, 0};
+    g_params[1] = (zero_manifest_param){"a.b", 1, {4}, 6, 4, 1};
+    g_params[2] = (zero_manifest_param){"c.g", 1, {5}, 0, 5, 1};
+    m->stage = 3;
+    m->precision = ZERO_DTYPE_BF16;
+    m->align = 16;
+    m->engine_step = 7;
+    m->optimizer = "AdamW";
+    m->states = 1;
+    m->scaler = (zero_manifest_scaler){65536, 2, 7, -1};
+    m->nunits = 2;
+    m->units = g_units;
+    m->nparams = 3;
+    m->params = g_params;
+    m->user_json = "{\"model\": {\"n_layer\": 2, \"name\": \"x\"}, \"seed\": 5}";
+}
+
+/* zero_manifest_validate refuses each field out of range, naming it. */
+static void test_manifest_validate(void) {
+    zero_manifest m;
+    zero_error err;
+    sample_manifest(&m);
+    ZT_OK(zero_manifest_validate(&m, &err));
+#define BAD(edit, needle)                                                                          \
+    do {                                                                                           \
+        sample_manifest(&m);                                                                       \
+        edit;                                                                                      \
+        ZT_EQ_INT(zero_manifest_validate(&m, &err), ZERO_ERR_INVALID_ARG);                         \
+        ZT_CHECKF(strstr(err.msg, needle) != NULL, "%s: message '%s' lacks '%s'", #edit, err.msg, needle); \
+    } while (0)
+    BAD(m.stage = 4, "stage 4");
+    BAD(m.precision = ZERO_DTYPE_INT32, "precision");
+    BAD(m.align = 0, "align 0");
+    BAD(m.engine_step = -1, "engine_step -1");
+    BAD(m.optimizer = "", "optimizer.type");
+    BAD(m.states = 3, "optimizer.states 3");
+    BAD(m.scaler.scale = 0, "loss_scaler.scale");
+    BAD(m.scaler.scale = NAN, "loss_scaler.scale");
+    BAD(m.scaler.delayed_shift = -1, "delayed_shift -1");
+    BAD(m.scaler.iter = -1, "loss_scaler.iter -1");
+    BAD(m.scaler.last_overflow_iter = -2, "last_overflow_iter -2");
+    BAD(m.nunits = 0, "at least one unit");
+    BAD(g_units[1].name = "a", "unit 'a' is listed twice");
+    BAD(g_units[1].numel = 0, "numel 0");
+    BAD(g_params[1].offset = 7, "offset 7: expected 6 (a unit's parameters lie back to back from 0: a gap)");
+    BAD(g_params[1].offset = 5, "an overlap");
+    BAD(g_params[1].shape[0] = 5, "ends past unit 'a'");
+    BAD(g_params[1].shape[0] = 3, "cover 9 of its 10");
+    BAD(g_params[2].name = "a.w", "'a.w' is listed twice");
+    BAD(g_params[0].ndim = 0, "0 dimensions");
+    BAD(g_params[0].ndim = 9, "9 dimensions");
+    BAD(g_params[0].shape[1] = 0, "dimension 1 is 0");
+    BAD(g_units[1].first_param = 1, "parameters [1, 2)");
+    BAD(m.user_json = "[1]", "not a JSON object");
+    BAD(m.user_json = "{} {}", "bytes after the JSON value");
+    BAD(m.user_json = "{\"a\": }", "not valid JSON");
+#undef BAD
+}
+
+/* The typed manifest through a commit and back: every field, the user's object by path, and a
+ * commit whose tensors are not the units' refused. */
+static void test_manifest_roundtrip(void) {
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/typed", g_dir);
+    zero_manifest m;
+    sample_manifest(&m);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        zero_error err;
+        zero_ckpt_writer *w = NULL;
+        ZT_OK(zero_ckpt_writer_begin(&w, NULL, dir, 7, 0, 1, &err));
+        if (!w) return;
+        const char *names[4] = {"a/master", "a/exp_avg", "c/master", attempt ? "c/other" : "c/exp_avg"};
+        const uint64_t numel[4] = {10, 10, 5, attempt ? 6 : 5};
+        for (int i = 0; i < 4; i++) ZT_OK(zero_ckpt_writer_add(w, names[i], ZERO_DTYPE_FP32, numel[i], 16));
+        float v[10] = {0};
+        for (int i = 0; i < 4; i++) ZT_OK(zero_ckpt_writer_write(w, v, numel[i] * 4));
+        ZT_OK(zero_ckpt_writer_finish(w));
+        if (attempt) { /* a state of another size: the engine's tensors must be its units' */
+            ZT_EQ_INT(zero_ckpt_commit_engine(w, &m), ZERO_ERR_INVALID_ARG);
+            ZT_CHECKF(strstr(zero_ckpt_writer_last_error(w), "tensor 'c/other'") != NULL, "%s", zero_ckpt_writer_last_error(w));
+            zero_ckpt_writer_free(w);
+            break;
+        }
+        ZT_OK(zero_ckpt_commit_engine(w, &m));
+        zero_ckpt_writer_free(w);
+        zero_ckpt *c = open_ok(dir);
+        if (!c) return;
+        const zero_manifest *r = zero_ckpt_engine_manifest(c);
+        ZT_CHECK(r != NULL);
+        if (r) {
+            ZT_EQ_INT(r->stage, 3);
+            ZT_EQ_INT(r->precision, ZERO_DTYPE_BF16);
+            ZT_EQ_INT(r->align, 16);
+            ZT_EQ_INT(r->engine_step, 7);
+            ZT_CHECK(!strcmp(r->optimizer, "AdamW") && r->states == 1);
+            ZT_CHECK(r->scaler.scale == 65536 && r->scaler.delayed_shift == 2 && r->scaler.iter == 7 &&
+                     r->scaler.last_overflow_iter == -1);
+            ZT_EQ_INT(r->nunits, 2);
+            ZT_EQ_INT(r->nparams, 3);
+            for (int k = 0; k < 3 && r->nparams == 3; k++) {
+                const zero_manifest_param *a = &r->params[k], *b = &g_params[k];
+                ZT_CHECK(!strcmp(a->name, b->name) && a->ndim == b->ndim && a->offset == b->offset &&
+                         a->numel == b->numel && a->no_decay == b->no_decay && !memcmp(a->shape, b->shape, sizeof a->shape));
+            }
+            ZT_CHECK(r->units[1].first_param == 2 && r->units[1].nparams == 1 && !strcmp(r->units[1].name, "c"));
+        }
+        double x = 0;
+        const char *str = NULL;
+        ZT_OK(zero_ckpt_user_number(c, "model.n_layer", &x));
+        ZT_CHECK(x == 2);
+        ZT_OK(zero_ckpt_user_number(c, "seed", &x));
+        ZT_CHECK(x == 5);
+        ZT_OK(zero_ckpt_user_string(c, "model.name", &str));
+        ZT_CHECK(str && !strcmp(str, "x"));
+        ZT_EQ_INT(zero_ckpt_user_number(c, "model.name", &x), ZERO_ERR_FORMAT);
+        ZT_EQ_INT(zero_ckpt_user_number(c, "model.missing", &x), ZERO_ERR_FORMAT);
+        ZT_EQ_INT(zero_ckpt_user_number(c, "seed.deeper", &x), ZERO_ERR_FORMAT);
+        zero_ckpt_summary sm;
+        zero_ckpt_summary_get(c, &sm);
+        ZT_CHECK(sm.stage == 3 && sm.units == 2 && sm.params == 3 && sm.param_elements == 15 && !strcmp(sm.precision, "bf16"));
+        zero_ckpt_close(c);
+    }
+    /* the generic commit refuses JSON that claims to be the engine's part */
+    zero_error err;
+    zero_ckpt_writer *w = NULL;
+    char d2[760];
+    snprintf(d2, sizeof d2, "%s/untyped", dir);
+    ZT_OK(zero_ckpt_writer_begin(&w, NULL, d2, 1, 0, 1, &err));
+    if (!w) return;
+    ZT_OK(zero_ckpt_writer_finish(w));
+    ZT_EQ_INT(zero_ckpt_commit(w, "{\"writer\": \"zero\", \"stage\": 1}"), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(zero_ckpt_writer_last_error(w), "zero_ckpt_commit_engine") != NULL, "%s", zero_ckpt_writer_last_error(w));
+    zero_ckpt_writer_free(w);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write")) return write_sample(argv[2]);
     make_dir();
@@ -559,6 +704,8 @@ int main(int argc, char **argv) {
     test_dead_rank();
     test_resave();
     test_faults();
+    test_manifest_validate();
+    test_manifest_roundtrip();
     rm_rf(g_dir);
     return zt_finish("test_ckpt");
 }

@@ -146,11 +146,11 @@ static void check_case(zero_dtype dt, zero_op op, int nsrc, size_t n, int specia
     unsigned char *a = malloc(bytes + 16), *b = malloc(bytes + 16), *alias = malloc(bytes);
     memset(a, 0xA5, bytes + 16);
     memset(b, 0xA5, bytes + 16);
-    zero__shm_reduce_scalar(dt, op, (const void *const *)src, nsrc, a, n, 0);
+    zero__reduce_scalar(dt, op == ZERO_OP_MAX, (const void *const *)src, nsrc, a, n, 0);
     /* Streaming stores change where the lines go, never the bits. */
     int have_avx2 = zero_impl_available(ZERO_IMPL_AVX2);
-    if (have_avx2) zero__shm_reduce_avx2(dt, op, (const void *const *)src, nsrc, b, n, (int)(n & 1));
-    else zero__shm_reduce_scalar(dt, op, (const void *const *)src, nsrc, b, n, 1);
+    if (have_avx2) zero__reduce_avx2(dt, op == ZERO_OP_MAX, (const void *const *)src, nsrc, b, n, (int)(n & 1));
+    else zero__reduce_scalar(dt, op == ZERO_OP_MAX, (const void *const *)src, nsrc, b, n, 1);
     int bad_ref = 0, bad_avx = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char want[8];
@@ -210,7 +210,7 @@ static void test_copy_stream(void) {
         for (size_t so = 0; so < 3; so++) {
             for (size_t d = 0; d < 40; d += 13) {
                 memset(dst, 0x5A, MAX + 128);
-                zero__shm_copy_stream(dst + d, src + so, lens[li]);
+                zero__copy_stream(dst + d, src + so, lens[li]);
                 bad += memcmp(dst + d, src + so, lens[li]) != 0;
                 for (size_t i = 0; i < d; i++) bad += dst[i] != 0x5A;
                 for (size_t i = d + lens[li]; i < MAX + 128; i++) bad += dst[i] != 0x5A;

@@ -859,6 +859,44 @@ static void test_roundtrip(void) {
 
 /* ------------------------------------------------------------------ suggestions */
 
+/* zero_extensions.check_divergence takes a boolean or a mode; stage3_prefetch_bucket_size marks
+ * itself as given (the engine's prefetch depth depends on it); both round-trip. */
+static void test_engine_modes(void) {
+    zero_config c;
+    zero_error err = {{0}};
+    zero_config_default(&c);
+    ZT_EQ_INT(c.check_divergence, ZERO_DIVERGENCE_STEP);
+    ZT_EQ_INT(c.set_fields, 0);
+    const char *modes[4] = {"true", "false", "\"step\"", "\"collective\""};
+    const int want[4] = {ZERO_DIVERGENCE_STEP, ZERO_DIVERGENCE_OFF, ZERO_DIVERGENCE_STEP, ZERO_DIVERGENCE_COLLECTIVE};
+    for (int i = 0; i < 4; i++) {
+        char js[128];
+        snprintf(js, sizeof js, "{\"zero_extensions\": {\"check_divergence\": %s}}", modes[i]);
+        zero_config_default(&c);
+        ZT_OK(zero_config_load_json_string(&c, js, &err));
+        ZT_EQ_INT(c.check_divergence, want[i]);
+        roundtrip(&c, modes[i]);
+    }
+    zero_config_default(&c);
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"zero_extensions\": {\"check_divergence\": \"always\"}}", &err),
+              ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "zero_extensions.check_divergence") && strstr(err.msg, "\"collective\""), "%s", err.msg);
+    c.check_divergence = 7;
+    ZT_EQ_INT(zero_config_resolve(&c, 1, &err), ZERO_ERR_CONFIG);
+    zero_config_default(&c);
+    ZT_OK(zero_config_load_json_string(&c, "{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 12345}}", &err));
+    ZT_EQ_INT(c.set_fields, ZERO_SET_PREFETCH_BUCKET);
+    ZT_EQ_INT(c.prefetch_bucket_size, 12345);
+    roundtrip(&c, "prefetch bucket given");
+    char *js = zero_config_to_json(&c);
+    ZT_CHECK(js && strstr(js, "stage3_prefetch_bucket_size"));
+    free(js);
+    zero_config_default(&c); /* not given: not written, so it reads back as not given */
+    js = zero_config_to_json(&c);
+    ZT_CHECK(js && !strstr(js, "stage3_prefetch_bucket_size"));
+    free(js);
+}
+
 static void test_edit_distance(void) {
     ZT_EQ_INT(zero__zc_edit_distance("stgae", "stage"), 1); /* one transposition */
     ZT_EQ_INT(zero__zc_edit_distance("kitten", "sitting"), 3);
@@ -884,5 +922,6 @@ int main(void) {
     test_combinations();
     test_roundtrip();
     test_edit_distance();
+    test_engine_modes();
     return zt_finish("test_config");
 }

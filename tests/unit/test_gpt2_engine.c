@@ -68,6 +68,10 @@ static int train(zero_comm *comm, int stage, int ckpt, run *out) {
                 ZT_FAIL("stage %d step %d: %s", stage, s, dec_last_error(m));
                 rc = -1;
             }
+            if (!rc && zero_engine_micro_batch_done(e)) {
+                ZT_FAIL("stage %d step %d: %s", stage, s, zero_engine_last_error(e));
+                rc = -1;
+            }
             sum += loss;
         }
         zero_step_stats st;

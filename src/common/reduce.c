@@ -1,7 +1,8 @@
-/* The many-source reduction of the shared-memory collectives: the baseline-ISA body (vectorized
- * by OpenMP simd for SSE2, scalar half conversions) and the run-time choice of the AVX2 one;
- * and the streaming copy that writes large results past the caches. */
-#include "comm/shm_reduce_impl.h"
+/* The host reductions every layer shares (the shared-memory collectives' many-source sum, the
+ * engine's gradient accumulation): the baseline-ISA bodies (vectorized by OpenMP simd for SSE2,
+ * scalar half conversions), the run-time choice of the AVX2 ones, and the streaming copy that
+ * writes large results past the caches. */
+#include "common/reduce_impl.h"
 #include "common/dtype_impl.h"
 
 #include <stdint.h>
@@ -19,23 +20,27 @@ static void narrow_fp16(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = zero__fp32_to_fp16_bits(src[i]);
 }
 
-void zero__shm_reduce_scalar(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                             size_t n, int stream) {
+void zero__reduce_scalar(zero_dtype dt, int max, const void *const *src, int nsrc, void *dst, size_t n,
+                         int stream) {
     const int bf = dt == ZERO_DTYPE_BF16;
-    zero__shm_reduce_body(dt, op, src, nsrc, dst, n, stream, bf ? widen_bf16 : widen_fp16,
-                          bf ? narrow_bf16 : narrow_fp16);
+    zero__reduce_body(dt, max, src, nsrc, dst, n, stream, bf ? widen_bf16 : widen_fp16, bf ? narrow_bf16 : narrow_fp16);
+}
+
+void zero__accumulate_scalar(zero_dtype dt, void *dst, const float *src, size_t n) {
+    const int bf = dt == ZERO_DTYPE_BF16;
+    zero__accumulate_body(dt, dst, src, n, bf ? widen_bf16 : widen_fp16, bf ? narrow_bf16 : narrow_fp16);
 }
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
-void zero__shm_copy_stream(void *dst, const void *src, size_t n) {
-    zero__shm_copy_stream_unfenced(dst, src, n);
-    zero__shm_stream_fence();
+void zero__copy_stream(void *dst, const void *src, size_t n) {
+    zero__copy_stream_unfenced(dst, src, n);
+    zero__stream_fence();
 }
 
-void zero__shm_copy_stream_unfenced(void *dst, const void *src, size_t n) {
+void zero__copy_stream_unfenced(void *dst, const void *src, size_t n) {
 #if defined(__x86_64__)
     unsigned char *d = dst;
     const unsigned char *s = src;
@@ -61,12 +66,19 @@ void zero__shm_copy_stream_unfenced(void *dst, const void *src, size_t n) {
 #endif
 }
 
-void zero__shm_reduce(zero_dtype dt, zero_op op, const void *const *src, int nsrc, void *dst,
-                      size_t n, int stream, zero_impl impl) {
+/* AVX-512 adds nothing here: the loops are bound by memory, and the AVX2 bodies run there too. */
+static int use_avx2(zero_impl impl) {
     if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
-    /* AVX-512 adds nothing here: the loop is bound by memory, and the AVX2 body runs there too. */
-    if (impl != ZERO_IMPL_SCALAR && zero_impl_available(ZERO_IMPL_AVX2))
-        zero__shm_reduce_avx2(dt, op, src, nsrc, dst, n, stream);
-    else
-        zero__shm_reduce_scalar(dt, op, src, nsrc, dst, n, stream);
+    return impl != ZERO_IMPL_SCALAR && zero_impl_available(ZERO_IMPL_AVX2);
+}
+
+void zero__reduce(zero_dtype dt, int max, const void *const *src, int nsrc, void *dst, size_t n, int stream,
+                  zero_impl impl) {
+    if (use_avx2(impl)) zero__reduce_avx2(dt, max, src, nsrc, dst, n, stream);
+    else zero__reduce_scalar(dt, max, src, nsrc, dst, n, stream);
+}
+
+void zero__accumulate(zero_dtype dt, void *dst, const float *src, size_t n, zero_impl impl) {
+    if (use_avx2(impl)) zero__accumulate_avx2(dt, dst, src, n);
+    else zero__accumulate_scalar(dt, dst, src, n);
 }

@@ -1,5 +1,6 @@
-/* `zero bench step`: step time, tokens/s and per-rank peak RSS of `zero train` for each stage and
- * rank count, against PyTorch DDP and ZeroRedundancyOptimizer (bench/torch_step.py), as ratios. */
+/* `zero bench step` (the harness lives in bench/, compiled into the command): step time, tokens/s
+ * and per-rank peak RSS of `zero train` for each stage and rank count, against PyTorch DDP and
+ * ZeroRedundancyOptimizer (bench/torch_step.py), as ratios. */
 #include "cli.h"
 
 #include <errno.h>

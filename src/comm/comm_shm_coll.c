@@ -1,0 +1,340 @@
+/* The collectives through the window: how a vector is cut among local ranks and nodes, the
+ * node-local phases, the cross-node MPI steps, and all-reduce, reduce-scatter and all-gather. */
+#ifdef ZERO_HAVE_MPI
+#include "comm/shm_impl.h"
+
+/* ------------------------------------------------------------------ layouts */
+
+
+
+void zero__shm_block_at(const zero__shm *s, const shm_layout *ly, int t, int g, size_t *off, size_t *len) {
+    if (ly->kind == LAYOUT_PARTS) {
+        size_t L = (size_t)s->nlocal;
+        *off = ly->count * (size_t)t / L;
+        *len = ly->count * (size_t)(t + 1) / L - *off;
+    } else {
+        *off = (size_t)s->world_of[g * s->nlocal + t] * ly->count;
+        *len = ly->count;
+    }
+}
+
+/* Elements per piece when a buffer holds `pieces` pieces: cache-line multiples when possible. */
+static size_t piece_elems(const zero__shm *s, int pieces, size_t es) {
+    size_t c = s->chunk / ((size_t)pieces * es), line = 64 / es;
+    return c >= line ? c / line * line : c;
+}
+
+
+
+
+
+
+
+/* ------------------------------------------------------------------ node-local phases */
+
+/* Node-local reduce-scatter of elements [a, b) of every block: for each group g, out + g*ostride
+ * receives the reduction over the node's ranks (in local rank order) of block (local, g) of
+ * their `send`, elements [a, b). */
+static void local_rs(zero__shm *s, const shm_layout *ly, zero_op op, zero_dtype dt, const void *send,
+                     void *out, size_t ostride, size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es, c = piece_elems(s, L * G, es);
+    const unsigned char *in = send;
+    /* The result: a block of `count` (reduce-scatter), or staging for the cross-node step. */
+    const int stream =
+        ly->kind == LAYOUT_BLOCKS && G == 1 && ly->count * es > ZERO__SHM_STREAM_BYTES;
+    for (size_t lo = a; lo < b; lo += c) {
+        unsigned char *mine = buf_at(s, me, s->epoch + 1);
+        for (int t = 0; t < L; t++) {
+            if (t == me) continue; /* this rank's own blocks are read from `send` directly */
+            for (int g = 0; g < G; g++) {
+                size_t off, len;
+                zero__shm_block_at(s, ly, t, g, &off, &len);
+                size_t n = piece_len(lo, c, len, b);
+                if (n)
+                    zero__copy_stream_unfenced(mine + (size_t)(t * G + g) * c * es,
+                                                   in + (off + lo) * es, n * es);
+            }
+        }
+        zero__shm_barrier(s);
+        for (int g = 0; g < G; g++) {
+            size_t off, len;
+            zero__shm_block_at(s, ly, me, g, &off, &len);
+            size_t n = piece_len(lo, c, len, b);
+            if (!n) continue;
+            for (int t = 0; t < L; t++)
+                s->srcs[t] = t == me ? (const void *)(in + (off + lo) * es)
+                                     : (const void *)(buf_at(s, t, s->epoch) + (size_t)(me * G + g) * c * es);
+            zero__shm_reduce(dt, op, s->srcs, L, (unsigned char *)out + (g * ostride + lo - a) * es, n,
+                             stream, s->impl);
+        }
+    }
+}
+
+/* Node-local all-gather of elements [a, b) of every block: block (t, g) of recv receives local
+ * rank t's in + g*istride, elements [a, b). */
+static void local_ag(zero__shm *s, const shm_layout *ly, const void *in, size_t istride, void *recv,
+                     size_t a, size_t b) {
+    const int L = s->nlocal, G = ly->groups, me = s->local;
+    const size_t es = ly->es, c = piece_elems(s, G, es);
+    const unsigned char *src = in;
+    unsigned char *dst = recv;
+    const size_t result = ly->kind == LAYOUT_PARTS ? ly->count : ly->count * (size_t)L * (size_t)G;
+    const int stream = result * es > ZERO__SHM_STREAM_BYTES;
+    for (size_t lo = a; lo < b; lo += c) {
+        unsigned char *mine = buf_at(s, me, s->epoch + 1);
+        for (int g = 0; g < G; g++) {
+            size_t off, len;
+            zero__shm_block_at(s, ly, me, g, &off, &len);
+            size_t n = piece_len(lo, c, len, b);
+            if (n)
+                zero__copy_stream_unfenced(mine + (size_t)g * c * es,
+                                               src + (g * istride + lo - a) * es, n * es);
+        }
+        zero__shm_barrier(s);
+        for (int t = 0; t < L; t++) {
+            for (int g = 0; g < G; g++) {
+                size_t off, len;
+                zero__shm_block_at(s, ly, t, g, &off, &len);
+                size_t n = piece_len(lo, c, len, b);
+                if (!n) continue;
+                const unsigned char *from = t == me ? src + (g * istride + lo - a) * es
+                                                    : buf_at(s, t, s->epoch) + (size_t)g * c * es;
+                unsigned char *to = dst + (off + lo) * es;
+                if (to != from) copy_out(to, from, n * es, stream); /* in place: already there */
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ cross-node steps */
+
+
+
+
+
+/* After a collective's last barrier: did a node peer's cross-node step or single-copy read fail
+ * in this call? */
+static zero_status peers_status(zero_comm *c, zero__shm *s, zero_status mine, const char *fn) {
+    if (mine) return mine;
+    for (int t = 0; t < s->nlocal; t++) {
+        if (t == s->local) continue;
+        shm_ctl *p = s->ctl[t];
+        if (atomic_load_explicit(&p->failed, memory_order_acquire) != s->seq) continue;
+        if (atomic_load_explicit(&p->fail_kind, memory_order_relaxed) == FAIL_CMA) {
+            const int u = atomic_load_explicit(&p->fail_peer, memory_order_relaxed);
+            const int e = atomic_load_explicit(&p->fail_errno, memory_order_relaxed);
+            ZERO__COMM_ERR(c, "%s: local rank %d of this node (rank %d) could not read local rank %d's "
+                           "buffer (rank %d) with process_vm_readv: %s (errno %d); set ZERO_COMM_CMA=0 "
+                           "to do without", fn, t, world_rank(s, t), u,
+                           u >= 0 && u < s->nlocal ? world_rank(s, u) : -1, strerror(e), e);
+        } else {
+            ZERO__COMM_ERR(c, "%s: the cross-node step failed on local rank %d of this node (rank %d); "
+                           "see its error", fn, t, world_rank(s, t));
+        }
+        return ZERO_ERR_COMM;
+    }
+    return ZERO_OK;
+}
+
+/* Publishes this rank's failure of the current call (the first one counts) for peers_status;
+ * the node-local protocol still runs to its end so that the node peers are not left waiting in
+ * a barrier. */
+void zero__shm_mark_failed(zero__shm *s, int kind, int peer, int err) {
+    shm_ctl *me = s->ctl[s->local];
+    if (atomic_load_explicit(&me->failed, memory_order_relaxed) == s->seq) return;
+    atomic_store_explicit(&me->fail_kind, kind, memory_order_relaxed);
+    atomic_store_explicit(&me->fail_peer, peer, memory_order_relaxed);
+    atomic_store_explicit(&me->fail_errno, err, memory_order_relaxed);
+    atomic_store_explicit(&me->failed, s->seq, memory_order_release);
+}
+
+/* Records a failed cross-node MPI call. */
+static zero_status cross_failed(zero_comm *c, zero__shm *s, int rc, const char *what) {
+    zero__shm_mark_failed(s, FAIL_CROSS, -1, 0);
+    return zero__comm_mpi_error(c, rc, what);
+}
+
+/* ------------------------------------------------------------------ collectives */
+
+/* The cross-node step of a hierarchical all-reduce: the first n elements of the staging buffer
+ * summed over the nodes, in place; after a failure (*st set) the node-local protocol goes on. */
+static void cross_all_reduce(zero_comm *c, zero__shm *s, size_t n, zero_dtype dt, zero_op op, zero_status *st) {
+    if (*st) return;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, s->scratch, (int)n, zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op),
+                           s->cross);
+    if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "all_reduce: MPI_Allreduce (cross-node)");
+}
+
+zero_status zero__shm_run_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                     size_t count, zero_dtype dt, zero_op op) {
+    zero_status st = zero__shm_attach(c, s, "all_reduce");
+    if (st) return st;
+    s->seq++;
+    const shm_layout ly = {LAYOUT_PARTS, 1, count, zero_dtype_size(dt)};
+    const size_t es = ly.es, span = s->scratch_bytes / es;
+    const size_t longest = (count + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
+    size_t off, mylen;
+    zero__shm_block_at(s, &ly, s->local, 0, &off, &mylen);
+    if (zero__shm_use_cma(s, (uint64_t)count * es, ZERO__SHM_CMA_AR_FACTOR)) {
+        /* Single copy: reduce my part (from every rank's send) into its place in recv, then
+         * gather the others' parts from their recv; with several nodes, span by span through
+         * the staging buffer and MPI. */
+        unsigned char *mine = (unsigned char *)recv + off * es;
+        zero__shm_cma_begin(s, send, s->nnodes == 1 ? mine : s->scratch);
+        zero__shm_cma_sync(s);
+        if (s->nnodes == 1) {
+            zero__shm_cma_local_rs(s, &ly, op, dt, send, mine, 0, 0, longest);
+            zero__shm_cma_sync(s);
+            zero__shm_cma_local_ag(s, &ly, mine, 0, recv, 0, longest);
+            zero__shm_barrier(s);
+        } else {
+            for (size_t a = 0; a < longest; a += span) {
+                const size_t b = longest - a < span ? longest : a + span;
+                zero__shm_cma_local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
+                cross_all_reduce(c, s, piece_len(a, b - a, mylen, b), dt, op, &st);
+                zero__shm_cma_sync(s);
+                zero__shm_cma_local_ag(s, &ly, s->scratch, 0, recv, a, b);
+                zero__shm_barrier(s); /* before the staging buffer is rewritten */
+            }
+        }
+        zero__stream_fence();
+        if (!st) st = zero__shm_cma_status(c, s, "all_reduce");
+        return peers_status(c, s, st, "all_reduce");
+    }
+    if (s->nnodes == 1) {
+        /* Reduce my part straight into its place in recv (in place: over my part of send, which
+         * only I read), then gather every part from there. */
+        unsigned char *mine = (unsigned char *)recv + off * es;
+        local_rs(s, &ly, op, dt, send, mine, 0, 0, longest);
+        local_ag(s, &ly, mine, 0, recv, 0, longest);
+        zero__stream_fence();
+        return ZERO_OK;
+    }
+    for (size_t a = 0; a < longest; a += span) {
+        const size_t b = longest - a < span ? longest : a + span;
+        local_rs(s, &ly, op, dt, send, s->scratch, 0, a, b);
+        cross_all_reduce(c, s, piece_len(a, b - a, mylen, b), dt, op, &st);
+        local_ag(s, &ly, s->scratch, 0, recv, a, b);
+    }
+    zero__stream_fence();
+    return peers_status(c, s, st, "all_reduce");
+}
+
+/* The cross-node step of a hierarchical reduce-scatter: the staging buffer's node blocks of n
+ * elements reduced over the nodes, this node's block into out; as cross_all_reduce. */
+static void cross_reduce_scatter(zero_comm *c, zero__shm *s, void *out, size_t n, zero_dtype dt, zero_op op,
+                                 zero_status *st) {
+    if (*st) return;
+    int rc = MPI_Reduce_scatter_block(s->scratch, out, (int)n, zero__comm_mpi_type(dt), zero__comm_mpi_op(dt, op),
+                                      s->cross);
+    if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
+}
+
+zero_status zero__shm_run_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                         size_t count, zero_dtype dt, zero_op op) {
+    zero_status st = zero__shm_attach(c, s, "reduce_scatter");
+    if (st) return st;
+    s->seq++;
+    const size_t es = zero_dtype_size(dt);
+    const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
+    if (zero__shm_use_cma(s, bytes, 1)) {
+        /* Single copy: each rank reads its blocks from the peers' send while they read theirs
+         * from its own; in place, each rank writes only its own block, read by itself alone. */
+        zero__shm_cma_begin(s, send, NULL);
+        zero__shm_cma_sync(s);
+        if (s->nnodes == 1) {
+            const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+            zero__shm_cma_local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
+        } else {
+            const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+            const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+            for (size_t a = 0; a < count; a += span) {
+                const size_t b = count - a < span ? count : a + span;
+                zero__shm_cma_local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
+                cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
+            }
+        }
+        zero__shm_barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
+        zero__stream_fence();
+        if (!st) st = zero__shm_cma_status(c, s, "reduce_scatter");
+        return peers_status(c, s, st, "reduce_scatter");
+    }
+    if (s->nnodes == 1) {
+        const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+        local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
+        zero__stream_fence();
+        return ZERO_OK;
+    }
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+    const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+    for (size_t a = 0; a < count; a += span) {
+        const size_t b = count - a < span ? count : a + span;
+        local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
+        cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
+    }
+    /* Nothing after the cross-node step reads the window: one more barrier lets every node
+     * peer see a failure flag set in the last span. */
+    zero__shm_barrier(s);
+    return peers_status(c, s, st, "reduce_scatter");
+}
+
+zero_status zero__shm_run_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
+                                     size_t count, zero_dtype dt) {
+    zero_status st = zero__shm_attach(c, s, "all_gather");
+    if (st) return st;
+    s->seq++;
+    const size_t es = zero_dtype_size(dt);
+    const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
+    if (zero__shm_use_cma(s, bytes, 1)) {
+        /* Single copy: every rank reads each peer's block straight into its recv. */
+        if (s->nnodes == 1) {
+            const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+            zero__shm_cma_begin(s, NULL, send);
+            zero__shm_cma_sync(s);
+            zero__shm_cma_local_ag(s, &ly, send, 0, recv, 0, count);
+            zero__shm_barrier(s);
+        } else {
+            const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+            const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+            zero__shm_cma_begin(s, NULL, s->scratch);
+            for (size_t a = 0; a < count; a += span) {
+                const size_t b = count - a < span ? count : a + span;
+                if (!st) {
+                    MPI_Datatype t = zero__comm_mpi_type(dt);
+                    int rc = MPI_Allgather((const unsigned char *)send + a * es, (int)(b - a), t,
+                                           s->scratch, (int)(b - a), t, s->cross);
+                    if (rc != MPI_SUCCESS)
+                        st = cross_failed(c, s, rc, "all_gather: MPI_Allgather (cross-node)");
+                }
+                zero__shm_cma_sync(s);
+                zero__shm_cma_local_ag(s, &ly, s->scratch, b - a, recv, a, b);
+                zero__shm_barrier(s); /* before the staging buffer is rewritten */
+            }
+        }
+        zero__stream_fence();
+        if (!st) st = zero__shm_cma_status(c, s, "all_gather");
+        return peers_status(c, s, st, "all_gather");
+    }
+    if (s->nnodes == 1) {
+        const shm_layout ly = {LAYOUT_BLOCKS, 1, count, es};
+        local_ag(s, &ly, send, 0, recv, 0, count);
+        zero__stream_fence();
+        return ZERO_OK;
+    }
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
+    const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
+    for (size_t a = 0; a < count; a += span) {
+        const size_t b = count - a < span ? count : a + span;
+        if (!st) {
+            MPI_Datatype t = zero__comm_mpi_type(dt);
+            int rc = MPI_Allgather((const unsigned char *)send + a * es, (int)(b - a), t, s->scratch,
+                                   (int)(b - a), t, s->cross);
+            if (rc != MPI_SUCCESS) st = cross_failed(c, s, rc, "all_gather: MPI_Allgather (cross-node)");
+        }
+        local_ag(s, &ly, s->scratch, b - a, recv, a, b);
+    }
+    zero__stream_fence();
+    return peers_status(c, s, st, "all_gather");
+}
+#endif

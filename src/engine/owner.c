@@ -1,0 +1,120 @@
+/* The ownership table: for the configured stage, precision and offload, what a rank keeps of each
+ * kind of state (nothing, the whole unit, its shard) and where (RAM, NVMe); and each unit's owned
+ * views, computed once at finalize. The only place in the engine that asks "which stage?". */
+#include "engine/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ZeRO's stages as extents (DESIGN.md's table): what stays whole, what is sharded. */
+static const int STAGE_EXTENTS[4][EK_COUNT] = {
+    /*           params     grads      master     optimizer */
+    /* 0 */ {EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE},
+    /* 1 */ {EXT_WHOLE, EXT_WHOLE, EXT_SHARD, EXT_SHARD},
+    /* 2 */ {EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_SHARD},
+    /* 3 */ {EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD},
+};
+
+/* Test hook (tests/mpi/test_engine_views.c): a deliberately wrong view, to show that the
+ * equivalence and memory tests catch one. 0 in every real run. */
+int zero__view_mutation;
+
+void zero__own_table(zero_engine *e) {
+    etable *t = &e->own;
+    memset(t, 0, sizeof *t);
+    const int *x = STAGE_EXTENTS[e->cfg.stage];
+    for (int k = 0; k < EK_COUNT; k++) t->k[k] = (eown){x[k], TIER_RAM};
+    if (e->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    /* NVMe: the parameter shards (offload_param, stage 3) and the optimizer states with the
+     * master (offload_optimizer, stages 1-3); fp32 without optimizer state leaves nothing there */
+    if (e->cfg.offload_param.device == ZERO_OFFLOAD_NVME) t->k[EK_PARAMS].tier = TIER_NVME;
+    if (e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && (e->nstates > 0 || half)) {
+        t->k[EK_OPTIM].tier = TIER_NVME;
+        t->k[EK_MASTER].tier = TIER_NVME;
+    }
+    if (!half) { /* the master is the working parameters' owned slice */
+        t->master_in_params = 1;
+        t->k[EK_MASTER].extent = EXT_NONE;
+        t->k[EK_MASTER].tier = t->k[EK_PARAMS].tier;
+    }
+    if (zero__view_mutation == ZERO__MUTATE_GRADS_WHOLE && e->cfg.stage == 2) t->k[EK_GRADS].extent = EXT_WHOLE;
+    const int upd = x[EK_OPTIM];
+    t->gather_collective = t->k[EK_PARAMS].extent == EXT_SHARD;
+    t->reduce_each_mb = t->k[EK_GRADS].extent == EXT_SHARD;
+    t->update_whole = upd == EXT_WHOLE;
+    t->regather = t->k[EK_PARAMS].extent == EXT_WHOLE && upd == EXT_SHARD;
+}
+
+uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind) {
+    switch (e->own.k[kind].extent) {
+    case EXT_WHOLE: return u->padded;
+    case EXT_SHARD: return u->shard;
+    default: return 0;
+    }
+}
+
+/* Element i (unit coordinates) of an array that starts at unit element `base`. */
+static void *at(const zero_engine *e, void *p, uint64_t base, uint64_t i, size_t elem) {
+    (void)e;
+    return p ? (char *)p + (i - base) * elem : NULL;
+}
+
+int zero__own_views(zero_engine *e, eunit *u) {
+    const etable *t = &e->own;
+    eview *v = &u->v;
+    free(v->slices);
+    memset(v, 0, sizeof *v);
+    /* the update range: whole unit, or the partition slice */
+    const int whole = t->update_whole;
+    v->lo = whole ? 0 : u->offset;
+    v->hi = whole ? u->numel : u->offset + u->valid;
+    v->slo = u->offset;
+    v->shi = u->offset + u->valid;
+    /* working parameters */
+    const int pwhole = t->k[EK_PARAMS].extent == EXT_WHOLE;
+    v->wlo = pwhole ? 0 : u->offset;
+    v->whi = pwhole ? u->numel : u->offset + u->valid;
+    v->wp = u->params;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    void *wslice = at(e, u->params, v->wlo, v->lo, e->wsize);
+    v->work = half ? wslice : NULL;
+    /* master: its own array, or the working slice (fp32) */
+    const uint64_t mbase = t->k[EK_MASTER].extent == EXT_WHOLE ? 0 : u->offset;
+    v->master = t->master_in_params ? (float *)wslice : (float *)at(e, u->master, mbase, v->lo, 4);
+    const uint64_t obase = t->k[EK_OPTIM].extent == EXT_WHOLE ? 0 : u->offset;
+    v->state[0] = (float *)at(e, u->s0, obase, v->lo, 4);
+    v->state[1] = (float *)at(e, u->s1, obase, v->lo, 4);
+    /* gradients: the whole persistent buffer, or the shard the reductions land in */
+    const int gwhole = t->k[EK_GRADS].extent == EXT_WHOLE;
+    v->gwhole = gwhole ? u->grads : NULL;
+    v->gelems = zero__own_elems(e, u, EK_GRADS);
+    v->grad = at(e, u->grads, gwhole ? 0 : u->offset, v->lo, e->wsize);
+    /* the owned parameter slices with their flags */
+    int n = 0;
+    for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
+        const eparam *p = &e->params[pi];
+        if (p->offset < v->hi && p->offset + p->numel > v->lo) n++;
+    }
+    v->slices = n ? calloc((size_t)n, sizeof *v->slices) : NULL;
+    if (n && !v->slices) return -1;
+    for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
+        const eparam *p = &e->params[pi];
+        uint64_t a = p->offset > v->lo ? p->offset : v->lo;
+        uint64_t b = p->offset + p->numel < v->hi ? p->offset + p->numel : v->hi;
+        if (a < b) v->slices[v->nslices++] = (eslice){a, b, pi, p->flags};
+    }
+    /* the test hook's wrong views, at the stages that shard the update (stage 0, the tests'
+     * reference, keeps the right ones) */
+    if (zero__view_mutation == ZERO__MUTATE_DECAY_FLAG && !whole)
+        for (int k = 0; k < v->nslices; k++) v->slices[k].flags &= ~(unsigned)ZERO_PARAM_NO_DECAY;
+    if (zero__view_mutation == ZERO__MUTATE_SLICE_RANGE && !whole && v->nslices > 0 && v->slices[0].hi - v->slices[0].lo > 1)
+        v->slices[0].hi--;
+    return 0;
+}
+
+void zero__own_free(eunit *u) {
+    free(u->v.slices);
+    u->v.slices = NULL;
+    u->v.nslices = 0;
+}
