@@ -184,7 +184,6 @@ int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap) {
     if (rc) cli_model_free(out);
     return rc;
 }
-}
 
 zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {
     const char *suffix = "/master";
