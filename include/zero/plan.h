@@ -135,7 +135,7 @@ double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
  * how `zero bench rates` measures it, the defaults). Per rank unless said otherwise; a rate a
  * setup does not use may be 0. */
 typedef struct zero_plan_rates {
-    double gemm_flops;          /* FLOP/s of one rank's matrix products, every rank computing */
+    double compute_flops;       /* FLOP/s at which one rank runs the model's FLOPs, every rank computing */
     double mem_bytes;           /* bytes/s (read + written) one rank streams in device memory */
     double host_mem_bytes;      /* the same in host memory: the optimizer of cpu/nvme offload */
     double node_all_reduce;     /* in-node bus bandwidth (busbw, bytes/s) of each collective */
@@ -176,7 +176,7 @@ typedef struct zero_plan_time {
  * rates r (docs/PLANNING.md §9 has the formulas). ZERO_ERR_INVALID_ARG (err says which value) for
  * what zero_plan_estimate refuses, negative or non-finite FLOPs, FLOPs without a sequence length,
  * nodes that do not divide ranks, micro_batch < 1, a negative or non-finite rate, overlap outside
- * [0, 1], or a rate of 0 that the setup needs (gemm_flops with FLOPs given, mem_bytes, in-node
+ * [0, 1], or a rate of 0 that the setup needs (compute_flops with FLOPs given, mem_bytes, in-node
  * bandwidth with several ranks per node, link_bytes with several nodes, host_link_bytes with cpu
  * offload, disk rates with nvme offload). err may be NULL. */
 zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *c,

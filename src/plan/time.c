@@ -8,7 +8,7 @@
 void zero_plan_rates_default(zero_plan_rates *r, int gpu) {
     memset(r, 0, sizeof *r);
     if (gpu) {
-        r->gemm_flops = 100e12;     /* a third of a current GPU's dense bf16 peak */
+        r->compute_flops = 100e12;     /* a third of a current GPU's dense bf16 peak */
         r->mem_bytes = 1.5e12;
         r->host_mem_bytes = 20e9;
         r->node_all_reduce = r->node_reduce_scatter = r->node_all_gather = 100e9; /* NVLink */
@@ -17,7 +17,7 @@ void zero_plan_rates_default(zero_plan_rates *r, int gpu) {
         r->disk_read_bytes = 3e9;
         r->disk_write_bytes = 2e9;
     } else {
-        r->gemm_flops = 100e9;      /* a few AVX2/AVX-512 cores */
+        r->compute_flops = 100e9;      /* a few AVX2/AVX-512 cores */
         r->mem_bytes = r->host_mem_bytes = 10e9;
         r->node_all_reduce = r->node_reduce_scatter = r->node_all_gather = 5e9;
         r->latency = 50e-6;         /* TCP over Ethernet */
@@ -97,7 +97,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     const int nvme_off = s->offload_optimizer == ZERO_OFFLOAD_NVME || s->offload_param == ZERO_OFFLOAD_NVME;
     const int host_opt = s->offload_optimizer != ZERO_OFFLOAD_NONE;
     const struct { const char *name; double v; int need; } rates[] = {
-        {"gemm_flops", r->gemm_flops, fwd > 0 || (checkpointing && refwd > 0)},
+        {"compute_flops", r->compute_flops, fwd > 0 || (checkpointing && refwd > 0)},
         {"mem_bytes", r->mem_bytes, !host_opt},
         {"host_mem_bytes", r->host_mem_bytes, host_opt},
         {"node_all_reduce", r->node_all_reduce, L > 1 && N > 1 && s->stage == 0},
@@ -119,8 +119,8 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     zero_plan_time t;
     memset(&t, 0, sizeof t);
     const double tokens = (double)micro_batch * (double)c->seq_len;
-    if (fwd > 0) t.compute = 3.0 * tokens * fwd / r->gemm_flops;
-    if (checkpointing && refwd > 0) t.recompute = tokens * refwd / r->gemm_flops;
+    if (fwd > 0) t.compute = 3.0 * tokens * fwd / r->compute_flops;
+    if (checkpointing && refwd > 0) t.recompute = tokens * refwd / r->compute_flops;
 
     /* The step's collectives over M = P*w bytes (every unit's, summed): stage 0 one all-reduce;
      * stages 1-2 a reduce-scatter of the gradients and an all-gather of the updated parameters;

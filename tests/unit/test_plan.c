@@ -409,7 +409,7 @@ static const uint64_t time_units[2] = {3200, 3200};
 static zero_plan_rates round_rates(void) {
     zero_plan_rates r;
     memset(&r, 0, sizeof r);
-    r.gemm_flops = 1e9;
+    r.compute_flops = 1e9;
     r.mem_bytes = r.host_mem_bytes = 1e9;
     r.node_all_reduce = 1e8;
     r.node_reduce_scatter = 2e8;
@@ -572,7 +572,7 @@ static void test_time_flip(void) {
     r.max_micro_batch = 1;
     r.compute = (zero_plan_compute){.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 1e6, .seq_len = 100};
     zero_plan_rates_default(&r.rates, 1);
-    r.rates.gemm_flops = 1e10;
+    r.rates.compute_flops = 1e10;
     r.rates.latency = 0;
     zero_plan_result res;
     zero_error err = {{0}};
@@ -653,9 +653,9 @@ static void test_time_errors(void) {
     ZT_CHECKF(strstr(err.msg, "link_bytes 0") != NULL, "message: %s", err.msg);
     ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 1, 0, &r, &t, &err));
     r = round_rates();
-    r.gemm_flops = NAN;
+    r.compute_flops = NAN;
     ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
-    ZT_CHECKF(strstr(err.msg, "gemm_flops") != NULL, "message: %s", err.msg);
+    ZT_CHECKF(strstr(err.msg, "compute_flops") != NULL, "message: %s", err.msg);
     r = round_rates();
     r.disk_write_bytes = 0;
     ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err)); /* no offload: not needed */
