@@ -149,7 +149,14 @@ int cli_rates_resolve(const cli_time_opts *t, int gpu, cli_rates *out) {
     return CLI_OK;
 }
 
+/* A rate for humans: 3 significant digits, no exponent. */
+static const char *num(double v, char *buf, size_t cap) {
+    snprintf(buf, cap, v >= 1000 ? "%.0f" : "%.3g", v);
+    return buf;
+}
+
 void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, int gpu_asked) {
+    char n1[32], n2[32], n3[32];
     const zero_plan_rates *x = &r->r;
     if (r->source[0])
         fprintf(f, "rates: measured by zero bench rates%s%s (%s)", r->measured_at[0] ? " at " : "", r->measured_at,
@@ -157,14 +164,15 @@ void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, 
     else
         fprintf(f, "rates: defaults for a %s machine, not measured (zero bench rates measures this one; "
                    "docs/PLANNING.md §9)", r->gpu ? "GPU" : "CPU-only");
-    fprintf(f, ": compute %.4g GFLOP/s%s and memory %.3g GB/s per rank", x->compute_flops / 1e9,
+    fprintf(f, ": compute %s GFLOP/s%s and memory %s GB/s per rank", num(x->compute_flops / 1e9, n1, sizeof n1),
             !strcmp(r->compute_from, "model_gflops")  ? " (the model's forward + backward)"
             : !strcmp(r->compute_from, "gemm_gflops") ? " (GEMM on the model's shapes)"
                                                       : "",
-            x->mem_bytes / 1e9);
+            num(x->mem_bytes / 1e9, n2, sizeof n2));
     if (ranks_per_node > 1)
-        fprintf(f, ", in-node busbw %.3g/%.3g/%.3g GB/s (all-reduce/reduce-scatter/all-gather)",
-                x->node_all_reduce / 1e9, x->node_reduce_scatter / 1e9, x->node_all_gather / 1e9);
+        fprintf(f, ", in-node busbw %s/%s/%s GB/s (all-reduce/reduce-scatter/all-gather)",
+                num(x->node_all_reduce / 1e9, n1, sizeof n1), num(x->node_reduce_scatter / 1e9, n2, sizeof n2),
+                num(x->node_all_gather / 1e9, n3, sizeof n3));
     if (nodes > 1) {
         fprintf(f, ", links %.4g Gbit/s", x->link_bytes * 8 / 1e9);
         if (!strcmp(r->link_from, "--link-gbps")) fprintf(f, " (--link-gbps)");
