@@ -383,7 +383,7 @@ static void write_json(FILE *f, const rates_opts *o, const cli_sizing_model *m, 
     fprintf(f, "\",\n  \"ranks\": %d,\n  \"nodes\": %d,\n  \"ranks_per_node\": %d,\n  \"threads_per_rank\": %d,\n",
             w->size, w->nodes, w->lsize, threads ? atoi(threads) : 0);
     fprintf(f, "  \"shape\": {\"model\": \"%s\", \"layers\": %d, \"dim\": %d, \"heads\": %d, \"vocab\": %d, "
-               "\"seq\": %d, \"micro_batch\": %lld, \"gemm_flops\": %.6g},\n",
+               "\"seq\": %d, \"micro_batch\": %lld, \"gemm_flops\": %.0f},\n",
             m->name, m->layers, m->dim, m->heads, m->vocab, m->seq, (long long)o->s.micro_batch, x->gemm_flops);
     fprintf(f, "  \"gemm_gflops\": ");
     json_or_null(f, x->gemm / 1e9);
