@@ -58,8 +58,10 @@ static coll_cost collective(double M, double f, double node_busbw, int K, int L,
     }
     if (K > 1) {
         c.cross_bytes = f * (K - 1) / K * M;
-        /* Every unit's collective takes f*(K-1) steps across the nodes, each paying the latency. */
-        c.cross = c.cross_bytes / r->link_bytes + r->latency * f * (K - 1) * units;
+        /* Every unit's collective takes f*(K-1) steps across the nodes and the engine's control
+         * exchange before it (the divergence check, a small all-gather) K-1 more, each paying the
+         * latency. */
+        c.cross = c.cross_bytes / r->link_bytes + r->latency * (f + 1) * (K - 1) * units;
     }
     return c;
 }

@@ -42,8 +42,8 @@ assert r0["time"]["comm_node"] == r0["time"]["comm_cross"] == 0, r0["time"]
 EOF
 
 # --- by hand, 4 ranks on 2 nodes, micro-batch 2: every collective of M = P x 4 bytes costs, in the
-# node, f x 1/2 x M / busbw, across nodes f x 1/2 x M / 0.1 GB/s + f x 4 units x 10 us (f = 2 for
-# all-reduce); the update covers P (stage 0) or P / 4 elements
+# node, f x 1/2 x M / busbw, across nodes f x 1/2 x M / 0.1 GB/s + (f + 1) x 4 units x 10 us (f = 2
+# for all-reduce; the one: the engine's control exchange); the update covers P (stage 0) or P / 4
 "$ZERO" estimate --model tiny --ranks 4 --nodes 2 --micro-batch 2 --rates "$TMP/round.json" --json >"$TMP/e4.json"
 check "by hand: 4 ranks on 2 nodes, every stage" "$PY" - "$TMP/e4.json" <<'EOF'
 import json, sys
@@ -58,7 +58,7 @@ for r in d["rows"]:
         continue
     s = r["stage"]; t = r["time"]
     node = sum((2 if c == "ar" else 1) * 0.5 * M / busbw[c] for c in colls[s])
-    cross = sum((2 if c == "ar" else 1) * (0.5 * M / 0.1e9 + 4 * 10e-6) for c in colls[s])
+    cross = sum((2 if c == "ar" else 1) * 0.5 * M / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in colls[s])
     upd = (P if s == 0 else P / 4) * 32 / 1e9
     comp = 3 * 2 * 64 * 262144 / 1e9
     assert near(t["comm_node"], node) and near(t["comm_cross"], cross), (s, t, node, cross)
