@@ -79,12 +79,18 @@ static double tokens_per_s(const zero_plan_candidate *c, int ranks, int64_t seq)
     return c->step_seconds > 0 ? (double)ranks * (double)c->micro_batch * (double)seq / c->step_seconds : 0;
 }
 
+/* Tokens per second for humans: whole above 100, three digits below. */
+static const char *fmt_tps(double v, char *buf, size_t cap) {
+    snprintf(buf, cap, v >= 100 ? "%.0f" : "%.3g", v);
+    return buf;
+}
+
 /* The one line that says why the chosen rung is the fastest: its time and the runner-up's. */
 static void time_reason(char *buf, size_t cap, const zero_plan_result *res, int ranks, int nodes,
                         const cli_rates *rates, int64_t seq) {
     const zero_plan_candidate *k = &res->cand[res->chosen];
     int next;
-    char a[128], b[128], t1[32], t2[32], where[64], ties[256] = "";
+    char a[128], b[128], t1[32], t2[32], p1[32], p2[32], where[64], ties[256] = "";
     run_name(k, a, sizeof a);
     if (nodes > 1) snprintf(where, sizeof where, " on %.4g Gbit/s links", rates->r.link_bytes * 8 / 1e9);
     else snprintf(where, sizeof where, " on one node");
@@ -105,15 +111,16 @@ static void time_reason(char *buf, size_t cap, const zero_plan_result *res, int 
     }
     if (ties[0]) strncat(ties, ")", sizeof ties - strlen(ties) - 1);
     if (next < 0) {
-        snprintf(buf, cap, "%s: %s: %s/step (%.0f tokens/s)%s%s", ties[0] ? "fastest that fits" : "the only rung that fits",
-                 a, cli_fmt_seconds(k->step_seconds, t1, sizeof t1), tokens_per_s(k, ranks, seq), where, ties);
+        snprintf(buf, cap, "%s: %s: %s/step (%s tokens/s)%s%s", ties[0] ? "fastest that fits" : "the only rung that fits",
+                 a, cli_fmt_seconds(k->step_seconds, t1, sizeof t1), fmt_tps(tokens_per_s(k, ranks, seq), p1, sizeof p1),
+                 where, ties);
         return;
     }
     run_name(&res->cand[next], b, sizeof b);
-    snprintf(buf, cap, "fastest that fits: %s: %s/step (%.0f tokens/s); next: %s: %s/step (%.0f tokens/s)%s%s", a,
-             cli_fmt_seconds(k->step_seconds, t1, sizeof t1), tokens_per_s(k, ranks, seq), b,
-             cli_fmt_seconds(res->cand[next].step_seconds, t2, sizeof t2), tokens_per_s(&res->cand[next], ranks, seq),
-             where, ties);
+    snprintf(buf, cap, "fastest that fits: %s: %s/step (%s tokens/s); next: %s: %s/step (%s tokens/s)%s%s", a,
+             cli_fmt_seconds(k->step_seconds, t1, sizeof t1), fmt_tps(tokens_per_s(k, ranks, seq), p1, sizeof p1), b,
+             cli_fmt_seconds(res->cand[next].step_seconds, t2, sizeof t2),
+             fmt_tps(tokens_per_s(&res->cand[next], ranks, seq), p2, sizeof p2), where, ties);
 }
 
 /* Every rung: fits, how it runs, its need per rank and its predicted step. */
@@ -127,9 +134,10 @@ static void print_rungs(const zero_plan_result *res, int ranks, int64_t seq, int
         char mb[32];
         rung_name(c, name, sizeof name);
         snprintf(mb, sizeof mb, "%lld%s", (long long)c->micro_batch, c->checkpointing ? " + ckpt" : "");
-        printf("  %-44s %-5s %-12s %-14s %-12s %.0f%s\n", name, c->fits ? "yes" : "no", mb,
+        const double tps = tokens_per_s(c, ranks, seq);
+        printf("  %-44s %-5s %-12s %-14s %-12s %.*f%s\n", name, c->fits ? "yes" : "no", mb,
                cli_fmt_bytes(c->need_device, need, sizeof need), cli_fmt_seconds(c->step_seconds, t, sizeof t),
-               tokens_per_s(c, ranks, seq), i == res->chosen ? "   <- chosen" : "");
+               tps < 100 ? 2 : 0, tps, i == res->chosen ? "   <- chosen" : "");
     }
 }
 
