@@ -18,6 +18,7 @@ int cli_estimate(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
@@ -27,6 +28,7 @@ int cli_bench_rates(int argc, char **argv);
 /* NVMe offload's pool (4 buffers of 1 MiB, io_uring, O_DIRECT) writing then reading a file of
  * `bytes` in dir, best of 3: GB/s each way. Prints the error and returns its status on failure. */
 int cli_bench_io_pool_rates(const char *dir, double bytes, double *read_gbps, double *write_gbps);
+int cli_bench_tokenize(int argc, char **argv);
 
 /* The whole command line, saved by main. */
 extern int cli_argc;
@@ -56,7 +58,7 @@ void cli_json_double(FILE *f, double v);
 /* `zero estimate` and `zero plan` (cli/cmd_estimate.c): the flags both take and the planner's
  * description of the model they name. */
 typedef struct cli_sizing_opts {
-    const char *model;                  /* --model NAME (a gpt2 preset) */
+    const char *model;                  /* --model NAME|DIR or the DIR argument: a preset or a model directory */
     double params;                      /* --params N (0: not given) */
     int layers, dim, heads, seq, vocab; /* shape overrides (0: not given) */
     int ranks, nodes;                   /* --ranks (required), --nodes (1) */
@@ -67,8 +69,11 @@ typedef struct cli_sizing_opts {
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
-    char name[64];           /* the preset, "custom" (shape flags) or "params" (--params) */
-    int layers, dim, heads, n_ctx, vocab; /* the GPT-2 shape; layers 0 when unknown */
+    char name[512];          /* the preset, the directory, "custom" (shape flags) or "params" (--params) */
+    int layers, dim, heads, n_ctx, vocab; /* the shape; layers 0 when unknown */
+    int from_dir;            /* the model is a Hugging Face directory (name) */
+    int has_weights;         /* ... with its weights (model.safetensors or the index) */
+    struct dec_config *cfg;  /* the configuration when the shape is known (malloc'd) */
     int seq;                 /* T of a micro-batch (activations) */
     uint64_t params;
     int num_units;

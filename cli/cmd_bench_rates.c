@@ -10,11 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef ZERO_HAVE_GPT2
 #include <cblas.h>
 
-#include "gpt2/gpt2.h"
-#endif
+#include "decoder/decoder.h"
 #ifdef ZERO_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -38,7 +36,7 @@ static void usage(FILE *f) {
             "Measures what `zero plan` and `zero estimate` need to predict a step's time, with every\n"
             "rank measuring at once (as in training), the slowest rank's time, median of K rounds (5):\n"
             "  gemm_gflops   the matrix products of one forward + backward of the model's block and LM\n"
-            "                head at micro-batch B (4) x T tokens (min(256, context)), as models/gpt2 calls\n"
+            "                head at micro-batch B (4) x T tokens (min(256, context)), as models/decoder calls\n"
             "                them (cblas_sgemm), per rank\n"
             "  model_gflops  the model's whole forward + backward on the same micro-batch (the products\n"
             "                and the kernels around them), the same FLOPs: the compute rate the planner\n"
@@ -136,43 +134,65 @@ static double median(double *v, int n) {
 
 /* ------------------------------------------------------------------ GEMM on the model's shapes */
 
-#ifdef ZERO_HAVE_GPT2
 typedef struct gemm_bufs {
     float *x, *w, *y, *att, *logits, *wte;
 } gemm_bufs;
 
-/* One forward + backward of one block (B sequences of T tokens, width C, H heads): the products of
- * models/gpt2's kernels with their shapes and strides; returns the FLOPs (2 M N K each). */
-static double block_pass(const gemm_bufs *g, int B, int T, int C, int H) {
-    const int N = B * T, hs = C / H, C3 = 3 * C;
+/* The widths of a decoder layer (models/decoder): Q = H D query columns, KV = G D key/value
+ * columns, FC the MLP's first product (F, or 2F for SwiGLU's gate and up), F its second's input. */
+typedef struct dims {
+    int C, H, G, D, Q, QKV, F, FC, wt;
+} dims;
+
+static dims dims_of(const dec_config *c) {
+    dims d;
+    d.C = c->n_embd, d.H = c->n_head, d.G = c->n_kv_head, d.D = c->head_dim, d.F = c->n_inner;
+    d.Q = d.H * d.D;
+    d.QKV = d.Q + 2 * d.G * d.D;
+    d.FC = dec_is_llama(c) ? 2 * d.F : d.F;
+    d.wt = dec_is_llama(c); /* Linear weights (out, in); GPT-2's Conv1D (in, out) */
+    return d;
+}
+
+/* One forward + backward of one layer (B sequences of T tokens): the matrix products of
+ * models/decoder's kernels with their shapes, weight layouts and strides; returns the FLOPs
+ * (2 M N K each). */
+static double layer_pass(const gemm_bufs *g, const dims *d, int B, int T) {
+    const int N = B * T;
     double f = 0;
-    /* linear layers (in, out): c_attn (C, 3C), c_proj (C, C), c_fc (C, 4C), mlp c_proj (4C, C) */
-    const int lin[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
+    const int lin[4][2] = {{d->C, d->QKV}, {d->Q, d->C}, {d->C, d->FC}, {d->F, d->C}}; /* (in, out) */
     for (int l = 0; l < 4; l++) {
         const int IC = lin[l][0], OC = lin[l][1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, g->x, IC, g->w, OC, 0.0f, g->y, OC);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, g->y, OC, g->w, OC, 0.0f, g->x, IC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, g->x, IC, g->y, OC, 1.0f, g->w, OC);
+        if (d->wt) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, g->x, IC, g->w, IC, 0.0f, g->y, OC);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, g->y, OC, g->w, IC, 0.0f, g->x, IC);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, g->y, OC, g->x, IC, 1.0f, g->w, IC);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, g->x, IC, g->w, OC, 0.0f, g->y, OC);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, g->y, OC, g->w, OC, 0.0f, g->x, IC);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, g->x, IC, g->y, OC, 1.0f, g->w, OC);
+        }
         f += 3 * 2.0 * N * IC * OC;
     }
-    /* attention per (sequence, head): scores and weighted sum; backward's four products */
+    /* attention per (sequence, query head): scores and weighted sum; backward's four products */
+    const int QKV = d->QKV, D = d->D;
     for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            const float *q = g->x + (size_t)b * T * C3 + (size_t)h * hs;
-            float *a = g->att + ((size_t)b * H + h) * T * T, *o = g->y + (size_t)b * T * C3 + (size_t)h * hs;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q, C3, q + C, C3, 0.0f, a, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + 2 * C, C3, 0.0f, o, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, o, C3, 0.0f, o + 2 * C, C3);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, o, C3, q + 2 * C, C3, 0.0f, a, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + C, C3, 0.0f, o, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q, C3, 0.0f, o + C, C3);
-            f += 6 * 2.0 * T * T * hs;
+        for (int h = 0; h < d->H; h++) {
+            const float *q = g->x + (size_t)b * T * QKV + (size_t)h * D, *k = g->x + (size_t)b * T * QKV + d->Q;
+            float *a = g->att + ((size_t)b * d->H + h) * T * T, *o = g->y + (size_t)b * T * QKV + (size_t)h * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, q, QKV, k, QKV, 0.0f, a, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, k, QKV, 0.0f, o, QKV);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, o, QKV, 0.0f, o, QKV);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, o, QKV, k, QKV, 0.0f, a, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, k, QKV, 0.0f, o, QKV);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, q, QKV, 0.0f, o, QKV);
+            f += 6 * 2.0 * T * T * D;
         }
     }
     return f;
 }
 
-/* The LM head tied to wte (V, C), in chunks of at most 2^23 / V rows as models/gpt2 computes it. */
+/* The LM head (V, C), in chunks of at most 2^23 / V rows as models/decoder computes it. */
 static double head_pass(const gemm_bufs *g, int N, int C, int V) {
     int rows = (int)((1u << 23) / (unsigned)V);
     if (rows < 1) rows = 1;
@@ -195,30 +215,34 @@ static float *fill(size_t n) {
     return p;
 }
 
-/* FLOP/s of one rank's forward + backward products: L blocks and the head, the slowest rank's
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* FLOP/s of one rank's forward + backward products: L layers and the head, the slowest rank's
  * median over rounds; also the FLOPs themselves (*flops), to check against the planner's formula. */
 static int measure_gemm(const cli_sizing_model *m, int B, int iters, double *rate, double *flops) {
-    const int T = m->seq, C = m->dim, H = m->heads, V = m->vocab, L = m->layers;
-    const size_t N = (size_t)B * T, C4 = 4 * (size_t)C;
+    const dims d = dims_of(m->cfg);
+    const int T = m->seq, V = m->cfg->vocab, L = m->cfg->n_layer;
+    const size_t N = (size_t)B * T, wide = max3((size_t)d.QKV, (size_t)d.FC, (size_t)d.F);
     size_t rows = ((size_t)1 << 23) / (size_t)V;
     if (rows < 1) rows = 1;
     if (rows > N) rows = N;
-    gemm_bufs g = {fill(N * C4), fill((size_t)C * C4), fill(N * C4), fill((size_t)B * H * T * T), fill(rows * V),
-                   fill((size_t)V * C)};
+    gemm_bufs g = {fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill(wide * max3((size_t)d.C, (size_t)d.Q, (size_t)d.F)),
+                   fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill((size_t)B * d.H * T * T), fill(rows * V),
+                   fill((size_t)V * d.C)};
     int rc = CLI_OK;
     double *t = calloc((size_t)iters, sizeof *t);
     if (!g.x || !g.w || !g.y || !g.att || !g.logits || !g.wte || !t) {
         rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for the GEMM buffers of micro-batch %d x %d tokens", B, T);
         goto out;
     }
-    *flops = L * block_pass(&g, B, T, C, H) + head_pass(&g, (int)N, C, V); /* warm-up */
+    *flops = L * layer_pass(&g, &d, B, T) + head_pass(&g, (int)N, d.C, V); /* warm-up */
     for (int it = 0; it < iters; it++) {
         barrier();
         double t0 = zero_now();
-        block_pass(&g, B, T, C, H);
+        layer_pass(&g, &d, B, T);
         double tb = zero_now() - t0;
         t0 = zero_now();
-        head_pass(&g, (int)N, C, V);
+        head_pass(&g, (int)N, d.C, V);
         t[it] = max_over_ranks(L * tb + (zero_now() - t0));
     }
     *rate = *flops / median(t, iters);
@@ -233,36 +257,37 @@ out:
     return rc;
 }
 
-/* FLOP/s of the model's own forward + backward (models/gpt2: the products and every kernel around
- * them) on one micro-batch, with the planner's FLOPs: what the step's compute runs at. NAN (not an
- * error) when the parameters and gradients would take over an eighth of the node's free memory. */
+/* FLOP/s of the model's own forward + backward (models/decoder: the products and every kernel
+ * around them) on one micro-batch, with the planner's FLOPs: what the step's compute runs at. NAN
+ * (not an error) when the parameters and gradients would take over an eighth of the node's free
+ * memory. */
 static int measure_model(const cli_sizing_model *sm, int B, int iters, int lsize, double flops, double *rate) {
     *rate = NAN;
-    const gpt2_config cfg = {sm->layers, sm->dim, sm->heads, sm->n_ctx, sm->vocab};
-    const int T = sm->seq, U = gpt2_num_units(&cfg);
-    const double bytes = 8.0 * (double)gpt2_num_params(&cfg) * lsize;
+    const dec_config *cfg = sm->cfg;
+    const int T = sm->seq, U = dec_num_units(cfg);
+    const double bytes = 8.0 * (double)dec_num_params(cfg) * lsize;
     const long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     int skip = pages > 0 && bytes > 0.125 * (double)pages * psz;
     if (max_over_ranks(skip)) return CLI_OK; /* every rank takes the same way */
-    gpt2_model *m = NULL;
+    dec_model *m = NULL;
     zero_error err = {{0}};
     float **p = calloc((size_t)U, sizeof *p), **g = calloc((size_t)U, sizeof *g);
     int32_t *tok = malloc((size_t)B * T * sizeof *tok);
     double *t = calloc((size_t)iters, sizeof *t);
     int rc = CLI_OK, bad = !p || !g || !tok || !t;
     for (int u = 0; u < U && !bad; u++) {
-        const size_t n = (size_t)gpt2_unit_numel(&cfg, u);
+        const size_t n = (size_t)dec_unit_numel(cfg, u);
         p[u] = zero_mem_alloc(NULL, ZERO_MEM_PARAMS, n * sizeof(float));
         g[u] = zero_mem_alloc(NULL, ZERO_MEM_GRADS, n * sizeof(float));
         if (!p[u] || !g[u]) bad = 1;
-        else gpt2_init_unit(&cfg, u, 1, p[u]), memset(g[u], 0, n * sizeof(float));
+        else dec_init_unit(cfg, u, 1, p[u]), memset(g[u], 0, n * sizeof(float));
     }
     if (bad) {
         rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for the model's parameters and gradients");
         goto out;
     }
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)((unsigned)i * 2654435761u % (unsigned)cfg.vocab);
-    if (gpt2_create(&m, &cfg, B, T, 0, &err) != ZERO_OK) {
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)((unsigned)i * 2654435761u % (unsigned)cfg->vocab);
+    if (dec_create(&m, cfg, B, T, 0, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "bench rates: %s", err.msg);
         goto out;
     }
@@ -270,8 +295,8 @@ static int measure_model(const cli_sizing_model *sm, int B, int iters, int lsize
         float loss;
         barrier();
         double t0 = zero_now();
-        if (gpt2_forward_backward(m, (const float *const *)p, g, tok, tok, B, T, 1.0f, &loss, NULL) != ZERO_OK) {
-            rc = cli_error(CLI_RUNTIME, "bench rates: forward/backward: %s", gpt2_last_error(m));
+        if (dec_forward_backward(m, (const float *const *)p, g, tok, tok, B, T, 1.0f, 0, &loss, NULL) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "bench rates: forward/backward: %s", dec_last_error(m));
             goto out;
         }
         double dt = max_over_ranks(zero_now() - t0);
@@ -279,7 +304,7 @@ static int measure_model(const cli_sizing_model *sm, int B, int iters, int lsize
     }
     *rate = flops / median(t, iters);
 out:
-    gpt2_free(m);
+    dec_free(m);
     for (int u = 0; u < U && p && g; u++) {
         zero_mem_free(NULL, p[u]);
         zero_mem_free(NULL, g[u]);
@@ -290,7 +315,6 @@ out:
     free(t);
     return rc;
 }
-#endif
 
 /* ------------------------------------------------------------------ memory and collectives */
 
@@ -489,12 +513,14 @@ static int run(rates_opts *o) {
     if (!o->s.model && !o->s.layers) o->s.model = "small";
     if (!o->s.micro_batch) o->s.micro_batch = 4;
     if ((rc = cli_sizing_model_build(&o->s, &m)) != CLI_OK) goto done;
+    if (!m.cfg) {
+        rc = cli_error(CLI_USAGE, "bench rates: expected a model with a shape (--model, or --layers and --dim)");
+        goto done;
+    }
     if (!o->s.seq && m.seq > 256) m.seq = 256; /* zero train's default: min(256, the context) */
 
-#ifdef ZERO_HAVE_GPT2
     if ((rc = measure_gemm(&m, (int)o->s.micro_batch, o->iters, &x.gemm, &x.gemm_flops)) != CLI_OK) goto done;
     if ((rc = measure_model(&m, (int)o->s.micro_batch, o->iters, w.lsize, x.gemm_flops, &x.model)) != CLI_OK) goto done;
-#endif
     /* memcpy: 64 MiB a rank, less when the node's ranks would take over a quarter of its memory */
     size_t mbytes = 64 << 20;
     long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpt2/gpt2.h"
+#include "decoder/decoder.h"
 
 #define MAX_LIST 16
 #define MAX_STEPS 10000
@@ -146,9 +146,9 @@ static int parse(int argc, char **argv, step_opts *o) {
                   o->warmup, o->steps);
         return -1;
     }
-    gpt2_config m;
+    dec_config m;
     zero_error err = {{0}};
-    if (gpt2_config_preset(&m, o->model, &err) != ZERO_OK) {
+    if (dec_config_preset(&m, o->model, &err) != ZERO_OK) {
         cli_error(CLI_USAGE, "--model: %s", err.msg);
         return -1;
     }
@@ -437,9 +437,9 @@ static int threads_per_rank(int ranks) {
 
 static int run_torch(ctx *c, int ranks, int peer, figures *f) {
     const step_opts *o = c->o;
-    gpt2_config m;
+    dec_config m;
     zero_error e = {{0}};
-    gpt2_config_preset(&m, o->model, &e);
+    dec_config_preset(&m, o->model, &e);
     if (o->seq > m.n_ctx) m.n_ctx = o->seq; /* as zero train grows its position table */
     char out[PATH_MAX + 16], err[PATH_MAX + 16];
     char a[10][16];

@@ -1,12 +1,16 @@
-/* `zero estimate`: per-rank bytes of stages 0-3 x offload none/cpu/nvme for a GPT-2 model, and
- * the model flags and model description that `zero plan` shares (declared in cli/cli.h). */
+/* `zero estimate`: per-rank bytes of stages 0-3 x offload none/cpu/nvme for a model (a preset, a
+ * Hugging Face model directory or a shape), and the model flags and description that `zero plan`
+ * shares (declared in cli/cli.h). */
 #include "cli.h"
 
-#include "gpt2/gpt2.h"
+#include "decoder/decoder.h"
+#include "weights.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- shared with `zero plan` */
 
@@ -69,13 +73,20 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         o->json = 1;
         return 1;
     }
+    if (a[0] != '-' && a[0]) { /* zero estimate DIR */
+        if (o->model) {
+            cli_error(CLI_USAGE, "'%s': a second model (already '%s'): expected one preset or directory", a, o->model);
+            return -1;
+        }
+        o->model = a;
+        return 1;
+    }
     return 0;
 }
 
 static uint64_t sizing_activation(void *ctx, int64_t micro_batch, int checkpointing) {
     const cli_sizing_model *m = ctx;
-    const gpt2_config cfg = {m->layers, m->dim, m->heads, m->n_ctx, m->vocab};
-    return gpt2_activation_bytes(&cfg, (int)micro_batch, m->seq, checkpointing);
+    return dec_activation_bytes(m->cfg, (int)micro_batch, m->seq, checkpointing);
 }
 
 /* The default number of equal units of a --params model without --layers (docs/PLANNING.md). */
@@ -90,28 +101,51 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     if (o->model && o->params > 0)
         return cli_error(CLI_USAGE, "--model %s and --params: expected one of them, not both", o->model);
     if (!o->model && !(o->params > 0) && !(o->layers && o->dim))
-        return cli_error(CLI_USAGE, "expected --model NAME, --params N, or a shape (--layers and --dim)");
+        return cli_error(CLI_USAGE, "expected --model NAME, a model directory, --params N, or a shape (--layers and --dim)");
 
-    gpt2_config cfg = {0, 0, 0, 1024, 50257};
+    dec_config cfg;
+    dec_config_gpt2(&cfg, 0, 0, 0, 1024, 50257);
     zero_error err = {{0}};
     int have_shape = 1;
     if (o->model) {
-        if (gpt2_config_preset(&cfg, o->model, &err) != ZERO_OK)
-            return cli_error(CLI_USAGE, "--model %s", err.msg);
+        cli_model src;
+        int rc = cli_model_from_name(o->model, "--model", &src);
+        if (rc != CLI_OK) return rc;
+        if (src.kind == CLI_MODEL_HF) {
+            rc = cli_model_check_flags(&src, NULL, o->layers, o->dim, o->heads, o->vocab);
+            out->from_dir = 1;
+            char p[4200], q[4200];
+            snprintf(p, sizeof p, "%s/model.safetensors", o->model);
+            snprintf(q, sizeof q, "%s/model.safetensors.index.json", o->model);
+            out->has_weights = !access(p, R_OK) || !access(q, R_OK);
+        }
+        cfg = src.cfg;
+        cli_model_free(&src);
+        if (rc != CLI_OK) return rc;
         snprintf(out->name, sizeof out->name, "%s", o->model);
     } else {
         snprintf(out->name, sizeof out->name, "%s", o->params > 0 ? "params" : "custom");
         /* A bare parameter count has no shape: units only, activations unknown. */
         have_shape = o->layers && o->dim;
     }
-    if (o->layers) cfg.n_layer = o->layers;
-    if (o->dim) cfg.n_embd = o->dim;
-    if (o->vocab) cfg.vocab = o->vocab;
-    if (o->heads) cfg.n_head = o->heads;
-    else if (!o->model && have_shape) cfg.n_head = cfg.n_embd % 64 ? 1 : cfg.n_embd / 64;
-    int seq = o->seq ? o->seq : cfg.n_ctx;
+    if (!out->from_dir) {
+        if (o->layers) cfg.n_layer = o->layers;
+        if (o->vocab) cfg.vocab = o->vocab;
+        if (o->dim || o->heads || (!o->model && have_shape)) {
+            if (o->dim) cfg.n_embd = o->dim;
+            if (o->heads) cfg.n_head = o->heads;
+            else if (!o->model) cfg.n_head = cfg.n_embd % 64 ? 1 : cfg.n_embd / 64;
+            if (have_shape && cfg.n_embd % cfg.n_head)
+                return cli_error(CLI_USAGE, "model shape: n_embd %d: expected a multiple of n_head %d", cfg.n_embd, cfg.n_head);
+            if (cfg.n_head) cfg.head_dim = cfg.n_embd / cfg.n_head;
+            if (cfg.arch == DEC_ARCH_GPT2) cfg.n_kv_head = cfg.n_head, cfg.n_inner = 4 * cfg.n_embd;
+            else if (cfg.n_kv_head < 1 || cfg.n_head % cfg.n_kv_head) cfg.n_kv_head = cfg.n_head;
+        }
+    }
+    /* the sequence of the activation figure: --seq, else the context up to 4096 tokens */
+    int seq = o->seq ? o->seq : (cfg.n_ctx < 4096 ? cfg.n_ctx : 4096);
     if (seq > cfg.n_ctx) cfg.n_ctx = seq; /* a longer sequence needs more position rows */
-    if (have_shape && gpt2_config_check(&cfg, &err) != ZERO_OK)
+    if (have_shape && dec_config_check(&cfg, &err) != ZERO_OK)
         return cli_error(CLI_USAGE, "model shape: %s", err.msg);
 
     if (o->params > 0) {
@@ -124,14 +158,17 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         out->num_units = n;
         out->params = total;
     } else {
-        const int n = gpt2_num_units(&cfg);
+        const int n = dec_num_units(&cfg);
         out->unit_numel = malloc((size_t)n * sizeof *out->unit_numel);
         if (!out->unit_numel) return cli_error(CLI_RUNTIME, "out of memory");
-        for (int u = 0; u < n; u++) out->unit_numel[u] = gpt2_unit_numel(&cfg, u);
+        for (int u = 0; u < n; u++) out->unit_numel[u] = dec_unit_numel(&cfg, u);
         out->num_units = n;
-        out->params = gpt2_num_params(&cfg);
+        out->params = dec_num_params(&cfg);
     }
     if (have_shape) {
+        out->cfg = malloc(sizeof *out->cfg);
+        if (!out->cfg) return cli_error(CLI_RUNTIME, "out of memory");
+        *out->cfg = cfg;
         out->layers = cfg.n_layer;
         out->dim = cfg.n_embd;
         out->heads = cfg.n_head;
@@ -149,7 +186,9 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
 void cli_sizing_model_free(cli_sizing_model *m) {
     if (!m) return;
     free(m->unit_numel);
+    free(m->cfg);
     m->unit_numel = NULL;
+    m->cfg = NULL;
 }
 
 const char *cli_fmt_bytes(double b, char *buf, size_t cap) {
@@ -165,7 +204,7 @@ const char *cli_fmt_bytes(double b, char *buf, size_t cap) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: zero estimate (--model NAME | --params N | --layers L --dim C) --ranks R [options]\n"
+            "usage: zero estimate (--model NAME|DIR | DIR | --params N | --layers L --dim C) --ranks R [options]\n"
             "\n"
             "Per-rank bytes of the model states for ZeRO stages 0-3 x offload none/cpu/nvme, split\n"
             "into device memory, host memory and NVMe; the transient buffers; the activations of a\n"
@@ -173,9 +212,14 @@ static void usage(FILE *f) {
             "predicted step time without and with checkpointing (docs/PLANNING.md §9).\n"
             "On a CPU-only run \"device\" is the rank's RAM. Sizes accept units (7e9, 1.5B, 350M).\n"
             "\n"
-            "  --model NAME         tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl\n"
+            "  --model NAME|DIR     a preset (tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl,\n"
+            "                       llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b,\n"
+            "                       qwen3-8b, mistral-7b, smollm2-135m, smollm2-1.7b) or a Hugging Face\n"
+            "                       model directory (its config.json; also as a plain argument)\n"
             "  --params N           a model of N parameters in --layers (32) equal units\n"
-            "  --layers L --dim C --heads H --seq T --vocab V   GPT-2 shape (overrides a --model)\n"
+            "  --layers L --dim C --heads H --vocab V   the shape (overrides a preset's; a directory's\n"
+            "                       must agree with its config.json)\n"
+            "  --seq T              tokens per sequence for the activation figure (the context, at most 4096)\n"
             "  --ranks R            data-parallel ranks (required)\n"
             "  --nodes M            machines the ranks are spread over (1)\n"
             "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
@@ -244,10 +288,19 @@ static void json_time_inputs(const cli_rates *rates, const zero_plan_compute *c)
 static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
                        int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt, const cli_rates *rates,
                        const zero_plan_compute *compute) {
-    printf("{\"model\": \"%s\", \"params\": %llu, \"padded_params\": %llu, \"units\": %d, "
+    fputs("{\"model\": ", stdout);
+    cJSON *name = cJSON_CreateString(m->name); /* a directory's path, escaped */
+    char *quoted = name ? cJSON_PrintUnformatted(name) : NULL;
+    fputs(quoted ? quoted : "null", stdout);
+    cJSON_free(quoted);
+    cJSON_Delete(name);
+    printf(", \"arch\": ");
+    if (m->cfg) printf("\"%s\"", dec_arch_name(m->cfg->arch));
+    else printf("null");
+    printf(", \"params\": %llu, \"padded_params\": %llu, \"units\": %d, "
            "\"largest_unit\": %llu, \"ranks\": %d, \"nodes\": %d, \"precision\": \"%s\", "
            "\"optimizer\": \"%s\", \"state_count\": %d, \"micro_batch\": %lld, \"seq\": ",
-           m->name, (unsigned long long)m->params, (unsigned long long)rows[0].mem.padded,
+           (unsigned long long)m->params, (unsigned long long)rows[0].mem.padded,
            m->num_units, (unsigned long long)rows[0].mem.largest_unit, o->ranks, o->nodes,
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
            (long long)mb);
@@ -290,7 +343,8 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     printf("model %s: %llu parameters in %d units (largest %llu elements padded)", m->name,
            (unsigned long long)m->params, m->num_units, (unsigned long long)m0->largest_unit);
     if (m->layers)
-        printf(", L=%d C=%d H=%d V=%d ctx=%d", m->layers, m->dim, m->heads, m->vocab, m->n_ctx);
+        printf(", %s L=%d C=%d H=%d/%d V=%d ctx=%d", dec_arch_name(m->cfg->arch), m->layers, m->dim, m->heads,
+               m->cfg->n_kv_head, m->vocab, m->n_ctx);
     printf("\n%d rank%s on %d node%s, %s working dtype, %s (%d state float%s per parameter)\n",
            o->ranks, o->ranks == 1 ? "" : "s", o->nodes, o->nodes == 1 ? "" : "s",
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), m0->state_count,

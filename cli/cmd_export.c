@@ -1,32 +1,43 @@
-/* `zero export CKPT -o FILE`: a sharded checkpoint (any world size) as one consolidated
- * safetensors file with the parameters' own names (Hugging Face GPT-2's for the reference model),
- * streamed a chunk at a time, so memory stays a few MiB whatever the model's size. */
+/* `zero export CKPT -o DIR|FILE.safetensors`: a sharded checkpoint (any world size) as a Hugging
+ * Face model directory (config.json, model.safetensors or shards with their index, the source's
+ * tokenizer files) or as one safetensors file, streamed a chunk at a time, so memory stays a few
+ * MiB whatever the model's size. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "weights.h"
 
 /* Elements read from the checkpoint, converted and written at a time: the export's memory. */
 #define CHUNK (256u * 1024u)
+/* transformers' default max_shard_size, "5GB" */
+#define DEFAULT_SHARD 5e9
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: zero export CKPT -o FILE [--dtype fp32|bf16|fp16] [--json]\n"
+            "usage: zero export CKPT -o DIR|FILE.safetensors [--dtype fp32|bf16|fp16] [--max-shard-size SIZE] [--json]\n"
             "\n"
             "Writes the fp32 master weights of checkpoint CKPT (a save directory, whose `latest` is\n"
-            "followed, or one step directory), saved by any number of ranks at any stage, as one\n"
-            "safetensors file with the parameters' names and shapes: for the reference GPT-2 those of\n"
-            "Hugging Face's GPT-2 model.safetensors (wte.weight, h.0.attn.c_attn.weight, ... in the\n"
-            "Conv1D (in, out) layout, no transpose). Metadata: format=pt, and n_layer, n_embd, n_head,\n"
-            "n_ctx, vocab when the checkpoint records its model, so that `zero sample` and\n"
-            "`zero train --init-from FILE` rebuild it. The checksums of every master tensor are\n"
-            "verified before anything is written; FILE appears complete or not at all.\n"
+            "followed, or one step directory), saved by any number of ranks at any stage:\n"
+            "  - as a Hugging Face model directory DIR that transformers opens with from_pretrained:\n"
+            "    config.json (the imported one, or one made for a model trained from scratch),\n"
+            "    model.safetensors, or model-0000k-of-0000n.safetensors and model.safetensors.index.json\n"
+            "    past --max-shard-size, and the tokenizer files of the directory the model came from;\n"
+            "  - or, when the name ends in .safetensors, as that one file (the parameters' own names,\n"
+            "    metadata zero.config holding the config.json).\n"
+            "The checksums of every master tensor are verified before anything is written; each file\n"
+            "appears complete or not at all.\n"
             "\n"
-            "  -o, --output FILE          the safetensors file to write (replaced atomically)\n"
-            "  --dtype fp32|bf16|fp16     stored dtype (default fp32; bf16/fp16 round to nearest even)\n"
+            "  -o, --output DIR|FILE      where to write\n"
+            "  --dtype fp32|bf16|fp16     stored dtype (default: the source's torch_dtype, else fp32;\n"
+            "                             bf16/fp16 round to nearest even)\n"
+            "  --max-shard-size SIZE      largest weight file of a directory (default 5GB, as transformers)\n"
             "  --json                     print a JSON summary instead of a line of text\n"
             "Details: docs/CHECKPOINT.md (Export and import), docs/CLI.md.\n");
 }
@@ -34,12 +45,19 @@ static void usage(FILE *f) {
 typedef struct export_opts {
     const char *ckpt, *out;
     zero_dtype dtype;
-    int json;
+    int dtype_given, json;
+    double max_shard;
 } export_opts;
+
+static int ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
 
 static int parse(int argc, char **argv, export_opts *o) {
     memset(o, 0, sizeof *o);
     o->dtype = ZERO_DTYPE_FP32;
+    o->max_shard = DEFAULT_SHARD;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -52,6 +70,13 @@ static int parse(int argc, char **argv, export_opts *o) {
             if (zero_dtype_parse(v, &o->dtype) != ZERO_OK ||
                 (o->dtype != ZERO_DTYPE_FP32 && o->dtype != ZERO_DTYPE_BF16 && o->dtype != ZERO_DTYPE_FP16)) {
                 cli_error(CLI_USAGE, "--dtype '%s': expected fp32, bf16 or fp16", v);
+                return -1;
+            }
+            o->dtype_given = 1;
+        } else if (!strcmp(a, "--max-shard-size")) {
+            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_size(a, v, &o->max_shard)) return -1;
+            if (o->max_shard < 1) {
+                cli_error(CLI_USAGE, "--max-shard-size '%s': expected at least 1 byte", v);
                 return -1;
             }
         } else if (!strcmp(a, "--json")) {
@@ -67,43 +92,30 @@ static int parse(int argc, char **argv, export_opts *o) {
         }
     }
     if (!o->ckpt) {
-        cli_error(CLI_USAGE, "export: expected a checkpoint directory (zero export CKPT -o FILE)");
+        cli_error(CLI_USAGE, "export: expected a checkpoint directory (zero export CKPT -o DIR)");
         return -1;
     }
     if (!o->out) {
-        cli_error(CLI_USAGE, "export: expected -o FILE, the safetensors file to write");
+        cli_error(CLI_USAGE, "export: expected -o DIR (a Hugging Face model directory) or -o FILE.safetensors");
         return -1;
     }
     return 0;
 }
 
-/* Declares every parameter and the metadata. */
-static zero_status declare(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, zero_dtype dt) {
-    zero_status s = zero_st_writer_set_metadata(w, "format", "pt");
-    gpt2_config g;
-    if (s == ZERO_OK && !cli_ckpt_model(c, &g)) {
-        const struct { const char *key; int v; } meta[] = {
-            {"n_layer", g.n_layer}, {"n_embd", g.n_embd}, {"n_head", g.n_head}, {"n_ctx", g.n_ctx}, {"vocab", g.vocab}};
-        for (size_t k = 0; k < sizeof meta / sizeof meta[0] && s == ZERO_OK; k++) {
-            char v[32];
-            snprintf(v, sizeof v, "%d", meta[k].v);
-            s = zero_st_writer_set_metadata(w, meta[k].key, v);
-        }
-    }
-    char step[32];
-    snprintf(step, sizeof step, "%lld", (long long)zero_ckpt_step(c));
-    if (s == ZERO_OK) s = zero_st_writer_set_metadata(w, "zero.step", step);
-    for (int k = 0; k < ps->n && s == ZERO_OK; k++) s = zero_st_writer_add(w, ps->p[k].name, dt, ps->p[k].shape, ps->p[k].ndim);
-    return s;
+/* The name a parameter has in a Hugging Face checkpoint: GPT2LMHeadModel keeps its body under
+ * "transformer." (the decoder's GPT-2 names are the body's own). */
+static void hf_name(const dec_config *c, const char *name, char *buf, size_t cap) {
+    if (c && c->arch == DEC_ARCH_GPT2 && strcmp(name, "lm_head.weight")) snprintf(buf, cap, "transformer.%s", name);
+    else snprintf(buf, cap, "%s", name);
 }
 
-/* Streams every parameter: CHUNK elements read (fp32), converted, appended. */
-static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, zero_dtype dt) {
+/* Streams parameters [k0, k1): CHUNK elements read (fp32), converted, appended. */
+static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt) {
     float *buf = malloc(CHUNK * sizeof(float));
     uint16_t *half = dt != ZERO_DTYPE_FP32 ? malloc(CHUNK * sizeof(uint16_t)) : NULL;
     int rc = CLI_OK;
     if (!buf || (dt != ZERO_DTYPE_FP32 && !half)) rc = cli_error(CLI_RUNTIME, "export: out of memory");
-    for (int k = 0; k < ps->n && rc == CLI_OK; k++) {
+    for (int k = k0; k < k1 && rc == CLI_OK; k++) {
         const cli_ckpt_param *q = &ps->p[k];
         char tname[512];
         snprintf(tname, sizeof tname, "%s/master", q->unit);
@@ -130,6 +142,207 @@ static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, ze
     return rc;
 }
 
+/* One safetensors file of parameters [k0, k1) at path; meta: the file's metadata. */
+static int write_file(const char *path, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt,
+                      const dec_config *cfg, const char *const *meta, int nmeta, uint64_t *bytes) {
+    zero_error err = {{0}};
+    zero_st_writer *w = NULL;
+    if (zero_st_writer_create(&w, NULL, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    zero_status s = ZERO_OK;
+    for (int i = 0; i + 1 < nmeta && s == ZERO_OK; i += 2) s = zero_st_writer_set_metadata(w, meta[i], meta[i + 1]);
+    for (int k = k0; k < k1 && s == ZERO_OK; k++) {
+        char name[512];
+        hf_name(cfg, ps->p[k].name, name, sizeof name);
+        s = zero_st_writer_add(w, name, dt, ps->p[k].shape, ps->p[k].ndim);
+    }
+    int rc = s == ZERO_OK ? CLI_OK : cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
+    if (rc == CLI_OK) rc = stream(w, c, ps, k0, k1, dt);
+    if (rc == CLI_OK && zero_st_writer_finish(w) != ZERO_OK)
+        rc = cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
+    if (rc == CLI_OK) *bytes += zero_st_writer_file_size(w);
+    zero_st_writer_free(w);
+    return rc;
+}
+
+/* Writes text to path through path.tmp and a rename. */
+static int write_text(const char *path, const char *text) {
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", path, strerror(errno));
+    int bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        const int e = errno;
+        remove(tmp);
+        return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", path, strerror(e ? e : EIO));
+    }
+    return CLI_OK;
+}
+
+/* The tokenizer (and generation) files a model directory carries, copied as they are. */
+static const char *const tokenizer_files[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+    "tokenizer.model", "added_tokens.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
+};
+
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb");
+    if (!in) return cli_error(CLI_RUNTIME, "export: cannot read %s: %s", from, strerror(errno));
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", to);
+    FILE *out = fopen(tmp, "wb");
+    if (!out) {
+        fclose(in);
+        return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", to, strerror(errno));
+    }
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while (!bad && (n = fread(buf, 1, sizeof buf, in)) > 0) bad = fwrite(buf, 1, n, out) != n;
+    bad |= ferror(in);
+    fclose(in);
+    bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
+    bad |= fclose(out) != 0;
+    if (bad || rename(tmp, to)) {
+        remove(tmp);
+        return cli_error(CLI_RUNTIME, "export: cannot copy %s to %s", from, to);
+    }
+    return CLI_OK;
+}
+
+/* Weight files of an earlier export into the same directory that this one did not write:
+ * transformers would read a stale model.safetensors before a new index. */
+static void remove_stale(const char *dir, char (*written)[64], int nwritten) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        const int weights = !strcmp(n, "model.safetensors") || !strcmp(n, "model.safetensors.index.json") ||
+                            (!strncmp(n, "model-", 6) && ends_with(n, ".safetensors") && strstr(n, "-of-"));
+        if (!weights) continue;
+        int mine = 0;
+        for (int i = 0; i < nwritten && !mine; i++) mine = !strcmp(written[i], n);
+        if (mine) continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, n);
+        unlink(p);
+    }
+    closedir(d);
+}
+
+static const char *torch_dtype_of(zero_dtype dt) {
+    return dt == ZERO_DTYPE_BF16 ? "bfloat16" : dt == ZERO_DTYPE_FP16 ? "float16" : "float32";
+}
+
+/* The dtype config.json says the weights are in (the source's), or fp32. */
+static zero_dtype source_dtype(const char *config_json) {
+    cJSON *j = config_json ? cJSON_Parse(config_json) : NULL;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "torch_dtype");
+    if (!cJSON_IsString(d)) d = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+    zero_dtype dt = ZERO_DTYPE_FP32;
+    if (cJSON_IsString(d)) {
+        if (!strcmp(d->valuestring, "bfloat16")) dt = ZERO_DTYPE_BF16;
+        else if (!strcmp(d->valuestring, "float16")) dt = ZERO_DTYPE_FP16;
+    }
+    cJSON_Delete(j);
+    return dt;
+}
+
+typedef struct result {
+    int files;
+    uint64_t bytes;
+    int tokenizer_files;
+} result;
+
+static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, zero_dtype dt,
+                      result *res) {
+    struct stat sb;
+    if (!stat(o->out, &sb) && !S_ISDIR(sb.st_mode))
+        return cli_error(CLI_USAGE, "-o '%s': exists and is not a directory (a file must be named *.safetensors)", o->out);
+    if (stat(o->out, &sb) && mkdir(o->out, 0777))
+        return cli_error(CLI_RUNTIME, "export: cannot create %s: %s", o->out, strerror(errno));
+    /* shards: greedy in registration order, a new one when the next tensor would pass the limit */
+    const size_t es = zero_dtype_size(dt);
+    int *first = malloc(((size_t)ps->n + 1) * sizeof *first);
+    char(*names)[64] = calloc((size_t)ps->n + 2, sizeof *names);
+    if (!first || !names) {
+        free(first), free(names);
+        return cli_error(CLI_RUNTIME, "export: out of memory");
+    }
+    int nsh = 0;
+    uint64_t cur = 0, total = 0;
+    for (int k = 0; k < ps->n; k++) {
+        const uint64_t b = ps->p[k].numel * es;
+        if (k == 0 || (cur > 0 && (double)(cur + b) > o->max_shard)) first[nsh++] = k, cur = 0;
+        cur += b;
+        total += b;
+    }
+    first[nsh] = ps->n;
+    for (int s = 0; s < nsh; s++) {
+        if (nsh == 1) snprintf(names[s], sizeof names[s], "model.safetensors");
+        else snprintf(names[s], sizeof names[s], "model-%05d-of-%05d.safetensors", s + 1, nsh);
+    }
+    char step[32];
+    snprintf(step, sizeof step, "%lld", (long long)zero_ckpt_step(c));
+    const char *meta[] = {"format", "pt", "zero.step", step};
+    int rc = CLI_OK;
+    for (int s = 0; s < nsh && rc == CLI_OK; s++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", o->out, names[s]);
+        rc = write_file(path, c, ps, first[s], first[s + 1], dt, &m->cfg, meta, 4, &res->bytes);
+        res->files++;
+    }
+    int nwritten = nsh;
+    if (rc == CLI_OK && nsh > 1) { /* the index: {"metadata": {"total_size"}, "weight_map": {name: file}} */
+        cJSON *idx = cJSON_CreateObject(), *md = cJSON_AddObjectToObject(idx, "metadata");
+        cJSON_AddNumberToObject(md, "total_size", (double)total);
+        cJSON *map = cJSON_AddObjectToObject(idx, "weight_map");
+        for (int s = 0; s < nsh; s++)
+            for (int k = first[s]; k < first[s + 1]; k++) {
+                char name[512];
+                hf_name(&m->cfg, ps->p[k].name, name, sizeof name);
+                cJSON_AddStringToObject(map, name, names[s]);
+            }
+        char *text = cJSON_Print(idx);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", o->out);
+        rc = text ? write_text(path, text) : cli_error(CLI_RUNTIME, "export: out of memory");
+        snprintf(names[nwritten++], sizeof names[0], "model.safetensors.index.json");
+        cJSON_free(text);
+        cJSON_Delete(idx);
+    }
+    if (rc == CLI_OK) { /* config.json: the imported one with the stored dtype, or a fresh one */
+        char *text = dec_config_to_json(&m->cfg, m->config_json, torch_dtype_of(dt));
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.json", o->out);
+        rc = text ? write_text(path, text) : cli_error(CLI_RUNTIME, "export: out of memory");
+        free(text);
+    }
+    if (rc == CLI_OK) remove_stale(o->out, names, nwritten);
+    if (rc == CLI_OK && m->source) {
+        struct stat ss;
+        if (stat(m->source, &ss) || !S_ISDIR(ss.st_mode)) {
+            fprintf(stderr, "zero: note: the model's source directory %s is gone: no tokenizer files copied\n", m->source);
+        } else {
+            for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0] && rc == CLI_OK; i++) {
+                char from[4200], to[4200];
+                snprintf(from, sizeof from, "%s/%s", m->source, tokenizer_files[i]);
+                snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
+                if (access(from, R_OK)) continue;
+                if (!strcmp(from, to)) continue;
+                rc = copy_file(from, to);
+                res->tokenizer_files++;
+            }
+        }
+    }
+    free(first);
+    free(names);
+    return rc;
+}
+
 int cli_export(int argc, char **argv) {
     export_opts o;
     int p = parse(argc, argv, &o);
@@ -142,30 +355,53 @@ int cli_export(int argc, char **argv) {
     zero_ckpt *c = NULL;
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
     cli_ckpt_params ps = {0};
-    zero_st_writer *w = NULL;
+    cli_model m;
+    memset(&m, 0, sizeof m);
     char msg[1024];
-    int rc = CLI_OK;
+    int rc = CLI_OK, have_model = 0;
     uint64_t numel = 0;
+    result res = {0, 0, 0};
     const double t0 = zero_now();
+    const int to_file = ends_with(o.out, ".safetensors");
     if (cli_ckpt_params_read(c, &ps, msg, sizeof msg) != ZERO_OK || cli_ckpt_verify_masters(c, msg, sizeof msg) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "export: %s", msg);
         goto out;
     }
-    if (zero_st_writer_create(&w, NULL, o.out, &err) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    have_model = !cli_ckpt_model(c, &m, msg, sizeof msg);
+    if (!to_file && !have_model) {
+        rc = cli_error(CLI_RUNTIME, "export: %s: a model directory needs its config.json (give -o FILE.safetensors for "
+                       "the bare tensors)", msg);
         goto out;
     }
-    if (declare(w, c, &ps, o.dtype) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
-        goto out;
+    const zero_dtype dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;
+    if (to_file) {
+        char step[32], v[5][32];
+        snprintf(step, sizeof step, "%lld", (long long)zero_ckpt_step(c));
+        const char *meta[16] = {"format", "pt", "zero.step", step};
+        int nmeta = 4;
+        char *conf = have_model ? dec_config_to_json(&m.cfg, m.config_json, torch_dtype_of(dt)) : NULL;
+        if (have_model && m.cfg.arch == DEC_ARCH_GPT2) { /* GPT-2 readers of earlier exports */
+            const char *keys[5] = {"n_layer", "n_embd", "n_head", "n_ctx", "vocab"};
+            const int vals[5] = {m.cfg.n_layer, m.cfg.n_embd, m.cfg.n_head, m.cfg.n_ctx, m.cfg.vocab};
+            for (int k = 0; k < 5; k++) {
+                snprintf(v[k], sizeof v[k], "%d", vals[k]);
+                meta[nmeta++] = keys[k];
+                meta[nmeta++] = v[k];
+            }
+        }
+        if (conf) {
+            meta[nmeta++] = "zero.config";
+            meta[nmeta++] = conf;
+        }
+        /* the file keeps the decoder's own names (no "transformer." prefix), as earlier exports */
+        rc = write_file(o.out, c, &ps, 0, ps.n, dt, NULL, meta, nmeta, &res.bytes);
+        res.files = 1;
+        free(conf);
+    } else {
+        rc = export_dir(&o, c, &ps, &m, dt, &res);
     }
-    if ((rc = stream(w, c, &ps, o.dtype)) != CLI_OK) goto out;
-    if (zero_st_writer_finish(w) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
-        goto out;
-    }
+    if (rc != CLI_OK) goto out;
     for (int k = 0; k < ps.n; k++) numel += ps.p[k].numel;
-    const uint64_t bytes = zero_st_writer_file_size(w);
     const double secs = zero_now() - t0;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
@@ -173,10 +409,14 @@ int cli_export(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "step", (double)zero_ckpt_step(c));
         cJSON_AddNumberToObject(j, "world", zero_ckpt_world(c));
         cJSON_AddStringToObject(j, "output", o.out);
-        cJSON_AddStringToObject(j, "dtype", zero_dtype_name(o.dtype));
+        cJSON_AddStringToObject(j, "format", to_file ? "safetensors" : "hf");
+        if (have_model) cJSON_AddStringToObject(j, "architecture", dec_arch_name(m.cfg.arch));
+        cJSON_AddStringToObject(j, "dtype", zero_dtype_name(dt));
+        cJSON_AddNumberToObject(j, "files", res.files);
+        cJSON_AddNumberToObject(j, "tokenizer_files", res.tokenizer_files);
         cJSON_AddNumberToObject(j, "tensors", ps.n);
         cJSON_AddNumberToObject(j, "params", (double)numel);
-        cJSON_AddNumberToObject(j, "bytes", (double)bytes);
+        cJSON_AddNumberToObject(j, "bytes", (double)res.bytes);
         cJSON_AddNumberToObject(j, "seconds", secs);
         cJSON_AddNumberToObject(j, "chunk_bytes", (double)CHUNK * sizeof(float));
         cJSON_AddNumberToObject(j, "rss_peak", (double)zero_rss_peak_bytes());
@@ -186,13 +426,15 @@ int cli_export(int argc, char **argv) {
         cJSON_Delete(j);
     } else {
         char b1[32], b2[32];
-        printf("exported step %lld of %s (%d rank%s): %d tensors, %llu parameters, %s -> %s (%s) in %.2f s, peak RSS %s\n",
+        printf("exported step %lld of %s (%d rank%s): %d tensors, %llu parameters, %s -> %s (%s in %d file%s%s) in "
+               "%.2f s, peak RSS %s\n",
                (long long)zero_ckpt_step(c), zero_ckpt_dir(c), zero_ckpt_world(c), zero_ckpt_world(c) == 1 ? "" : "s",
-               ps.n, (unsigned long long)numel, zero_dtype_name(o.dtype), o.out, cli_fmt_bytes((double)bytes, b1, sizeof b1),
+               ps.n, (unsigned long long)numel, zero_dtype_name(dt), o.out, cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
+               res.files, res.files == 1 ? "" : "s", to_file ? "" : res.tokenizer_files ? ", tokenizer files copied" : "",
                secs, cli_fmt_bytes((double)zero_rss_peak_bytes(), b2, sizeof b2));
     }
 out:
-    zero_st_writer_free(w);
+    cli_model_free(&m);
     cli_ckpt_params_free(&ps);
     zero_ckpt_close(c);
     return rc;

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: zero plan (--model NAME | --params N | --layers L --dim C) --ranks R\n"
+            "usage: zero plan (--model NAME|DIR | DIR | --params N | --layers L --dim C) --ranks R\n"
             "                 [--device-mem X] --host-mem Y [--nvme Z] [--link-gbps G] [options]\n"
             "\n"
             "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu;\n"
@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "by its predicted step time (docs/PLANNING.md §9) and says why. When nothing fits it\n"
             "says what is missing and by how much, and exits with status 1.\n"
             "\n"
-            "  --model NAME | --params N | --layers L --dim C [--heads --seq --vocab]   (as estimate)\n"
+            "  --model NAME|DIR | DIR | --params N | --layers L --dim C [--heads --seq --vocab]   (as estimate)\n"
             "  --ranks R             data-parallel ranks (required); --nodes M machines (1): R/M\n"
             "                        ranks per node share its memory and its network link\n"
             "  --device-mem X        device (GPU) memory per rank, e.g. 24GiB; leave it out on a\n"
@@ -566,12 +566,17 @@ int cli_plan(int argc, char **argv) {
                 return CLI_OK;
             }
             printf("config: %s; run: zero train --config %s", out_path, out_path);
-            /* A custom shape starts from gpt2's vocabulary and context, as the planner's does. */
-            printf(" --model %s", o.model ? o.model : "gpt2");
-            if (o.layers) printf(" --layers %d", m.layers);
-            if (o.dim) printf(" --dim %d", m.dim);
-            if (o.heads || (!o.model && o.dim)) printf(" --heads %d", m.heads);
-            if (o.vocab) printf(" --vocab %d", m.vocab);
+            if (m.from_dir) {
+                /* a model directory: its weights (fine-tuning), or its shape from scratch */
+                printf(" %s %s", m.has_weights ? "--init-from" : "--model", o.model);
+            } else {
+                /* A custom shape starts from gpt2's vocabulary and context, as the planner's does. */
+                printf(" --model %s", o.model ? o.model : "gpt2");
+                if (o.layers) printf(" --layers %d", m.layers);
+                if (o.dim) printf(" --dim %d", m.dim);
+                if (o.heads || (!o.model && o.dim)) printf(" --heads %d", m.heads);
+                if (o.vocab) printf(" --vocab %d", m.vocab);
+            }
             printf(" --seq %d", m.seq);
             printf(" --ranks %d%s\n", o.ranks, k->checkpointing ? " --activation-checkpointing" : "");
         }

@@ -15,11 +15,14 @@ static void usage(FILE *f) {
             "  --config FILE              DeepSpeed-style JSON (flags override it)\n"
             "  --stage 0-3                ZeRO stage (default 0, or the config's)\n"
             "  --ranks N                  launch N local ranks through mpiexec (under mpirun: the MPI world)\n"
-            "  --model NAME               tiny | small | gpt2 | gpt2-medium | gpt2-large | gpt2-xl (default small)\n"
+            "  --model NAME|DIR           a preset (default small; tiny, gpt2..gpt2-xl, llama-3.2-1b, llama-3.2-3b,\n"
+            "                             llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b, smollm2-135m,\n"
+            "                             smollm2-1.7b) or a model directory's config.json (random weights)\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
             "  --data FILE|DIR            text (bytes are tokens), a ZEROTOK1 token file, or a directory of text\n"
             "                             files (default: the fortunes corpus)\n"
-            "  --steps N                  optimizer steps of the whole run (default 100)\n"
+            "  --steps N                  optimizer steps of the whole run (default 100; 0: initialize, report and\n"
+            "                             --save the initial state, e.g. a model directory as a checkpoint)\n"
             "  --micro-batch B            sequences per rank per micro-batch (default 4)\n"
             "  --grad-accum K             micro-batches per step (default 1)\n"
             "  --seq T                    tokens per sequence (default min(256, the model's context))\n"
@@ -31,7 +34,9 @@ static void usage(FILE *f) {
             "  --val-batches N            validation batches each time (default 2)\n"
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
-            "  --resume DIR, --init-from FILE, --trace FILE   (see docs/CLI.md for what is supported yet)\n");
+            "  --resume DIR, --trace FILE   (docs/CLI.md)\n"
+            "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
+            "                             safetensors), a checkpoint or a safetensors file\n");
 }
 
 /* Parses argv into o and cfg (flags applied over the JSON config). Returns -1 on a usage error
@@ -61,7 +66,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--vocab")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->vocab)) return -1; }
         else if (!strcmp(a, "--seq")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
         else if (!strcmp(a, "--data")) { VAL(); o->data = v; }
-        else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 1, INT64_MAX / 2, &o->steps)) return -1; }
+        else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &o->steps)) return -1; }
         else if (!strcmp(a, "--micro-batch")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->micro_batch)) return -1; }
         else if (!strcmp(a, "--grad-accum")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->grad_accum)) return -1; }
         else if (!strcmp(a, "--lr")) { VAL(); if (cli_parse_double(a, v, 0, 10, &o->lr)) return -1; }

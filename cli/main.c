@@ -17,6 +17,7 @@ static const command commands[] = {
     {"plan", cli_plan, "the cheapest stage/offload/micro-batch that fits your hardware"},
     {"export", cli_export, "write a checkpoint as one consolidated safetensors file"},
     {"inspect", cli_inspect, "summarize and verify a checkpoint"},
+    {"tokenize", cli_tokenize, "text and JSONL through a tokenizer.json into a token file (or ids)"},
     {"bench", cli_bench, "benchmarks: adam | comm | io | step"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -52,5 +53,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, bench", argv[1]);
+    return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, tokenize, bench", argv[1]);
 }

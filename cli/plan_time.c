@@ -2,6 +2,8 @@
  * rates` writes, or documented defaults), --rates and --link-gbps, the model's FLOPs, and printing. */
 #include "cli.h"
 
+#include "decoder/decoder.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stddef.h>
@@ -220,16 +222,21 @@ void cli_rates_json(FILE *f, const cli_rates *r) {
 
 void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zero_plan_compute *out) {
     memset(out, 0, sizeof *out);
-    if (m->layers) {
-        /* Per token of a forward, for a decoder of L blocks of width C over T tokens and a vocabulary
-         * of V (docs/PLANNING.md §9): the block's four matrix products 2 (3C^2 + C^2 + 4C^2 + 4C^2)
-         * = 24 C^2, attention's scores and weighted sum 2 x 2 T C (the full T x T products, as
-         * models/gpt2 computes them), the LM head 2 C V. Checkpointing recomputes every block but
-         * the last, whose activations the backward still holds. */
-        const double L = m->layers, C = m->dim, T = m->seq, V = m->vocab;
-        const double block = 24 * C * C + 4 * T * C;
-        out->fwd_flops_per_token = L * block + 2 * C * V;
-        out->recompute_flops_per_token = (L - 1) * block;
+    if (m->cfg) {
+        /* Per token of a forward, for a decoder of L layers over T tokens (docs/PLANNING.md §9),
+         * from its per-layer shapes: width C, H query heads and G key/value heads of D, MLP width F
+         * (two first products with SwiGLU: gate and up), vocabulary V. The four matrix products
+         * 2 (C (Q + 2 KV) + Q C + C FC + F C) with Q = H D, KV = G D; attention's scores and
+         * weighted sum 2 x 2 T Q (the full T x T products, as models/decoder computes them); the
+         * LM head 2 C V. Checkpointing recomputes every layer but the last, whose activations the
+         * backward still holds. */
+        const dec_config *c = m->cfg;
+        const double C = c->n_embd, T = m->seq, V = c->vocab, L = c->n_layer, F = c->n_inner;
+        const double Q = (double)c->n_head * c->head_dim, KV = (double)c->n_kv_head * c->head_dim;
+        const double FC = dec_is_llama(c) ? 2 * F : F;
+        const double layer = 2 * (C * (Q + 2 * KV) + Q * C + C * FC + F * C) + 4 * T * Q;
+        out->fwd_flops_per_token = L * layer + 2 * C * V;
+        out->recompute_flops_per_token = (L - 1) * layer;
         out->seq_len = m->seq;
     } else {
         /* No shape: 2 FLOPs per parameter and token, attention unknown. */

@@ -1,5 +1,5 @@
 /* The training loop of `zero train`: builds the engine and the model, runs the steps with the
- * data rule of models/gpt2/data.h, reports progress and --log-json records, and ends with what
+ * data rule of models/decoder/data.h, reports progress and --log-json records, and ends with what
  * ZeRO saved against stage 0 and the traffic against ZeRO's rule. */
 #include "train.h"
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "decoder/hf.h"
 #include "weights.h"
 #include "zero/offload.h"
 
@@ -61,31 +62,54 @@ int train_prepare(train_opts *o, int world) {
         if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
     }
 
-    gpt2_config *m = &o->model_cfg;
+    dec_config *m = &o->model_cfg;
     if (o->init_from && access(o->init_from, R_OK))
         return cli_error(CLI_USAGE, "--init-from '%s': %s", o->init_from, strerror(errno));
-    /* --init-from without shape flags: the file says what model it holds (--heads may help) */
-    const int shape_from_file = o->init_from && !(o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0);
-    if (shape_from_file) {
-        int rc = cli_weights_shape(o->init_from, o->heads, m);
-        if (rc != CLI_OK) return rc;
-        o->model = o->init_from;
+    cli_model_free(&o->src);
+    const int shape_flags = o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0;
+    int rc = CLI_OK;
+    if (o->init_from && dec_hf_is_dir(o->init_from)) {
+        /* a model directory: config.json says what the model is; flags may only agree with it */
+        if ((rc = cli_model_from_path(o->init_from, 0, "--init-from", &o->src)) != CLI_OK) return rc;
+        if ((rc = cli_model_check_flags(&o->src, o->model_given ? o->model : NULL, o->layers, o->dim, o->heads,
+                                        o->vocab)) != CLI_OK)
+            return rc;
+    } else if (o->init_from && !shape_flags) {
+        /* a checkpoint or a file: it says what model it holds (--heads may help a GPT-2 file) */
+        if ((rc = cli_model_from_path(o->init_from, o->heads, "--init-from", &o->src)) != CLI_OK) return rc;
     } else {
-        if (gpt2_config_preset(m, o->model, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--model: %s", err.msg);
-        if (o->layers > 0) m->n_layer = o->layers;
-        if (o->dim > 0) m->n_embd = o->dim;
-        if (o->heads > 0) m->n_head = o->heads;
-        if (o->vocab > 0) m->vocab = o->vocab;
+        if ((rc = cli_model_from_name(o->model, "--model", &o->src)) != CLI_OK) return rc;
+        if (o->src.kind == CLI_MODEL_HF) {
+            if ((rc = cli_model_check_flags(&o->src, NULL, o->layers, o->dim, o->heads, o->vocab)) != CLI_OK) return rc;
+        } else {
+            dec_config *c = &o->src.cfg;
+            if (o->layers > 0) c->n_layer = o->layers;
+            if (o->vocab > 0) c->vocab = o->vocab;
+            if (o->dim > 0 || o->heads > 0) {
+                if (o->dim > 0) c->n_embd = o->dim;
+                if (o->heads > 0) c->n_head = o->heads;
+                /* as transformers derives them: head_dim = dim / heads; GPT-2's MLP is 4 dim wide */
+                if (c->n_embd % c->n_head)
+                    return cli_error(CLI_USAGE, "model: n_embd %d: expected a multiple of n_head %d", c->n_embd, c->n_head);
+                c->head_dim = c->n_embd / c->n_head;
+                if (c->arch == DEC_ARCH_GPT2) c->n_kv_head = c->n_head, c->n_inner = 4 * c->n_embd;
+                else if (o->heads > 0 && c->n_head % c->n_kv_head) c->n_kv_head = c->n_head;
+            }
+        }
     }
+    if (o->src.kind == CLI_MODEL_FILE || o->src.kind == CLI_MODEL_CKPT || o->src.kind == CLI_MODEL_HF)
+        snprintf(o->src.name, sizeof o->src.name, "%s", o->init_from ? o->init_from : o->model);
+    *m = o->src.cfg;
     o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
     if (o->T > m->n_ctx && o->init_from) /* the loaded position table is what it is */
         return cli_error(CLI_USAGE, "--seq %d: longer than the %d positions of the model in %s", o->T, m->n_ctx, o->init_from);
     if (o->T > m->n_ctx) m->n_ctx = o->T; /* training from scratch: the position table grows to fit */
     if (o->resume) { /* the checkpoint says what model, sequence length and seed the run has */
-        int rc = train_resume_settings(o);
-        if (rc != CLI_OK) return rc;
+        int rc2 = train_resume_settings(o);
+        if (rc2 != CLI_OK) return rc2;
     }
-    if (gpt2_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
+    if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
+    if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
 
     if (!o->dataset) {
         zero_status s = gpt2_data_open(&o->dataset, o->data, GPT2_DATA_VAL_FRACTION, &err);
@@ -108,7 +132,7 @@ typedef struct run_state {
     train_opts *o;
     zero_comm *comm;
     zero_engine *e;
-    gpt2_model *model;
+    dec_model *model;
     int rank, world;
     FILE *json, *human; /* rank 0 only */
     int32_t *inputs, *targets;
@@ -118,6 +142,8 @@ typedef struct run_state {
     int offload;        /* NVMe offload is on: step records carry its I/O */
     int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
     uint64_t padded;    /* Σ padded unit sizes */
+    double init_s;      /* seconds from the engine's creation to the initial weights in place */
+    int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
 
 /* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss]. */
@@ -126,7 +152,7 @@ enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M
 static int max_mem(run_state *r, int64_t out[M_COUNT]) {
     zero_mem_stats es, ms;
     zero_engine_mem_stats(r->e, &es);
-    gpt2_mem_stats(r->model, &ms);
+    dec_mem_stats(r->model, &ms);
     int64_t mine[M_COUNT] = {
         (int64_t)es.peak[ZERO_MEM_PARAMS], (int64_t)es.peak[ZERO_MEM_GRADS],   (int64_t)es.peak[ZERO_MEM_MASTER],
         (int64_t)es.peak[ZERO_MEM_OPTIM],  (int64_t)es.peak[ZERO_MEM_BUFFERS], (int64_t)es.total_peak,
@@ -175,7 +201,7 @@ static int validate(run_state *r, double *out) {
                                 r->inputs, r->targets, &err) != ZERO_OK)
                 return fail(r, "validation data", err.msg);
             float l;
-            if (gpt2_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
+            if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
                 return fail(r, "validation", zero_engine_last_error(r->e));
             sum += l;
         }
@@ -327,13 +353,23 @@ static int train_loop(run_state *r) {
     for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
         const double t0 = zero_now();
         double loss = 0;
+        /* The step's tokens first: the loss is the mean over the counted targets of the whole
+         * global batch (every rank's every micro-batch), whatever the number of ranks. */
+        int64_t counted = 0, total = 0;
         for (int k = 0; k < K; k++) {
+            int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             if (gpt2_data_batch(o->dataset, GPT2_SPLIT_TRAIN, o->seed, step, r->G, gpt2_data_first(r->rank, B, K, k), B, T,
-                                r->inputs, r->targets, &err) != ZERO_OK)
+                                in, tg, &err) != ZERO_OK)
                 return fail(r, "training data", err.msg);
+            counted += dec_count_targets(tg, (size_t)B * T);
+        }
+        if (zero_comm_all_reduce(r->comm, &counted, &total, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+            return fail(r, "counting the targets", zero_comm_last_error(r->comm));
+        for (int k = 0; k < K; k++) {
+            const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             float l;
             const double tc = zero_now();
-            if (gpt2_engine_micro_batch(r->model, r->e, r->inputs, r->targets, B, T, &l) != ZERO_OK)
+            if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
             if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
@@ -400,6 +436,10 @@ static int train_loop(run_state *r) {
         fprintf(r->human, " | ETA %.0fs\n", eta);
         fflush(r->human);
     }
+    if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
+        if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
+        if (r->rank == 0) fprintf(r->human, "saved step 0 to %s\n", o->save);
+    }
     if (o->trace) {
         int rc = write_trace(r);
         if (rc != CLI_OK) return rc;
@@ -414,8 +454,9 @@ static int train_loop(run_state *r) {
             cli_json_double(r->json, last_loss);
             fputs(",\"val_loss\":", r->json);
             cli_json_double(r->json, val);
-            fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,", (unsigned long long)gpt2_num_params(&o->model_cfg),
-                    (unsigned long long)stage0_states(r));
+            fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,\"init_s\":%.3f,\"init_rss_peak\":%lld,",
+                    (unsigned long long)dec_num_params(&o->model_cfg), (unsigned long long)stage0_states(r), r->init_s,
+                    (long long)r->init_rss);
             json_mem(r->json, m);
             fputc(',', r->json);
             json_comm(r->json, &c);
@@ -446,16 +487,23 @@ int train_run(train_opts *o, int mpi) {
     if (rc != CLI_OK) goto out;
 
     zero_error err = {{0}};
+    const double t_init = zero_now();
     if ((s = zero_engine_create(&r.e, r.comm, &o->cfg)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", zero_status_string(s));
         goto out;
     }
-    if (gpt2_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
-        gpt2_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
+    if (dec_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
+        dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }
-    if (o->init_from && (rc = cli_init_from(r.e, &o->model_cfg, o->init_from)) != CLI_OK) goto out;
+    if (o->init_from && (rc = cli_init_from(r.e, o->init_from)) != CLI_OK) goto out;
+    r.init_s = zero_now() - t_init;
+    const int64_t rss = (int64_t)zero_rss_peak_bytes();
+    if (zero_comm_all_reduce(r.comm, &rss, &r.init_rss, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "rank %d: %s", r.rank, zero_comm_last_error(r.comm));
+        goto out;
+    }
     r.offload = o->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME || o->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
     r.user_json = train_user_json(o, r.world);
     if (!r.user_json) {
@@ -473,7 +521,7 @@ int train_run(train_opts *o, int mpi) {
     }
     if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
-    if (gpt2_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
+    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
     }
@@ -483,8 +531,9 @@ int train_run(train_opts *o, int mpi) {
         r.padded += ui.padded;
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
-    r.inputs = malloc((size_t)B * o->T * sizeof *r.inputs);
-    r.targets = malloc((size_t)B * o->T * sizeof *r.targets);
+    /* a step's K micro-batches at once (the loss denominator counts them all first) */
+    r.inputs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.inputs);
+    r.targets = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.targets);
     if (!r.inputs || !r.targets) {
         rc = cli_error(CLI_RUNTIME, "out of memory");
         goto out;
@@ -498,11 +547,17 @@ int train_run(train_opts *o, int mpi) {
             goto out;
         }
         char pb[32];
-        fmt_bytes(pb, sizeof pb, (double)gpt2_num_params(&o->model_cfg));
+        fmt_bytes(pb, sizeof pb, (double)dec_num_params(&o->model_cfg));
         fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s, micro-batch %lld x %lld, seq %d, %s\n",
-                o->model, (unsigned long long)gpt2_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
+                o->src.name, (unsigned long long)dec_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 gpt2_data_describe(o->dataset));
+        if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        if (o->init_from) {
+            char rb[32];
+            fmt_bytes(rb, sizeof rb, (double)r.init_rss);
+            fprintf(r.human, "initialized from %s in %.2f s (peak RSS %s per rank so far)\n", o->init_from, r.init_s, rb);
+        }
     }
     rc = train_loop(&r);
 out:
@@ -510,10 +565,11 @@ out:
     free(r.inputs);
     free(r.targets);
     free(r.user_json);
-    gpt2_free(r.model);
+    dec_free(r.model);
     zero_engine_free(r.e);
     gpt2_data_free(o->dataset);
     o->dataset = NULL;
+    cli_model_free(&o->src);
     zero_comm_free(r.comm);
     return rc;
 }

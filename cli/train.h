@@ -5,8 +5,9 @@
 
 #include <stdint.h>
 
-#include "gpt2/data.h"
-#include "gpt2/gpt2.h"
+#include "decoder/data.h"
+#include "decoder/decoder.h"
+#include "weights.h"
 #include "zero/zero.h"
 
 typedef struct train_opts {
@@ -20,7 +21,8 @@ typedef struct train_opts {
 
     /* filled by train_prepare */
     zero_config cfg;
-    gpt2_config model_cfg;
+    cli_model src;        /* the model: configuration and where it came from */
+    dec_config model_cfg; /* src.cfg, with n_ctx grown to --seq when training from scratch */
     int T;
     gpt2_data *dataset;
 } train_opts;

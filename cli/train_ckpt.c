@@ -1,5 +1,6 @@
-/* What `zero train` records in a checkpoint about the run (model shape, sequence length, seed,
- * global batch) and how --resume takes it back, so a resumed run is the same computation. */
+/* What `zero train` records in a checkpoint about the run (the model's config.json and where it
+ * came from, sequence length, seed, global batch) and how --resume takes it back, so a resumed
+ * run is the same computation and export and sample need nothing but the checkpoint. */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +10,24 @@
 #include "zero/ckpt.h"
 
 char *train_user_json(const train_opts *o, int world) {
+    const dec_config *c = &o->model_cfg;
     cJSON *root = cJSON_CreateObject(), *m = cJSON_CreateObject();
-    cJSON_AddNumberToObject(m, "n_layer", o->model_cfg.n_layer);
-    cJSON_AddNumberToObject(m, "n_embd", o->model_cfg.n_embd);
-    cJSON_AddNumberToObject(m, "n_head", o->model_cfg.n_head);
-    cJSON_AddNumberToObject(m, "n_ctx", o->model_cfg.n_ctx);
-    cJSON_AddNumberToObject(m, "vocab", o->model_cfg.vocab);
+    cJSON_AddStringToObject(m, "arch", dec_arch_name(c->arch));
+    cJSON_AddNumberToObject(m, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(m, "n_embd", c->n_embd);
+    cJSON_AddNumberToObject(m, "n_head", c->n_head);
+    cJSON_AddNumberToObject(m, "n_ctx", c->n_ctx);
+    cJSON_AddNumberToObject(m, "vocab", c->vocab);
+    /* The config.json export writes: the imported one, or one made from the configuration (a
+     * preset, or an imported GPT-2 whose position table grew). */
+    const int keep = o->src.config_json && dec_config_equal(c, &o->src.cfg);
+    char *conf = dec_config_to_json(c, keep ? o->src.config_json : NULL, NULL);
+    cJSON *cj = conf ? cJSON_Parse(conf) : NULL;
+    free(conf);
+    if (cj) cJSON_AddItemToObject(m, "config", cj);
     cJSON_AddItemToObject(root, "model", m);
-    cJSON_AddStringToObject(root, "model_name", o->model);
+    cJSON_AddStringToObject(root, "model_name", o->src.name);
+    if (o->src.source) cJSON_AddStringToObject(root, "source", o->src.source);
     cJSON_AddNumberToObject(root, "seq", o->T);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON_AddNumberToObject(root, "global_batch", (double)(world * o->cfg.micro_batch * o->cfg.grad_accum));
@@ -41,33 +52,34 @@ int train_resume_settings(train_opts *o) {
         return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
     cJSON *man = cJSON_Parse(zero_ckpt_manifest(c));
     cJSON *user = cJSON_GetObjectItemCaseSensitive(man, "user");
-    cJSON *m = cJSON_GetObjectItemCaseSensitive(user, "model");
-    gpt2_config saved;
+    cli_model saved;
+    char msg[1024];
     int T = 0, rc = CLI_OK;
     cJSON *seed = cJSON_GetObjectItemCaseSensitive(user, "seed");
-    if (get_int(m, "n_layer", &saved.n_layer) || get_int(m, "n_embd", &saved.n_embd) || get_int(m, "n_head", &saved.n_head) ||
-        get_int(m, "n_ctx", &saved.n_ctx) || get_int(m, "vocab", &saved.vocab) || get_int(user, "seq", &T) ||
-        !cJSON_IsNumber(seed)) {
+    if (cli_ckpt_model(c, &saved, msg, sizeof msg) || get_int(user, "seq", &T) || !cJSON_IsNumber(seed)) {
         rc = cli_error(CLI_RUNTIME, "--resume %s: the checkpoint does not record a `zero train` run (no user.model)",
                        zero_ckpt_dir(c));
         goto out;
     }
-    const gpt2_config *cur = &o->model_cfg;
+    const dec_config *cur = &o->model_cfg;
     const int explicit_shape = o->model_given || o->layers > 0 || o->dim > 0 || o->heads > 0 || o->vocab > 0;
-    if (explicit_shape && (cur->n_layer != saved.n_layer || cur->n_embd != saved.n_embd ||
-                           cur->n_head != saved.n_head || cur->vocab != saved.vocab)) {
-        rc = cli_error(CLI_USAGE,
-                       "--resume %s: the checkpoint is a model with %d layers, dim %d, %d heads, vocab %d; the flags ask "
-                       "for %d layers, dim %d, %d heads, vocab %d",
-                       zero_ckpt_dir(c), saved.n_layer, saved.n_embd, saved.n_head, saved.vocab, cur->n_layer,
-                       cur->n_embd, cur->n_head, cur->vocab);
+    if (explicit_shape && !cli_model_same_shape(cur, &saved.cfg)) {
+        char a[256], b[256];
+        rc = cli_error(CLI_USAGE, "--resume %s: the checkpoint is a model %s; the flags ask for %s", zero_ckpt_dir(c),
+                       cli_model_describe(&saved.cfg, a, sizeof a), cli_model_describe(cur, b, sizeof b));
+        cli_model_free(&saved);
         goto out;
     }
     if (o->seq > 0 && o->seq != T) {
         rc = cli_error(CLI_USAGE, "--seq %d: the checkpoint's run uses sequences of %d tokens", o->seq, T);
+        cli_model_free(&saved);
         goto out;
     }
-    o->model_cfg = saved;
+    cJSON *name = cJSON_GetObjectItemCaseSensitive(user, "model_name");
+    if (cJSON_IsString(name)) snprintf(saved.name, sizeof saved.name, "%s", name->valuestring);
+    cli_model_free(&o->src);
+    o->src = saved;
+    o->model_cfg = saved.cfg;
     o->T = T;
     o->seed = (uint64_t)seed->valuedouble;
 out:

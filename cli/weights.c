@@ -1,5 +1,5 @@
-/* Model weights from files into an engine (`--init-from` of train and sample): a consolidated
- * safetensors file (ours or Hugging Face GPT-2's) or a checkpoint's masters, one tensor at a time. */
+/* Models from files (presets, Hugging Face model directories, checkpoints, safetensors files) and
+ * their weights into an engine (`--init-from` of train and sample), one tensor at a time. */
 #include "weights.h"
 
 #include <cjson/cJSON.h>
@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "decoder/hf.h"
 
 #define HF_PREFIX "transformer."
 #define STAGE_BYTES (1u << 20) /* bf16/fp16 tensors are read and converted this much at a time */
@@ -159,17 +161,78 @@ static int json_int(const cJSON *obj, const char *key, int *out) {
     return 0;
 }
 
-int cli_ckpt_model(zero_ckpt *c, gpt2_config *out) {
+void cli_model_free(cli_model *m) {
+    if (!m) return;
+    free(m->config_json);
+    free(m->source);
+    free(m->notes);
+    m->config_json = m->source = m->notes = NULL;
+}
+
+int cli_model_same_shape(const dec_config *a, const dec_config *b) {
+    return a->arch == b->arch && a->n_layer == b->n_layer && a->n_embd == b->n_embd && a->n_head == b->n_head &&
+           a->n_kv_head == b->n_kv_head && a->head_dim == b->head_dim && a->n_inner == b->n_inner &&
+           a->vocab == b->vocab && a->tied == b->tied && a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias &&
+           a->mlp_bias == b->mlp_bias && a->qk_norm == b->qk_norm;
+}
+
+const char *cli_model_describe(const dec_config *c, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s L%d C%d H%d/%d D%d F%d V%d ctx%d%s", dec_arch_name(c->arch), c->n_layer, c->n_embd,
+             c->n_head, c->n_kv_head, c->head_dim, c->n_inner, c->vocab, c->n_ctx, c->tied ? ", tied" : "");
+    return buf;
+}
+
+static char *dup_str(const char *s) {
+    if (!s) return NULL;
+    char *d = malloc(strlen(s) + 1);
+    if (d) strcpy(d, s);
+    return d;
+}
+
+int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap) {
+    memset(out, 0, sizeof *out);
+    out->kind = CLI_MODEL_CKPT;
+    snprintf(out->name, sizeof out->name, "%s", zero_ckpt_dir(c));
     cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "user"), "model");
-    gpt2_config g;
-    int rc = json_int(mod, "n_layer", &g.n_layer) || json_int(mod, "n_embd", &g.n_embd) ||
-                     json_int(mod, "n_head", &g.n_head) || json_int(mod, "n_ctx", &g.n_ctx) ||
-                     json_int(mod, "vocab", &g.vocab)
-                 ? -1
-                 : 0;
-    if (!rc) *out = g;
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(m, "user");
+    const cJSON *mod = cJSON_GetObjectItemCaseSensitive(user, "model");
+    const cJSON *conf = cJSON_GetObjectItemCaseSensitive(mod, "config");
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(user, "source");
+    int rc = -1;
+    if (cJSON_IsObject(conf)) {
+        char *text = cJSON_PrintUnformatted(conf);
+        zero_error err = {{0}};
+        if (text && dec_config_from_json(&out->cfg, text, NULL, &err) == ZERO_OK) {
+            out->config_json = text;
+            rc = 0;
+            /* the shape written beside the config must be the config's */
+            const struct { const char *key; int have; } f[] = {{"n_layer", out->cfg.n_layer}, {"n_embd", out->cfg.n_embd},
+                                                                {"n_head", out->cfg.n_head}, {"vocab", out->cfg.vocab}};
+            for (size_t k = 0; k < sizeof f / sizeof f[0] && !rc; k++) {
+                int v;
+                if (!json_int(mod, f[k].key, &v) && v != f[k].have) {
+                    snprintf(msg, cap, "%s: the model it records is inconsistent: user.model.%s %d, its config.json %d",
+                             zero_ckpt_dir(c), f[k].key, v, f[k].have);
+                    rc = -1;
+                }
+            }
+        } else {
+            snprintf(msg, cap, "%s: the model it records: %s", zero_ckpt_dir(c), text ? err.msg : "out of memory");
+            cJSON_free(text);
+        }
+    } else {
+        int L, C, H, ctx, V;
+        if (json_int(mod, "n_layer", &L) || json_int(mod, "n_embd", &C) || json_int(mod, "n_head", &H) ||
+            json_int(mod, "n_ctx", &ctx) || json_int(mod, "vocab", &V)) {
+            snprintf(msg, cap, "%s: the checkpoint does not record a `zero train` run (no user.model)", zero_ckpt_dir(c));
+        } else {
+            dec_config_gpt2(&out->cfg, L, C, H, ctx, V);
+            rc = 0;
+        }
+    }
+    if (!rc && cJSON_IsString(src)) out->source = dup_str(src->valuestring);
     cJSON_Delete(m);
+    if (rc) cli_model_free(out);
     return rc;
 }
 
@@ -200,7 +263,7 @@ zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {
     return ZERO_OK;
 }
 
-/* ------------------------------------------------------------------ shape */
+/* ------------------------------------------------------------------ what model a source holds */
 
 static int parse_meta_int(const zero_st_file *f, const char *key, int *out) {
     const char *v = zero_st_metadata(f, key);
@@ -226,71 +289,154 @@ static int count_blocks(const zero_st_file *f) {
     return L;
 }
 
-static int shape_from_st(const char *path, int heads, gpt2_config *out) {
+static int shape_from_st(const char *path, int heads, const char *flag, cli_model *out) {
     zero_error err = {{0}};
     zero_st_file *f = NULL;
-    if (zero_st_open(&f, NULL, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--init-from: %s", err.msg);
-    gpt2_config g = {0};
-    int rc = CLI_OK;
-    if (!parse_meta_int(f, "n_layer", &g.n_layer) && !parse_meta_int(f, "n_embd", &g.n_embd) &&
-        !parse_meta_int(f, "n_ctx", &g.n_ctx) && !parse_meta_int(f, "vocab", &g.vocab)) {
-        if (parse_meta_int(f, "n_head", &g.n_head)) g.n_head = 0;
+    if (dec_hf_is_pickle(path)) {
+        dec_hf_pickle_error(&err, path);
+        return cli_error(CLI_RUNTIME, "%s: %s", flag, err.msg);
+    }
+    if (zero_st_open(&f, NULL, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s: %s", flag, err.msg);
+    int L = 0, C = 0, H = 0, ctx = 0, V = 0, rc = CLI_OK;
+    const char *conf = zero_st_metadata(f, "zero.config");
+    if (conf) { /* `zero export`'s: the whole config.json */
+        char *notes = NULL;
+        if (dec_config_from_json(&out->cfg, conf, &notes, &err) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "%s %s: metadata zero.config: %s", flag, path, err.msg);
+        } else {
+            out->config_json = dup_str(conf);
+            out->notes = notes;
+        }
+        goto out;
+    }
+    if (!parse_meta_int(f, "n_layer", &L) && !parse_meta_int(f, "n_embd", &C) && !parse_meta_int(f, "n_ctx", &ctx) &&
+        !parse_meta_int(f, "vocab", &V)) {
+        if (parse_meta_int(f, "n_head", &H)) H = 0;
     } else {
         const int wte = st_lookup(f, "wte.weight"), wpe = st_lookup(f, "wpe.weight");
         const zero_st_tensor *te = wte >= 0 ? zero_st_tensor_at(f, wte) : NULL;
         const zero_st_tensor *pe = wpe >= 0 ? zero_st_tensor_at(f, wpe) : NULL;
         if (!te || !pe || te->ndim != 2 || pe->ndim != 2 || te->shape[1] != pe->shape[1]) {
             rc = cli_error(CLI_RUNTIME,
-                           "--init-from %s: no GPT-2 shape: expected metadata n_layer/n_embd/n_ctx/vocab, or tensors "
-                           "'wte.weight' (vocab, n_embd) and 'wpe.weight' (n_ctx, n_embd)",
-                           path);
+                           "%s %s: no model shape: expected metadata zero.config or n_layer/n_embd/n_ctx/vocab, or "
+                           "GPT-2 tensors 'wte.weight' (vocab, n_embd) and 'wpe.weight' (n_ctx, n_embd) (a Llama-family "
+                           "model needs its directory with config.json)",
+                           flag, path);
             goto out;
         }
-        g.vocab = (int)(te->shape[0] < 1 << 30 ? te->shape[0] : 0);
-        g.n_embd = (int)(te->shape[1] < 1 << 30 ? te->shape[1] : 0);
-        g.n_ctx = (int)(pe->shape[0] < 1 << 30 ? pe->shape[0] : 0);
-        g.n_layer = count_blocks(f);
-        if (parse_meta_int(f, "n_head", &g.n_head)) g.n_head = 0;
+        V = (int)(te->shape[0] < 1 << 30 ? te->shape[0] : 0);
+        C = (int)(te->shape[1] < 1 << 30 ? te->shape[1] : 0);
+        ctx = (int)(pe->shape[0] < 1 << 30 ? pe->shape[0] : 0);
+        L = count_blocks(f);
+        if (parse_meta_int(f, "n_head", &H)) H = 0;
     }
-    if (heads > 0) g.n_head = heads;
-    if (g.n_head <= 0) {
-        if (g.n_embd % 64) {
-            rc = cli_error(CLI_USAGE, "--init-from %s: a model of width %d without n_head in its metadata: pass --heads H",
-                           path, g.n_embd);
+    if (heads > 0) H = heads;
+    if (H <= 0) {
+        if (C % 64) {
+            rc = cli_error(CLI_USAGE, "%s %s: a model of width %d without n_head in its metadata: pass --heads H", flag,
+                           path, C);
             goto out;
         }
-        g.n_head = g.n_embd / 64;
+        H = C / 64;
     }
-    if (gpt2_config_check(&g, &err) != ZERO_OK) {
-        rc = cli_error(CLI_RUNTIME, "--init-from %s: the model it holds: %s", path, err.msg);
-        goto out;
-    }
-    *out = g;
+    dec_config_gpt2(&out->cfg, L, C, H, ctx, V);
+    if (dec_config_check(&out->cfg, &err) != ZERO_OK) rc = cli_error(CLI_RUNTIME, "%s %s: the model it holds: %s", flag, path, err.msg);
 out:
     zero_st_close(f);
     return rc;
 }
 
-int cli_weights_shape(const char *path, int heads, gpt2_config *out) {
-    struct stat sb;
-    if (stat(path, &sb)) return cli_error(CLI_USAGE, "--init-from '%s': %s", path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return shape_from_st(path, heads, out);
+int cli_model_from_name(const char *name, const char *flag, cli_model *out) {
+    memset(out, 0, sizeof *out);
     zero_error err = {{0}};
+    snprintf(out->name, sizeof out->name, "%s", name);
+    if (dec_config_preset(&out->cfg, name, &err) == ZERO_OK) return CLI_OK;
+    if (dec_hf_is_dir(name)) {
+        out->kind = CLI_MODEL_HF;
+        zero_status s = dec_hf_read_config(name, &out->cfg, &out->config_json, &out->notes, &err);
+        if (s != ZERO_OK) return cli_error(s == ZERO_ERR_INVALID_ARG ? CLI_USAGE : CLI_RUNTIME, "%s %s", flag, err.msg);
+        out->source = dup_str(name);
+        return CLI_OK;
+    }
+    struct stat sb;
+    if (!stat(name, &sb) && S_ISDIR(sb.st_mode))
+        return cli_error(CLI_USAGE, "%s '%s': a directory without config.json: expected a preset or a Hugging Face model "
+                         "directory", flag, name);
+    return cli_error(CLI_USAGE, "%s %s", flag, err.msg + (strncmp(err.msg, "model ", 6) ? 0 : 6));
+}
+
+int cli_model_from_path(const char *path, int heads, const char *flag, cli_model *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", path);
+    struct stat sb;
+    if (stat(path, &sb)) return cli_error(CLI_USAGE, "%s '%s': %s", flag, path, strerror(errno));
+    zero_error err = {{0}};
+    if (!S_ISDIR(sb.st_mode)) {
+        out->kind = CLI_MODEL_FILE;
+        return shape_from_st(path, heads, flag, out);
+    }
+    if (dec_hf_is_dir(path)) {
+        out->kind = CLI_MODEL_HF;
+        zero_status s = dec_hf_read_config(path, &out->cfg, &out->config_json, &out->notes, &err);
+        if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
+        out->source = dup_str(path);
+        return CLI_OK;
+    }
+    char p[4200];
+    snprintf(p, sizeof p, "%s/pytorch_model.bin", path);
+    if (!access(p, F_OK)) {
+        dec_hf_pickle_error(&err, p);
+        return cli_error(CLI_RUNTIME, "%s: %s", flag, err.msg);
+    }
     zero_ckpt *c = NULL;
-    if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--init-from: %s", err.msg);
-    gpt2_config g;
+    if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "%s: %s (expected a checkpoint, a model directory with config.json, or a "
+                         "safetensors file)", flag, err.msg);
+    char msg[1024];
     int rc = CLI_OK;
-    if (cli_ckpt_model(c, &g)) {
-        rc = cli_error(CLI_RUNTIME, "--init-from %s: the checkpoint does not record a `zero train` run (no user.model)",
-                       zero_ckpt_dir(c));
+    if (cli_ckpt_model(c, out, msg, sizeof msg)) {
+        rc = cli_error(CLI_RUNTIME, "%s %s", flag, msg);
     } else {
-        if (heads > 0) g.n_head = heads;
-        if (gpt2_config_check(&g, &err) != ZERO_OK)
-            rc = cli_error(CLI_RUNTIME, "--init-from %s: the model it holds: %s", zero_ckpt_dir(c), err.msg);
-        else *out = g;
+        out->kind = CLI_MODEL_CKPT;
+        snprintf(out->name, sizeof out->name, "%s", path);
+        if (heads > 0 && out->cfg.arch == DEC_ARCH_GPT2 && heads != out->cfg.n_head) {
+            dec_config g = out->cfg;
+            dec_config_gpt2(&out->cfg, g.n_layer, g.n_embd, heads, g.n_ctx, g.vocab);
+            if (dec_config_check(&out->cfg, &err) != ZERO_OK)
+                rc = cli_error(CLI_RUNTIME, "%s %s: the model it holds: %s", flag, zero_ckpt_dir(c), err.msg);
+        }
     }
     zero_ckpt_close(c);
     return rc;
+}
+
+int cli_model_check_flags(const cli_model *m, const char *model_name, int layers, int dim, int heads, int vocab) {
+    const dec_config *c = &m->cfg;
+    const char *from = m->kind == CLI_MODEL_HF ? "config.json" : m->kind == CLI_MODEL_CKPT ? "its record" : "the file";
+    const struct { const char *flag, *what; int given, have; } f[] = {
+        {"--layers", "layers", layers, c->n_layer},
+        {"--dim", "width", dim, c->n_embd},
+        {"--heads", "attention heads", heads, c->n_head},
+        {"--vocab", "vocabulary", vocab, c->vocab},
+    };
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (f[k].given > 0 && f[k].given != f[k].have)
+            return cli_error(CLI_USAGE, "%s %d: the model in %s has %s %d (%s)", f[k].flag, f[k].given, m->name, f[k].what,
+                             f[k].have, from);
+    if (model_name) {
+        cli_model named;
+        int rc = cli_model_from_name(model_name, "--model", &named);
+        if (rc != CLI_OK) return rc;
+        const int same = cli_model_same_shape(&named.cfg, c);
+        cli_model_free(&named);
+        if (!same) {
+            char a[256], b[256];
+            dec_config nc = named.cfg;
+            return cli_error(CLI_USAGE, "--model %s (%s): the model in %s is %s (%s)", model_name,
+                             cli_model_describe(&nc, a, sizeof a), m->name, cli_model_describe(c, b, sizeof b), from);
+        }
+    }
+    return CLI_OK;
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -438,13 +584,25 @@ static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
     return s;
 }
 
-int cli_init_from(zero_engine *e, const gpt2_config *m, const char *path) {
-    (void)m; /* the engine's registered tensors are the contract; m is what they were made from */
+static zero_status load_hf(zero_engine *e, const char *path, wmsg *w) {
+    zero_error err = {{0}};
+    dec_hf *h = NULL;
+    zero_status s = dec_hf_open(&h, path, &err);
+    if (s == ZERO_OK) s = dec_hf_load(h, e, &err);
+    dec_hf_close(h);
+    if (s != ZERO_OK) wfail(w, "--init-from %s", err.msg);
+    return s;
+}
+
+int cli_init_from(zero_engine *e, const char *path) {
     wmsg w = {{0}};
     struct stat sb;
     zero_status s;
+    zero_error err = {{0}};
     if (stat(path, &sb)) s = wfail(&w, "--init-from '%s': %s", path, strerror(errno));
-    else s = S_ISDIR(sb.st_mode) ? load_ckpt(e, path, &w) : load_st(e, path, &w);
+    else if (S_ISDIR(sb.st_mode)) s = dec_hf_is_dir(path) ? load_hf(e, path, &w) : load_ckpt(e, path, &w);
+    else if (dec_hf_is_pickle(path)) s = (dec_hf_pickle_error(&err, path), wfail(&w, "--init-from: %s", err.msg));
+    else s = load_st(e, path, &w);
     /* Agree, so that no rank trains on while another stops; the first failing rank reports. */
     zero_comm *comm = zero_engine_comm(e);
     const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);

@@ -1,31 +1,61 @@
-/* cli/weights.h — model weights from files: `--init-from` (a consolidated safetensors file with
- * Hugging Face GPT-2 names, or a checkpoint) into an engine, for `zero train` and `zero sample`. */
+/* cli/weights.h — models and their weights from files, for `zero train`, `sample`, `export`,
+ * `estimate` and `plan`: what model a preset, a Hugging Face model directory, a checkpoint or a
+ * safetensors file holds, and `--init-from` (its weights into an engine). */
 #ifndef ZERO_CLI_WEIGHTS_H
 #define ZERO_CLI_WEIGHTS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpt2/gpt2.h"
+#include "decoder/decoder.h"
 #include "zero/ckpt.h"
 #include "zero/zero.h"
 
-/* Sets every parameter of the model registered on e (after finalize) from `path`: a safetensors
- * file (ours or Hugging Face's GPT-2: an optional "transformer." prefix; "h.N.attn.bias",
- * "h.N.attn.masked_bias" and the tied "lm_head.weight" are ignored; F32, BF16 or F16) or a
- * checkpoint directory (its "<unit>/master" tensors, checksums verified first). Every tensor of
- * the model must be there with its exact shape, and the file may hold no other parameter. One
- * tensor at a time: memory is the largest tensor in fp32 plus 1 MiB. Every rank calls it; the
- * ranks agree on the outcome (collective on the engine's communicator), and exactly one line is
- * printed on failure. Returns an exit status. */
-int cli_init_from(zero_engine *e, const gpt2_config *m, const char *path);
+/* Where a model description came from. */
+typedef enum cli_model_kind {
+    CLI_MODEL_PRESET = 0, /* a preset name (random initialization) */
+    CLI_MODEL_HF,         /* a Hugging Face model directory: config.json (+ weights) */
+    CLI_MODEL_CKPT,       /* a zero checkpoint: the model its run recorded */
+    CLI_MODEL_FILE,       /* one safetensors file */
+} cli_model_kind;
 
-/* The GPT-2 shape of the model in `path`: a checkpoint's record of its run (user.model), or a
- * safetensors file's metadata (n_layer, n_embd, n_head, n_ctx, vocab), or else inferred from the
- * tensors: n_layer from the h.N blocks, vocab and n_embd from wte, n_ctx from wpe, n_head from
- * `heads` (> 0), else n_embd / 64 (GPT-2's head width). heads > 0 always overrides the file's.
- * Prints the error and returns its exit status (2: no such file; 1: unreadable or no shape). */
-int cli_weights_shape(const char *path, int heads, gpt2_config *out);
+typedef struct cli_model {
+    cli_model_kind kind;
+    dec_config cfg;
+    char *config_json; /* the config.json the model came with (HF directory, or recorded by a
+                          checkpoint or an exported file), malloc'd; NULL: none (a preset) */
+    char *source;      /* the Hugging Face directory of the weights and tokenizer files, or NULL */
+    char *notes;       /* what config.json asks for that zero does not apply, or NULL */
+    char name[512];    /* for messages and summaries: the preset name, or the path */
+} cli_model;
+
+void cli_model_free(cli_model *m);
+/* 1 when a and b have the same shape (architecture and every size, tied head). */
+int cli_model_same_shape(const dec_config *a, const dec_config *b);
+/* "LlamaForCausalLM L16 C2048 H32/8 D64 F8192 V128256 ctx131072, tied" */
+const char *cli_model_describe(const dec_config *c, char *buf, size_t cap);
+
+/* `--model NAME|DIR` (flag names the flag for messages): a preset or a model directory's
+ * config.json. Prints the error and returns its exit status. */
+int cli_model_from_name(const char *name, const char *flag, cli_model *out);
+/* `--init-from PATH`: a model directory (its config.json), a checkpoint (the model its run
+ * recorded), or a safetensors file (its metadata: `zero export`'s config, or GPT-2's n_layer,
+ * n_embd, n_head, n_ctx, vocab; else GPT-2's shape from the tensors, with n_head from `heads` or
+ * width / 64). heads > 0 overrides a GPT-2 file's head count. A pickle is refused. */
+int cli_model_from_path(const char *path, int heads, const char *flag, cli_model *out);
+/* Shape flags against a model that came from a file: a flag (> 0) that disagrees is a usage
+ * error naming both values. model_name: the --model value, or NULL. */
+int cli_model_check_flags(const cli_model *m, const char *model_name, int layers, int dim, int heads, int vocab);
+
+/* Sets every parameter of the model registered on e (after finalize) from `path`: a model
+ * directory (dec_hf_load: each rank reads only the ranges it keeps), a safetensors file (ours
+ * or Hugging Face's GPT-2 layout: an optional "transformer." prefix; attention-mask buffers and
+ * a tied lm_head.weight ignored; F32, BF16 or F16) or a checkpoint directory (its
+ * "<unit>/master" tensors, checksums verified first). Every tensor of the model must be there
+ * with its exact shape, and nothing else that is a parameter. Every rank calls it; the ranks
+ * agree on the outcome (collective on the engine's communicator), and exactly one line is
+ * printed on failure. Returns an exit status. */
+int cli_init_from(zero_engine *e, const char *path);
 
 /* A parameter as a checkpoint's manifest describes it ("units"[].params[]). */
 typedef struct cli_ckpt_param {
@@ -48,8 +78,10 @@ typedef struct cli_ckpt_params {
  * fit). On failure writes a message into msg and returns ZERO_ERR_FORMAT. */
 zero_status cli_ckpt_params_read(zero_ckpt *c, cli_ckpt_params *out, char *msg, size_t cap);
 void cli_ckpt_params_free(cli_ckpt_params *ps);
-/* The run's model shape recorded by `zero train` (manifest "user"."model"); -1 when absent. */
-int cli_ckpt_model(zero_ckpt *c, gpt2_config *out);
+/* The model recorded by `zero train` (manifest "user"): its config.json ("model"."config"), or
+ * the GPT-2 shape of older checkpoints, and the source directory. -1 when absent or invalid
+ * (msg says why). */
+int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap);
 /* Verifies the checksum of every "<unit>/master" tensor in every rank file: what export and
  * --init-from read, in pieces that zero_ckpt_read_range would not check. */
 zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap);

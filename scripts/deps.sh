@@ -2,7 +2,20 @@
 # Installs the Debian packages zero needs that are missing (as root), or prints the apt-get line.
 # Called by `make deps`, and so first by `make test` and `make demo`.
 set -eu
-pkgs="gcc g++ make cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libcjson-dev liburing-dev fortunes python3 python3-numpy iproute2"
+# One package per line, so that branches adding packages merge cleanly.
+pkgs="
+gcc g++ make cmake pkg-config
+openmpi-bin libopenmpi-dev
+libopenblas-dev
+libopenblas-openmp-dev
+libcjson-dev
+libpcre2-dev
+libutf8proc-dev
+liburing-dev
+fortunes
+python3 python3-numpy
+iproute2
+"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -100,6 +100,11 @@ zero_status zero_engine_finalize(zero_engine *e);
 zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values);
 /* Sets one parameter by name the same way (numel values). Not collective. */
 zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values);
+/* Sets elements [lo, hi) of a unit the same way (values: hi - lo fp32 values, element lo first).
+ * Each rank keeps what its stage needs of the range, so at stage 3 a rank may pass only the
+ * elements it owns (zero_engine_unit_info: [offset, offset + valid)): a model is loaded without
+ * any rank holding a whole unit. Not collective. */
+zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, uint64_t hi, const float *values);
 
 /* The unit's full parameters as fp32 (numel values, read-only), valid until release. Stage 3:
  * collective (all-gather). Returns NULL on error. Gathering a unit twice without release is

@@ -289,6 +289,21 @@ zero_status zero_engine_set_param(zero_engine *e, const char *name, const float 
     return set_range(e, u, p->offset, p->offset + p->numel, values);
 }
 
+zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, uint64_t hi, const float *values) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit_range: finalize the engine first");
+    if (unit < 0 || unit >= e->nunits || (!values && hi > lo))
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit_range: unit %d: expected 0..%d and values", unit,
+                              e->nunits - 1);
+    eunit *u = &e->units[unit];
+    if (lo > hi || hi > u->numel)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit_range '%s': [%llu, %llu): expected a range inside "
+                              "the unit's %llu elements", u->name, (unsigned long long)lo, (unsigned long long)hi,
+                              (unsigned long long)u->numel);
+    if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit_range '%s': the unit is gathered", u->name);
+    return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values);
+}
+
 int zero_engine_num_units(const zero_engine *e) { return e ? e->nunits : 0; }
 int zero_engine_num_params(const zero_engine *e) { return e ? e->nparams : 0; }
 

@@ -163,10 +163,10 @@ train 3 --resume "$D"
 expect_error "another format version" 1 "format_version 2"
 fresh
 train 3 --resume "$D" --model small
-expect_error "another model (--model small)" 2 "the checkpoint is a model with 2 layers, dim 64" "the flags ask for 6 layers, dim 512"
+expect_error "another model (--model small)" 2 "the checkpoint is a model GPT2LMHeadModel L2 C64" "the flags ask for GPT2LMHeadModel L6 C512"
 fresh
 # a manifest whose run record disagrees with its tensors: the engine's check names the units
-manifest 'm["user"]["model"]["n_layer"] = 3'
+manifest 'm["user"]["model"]["n_layer"] = 3; m["user"]["model"]["config"]["n_layer"] = 3'
 "$ZERO" train --seq 32 --micro-batch 4 --val-every 0 --steps 3 --resume "$D" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "a record of another model" 1 "the checkpoint has 4 units; this model has 5"
 

@@ -191,13 +191,13 @@ expect_error "--init-from with --resume" 2 "--resume and --init-from"
 
 # --- export's own errors: nothing half-written
 "$ZERO" export "$TMP/ck" >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "export without -o" 2 "expected -o FILE"
-"$ZERO" export -o "$TMP/x.st" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "export without -o" 2 "expected -o DIR"
+"$ZERO" export -o "$TMP/x.safetensors" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "export without a checkpoint" 2 "expected a checkpoint directory"
-"$ZERO" export "$TMP/ck" -o "$TMP/x.st" --dtype int8 >"$TMP/out" 2>"$TMP/err"; rc=$?
+"$ZERO" export "$TMP/ck" -o "$TMP/x.safetensors" --dtype int8 >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "export --dtype int8" 2 "--dtype 'int8'" "fp32, bf16 or fp16"
-"$ZERO" export "$TMP/ck" -o "$TMP/no/such/dir/x.st" >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "export into a missing directory" 1 "$TMP/no/such/dir/x.st"
+"$ZERO" export "$TMP/ck" -o "$TMP/no/such/dir/x.safetensors" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "export into a missing directory" 1 "$TMP/no/such/dir/x.safetensors"
 LATEST=$(cat "$TMP/ck/latest")
 cp -r "$TMP/ck" "$TMP/bad"
 "$PY" - "$TMP/bad/$LATEST/rank_00001.safetensors" <<'EOF'
@@ -205,18 +205,18 @@ import json, struct, sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
 lo, hi = h["h.1/master"]["data_offsets"]; b[8 + n + (lo + hi) // 2] ^= 0x40; open(p, "wb").write(b)
 EOF
-"$ZERO" export "$TMP/bad" -o "$TMP/bad.st" >"$TMP/out" 2>"$TMP/err"; rc=$?
+"$ZERO" export "$TMP/bad" -o "$TMP/bad.safetensors" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "export of a corrupted checkpoint" 1 "rank_00001.safetensors" "'h.1/master'" "checksum mismatch"
-check "export of a corrupted checkpoint: no file" test ! -e "$TMP/bad.st" -a ! -e "$TMP/bad.st.tmp"
-ZERO_FAULT="write:2:enospc:always" "$ZERO" export "$TMP/ck" -o "$TMP/full.st" >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "export onto a full disk" 1 "No space left on device" "full.st"
-check "export onto a full disk: no file" test ! -e "$TMP/full.st" -a ! -e "$TMP/full.st.tmp"
+check "export of a corrupted checkpoint: no file" test ! -e "$TMP/bad.safetensors" -a ! -e "$TMP/bad.st.tmp"
+ZERO_FAULT="write:2:enospc:always" "$ZERO" export "$TMP/ck" -o "$TMP/full.safetensors" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "export onto a full disk" 1 "No space left on device" "full.safetensors"
+check "export onto a full disk: no file" test ! -e "$TMP/full.safetensors" -a ! -e "$TMP/full.safetensors.tmp"
 
 # --- memory: streaming, so the peak RSS of exporting a 25 MB model is that of a 0.5 MB one plus
 # at most a few MiB (the 1 MiB chunk, its fp16 copy, the writer's 1 MiB staging, the header)
 run wide --model tiny --dim 512 --heads 8 --micro-batch 1 --steps 1 --save "$TMP/wide"
-"$ZERO" export "$TMP/wide" -o "$TMP/w.st" --dtype fp16 --json >"$TMP/w.json" 2>"$TMP/err" || { echo "FAIL export wide"; cat "$TMP/err"; fail=1; }
-"$ZERO" export "$TMP/ck" -o "$TMP/t.st" --dtype fp16 --json >"$TMP/t.json" 2>"$TMP/err" || { echo "FAIL export tiny"; fail=1; }
+"$ZERO" export "$TMP/wide" -o "$TMP/w.safetensors" --dtype fp16 --json >"$TMP/w.json" 2>"$TMP/err" || { echo "FAIL export wide"; cat "$TMP/err"; fail=1; }
+"$ZERO" export "$TMP/ck" -o "$TMP/t.safetensors" --dtype fp16 --json >"$TMP/t.json" 2>"$TMP/err" || { echo "FAIL export tiny"; fail=1; }
 check "export peak RSS does not grow with the model" "$PY" - "$TMP/w.json" "$TMP/t.json" <<'EOF'
 import json, sys
 w, t = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))

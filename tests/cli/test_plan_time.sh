@@ -41,6 +41,16 @@ assert near(r0["step_seconds_checkpointed"], 0.050331648 + 0.007340032 + 0.00385
 assert r0["time"]["comm_node"] == r0["time"]["comm_cross"] == 0, r0["time"]
 EOF
 
+# --- the FLOPs of a Llama (SmolLM2-135M: L=30, C=576, 9 query heads and 3 key/value heads of 64,
+# SwiGLU width 1536, vocabulary 49152) over 256 tokens, by hand: a layer's products
+# 2 x (576 x (576 + 2 x 192) + 576 x 576 + 576 x 2 x 1536 + 1536 x 576) = 7077888, attention
+# 4 x 256 x 576 = 589824; 30 layers and the head 2 x 576 x 49152: 286654464; the recompute 29 layers
+"$ZERO" estimate --model smollm2-135m --seq 256 --ranks 1 --json >"$TMP/llama.json"
+check "by hand: a Llama's FLOPs per token" "$PY" -c "
+import json; d = json.load(open('$TMP/llama.json'))
+assert d['arch'] == 'LlamaForCausalLM' and d['time_seq'] == 256, d
+assert d['fwd_flops_per_token'] == 286654464 and d['recompute_flops_per_token'] == 29 * 7667712, d"
+
 # --- by hand, 4 ranks on 2 nodes, micro-batch 2: every collective of M = P x 4 bytes costs, in the
 # node, f x 1/2 x M / busbw, across nodes f x 1/2 x M / 0.1 GB/s + (f + 1) x 4 units x 10 us (f = 2
 # for all-reduce; the one: the engine's control exchange); the update covers P (stage 0) or P / 4

@@ -3,7 +3,7 @@
 # seed another; greedy (temperature 0) ignores the seed, equals --top-k 1, and is the argmax path
 # of an independent numpy forward (tests/data/gpt2_ref.py), also past the context length; --top-k
 # draws only among the k most likely tokens; a checkpoint and its export sample alike; a
-# non-byte vocabulary and bad flags are refused with one line.
+# non-byte vocabulary takes and prints token ids (--prompt-ids); bad flags are refused with one line.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -34,7 +34,7 @@ ids() { printf '%s' "$1" | od -An -tu1 -v; }
 
 "$ZERO" train --model tiny --seq 32 --steps 30 --micro-batch 8 --lr 3e-3 --val-every 0 --save "$TMP/ck" \
     >"$TMP/train.out" 2>&1 || { echo "FAIL train"; cat "$TMP/train.out"; exit 1; }
-"$ZERO" export "$TMP/ck" -o "$TMP/m.st" >/dev/null || { echo "FAIL export"; exit 1; }
+"$ZERO" export "$TMP/ck" -o "$TMP/m.safetensors" >/dev/null || { echo "FAIL export"; exit 1; }
 P="The "
 
 # --- seeded sampling is deterministic
@@ -49,9 +49,9 @@ check "--json tokens are the printed bytes" "$PY" - "$TMP/aj" "$TMP/a" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1])); text = open(sys.argv[2], "rb").read()
 assert j["prompt"] == list(b"The ") and bytes(j["tokens"]) == text[4:-1], j
-assert j["model"] == {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_ctx": 64, "vocab": 256}, j["model"]
+assert j["model"] == {"arch": "GPT2LMHeadModel", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_ctx": 64, "vocab": 256}, j["model"]
 EOF
-sample af --init-from "$TMP/m.st" --prompt "$P" --tokens 64 --seed 7
+sample af --init-from "$TMP/m.safetensors" --prompt "$P" --tokens 64 --seed 7
 check "the export samples as the checkpoint does" cmp -s "$TMP/a" "$TMP/af"
 
 # --- greedy
@@ -60,18 +60,18 @@ sample g2 --init-from "$TMP/ck" --prompt "$P" --tokens 40 --temperature 0 --seed
 sample k1 --init-from "$TMP/ck" --prompt "$P" --tokens 40 --top-k 1 --seed 3 --json
 check "greedy ignores the seed" test "$(tokens g1)" = "$(tokens g2)"
 check "top-k 1 is greedy" test "$(tokens g1)" = "$(tokens k1)"
-"$PY" "$REF" greedy "$TMP/m.st" 4 40 $(ids "$P") >"$TMP/ref.json"
+"$PY" "$REF" greedy "$TMP/m.safetensors" 4 40 $(ids "$P") >"$TMP/ref.json"
 check "greedy is numpy's argmax path" test "$(tokens g1)" = "$(tokens ref.json)"
 check "greedy: no near-tie float32 could flip" "$PY" -c "import json; assert json.load(open('$TMP/ref.json'))['min_gap'] > 1e-4"
 LONG="Fortune favors the bold, and the bold favor fortunes written in C with zero copies."
 sample gl --init-from "$TMP/ck" --prompt "$LONG" --tokens 16 --temperature 0 --json
-"$PY" "$REF" greedy "$TMP/m.st" 4 16 $(ids "$LONG") >"$TMP/refl.json"
+"$PY" "$REF" greedy "$TMP/m.safetensors" 4 16 $(ids "$LONG") >"$TMP/refl.json"
 check "greedy past the context (${#LONG}-byte prompt, 64 positions)" test "$(tokens gl)" = "$(tokens refl.json)"
 
 # --- top-k: every token among the k most likely (numpy ranks), which plain sampling is not
 sample t3 --init-from "$TMP/ck" --prompt "$P" --tokens 64 --top-k 3 --seed 11 --json
 sample t0 --init-from "$TMP/ck" --prompt "$P" --tokens 64 --seed 11 --json
-check "--top-k 3: every token ranks < 3; without it some rank >= 3" "$PY" - "$REF" "$TMP/m.st" "$TMP/t3" "$TMP/t0" <<'EOF'
+check "--top-k 3: every token ranks < 3; without it some rank >= 3" "$PY" - "$REF" "$TMP/m.safetensors" "$TMP/t3" "$TMP/t0" <<'EOF'
 import json, subprocess, sys
 def ranks(f):
     j = json.load(open(f))
@@ -89,7 +89,14 @@ check "--tokens 0 prints the prompt" test "$(cat "$TMP/z")" = "$P"
 "$ZERO" train --model tiny --vocab 300 --seq 32 --steps 1 --micro-batch 2 --val-every 0 --save "$TMP/v300" >/dev/null 2>&1 ||
     { echo "FAIL train vocab 300"; fail=1; }
 "$ZERO" sample --init-from "$TMP/v300" --prompt "$P" >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "vocabulary 300" 1 "vocabulary of 300 tokens" "the GPT-2 BPE tokenizer is not supported yet"
+expect_error "vocabulary 300" 1 "vocabulary of 300 tokens" "give --prompt-ids"
+# token ids in and out for any vocabulary: the prompt's ids, then the generated ones
+sample ids --init-from "$TMP/v300" --prompt-ids "1, 2 299" --tokens 5 --seed 3
+check "--prompt-ids: the prompt and 5 ids below 300 on one line" "$PY" -c "
+import sys; t = open('$TMP/ids').read().split(); assert t[:3] == ['1', '2', '299'] and len(t) == 8, t
+assert all(0 <= int(x) < 300 for x in t), t"
+"$ZERO" sample --init-from "$TMP/v300" --prompt-ids "1 300" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "a prompt id past the vocabulary" 2 "--prompt-ids '1 300'" "[0, 300)"
 "$ZERO" sample --init-from "$TMP/ck" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "no prompt" 2 "--prompt"
 "$ZERO" sample --init-from "$TMP/ck" --prompt "" >"$TMP/out" 2>"$TMP/err"; rc=$?

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpt2/data.h"
+#include "decoder/data.h"
 #include "harness.h"
 
 static char dir[256];

@@ -4,8 +4,8 @@
  * fortunes corpus. */
 #include <stdint.h>
 
-#include "gpt2/data.h"
-#include "gpt2/gpt2.h"
+#include "decoder/data.h"
+#include "decoder/decoder.h"
 #include "harness.h"
 
 enum { B = 4, K = 2, T = 64, STEPS = 12 };
@@ -19,7 +19,7 @@ typedef struct run {
 } run;
 
 static gpt2_data *data;
-static gpt2_config cfg;
+static dec_config cfg;
 
 static zero_engine *make_engine(zero_comm *comm, int stage) {
     zero_config c;
@@ -38,9 +38,9 @@ static zero_engine *make_engine(zero_comm *comm, int stage) {
         zero_engine_free(e);
         return NULL;
     }
-    zero_status st = gpt2_engine_register(&cfg, e, &err);
+    zero_status st = dec_engine_register(&cfg, e, &err);
     if (!st) st = zero_engine_finalize(e);
-    if (!st) st = gpt2_engine_init(&cfg, e, SEED, &err);
+    if (!st) st = dec_engine_init(&cfg, e, SEED, &err);
     if (st) {
         ZT_FAIL("engine setup: %s / %s", err.msg, zero_engine_last_error(e));
         zero_engine_free(e);
@@ -52,10 +52,10 @@ static zero_engine *make_engine(zero_comm *comm, int stage) {
 static int train(zero_comm *comm, int stage, int ckpt, run *out) {
     memset(out, 0, sizeof *out);
     zero_engine *e = make_engine(comm, stage);
-    gpt2_model *m = NULL;
+    dec_model *m = NULL;
     zero_error err = {{0}};
     if (!e) return -1;
-    ZT_OK(gpt2_create(&m, &cfg, B, T, ckpt, &err));
+    ZT_OK(dec_create(&m, &cfg, B, T, ckpt, &err));
     int rc = m ? 0 : -1;
     int32_t in[B * T], tg[B * T];
     for (int s = 0; s < STEPS && !rc; s++) {
@@ -64,8 +64,8 @@ static int train(zero_comm *comm, int stage, int ckpt, run *out) {
             float loss = 0;
             rc |= gpt2_data_batch(data, GPT2_SPLIT_TRAIN, DATA_SEED, s, B * K, gpt2_data_first(0, B, K, k), B, T,
                                   in, tg, &err);
-            if (!rc && gpt2_engine_micro_batch(m, e, in, tg, B, T, &loss)) {
-                ZT_FAIL("stage %d step %d: %s", stage, s, gpt2_last_error(m));
+            if (!rc && dec_engine_micro_batch(m, e, in, tg, B, T, 0, &loss)) {
+                ZT_FAIL("stage %d step %d: %s", stage, s, dec_last_error(m));
                 rc = -1;
             }
             sum += loss;
@@ -78,75 +78,75 @@ static int train(zero_comm *comm, int stage, int ckpt, run *out) {
         out->losses[s] = sum / K;
         if (s == 0) out->norm0 = st.grad_norm;
     }
-    out->final = malloc(gpt2_num_params(&cfg) * sizeof(float));
-    for (int u = 0; u < gpt2_num_units(&cfg) && !rc; u++)
-        ZT_OK(zero_engine_read_unit(e, u, out->final + gpt2_unit_offset(&cfg, u)));
-    gpt2_free(m);
+    out->final = malloc(dec_num_params(&cfg) * sizeof(float));
+    for (int u = 0; u < dec_num_units(&cfg) && !rc; u++)
+        ZT_OK(zero_engine_read_unit(e, u, out->final + dec_unit_offset(&cfg, u)));
+    dec_free(m);
     zero_engine_free(e);
     return rc;
 }
 
 /* Step 0 computed on raw buffers: the mean loss and the norm of the mean gradient. */
 static void raw_step0(double *loss, double *norm) {
-    const uint64_t P = gpt2_num_params(&cfg);
+    const uint64_t P = dec_num_params(&cfg);
     float *flat = malloc(P * 4), *g = calloc(P, 4), *params[8], *grads[8];
-    for (int u = 0; u < gpt2_num_units(&cfg); u++) {
-        params[u] = flat + gpt2_unit_offset(&cfg, u);
-        grads[u] = g + gpt2_unit_offset(&cfg, u);
-        gpt2_init_unit(&cfg, u, SEED, params[u]);
+    for (int u = 0; u < dec_num_units(&cfg); u++) {
+        params[u] = flat + dec_unit_offset(&cfg, u);
+        grads[u] = g + dec_unit_offset(&cfg, u);
+        dec_init_unit(&cfg, u, SEED, params[u]);
     }
-    gpt2_model *m = NULL;
-    ZT_OK(gpt2_create(&m, &cfg, B, T, 0, NULL));
+    dec_model *m = NULL;
+    ZT_OK(dec_create(&m, &cfg, B, T, 0, NULL));
     int32_t in[B * T], tg[B * T];
     *loss = 0;
     for (int k = 0; k < K && m; k++) {
         float l = 0;
         ZT_OK(gpt2_data_batch(data, GPT2_SPLIT_TRAIN, DATA_SEED, 0, B * K, gpt2_data_first(0, B, K, k), B, T, in, tg, NULL));
-        ZT_OK(gpt2_forward_backward(m, (const float *const *)params, grads, in, tg, B, T, 1.0f, &l, NULL));
+        ZT_OK(dec_forward_backward(m, (const float *const *)params, grads, in, tg, B, T, 1.0f, 0, &l, NULL));
         *loss += l / K;
     }
     double s2 = 0;
     for (uint64_t i = 0; i < P; i++) s2 += ((double)g[i] / K) * ((double)g[i] / K);
     *norm = sqrt(s2);
-    gpt2_free(m);
+    dec_free(m);
     free(flat), free(g);
 }
 
 /* eval and generate on the engine match the raw model on the engine's parameters. */
 static void test_eval_generate(zero_comm *comm) {
     zero_engine *e = make_engine(comm, 3);
-    gpt2_model *m = NULL;
-    ZT_OK(gpt2_create(&m, &cfg, B, T, 0, NULL));
+    dec_model *m = NULL;
+    ZT_OK(dec_create(&m, &cfg, B, T, 0, NULL));
     if (!e || !m) return;
-    const uint64_t P = gpt2_num_params(&cfg);
+    const uint64_t P = dec_num_params(&cfg);
     float *flat = malloc(P * 4), *params[8];
-    for (int u = 0; u < gpt2_num_units(&cfg); u++) {
-        params[u] = flat + gpt2_unit_offset(&cfg, u);
+    for (int u = 0; u < dec_num_units(&cfg); u++) {
+        params[u] = flat + dec_unit_offset(&cfg, u);
         ZT_OK(zero_engine_read_unit(e, u, params[u]));
     }
     int32_t in[B * T], tg[B * T];
     ZT_OK(gpt2_data_batch(data, GPT2_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
     float le = 0, lr = 0;
-    ZT_OK(gpt2_engine_eval(m, e, in, tg, B, T, &le));
-    ZT_OK(gpt2_forward(m, (const float *const *)params, in, tg, B, T, &lr, NULL));
+    ZT_OK(dec_engine_eval(m, e, in, tg, B, T, &le));
+    ZT_OK(dec_forward(m, (const float *const *)params, in, tg, B, T, 0, &lr, NULL));
     ZT_CHECKF(le == lr, "eval loss %.9g, raw %.9g", le, lr);
-    gpt2_sampling s = {0.8f, 20, 9};
+    dec_sampling s = {0.8f, 20, 9};
     int32_t a[16], b[16];
-    ZT_OK(gpt2_engine_generate(m, e, in, 10, 16, &s, a));
-    ZT_OK(gpt2_generate(m, (const float *const *)params, in, 10, 16, &s, b));
+    ZT_OK(dec_engine_generate(m, e, in, 10, 16, &s, a));
+    ZT_OK(dec_generate(m, (const float *const *)params, in, 10, 16, &s, b));
     ZT_CHECK(!memcmp(a, b, sizeof a));
     /* a model that was not registered on this engine is refused, with a message */
-    gpt2_config other = cfg;
+    dec_config other = cfg;
     other.n_layer = 3;
-    gpt2_model *m3 = NULL;
-    ZT_OK(gpt2_create(&m3, &other, 1, 8, 0, NULL));
+    dec_model *m3 = NULL;
+    ZT_OK(dec_create(&m3, &other, 1, 8, 0, NULL));
     if (m3) {
-        ZT_EQ_INT(gpt2_engine_eval(m3, e, in, tg, 1, 8, &le), ZERO_ERR_INVALID_ARG);
-        ZT_CHECKF(strstr(gpt2_last_error(m3), "expected the 5"), "message: %s", gpt2_last_error(m3));
+        ZT_EQ_INT(dec_engine_eval(m3, e, in, tg, 1, 8, &le), ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(strstr(dec_last_error(m3), "expected the 5"), "message: %s", dec_last_error(m3));
     }
-    gpt2_free(m3);
+    dec_free(m3);
     free(flat);
-    gpt2_free(m);
+    dec_free(m);
     zero_engine_free(e);
 }
 
@@ -154,7 +154,7 @@ int main(void) {
     zero_comm *comm = NULL;
     zero_error err = {{0}};
     ZT_OK(zero_comm_init_self(&comm));
-    ZT_OK(gpt2_config_preset(&cfg, "tiny", NULL));
+    ZT_OK(dec_config_preset(&cfg, "tiny", NULL));
     if (gpt2_data_open(&data, NULL, GPT2_DATA_VAL_FRACTION, &err)) {
         ZT_FAIL("fortunes corpus: %s", err.msg);
         return zt_finish("test_gpt2_engine");
@@ -176,12 +176,12 @@ int main(void) {
             ZT_CHECKF(fabs(r3.losses[s] - r0.losses[s]) <= 1e-6 * r0.losses[s], "step %d: stage 3 %.9g, stage 0 %.9g",
                       s, r3.losses[s], r0.losses[s]);
         double d = 0;
-        for (uint64_t i = 0; i < gpt2_num_params(&cfg); i++) d = fmax(d, fabs(r3.final[i] - r0.final[i]));
+        for (uint64_t i = 0; i < dec_num_params(&cfg); i++) d = fmax(d, fabs(r3.final[i] - r0.final[i]));
         ZT_CHECKF(d <= 1e-5, "final parameters: stage 3 differs from stage 0 by %.3g", d);
     }
     if (ok0 && okc) {
         ZT_CHECK(!memcmp(rc.losses, r0.losses, sizeof rc.losses));
-        ZT_CHECK(!memcmp(rc.final, r0.final, gpt2_num_params(&cfg) * sizeof(float)));
+        ZT_CHECK(!memcmp(rc.final, r0.final, dec_num_params(&cfg) * sizeof(float)));
     }
     test_eval_generate(comm);
     free(r0.final), free(r3.final), free(rc.final);

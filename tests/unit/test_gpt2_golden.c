@@ -7,7 +7,7 @@
  * trajectory 1e-4 relative per step (a minimal fp32 AdamW written here, torch's semantics). */
 #include <stdint.h>
 
-#include "gpt2/gpt2.h"
+#include "decoder/decoder.h"
 #include "harness.h"
 
 typedef struct record {
@@ -83,29 +83,30 @@ int main(void) {
     const record *rc = find("config");
     if (!rc) return zt_finish("test_gpt2_golden");
     const int32_t *cv = rc->data;
-    gpt2_config cfg = {cv[0], cv[1], cv[2], cv[3], cv[4]};
+    dec_config cfg;
+    dec_config_gpt2(&cfg, cv[0], cv[1], cv[2], cv[3], cv[4]);
     const int B = cv[5], T = cv[6];
     const uint64_t seed = (uint64_t)cv[7];
-    gpt2_config tiny;
-    ZT_OK(gpt2_config_preset(&tiny, "tiny", NULL));
+    dec_config tiny;
+    ZT_OK(dec_config_preset(&tiny, "tiny", NULL));
     ZT_CHECK(!memcmp(&tiny, &cfg, sizeof cfg)); /* the fixture is the tiny preset */
 
-    const int U = gpt2_num_units(&cfg);
-    const uint64_t P = gpt2_num_params(&cfg);
+    const int U = dec_num_units(&cfg);
+    const uint64_t P = dec_num_params(&cfg);
     float *flat = calloc(P, 4), *gflat = calloc(P, 4), *m1 = calloc(P, 4), *v1 = calloc(P, 4);
     unsigned char *decay = calloc(P, 1);
     float *params[64], *grads[64];
     for (int u = 0; u < U; u++) {
-        params[u] = flat + gpt2_unit_offset(&cfg, u);
-        grads[u] = gflat + gpt2_unit_offset(&cfg, u);
-        gpt2_init_unit(&cfg, u, seed, params[u]);
+        params[u] = flat + dec_unit_offset(&cfg, u);
+        grads[u] = gflat + dec_unit_offset(&cfg, u);
+        dec_init_unit(&cfg, u, seed, params[u]);
     }
 
     /* initial weights: the C init rule and the script's re-implementation agree exactly */
-    for (int i = 0; i < gpt2_num_tensors(&cfg); i++) {
-        gpt2_param_desc d;
-        ZT_OK(gpt2_tensor_desc(&cfg, i, &d));
-        char name[128];
+    for (int i = 0; i < dec_num_tensors(&cfg); i++) {
+        dec_param_desc d;
+        ZT_OK(dec_tensor_desc(&cfg, i, &d));
+        char name[160];
         snprintf(name, sizeof name, "init.%s", d.name);
         const record *r = find(name);
         if (!r) continue;
@@ -113,17 +114,17 @@ int main(void) {
         for (size_t k = 0; k < r->n; k++)
             ZT_CHECKF(p[k] == ((float *)r->data)[k], "%s[%zu]: %.9g vs %.9g", name, k, p[k],
                       ((float *)r->data)[k]);
-        if (!(d.flags & ZERO_PARAM_NO_DECAY)) memset(decay + gpt2_unit_offset(&cfg, d.unit) + d.offset, 1, d.numel);
+        if (!(d.flags & ZERO_PARAM_NO_DECAY)) memset(decay + dec_unit_offset(&cfg, d.unit) + d.offset, 1, d.numel);
     }
 
-    gpt2_model *m = NULL;
+    dec_model *m = NULL;
     zero_error err = {{0}};
-    ZT_OK(gpt2_create(&m, &cfg, B, T, 0, &err));
+    ZT_OK(dec_create(&m, &cfg, B, T, 0, &err));
     const record *tok = find("tokens"), *tgt = find("targets"), *rl = find("logits"), *rloss = find("loss");
     if (!m || !tok || !tgt || !rl || !rloss) return zt_finish("test_gpt2_golden");
     float *logits = malloc(sizeof(float) * B * T * cfg.vocab);
     float loss = 0;
-    ZT_OK(gpt2_forward_backward(m, (const float *const *)params, grads, tok->data, tgt->data, B, T, 1.0f,
+    ZT_OK(dec_forward_backward(m, (const float *const *)params, grads, tok->data, tgt->data, B, T, 1.0f, 0,
                                 &loss, logits));
     const double ref_loss = ((double *)rloss->data)[0];
     ZT_CHECKF(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %.9g vs torch %.9g", loss, ref_loss);
@@ -136,11 +137,11 @@ int main(void) {
     printf("logits: max |diff| %.3g of max |logit| %.3g\n", ldiff, lmax);
 
     double worst = 0;
-    char worst_name[64] = "";
-    for (int i = 0; i < gpt2_num_tensors(&cfg); i++) {
-        gpt2_param_desc d;
-        gpt2_tensor_desc(&cfg, i, &d);
-        char name[128];
+    char worst_name[96] = "";
+    for (int i = 0; i < dec_num_tensors(&cfg); i++) {
+        dec_param_desc d;
+        dec_tensor_desc(&cfg, i, &d);
+        char name[160];
         snprintf(name, sizeof name, "grad.%s", d.name);
         const record *r = find(name);
         if (!r) continue;
@@ -169,8 +170,8 @@ int main(void) {
     if (hp && al) {
         for (int s = 0; s <= 5; s++) {
             memset(gflat, 0, P * 4);
-            ZT_OK(gpt2_forward_backward(m, (const float *const *)params, grads, tok->data, tgt->data, B, T,
-                                        1.0f, &loss, NULL));
+            ZT_OK(dec_forward_backward(m, (const float *const *)params, grads, tok->data, tgt->data, B, T,
+                                        1.0f, 0, &loss, NULL));
             const double ref = ((double *)al->data)[s];
             ZT_CHECKF(fabs(loss - ref) <= 1e-4 * fabs(ref), "AdamW loss %d: %.9g vs torch %.9g", s, loss, ref);
             printf("adamw step %d: loss %.7f torch %.7f\n", s, loss, ref);
@@ -178,7 +179,7 @@ int main(void) {
         }
     }
 
-    gpt2_free(m);
+    dec_free(m);
     free(logits), free(flat), free(gflat), free(m1), free(v1), free(decay);
     for (int i = 0; i < nrecs; i++) free(recs[i].data);
     return zt_finish("test_gpt2_golden");

@@ -1,6 +1,6 @@
 /* Tests of the plan layer: per-rank bytes against hand-computed golden figures, the ZeRO paper's
  * example, offload placement, traffic, and the ladder search on hardware sized to pick each rung. */
-#include "gpt2/gpt2.h"
+#include "decoder/decoder.h"
 #include "harness.h"
 #include "zero/zero.h"
 
@@ -693,10 +693,10 @@ static void test_time_errors(void) {
 /* GPT-2 registered on a real engine over `comm`: the engine's accounting of the model states
  * equals the estimate to the byte (the issue asks for 2%), and after a micro-batch and a step the
  * peak of its transient buffers stays under the estimate's bound. Collective. */
-static void engine_vs_estimate(zero_comm *comm, const char *what, const gpt2_config *g, int stage,
+static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_config *g, int stage,
                                zero_dtype dt, int run_step) {
     zero_engine *e = NULL;
-    gpt2_model *model = NULL;
+    dec_model *model = NULL;
     zero_error err = {{0}};
     zero_config c;
     zero_config_default(&c);
@@ -710,17 +710,17 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const gpt2_con
         ZT_FAIL("%s: engine create: %s", what, e ? zero_engine_last_error(e) : err.msg);
         goto done;
     }
-    if (gpt2_engine_register(g, e, &err) || zero_engine_finalize(e)) {
+    if (dec_engine_register(g, e, &err) || zero_engine_finalize(e)) {
         ZT_FAIL("%s: engine setup: %s / %s", what, err.msg, zero_engine_last_error(e));
         goto done;
     }
-    const int nu = gpt2_num_units(g);
+    const int nu = dec_num_units(g);
     uint64_t units[64];
     if (nu > 64) {
         ZT_FAIL("%s: %d units", what, nu);
         goto done;
     }
-    for (int u = 0; u < nu; u++) units[u] = gpt2_unit_numel(g, u);
+    for (int u = 0; u < nu; u++) units[u] = dec_unit_numel(g, u);
     zero_plan_model pm = {nu, units, NULL, NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, zero_engine_config(e), world);
@@ -738,9 +738,9 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const gpt2_con
         for (int i = 0; i < B * T; i++) tok[i] = (i * 7 + 3) % g->vocab, tgt[i] = (i * 5 + 1) % g->vocab;
         float loss = 0;
         zero_step_stats st;
-        if (T > 64 || gpt2_engine_init(g, e, 1, &err) || gpt2_create(&model, g, B, T, 0, &err) ||
-            gpt2_engine_micro_batch(model, e, tok, tgt, B, T, &loss) || zero_engine_step(e, &st)) {
-            ZT_FAIL("%s: a step: %s / %s", what, err.msg, model ? gpt2_last_error(model) : zero_engine_last_error(e));
+        if (T > 64 || dec_engine_init(g, e, 1, &err) || dec_create(&model, g, B, T, 0, &err) ||
+            dec_engine_micro_batch(model, e, tok, tgt, B, T, 0, &loss) || zero_engine_step(e, &st)) {
+            ZT_FAIL("%s: a step: %s / %s", what, err.msg, model ? dec_last_error(model) : zero_engine_last_error(e));
             goto done;
         }
         zero_engine_mem_stats(e, &ms);
@@ -751,16 +751,17 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const gpt2_con
         for (int cat = ZERO_MEM_PARAMS; cat <= ZERO_MEM_OPTIM; cat++) ZT_EQ_INT(ms.current[cat], mem.bytes[cat]);
     }
 done:
-    gpt2_free(model);
+    dec_free(model);
     zero_engine_free(e);
 }
 
 /* Every stage and the first ndts precisions (fp32, bf16, fp16) on tiny and on odd sizes (padding
  * in every unit), with a step; `small` (19M parameters) for the accounting alone. */
 static void engine_cases(zero_comm *comm, int with_small, int ndts) {
-    gpt2_config tiny, small, odd = {1, 40, 5, 37, 97};
-    ZT_OK(gpt2_config_preset(&tiny, "tiny", NULL));
-    ZT_OK(gpt2_config_preset(&small, "small", NULL));
+    dec_config tiny, small, odd;
+    dec_config_gpt2(&odd, 1, 40, 5, 37, 97);
+    ZT_OK(dec_config_preset(&tiny, "tiny", NULL));
+    ZT_OK(dec_config_preset(&small, "small", NULL));
     const zero_dtype dts[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
     for (int stage = 0; stage < 4; stage++) {
         for (int d = 0; d < ndts; d++) {

@@ -1,0 +1,595 @@
+/* models/decoder/decoder.c — the decoder: activation buffers (with or without checkpointing), the
+ * forward/backward pass over units from a provider (raw pointers here, the engine elsewhere),
+ * and token sampling. */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder/decoder_internal.h"
+
+/* Activations of one layer (N = B*T rows). */
+typedef struct dec__acts {
+    float *ln1;      /* (N, C) */
+    float *ln1_mean; /* (N) LayerNorm only */
+    float *ln1_rstd; /* (N) */
+    float *qkv;      /* (N, QKV) after q/k norm and RoPE */
+    float *qk_pre;   /* (N, Q + KV) q and k before their norm (qk_norm only) */
+    float *qk_rstd;  /* (N, H) then (N, G): the q/k norms' statistics (qk_norm only) */
+    float *atty;     /* (N, Q) attention output, heads side by side */
+    float *att;      /* (B, H, T, T) softmax probabilities */
+    float *res2;     /* (N, C) residual after attention: input of the second norm */
+    float *ln2;      /* (N, C) */
+    float *ln2_mean; /* (N) */
+    float *ln2_rstd; /* (N) */
+    float *fch;      /* (N, FC) the MLP's first product: GELU input, or [gate | up] */
+    float *fch_act;  /* (N, F) GELU(fch), or silu(gate) * up */
+} dec__acts;
+
+struct dec_model {
+    dec_config cfg;
+    dec__dims d;
+    dec__layout lay;
+    int Bmax, Tmax, ckpt;
+    size_t head_rows; /* rows of logits computed at once */
+    zero_mem_stats mem; /* the buffers below, as ZERO_MEM_BUFFERS */
+    float *resid;     /* (L+1, N, C): resid[l] = input of layer l, resid[L] = input of the final norm */
+    float *actbuf;    /* L sets of dec__acts (checkpointing: one set, shared) */
+    dec__acts *acts;  /* (L) */
+    int shared_holds; /* checkpointing: the layer whose activations the shared set holds, or -1 */
+    float *lnf;       /* (N, C) */
+    float *lnf_mean;  /* (N) */
+    float *lnf_rstd;  /* (N) */
+    float *logits;    /* (head_rows, V) */
+    float *losses;    /* (N) */
+    float *dres;      /* (N, C) gradient of the residual stream */
+    float *dbuf;      /* (N, max(C, Q)) gradient of a norm output or of the attention output */
+    float *dqkv;      /* (N, QKV) */
+    float *dfch;      /* (N, FC) */
+    float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
+    float *datt;      /* (T, T) one head's attention gradient */
+    float *rope_cos;  /* (Tmax, D/2) Llama family only */
+    float *rope_sin;  /* (Tmax, D/2) */
+    zero_status fail_status; /* set by a provider whose call returned NULL */
+    char err[512];
+};
+
+void dec__seterr(dec_model *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+}
+
+void dec__fail(dec_model *m, zero_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+    m->fail_status = st;
+}
+
+/* ---------------------------------------------------------------- buffer plan */
+/* The one place that sizes the buffers: dec_create allocates exactly these, and
+ * dec_activation_bytes adds them up. Sizes are in floats. */
+typedef struct plan {
+    uint64_t resid, act_set, nsets, lnf, head_rows, head, grads, rope;
+} plan;
+
+static uint64_t head_rows_of(uint64_t N, int V) {
+    /* Up to 2^23 logits (32 MiB) at a time: the full (N, V) logits of a 50k-150k vocabulary
+     * would dwarf every other activation. */
+    uint64_t r = ((uint64_t)1 << 23) / (uint64_t)V;
+    if (r < 1) r = 1;
+    return r < N ? r : N;
+}
+
+static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
+    dec__dims d;
+    dec__dims_of(c, &d);
+    const uint64_t N = (uint64_t)B * (uint64_t)T, C = (uint64_t)d.C, L = (uint64_t)c->n_layer;
+    const uint64_t NC = N * C, Q = (uint64_t)d.Q, KV = (uint64_t)d.KV, QKV = (uint64_t)d.QKV;
+    const uint64_t F = (uint64_t)d.F, FC = (uint64_t)d.FC;
+    p->resid = (L + 1) * NC;
+    p->act_set = N * (C + QKV + Q + C + C + FC + F) + 4 * N + (uint64_t)B * (uint64_t)d.H * (uint64_t)T * (uint64_t)T;
+    if (c->qk_norm) p->act_set += N * (Q + KV) + N * (uint64_t)(d.H + d.G);
+    p->nsets = ckpt ? 1 : L;
+    p->lnf = NC + 2 * N;
+    p->head_rows = head_rows_of(N, c->vocab);
+    p->head = p->head_rows * (uint64_t)c->vocab + N;
+    p->grads = NC + N * (C > Q ? C : Q) + N * QKV + N * FC + (d.llama ? N * F : 0) + (uint64_t)T * (uint64_t)T;
+    p->rope = d.llama ? (uint64_t)T * (uint64_t)d.D : 0;
+}
+
+uint64_t dec_activation_bytes(const dec_config *c, int B, int T, int checkpointing) {
+    if (B < 1 || T < 1) return 0;
+    plan p;
+    plan_of(c, B, T, checkpointing, &p);
+    return 4 * (p.resid + p.act_set * p.nsets + p.lnf + p.head + p.grads + p.rope);
+}
+
+/* ---------------------------------------------------------------- create / free */
+/* The model's own accounted allocation (64-byte aligned). Not zero_mem_alloc: the model stays a
+ * client of the public API that links without the library, except where it drives an engine. */
+static float *buf_alloc(dec_model *m, uint64_t floats) {
+    const size_t bytes = (size_t)floats * sizeof(float);
+    void *p = NULL;
+    if (floats == 0) return NULL;
+    if (floats > SIZE_MAX / 8 || posix_memalign(&p, 64, bytes)) return NULL;
+    m->mem.current[ZERO_MEM_BUFFERS] += bytes;
+    m->mem.total_current += bytes;
+    if (m->mem.current[ZERO_MEM_BUFFERS] > m->mem.peak[ZERO_MEM_BUFFERS])
+        m->mem.peak[ZERO_MEM_BUFFERS] = m->mem.current[ZERO_MEM_BUFFERS];
+    if (m->mem.total_current > m->mem.total_peak) m->mem.total_peak = m->mem.total_current;
+    return p;
+}
+
+static void buf_free(dec_model *m, float *p, uint64_t floats) {
+    if (!p) return;
+    m->mem.current[ZERO_MEM_BUFFERS] -= (size_t)floats * sizeof(float);
+    m->mem.total_current -= (size_t)floats * sizeof(float);
+    free(p);
+}
+
+zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int checkpointing, zero_error *err) {
+    *out = NULL;
+    zero_status st = dec_config_check(cfg, err);
+    if (st) return st;
+    if (B < 1 || (int64_t)B * T > INT_MAX / 4) {
+        dec__errorf(err, "micro-batch %d x sequence %d: expected B >= 1 and B*T below 2^29", B, T);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if ((st = dec_config_check_seq(cfg, T, err))) return st;
+    dec_model *m = calloc(1, sizeof *m);
+    if (!m) goto nomem;
+    m->cfg = *cfg;
+    dec__dims_of(cfg, &m->d);
+    dec__layout_of(cfg, &m->lay);
+    m->Bmax = B;
+    m->Tmax = T;
+    m->ckpt = checkpointing ? 1 : 0;
+    m->shared_holds = -1;
+    plan p;
+    plan_of(cfg, B, T, m->ckpt, &p);
+    m->head_rows = (size_t)p.head_rows;
+    const dec__dims *d = &m->d;
+    const size_t N = (size_t)B * T, C = (size_t)d->C, L = (size_t)cfg->n_layer;
+    const size_t NC = N * C;
+    m->acts = calloc(L, sizeof *m->acts);
+    m->resid = buf_alloc(m, p.resid);
+    m->actbuf = buf_alloc(m, p.act_set * p.nsets);
+    m->lnf = buf_alloc(m, p.lnf);
+    m->logits = buf_alloc(m, p.head);
+    m->dres = buf_alloc(m, p.grads);
+    if (p.rope) m->rope_cos = buf_alloc(m, p.rope);
+    if (!m->acts || !m->resid || !m->actbuf || !m->lnf || !m->logits || !m->dres || (p.rope && !m->rope_cos))
+        goto nomem;
+    for (size_t l = 0; l < L; l++) {
+        float *s = m->actbuf + (m->ckpt ? 0 : l * p.act_set);
+        dec__acts *a = &m->acts[l];
+        a->ln1 = s, s += NC;
+        a->ln1_mean = s, s += N;
+        a->ln1_rstd = s, s += N;
+        a->qkv = s, s += N * (size_t)d->QKV;
+        a->atty = s, s += N * (size_t)d->Q;
+        a->res2 = s, s += NC;
+        a->ln2 = s, s += NC;
+        a->ln2_mean = s, s += N;
+        a->ln2_rstd = s, s += N;
+        a->fch = s, s += N * (size_t)d->FC;
+        a->fch_act = s, s += N * (size_t)d->F;
+        if (cfg->qk_norm) {
+            a->qk_pre = s, s += N * (size_t)(d->Q + d->KV);
+            a->qk_rstd = s, s += N * (size_t)(d->H + d->G);
+        }
+        a->att = s; /* (B, H, T, T): the rest of the set */
+    }
+    m->lnf_mean = m->lnf + NC;
+    m->lnf_rstd = m->lnf_mean + N;
+    m->losses = m->logits + p.head_rows * (size_t)cfg->vocab;
+    m->dbuf = m->dres + NC;
+    m->dqkv = m->dbuf + N * (size_t)(d->C > d->Q ? d->C : d->Q);
+    m->dfch = m->dqkv + N * (size_t)d->QKV;
+    m->dact = d->llama ? m->dfch + N * (size_t)d->FC : NULL;
+    m->datt = m->dfch + N * (size_t)d->FC + (d->llama ? N * (size_t)d->F : 0);
+    if (p.rope) {
+        m->rope_sin = m->rope_cos + (size_t)T * (size_t)(d->D / 2);
+        dec__rope_tables(cfg, T, m->rope_cos, m->rope_sin);
+    }
+    *out = m;
+    return ZERO_OK;
+nomem:
+    dec__errorf(err, "cannot allocate %.1f MiB of activations for B=%d T=%d (checkpointing %s)",
+                dec_activation_bytes(cfg, B, T, checkpointing) / 1048576.0, B, T, checkpointing ? "on" : "off");
+    dec_free(m);
+    return ZERO_ERR_NOMEM;
+}
+
+void dec_free(dec_model *m) {
+    if (!m) return;
+    plan p;
+    plan_of(&m->cfg, m->Bmax, m->Tmax, m->ckpt, &p);
+    buf_free(m, m->resid, p.resid);
+    buf_free(m, m->actbuf, p.act_set * p.nsets);
+    buf_free(m, m->lnf, p.lnf);
+    buf_free(m, m->logits, p.head);
+    buf_free(m, m->dres, p.grads);
+    buf_free(m, m->rope_cos, p.rope);
+    free(m->acts);
+    free(m);
+}
+
+const char *dec_last_error(const dec_model *m) { return m ? m->err : "no model"; }
+const dec_config *dec_model_config(const dec_model *m) { return &m->cfg; }
+size_t dec_activation_bytes_allocated(const dec_model *m) { return m->mem.total_current; }
+void dec_mem_stats(const dec_model *m, zero_mem_stats *out) { *out = m->mem; }
+
+/* ---------------------------------------------------------------- layers */
+static const float *opt(const float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
+static float *optw(float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
+
+/* out = norm(inp) with the gains (and LayerNorm's biases) at w + off; mean unused by RMSNorm. */
+static void norm_fwd(const dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                     uint64_t w_off, uint64_t b_off, size_t N) {
+    const int C = m->d.C;
+    if (m->d.llama) dec__rmsnorm_fwd(out, (size_t)C, rstd, inp, (size_t)C, w + w_off, N, 1, C, m->cfg.norm_eps);
+    else dec__layernorm_fwd(out, mean, rstd, inp, w + w_off, w + b_off, N, C, m->cfg.norm_eps);
+}
+
+/* dinp += the norm's input gradient from dout; the gain (and bias) gradients into g. */
+static void norm_bwd(const dec_model *m, float *dinp, const float *dout, const float *inp, const float *w, float *g,
+                     uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N) {
+    const int C = m->d.C;
+    if (m->d.llama)
+        dec__rmsnorm_bwd(dinp, (size_t)C, dout, (size_t)C, inp, (size_t)C, w + w_off, rstd, g + w_off, N, 1, C, 1);
+    else dec__layernorm_bwd(dinp, g + w_off, g + b_off, dout, inp, w + w_off, mean, rstd, N, C);
+}
+
+static void layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
+    const dec__layout *w = &m->lay;
+    const dec__dims *d = &m->d;
+    const int C = d->C, wt = d->llama;
+    const size_t N = (size_t)B * T, NC = N * C;
+    const float *x = m->resid + (size_t)l * NC;
+    float *y = m->resid + (size_t)(l + 1) * NC;
+    dec__acts *a = &m->acts[l];
+    norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N);
+    dec__matmul_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), N, C, d->QKV, wt, 0);
+    if (m->cfg.qk_norm) {
+        const size_t qk = (size_t)(d->Q + d->KV);
+        for (size_t n = 0; n < N; n++) memcpy(a->qk_pre + n * qk, a->qkv + n * (size_t)d->QKV, qk * sizeof(float));
+        dec__rmsnorm_fwd(a->qkv, (size_t)d->QKV, a->qk_rstd, a->qk_pre, qk, p + w->q_norm, N, d->H, d->D,
+                         m->cfg.norm_eps);
+        dec__rmsnorm_fwd(a->qkv + d->Q, (size_t)d->QKV, a->qk_rstd + N * (size_t)d->H, a->qk_pre + d->Q, qk,
+                         p + w->k_norm, N, d->G, d->D, m->cfg.norm_eps);
+    }
+    if (d->llama) /* q heads then k heads: H + G adjacent heads */
+        dec__rope_fwd(a->qkv, (size_t)d->QKV, N, T, d->H + d->G, d->D, m->rope_cos, m->rope_sin);
+    dec__attention_fwd(a->atty, a->att, a->qkv, B, T, d->H, d->G, d->D);
+    memcpy(a->res2, x, NC * sizeof(float));
+    dec__matmul_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), N, d->Q, C, wt, 1);
+    norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N);
+    dec__matmul_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), N, C, d->FC, wt, 0);
+    if (d->llama) dec__swiglu_fwd(a->fch_act, a->fch, N, d->F);
+    else dec__gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F);
+    memcpy(y, a->res2, NC * sizeof(float));
+    dec__matmul_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), N, d->F, C, wt, 1);
+    if (m->ckpt) m->shared_holds = l;
+}
+
+/* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). */
+static void layer_bwd(dec_model *m, int l, const float *p, float *g, int B, int T) {
+    const dec__layout *w = &m->lay;
+    const dec__dims *d = &m->d;
+    const int C = d->C, wt = d->llama;
+    const size_t N = (size_t)B * T, NC = N * C;
+    const float *x = m->resid + (size_t)l * NC;
+    const dec__acts *a = &m->acts[l];
+    if (d->llama) {
+        dec__matmul_bwd(m->dact, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
+        dec__swiglu_bwd(m->dfch, m->dact, a->fch, N, d->F);
+    } else {
+        dec__matmul_bwd(m->dfch, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
+        dec__gelu_bwd(m->dfch, a->fch, N * (size_t)d->F);
+    }
+    dec__matmul_bwd(m->dbuf, g + w->fc_w, optw(g, w->fc_b), m->dfch, a->ln2, p + w->fc_w, N, C, d->FC, wt);
+    norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N);
+    dec__matmul_bwd(m->dbuf, g + w->o_w, optw(g, w->o_b), m->dres, a->atty, p + w->o_w, N, d->Q, C, wt);
+    dec__attention_bwd(m->dqkv, m->datt, m->dbuf, a->att, a->qkv, B, T, d->H, d->G, d->D);
+    if (d->llama) dec__rope_bwd(m->dqkv, (size_t)d->QKV, N, T, d->H + d->G, d->D, m->rope_cos, m->rope_sin);
+    if (m->cfg.qk_norm) { /* in place: dqkv's q and k columns become the gradients before the norms */
+        const size_t qk = (size_t)(d->Q + d->KV);
+        dec__rmsnorm_bwd(m->dqkv, (size_t)d->QKV, m->dqkv, (size_t)d->QKV, a->qk_pre, qk, p + w->q_norm, a->qk_rstd,
+                         g + w->q_norm, N, d->H, d->D, 0);
+        dec__rmsnorm_bwd(m->dqkv + d->Q, (size_t)d->QKV, m->dqkv + d->Q, (size_t)d->QKV, a->qk_pre + d->Q, qk,
+                         p + w->k_norm, a->qk_rstd + N * (size_t)d->H, g + w->k_norm, N, d->G, d->D, 0);
+    }
+    dec__matmul_bwd(m->dbuf, g + w->qkv_w, optw(g, w->qkv_b), m->dqkv, a->ln1, p + w->qkv_w, N, C, d->QKV, wt);
+    norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N);
+}
+
+/* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with gW the backward
+ * (d x into dx, d W into gW) — fused, so the full (rows, V) logits never exist at once. */
+static void head(dec_model *m, const float *W, float *gW, const float *x, size_t rows, const int32_t *targets,
+                 float dscale, float *dx, float *logits_out) {
+    const int C = m->d.C, V = m->cfg.vocab;
+    for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
+        const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
+        const float *xr = x + r0 * C;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, V, C, 1.0f, xr, C, W, C, 0.0f, m->logits, V);
+        if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
+        if (!targets) continue;
+        dec__crossentropy(m->logits, m->losses + r0, targets + r0, nr, V, gW ? dscale : 0.0f);
+        if (!gW) continue;
+        if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, C, V, 1.0f, m->logits, V, W, C, 0.0f,
+                    dx + r0 * C, C);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)nr, 1.0f, m->logits, V, xr, C, 1.0f, gW, C);
+    }
+}
+
+/* ---------------------------------------------------------------- the pass */
+static zero_status check_tokens(dec_model *m, const int32_t *tok, int B, int T, const char *what, int lo) {
+    const int V = m->cfg.vocab;
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        if (tok[i] < lo || tok[i] >= V) {
+            dec__seterr(m, "%s %d at sequence %zu position %zu: expected a token in [0, %d)%s", what, (int)tok[i],
+                        i / (size_t)T, i % (size_t)T, V, lo < 0 ? " or -1 (not counted)" : "");
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    return ZERO_OK;
+}
+
+int64_t dec_count_targets(const int32_t *targets, size_t n) {
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++) c += targets[i] >= 0;
+    return c;
+}
+
+/* A provider's NULL: it recorded the reason and the status with dec__fail. */
+#define TRY_PTR(expr, var)                                                                         \
+    do {                                                                                           \
+        m->fail_status = ZERO_ERR_INTERNAL;                                                        \
+        if (!((var) = (expr))) return m->fail_status;                                              \
+    } while (0)
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        zero_status st_ = (expr);                                                                  \
+        if (st_) return st_;                                                                       \
+    } while (0)
+
+/* The final norm's backward: dres = d loss / d (final norm input), from m->dbuf = d lnf. */
+static void final_norm_bwd(dec_model *m, const float *w, float *g, size_t N) {
+    const int L = m->cfg.n_layer;
+    memset(m->dres, 0, N * (size_t)m->d.C * sizeof(float));
+    norm_bwd(m, m->dres, m->dbuf, m->resid + (size_t)L * N * m->d.C, w, g, m->lay.lnf_w, m->lay.lnf_b, m->lnf_mean,
+             m->lnf_rstd, N);
+}
+
+zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
+    const int B = p->B, T = p->T, L = m->cfg.n_layer, C = m->d.C;
+    if (B < 1 || B > m->Bmax || T < 1 || T > m->Tmax) {
+        dec__seterr(m, "micro-batch %d x sequence %d: expected 1 <= B <= %d and 1 <= T <= %d (the sizes the model "
+                    "was created for)", B, T, m->Bmax, m->Tmax);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (p->backward && !p->targets) {
+        dec__seterr(m, "backward needs targets");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!(p->denom >= 0.0) && !(p->denom < 0.0)) {
+        dec__seterr(m, "loss denominator %g: expected a number (<= 0: the count of counted targets)", p->denom);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    TRY(check_tokens(m, p->tokens, B, T, "token", 0));
+    if (p->targets) TRY(check_tokens(m, p->targets, B, T, "target", -1));
+    const size_t N = (size_t)B * T, NC = N * C;
+    const double denom = p->targets ? (p->denom > 0 ? p->denom : (double)dec_count_targets(p->targets, N)) : 0.0;
+    const float dscale = denom > 0 ? (float)((double)p->loss_scale / denom) : 0.0f;
+    const dec__layout *lay = &m->lay;
+    const float *w;
+    float *g;
+    m->shared_holds = -1;
+
+    /* forward */
+    TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
+    dec__embed_fwd(m->resid, p->tokens, w, opt(w, lay->wpe), B, T, C);
+    TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
+    for (int l = 0; l < L; l++) {
+        TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
+        layer_fwd(m, l, w, B, T);
+        TRY(u->release(m, u->ctx, 1 + l));
+    }
+    TRY_PTR(u->gather(m, u->ctx, L + 1), w);
+    norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w, lay->lnf_w, lay->lnf_b, N);
+
+    /* the head: its input rows, targets and outputs */
+    const float *hx = m->lnf;
+    size_t hrows = N;
+    const int32_t *htargets = p->targets;
+    float *hlogits = p->logits;
+    if (p->last_logits) { /* only each sequence's last position: gather those rows first */
+        for (int b = 0; b < B; b++)
+            memcpy(m->dbuf + (size_t)b * C, m->lnf + ((size_t)b * T + T - 1) * C, C * sizeof(float));
+        hx = m->dbuf;
+        hrows = (size_t)B;
+        htargets = NULL;
+        hlogits = p->last_logits;
+    }
+    if (!m->cfg.tied) { /* lm_head is in the final unit: norm, head and their backward in one gather */
+        g = NULL;
+        if (p->backward) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+        head(m, w + lay->head_w, g ? g + lay->head_w : NULL, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        if (p->backward) {
+            final_norm_bwd(m, w, g, N);
+            TRY(u->grad_ready(m, u->ctx, L + 1));
+        }
+        TRY(u->release(m, u->ctx, L + 1));
+    } else { /* the tied head reads wte: the embeddings again; their gradient buffer stays open */
+        TRY(u->release(m, u->ctx, L + 1));
+        TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
+        g = NULL;
+        if (p->backward) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
+        head(m, w, g, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
+        if (p->backward) {
+            TRY_PTR(u->gather(m, u->ctx, L + 1), w);
+            TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+            final_norm_bwd(m, w, g, N);
+            TRY(u->grad_ready(m, u->ctx, L + 1));
+            TRY(u->release(m, u->ctx, L + 1));
+        }
+    }
+    if (p->targets && p->loss && !p->last_logits) *p->loss = denom > 0 ? (float)(dec__sum(m->losses, N) / denom) : 0.0f;
+    if (!p->backward) return ZERO_OK;
+
+    /* backward: m->dres holds d loss / d (final norm input) */
+    for (int l = L - 1; l >= 0; l--) {
+        TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
+        TRY_PTR(u->grad(m, u->ctx, 1 + l), g);
+        if (m->ckpt && m->shared_holds != l) layer_fwd(m, l, w, B, T);
+        layer_bwd(m, l, w, g, B, T);
+        TRY(u->grad_ready(m, u->ctx, 1 + l));
+        TRY(u->release(m, u->ctx, 1 + l));
+    }
+    /* The embedding backward reads no parameter: its gradient buffer is all it needs. */
+    TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
+    dec__embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, B, T, C);
+    TRY(u->grad_ready(m, u->ctx, DEC_UNIT_EMBEDDINGS));
+    return ZERO_OK;
+}
+
+/* ---------------------------------------------------------------- raw pointers */
+typedef struct raw_ctx {
+    const float *const *params;
+    float *const *grads;
+} raw_ctx;
+
+static const float *raw_gather(dec_model *m, void *ctx, int unit) {
+    const float *p = ((raw_ctx *)ctx)->params[unit];
+    if (!p) dec__fail(m, ZERO_ERR_INVALID_ARG, "params[%d] is NULL: expected unit %d's buffer", unit, unit);
+    return p;
+}
+static zero_status raw_ok(dec_model *m, void *ctx, int unit) {
+    (void)m, (void)ctx, (void)unit;
+    return ZERO_OK;
+}
+static float *raw_grad(dec_model *m, void *ctx, int unit) {
+    float *g = ((raw_ctx *)ctx)->grads[unit];
+    if (!g) dec__fail(m, ZERO_ERR_INVALID_ARG, "grads[%d] is NULL: expected unit %d's gradient buffer", unit, unit);
+    return g;
+}
+
+static zero_status raw_pass(dec_model *m, const float *const *params, float *const *grads, dec__pass *p) {
+    if (!params) {
+        dec__seterr(m, "params is NULL: expected one pointer per unit");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    raw_ctx ctx = {params, grads};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx};
+    return dec__run(m, &u, p);
+}
+
+zero_status dec_forward_backward(dec_model *m, const float *const *params, float *const *grads,
+                                 const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
+                                 double denom, float *loss, float *logits) {
+    if (!grads || !tokens || !targets) {
+        dec__seterr(m, "forward_backward needs grads, tokens and targets (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    dec__pass p = {tokens, targets, B, T, 1, loss_scale, denom, loss, logits, NULL};
+    return raw_pass(m, params, grads, &p);
+}
+
+zero_status dec_forward(dec_model *m, const float *const *params, const int32_t *tokens, const int32_t *targets,
+                        int B, int T, double denom, float *loss, float *logits) {
+    if (!tokens) {
+        dec__seterr(m, "forward needs tokens (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    dec__pass p = {tokens, targets, B, T, 0, 1.0f, denom, loss, logits, NULL};
+    return raw_pass(m, params, NULL, &p);
+}
+
+/* ---------------------------------------------------------------- sampling */
+static int cmp_desc(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Picks a token from logits (V); scratch: V floats. */
+static int sample_token(float *logits, float *scratch, int V, const dec_sampling *s, uint64_t *rng) {
+    int best = 0;
+    for (int i = 1; i < V; i++) best = logits[i] > logits[best] ? i : best;
+    if (!(s->temperature > 0.0f)) return best;
+    float cut = -INFINITY;
+    if (s->top_k > 0 && s->top_k < V) {
+        memcpy(scratch, logits, V * sizeof(float));
+        qsort(scratch, V, sizeof(float), cmp_desc);
+        cut = scratch[s->top_k - 1];
+    }
+    const float mx = logits[best];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        scratch[i] = logits[i] >= cut ? (float)exp((logits[i] - mx) / s->temperature) : 0.0f;
+        sum += scratch[i];
+    }
+    const double target = dec__uniform(rng) * sum;
+    double acc = 0.0;
+    for (int i = 0; i < V; i++) {
+        acc += scratch[i];
+        if (scratch[i] > 0.0f && acc > target) return i;
+    }
+    return best; /* rounding left target at the very end */
+}
+
+zero_status dec__generate(dec_model *m, const dec__units *u, const int32_t *prompt, int n_prompt, int n_new,
+                          const dec_sampling *s, int32_t *out) {
+    if (!prompt || n_prompt < 1 || n_new < 0 || (n_new > 0 && !out) || !s) {
+        dec__seterr(m, "generate: prompt of %d tokens, %d new tokens: expected a prompt of at least one token, "
+                    "n_new >= 0 and an output buffer", n_prompt, n_new);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!isfinite(s->temperature)) {
+        dec__seterr(m, "temperature %g: expected a finite number (<= 0 means greedy)", s->temperature);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_status st = check_tokens(m, prompt, 1, n_prompt, "prompt token", 0);
+    if (st) return st;
+    const int V = m->cfg.vocab;
+    const size_t total = (size_t)n_prompt + (size_t)n_new;
+    int32_t *hist = malloc(total * sizeof *hist);
+    float *buf = malloc(2 * (size_t)V * sizeof(float));
+    if (!hist || !buf) {
+        free(hist), free(buf);
+        dec__seterr(m, "generate: cannot allocate %zu tokens of history", total);
+        return ZERO_ERR_NOMEM;
+    }
+    memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
+    uint64_t rng = dec__mix64(s->seed ^ 0x73616d706c65ull);
+    for (int i = 0; i < n_new && !st; i++) {
+        const size_t len = (size_t)n_prompt + i;
+        const int T = len < (size_t)m->Tmax ? (int)len : m->Tmax;
+        dec__pass p = {hist + len - T, NULL, 1, T, 0, 1.0f, 0.0, NULL, NULL, buf};
+        st = dec__run(m, u, &p);
+        if (!st) hist[len] = out[i] = sample_token(buf, buf + V, V, s, &rng);
+    }
+    free(hist);
+    free(buf);
+    return st;
+}
+
+zero_status dec_generate(dec_model *m, const float *const *params, const int32_t *prompt, int n_prompt, int n_new,
+                         const dec_sampling *s, int32_t *out) {
+    if (!params) {
+        dec__seterr(m, "params is NULL: expected one pointer per unit");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    raw_ctx ctx = {params, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx};
+    return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
+}

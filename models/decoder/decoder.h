@@ -1,0 +1,227 @@
+/* models/decoder/decoder.h — one decoder-only transformer in plain C, configured like a Hugging
+ * Face config.json: GPT-2 (GPT2LMHeadModel) and the Llama family (LlamaForCausalLM,
+ * MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM). Configuration, presets, the parameter
+ * table (Hugging Face names and layouts), initialization, fp32 forward/backward, sampling.
+ *
+ * A client of libzero's public API only. Two ways to drive it:
+ *  - raw: the caller owns one fp32 buffer per unit (units below) and passes the pointers:
+ *      dec_model *m;  dec_create(&m, &cfg, B, T, checkpointing, &err);
+ *      dec_forward_backward(m, params, grads, tokens, targets, B, T, 1.0f, 0, &loss, NULL);
+ *  - through a zero_engine (dec_engine_* below): the engine owns and shards the parameters; the
+ *    model gathers each unit just before it uses it and hands back its gradient.
+ *
+ * Units (the grain of gathering, reduction and offload), in this order:
+ *   0          the embeddings  GPT-2 "embeddings": wte.weight (V, C), wpe.weight (n_ctx, C)
+ *                              Llama "embed_tokens": model.embed_tokens.weight (V, C)
+ *   1 .. L     decoder layer l GPT-2 "h.{l}", Llama "layers.{l}" (tensors: docs/MODEL.md)
+ *   L + 1      the final norm  GPT-2 "ln_f": ln_f.weight, ln_f.bias [, lm_head.weight (V, C)]
+ *              and LM head     Llama "norm": model.norm.weight [, lm_head.weight (V, C)]
+ * lm_head.weight exists only when the head is not tied to the token embedding. A unit is one
+ * flat fp32 buffer: its parameters back to back in registration order, each row-major, with
+ * Hugging Face's shapes: GPT-2's Conv1D weights are (in, out), Llama's Linear weights (out, in).
+ *
+ * Loss: cross-entropy summed over the targets that count (a target of -1 is ignored, like
+ * PyTorch's ignore_index) and divided by a denominator the caller gives (0: this micro-batch's
+ * own count of targets). Backward ACCUMULATES (+=) d(loss * loss_scale)/d(param) into the
+ * gradient buffers it is given; it never overwrites. Results are deterministic: the same inputs
+ * give bitwise the same loss and gradients, with and without activation checkpointing.
+ */
+#ifndef ZERO_MODELS_DECODER_H
+#define ZERO_MODELS_DECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zero/zero.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- configuration */
+typedef enum dec_arch {
+    DEC_ARCH_GPT2 = 0, /* GPT2LMHeadModel: LayerNorm, learned positions, GELU (tanh), biases */
+    DEC_ARCH_LLAMA,    /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU, GQA */
+    DEC_ARCH_MISTRAL,  /* MistralForCausalLM: Llama + sliding_window */
+    DEC_ARCH_QWEN2,    /* Qwen2ForCausalLM: Llama with q/k/v biases */
+    DEC_ARCH_QWEN3,    /* Qwen3ForCausalLM: Llama with per-head q/k RMSNorm */
+    DEC_ARCH_COUNT
+} dec_arch;
+
+typedef enum dec_rope {
+    DEC_ROPE_DEFAULT = 0, /* inv_freq_i = theta^(-2i/D) */
+    DEC_ROPE_LINEAR,      /* inv_freq / factor */
+    DEC_ROPE_LLAMA3,      /* Llama 3.1's smoothed band scaling */
+} dec_rope;
+
+typedef struct dec_config {
+    dec_arch arch;
+    int n_layer;       /* L: num_hidden_layers (GPT-2 n_layer) */
+    int n_embd;        /* C: hidden_size (n_embd) */
+    int n_head;        /* H: num_attention_heads (n_head) */
+    int n_kv_head;     /* key/value heads (num_key_value_heads; GPT-2: n_head); divides n_head */
+    int head_dim;      /* D: head_dim (GPT-2, and Llama without head_dim: C / H) */
+    int n_inner;       /* F: intermediate_size (GPT-2 n_inner, default 4C) */
+    int n_ctx;         /* max_position_embeddings (GPT-2 n_positions: the rows of wpe) */
+    int vocab;         /* V: vocab_size */
+    int tied;          /* tie_word_embeddings: logits = x wte^T, no lm_head.weight */
+    int qkv_bias;      /* q/k/v projections have biases (GPT-2, Qwen2, attention_bias) */
+    int o_bias;        /* the output projection has a bias (GPT-2, attention_bias) */
+    int mlp_bias;      /* the MLP projections have biases (GPT-2, mlp_bias) */
+    int qk_norm;       /* Qwen3: RMSNorm over each q and k head before RoPE */
+    double norm_eps;   /* layer_norm_epsilon / rms_norm_eps */
+    double rope_theta; /* RoPE base (not used by GPT-2) */
+    dec_rope rope_type;
+    double rope_factor;       /* linear and llama3 */
+    double rope_low_freq;     /* llama3 low_freq_factor */
+    double rope_high_freq;    /* llama3 high_freq_factor */
+    int rope_orig_ctx;        /* llama3 original_max_position_embeddings */
+    int sliding_window;       /* 0: none; else sequences may not be longer than it */
+    double init_std;          /* initializer_range */
+} dec_config;
+
+/* "GPT2LMHeadModel", "LlamaForCausalLM", ... (the config.json "architectures" entry). */
+const char *dec_arch_name(dec_arch a);
+/* The config.json "model_type": "gpt2", "llama", "mistral", "qwen2", "qwen3". */
+const char *dec_arch_model_type(dec_arch a);
+/* Llama-family layers: RMSNorm, RoPE, SwiGLU, separate q/k/v projections. */
+static inline int dec_is_llama(const dec_config *c) { return c->arch != DEC_ARCH_GPT2; }
+
+/* Presets: GPT-2's "tiny" (L2 C64 H4 ctx64 V256, for tests), "small" (L6 C512 H8 ctx512 V256,
+ * byte-level), "gpt2" .. "gpt2-xl", and the public shapes of "llama-3.2-1b", "llama-3.2-3b",
+ * "llama-3.1-8b", "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-8b", "mistral-7b", "smollm2-135m",
+ * "smollm2-1.7b" (docs/MODEL.md). Overrides are plain assignments, then dec_config_check. */
+zero_status dec_config_preset(dec_config *cfg, const char *name, zero_error *err);
+/* The preset names, NULL-terminated. */
+const char *const *dec_preset_names(void);
+/* A GPT-2 configuration (the defaults a GPT-2 config.json implies) of the given shape. */
+void dec_config_gpt2(dec_config *cfg, int n_layer, int n_embd, int n_head, int n_ctx, int vocab);
+/* Checks ranges and consistency (every size >= 1, n_kv_head divides n_head, even head_dim for
+ * RoPE, GPT-2's n_embd = n_head * head_dim, sizes that keep every index below 2^62). err names
+ * the field, its value and what was expected. */
+zero_status dec_config_check(const dec_config *cfg, zero_error *err);
+/* Checks that sequences of T tokens are allowed: T <= n_ctx, and T <= sliding_window when the
+ * model has one (a shorter window would mask keys the pass does not mask). */
+zero_status dec_config_check_seq(const dec_config *cfg, int T, zero_error *err);
+/* 1 when a and b describe the same computation (every field equal). */
+int dec_config_equal(const dec_config *a, const dec_config *b);
+
+/* config.json (text) -> configuration. Refuses, naming the field and its value, any
+ * architecture or setting the decoder does not compute exactly (docs/MODEL.md lists them).
+ * *notes (optional, malloc'd or NULL) receives what is accepted but not applied (dropout). */
+zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes, zero_error *err);
+/* A config.json for cfg (malloc'd text). base: the imported config.json text to update (its
+ * other fields kept), or NULL for a fresh one. dtype: "float32", "bfloat16" or "float16" (its
+ * torch_dtype), or NULL to leave it. */
+char *dec_config_to_json(const dec_config *cfg, const char *base, const char *dtype);
+
+/* Total parameters (the tied head counted once). */
+uint64_t dec_num_params(const dec_config *cfg);
+/* Bytes of the activation and scratch buffers dec_create allocates for micro-batch B and
+ * sequence length T, with or without activation checkpointing (the planner's figure; equal to
+ * what dec_activation_bytes_allocated reports for a model created with the same arguments). */
+uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpointing);
+
+/* ---------------------------------------------------------------- units and parameters */
+enum { DEC_UNIT_EMBEDDINGS = 0 }; /* layer l is unit 1 + l, the final unit is n_layer + 1 */
+
+int dec_num_units(const dec_config *cfg); /* n_layer + 2 */
+/* Writes the unit's name into buf; returns buf ("" if invalid). */
+const char *dec_unit_name(const dec_config *cfg, int unit, char *buf, size_t cap);
+uint64_t dec_unit_numel(const dec_config *cfg, int unit); /* 0 for an invalid unit */
+/* Offset of the unit in the "all units back to back" flat layout (sum of the earlier units). */
+uint64_t dec_unit_offset(const dec_config *cfg, int unit);
+
+typedef struct dec_param_desc {
+    char name[80];   /* HF name: "wte.weight", "model.layers.0.self_attn.q_proj.weight" */
+    int unit;
+    uint64_t offset; /* in elements, inside the unit */
+    uint64_t numel;
+    int ndim;        /* 1 or 2 */
+    int64_t shape[2];
+    unsigned flags;  /* ZERO_PARAM_NO_DECAY for biases and norm gains */
+} dec_param_desc;
+
+int dec_num_tensors(const dec_config *cfg);
+/* Describes tensor `index` (0 .. num_tensors-1, registration order). */
+zero_status dec_tensor_desc(const dec_config *cfg, int index, dec_param_desc *out);
+
+/* Initialization of one unit into dst (unit numel values). GPT-2: weights N(0, 0.02), the two
+ * c_proj weights N(0, 0.02/sqrt(2L)); Llama family: every weight N(0, initializer_range).
+ * Biases 0, norm gains 1. The normals come from the model's own generator (docs/MODEL.md: one
+ * stream per (seed, unit)), so every rank computes the same values and a unit can be
+ * initialized without the others. */
+void dec_init_unit(const dec_config *cfg, int unit, uint64_t seed, float *dst);
+
+/* ---------------------------------------------------------------- the model */
+typedef struct dec_model dec_model;
+
+/* Allocates the activation and scratch buffers for micro-batches of up to B sequences of up to
+ * T tokens (dec_config_check_seq). With checkpointing only each layer's input is kept in forward
+ * and the layer's forward is recomputed in backward. The buffers are accounted as
+ * ZERO_MEM_BUFFERS in the model's own zero_mem_stats (dec_mem_stats). */
+zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int checkpointing,
+                       zero_error *err);
+void dec_free(dec_model *m); /* NULL is a no-op */
+const char *dec_last_error(const dec_model *m);
+const dec_config *dec_model_config(const dec_model *m);
+size_t dec_activation_bytes_allocated(const dec_model *m);
+void dec_mem_stats(const dec_model *m, zero_mem_stats *out);
+
+/* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
+ * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not
+ * counted), row-major (sequence b, position t). denom: the loss is (sum of the counted targets'
+ * cross-entropy) / denom; denom <= 0 means this micro-batch's count of counted targets (its
+ * mean; 0 when none counts). Writes the loss to *loss; adds d(loss * loss_scale)/d(param) into
+ * grads; logits (optional, B*T*V) receives the logits. Errors: bad sizes or tokens
+ * (ZERO_ERR_INVALID_ARG, nothing touched). */
+zero_status dec_forward_backward(dec_model *m, const float *const *params, float *const *grads,
+                                 const int32_t *tokens, const int32_t *targets, int B, int T,
+                                 float loss_scale, double denom, float *loss, float *logits);
+/* Forward only: *loss when targets is not NULL (loss may be NULL otherwise), logits optional. */
+zero_status dec_forward(dec_model *m, const float *const *params, const int32_t *tokens,
+                        const int32_t *targets, int B, int T, double denom, float *loss, float *logits);
+/* Targets that count (not -1) among n. */
+int64_t dec_count_targets(const int32_t *targets, size_t n);
+
+/* Sampling: temperature <= 0 picks the most likely token (greedy); top_k > 0 keeps the k most
+ * likely tokens. The generator is seeded by `seed` only, so every rank draws the same tokens. */
+typedef struct dec_sampling {
+    float temperature; /* 1.0 */
+    int top_k;         /* 0: off */
+    uint64_t seed;
+} dec_sampling;
+
+/* Appends n_new token ids to the prompt (n_prompt >= 1 ids in [0, V)), writing them to out.
+ * The context is the last T tokens (the T the model was created with); no KV cache. */
+zero_status dec_generate(dec_model *m, const float *const *params, const int32_t *prompt,
+                         int n_prompt, int n_new, const dec_sampling *s, int32_t *out);
+
+/* ---------------------------------------------------------------- on a zero_engine */
+/* Registers the units and tensors (names, shapes, flags) on e, before zero_engine_finalize.
+ * Unit ids are those above (the engine must be empty: the first unit added gets id 0). */
+zero_status dec_engine_register(const dec_config *cfg, zero_engine *e, zero_error *err);
+/* Sets every unit to dec_init_unit(seed) with zero_engine_set_unit (after finalize; every rank
+ * passes the same seed). */
+zero_status dec_engine_init(const dec_config *cfg, zero_engine *e, uint64_t seed, zero_error *err);
+/* One micro-batch on the engine (docs/MODEL.md lists the exact gather/release order). The loss
+ * gradient is scaled by zero_engine_loss_scale(e). denom: the counted targets of the whole
+ * global batch (every rank's every micro-batch of the step), so that the step's update is that
+ * of the mean over the global batch's counted targets, whatever the number of ranks; <= 0: this
+ * micro-batch's own count (each micro-batch's mean, then averaged by the engine). *loss is this
+ * micro-batch's share scaled so that its mean over the ranks and micro-batches of the step is
+ * the step's loss (with denom <= 0: the micro-batch's mean). Collective (every rank calls it,
+ * with its own tokens). On an engine error the pass stops where it was: free the engine. */
+zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *tokens,
+                                   const int32_t *targets, int B, int T, double denom, float *loss);
+/* Forward only (validation loss of this rank's tokens, the micro-batch's mean); collective. */
+zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
+                            const int32_t *targets, int B, int T, float *loss);
+/* dec_generate on the engine's parameters; collective (every rank gets the same tokens). */
+zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *prompt, int n_prompt,
+                                int n_new, const dec_sampling *s, int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_MODELS_DECODER_H */

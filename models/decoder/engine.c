@@ -1,0 +1,143 @@
+/* models/decoder/engine.c — the decoder on a zero_engine: registers the units and tensors, sets
+ * the initial values, and runs the model's pass with the engine as the provider of unit memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder/decoder_internal.h"
+
+zero_status dec_engine_register(const dec_config *cfg, zero_engine *e, zero_error *err) {
+    zero_status st = dec_config_check(cfg, err);
+    if (st) return st;
+    char name[32];
+    int next = 0; /* tensors are in unit order: each unit's right after it (the engine's rule) */
+    for (int u = 0; u < dec_num_units(cfg); u++) {
+        const int id = zero_engine_add_unit(e, dec_unit_name(cfg, u, name, sizeof name));
+        if (id != u) {
+            dec__errorf(err, "registering unit '%s': engine returned %d, expected id %d (%s)", name, id,
+                         u, id < 0 ? zero_engine_last_error(e) : "the engine must start empty");
+            return id < 0 ? (zero_status)id : ZERO_ERR_STATE;
+        }
+        dec_param_desc d;
+        for (; next < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, next, &d) && d.unit == u; next++) {
+            st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags);
+            if (st) {
+                dec__errorf(err, "registering '%s': %s", d.name, zero_engine_last_error(e));
+                return st;
+            }
+        }
+    }
+    return ZERO_OK;
+}
+
+zero_status dec_engine_init(const dec_config *cfg, zero_engine *e, uint64_t seed, zero_error *err) {
+    uint64_t most = 0;
+    for (int u = 0; u < dec_num_units(cfg); u++)
+        if (dec_unit_numel(cfg, u) > most) most = dec_unit_numel(cfg, u);
+    float *buf = malloc(most * sizeof(float));
+    if (!buf) {
+        dec__errorf(err, "cannot allocate %.1f MiB to initialize a unit", most * 4.0 / 1048576.0);
+        return ZERO_ERR_NOMEM;
+    }
+    zero_status st = ZERO_OK;
+    for (int u = 0; u < dec_num_units(cfg) && !st; u++) {
+        dec_init_unit(cfg, u, seed, buf);
+        st = zero_engine_set_unit(e, u, buf);
+        if (st) {
+            char name[32];
+            dec__errorf(err, "initializing unit '%s': %s", dec_unit_name(cfg, u, name, sizeof name),
+                         zero_engine_last_error(e));
+        }
+    }
+    free(buf);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the engine as provider */
+/* gather and grad return NULL without a status: the engine's message says what went wrong, and
+ * the pass reports ZERO_ERR_STATE with it. */
+static const float *eng_gather(dec_model *m, void *ctx, int unit) {
+    zero_engine *e = ctx;
+    const float *p = zero_engine_gather(e, unit);
+    if (!p) {
+        char name[32];
+        dec__fail(m, ZERO_ERR_STATE, "gathering unit '%s': %s",
+                   dec_unit_name(dec_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return p;
+}
+
+static float *eng_grad(dec_model *m, void *ctx, int unit) {
+    zero_engine *e = ctx;
+    float *g = zero_engine_grad(e, unit);
+    if (!g) {
+        char name[32];
+        dec__fail(m, ZERO_ERR_STATE, "gradient buffer of unit '%s': %s",
+                   dec_unit_name(dec_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return g;
+}
+
+static zero_status eng_status(dec_model *m, zero_engine *e, zero_status st, const char *what, int unit) {
+    if (st) {
+        char name[32];
+        dec__seterr(m, "%s of unit '%s': %s", what,
+                     dec_unit_name(dec_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return st;
+}
+
+static zero_status eng_release(dec_model *m, void *ctx, int unit) {
+    return eng_status(m, ctx, zero_engine_release(ctx, unit), "release", unit);
+}
+
+static zero_status eng_grad_ready(dec_model *m, void *ctx, int unit) {
+    return eng_status(m, ctx, zero_engine_grad_ready(ctx, unit), "grad_ready", unit);
+}
+
+static zero_status check_engine(dec_model *m, zero_engine *e) {
+    const dec_config *c = dec_model_config(m);
+    if (!e || zero_engine_num_units(e) != dec_num_units(c)) {
+        dec__seterr(m, "engine has %d units: expected the %d of this model (dec_engine_register)",
+                     e ? zero_engine_num_units(e) : 0, dec_num_units(c));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return ZERO_OK;
+}
+
+zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *tokens,
+                                   const int32_t *targets, int B, int T, double denom, float *loss) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    if (!tokens || !targets) {
+        dec__seterr(m, "micro_batch needs tokens and targets (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    /* The engine averages the gradients over world * grad_accum micro-batches: a micro-batch's
+     * share of the global sum / denom is its sum / (denom / (world * grad_accum)) after that. */
+    const double per = (double)zero_comm_size(zero_engine_comm(e)) * (double)zero_engine_config(e)->grad_accum;
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    dec__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), denom > 0 ? denom / per : 0.0, loss,
+                   NULL, NULL};
+    return dec__run(m, &u, &p);
+}
+
+zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
+                             const int32_t *targets, int B, int T, float *loss) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    if (!tokens || !targets) {
+        dec__seterr(m, "eval needs tokens and targets (got NULL)");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL};
+    return dec__run(m, &u, &p);
+}
+
+zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *prompt, int n_prompt,
+                                 int n_new, const dec_sampling *s, int32_t *out) {
+    zero_status st = check_engine(m, e);
+    if (st) return st;
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
+}

@@ -1,0 +1,402 @@
+/* models/decoder/hf.c — reading a Hugging Face model directory: config.json, the weight files
+ * (single or sharded with an index), name mapping, and the streamed, per-rank load into an engine. */
+#include "decoder/hf.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "decoder/decoder_internal.h"
+#include "zero/ckpt.h"
+
+#define CHUNK ((uint64_t)1 << 20) /* elements per engine write (4 MiB of fp32) */
+#define MAX_FILES 4096
+
+struct dec_hf {
+    char dir[4096];
+    dec_config cfg;
+    char *json, *notes;
+    const char *dtype;
+    int nfiles;
+    zero_st_file **files;
+    cJSON *index; /* weight_map, when sharded */
+};
+
+static int is_file(const char *path) {
+    struct stat sb;
+    return !stat(path, &sb) && S_ISREG(sb.st_mode);
+}
+
+int dec_hf_is_dir(const char *dir) {
+    char p[4200];
+    struct stat sb;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) return 0;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    return is_file(p);
+}
+
+int dec_hf_is_pickle(const char *path) {
+    unsigned char b[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    const size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    /* torch.save since 1.6 writes a zip archive; older ones a raw pickle (protocol 2+: 0x80) */
+    return (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) || (n >= 2 && b[0] == 0x80 && b[1] <= 5);
+}
+
+void dec_hf_pickle_error(zero_error *err, const char *what) {
+    dec__errorf(err,
+                "%s is a PyTorch pickle (pytorch_model.bin), which zero does not read (unpickling can run "
+                "arbitrary code): convert the model to safetensors first, e.g. python3 -c \"from transformers "
+                "import AutoModelForCausalLM as M; M.from_pretrained('IN').save_pretrained('OUT')\" (writes "
+                "OUT/config.json and OUT/model.safetensors)",
+                what);
+}
+
+static char *slurp(const char *path, zero_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        dec__errorf(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    long len = -1;
+    if (!fseek(f, 0, SEEK_END)) len = ftell(f);
+    if (len < 0 || len > (64 << 20) || fseek(f, 0, SEEK_SET)) {
+        dec__errorf(err, "cannot read %s: %s", path, len > (64 << 20) ? "larger than 64 MiB" : strerror(errno));
+    } else if (!(buf = malloc((size_t)len + 1))) {
+        dec__errorf(err, "cannot allocate %ld bytes for %s", len, path);
+    } else if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        dec__errorf(err, "cannot read %s: short read", path);
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[len] = '\0';
+    }
+    fclose(f);
+    return buf;
+}
+
+zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err) {
+    if (json) *json = NULL;
+    if (notes) *notes = NULL;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (!is_file(p)) {
+        dec__errorf(err, "%s: no config.json: expected a Hugging Face model directory", dir);
+        return ZERO_ERR_IO;
+    }
+    char *text = slurp(p, err);
+    if (!text) return ZERO_ERR_IO;
+    zero_error e2 = {{0}};
+    zero_status st = dec_config_from_json(cfg, text, notes, &e2);
+    if (st) {
+        /* "config.json: FIELD VALUE: ..." -> "DIR/config.json: FIELD VALUE: ..." */
+        const char *m = strncmp(e2.msg, "config.json", 11) ? e2.msg : e2.msg + 11;
+        dec__errorf(err, "%s/config.json%s%s", dir, m == e2.msg ? ": " : "", m);
+        free(text);
+        return st;
+    }
+    if (json) *json = text;
+    else free(text);
+    return ZERO_OK;
+}
+
+const dec_config *dec_hf_config(const dec_hf *h) { return &h->cfg; }
+const char *dec_hf_config_json(const dec_hf *h) { return h->json; }
+const char *dec_hf_notes(const dec_hf *h) { return h->notes; }
+const char *dec_hf_dtype(const dec_hf *h) { return h->dtype; }
+int dec_hf_num_files(const dec_hf *h) { return h->nfiles; }
+
+void dec_hf_close(dec_hf *h) {
+    if (!h) return;
+    for (int i = 0; i < h->nfiles; i++) zero_st_close(h->files[i]);
+    free(h->files);
+    cJSON_Delete(h->index);
+    free(h->json);
+    free(h->notes);
+    free(h);
+}
+
+static const char *dtype_word(const char *s) {
+    if (!s) return NULL;
+    if (!strcmp(s, "float32") || !strcmp(s, "F32")) return "float32";
+    if (!strcmp(s, "bfloat16") || !strcmp(s, "BF16")) return "bfloat16";
+    if (!strcmp(s, "float16") || !strcmp(s, "F16")) return "float16";
+    return NULL;
+}
+
+static zero_status open_file(dec_hf *h, const char *name, zero_error *err) {
+    char p[8400];
+    snprintf(p, sizeof p, "%s/%s", h->dir, name);
+    if (strchr(name, '/') || !strcmp(name, "..")) {
+        dec__errorf(err, "%s/model.safetensors.index.json: file '%s': expected a file name in the directory", h->dir, name);
+        return ZERO_ERR_FORMAT;
+    }
+    if (dec_hf_is_pickle(p)) {
+        dec_hf_pickle_error(err, p);
+        return ZERO_ERR_FORMAT;
+    }
+    zero_st_file **fs = realloc(h->files, (size_t)(h->nfiles + 1) * sizeof *fs);
+    if (!fs) {
+        dec__errorf(err, "out of memory");
+        return ZERO_ERR_NOMEM;
+    }
+    h->files = fs;
+    zero_status st = zero_st_open(&h->files[h->nfiles], NULL, p, err);
+    if (st == ZERO_OK) h->nfiles++;
+    return st;
+}
+
+zero_status dec_hf_open(dec_hf **out, const char *dir, zero_error *err) {
+    *out = NULL;
+    dec_hf *h = calloc(1, sizeof *h);
+    if (!h) {
+        dec__errorf(err, "out of memory");
+        return ZERO_ERR_NOMEM;
+    }
+    snprintf(h->dir, sizeof h->dir, "%s", dir);
+    zero_status st = dec_hf_read_config(dir, &h->cfg, &h->json, &h->notes, err);
+    if (st) goto fail;
+    char p[4200], q[4200];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    snprintf(q, sizeof q, "%s/model.safetensors", dir);
+    if (is_file(p)) {
+        char *text = slurp(p, err);
+        if (!text) {
+            st = ZERO_ERR_IO;
+            goto fail;
+        }
+        cJSON *idx = cJSON_Parse(text);
+        free(text);
+        h->index = idx;
+        const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+        if (!cJSON_IsObject(map) || !map->child) {
+            dec__errorf(err, "%s: expected an object with a non-empty \"weight_map\"", p);
+            st = ZERO_ERR_FORMAT;
+            goto fail;
+        }
+        /* the distinct files, in order of first appearance */
+        for (const cJSON *e = map->child; e; e = e->next) {
+            if (!cJSON_IsString(e)) {
+                dec__errorf(err, "%s: weight_map[\"%s\"]: expected a file name", p, e->string);
+                st = ZERO_ERR_FORMAT;
+                goto fail;
+            }
+            int seen = 0;
+            for (const cJSON *f = map->child; f != e && !seen; f = f->next) seen = !strcmp(f->valuestring, e->valuestring);
+            if (seen) continue;
+            if (h->nfiles >= MAX_FILES) {
+                dec__errorf(err, "%s: more than %d files", p, MAX_FILES);
+                st = ZERO_ERR_FORMAT;
+                goto fail;
+            }
+            if ((st = open_file(h, e->valuestring, err))) goto fail;
+        }
+    } else if (is_file(q)) {
+        if ((st = open_file(h, "model.safetensors", err))) goto fail;
+    } else {
+        const char *pick[] = {"pytorch_model.bin", "pytorch_model.bin.index.json"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(q, sizeof q, "%s/%s", dir, pick[i]);
+            if (is_file(q)) {
+                dec_hf_pickle_error(err, q);
+                st = ZERO_ERR_FORMAT;
+                goto fail;
+            }
+        }
+        dec__errorf(err, "%s: no model.safetensors or model.safetensors.index.json (the weights of the model)", dir);
+        st = ZERO_ERR_IO;
+        goto fail;
+    }
+    cJSON *cj = cJSON_Parse(h->json);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(cj, "torch_dtype");
+    if (!cJSON_IsString(dt)) dt = cJSON_GetObjectItemCaseSensitive(cj, "dtype");
+    h->dtype = dtype_word(cJSON_IsString(dt) ? dt->valuestring : NULL);
+    cJSON_Delete(cj);
+    if (!h->dtype && h->nfiles && zero_st_count(h->files[0]) > 0) h->dtype = dtype_word(zero_st_tensor_at(h->files[0], 0)->dtype);
+    *out = h;
+    return ZERO_OK;
+fail:
+    dec_hf_close(h);
+    return st;
+}
+
+/* ---------------------------------------------------------------- names */
+/* Tensors of a checkpoint that are not parameters: GPT-2's causal-mask buffers, RoPE's cached
+ * inverse frequencies, and the LM head of a tied model (transformers ties it on load). */
+static int ignorable(const dec_config *c, const char *name) {
+    if (!strncmp(name, "transformer.", 12)) name += 12;
+    if (c->tied && !strcmp(name, "lm_head.weight")) return 1;
+    const size_t n = strlen(name);
+    if (n > 20 && !strcmp(name + n - 20, ".rotary_emb.inv_freq")) return 1;
+    if (c->arch != DEC_ARCH_GPT2 || strncmp(name, "h.", 2)) return 0;
+    const char *dot = strchr(name + 2, '.');
+    return dot && (!strcmp(dot, ".attn.bias") || !strcmp(dot, ".attn.masked_bias"));
+}
+
+/* The file and index of parameter `name`: GPT-2's body also under "transformer.". */
+static int locate(const dec_hf *h, const char *name, int *fi) {
+    char alt[256];
+    const char *cand[2] = {name, NULL};
+    if (h->cfg.arch == DEC_ARCH_GPT2 && strcmp(name, "lm_head.weight")) {
+        snprintf(alt, sizeof alt, "transformer.%s", name);
+        cand[1] = alt;
+    }
+    for (int k = 0; k < 2 && cand[k]; k++)
+        for (int f = 0; f < h->nfiles; f++) {
+            const int i = zero_st_find(h->files[f], cand[k]);
+            if (i >= 0) {
+                *fi = f;
+                return i;
+            }
+        }
+    return -1;
+}
+
+static const char *fmt_shape(const int64_t *shape, int ndim, char *buf, size_t cap) {
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && at < cap; d++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+/* Every parameter has a tensor of its shape and a float dtype; every tensor is a parameter or
+ * ignorable. Fills where[p] = (file, index). */
+static zero_status match(dec_hf *h, zero_engine *e, int (*where)[2], zero_error *err) {
+    const int np = zero_engine_num_params(e);
+    char s1[160], s2[160];
+    for (int f = 0; f < h->nfiles; f++)
+        for (int i = 0; i < zero_st_count(h->files[f]); i++) {
+            const char *n = zero_st_tensor_at(h->files[f], i)->name;
+            const char *bare = h->cfg.arch == DEC_ARCH_GPT2 && !strncmp(n, "transformer.", 12) ? n + 12 : n;
+            if (!ignorable(&h->cfg, n) && zero_engine_find_param(e, bare) < 0) {
+                dec__errorf(err, "%s: tensor '%s' is not a parameter of this %s (config.json and the weights "
+                            "disagree?)", zero_st_path(h->files[f]), n, dec_arch_name(h->cfg.arch));
+                return ZERO_ERR_FORMAT;
+            }
+        }
+    for (int p = 0; p < np; p++) {
+        zero_param_info pi;
+        zero_engine_param_info(e, p, &pi);
+        int f = -1;
+        const int i = locate(h, pi.name, &f);
+        if (i < 0) {
+            dec__errorf(err, "%s: missing tensor '%s' (expected shape %s)", h->dir, pi.name,
+                        fmt_shape(pi.shape, pi.ndim, s1, sizeof s1));
+            return ZERO_ERR_FORMAT;
+        }
+        const zero_st_tensor *t = zero_st_tensor_at(h->files[f], i);
+        int same = t->ndim == pi.ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == pi.shape[d];
+        if (!same) {
+            dec__errorf(err, "%s: tensor '%s' has shape %s; config.json makes it %s", zero_st_path(h->files[f]),
+                        t->name, fmt_shape(t->shape, t->ndim, s1, sizeof s1),
+                        fmt_shape(pi.shape, pi.ndim, s2, sizeof s2));
+            return ZERO_ERR_FORMAT;
+        }
+        if (t->zdtype != ZERO_DTYPE_FP32 && t->zdtype != ZERO_DTYPE_BF16 && t->zdtype != ZERO_DTYPE_FP16) {
+            dec__errorf(err, "%s: tensor '%s' has dtype %s: expected F32, BF16 or F16", zero_st_path(h->files[f]),
+                        t->name, t->dtype);
+            return ZERO_ERR_FORMAT;
+        }
+        where[p][0] = f;
+        where[p][1] = i;
+    }
+    return ZERO_OK;
+}
+
+/* ---------------------------------------------------------------- loading */
+/* Reads elements [a, b) of tensor i of f as fp32 into dst (stage: scratch of CHUNK halves). */
+static zero_status read_elems(zero_st_file *f, int i, uint64_t a, uint64_t b, float *dst, uint16_t *stage,
+                              uint32_t *crc, zero_error *err) {
+    const zero_st_tensor *t = zero_st_tensor_at(f, i);
+    const size_t es = t->elem_size;
+    zero_status st;
+    if (t->zdtype == ZERO_DTYPE_FP32) {
+        st = zero_st_read(f, i, a * es, dst, (size_t)((b - a) * es));
+        if (!st && crc) *crc = zero_crc32c(*crc, dst, (size_t)((b - a) * es));
+    } else {
+        st = zero_st_read(f, i, a * es, stage, (size_t)((b - a) * es));
+        if (!st && crc) *crc = zero_crc32c(*crc, stage, (size_t)((b - a) * es));
+        if (!st) {
+            const size_t n = (size_t)(b - a);
+            if (t->zdtype == ZERO_DTYPE_BF16)
+                for (size_t k = 0; k < n; k++) dst[k] = zero_bf16_to_fp32(stage[k]);
+            else
+                for (size_t k = 0; k < n; k++) dst[k] = zero_fp16_to_fp32(stage[k]);
+        }
+    }
+    if (st) dec__errorf(err, "%s", zero_st_last_error(f));
+    return st;
+}
+
+zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
+    const int np = zero_engine_num_params(e), nu = zero_engine_num_units(e);
+    const zero_config *zc = zero_engine_config(e);
+    int(*where)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof *where);
+    float *buf = malloc(CHUNK * sizeof(float));
+    uint16_t *stage = malloc(CHUNK * sizeof(uint16_t));
+    zero_status st = ZERO_OK;
+    if (!where || !buf || !stage) {
+        dec__errorf(err, "out of memory for the load buffers");
+        st = ZERO_ERR_NOMEM;
+        goto out;
+    }
+    if ((st = match(h, e, where, err))) goto out;
+    for (int u = 0; u < nu && !st; u++) {
+        zero_unit_info ui;
+        zero_engine_unit_info(e, u, &ui);
+        /* the elements this rank keeps: its shard at stage 3, all of them otherwise */
+        const uint64_t lo = zc->stage == 3 ? ui.offset : 0, hi = zc->stage == 3 ? ui.offset + ui.valid : ui.numel;
+        uint64_t at = lo; /* the unit element buf[0] holds */
+        uint64_t fill = 0;
+        for (int p = 0; p < np && !st; p++) {
+            zero_param_info pi;
+            zero_engine_param_info(e, p, &pi);
+            if (pi.unit != u) continue;
+            const uint64_t a = pi.offset > lo ? pi.offset : lo;
+            const uint64_t b = pi.offset + pi.numel < hi ? pi.offset + pi.numel : hi;
+            if (a >= b) continue;
+            zero_st_file *f = h->files[where[p][0]];
+            const int ti = where[p][1];
+            const zero_st_tensor *t = zero_st_tensor_at(f, ti);
+            /* a tensor read whole is checked against the checksum zero's writer stores */
+            const int whole = a == pi.offset && b == pi.offset + pi.numel && t->has_crc;
+            uint32_t crc = 0;
+            for (uint64_t x = a; x < b && !st;) {
+                const uint64_t n = b - x < CHUNK - fill ? b - x : CHUNK - fill;
+                st = read_elems(f, ti, x - pi.offset, x - pi.offset + n, buf + fill, stage, whole ? &crc : NULL, err);
+                fill += n;
+                x += n;
+                if (!st && fill == CHUNK) {
+                    if (zero_engine_set_unit_range(e, u, at, at + fill, buf)) {
+                        dec__errorf(err, "%s", zero_engine_last_error(e));
+                        st = ZERO_ERR_STATE;
+                    }
+                    at += fill;
+                    fill = 0;
+                }
+            }
+            if (!st && whole && crc != t->crc) {
+                dec__errorf(err, "%s: tensor '%s': checksum mismatch (stored %08x, computed %08x): the file is corrupt",
+                            zero_st_path(f), t->name, (unsigned)t->crc, (unsigned)crc);
+                st = ZERO_ERR_FORMAT;
+            }
+        }
+        if (!st && fill && zero_engine_set_unit_range(e, u, at, at + fill, buf)) {
+            dec__errorf(err, "%s", zero_engine_last_error(e));
+            st = ZERO_ERR_STATE;
+        }
+    }
+out:
+    free(stage);
+    free(buf);
+    free(where);
+    return st;
+}

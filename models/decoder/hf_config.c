@@ -1,0 +1,428 @@
+/* models/decoder/hf_config.c — Hugging Face config.json in and out: the fields of GPT2Config,
+ * LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config that change the computation, with
+ * transformers' defaults, and a refusal naming the field and its value for anything else. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder/decoder_internal.h"
+
+/* "config.json: FIELD VALUE: expected ..." with the value printed as JSON. */
+static zero_status refuse(zero_error *err, const char *field, const cJSON *v, const char *expected) {
+    char *txt = v ? cJSON_PrintUnformatted(v) : NULL;
+    dec__errorf(err, "config.json: %s %s: %s", field, txt ? txt : "(missing)", expected);
+    cJSON_free(txt);
+    return ZERO_ERR_INVALID_ARG;
+}
+
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+static int present(const cJSON *o, const char *key) {
+    const cJSON *v = get(o, key);
+    return v && !cJSON_IsNull(v);
+}
+
+/* An integer field in [lo, hi]; absent or null: def (def < 0: required). */
+static zero_status get_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out, zero_error *err) {
+    const cJSON *v = get(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return refuse(err, key, NULL, "expected an integer (the field is required)");
+        *out = def;
+        return ZERO_OK;
+    }
+    char exp[96];
+    snprintf(exp, sizeof exp, "expected an integer in [%d, %d]", lo, hi);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+        return refuse(err, key, v, exp);
+    *out = (int)v->valuedouble;
+    return ZERO_OK;
+}
+
+static zero_status get_num(const cJSON *o, const char *key, double def, double lo, double hi, double *out,
+                           zero_error *err) {
+    const cJSON *v = get(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ZERO_OK;
+    }
+    char exp[96];
+    snprintf(exp, sizeof exp, "expected a number in [%g, %g]", lo, hi);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo) || !(v->valuedouble <= hi)) return refuse(err, key, v, exp);
+    *out = v->valuedouble;
+    return ZERO_OK;
+}
+
+static zero_status get_bool(const cJSON *o, const char *key, int def, int *out, zero_error *err) {
+    const cJSON *v = get(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return ZERO_OK;
+    }
+    if (!cJSON_IsBool(v)) return refuse(err, key, v, "expected true or false");
+    *out = cJSON_IsTrue(v);
+    return ZERO_OK;
+}
+
+/* A boolean that must have one value for the computation to be ours. */
+static zero_status want_bool(const cJSON *o, const char *key, int def, int want, const char *why, zero_error *err) {
+    int b;
+    zero_status st = get_bool(o, key, def, &b, err);
+    if (st) return st;
+    if (b != want) return refuse(err, key, get(o, key), why);
+    return ZERO_OK;
+}
+
+/* Dropout is a training-time regularizer zero does not apply: noted, not refused. */
+static void note_dropout(const cJSON *o, const char *key, char *notes, size_t cap) {
+    const cJSON *v = get(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble == 0.0) return;
+    const size_t at = strlen(notes);
+    snprintf(notes + at, cap - at, "%s%s %g", at ? ", " : "", key, v->valuedouble);
+}
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        zero_status st_ = (x);                                                                     \
+        if (st_) return st_;                                                                       \
+    } while (0)
+
+static zero_status parse_gpt2(const cJSON *o, dec_config *c, char *notes, size_t cap, zero_error *err) {
+    int L, C, H, ctx, V;
+    TRY(get_int(o, "n_layer", 12, 1, 4096, &L, err));
+    TRY(get_int(o, "n_embd", 768, 1, 1 << 16, &C, err));
+    TRY(get_int(o, "n_head", 12, 1, 1 << 12, &H, err));
+    TRY(get_int(o, "n_positions", 1024, 1, 1 << 24, &ctx, err));
+    TRY(get_int(o, "vocab_size", 50257, 1, 1 << 24, &V, err));
+    if (C % H) return refuse(err, "n_embd", get(o, "n_embd"), "expected a multiple of n_head");
+    dec_config_gpt2(c, L, C, H, ctx, V);
+    TRY(get_int(o, "n_inner", 4 * C, 1, 1 << 18, &c->n_inner, err));
+    const cJSON *act = get(o, "activation_function");
+    if (act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "gelu_new") ||
+                                         !strcmp(act->valuestring, "gelu_pytorch_tanh"))))
+        return refuse(err, "activation_function", act, "expected \"gelu_new\" (the tanh GELU; zero computes no other)");
+    TRY(get_num(o, "layer_norm_epsilon", 1e-5, 1e-30, 0.5, &c->norm_eps, err));
+    TRY(get_num(o, "initializer_range", 0.02, 0.0, 1.0, &c->init_std, err));
+    TRY(get_bool(o, "tie_word_embeddings", 1, &c->tied, err));
+    TRY(want_bool(o, "scale_attn_weights", 1, 1, "expected true (scores scaled by 1/sqrt(head_dim))", err));
+    TRY(want_bool(o, "scale_attn_by_inverse_layer_idx", 0, 0, "expected false (not supported)", err));
+    TRY(want_bool(o, "add_cross_attention", 0, 0, "expected false (a decoder-only model)", err));
+    note_dropout(o, "resid_pdrop", notes, cap);
+    note_dropout(o, "embd_pdrop", notes, cap);
+    note_dropout(o, "attn_pdrop", notes, cap);
+    return ZERO_OK;
+}
+
+/* RoPE: rope_scaling (the published form) or rope_parameters (transformers 5), rope_theta inside
+ * it or at the top level (default 10000). */
+static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
+    const char *which = "rope_scaling";
+    const cJSON *r = get(o, "rope_scaling");
+    if (!r || cJSON_IsNull(r) || (cJSON_IsObject(r) && !r->child)) {
+        which = "rope_parameters";
+        r = get(o, "rope_parameters");
+    }
+    if (r && cJSON_IsNull(r)) r = NULL;
+    if (r && !cJSON_IsObject(r)) return refuse(err, which, r, "expected an object or null");
+    TRY(get_num(o, "rope_theta", 10000.0, 1.0000001, 1e12, &c->rope_theta, err));
+    c->rope_type = DEC_ROPE_DEFAULT;
+    const cJSON *prf = get(o, "partial_rotary_factor");
+    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0)
+        return refuse(err, "partial_rotary_factor", prf, "expected 1 (RoPE on the whole head)");
+    if (!r) return ZERO_OK;
+    char field[96];
+    if (present(r, "rope_theta")) {
+        snprintf(field, sizeof field, "%s.rope_theta", which);
+        const cJSON *t = get(r, "rope_theta");
+        if (!cJSON_IsNumber(t) || !(t->valuedouble > 1.0) || !isfinite(t->valuedouble))
+            return refuse(err, field, t, "expected a number > 1");
+        c->rope_theta = t->valuedouble;
+    }
+    prf = get(r, "partial_rotary_factor");
+    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0) {
+        snprintf(field, sizeof field, "%s.partial_rotary_factor", which);
+        return refuse(err, field, prf, "expected 1 (RoPE on the whole head)");
+    }
+    const cJSON *type = get(r, "rope_type");
+    if (!type || cJSON_IsNull(type)) type = get(r, "type");
+    snprintf(field, sizeof field, "%s.%s", which, get(r, "rope_type") ? "rope_type" : "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
+    if (type && !cJSON_IsNull(type) && !t) return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\"");
+    if (!t || !strcmp(t, "default")) return ZERO_OK;
+    if (strcmp(t, "linear") && strcmp(t, "llama3"))
+        return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\" (zero computes no other RoPE scaling)");
+    c->rope_type = !strcmp(t, "linear") ? DEC_ROPE_LINEAR : DEC_ROPE_LLAMA3;
+    const char *keys[4] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    const int nkeys = c->rope_type == DEC_ROPE_LINEAR ? 1 : 4;
+    for (int k = 0; k < nkeys; k++) {
+        snprintf(field, sizeof field, "%s.%s", which, keys[k]);
+        const cJSON *v = get(r, keys[k]);
+        if (k == 3 && (!v || cJSON_IsNull(v))) { /* transformers falls back to max_position_embeddings */
+            c->rope_orig_ctx = c->n_ctx;
+            continue;
+        }
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble) ||
+            (k == 3 && (v->valuedouble != floor(v->valuedouble) || v->valuedouble > 1 << 30)))
+            return refuse(err, field, v, k == 3 ? "expected a whole number >= 1" : "expected a number > 0");
+        if (k == 0) c->rope_factor = v->valuedouble;
+        if (k == 1) c->rope_low_freq = v->valuedouble;
+        if (k == 2) c->rope_high_freq = v->valuedouble;
+        if (k == 3) c->rope_orig_ctx = (int)v->valuedouble;
+    }
+    if (c->rope_type == DEC_ROPE_LLAMA3 && !(c->rope_high_freq > c->rope_low_freq)) {
+        snprintf(field, sizeof field, "%s.high_freq_factor", which);
+        return refuse(err, field, get(r, "high_freq_factor"), "expected more than low_freq_factor");
+    }
+    return ZERO_OK;
+}
+
+/* The window transformers applies: Mistral's sliding_window (default 4096; null: none); Qwen's
+ * only with use_sliding_window, on the layers layer_types (or max_window_layers) marks. */
+static zero_status parse_window(const cJSON *o, dec_config *c, zero_error *err) {
+    int window = 0, use = 1;
+    const int def = 4096;
+    if (c->arch == DEC_ARCH_QWEN2 || c->arch == DEC_ARCH_QWEN3) TRY(get_bool(o, "use_sliding_window", 0, &use, err));
+    if (c->arch == DEC_ARCH_LLAMA) use = 0;
+    if (use) {
+        const cJSON *w = get(o, "sliding_window");
+        if (!w) window = def;
+        else if (!cJSON_IsNull(w)) TRY(get_int(o, "sliding_window", def, 1, 1 << 30, &window, err));
+    }
+    if (c->arch == DEC_ARCH_QWEN2 || c->arch == DEC_ARCH_QWEN3) {
+        const cJSON *lt = get(o, "layer_types");
+        int any_sliding = 0;
+        if (lt && !cJSON_IsNull(lt)) {
+            if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layer)
+                return refuse(err, "layer_types", lt, "expected one entry per layer");
+            for (const cJSON *e = lt->child; e; e = e->next) {
+                if (!cJSON_IsString(e) ||
+                    (strcmp(e->valuestring, "full_attention") && strcmp(e->valuestring, "sliding_attention")))
+                    return refuse(err, "layer_types", e, "expected \"full_attention\" or \"sliding_attention\"");
+                any_sliding |= !strcmp(e->valuestring, "sliding_attention");
+            }
+        } else {
+            int mwl;
+            TRY(get_int(o, "max_window_layers", 28, 0, 1 << 20, &mwl, err));
+            any_sliding = mwl < c->n_layer;
+        }
+        if (!any_sliding) window = 0;
+    }
+    c->sliding_window = window;
+    return ZERO_OK;
+}
+
+static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_t cap, zero_error *err) {
+    const dec_arch arch = c->arch;
+    memset(c, 0, sizeof *c);
+    c->arch = arch;
+    const int qwen = arch == DEC_ARCH_QWEN2 || arch == DEC_ARCH_QWEN3;
+    const int dV = qwen ? 151936 : 32000, dC = 4096, dI = arch == DEC_ARCH_MISTRAL ? 14336 : qwen ? 22016 : 11008;
+    const int dctx = arch == DEC_ARCH_MISTRAL ? 131072 : qwen ? 32768 : 2048;
+    const double deps = 1e-6;
+    TRY(get_int(o, "vocab_size", dV, 1, 1 << 24, &c->vocab, err));
+    TRY(get_int(o, "hidden_size", dC, 1, 1 << 16, &c->n_embd, err));
+    TRY(get_int(o, "intermediate_size", dI, 1, 1 << 18, &c->n_inner, err));
+    TRY(get_int(o, "num_hidden_layers", 32, 1, 4096, &c->n_layer, err));
+    TRY(get_int(o, "num_attention_heads", 32, 1, 1 << 12, &c->n_head, err));
+    TRY(get_int(o, "num_key_value_heads", arch == DEC_ARCH_MISTRAL ? 8 : c->n_head, 1, 1 << 12, &c->n_kv_head, err));
+    if (get(o, "num_key_value_heads") && cJSON_IsNull(get(o, "num_key_value_heads"))) c->n_kv_head = c->n_head;
+    if (c->n_head % c->n_kv_head)
+        return refuse(err, "num_key_value_heads", get(o, "num_key_value_heads"), "expected a divisor of num_attention_heads");
+    if (arch == DEC_ARCH_QWEN3 && !present(o, "head_dim")) {
+        c->head_dim = 128;
+    } else if (present(o, "head_dim")) {
+        TRY(get_int(o, "head_dim", 0, 2, 1 << 12, &c->head_dim, err));
+    } else {
+        if (c->n_embd % c->n_head)
+            return refuse(err, "hidden_size", get(o, "hidden_size"), "expected a multiple of num_attention_heads (or a head_dim)");
+        c->head_dim = c->n_embd / c->n_head;
+    }
+    if (c->head_dim % 2) return refuse(err, "head_dim", get(o, "head_dim"), "expected an even number (RoPE)");
+    const cJSON *act = get(o, "hidden_act");
+    if (act && !(cJSON_IsString(act) && (!strcmp(act->valuestring, "silu") || !strcmp(act->valuestring, "swish"))))
+        return refuse(err, "hidden_act", act, "expected \"silu\" (SwiGLU; zero computes no other)");
+    TRY(get_int(o, "max_position_embeddings", dctx, 1, 1 << 24, &c->n_ctx, err));
+    TRY(get_num(o, "initializer_range", 0.02, 0.0, 1.0, &c->init_std, err));
+    TRY(get_num(o, "rms_norm_eps", deps, 1e-30, 0.5, &c->norm_eps, err));
+    TRY(get_bool(o, "tie_word_embeddings", 0, &c->tied, err));
+    int ab = 0, mb = 0;
+    if (arch == DEC_ARCH_LLAMA || arch == DEC_ARCH_QWEN3) TRY(get_bool(o, "attention_bias", 0, &ab, err));
+    if (arch == DEC_ARCH_LLAMA) TRY(get_bool(o, "mlp_bias", 0, &mb, err));
+    c->qkv_bias = ab || arch == DEC_ARCH_QWEN2;
+    c->o_bias = ab;
+    c->mlp_bias = mb;
+    c->qk_norm = arch == DEC_ARCH_QWEN3;
+    TRY(parse_rope(o, c, err));
+    TRY(parse_window(o, c, err));
+    note_dropout(o, "attention_dropout", notes, cap);
+    return ZERO_OK;
+}
+
+zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes_out, zero_error *err) {
+    if (notes_out) *notes_out = NULL;
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        dec__errorf(err, "config.json: not a JSON object");
+        return ZERO_ERR_FORMAT;
+    }
+    zero_status st = ZERO_OK;
+    char notes[256] = "";
+    dec_config c;
+    memset(&c, 0, sizeof c);
+    const cJSON *archs = get(o, "architectures"), *mt = get(o, "model_type");
+    const cJSON *name = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    int found = -1;
+    if (archs && !cJSON_IsNull(archs) && (!cJSON_IsArray(archs) || cJSON_GetArraySize(archs) != 1 || !cJSON_IsString(name))) {
+        st = refuse(err, "architectures", archs, "expected one architecture name");
+        goto out;
+    }
+    for (int a = 0; a < DEC_ARCH_COUNT && found < 0; a++)
+        if (name ? !strcmp(name->valuestring, dec_arch_name(a))
+                 : cJSON_IsString(mt) && !strcmp(mt->valuestring, dec_arch_model_type(a)))
+            found = a;
+    if (found < 0) {
+        st = refuse(err, name ? "architectures" : "model_type", name ? archs : mt,
+                    "expected GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
+                    "Qwen3ForCausalLM (model_type gpt2, llama, mistral, qwen2, qwen3)");
+        goto out;
+    }
+    if (present(o, "quantization_config")) {
+        st = refuse(err, "quantization_config", get(o, "quantization_config"),
+                    "expected none (quantized weights are not supported; use a bf16, fp16 or fp32 checkpoint)");
+        goto out;
+    }
+    c.arch = (dec_arch)found;
+    st = c.arch == DEC_ARCH_GPT2 ? parse_gpt2(o, &c, notes, sizeof notes, err)
+                                 : parse_llama(o, &c, notes, sizeof notes, err);
+    if (st) goto out;
+    if ((st = dec_config_check(&c, err))) goto out;
+    *cfg = c;
+    if (notes_out && notes[0]) {
+        const char *fmt = "config.json asks for dropout (%s); zero trains without dropout";
+        const size_t n = strlen(fmt) + strlen(notes);
+        if ((*notes_out = malloc(n))) snprintf(*notes_out, n, fmt, notes);
+    }
+out:
+    cJSON_Delete(o);
+    return st;
+}
+
+/* ---------------------------------------------------------------- writing */
+static void set_item(cJSON *o, const char *key, cJSON *v) {
+    if (get(o, key)) cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else cJSON_AddItemToObject(o, key, v);
+}
+
+static cJSON *fresh(const dec_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    const char *arch = dec_arch_name(c->arch);
+    cJSON_AddItemToObject(o, "architectures", cJSON_CreateStringArray(&arch, 1));
+    cJSON_AddStringToObject(o, "model_type", dec_arch_model_type(c->arch));
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    if (c->arch == DEC_ARCH_GPT2) {
+        cJSON_AddNumberToObject(o, "n_positions", c->n_ctx);
+        cJSON_AddNumberToObject(o, "n_embd", c->n_embd);
+        cJSON_AddNumberToObject(o, "n_layer", c->n_layer);
+        cJSON_AddNumberToObject(o, "n_head", c->n_head);
+        if (c->n_inner == 4 * c->n_embd) cJSON_AddNullToObject(o, "n_inner");
+        else cJSON_AddNumberToObject(o, "n_inner", c->n_inner);
+        cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+        cJSON_AddNumberToObject(o, "layer_norm_epsilon", c->norm_eps);
+        cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
+        /* zero trains without dropout: say so, so that a fine-tune in transformers matches */
+        cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
+        cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
+        cJSON_AddNumberToObject(o, "attn_pdrop", 0.0);
+        cJSON_AddTrueToObject(o, "scale_attn_weights");
+        /* GPT-2's <|endoftext|> when the vocabulary has it; a byte-level model has none */
+        if (c->vocab > 50256) {
+            cJSON_AddNumberToObject(o, "bos_token_id", 50256);
+            cJSON_AddNumberToObject(o, "eos_token_id", 50256);
+        } else {
+            cJSON_AddNullToObject(o, "bos_token_id");
+            cJSON_AddNullToObject(o, "eos_token_id");
+        }
+    } else {
+        cJSON_AddNumberToObject(o, "hidden_size", c->n_embd);
+        cJSON_AddNumberToObject(o, "intermediate_size", c->n_inner);
+        cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layer);
+        cJSON_AddNumberToObject(o, "num_attention_heads", c->n_head);
+        cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_head);
+        cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+        cJSON_AddStringToObject(o, "hidden_act", "silu");
+        cJSON_AddNumberToObject(o, "max_position_embeddings", c->n_ctx);
+        cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
+        cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+        if (c->rope_type == DEC_ROPE_DEFAULT) {
+            cJSON_AddNullToObject(o, "rope_scaling");
+        } else {
+            cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
+            cJSON_AddStringToObject(r, "rope_type", c->rope_type == DEC_ROPE_LINEAR ? "linear" : "llama3");
+            cJSON_AddNumberToObject(r, "factor", c->rope_factor);
+            if (c->rope_type == DEC_ROPE_LLAMA3) {
+                cJSON_AddNumberToObject(r, "low_freq_factor", c->rope_low_freq);
+                cJSON_AddNumberToObject(r, "high_freq_factor", c->rope_high_freq);
+                cJSON_AddNumberToObject(r, "original_max_position_embeddings", c->rope_orig_ctx);
+            }
+        }
+        if (c->arch == DEC_ARCH_LLAMA || c->arch == DEC_ARCH_QWEN3) cJSON_AddBoolToObject(o, "attention_bias", c->o_bias);
+        if (c->arch == DEC_ARCH_LLAMA) cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
+        cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+        if (c->arch == DEC_ARCH_MISTRAL) {
+            if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+            else cJSON_AddNullToObject(o, "sliding_window");
+        }
+        if (c->arch == DEC_ARCH_QWEN2 || c->arch == DEC_ARCH_QWEN3) {
+            cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
+            if (c->sliding_window) {
+                cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+                cJSON_AddNumberToObject(o, "max_window_layers", 0);
+            } else {
+                cJSON_AddNullToObject(o, "sliding_window");
+            }
+        }
+    }
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tied);
+    return o;
+}
+
+char *dec_config_to_json(const dec_config *c, const char *base, const char *dtype) {
+    cJSON *o = base ? cJSON_Parse(base) : NULL;
+    if (base && (!o || !cJSON_IsObject(o))) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    if (!o) o = fresh(c);
+    if (!o) return NULL;
+    if (dtype) {
+        int set = 0;
+        if (get(o, "dtype")) set = 1, set_item(o, "dtype", cJSON_CreateString(dtype));
+        if (get(o, "torch_dtype") || !set) set_item(o, "torch_dtype", cJSON_CreateString(dtype));
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return dec__json_indent(text);
+}
+
+char *dec__json_indent(char *t) {
+    /* cJSON indents with tabs and puts one after each colon; JSON strings hold no raw tab, so
+     * every tab is layout: two spaces of indentation, one space after a colon, as transformers */
+    if (!t) return NULL;
+    char *out = malloc(2 * strlen(t) + 1), *w = out;
+    if (!out) return t;
+    for (const char *r = t; *r; r++) {
+        if (*r != '\t') {
+            *w++ = *r;
+        } else if (r > t && r[-1] == ':') {
+            *w++ = ' ';
+        } else {
+            *w++ = ' ';
+            *w++ = ' ';
+        }
+    }
+    *w = '\0';
+    cJSON_free(t);
+    return out;
+}

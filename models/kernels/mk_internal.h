@@ -1,0 +1,126 @@
+/* models/kernels/mk_internal.h — what the model-kernel files share and callers do not see: the
+ * per-ISA table of row/chunk kernels, the scalar element formulas, the block sizes.
+ *
+ * Shapes: rows of C floats (ld apart); the dispatcher (mk_kernels.c) checks arguments, picks a
+ * table and splits the work between OpenMP threads; a table entry works on one row or one chunk. */
+#ifndef ZERO_MODELS_KERNELS_INTERNAL_H
+#define ZERO_MODELS_KERNELS_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* GELU (tanh form) constants: u = K (x + A x^3); gelu = x * sigmoid(2u). */
+#define MK_GELU_K 0.7978845608028654f
+#define MK_GELU_A 0.044715f
+/* exp arguments of a sigmoid are clamped here: exp(80) is finite, so 1 - s = e * s never forms
+ * inf * 0; the clamp moves results by less than 1e-34 (absolute). */
+#define MK_SIG_CLAMP 80.0f
+
+/* Column sums (bias, LayerNorm and RMSNorm weight gradients) are taken over chunks of this many
+ * rows, each chunk summed in row order in fp32, the chunks then summed in order in double: the
+ * result depends on the row count only, never on the thread count. */
+#define MK_CHUNK_ROWS 64
+/* Element-wise kernels split their range in chunks of this many elements (a multiple of every
+ * vector width); below MK_PAR_MIN elements of work a call stays on the calling thread. */
+#define MK_CHUNK_ELEMS 16384
+#define MK_PAR_MIN (1 << 18)
+
+/* Attention blocks: BR query rows by BC keys. BC is a multiple of 2 * 16 (the widest tile). */
+#define MK_ATT_BR 64
+#define MK_ATT_BC 64
+#define MK_ATT_MAX_HD 256
+
+/* Per-ISA kernels. Row kernels take one row; "part" pointers are a chunk's fp32 column-sum
+ * partials (accumulated, NULL when not wanted). */
+typedef struct mk__isa {
+    void (*gelu_fwd)(float *out, const float *x, size_t n);
+    void (*gelu_bwd)(float *dx, const float *dy, const float *x, size_t n);
+    /* x += bias; out = gelu(x) (one row) */
+    void (*bias_gelu_row)(float *out, float *x, const float *bias, size_t n);
+    /* dx = dy gelu'(x); part += dx (one row) */
+    void (*gelu_bwd_bias_row)(float *dx, float *part, const float *dy, const float *x, size_t n);
+    void (*silu_fwd)(float *out, const float *x, size_t n);
+    void (*silu_bwd)(float *dx, const float *dy, const float *x, size_t n);
+    void (*swiglu_fwd)(float *out, const float *g, const float *u, size_t n);
+    void (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, size_t n);
+    /* y = (x - mean) * rstd * w + b; *mean, *rstd receive the row statistics. b may be NULL. */
+    void (*ln_fwd_row)(float *y, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int C, float eps);
+    /* dx (= or += by acc) from dy; wpart += dy * xhat, bpart += dy when not NULL. */
+    void (*ln_bwd_row)(float *dx, float *wpart, float *bpart, const float *dy, const float *x,
+                       const float *w, float mean, float rstd, int C, int acc);
+    void (*rms_fwd_row)(float *y, float *rstd, const float *x, const float *w, int C, float eps);
+    void (*rms_bwd_row)(float *dx, float *wpart, const float *dy, const float *x, const float *w,
+                        float rstd, int C, int acc);
+    void (*softmax_row)(float *y, const float *x, int n);
+    void (*softmax_bwd_row)(float *dx, const float *dy, const float *y, int n);
+    /* One row of logits with a valid target; returns the loss; writes the gradient if dscale != 0. */
+    float (*xent_row)(float *x, int V, int target, float dscale);
+    /* One head: rotates x[0..half) against x[half..2 half); sgn = -1 for the backward. */
+    void (*rope_head)(float *x, const float *cos, const float *sin, int half, float sgn);
+    /* part (cols) += rows of src (ld apart), in row order. */
+    void (*colsum_rows)(float *part, const float *src, size_t rows, size_t cols, size_t ld);
+    double (*sum_squares)(const float *x, size_t n);
+    /* y = exp(x) with this ISA's exp (tests measure its error through this entry). */
+    void (*exp)(float *y, const float *x, size_t n);
+} mk__isa;
+
+extern const mk__isa mk__isa_scalar;
+extern const mk__isa mk__isa_avx2;
+extern const mk__isa mk__isa_avx512;
+
+/* Attention tasks (mk_attention.c holds the scalar reference, mk_vec.h the blockwise kernels).
+ * Forward: one (sequence b, query head h, query block qb) per call, ws of mk__att_fwd_ws floats.
+ * Backward: one (sequence b, key/value head g) per call, ws of mk__att_bwd_ws floats. */
+size_t mk__att_fwd_ws(const mk_attn *a);
+size_t mk__att_bwd_ws(const mk_attn *a);
+typedef void (*mk__att_fwd_fn)(const mk_attn *a, float *out, float *lse, const float *q,
+                               const float *k, const float *v, int b, int h, int qb, float *ws);
+typedef void (*mk__att_bwd_fn)(const mk_attn *a, float *dq, float *dk, float *dv,
+                               const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse, int b, int g, float *ws);
+void mk__att_fwd_avx2(const mk_attn *a, float *out, float *lse, const float *q, const float *k,
+                      const float *v, int b, int h, int qb, float *ws);
+void mk__att_bwd_avx2(const mk_attn *a, float *dq, float *dk, float *dv, const float *dout,
+                      const float *q, const float *k, const float *v, const float *out,
+                      const float *lse, int b, int g, float *ws);
+void mk__att_fwd_avx512(const mk_attn *a, float *out, float *lse, const float *q, const float *k,
+                        const float *v, int b, int h, int qb, float *ws);
+void mk__att_bwd_avx512(const mk_attn *a, float *dq, float *dk, float *dv, const float *dout,
+                        const float *q, const float *k, const float *v, const float *out,
+                        const float *lse, int b, int g, float *ws);
+/* The scalar reference: forward one query row (b, h, t) with a scratch of T floats; backward one
+ * (b, g) task with a scratch of 2T floats. */
+void mk__att_fwd_row_scalar(const mk_attn *a, float *out, float *lse, const float *q,
+                            const float *k, const float *v, int b, int h, int t, float *ws);
+void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const float *dout,
+                        const float *q, const float *k, const float *v, const float *out,
+                        const float *lse, int b, int g, float *ws);
+
+/* ---------------------------------------------------------------- scalar element formulas */
+/* The reference bodies (libm expf). The vector twins evaluate the same expressions with their
+ * own exp and fused multiply-adds. A NaN argument stays NaN through the clamp. */
+static inline float mk__clamp_exp_arg(float v) { return v > MK_SIG_CLAMP ? MK_SIG_CLAMP : v; }
+
+static inline float mk__gelu(float x) {
+    const float u = MK_GELU_K * (x + MK_GELU_A * x * x * x);
+    return x / (1.0f + expf(mk__clamp_exp_arg(-2.0f * u)));
+}
+static inline float mk__gelu_grad(float x) {
+    const float u = MK_GELU_K * (x + MK_GELU_A * x * x * x);
+    const float e = expf(mk__clamp_exp_arg(-2.0f * u));
+    const float s = 1.0f / (1.0f + e);
+    /* d/dx x sigmoid(2u) = s + 2x s (1 - s) u', with 1 - s = e s */
+    return s + 2.0f * x * s * (e * s) * MK_GELU_K * (1.0f + 3.0f * MK_GELU_A * x * x);
+}
+static inline float mk__silu(float x) { return x / (1.0f + expf(mk__clamp_exp_arg(-x))); }
+static inline float mk__silu_grad(float x) {
+    const float e = expf(mk__clamp_exp_arg(-x));
+    const float s = 1.0f / (1.0f + e);
+    return s * (1.0f + x * (e * s));
+}
+
+#endif

@@ -1,0 +1,211 @@
+/* src/data/chat.c — the built-in chat formats (ChatML, Llama 3, Mistral [INST]) rendered in C, no
+ * Jinja: the text of a conversation, the spans of assistant turns, and their tokens with a loss mask. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/internal.h"
+#include "zero/data.h"
+
+static const char *NAMES[] = {"none", "chatml", "llama3", "mistral"};
+
+zero_status zero_chat_format_parse(const char *name, zero_chat_format *out) {
+    for (int i = 1; i < 4; i++)
+        if (name && !strcmp(name, NAMES[i])) {
+            *out = (zero_chat_format)i;
+            return ZERO_OK;
+        }
+    return ZERO_ERR_INVALID_ARG;
+}
+
+const char *zero_chat_format_name(zero_chat_format f) { return f >= 0 && f <= 3 ? NAMES[f] : "invalid"; }
+
+zero_chat_format zero_chat_format_detect(const zero_tokenizer *tok) {
+    const char *tmpl = zero_tokenizer_chat_template(tok);
+    if (tmpl && strstr(tmpl, "<|im_start|>")) return ZERO_CHAT_CHATML;
+    if (tmpl && strstr(tmpl, "<|start_header_id|>")) return ZERO_CHAT_LLAMA3;
+    if (tmpl && strstr(tmpl, "[INST]")) return ZERO_CHAT_MISTRAL;
+    if (zero_tokenizer_token_id(tok, "<|im_start|>") >= 0) return ZERO_CHAT_CHATML;
+    if (zero_tokenizer_token_id(tok, "<|start_header_id|>") >= 0) return ZERO_CHAT_LLAMA3;
+    if (zero_tokenizer_token_id(tok, "[INST]") >= 0) return ZERO_CHAT_MISTRAL;
+    return ZERO_CHAT_NONE;
+}
+
+typedef struct rtext {
+    char *s;
+    size_t n, cap;
+    size_t (*spans)[2];
+    size_t nspans, spans_cap;
+} rtext;
+
+static int radd(rtext *r, const char *s, size_t n) {
+    if (r->n + n + 1 > r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 1024;
+        while (nc < r->n + n + 1) nc *= 2;
+        char *ns = realloc(r->s, nc);
+        if (!ns) return -1;
+        r->s = ns;
+        r->cap = nc;
+    }
+    memcpy(r->s + r->n, s, n);
+    r->n += n;
+    r->s[r->n] = 0;
+    return 0;
+}
+static int rstr(rtext *r, const char *s) { return radd(r, s, strlen(s)); }
+
+static int rspan(rtext *r, size_t a, size_t b) {
+    if (r->nspans == r->spans_cap) {
+        size_t nc = r->spans_cap ? 2 * r->spans_cap : 16;
+        size_t(*ns)[2] = realloc(r->spans, nc * sizeof *ns);
+        if (!ns) return -1;
+        r->spans = ns;
+        r->spans_cap = nc;
+    }
+    r->spans[r->nspans][0] = a;
+    r->spans[r->nspans++][1] = b;
+    return 0;
+}
+
+/* Jinja's trim: Python's str.strip() (whitespace by str.isspace()). */
+static void py_strip(const char *s, size_t n, size_t *a, size_t *b) {
+    size_t i = 0, j = n;
+    while (i < n) {
+        int len;
+        if (zero__tk_utf8_valid(s + i, n - i) == 0 || !zero__tk_is_py_space(zero__tk_utf8_decode(s + i, n - i, &len)))
+            break;
+        i += (size_t)len;
+    }
+    while (j > i) {
+        size_t q = j - 1;
+        while (q > i && ((unsigned char)s[q] & 0xC0) == 0x80) q--;
+        int len;
+        if (zero__tk_utf8_valid(s + q, j - q) != j - q || !zero__tk_is_py_space(zero__tk_utf8_decode(s + q, j - q, &len)))
+            break;
+        j = q;
+    }
+    *a = i;
+    *b = j;
+}
+
+static const char *tok_str(const zero_tokenizer *tok, int32_t id) {
+    const char *s = id >= 0 ? zero_tokenizer_token(tok, id, NULL) : NULL;
+    return s ? s : "";
+}
+
+static zero_status need(const zero_tokenizer *tok, zero_chat_format fmt, const char *token, zero_error *err) {
+    if (zero_tokenizer_token_id(tok, token) >= 0) return ZERO_OK;
+    snprintf(err->msg, sizeof err->msg, "chat format %s needs the token %s, which the tokenizer does not have "
+             "(choose another format: chatml, llama3, mistral)", zero_chat_format_name(fmt), token);
+    return ZERO_ERR_INVALID_ARG;
+}
+
+static int role_ok(const char *r) { return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant")); }
+
+static zero_status render(const zero_tokenizer *tok, zero_chat_format fmt, const zero_chat_message *m, int n, int gen,
+                          rtext *r, zero_error *err) {
+    for (int i = 0; i < n; i++)
+        if (!role_ok(m[i].role) || !m[i].content) {
+            snprintf(err->msg, sizeof err->msg, "message %d: role '%.40s': expected system, user or assistant with a "
+                     "content string", i, m[i].role ? m[i].role : "(none)");
+            return ZERO_ERR_INVALID_ARG;
+        }
+    zero_status st;
+    if (fmt == ZERO_CHAT_CHATML) {
+        if ((st = need(tok, fmt, "<|im_start|>", err)) || (st = need(tok, fmt, "<|im_end|>", err))) return st;
+        for (int i = 0; i < n; i++) {
+            const int asst = !strcmp(m[i].role, "assistant");
+            if (rstr(r, "<|im_start|>") || rstr(r, m[i].role) || rstr(r, "\n")) goto nomem;
+            const size_t a = r->n;
+            if (rstr(r, m[i].content) || rstr(r, "<|im_end|>") || (asst && rspan(r, a, r->n)) || rstr(r, "\n"))
+                goto nomem;
+        }
+        if (gen && rstr(r, "<|im_start|>assistant\n")) goto nomem;
+    } else if (fmt == ZERO_CHAT_LLAMA3) {
+        if ((st = need(tok, fmt, "<|start_header_id|>", err)) || (st = need(tok, fmt, "<|end_header_id|>", err)) ||
+            (st = need(tok, fmt, "<|eot_id|>", err)))
+            return st;
+        if (rstr(r, tok_str(tok, zero_tokenizer_bos(tok)))) goto nomem;
+        for (int i = 0; i < n; i++) {
+            const int asst = !strcmp(m[i].role, "assistant");
+            if (rstr(r, "<|start_header_id|>") || rstr(r, m[i].role) || rstr(r, "<|end_header_id|>\n\n")) goto nomem;
+            size_t ca, cb;
+            py_strip(m[i].content, strlen(m[i].content), &ca, &cb);
+            const size_t a = r->n;
+            if (radd(r, m[i].content + ca, cb - ca) || rstr(r, "<|eot_id|>") || (asst && rspan(r, a, r->n))) goto nomem;
+        }
+        if (gen && rstr(r, "<|start_header_id|>assistant<|end_header_id|>\n\n")) goto nomem;
+    } else if (fmt == ZERO_CHAT_MISTRAL) {
+        const char *sys = NULL;
+        int i = 0;
+        if (n > 0 && !strcmp(m[0].role, "system")) sys = m[0].content, i = 1;
+        if (rstr(r, tok_str(tok, zero_tokenizer_bos(tok)))) goto nomem;
+        for (int k = 0; i < n; i++, k++) {
+            const char *want = k % 2 == 0 ? "user" : "assistant";
+            if (strcmp(m[i].role, want)) {
+                snprintf(err->msg, sizeof err->msg, "message %d: role '%s': the mistral format needs user and assistant "
+                         "turns alternating, starting with user (a system message only first)", i, m[i].role);
+                return ZERO_ERR_INVALID_ARG;
+            }
+            if (k % 2 == 0) {
+                if (rstr(r, "[INST] ") || (k == 0 && sys && (rstr(r, sys) || rstr(r, "\n\n"))) || rstr(r, m[i].content) ||
+                    rstr(r, " [/INST]"))
+                    goto nomem;
+            } else {
+                const size_t a = r->n;
+                if (rstr(r, m[i].content) || rstr(r, tok_str(tok, zero_tokenizer_eos(tok))) || rspan(r, a, r->n))
+                    goto nomem;
+            }
+        }
+    } else {
+        snprintf(err->msg, sizeof err->msg, "no chat format: expected one of chatml, llama3, mistral");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!r->s && radd(r, "", 0)) goto nomem;
+    return ZERO_OK;
+nomem:
+    snprintf(err->msg, sizeof err->msg, "out of memory rendering a chat");
+    return ZERO_ERR_NOMEM;
+}
+
+/* 1 when the token starting at a (ending where the next starts, or at e) meets [lo, hi). */
+int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi);
+int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi) {
+    if (e <= a) return lo <= a && a < hi;
+    return a < hi && e > lo;
+}
+
+zero_status zero_chat_encode(zero_tokenizer *tok, zero_chat_format fmt, const zero_chat_message *msgs, int n,
+                             int add_generation_prompt, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
+                             zero_error *err) {
+    rtext r = {0};
+    zero_status st = render(tok, fmt, msgs, n, add_generation_prompt, &r, err);
+    if (st) goto done;
+    const size_t first = ids->n;
+    if ((st = zero_tokenizer_encode(tok, r.s, r.n, ZERO_TOK_OFFSETS, ids))) {
+        snprintf(err->msg, sizeof err->msg, "%s", zero_tokenizer_last_error(tok));
+        goto done;
+    }
+    if (mask) {
+        if (ids->n > *mask_cap) {
+            uint8_t *nm = realloc(*mask, ids->cap);
+            if (!nm) {
+                snprintf(err->msg, sizeof err->msg, "out of memory encoding a chat");
+                st = ZERO_ERR_NOMEM;
+                goto done;
+            }
+            *mask = nm;
+            *mask_cap = ids->cap;
+        }
+        for (size_t i = first; i < ids->n; i++) {
+            const uint32_t a = ids->offsets[i], e = i + 1 < ids->n ? ids->offsets[i + 1] : (uint32_t)r.n;
+            uint8_t v = 0;
+            for (size_t k = 0; k < r.nspans && !v; k++) v = (uint8_t)zero__data_in_span(a, e, r.spans[k][0], r.spans[k][1]);
+            (*mask)[i] = v;
+        }
+    }
+done:
+    free(r.s);
+    free(r.spans);
+    return st;
+}
