@@ -29,6 +29,9 @@
  *   zero_plan_mem mem;  zero_plan_estimate(&m, &s, &mem, &err);
  *   zero_plan_request r; zero_plan_request_default(&r); r.device_mem = 24 * 2^30; ...
  *   zero_plan_result res; zero_plan_search(&m, &r, &res, &err);   // res.chosen, or res.closest
+ *   zero_plan_rates rt;  zero_plan_rates_default(&rt, 0);           // or measured rates
+ *   zero_plan_compute c = {fwd_flops_per_token, recompute_flops_per_token, seq_len};
+ *   zero_plan_time t;    zero_plan_step_time(&m, &c, &s, nodes, micro_batch, ckpt, &rt, &t, &err);
  *
  * The step's time (zero_plan_step_time) adds compute from the model's FLOPs per token, the bytes
  * of every collective on the in-node and cross-node bandwidths, the update and the offload I/O, at
