@@ -379,8 +379,10 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            "stage 3: 3Psi = %s (sends %s)\n",
            cli_fmt_bytes(r0->traffic.volume, a, sizeof a), cli_fmt_bytes(r0->traffic.sent, b, sizeof b),
            cli_fmt_bytes(r3->traffic.volume, c, sizeof c), cli_fmt_bytes(r3->traffic.sent, e, sizeof e));
-    printf("step time (%lld x %lld tokens per rank, %.4g GFLOP per token forward): ", (long long)mb,
-           (long long)compute->seq_len, compute->fwd_flops_per_token / 1e9);
+    printf("step time (the table's last column): micro-batch %lld x %lld tokens per rank, %.4g GFLOP per token "
+           "forward (x 3 with the backward), %.4g recomputed with checkpointing\n",
+           (long long)mb, (long long)compute->seq_len, compute->fwd_flops_per_token / 1e9,
+           compute->recompute_flops_per_token / 1e9);
     cli_rates_note(stdout, rates, o->nodes, o->ranks / o->nodes, rates->gpu);
 }
 
