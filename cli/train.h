@@ -13,7 +13,8 @@
 typedef struct train_opts {
     const char *config, *model, *data, *precision, *log_json;
     const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
-    int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches;
+    const char *chat_template; /* --chat-template NAME, or NULL */
+    int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
     double lr;
@@ -24,12 +25,16 @@ typedef struct train_opts {
     cli_model src;        /* the model: configuration and where it came from */
     dec_config model_cfg; /* src.cfg, with n_ctx grown to --seq when training from scratch */
     int T;
-    gpt2_data *dataset;
+    zero_chat_format chat;   /* --chat-template's format (NONE: from the tokenizer) */
+    zero_tokenizer *tok;     /* the model's tokenizer when the data is text or JSONL, else NULL */
+    char tokdir[1024];       /* where it came from */
+    dec_data *dataset;
 } train_opts;
 
 /* Builds the config (defaults < JSON < flags) and resolves it for `world` ranks (0: not known
- * yet, skip what needs it), the model configuration, and opens and checks the data. Returns an
- * exit status (CLI_OK, or the error already printed). */
+ * yet, skip what needs it), the model configuration, and opens and checks the data (text and
+ * JSONL through the model directory's tokenizer). Returns an exit status (CLI_OK, or the error
+ * already printed). */
 int train_prepare(train_opts *o, int world);
 /* --resume: takes the model, sequence length and seed from the checkpoint's record of the run
  * (an explicit, different --model/--layers/--dim/--heads/--vocab/--seq is an error). */
