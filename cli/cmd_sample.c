@@ -253,7 +253,7 @@ int cli_sample(int argc, char **argv) {
     int rc = cli_model_from_path(o.init_from, o.heads, "--init-from", &src);
     if (rc != CLI_OK) return rc;
     const dec_config g = src.cfg;
-    int32_t *prompt = NULL, *out = NULL;
+    int32_t *prompt = NULL, *out = NULL, *seq = NULL;
     int np = 0, nout = 0;
     zero_tokenizer *tok = NULL;
     zero_token_ids ids = {0};
@@ -330,7 +330,7 @@ int cli_sample(int argc, char **argv) {
         prompt = malloc((size_t)np * sizeof *prompt);
         for (int i = 0; prompt && i < np; i++) prompt[i] = (unsigned char)o.prompt[i];
     }
-    /* prompt, then the generated tokens */
+    /* the generated tokens (with a tokenizer: after a copy of the prompt) */
     out = malloc(((size_t)np + o.tokens + 1) * sizeof *out);
     const int T = (int64_t)np + o.tokens < g.n_ctx ? np + o.tokens : g.n_ctx;
     if (!prompt || !out) {
@@ -376,23 +376,24 @@ int cli_sample(int argc, char **argv) {
             nout++;
             for (int k = 0; k < ns; k++) stopped |= out[np + i] == stops[k];
         }
-        memmove(out, out + np, (size_t)nout * sizeof *out);
         /* the text: the reply (--chat), or what the tokens add to the prompt's text (decoding the
-         * whole sequence: a SentencePiece decoder drops the space of a first token) */
-        const int nt = nout - stopped;
+         * whole sequence: a SentencePiece decoder drops the space of a first token), of the ids that
+         * name a token (a model's vocabulary may be larger than its tokenizer's, padded as Qwen's;
+         * such ids decode to nothing, as in Hugging Face's decode) */
+        if (!(seq = malloc(((size_t)np + nout) * sizeof *seq))) {
+            rc = cli_error(CLI_RUNTIME, "out of memory");
+            goto out;
+        }
+        memcpy(seq, out, (size_t)np * sizeof *seq);
+        int nt = 0;
+        for (int i = 0; i < nout - stopped; i++)
+            if (zero_tokenizer_token(tok, out[np + i], NULL)) seq[np + nt++] = out[np + i];
         size_t lt = 0, lp = 0, lf = 0;
-        zero_status st = zero_tokenizer_decode(tok, out, (size_t)nt, ZERO_TOK_SKIP_SPECIAL, &text, &lt);
+        zero_status st = zero_tokenizer_decode(tok, seq + np, (size_t)nt, ZERO_TOK_SKIP_SPECIAL, &text, &lt);
         shown = text;
         if (!st && !o.chat) {
-            int32_t *all = malloc(((size_t)np + (size_t)nt) * sizeof *all);
-            if (!all) st = ZERO_ERR_NOMEM;
-            if (!st) {
-                memcpy(all, prompt, (size_t)np * sizeof *all);
-                memcpy(all + np, out, (size_t)nt * sizeof *all);
-                st = zero_tokenizer_decode(tok, prompt, (size_t)np, ZERO_TOK_SKIP_SPECIAL, &pre, &lp);
-                if (!st) st = zero_tokenizer_decode(tok, all, (size_t)np + nt, ZERO_TOK_SKIP_SPECIAL, &full, &lf);
-            }
-            free(all);
+            st = zero_tokenizer_decode(tok, seq, (size_t)np, ZERO_TOK_SKIP_SPECIAL, &pre, &lp);
+            if (!st) st = zero_tokenizer_decode(tok, seq, (size_t)np + nt, ZERO_TOK_SKIP_SPECIAL, &full, &lf);
             if (!st && lf >= lp && !memcmp(full, pre, lp)) shown = full + lp, lt = lf - lp;
         }
         if (st) {
@@ -406,7 +407,7 @@ int cli_sample(int argc, char **argv) {
         }
     }
     if (o.json) {
-        sample_out r = {prompt, out, np, nout, shown, stopped ? "eos" : "length"};
+        sample_out r = {prompt, tok ? out + np : out, np, nout, shown, stopped ? "eos" : "length"};
         print_json(&o, &g, &r);
     } else if (bytes) {
         fwrite(o.prompt, 1, (size_t)np, stdout);
@@ -429,5 +430,6 @@ out:
     zero_tokenizer_free_text(full);
     free(prompt);
     free(out);
+    free(seq);
     return rc;
 }
