@@ -613,6 +613,11 @@ int train_run(train_opts *o, int mpi) {
                             zero_tokenizer_vocab_size(o->tok));
         else if (o->data && dec_data_kind_of(o->dataset) == DEC_DATA_BYTES && (ends_with(o->data, ".jsonl") || ends_with(o->data, ".json")))
             fprintf(r.human, "note: %s is read as bytes: the model has no tokenizer.json\n", o->data);
+        if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
+            const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
+            fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows\n", (unsigned long long)rows,
+                    (double)rows / (double)r.G, (long long)r.G);
+        }
         const char *first;
         const uint64_t skipped = dec_data_skipped(o->dataset, &first);
         if (skipped)

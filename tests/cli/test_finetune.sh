@@ -187,6 +187,12 @@ expect_error "--tokenizer that does not exist" 2 "--tokenizer '$TMP/nowhere'"
 "$ZERO" train --model tiny --seq 32 --steps 1 --micro-batch 2 --save "$TMP/ck_tiny" --val-every 0 >/dev/null 2>&1
 "$ZERO" sample --init-from "$TMP/ck_tiny" --chat --prompt "hi" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "--chat for a byte-level model" 2 "--chat needs the model's tokenizer"
+# a relative model directory: the checkpoint records it absolute, so sample finds the tokenizer from anywhere
+(cd "$FT" && "$ZERO" train --init-from qwen2_chat --data chats.jsonl --seq 111 --steps 0 --save "$TMP/ck_rel" >/dev/null 2>"$TMP/err") ||
+    { echo "FAIL train from a relative directory"; cat "$TMP/err"; fail=1; }
+(cd / && "$ZERO" sample --init-from "$TMP/ck_rel" --prompt "You will" --tokens 2 --temperature 0 >"$TMP/rel.txt" 2>"$TMP/err")
+check "a checkpoint of a relative model directory samples text from another directory" test "$(head -c 8 "$TMP/rel.txt")" = "You will"
+check "the epoch line: 6 rows, one step of 6 rows" grep -q "^epoch: 6 train rows, 1.00 steps of 6 rows" "$TMP/r1s0.out"
 # the model's directory gone: the checkpoint's recorded source no longer has the tokenizer
 cp -r "$M" "$TMP/moved"
 run moved --init-from "$TMP/moved" --data "$CHATS" --steps 1 --micro-batch 2 --save "$TMP/ck_moved"
