@@ -3,7 +3,7 @@
 # make_finetune_fixture.py: transformers' chat template and masks, PyTorch's training in float64):
 # the chat JSONL tokenized on the fly packs into the same rows and masks; 3 masked AdamW steps give
 # PyTorch's losses and gradient norms on 1, 2 and 3 ranks at stages 0 and 3 (the mean over the
-# global batch's counted targets); a token file of the same rows trains bitwise alike; 40 steps,
+# global batch's counted targets); a resumed run and a token file of the same rows train bitwise alike; 40 steps,
 # exported, `zero sample --chat` and a plain prompt give the greedy tokens and text transformers
 # generated from PyTorch's weights, stopping at <|im_end|>; ZEROTOK2 ids past 65535 train; the new
 # flags and every refusal (bad JSONL lines, a tokenizer larger than the model, no chat format, ...).
@@ -75,6 +75,11 @@ EOF
 ft r1s0 --steps 3 --micro-batch 6
 check "on-the-fly JSONL: the header names the data and the tokenizer" grep -q "JSONL through the tokenizer (vocab 800, loss mask), 6 rows of 112 tokens" "$TMP/r1s0.out"
 check "1 rank, stage 0: PyTorch's losses and gradient norms (1e-5)" golden_match r1s0 1e-5
+ft half --steps 2 --micro-batch 6 --save "$TMP/ck_half"
+run resumed --resume "$TMP/ck_half" --data "$CHATS" --steps 3 --micro-batch 6
+step3() { grep '"step":3,' "$TMP/$1.json" | sed 's/,"step_ms.*//'; }
+check "resumed after 2 steps: step 3 bitwise as the uninterrupted run (the epoch order is the seed's)" \
+    test -n "$(step3 resumed)" -a "$(step3 resumed)" = "$(step3 r1s0)"
 ft r1acc --steps 3 --micro-batch 3 --grad-accum 2
 check "1 rank, 2 micro-batches: the same (1e-5)" golden_match r1acc 1e-5
 ft r2s3 --steps 3 --micro-batch 3 --ranks 2 --stage 3
