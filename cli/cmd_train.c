@@ -111,7 +111,8 @@ int cli_train(int argc, char **argv) {
      * checks that do not need MPI so that usage errors exit 2 from here. */
     const int launched = zero_comm_mpi_launched();
     int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
-    if (rc != CLI_OK) return rc;
-    if (!launched && o.ranks > 1) return cli_launch_ranks(o.ranks);
-    return train_run(&o, launched);
+    if (rc == CLI_OK && !launched && o.ranks > 1) rc = cli_launch_ranks(o.ranks); /* returns on failure only */
+    else if (rc == CLI_OK) return train_run(&o, launched);                      /* releases what it used */
+    train_release(&o);
+    return rc;
 }

@@ -61,6 +61,14 @@ static int open_data(train_opts *o) {
     return CLI_OK;
 }
 
+void train_release(train_opts *o) {
+    dec_data_free(o->dataset);
+    o->dataset = NULL;
+    zero_tokenizer_free(o->tok);
+    o->tok = NULL;
+    cli_model_free(&o->src);
+}
+
 int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
@@ -637,11 +645,7 @@ out:
     free(r.user_json);
     dec_free(r.model);
     zero_engine_free(r.e);
-    dec_data_free(o->dataset);
-    o->dataset = NULL;
-    zero_tokenizer_free(o->tok);
-    o->tok = NULL;
-    cli_model_free(&o->src);
+    train_release(o);
     zero_comm_free(r.comm);
     return rc;
 }

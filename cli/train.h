@@ -41,6 +41,8 @@ int train_prepare(train_opts *o, int world);
 int train_resume_settings(train_opts *o);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
+/* Frees what train_prepare opened (the data, the tokenizer, the model description). */
+void train_release(train_opts *o);
 /* Trains on the MPI world (mpi != 0) or one rank; returns the exit status. */
 int train_run(train_opts *o, int mpi);
 
