@@ -241,9 +241,9 @@ def main():
         "new_tokens": NEW_TOKENS,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
-    with open(os.path.join(OUT, "golden.json"), "w") as f:
-        json.dump(golden, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    with open(os.path.join(OUT, "golden.json"), "w") as f:  # one key a line
+        f.write("{\n" + ",\n".join(" %s: %s" % (json.dumps(k), json.dumps(v, ensure_ascii=False))
+                                   for k, v in golden.items()) + "\n}\n")
     for n in os.listdir(mdir):
         if n == "generation_config.json":  # transformers' own; the stop tokens come from the tokenizer
             os.remove(os.path.join(mdir, n))
