@@ -131,6 +131,32 @@ assert j['prompt'][0] == 1 and j['prompt'][-len(g['chat']['prompt']):] == g['cha
 sample ids --init-from "$TMP/ex" --prompt-ids "1 2 3" --tokens 3 --temperature 0
 check "--prompt-ids still prints ids" test "$(wc -w <"$TMP/ids")" -eq 6
 
+# --- every tokenizer family and chat format: random models of vocabulary 1024 from a config.json
+# (--model DIR --steps 0: the checkpoint records the directory and its tokenizer)
+"$PY" -c "import json, sys; c = json.load(open('$M/config.json')); c['vocab_size'] = 1024; json.dump(c, open('$TMP/v1024.json', 'w'))"
+for t in llama2 metaspace mistral llama3 smollm2 gpt2_prefix; do
+    mkdir -p "$TMP/tok_$t" && cp "$TMP/v1024.json" "$TMP/tok_$t/config.json" && cp "$SRC/tests/data/tokenizer/$t"/* "$TMP/tok_$t/"
+    run "rnd_$t" --model "$TMP/tok_$t" --data "$SRC/tests/data/tokenizer/fortunes.txt" --seq 32 --steps 0 --save "$TMP/ck_$t"
+    sample "rnd_$t.txt" --init-from "$TMP/ck_$t" --prompt "Hello, café 日本" --tokens 6 --seed 3
+    sample "rnd_$t.json" --init-from "$TMP/ck_$t" --prompt "Hello, café 日本" --tokens 6 --seed 3 --json
+    check "$t: prints the prompt, then the text --json gives" "$PY" - "$TMP/rnd_$t.txt" "$TMP/rnd_$t.json" <<'EOF2'
+import json, sys
+out = open(sys.argv[1], encoding="utf-8").read(); j = json.load(open(sys.argv[2]))
+assert out == "Hello, café 日本" + j["text"] + "\n", (out, j["text"])
+assert 1 <= len(j["tokens"]) <= 6 and j["stop"] in ("eos", "length"), j
+EOF2
+done
+for t in mistral llama3 smollm2; do
+    sample "chat_$t.json" --init-from "$TMP/ck_$t" --chat --prompt "Hi there" --tokens 4 --json
+    want=$(case $t in mistral) echo mistral;; llama3) echo llama3;; *) echo chatml;; esac)
+    check "$t: --chat in the tokenizer's format ($want), the prompt opens as it does" "$PY" - "$TMP/chat_$t.json" "$want" "$TMP/tok_$t/tokenizer.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1])); t = {a["content"]: a["id"] for a in json.load(open(sys.argv[3]))["added_tokens"]}
+first = {"mistral": "<s>", "llama3": "<|begin_of_text|>", "chatml": "<|im_start|>"}[sys.argv[2]]
+assert j["chat_template"] == sys.argv[2] and j["prompt"][0] == t[first], (j, first, t)
+EOF2
+done
+
 # --- other data: a text file through the tokenizer (a stream), ZEROTOK2 ids past 65535
 run text --init-from "$M" --data "$SRC/tests/data/tokenizer/fortunes.txt" --seq 32 --steps 2 --micro-batch 2
 check "a text file through the tokenizer trains (a stream)" grep -q "text through the tokenizer (vocab 800)" "$TMP/text.out"
