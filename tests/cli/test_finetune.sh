@@ -5,8 +5,9 @@
 # PyTorch's losses and gradient norms on 1, 2 and 3 ranks at stages 0 and 3 (the mean over the
 # global batch's counted targets); a resumed run and a token file of the same rows train bitwise alike; 40 steps,
 # exported, `zero sample --chat` and a plain prompt give the greedy tokens and text transformers
-# generated from PyTorch's weights, stopping at <|im_end|>; ZEROTOK2 ids past 65535 train; the new
-# flags and every refusal (bad JSONL lines, a tokenizer larger than the model, no chat format, ...).
+# generated from PyTorch's weights, stopping at <|im_end|>; six tokenizers and the three chat formats
+# print text; ZEROTOK2 ids past 65535 train; the new flags and every refusal (bad JSONL lines, a
+# tokenizer larger than the model, no chat format, ...).
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
