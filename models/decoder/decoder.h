@@ -167,6 +167,14 @@ const char *dec_last_error(const dec_model *m);
 const dec_config *dec_model_config(const dec_model *m);
 size_t dec_activation_bytes_allocated(const dec_model *m);
 void dec_mem_stats(const dec_model *m, zero_mem_stats *out);
+/* The precision of the linear layers' products (every projection and the LM head):
+ * ZERO_DTYPE_FP32 (the default) or ZERO_DTYPE_BF16 — both operands rounded to bf16, products
+ * accumulated in fp32 — which is taken only where the CPU multiplies bf16 itself (AVX512-BF16 or
+ * AMX, in a build with oneDNN: mk_gemm_bf16_native); elsewhere bf16 falls back to the fp32
+ * products (for bf16 working parameters, which the pass receives widened exactly, that is the
+ * convert-then-sgemm result). FP16 asks for fp32 products. Returns the dtype now in effect.
+ * dec_engine_* set it from the engine's working precision on every call. */
+zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want);
 
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not
