@@ -260,6 +260,14 @@ zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
 
 void dec__set_matmul_prec(dec_model *m, mk_prec prec) { m->prec = prec; }
 
+zero_status dec__set_impl(dec_model *m, zero_impl impl) {
+    if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
+    if (impl != ZERO_IMPL_SCALAR && impl != ZERO_IMPL_AVX2 && impl != ZERO_IMPL_AVX512) return ZERO_ERR_INVALID_ARG;
+    if (!zero_impl_available(impl)) return ZERO_ERR_UNSUPPORTED;
+    m->impl = impl;
+    return ZERO_OK;
+}
+
 /* ---------------------------------------------------------------- layers */
 static const float *opt(const float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
 static float *optw(float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }

@@ -70,6 +70,9 @@ void dec__layout_of(const dec_config *c, dec__layout *out);
 /* Sets the precision of the linear layers' products as asked, native or not (tests: the bf16
  * arithmetic on a CPU without bf16 instructions). dec_set_matmul_dtype falls back instead. */
 void dec__set_matmul_prec(dec_model *m, mk_prec prec);
+/* Sets the model kernels' implementation (tests: ZERO_IMPL_SCALAR runs every reference);
+ * ZERO_ERR_UNSUPPORTED for one this CPU cannot run. */
+zero_status dec__set_impl(dec_model *m, zero_impl impl);
 
 /* ---------------------------------------------------------------- the pass over units */
 /* Where the pass gets unit memory: raw pointers or the engine. On failure a call returns a
