@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decoder/decoder_internal.h"
 
@@ -117,6 +118,68 @@ uint64_t dec_activation_bytes(const dec_config *c, int B, int T, int checkpointi
     plan p;
     plan_of(c, B, T, checkpointing, &p);
     return 4 * (p.resid + p.act_set * p.nsets + p.lnf + p.head + p.grads + p.rope);
+}
+
+/* ---------------------------------------------------------------- FLOPs and the GEMM rate */
+/* Multiply-adds of one token through the linear layers of one layer. */
+static double layer_macs(const dec__dims *d) {
+    return (double)d->C * d->QKV + (double)d->Q * d->C + (double)d->C * d->FC + (double)d->F * d->C;
+}
+
+double dec_step_flops(const dec_config *c, int B, int T) {
+    dec__dims d;
+    dec__dims_of(c, &d);
+    const double N = (double)B * T, L = c->n_layer;
+    const double linear = 2.0 * N * (L * layer_macs(&d) + (double)d.C * c->vocab);
+    const double attn = 2.0 * B * (double)d.H * d.D * (double)T * (T + 1.0) * L;
+    return 3.0 * (linear + attn);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, double *flops_per_s) {
+    dec__dims d;
+    dec__dims_of(c, &d);
+    const size_t N = (size_t)B * T, V = (size_t)c->vocab, hrows = (size_t)head_rows_of(N, c->vocab);
+    /* the products: (in, out) of each linear layer, then the head's (C, V) over its row chunks */
+    const int ins[4] = {d.C, d.Q, d.C, d.F}, outs[4] = {d.QKV, d.C, d.FC, d.C};
+    size_t wmax = V * (size_t)d.C, xmax = N * (size_t)d.C, ymax = hrows * V;
+    for (int i = 0; i < 4; i++) {
+        const size_t w = (size_t)ins[i] * outs[i];
+        wmax = w > wmax ? w : wmax;
+        xmax = N * (size_t)ins[i] > xmax ? N * (size_t)ins[i] : xmax;
+        ymax = N * (size_t)outs[i] > ymax ? N * (size_t)outs[i] : ymax;
+    }
+    float *W = calloc(wmax, 4), *dW = calloc(wmax, 4), *x = calloc(xmax, 4), *dx = calloc(xmax, 4), *y = calloc(ymax, 4);
+    zero_status st = W && dW && x && dx && y ? ZERO_OK : ZERO_ERR_NOMEM;
+    for (size_t i = 0; !st && i < wmax; i++) W[i] = (float)((i % 97) * 1e-3);
+    for (size_t i = 0; !st && i < xmax; i++) x[i] = (float)((i % 89) * 1e-3);
+    for (size_t i = 0; !st && i < ymax; i++) y[i] = (float)((i % 83) * 1e-4);
+    double best = 0.0, flops = 0.0;
+    const double t_end = now_s() + seconds;
+    for (int round = 0; !st && (round < 2 || now_s() < t_end); round++) {
+        const double t0 = now_s();
+        flops = 0.0;
+        for (int i = 0; i < 5 && !st; i++) {
+            const int IC = i < 4 ? ins[i] : d.C, OC = i < 4 ? outs[i] : c->vocab;
+            const size_t step = i < 4 ? N : hrows;
+            for (size_t r0 = 0; r0 < N && !st; r0 += step) {
+                const size_t nr = N - r0 < step ? N - r0 : step;
+                st = mk_linear_fwd(y, x, W, NULL, NULL, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                if (!st) st = mk_linear_bwd(dx, dW, NULL, y, x, W, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                flops += 6.0 * (double)nr * IC * OC;
+            }
+        }
+        const double r = flops / (now_s() - t0);
+        best = r > best ? r : best;
+    }
+    free(W), free(dW), free(x), free(dx), free(y);
+    if (!st) *flops_per_s = best;
+    return st;
 }
 
 /* ---------------------------------------------------------------- create / free */

@@ -122,6 +122,18 @@ uint64_t dec_num_params(const dec_config *cfg);
  * what dec_activation_bytes_allocated reports for a model created with the same arguments). */
 uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpointing);
 
+/* Model FLOPs of one micro-batch of B sequences of T tokens, forward and backward: 3 x the
+ * forward's, which is 2 per multiply-add of every linear layer and of the LM head over the B*T
+ * rows, plus the causal attention's q k^T and p v (2 B H D T (T + 1) a layer). The convention of
+ * model FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
+double dec_step_flops(const dec_config *cfg, int B, int T);
+/* The rate of the BLAS on this model's products (FLOP/s): every linear layer's forward, backward-
+ * data and backward-weight product of one layer and the LM head's (in the model's row chunks),
+ * at B*T rows, fp32, on the calling thread's OpenMP team; the best of rounds run for about
+ * `seconds`. The denominator of zero bench step's model FLOP utilization. ZERO_ERR_NOMEM when the
+ * operands cannot be allocated. */
+zero_status dec_gemm_rate(const dec_config *cfg, int B, int T, double seconds, double *flops_per_s);
+
 /* ---------------------------------------------------------------- units and parameters */
 enum { DEC_UNIT_EMBEDDINGS = 0 }; /* layer l is unit 1 + l, the final unit is n_layer + 1 */
 
