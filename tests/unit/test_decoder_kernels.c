@@ -135,6 +135,44 @@ static void check_model(const char *what, const dec_config *cfg, int B, int T) {
     net_free(&n);
 }
 
+/* A long sequence: the activations are linear in T (no B*H*T^2 term), equal to what the model
+ * allocates, far below the T^2 probabilities earlier versions kept; the pass runs and its loss
+ * is that of near-uniform logits. */
+static void long_sequence(void) {
+    dec_config c;
+    dec_config_preset(&c, "smollm2-135m", NULL);
+    c.n_layer = 2, c.n_embd = 32, c.n_head = 4, c.n_kv_head = 2, c.head_dim = 8, c.n_inner = 32, c.vocab = 64;
+    c.n_ctx = 4096;
+    ZT_OK(dec_config_check(&c, NULL));
+    const int T = 4096;
+    const uint64_t a1 = dec_activation_bytes(&c, 1, T / 4, 0), a2 = dec_activation_bytes(&c, 1, T / 2, 0), a4 = dec_activation_bytes(&c, 1, T, 0);
+    ZT_CHECKF(a4 - a2 == 2 * (a2 - a1), "activations not linear in T: %llu, %llu, %llu", (unsigned long long)a1,
+              (unsigned long long)a2, (unsigned long long)a4);
+    const uint64_t t2 = (uint64_t)c.n_layer * c.n_head * T * (uint64_t)T * 4; /* the probabilities alone */
+    ZT_CHECKF(a4 * 8 < t2, "activations %llu bytes: expected far below the %llu of T^2 probabilities",
+              (unsigned long long)a4, (unsigned long long)t2);
+    net n;
+    net_init(&n, &c, 1, T);
+    for (uint64_t i = 0; i < n.P; i++) n.flat[i] *= 0.1f; /* small weights: near-uniform logits */
+    dec_model *m = NULL;
+    ZT_OK(dec_create(&m, &c, 1, T, 0, NULL));
+    if (m) {
+        ZT_EQ_INT(dec_activation_bytes_allocated(m), a4);
+        float *g = calloc(n.P, 4), *grads[16], loss = 0;
+        for (int u = 0; u < dec_num_units(&c); u++) grads[u] = g + dec_unit_offset(&c, u);
+        ZT_OK(dec_forward_backward(m, n.params, grads, n.tok, n.tgt, 1, T, 1.0f, 0, &loss, NULL));
+        double s2 = 0.0;
+        for (uint64_t i = 0; i < n.P; i++) s2 += (double)g[i] * g[i];
+        printf("long sequence T %d: activations %.1f MiB (the T^2 probabilities alone would be %.0f MiB), loss %.4f "
+               "(ln V %.4f), gradient norm %.3g\n", T, a4 / 1048576.0, t2 / 1048576.0, loss, log((double)c.vocab), sqrt(s2));
+        ZT_CHECKF(fabs(loss - log((double)c.vocab)) < 0.05 && isfinite(s2) && s2 > 0, "long sequence: loss %.6g, |g|^2 %.3g",
+                  loss, s2);
+        free(g);
+    }
+    dec_free(m);
+    net_free(&n);
+}
+
 int main(void) {
     dec_config c;
     dec_config_gpt2(&c, 2, 64, 4, 80, 97);
@@ -152,5 +190,6 @@ int main(void) {
     c.n_layer = 2, c.n_embd = 48, c.n_head = 6, c.n_kv_head = 1, c.head_dim = 8, c.n_inner = 64, c.vocab = 53, c.n_ctx = 80;
     ZT_OK(dec_config_check(&c, NULL));
     check_model("llama, tied, MQA", &c, 2, 65);
+    long_sequence();
     return zt_finish("test_decoder_kernels");
 }
