@@ -73,7 +73,7 @@ static void compare(const char *what, const net *n, const run *a, const run *ref
     double lmax = 0.0, ldiff = 0.0, worst_el = 0.0, worst_l2 = 0.0;
     const size_t nl = (size_t)n->B * n->T * n->cfg.vocab;
     for (size_t i = 0; i < nl; i++) lmax = fmax(lmax, fabs(ref->logits[i])), ldiff = fmax(ldiff, fabs(a->logits[i] - ref->logits[i]));
-    const char *worst_name = "";
+    char worst_name[32] = "";
     for (int t = 0; t < dec_num_tensors(&n->cfg); t++) {
         dec_param_desc d;
         dec_tensor_desc(&n->cfg, t, &d);
@@ -84,7 +84,7 @@ static void compare(const char *what, const net *n, const run *a, const run *ref
             gmax = fmax(gmax, fabs(g)), e = fmax(e, fabs(x - g)), s2 += g * g, d2 += (x - g) * (x - g);
         }
         const double el = gmax > 0 ? e / gmax : e, l2 = s2 > 0 ? sqrt(d2 / s2) : sqrt(d2);
-        if (el > worst_el) worst_el = el, worst_name = dec_unit_name(&n->cfg, d.unit, (char[32]){0}, 32);
+        if (el > worst_el) worst_el = el, dec_unit_name(&n->cfg, d.unit, worst_name, sizeof worst_name);
         worst_l2 = fmax(worst_l2, l2);
         ZT_CHECKF(el <= rg && l2 <= rg, "%s: %s: max |diff| %.3g of max |g| %.3g, relative L2 %.3g (bound %.g)", what,
                   d.name, e, gmax, l2, rg);
