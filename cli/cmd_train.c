@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "  --seed S                   initialization and data seed (default 1)\n"
             "  --precision fp32|bf16|fp16 working precision (default fp32)\n"
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
+            "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
+            "                             global batch and seed (exact gradient sums; docs/CLI.md)\n"
             "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"
             "  --val-batches N            validation batches each time (default 2)\n"
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
@@ -82,6 +84,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--seed")) { VAL(); int64_t s; if (cli_parse_i64(a, v, 0, INT64_MAX, &s)) return -1; o->seed = (uint64_t)s; }
         else if (!strcmp(a, "--precision")) { VAL(); o->precision = v; }
         else if (!strcmp(a, "--activation-checkpointing")) o->checkpointing = 1;
+        else if (!strcmp(a, "--deterministic")) o->deterministic = 1;
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }
         else if (!strcmp(a, "--log-json")) { VAL(); o->log_json = v; }

@@ -83,6 +83,7 @@ int train_prepare(train_opts *o, int world) {
     if (o->grad_accum > 0) cfg->grad_accum = o->grad_accum;
     if (o->micro_batch < 0 && !(cfg->auto_fields & ZERO_AUTO_MICRO_BATCH) && cfg->micro_batch <= 0) cfg->micro_batch = 4;
     if (o->lr >= 0) cfg->optim.lr = (float)o->lr;
+    if (o->deterministic) cfg->deterministic = 1;
     if (o->precision) {
         zero_dtype dt;
         if (zero_dtype_parse(o->precision, &dt) != ZERO_OK ||
@@ -240,6 +241,17 @@ static int fail(run_state *r, const char *what, const char *msg) {
     return cli_error(CLI_RUNTIME, "rank %d: %s: %s", r->rank, what, msg);
 }
 
+/* Deterministic mode: a sum over sequences that is the same whatever the ranks' shares. Each term
+ * is rounded once to a multiple of 2^-bits (a loss of a few units keeps some 50 bits) and the
+ * integers are summed, which is associative; acc[1] counts the terms that did not fit. */
+#define DET_LOSS_BITS 32 /* a step's terms l_a = (sequence's loss sum) / (global count / G): < 2^30 */
+#define DET_VAL_BITS 24  /* validation terms: a sequence's mean loss times its count: < 2^38 */
+static void det_add(int64_t acc[2], double x, int bits) {
+    const double q = ldexp(x, bits);
+    if (!isfinite(q) || fabs(q) >= 0x1p62) acc[1]++;
+    else acc[0] += llrint(q);
+}
+
 /* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
  * over every counted target of the batches, whatever the number of ranks. */
 static int validate(run_state *r, double *out) {
@@ -251,12 +263,24 @@ static int validate(run_state *r, double *out) {
     zero_engine_comm_counters(r->e, &before);
     if (nb > o->val_batches) nb = o->val_batches;
     double sum = 0;
-    int64_t counted = 0;
+    int64_t counted = 0, dsum[2] = {0, 0};
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < K; k++) {
             if (dec_data_batch(o->dataset, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
                                r->inputs, r->targets, &err) != ZERO_OK)
                 return fail(r, "validation data", err.msg);
+            if (o->cfg.deterministic) { /* one sequence at a time, summed exactly (det_add) */
+                for (int a = 0; a < B; a++) {
+                    const int32_t *in = r->inputs + (size_t)a * o->T, *tg = r->targets + (size_t)a * o->T;
+                    float l;
+                    if (dec_engine_eval(r->model, r->e, in, tg, 1, o->T, &l) != ZERO_OK)
+                        return fail(r, "validation", zero_engine_last_error(r->e));
+                    const int64_t c = dec_count_targets(tg, (size_t)o->T);
+                    if (c) det_add(dsum, (double)l * (double)c, DET_VAL_BITS);
+                    counted += c;
+                }
+                continue;
+            }
             float l;
             if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
                 return fail(r, "validation", zero_engine_last_error(r->e));
@@ -267,6 +291,13 @@ static int validate(run_state *r, double *out) {
     zero_engine_comm_counters(r->e, &after);
     for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
     for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) r->eval.path_bytes[p] += after.path_bytes[p] - before.path_bytes[p];
+    if (o->cfg.deterministic) {
+        int64_t all[3], mine[3] = {dsum[0], dsum[1], counted};
+        if (zero_comm_all_reduce(r->comm, mine, all, 3, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+            return fail(r, "validation", zero_comm_last_error(r->comm));
+        *out = all[2] && !all[1] ? ldexp((double)all[0], -DET_VAL_BITS) / (double)all[2] : NAN;
+        return CLI_OK;
+    }
     float mine = (float)sum, total = 0;
     int64_t all = 0;
     if (zero_comm_all_reduce(r->comm, &mine, &total, 1, ZERO_DTYPE_FP32, ZERO_OP_SUM) != ZERO_OK ||
@@ -402,6 +433,31 @@ static int write_trace(run_state *r) {
     return rc;
 }
 
+/* Deterministic mode: the step's K micro-batches of B sequences as B*K micro-batches of one
+ * sequence each (the engine's atoms; its gradient_accumulation_steps is B*K), and the step's loss
+ * summed exactly over every sequence of every rank: *loss is the same for any world size. */
+static int det_micro_batches(run_state *r, int64_t total, double *loss) {
+    const train_opts *o = r->o;
+    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
+    int64_t acc[2] = {0, 0}, all[2];
+    for (int k = 0; k < K; k++)
+        for (int a = 0; a < B; a++) {
+            const size_t at = ((size_t)k * B + (size_t)a) * T;
+            float l;
+            const double tc = zero_now();
+            if (dec_engine_micro_batch(r->model, r->e, r->inputs + at, r->targets + at, 1, T, (double)total, &l) != ZERO_OK)
+                return fail(r, "forward/backward", zero_engine_last_error(r->e));
+            zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
+            if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
+            det_add(acc, l, DET_LOSS_BITS);
+        }
+    if (zero_comm_all_reduce(r->comm, acc, all, 2, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+        return fail(r, "the step's loss", zero_comm_last_error(r->comm));
+    /* l_a is the sequence's share of the global sum / count times G: the loss is their mean */
+    *loss = all[1] ? NAN : ldexp((double)all[0], -DET_LOSS_BITS) / (double)r->G;
+    return CLI_OK;
+}
+
 static int train_loop(run_state *r) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
@@ -429,7 +485,11 @@ static int train_loop(run_state *r) {
         }
         if (zero_comm_all_reduce(r->comm, &counted, &total, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
             return fail(r, "counting the targets", zero_comm_last_error(r->comm));
-        for (int k = 0; k < K; k++) {
+        if (o->cfg.deterministic) {
+            int rc = det_micro_batches(r, total, &loss);
+            if (rc != CLI_OK) return rc;
+        }
+        for (int k = 0; k < K && !o->cfg.deterministic; k++) {
             const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             float l;
             const double tc = zero_now();
@@ -446,7 +506,7 @@ static int train_loop(run_state *r) {
         const double dt = zero_now() - t0;
         int64_t io[3] = {0, 0, 0};
         if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
-        last_loss = mean_over_ranks(r, loss);
+        last_loss = o->cfg.deterministic ? loss : mean_over_ranks(r, loss);
         int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
         if (do_val && dec_data_val_batches(o->dataset, r->G, T) > 0) {
             const double tv = zero_now();
@@ -552,7 +612,13 @@ int train_run(train_opts *o, int mpi) {
     if (rc != CLI_OK) goto out;
 
     const double t_init = zero_now();
-    if ((s = zero_engine_create_with(&r.e, r.comm, &o->cfg, NULL, &err)) != ZERO_OK) {
+    /* deterministic: the engine's micro-batch is one sequence (an atom), B*K of them per step */
+    zero_config ecfg = o->cfg;
+    if (ecfg.deterministic) {
+        ecfg.grad_accum = o->cfg.micro_batch * o->cfg.grad_accum;
+        ecfg.micro_batch = 1;
+    }
+    if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, NULL, &err)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
@@ -585,7 +651,7 @@ int train_run(train_opts *o, int mpi) {
     }
     if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
-    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
+    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? 1 : B, o->T, o->checkpointing, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
     }
@@ -612,9 +678,9 @@ int train_run(train_opts *o, int mpi) {
         }
         char pb[32];
         fmt_bytes(pb, sizeof pb, (double)dec_num_params(&o->model_cfg));
-        fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s, micro-batch %lld x %lld, seq %d, %s\n",
+        fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s%s, micro-batch %lld x %lld, seq %d, %s\n",
                 o->src.name, (unsigned long long)dec_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
-                zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
+                zero_dtype_name(o->cfg.precision), o->cfg.deterministic ? " deterministic" : "", (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
         if (o->tok) fprintf(r.human, "tokenizer: %s (%s, %d tokens)\n", o->tokdir, zero_tokenizer_kind(o->tok),

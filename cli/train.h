@@ -15,6 +15,7 @@ typedef struct train_opts {
     const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
     const char *chat_template; /* --chat-template NAME, or NULL */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
+    int deterministic; /* --deterministic */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
     double lr;

@@ -127,6 +127,8 @@ typedef struct zero_config {
     int check_divergence;      /* ZERO_DIVERGENCE_*: ranks that run different code get an error, not a hang (default STEP) */
     int64_t align_bytes;       /* partition alignment in bytes (default 64) */
     int reuse_buffers;         /* keep transient buffers between uses instead of freeing them (default 1) */
+    int deterministic;         /* bitwise the same training for any world size, stage and offload (default 0;
+                                * docs/ENGINE.md, "Deterministic mode") */
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
     unsigned set_fields;       /* ZERO_SET_* */

@@ -583,6 +583,7 @@ static const zc_key extension_keys[] = {
     {.name = "check_divergence", .kind = ZC_CUSTOM, .off = OFF(check_divergence), .load = load_divergence,
      .check = check_divergence_mode, .save = save_divergence},
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
+    {.name = "deterministic", .kind = ZC_BOOL, .off = OFF(deterministic)},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {0},
 };

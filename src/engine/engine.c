@@ -140,7 +140,8 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
     zero__buf_put(e, u->gscratch);
     zero__buf_put(e, u->gsend);
     zero__buf_put(e, u->grecv);
-    u->gathered = u->gsend = u->grecv = NULL;
+    zero__buf_put(e, u->dacc);
+    u->gathered = u->gsend = u->grecv = u->dacc = NULL;
     u->view = u->gscratch = NULL;
 }
 

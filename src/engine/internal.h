@@ -113,6 +113,7 @@ typedef struct eunit {
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
     int pf_mark;        /* the prefetch walk that last counted this unit (gather.c) */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
+    void *dacc;         /* deterministic mode: the unit's exact gradient accumulator of this step (determ.c) */
 
     /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
     uint64_t obase;     /* optimizer file: the unit's tile records */
@@ -303,6 +304,14 @@ void zero__poff_read_ahead(zero_engine *e);
 void zero__poff_release_all(zero_engine *e);
 /* reduce.c */
 zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits every reduction */
+/* determ.c: deterministic mode (zero_extensions.deterministic). fold adds one micro-batch's (one
+ * atom's) fp32 gradient into u's exact accumulator; reduce_all sums the accumulators exactly over
+ * the ranks into the owned gradients (the step's reduction); norm is the exact sum of squares of
+ * the owned gradients over every rank (and the Inf/NaN flag); drop frees the accumulators. */
+zero_status zero__det_fold(zero_engine *e, eunit *u, const float *g);
+zero_status zero__det_reduce_all(zero_engine *e);
+zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow);
+void zero__det_drop(zero_engine *e);
 /* Pointer to element i of a working-dtype buffer. */
 static inline void *zero__wptr(const zero_engine *e, void *base, uint64_t i) {
     return (char *)base + i * e->wsize;

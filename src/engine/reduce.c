@@ -113,7 +113,7 @@ float *zero_engine_grad(zero_engine *e, int unit) {
         return NULL;
     }
     e->mb_open = 1;
-    if (!e->own.reduce_each_mb && e->wdt == ZERO_DTYPE_FP32) { /* the persistent whole gradient */
+    if (!e->cfg.deterministic && !e->own.reduce_each_mb && e->wdt == ZERO_DTYPE_FP32) { /* the persistent whole gradient */
         if (u->reduced_step) {
             zero__eng_fail(e, ZERO_ERR_STATE, "grad '%s': its reduction for this step already started", u->name);
             return NULL;
@@ -147,6 +147,12 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
                               u->name, e->mb + 1, (long long)e->cfg.grad_accum);
     e->mb_open = 1;
     u->ready_mb = e->mb;
+    if (e->cfg.deterministic) { /* folded exactly now, reduced at the step (determ.c) */
+        s = zero__det_fold(e, u, u->gscratch); /* NULL: no gradient, zeros (stages 2-3 still reduce) */
+        zero__buf_put(e, u->gscratch);
+        u->gscratch = NULL;
+        return s;
+    }
     if (!e->own.reduce_each_mb) {
         if (u->reduced_step)
             return zero__eng_fail(e, ZERO_ERR_STATE, "grad_ready '%s': its reduction for this step already started", u->name);
@@ -177,6 +183,7 @@ zero_status zero_engine_micro_batch_done(zero_engine *e) {
 
 zero_status zero__reduce_finish_all(zero_engine *e) {
     zero_status s;
+    if (e->cfg.deterministic) return zero__det_reduce_all(e);
     if (!e->own.reduce_each_mb) {
         for (int i = 0; i < e->nunits; i++) {
             eunit *u = &e->units[i];

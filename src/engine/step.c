@@ -177,18 +177,24 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
 
     double sumsq = 0;
     int overflow = 0;
-    for (int i = 0; i < e->nunits; i++) {
+    if (e->cfg.deterministic) { /* exact over every rank; the exchange below only checks divergence */
+        if ((s = zero__det_norm(e, &sumsq, &overflow)) != ZERO_OK) return s;
+        if ((s = zero__ctrl_exchange(e, CTRL_NORM, -1, 0, overflow)) != ZERO_OK) return s;
+    }
+    for (int i = 0; i < e->nunits && !e->cfg.deterministic; i++) {
         void *g;
         uint64_t n;
         owned_grads(e, &e->units[i], &g, &n);
         sum_squares(e, g, n, &sumsq, &overflow);
     }
-    if ((s = zero__ctrl_exchange(e, CTRL_NORM, -1, sumsq, overflow)) != ZERO_OK) return s;
-    sumsq = 0;
-    overflow = 0;
-    for (int r = 0; r < e->world; r++) { /* rank order: the same sum on every rank */
-        sumsq += e->ctrl_all[r].a;
-        overflow |= e->ctrl_all[r].b != 0;
+    if (!e->cfg.deterministic) {
+        if ((s = zero__ctrl_exchange(e, CTRL_NORM, -1, sumsq, overflow)) != ZERO_OK) return s;
+        sumsq = 0;
+        overflow = 0;
+        for (int r = 0; r < e->world; r++) { /* rank order: the same sum on every rank */
+            sumsq += e->ctrl_all[r].a;
+            overflow |= e->ctrl_all[r].b != 0;
+        }
     }
     const double scale = e->scaler.scale;
     const double inv = 1.0 / ((double)e->world * (double)e->cfg.grad_accum * scale);

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# `zero train --deterministic`: at the same global batch (12 sequences) and seed, stages 0-3 on 1,
+# 2, 3 and 4 ranks give bitwise the losses, gradient norms, validation loss and final weights
+# (a hash of the exported tensors) of 1 rank at stage 0, in fp32 and bf16, with accumulation and
+# with NVMe offload; a checkpoint saved on 2 ranks resumes on 3 (another stage) bitwise; the
+# config key does what the flag does; on 1 rank the mode trains the default mode's model (1e-5).
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export ZERO_COMM_ASYNC=0
+STEPS=${DET_STEPS:-6} # a longer run: DET_STEPS=300 tests/cli/test_deterministic.sh (docs/CLI.md)
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+run() { # run NAME RANKS STAGE MICRO [args...]: global batch RANKS*MICRO*accum; a failure ends the test
+    local name=$1 r=$2 s=$3 b=$4; shift 4
+    "$ZERO" train --model tiny --seq 32 --lr 3e-3 --val-every 0 --val-batches 1 --steps "$STEPS" --ranks "$r" \
+        --stage "$s" --micro-batch "$b" --log-json "$TMP/$name.json" --save "$TMP/$name.ckpt" "$@" \
+        >"$TMP/$name.out" 2>"$TMP/$name.err" || {
+        echo "FAIL run $name: zero train --ranks $r --stage $s --micro-batch $b $*"; cat "$TMP/$name.err"; exit 1; }
+}
+# fields NAME: "step loss grad_norm loss_scale skipped" of each step record as printed (%.17g), then
+# the closing val_loss
+fields() {
+    "$PY" -c '
+import json, sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if "step" in d:
+        print(d["step"], l.split("\"loss\":")[1].split(",")[0], repr(d["grad_norm"]), d["loss_scale"], d["skipped"])
+    elif d.get("done"):
+        print("val", l.split("\"val_loss\":")[1].split(",")[0])' "$TMP/$1.json"
+}
+# hash NAME: sha256 of the final checkpoint exported to safetensors, tensor bytes in name order
+hash() {
+    local d
+    d=$(ls -d "$TMP/$1.ckpt"/step_* | tail -1)
+    "$ZERO" export "$d" -o "$TMP/$1.st" >/dev/null 2>"$TMP/$1.export.err" || { cat "$TMP/$1.export.err"; return 1; }
+    "$PY" -c '
+import hashlib, json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+s = hashlib.sha256()
+for k in sorted(h):
+    a, e = h[k]["data_offsets"]; s.update(k.encode()); s.update(b[8 + n + a:8 + n + e])
+print(s.hexdigest())' "$TMP/$1.st"
+}
+same() { # same NAME REF: bitwise records and weights
+    fields "$1" >"$TMP/$1.f"
+    fields "$2" >"$TMP/$2.f"
+    test "$(wc -l <"$TMP/$1.f")" -eq $((STEPS + 1)) && cmp -s "$TMP/$1.f" "$TMP/$2.f" ||
+        { diff "$TMP/$1.f" "$TMP/$2.f" | head -6; return 1; }
+    test "$(hash "$1")" = "$(hash "$2")"
+}
+
+for prec in fp32 bf16; do
+    run "ref_$prec" 1 0 12 --deterministic --precision "$prec"
+    for r in 1 2 3 4; do
+        for s in 0 1 2 3; do
+            [ "$r$s" = 10 ] && continue
+            run "r${r}s${s}_$prec" "$r" "$s" $((12 / r)) --deterministic --precision "$prec"
+            check "$prec stage $s on $r rank(s) = 1 rank stage 0 (bitwise losses, norms, val loss, weights)" \
+                same "r${r}s${s}_$prec" "ref_$prec"
+        done
+    done
+done
+check "the runs say they are deterministic" grep -q "fp32 deterministic" "$TMP/r3s2_fp32.out"
+
+# accumulation: 2 ranks x 3 sequences x 2 micro-batches, and 1 rank x 1 x 12
+run acc2 2 2 3 --deterministic --grad-accum 2
+check "2 ranks stage 2, accumulation 2 (bitwise)" same acc2 ref_fp32
+run acc1 1 3 1 --deterministic --grad-accum 12
+check "1 rank stage 3, micro-batch 1 x accumulation 12 (bitwise)" same acc1 ref_fp32
+
+# NVMe offload (stages 2 and 3, optimizer and parameters)
+run off3 3 2 4 --deterministic --offload-optimizer "nvme:$TMP/nvme3"
+check "3 ranks stage 2, optimizer on NVMe (bitwise)" same off3 ref_fp32
+run off2 2 3 6 --deterministic --offload-optimizer "nvme:$TMP/nvme2" --offload-param "nvme:$TMP/nvme2"
+check "2 ranks stage 3, optimizer and parameters on NVMe (bitwise)" same off2 ref_fp32
+
+# the config key
+echo '{"zero_extensions": {"deterministic": true}}' >"$TMP/det.json"
+run cfg 4 1 3 --config "$TMP/det.json"
+check "zero_extensions.deterministic = --deterministic (bitwise)" same cfg ref_fp32
+
+# resharded resume: saved on 2 ranks at stage 1 halfway, resumed on 3 ranks at stage 3
+half=$((STEPS / 2))
+"$ZERO" train --model tiny --seq 32 --lr 3e-3 --val-every 0 --steps "$half" --ranks 2 --stage 1 --micro-batch 6 \
+    --deterministic --save "$TMP/half.ckpt" >"$TMP/half.out" 2>&1 || { cat "$TMP/half.out"; exit 1; }
+run resumed 3 3 4 --deterministic --resume "$(ls -d "$TMP/half.ckpt"/step_* | tail -1)"
+fields resumed >"$TMP/resumed.f"
+fields ref_fp32 | awk -v h="$half" '$1 == "val" || $1 > h' >"$TMP/ref_tail.f"
+check "saved on 2 ranks stage 1, resumed on 3 ranks stage 3: the same records (bitwise)" \
+    cmp -s "$TMP/resumed.f" "$TMP/ref_tail.f"
+check "... and the same final weights" test "$(hash resumed)" = "$(hash ref_fp32)"
+
+# the same model as the default mode, to fp32 rounding
+run default 1 0 12
+fields ref_fp32 >"$TMP/a.f"
+fields default >"$TMP/b.f"
+check "1 rank: deterministic losses within 1e-5 of the default mode's" \
+    awk 'NR == FNR { ref[$1] = $2; next } { d = $2 - ref[$1]; if (d < 0) d = -d; if (d > 1e-5 * ref[$1]) bad = 1; n++ }
+         END { exit bad || n < 2 }' "$TMP/b.f" "$TMP/a.f"
+exit $fail

@@ -1,0 +1,118 @@
+/* Deterministic mode (zero_extensions.deterministic) in the engine: the MLP of tests/mlp_model.h
+ * trained with one sample per micro-batch (the atom) gives bitwise the parameters, gradient norms
+ * and loss scales of a 1-rank stage-0 run over the same global batches (every rank computes it on
+ * `self`), at every stage, in fp32, bf16 and fp16, with clipping; on one rank it agrees with the
+ * default mode to fp32 rounding. Runs under mpiexec with 1, 2, 3 and 4 ranks. */
+#include "harness.h"
+#include "mlp_model.h"
+
+#define STEPS 12
+#define ATOMS 12 /* samples per step, all ranks: divisible by 1, 2, 3 and 4 */
+
+typedef struct run_result {
+    float *params[MLP_LAYERS];
+    double norms[STEPS], scales[STEPS];
+    int skipped;
+} run_result;
+
+static void result_free(run_result *r) {
+    for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
+}
+
+static int run(zero_comm *comm, int det, int stage, zero_dtype prec, int world, int rank, run_result *out) {
+    zero_config cfg;
+    zero_config_default(&cfg);
+    cfg.stage = stage;
+    cfg.precision = prec;
+    cfg.deterministic = det;
+    cfg.micro_batch = 1;
+    cfg.grad_accum = ATOMS / world;
+    cfg.gradient_clipping = 0.05;
+    if (prec == ZERO_DTYPE_FP16) cfg.initial_scale_power = 30; /* overflows first: skipped steps too */
+    zero_optim_hparams_default(&cfg.optim, ZERO_OPTIM_ADAMW);
+    cfg.optim.lr = 1e-2f;
+    cfg.optim.weight_decay = 0.1f;
+    zero_engine *e = NULL;
+    int rc = -1;
+    memset(out, 0, sizeof *out);
+    if (zero_engine_create(&e, comm, &cfg) != ZERO_OK) goto done;
+    if (mlp_register(e) || mlp_init(e, 7)) goto done;
+    for (int s = 0; s < STEPS; s++) {
+        zero_step_stats st;
+        if (mlp_train_step(e, s, world, rank, ATOMS / world, 1, NULL, &st, 1.0f)) goto done;
+        out->norms[s] = st.grad_norm;
+        out->scales[s] = st.loss_scale;
+        out->skipped += st.skipped;
+    }
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        out->params[l] = malloc((size_t)mlp_unit_numel(l) * sizeof(float));
+        if (zero_engine_read_unit(e, l, out->params[l])) goto done;
+    }
+    rc = 0;
+done:
+    if (rc) ZT_FAIL("det %d stage %d %s: %s", det, stage, zero_dtype_name(prec), e ? zero_engine_last_error(e) : "create failed");
+    zero_engine_free(e);
+    return rc;
+}
+
+/* Number of elements whose bits differ. */
+static int differing(const run_result *a, const run_result *b) {
+    int n = 0;
+    for (int l = 0; l < MLP_LAYERS; l++)
+        for (int i = 0; i < mlp_unit_numel(l); i++) n += memcmp(&a->params[l][i], &b->params[l][i], 4) != 0;
+    return n;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    zero_comm *world_comm = NULL, *self = NULL;
+    if (zero_comm_init_mpi(&world_comm, NULL) != ZERO_OK || zero_comm_init_self(&self) != ZERO_OK) {
+        fprintf(stderr, "cannot create communicators\n");
+        return 1;
+    }
+    const int world = zero_comm_size(world_comm), rank = zero_comm_rank(world_comm);
+    zt_rank = rank;
+    const zero_dtype precs[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int pi = 0; pi < 3; pi++) {
+        run_result ref;
+        if (run(self, 1, 0, precs[pi], 1, 0, &ref)) continue;
+        if (precs[pi] == ZERO_DTYPE_FP16) ZT_CHECKF(ref.skipped > 0, "fp16: no step skipped: the scaler is not tested");
+        for (int stage = 0; stage <= 3; stage++) {
+            run_result got;
+            if (run(world_comm, 1, stage, precs[pi], world, rank, &got)) continue;
+            const int d = differing(&got, &ref);
+            ZT_CHECKF(d == 0, "deterministic stage %d %s on %d ranks: %d parameters differ from 1 rank's bits", stage,
+                      zero_dtype_name(precs[pi]), world, d);
+            for (int s = 0; s < STEPS; s++) {
+                ZT_CHECKF(got.norms[s] == ref.norms[s], "stage %d %s step %d: norm %.17g, 1 rank %.17g", stage,
+                          zero_dtype_name(precs[pi]), s, got.norms[s], ref.norms[s]);
+                ZT_CHECKF(got.scales[s] == ref.scales[s], "stage %d %s step %d: loss scale %g, 1 rank %g", stage,
+                          zero_dtype_name(precs[pi]), s, got.scales[s], ref.scales[s]);
+            }
+            if (precs[pi] == ZERO_DTYPE_FP32) { /* what the default mode gives here, for the record */
+                run_result def;
+                if (run(world_comm, 0, stage, precs[pi], world, rank, &def) == 0) {
+                    if (rank == 0)
+                        printf("default mode, stage %d fp32, %d ranks: %d of the parameters differ from 1 rank's bits\n",
+                               stage, world, differing(&def, &ref));
+                    result_free(&def);
+                }
+            }
+            result_free(&got);
+        }
+        result_free(&ref);
+    }
+    /* the same model as the default mode: on one rank, within fp32 rounding */
+    run_result det, def;
+    if (run(self, 1, 0, ZERO_DTYPE_FP32, 1, 0, &det) == 0 && run(self, 0, 0, ZERO_DTYPE_FP32, 1, 0, &def) == 0) {
+        for (int l = 0; l < MLP_LAYERS; l++)
+            for (int i = 0; i < mlp_unit_numel(l); i++) ZT_NEAR(det.params[l][i], def.params[l][i], 1e-5);
+        for (int s = 0; s < STEPS; s++) ZT_NEAR(det.norms[s], def.norms[s], 1e-5);
+        result_free(&det);
+        result_free(&def);
+    }
+    zero_comm_free(self);
+    zero_comm_free(world_comm);
+    return zt_finish("test_engine_determ");
+}
