@@ -651,6 +651,10 @@ int train_run(train_opts *o, int mpi) {
     }
     if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
+    /* deterministic: the BLAS gives the same bits for the same shapes and thread count only, so
+     * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
+     * kernels give the same bits on any thread count: docs/MODEL.md) */
+    if (o->cfg.deterministic) dec_set_blas_threads(1);
     if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? 1 : B, o->T, o->checkpointing, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;

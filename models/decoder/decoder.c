@@ -318,6 +318,8 @@ const dec_config *dec_model_config(const dec_model *m) { return &m->cfg; }
 size_t dec_activation_bytes_allocated(const dec_model *m) { return m->mem.total_current; }
 void dec_mem_stats(const dec_model *m, zero_mem_stats *out) { *out = m->mem; }
 
+void dec_set_blas_threads(int n) { mk_set_blas_threads(n); }
+
 zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
     m->prec = want == ZERO_DTYPE_BF16 && mk_gemm_bf16_native() ? MK_PREC_BF16 : MK_PREC_FP32;
     return m->prec == MK_PREC_BF16 ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32;

@@ -187,6 +187,11 @@ void dec_mem_stats(const dec_model *m, zero_mem_stats *out);
  * convert-then-sgemm result). FP16 asks for fp32 products. Returns the dtype now in effect.
  * dec_engine_* set it from the engine's working precision on every call. */
 zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want);
+/* Threads of every BLAS call of every model (process-wide): 0 (default) the BLAS's choice, n > 0
+ * exactly n. The BLAS gives the same bits for the same shapes and thread count only; the model's
+ * own kernels for any thread count: with a fixed n a sequence's loss and gradient are the same
+ * bits whatever the thread count of the rank (zero train --deterministic sets 1). */
+void dec_set_blas_threads(int n);
 
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not

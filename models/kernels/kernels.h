@@ -260,6 +260,12 @@ zero_status mk_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float al
                          float *C, int ldc, mk_gemm_path path);
 /* Which path MK_GEMM_AUTO takes in this build on this CPU: "native (...)" or "convert". */
 const char *mk_gemm_bf16_path_name(void);
+/* Threads of every BLAS call of the kernels: 0 (default) the BLAS's own choice (OpenBLAS: the
+ * OpenMP team size); n > 0 exactly n. OpenBLAS gives the same bits for the same shapes and thread
+ * count only, so a run that must be bitwise the same whatever the ranks' thread counts (zero
+ * train --deterministic) fixes it. Process-wide; set it before computing. */
+void mk_set_blas_threads(int n);
+int mk_blas_threads(void);
 /* 1 when MK_GEMM_AUTO takes the native path (this build has it and the CPU multiplies bf16). */
 int mk_gemm_bf16_native(void);
 

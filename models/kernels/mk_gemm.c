@@ -1,9 +1,31 @@
 /* models/kernels/mk_gemm.c — GEMM with bf16 operands and fp32 accumulation: the native path where
  * the build and the CPU have one, else both operands widened to fp32 (exactly) and cblas_sgemm. */
 #include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "kernels/mk_internal.h"
+
+static int blas_threads; /* mk_set_blas_threads: 0 the BLAS's choice */
+
+void mk_set_blas_threads(int n) { blas_threads = n > 0 ? n : 0; }
+int mk_blas_threads(void) { return blas_threads; }
+
+/* The OpenMP build of OpenBLAS sizes each call by the caller's OpenMP team size; the pthread
+ * build by its own pool: both are set for the call and restored after it. */
+int mk__blas_enter(void) {
+    if (!blas_threads) return 0;
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(blas_threads);
+    openblas_set_num_threads(blas_threads);
+    return prev;
+}
+
+void mk__blas_leave(int prev) {
+    if (!prev) return;
+    omp_set_num_threads(prev);
+    openblas_set_num_threads(prev);
+}
 
 /* Widens rows x cols of a bf16 matrix (ld apart) into a packed fp32 one. */
 static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld) {
@@ -25,8 +47,10 @@ static zero_status gemm_convert(int ta, int tb, int M, int N, int K, float alpha
     float *b = a + (size_t)ar * ac;
     widen(a, A, ar, ac, lda);
     widen(b, B, br, bc, ldb);
+    const int pin = mk__blas_enter();
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
                 K, alpha, a, ac, b, bc, beta, C, ldc);
+    mk__blas_leave(pin);
     free(a);
     return ZERO_OK;
 }
@@ -117,7 +141,9 @@ zero_status mk_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float al
     }
 #ifdef ZERO_HAVE_DNNL
     if (native && path != MK_GEMM_CONVERT) {
+        const int pin = mk__blas_enter(); /* oneDNN sizes its calls by the OpenMP team too */
         const zero_status st = gemm_dnnl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        mk__blas_leave(pin);
         if (st != ZERO_ERR_UNSUPPORTED || path == MK_GEMM_NATIVE) return st;
     }
 #endif

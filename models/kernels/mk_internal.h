@@ -28,6 +28,11 @@
 #define MK_CHUNK_ELEMS 16384
 #define MK_PAR_MIN (1 << 18)
 
+/* Around each BLAS call: mk__blas_enter fixes its thread count when mk_set_blas_threads asked for
+ * one (returning what to restore, 0 for nothing), mk__blas_leave restores it. */
+int mk__blas_enter(void);
+void mk__blas_leave(int prev);
+
 /* Attention blocks: BR query rows by BC keys. BC is a multiple of 2 * 16 (the widest tile). */
 #define MK_ATT_BR 64
 #define MK_ATT_BC 64

@@ -95,8 +95,10 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
         }
     }
     if (prec == MK_PREC_FP32) {
+        const int pin = mk__blas_enter();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, tw ? CblasTrans : CblasNoTrans, (int)N, OC, IC, 1.0f, x, IC, W,
                     tw ? IC : OC, beta, out, OC);
+        mk__blas_leave(pin);
     } else {
         st = mk_gemm_bf16(0, tw, (int)N, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, beta, out, OC, MK_GEMM_AUTO);
     }
@@ -119,6 +121,7 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
         return dbias ? mk_colsum(dbias, dy, N, (size_t)OC, (size_t)OC, impl) : ZERO_OK;
     }
     if (prec == MK_PREC_FP32) {
+        const int pin = mk__blas_enter();
         if (dx) {
             if (tw) /* W (OC, IC): dx = dy W */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, IC, OC, 1.0f, dy, OC, W, IC, 0.0f, dx, IC);
@@ -131,6 +134,7 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
             else /* dW (IC, OC) += x^T dy */
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, M, 1.0f, x, IC, dy, OC, 1.0f, dW, OC);
         }
+        mk__blas_leave(pin);
     } else {
         uint16_t *dyb = to_bf16(dy, N * (size_t)OC);
         uint16_t *wb = dx ? to_bf16(W, (size_t)IC * OC) : NULL, *xb = dW ? to_bf16(x, N * (size_t)IC) : NULL;

@@ -38,8 +38,9 @@ for l in open(sys.argv[1]):
 # hash NAME: sha256 of the final checkpoint exported to safetensors, tensor bytes in name order
 hash() {
     local d
+    [ -s "$TMP/$1.hash" ] && { cat "$TMP/$1.hash"; return; }
     d=$(ls -d "$TMP/$1.ckpt"/step_* | tail -1)
-    "$ZERO" export "$d" -o "$TMP/$1.st" >/dev/null 2>"$TMP/$1.export.err" || { cat "$TMP/$1.export.err"; return 1; }
+    "$ZERO" export "$d" -o "$TMP/$1.safetensors" >/dev/null 2>"$TMP/$1.export.err" || { cat "$TMP/$1.export.err" >&2; echo "no-hash-$1"; return 1; }
     "$PY" -c '
 import hashlib, json, struct, sys
 b = open(sys.argv[1], "rb").read()
@@ -48,7 +49,7 @@ h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
 s = hashlib.sha256()
 for k in sorted(h):
     a, e = h[k]["data_offsets"]; s.update(k.encode()); s.update(b[8 + n + a:8 + n + e])
-print(s.hexdigest())' "$TMP/$1.st"
+print(s.hexdigest())' "$TMP/$1.safetensors" | tee "$TMP/$1.hash"
 }
 same() { # same NAME REF: bitwise records and weights
     fields "$1" >"$TMP/$1.f"
