@@ -22,12 +22,12 @@
 #include <math.h>
 #include <string.h>
 
-#define W 40                   /* bits per bin */
-#define MASK ((1ULL << W) - 1)
-#define OFF_F32 (-160)         /* bin 0 starts at 2^-160: every fp32 (msb >= 2^-149) is in bins 0..7 */
-#define OFF_SQ (-320)          /* squares of fp32: msb in [2^-298, 2^255]: bins 0..14 */
-#define BIN_NAN 255            /* bins byte of an element that received an Inf or NaN */
-#define MAX_CONTRIB (1 << 22)  /* contributions per element a limb holds without overflow */
+#define W           40 /* bits per bin */
+#define MASK        ((1ULL << W) - 1)
+#define OFF_F32     (-160)    /* bin 0 starts at 2^-160: every fp32 (msb >= 2^-149) is in bins 0..7 */
+#define OFF_SQ      (-320)    /* squares of fp32: msb in [2^-298, 2^255]: bins 0..14 */
+#define BIN_NAN     255       /* bins byte of an element that received an Inf or NaN */
+#define MAX_CONTRIB (1 << 22) /* contributions per element a limb holds without overflow */
 
 typedef __int128 i128;
 typedef unsigned __int128 u128;
@@ -163,11 +163,10 @@ static zero_status exact_sum(zero_engine *e, eunit *u, void *acc, int all) {
             uint8_t b = local[i];
             raise_to(&b, limbs + 2 * i, bins[i]);
         }
-        if (all)
-            s = zero_comm_all_reduce(e->data, limbs, limbs, (size_t)(2 * P), ZERO_DTYPE_INT64, ZERO_OP_SUM);
+        if (all) s = zero_comm_all_reduce(e->data, limbs, limbs, (size_t)(2 * P), ZERO_DTYPE_INT64, ZERO_OP_SUM);
         else
-            s = zero_comm_reduce_scatter(e->data, limbs, limbs + 2 * u->offset, (size_t)(2 * u->shard), ZERO_DTYPE_INT64,
-                                         ZERO_OP_SUM);
+            s = zero_comm_reduce_scatter(e->data, limbs, limbs + 2 * u->offset, (size_t)(2 * u->shard),
+                                         ZERO_DTYPE_INT64, ZERO_OP_SUM);
     }
     zero__buf_put(e, local);
     zero__eng_waited(e, "exact reduction", t0);
@@ -180,7 +179,8 @@ static zero_status exact_sum(zero_engine *e, eunit *u, void *acc, int all) {
 static zero_status ensure_acc(zero_engine *e, eunit *u) {
     if (u->dacc) return ZERO_OK;
     u->dacc = zero__buf_get(e, acc_bytes(acc_elems(e, u)), 1);
-    if (!u->dacc) return zero__eng_fail(e, ZERO_ERR_NOMEM, "'%s': out of memory for the exact gradient accumulator", u->name);
+    if (!u->dacc)
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "'%s': out of memory for the exact gradient accumulator", u->name);
     return ZERO_OK;
 }
 
@@ -194,7 +194,8 @@ zero_status zero__det_fold(zero_engine *e, eunit *u, const float *g) {
     /* gradients sharded: this atom's exact sum over the ranks lands in the owned shard now, so
      * only the shard's accumulator persists (every rank reduces, with or without a gradient) */
     void *t = zero__buf_get(e, acc_bytes(u->padded), 1);
-    if (!t) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory for the exact accumulator", u->name);
+    if (!t)
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory for the exact accumulator", u->name);
     if (g) fold(acc_bins(t), acc_limbs(t, u->padded), g, u->numel);
     s = exact_sum(e, u, t, 0);
     if (s == ZERO_OK)
@@ -234,9 +235,10 @@ static zero_status reduce_unit(zero_engine *e, eunit *u, float *tmp, uint64_t tm
 
 zero_status zero__det_reduce_all(zero_engine *e) {
     if ((int64_t)e->world * e->cfg.grad_accum > MAX_CONTRIB)
-        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
-                              "deterministic: world * gradient_accumulation_steps = %lld: at most %d atoms per step are supported",
-                              (long long)e->world * (long long)e->cfg.grad_accum, MAX_CONTRIB);
+        return zero__eng_fail(
+            e, ZERO_ERR_UNSUPPORTED,
+            "deterministic: world * gradient_accumulation_steps = %lld: at most %d atoms per step are supported",
+            (long long)e->world * (long long)e->cfg.grad_accum, MAX_CONTRIB);
     const uint64_t tmp_n = 16384;
     float *tmp = zero__buf_get(e, tmp_n * 4, 0);
     if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
@@ -328,8 +330,8 @@ zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow) {
 #pragma omp for schedule(static)
             for (int64_t k = 0; k < n; k++) {
                 const float x = !half ? ((const float *)g)[k]
-                                      : bf ? zero_bf16_to_fp32(((const uint16_t *)g)[k])
-                                           : zero_fp16_to_fp32(((const uint16_t *)g)[k]);
+                                : bf  ? zero_bf16_to_fp32(((const uint16_t *)g)[k])
+                                      : zero_fp16_to_fp32(((const uint16_t *)g)[k]);
                 if (!isfinite(x)) mbad = 1;
                 else sq_add(&mine, x);
             }
@@ -341,7 +343,11 @@ zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow) {
         }
     }
     /* every rank's accumulator, merged exactly on every rank */
-    int64_t rec[6] = {all.b, bad, (int64_t)(all.hi >> 64), (int64_t)(uint64_t)all.hi, (int64_t)(all.lo >> 64),
+    int64_t rec[6] = {all.b,
+                      bad,
+                      (int64_t)(all.hi >> 64),
+                      (int64_t)(uint64_t)all.hi,
+                      (int64_t)(all.lo >> 64),
                       (int64_t)(uint64_t)all.lo};
     int64_t *recs = zero__buf_get(e, sizeof rec * (size_t)e->world, 0);
     if (!recs) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");

@@ -50,7 +50,9 @@ static int run(zero_comm *comm, int det, int stage, zero_dtype prec, int world, 
     }
     rc = 0;
 done:
-    if (rc) ZT_FAIL("det %d stage %d %s: %s", det, stage, zero_dtype_name(prec), e ? zero_engine_last_error(e) : "create failed");
+    if (rc)
+        ZT_FAIL("det %d stage %d %s: %s", det, stage, zero_dtype_name(prec),
+                e ? zero_engine_last_error(e) : "create failed");
     zero_engine_free(e);
     return rc;
 }
@@ -94,8 +96,9 @@ int main(int argc, char **argv) {
                 run_result def;
                 if (run(world_comm, 0, stage, precs[pi], world, rank, &def) == 0) {
                     if (rank == 0)
-                        printf("default mode, stage %d fp32, %d ranks: %d of the parameters differ from 1 rank's bits\n",
-                               stage, world, differing(&def, &ref));
+                        printf(
+                            "default mode, stage %d fp32, %d ranks: %d of the parameters differ from 1 rank's bits\n",
+                            stage, world, differing(&def, &ref));
                     result_free(&def);
                 }
             }
