@@ -156,16 +156,15 @@ int ux_check_memory(const train_opts *o, int world) {
     cli_fmt_bytes(rank * local, d, sizeof d);
     cli_fmt_bytes(ram, e, sizeof e);
     cli_fmt_bytes(rank - act + act_ck, f, sizeof f);
-    char hint[256];
-    if (!o->checkpointing && rank - act + act_ck < rank)
+    char ranks[96] = "", hint[128] = "";
+    if (local > 1) snprintf(ranks, sizeof ranks, ", %d ranks on this machine %s", local, d);
+    if (!o->checkpointing && act_ck < act)
         snprintf(hint, sizeof hint, "--activation-checkpointing (a rank would need %s), ", f);
-    else hint[0] = 0;
     return cli_error(CLI_USAGE,
-                     "--micro-batch %lld --seq %d: a rank would need %s (activations %s, model states %s), %d rank%s %s: "
-                     "more than this machine's %s of RAM; try %sa smaller --micro-batch or --seq (with --grad-accum), "
-                     "or zero plan --model %s --ranks %d --host-mem %.0fGiB",
-                     (long long)B, o->T, a, b, c, local, local > 1 ? "s" : "", d, e, hint, o->src.name, world,
-                     floor(ram / 1073741824.0));
+                     "--micro-batch %lld --seq %d: a rank would need %s (activations %s, model states %s)%s, more than "
+                     "this machine's %s of RAM: try %sa smaller --micro-batch (with --grad-accum) or --seq, or "
+                     "zero plan --model %s --ranks %d --host-mem %.0fGiB",
+                     (long long)B, o->T, a, b, c, ranks, e, hint, o->src.name, world, floor(ram / 1073741824.0));
 }
 
 /* ------------------------------------------------------------------ the config file */

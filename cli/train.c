@@ -493,7 +493,6 @@ static int train_loop(run_state *r) {
                             .has_io = r->offload, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
         ux_progress_step(o, &us);
     }
-    if (r->rank == 0) ux_progress_end(o);
     if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
         if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
         if (r->rank == 0) fprintf(r->human, "saved step 0 to %s\n", o->save);
@@ -522,6 +521,7 @@ static int train_loop(run_state *r) {
                     zero_comm_progress_thread(r->comm) ? "true" : "false");
             fflush(r->json);
         }
+        ux_progress_end(o);
     }
     return CLI_OK;
 }
