@@ -20,7 +20,7 @@ int cli_quiet_warnings;
 /* ------------------------------------------------------------------ flags */
 
 int ux_flag(train_opts *o, int argc, char **argv, int *i) {
-    if (strcmp(argv[*i], "--print-every")) return 0;
+    if (strcmp(argv[*i], "--print-every") != 0) return 0;
     const char *flag = argv[*i], *v = cli_flag_value(argc, argv, i);
     if (!v || cli_parse_i64(flag, v, 1, INT64_MAX / 2, &o->ux.print_every)) return -1;
     return 1;
@@ -59,7 +59,8 @@ static int check_output(const char *flag, const char *path, int is_dir) {
     if (stat(path, &st) == 0) {
         if (is_dir && !S_ISDIR(st.st_mode))
             return cli_error(CLI_USAGE, "%s '%s': exists and is not a directory", flag, path);
-        if (!is_dir && S_ISDIR(st.st_mode)) return cli_error(CLI_USAGE, "%s '%s': is a directory, expected a file", flag, path);
+        if (!is_dir && S_ISDIR(st.st_mode))
+            return cli_error(CLI_USAGE, "%s '%s': is a directory, expected a file", flag, path);
         if (access(path, is_dir ? W_OK | X_OK : W_OK))
             return cli_error(CLI_USAGE, "%s '%s': not writable (%s)", flag, path, strerror(errno));
         return CLI_OK;
@@ -76,7 +77,8 @@ static int check_output(const char *flag, const char *path, int is_dir) {
 int ux_check_outputs(const train_opts *o) {
     int rc;
     if (o->save && (rc = check_output("--save", o->save, 1)) != CLI_OK) return rc;
-    if (o->log_json && strcmp(o->log_json, "-") && (rc = check_output("--log-json", o->log_json, 0)) != CLI_OK) return rc;
+    if (o->log_json && strcmp(o->log_json, "-") != 0 && (rc = check_output("--log-json", o->log_json, 0)) != CLI_OK)
+        return rc;
     if (o->trace && (rc = check_output("--trace", o->trace, 0)) != CLI_OK) return rc;
     /* Offload directories are never created: a typo would put the swap files on the wrong disk. */
     const zero_offload_config *oc[2] = {&o->cfg.offload_optimizer, &o->cfg.offload_param};
@@ -90,8 +92,10 @@ int ux_check_outputs(const train_opts *o) {
         else snprintf(name, sizeof name, "zero_optimization.offload_%s.nvme_path ", what[k]);
         struct stat st;
         if (stat(p, &st) != 0)
-            return cli_error(CLI_USAGE, "%s'%s': no such directory (offload directories are not created: make it, "
-                             "on the drive meant for the swap files)", name, p);
+            return cli_error(CLI_USAGE,
+                             "%s'%s': no such directory (offload directories are not created: make it, "
+                             "on the drive meant for the swap files)",
+                             name, p);
         if (!S_ISDIR(st.st_mode)) return cli_error(CLI_USAGE, "%s'%s': not a directory", name, p);
         if (access(p, W_OK | X_OK)) return cli_error(CLI_USAGE, "%s'%s': not writable (%s)", name, p, strerror(errno));
     }
@@ -140,7 +144,7 @@ int ux_check_memory(const train_opts *o, int world) {
     const int64_t B = o->cfg.micro_batch, K = o->cfg.grad_accum;
     const double act = activations(m, B, o->T, o->checkpointing), act_ck = activations(m, B, o->T, 1);
     const double batch = 2.0 * 4.0 * (double)B * (double)K * (double)o->T; /* the step's inputs and targets */
-    const double states = (double)pmem.device + (double)pmem.host; /* one RAM on a CPU machine */
+    const double states = (double)pmem.device + (double)pmem.host;         /* one RAM on a CPU machine */
     const double rank = states + (double)pmem.transient + act + batch;
     /* the ranks that share this machine: the launcher's (one node), else MPI's local size */
     int local = world;
@@ -284,8 +288,9 @@ static void add(inert_list *l, const cJSON *doc, const char *path, int reason) {
     char *t = l->text[reason];
     size_t *n = &l->len[reason];
     if (*n >= sizeof l->text[0] - 1) return;
-    const int w = snprintf(t + *n, sizeof l->text[0] - *n, "%s%s%s%s%s", *n ? ", " : "", path,
-                           cJSON_IsString(v) ? " \"" : "", cJSON_IsString(v) ? v->valuestring : "", cJSON_IsString(v) ? "\"" : "");
+    const int w =
+        snprintf(t + *n, sizeof l->text[0] - *n, "%s%s%s%s%s", *n ? ", " : "", path, cJSON_IsString(v) ? " \"" : "",
+                 cJSON_IsString(v) ? v->valuestring : "", cJSON_IsString(v) ? "\"" : "");
     if (w > 0) *n += (size_t)w < sizeof l->text[0] - *n ? (size_t)w : sizeof l->text[0] - *n - 1;
     l->count++;
 }
@@ -313,12 +318,16 @@ static void find_inert(const train_opts *o, const cJSON *doc, inert_list *l) {
         }
     }
     if (!nvme) {
-        const char *aio[] = {"aio.block_size", "aio.queue_depth", "aio.intra_op_parallelism", "aio.thread_count",
-                             "zero_optimization.sub_group_size", NULL};
+        const char *aio[] = {"aio.block_size",
+                             "aio.queue_depth",
+                             "aio.intra_op_parallelism",
+                             "aio.thread_count",
+                             "zero_optimization.sub_group_size",
+                             NULL};
         for (const char *const *q = aio; *q; q++) add(l, doc, *q, R_NO_NVME);
     }
-    const char *dyn[] = {"fp16.initial_scale_power", "fp16.loss_scale_window", "fp16.hysteresis",
-                         "fp16.consecutive_hysteresis", "fp16.min_loss_scale", NULL};
+    const char *dyn[] = {"fp16.initial_scale_power",    "fp16.loss_scale_window", "fp16.hysteresis",
+                         "fp16.consecutive_hysteresis", "fp16.min_loss_scale",    NULL};
     if (c->precision != ZERO_DTYPE_FP16) add(l, doc, "fp16.loss_scale", R_FP16_OFF);
     for (const char *const *q = dyn; *q; q++)
         if (c->precision != ZERO_DTYPE_FP16) add(l, doc, *q, R_FP16_OFF);
@@ -342,11 +351,12 @@ void ux_resume_batch(train_opts *o, int world) {
     cJSON_Delete(doc);
     if (chosen) {
         if (now != saved)
-            snprintf(o->ux.batch_note, sizeof o->ux.batch_note,
-                     "the global batch is %lld (%d rank%s x micro-batch %lld x accumulation %lld), the checkpoint's %lld: "
-                     "the data order changes from here",
-                     (long long)now, world, world > 1 ? "s" : "", (long long)c->micro_batch, (long long)c->grad_accum,
-                     (long long)saved);
+            snprintf(
+                o->ux.batch_note, sizeof o->ux.batch_note,
+                "the global batch is %lld (%d rank%s x micro-batch %lld x accumulation %lld), the checkpoint's %lld: "
+                "the data order changes from here",
+                (long long)now, world, world > 1 ? "s" : "", (long long)c->micro_batch, (long long)c->grad_accum,
+                (long long)saved);
         return;
     }
     if (saved % world) {
@@ -367,8 +377,8 @@ void ux_resume_batch(train_opts *o, int world) {
     c->train_batch_size = saved;
     if (changed)
         snprintf(o->ux.batch_note, sizeof o->ux.batch_note,
-                 "kept the checkpoint's global batch %lld on %d rank%s: micro-batch %lld x accumulation %lld", (long long)saved,
-                 world, world > 1 ? "s" : "", (long long)B, (long long)(share / B));
+                 "kept the checkpoint's global batch %lld on %d rank%s: micro-batch %lld x accumulation %lld",
+                 (long long)saved, world, world > 1 ? "s" : "", (long long)B, (long long)(share / B));
 }
 
 /* ------------------------------------------------------------------ the resolved configuration */
@@ -407,17 +417,21 @@ static void auto_values(const train_opts *o, unsigned bits, line *l) {
     AUTO(ZERO_AUTO_EPS, "optimizer.params.eps %g", (double)c->optim.eps);
     AUTO(ZERO_AUTO_WEIGHT_DECAY, "optimizer.params.weight_decay %g", (double)c->optim.weight_decay);
     AUTO(ZERO_AUTO_CLIPPING, "gradient_clipping %g%s", c->gradient_clipping, c->gradient_clipping > 0 ? "" : " (off)");
-    AUTO(ZERO_AUTO_PRECISION, "fp16/bf16.enabled: %s%s", zero_dtype_name(c->precision), o->precision ? " (--precision)" : "");
+    AUTO(ZERO_AUTO_PRECISION, "fp16/bf16.enabled: %s%s", zero_dtype_name(c->precision),
+         o->precision ? " (--precision)" : "");
     AUTO(ZERO_AUTO_SCHED_WARMUP_MIN_LR, "scheduler.params.warmup_min_lr %g", s->warmup_min_lr);
     AUTO(ZERO_AUTO_SCHED_WARMUP_MAX_LR, "scheduler.params.warmup_max_lr %g (the lr)", s->warmup_max_lr);
     AUTO(ZERO_AUTO_SCHED_WARMUP_NUM_STEPS, "scheduler.params.warmup_num_steps %lld", (long long)s->warmup_num_steps);
     AUTO(ZERO_AUTO_SCHED_WARMUP_TYPE, "scheduler.params.warmup_type %s", s->warmup_type_log ? "log" : "linear");
-    AUTO(ZERO_AUTO_SCHED_TOTAL_NUM_STEPS, "scheduler.params.total_num_steps %lld (--steps)", (long long)s->total_num_steps);
+    AUTO(ZERO_AUTO_SCHED_TOTAL_NUM_STEPS, "scheduler.params.total_num_steps %lld (--steps)",
+         (long long)s->total_num_steps);
     AUTO(ZERO_AUTO_SCHED_WARMUP_MIN_RATIO, "scheduler.params.warmup_min_ratio %g", s->warmup_min_ratio);
     AUTO(ZERO_AUTO_SCHED_COS_MIN_RATIO, "scheduler.params.cos_min_ratio %g", s->cos_min_ratio);
     AUTO(ZERO_AUTO_REDUCE_BUCKET, "zero_optimization.reduce_bucket_size %lld", (long long)c->reduce_bucket_size);
-    AUTO(ZERO_AUTO_ALLGATHER_BUCKET, "zero_optimization.allgather_bucket_size %lld", (long long)c->allgather_bucket_size);
-    AUTO(ZERO_AUTO_PREFETCH_BUCKET, "zero_optimization.stage3_prefetch_bucket_size %lld", (long long)c->prefetch_bucket_size);
+    AUTO(ZERO_AUTO_ALLGATHER_BUCKET, "zero_optimization.allgather_bucket_size %lld",
+         (long long)c->allgather_bucket_size);
+    AUTO(ZERO_AUTO_PREFETCH_BUCKET, "zero_optimization.stage3_prefetch_bucket_size %lld",
+         (long long)c->prefetch_bucket_size);
     AUTO(ZERO_AUTO_PERSISTENCE_THRESHOLD, "zero_optimization.stage3_param_persistence_threshold %lld",
          (long long)c->param_persistence_threshold);
 #undef AUTO
@@ -432,16 +446,18 @@ static int64_t period_of(const train_opts *o, const cJSON *doc) {
 void ux_print_start(const train_opts *o, FILE *out, int world) {
     const zero_config *c = &o->cfg;
     cJSON *doc = config_doc(o);
+    const int64_t global = c->micro_batch * c->grad_accum * world;
     line l = {{0}, 0};
-    put(&l, "config: stage %d, %s, global batch %lld = %d rank%s x micro-batch %lld x accumulation %lld, %s lr %g", c->stage,
-        zero_dtype_name(c->precision), (long long)((int64_t)world * c->micro_batch * c->grad_accum), world,
-        world > 1 ? "s" : "", (long long)c->micro_batch, (long long)c->grad_accum, zero_optim_name(c->optim.type),
-        (double)c->optim.lr);
+    put(&l, "config: stage %d, %s, global batch %lld = %d rank%s x micro-batch %lld x accumulation %lld, %s lr %g",
+        c->stage, zero_dtype_name(c->precision), (long long)global, world, world > 1 ? "s" : "",
+        (long long)c->micro_batch, (long long)c->grad_accum, zero_optim_name(c->optim.type), (double)c->optim.lr);
     if (c->optim.type == ZERO_OPTIM_SGD) put(&l, " momentum %g", (double)c->optim.momentum);
     else put(&l, " betas [%g, %g]%s", (double)c->optim.beta1, (double)c->optim.beta2, "");
     if (c->optim.type == ZERO_OPTIM_ADAM || c->optim.type == ZERO_OPTIM_ADAMW) put(&l, " eps %g", (double)c->optim.eps);
     put(&l, " weight decay %g, ", (double)c->optim.weight_decay);
-    if (c->sched_enabled) put(&l, "scheduler %s (warmup %lld steps)", zero_sched_name(c->sched.type), (long long)c->sched.warmup_num_steps);
+    if (c->sched_enabled)
+        put(&l, "scheduler %s (warmup %lld steps)", zero_sched_name(c->sched.type),
+            (long long)c->sched.warmup_num_steps);
     else put(&l, "constant lr");
     if (c->gradient_clipping > 0) put(&l, ", gradient clipping %g", c->gradient_clipping);
     else put(&l, ", no gradient clipping");
@@ -449,8 +465,10 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
         if (c->loss_scale > 0) put(&l, ", static loss scale %g", c->loss_scale);
         else put(&l, ", dynamic loss scale from 2^%d", c->initial_scale_power);
     }
-    if (c->offload_optimizer.device != ZERO_OFFLOAD_NONE) put(&l, ", offload_optimizer %s", offload_name(c->offload_optimizer.device));
-    if (c->offload_param.device != ZERO_OFFLOAD_NONE) put(&l, ", offload_param %s", offload_name(c->offload_param.device));
+    if (c->offload_optimizer.device != ZERO_OFFLOAD_NONE)
+        put(&l, ", offload_optimizer %s", offload_name(c->offload_optimizer.device));
+    if (c->offload_param.device != ZERO_OFFLOAD_NONE)
+        put(&l, ", offload_param %s", offload_name(c->offload_param.device));
     put(&l, ", progress every %lld step%s", (long long)period_of(o, doc), period_of(o, doc) > 1 ? "s" : "");
     fprintf(out, "%s\n", l.s);
 
@@ -469,9 +487,11 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
     if (o->micro_batch <= 0 && !at(doc, "train_micro_batch_size_per_gpu") && !at(doc, "train_batch_size") &&
         !o->ux.batch_note[0] && c->micro_batch == 4)
         put(&d, "%smicro-batch 4 (DeepSpeed: 1)", d.n ? ", " : "");
-    if (o->ux.print_every <= 0 && !at(doc, "steps_per_print")) put(&d, "%ssteps_per_print 1 (DeepSpeed: 10)", d.n ? ", " : "");
+    if (o->ux.print_every <= 0 && !at(doc, "steps_per_print"))
+        put(&d, "%ssteps_per_print 1 (DeepSpeed: 10)", d.n ? ", " : "");
     if (c->stage == 3 && !at(doc, "zero_optimization.stage3_prefetch_bucket_size"))
-        put(&d, "%sstage3_prefetch_bucket_size not given: the next unit only (DeepSpeed: 5e7 elements)", d.n ? ", " : "");
+        put(&d, "%sstage3_prefetch_bucket_size not given: the next unit only (DeepSpeed: 5e7 elements)",
+            d.n ? ", " : "");
     if (d.n) fprintf(out, "defaults that differ from DeepSpeed's: %s\n", d.s);
     if (o->ux.batch_note[0]) fprintf(out, "resume: %s\n", o->ux.batch_note);
 
@@ -484,8 +504,8 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
             line w = {{0}, 0};
             for (int r = 0; r < R_COUNT; r++)
                 if (in.len[r]) put(&w, "%s%s (%s)", w.n ? "; " : "", in.text[r], reason_text[r]);
-            fprintf(stderr, "zero: warning: %s: %d key%s accepted that change nothing in this run: %s\n", o->config, in.count,
-                    in.count > 1 ? "s" : "", w.s);
+            fprintf(stderr, "zero: warning: %s: %d key%s accepted that change nothing in this run: %s\n", o->config,
+                    in.count, in.count > 1 ? "s" : "", w.s);
         }
     }
     cJSON_Delete(doc);
@@ -564,8 +584,9 @@ void ux_progress_end(train_opts *o) {
     const zero_config *c = &o->cfg;
     /* A static scale never adapts: an overflow at every step means a run that does not train. */
     if (c->precision == ZERO_DTYPE_FP16 && c->loss_scale > 0 && u->steps_run > 0 && 2 * u->skipped > u->steps_run)
-        fprintf(stderr,
-                "zero: warning: the static fp16 loss scale %g skipped %lld of %lld steps (the scaled gradients overflowed; "
-                "a skipped step does not update the model): lower fp16.loss_scale, or set it to 0 for a dynamic scale\n",
-                c->loss_scale, (long long)u->skipped, (long long)u->steps_run);
+        fprintf(
+            stderr,
+            "zero: warning: the static fp16 loss scale %g skipped %lld of %lld steps (the scaled gradients overflowed; "
+            "a skipped step does not update the model): lower fp16.loss_scale, or set it to 0 for a dynamic scale\n",
+            c->loss_scale, (long long)u->skipped, (long long)u->steps_run);
 }
