@@ -34,7 +34,7 @@ int ux_check_inputs(const train_opts *o) {
     for (int k = 0; k < 4; k++) {
         struct stat st;
         if (path[k] && stat(path[k], &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
-            return cli_error(CLI_USAGE, "%s '%s': no such file or directory", flag[k], path[k]);
+            return cli_error(CLI_USAGE, "%s '%s': %s", flag[k], path[k], strerror(errno));
     }
     return CLI_OK;
 }
