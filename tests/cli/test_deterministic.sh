@@ -81,6 +81,7 @@ run acc2 2 2 3 --deterministic --grad-accum 2
 check "2 ranks stage 2, accumulation 2 (bitwise)" same acc2 ref_fp32
 
 # NVMe offload (stages 2 and 3, optimizer and parameters)
+mkdir -p "$TMP/nvme3" "$TMP/nvme2" # zero train never creates offload directories
 run off3 3 2 4 --deterministic --offload-optimizer "nvme:$TMP/nvme3"
 check "3 ranks stage 2, optimizer on NVMe (bitwise)" same off3 ref_fp32
 run off2 2 3 6 --deterministic --offload-optimizer "nvme:$TMP/nvme2" --offload-param "nvme:$TMP/nvme2"
