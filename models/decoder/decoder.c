@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "decoder/decoder_internal.h"
+#include "decoder/lora.h"
 
 /* Activations of one layer (N = B*T rows). */
 typedef struct dec__acts {
@@ -53,6 +54,8 @@ struct dec_model {
     float *datt;      /* (T, T) one head's attention gradient */
     float *rope_cos;  /* (Tmax, D/2) Llama family only */
     float *rope_sin;  /* (Tmax, D/2) */
+    dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
+    uint64_t lora_bytes;
     zero_status fail_status; /* set by a provider whose call returned NULL */
     char err[512];
 };
@@ -218,8 +221,31 @@ void dec_free(dec_model *m) {
     buf_free(m, m->logits, p.head);
     buf_free(m, m->dres, p.grads);
     buf_free(m, m->rope_cos, p.rope);
+    if (m->lora) {
+        m->mem.current[ZERO_MEM_BUFFERS] -= m->lora_bytes;
+        m->mem.total_current -= m->lora_bytes;
+        dec__lora_free(m->lora);
+    }
     free(m->acts);
     free(m);
+}
+
+zero_status dec_set_lora(dec_model *m, const dec_lora *l, zero_error *err) {
+    uint64_t bytes = 0;
+    dec__lora *x = dec__lora_create(&m->cfg, l, m->Bmax, m->Tmax, &bytes, err);
+    if (!x) return ZERO_ERR_INVALID_ARG;
+    if (m->lora) {
+        m->mem.current[ZERO_MEM_BUFFERS] -= m->lora_bytes;
+        m->mem.total_current -= m->lora_bytes;
+        dec__lora_free(m->lora);
+    }
+    m->lora = x;
+    m->lora_bytes = bytes;
+    m->mem.current[ZERO_MEM_BUFFERS] += bytes;
+    m->mem.total_current += bytes;
+    if (m->mem.current[ZERO_MEM_BUFFERS] > m->mem.peak[ZERO_MEM_BUFFERS]) m->mem.peak[ZERO_MEM_BUFFERS] = m->mem.current[ZERO_MEM_BUFFERS];
+    if (m->mem.total_current > m->mem.total_peak) m->mem.total_peak = m->mem.total_current;
+    return ZERO_OK;
 }
 
 const char *dec_last_error(const dec_model *m) { return m ? m->err : "no model"; }
@@ -229,7 +255,8 @@ void dec_mem_stats(const dec_model *m, zero_mem_stats *out) { *out = m->mem; }
 
 /* ---------------------------------------------------------------- layers */
 static const float *opt(const float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
-static float *optw(float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
+/* A gradient's place; NULL when the tensor is absent or frozen (no gradient buffer: LoRA's base). */
+static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE ? NULL : base + off; }
 
 /* out = norm(inp) with the gains (and LayerNorm's biases) at w + off; mean unused by RMSNorm. */
 static void norm_fwd(const dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
@@ -244,8 +271,8 @@ static void norm_bwd(const dec_model *m, float *dinp, const float *dout, const f
                      uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N) {
     const int C = m->d.C;
     if (m->d.llama)
-        dec__rmsnorm_bwd(dinp, (size_t)C, dout, (size_t)C, inp, (size_t)C, w + w_off, rstd, g + w_off, N, 1, C, 1);
-    else dec__layernorm_bwd(dinp, g + w_off, g + b_off, dout, inp, w + w_off, mean, rstd, N, C);
+        dec__rmsnorm_bwd(dinp, (size_t)C, dout, (size_t)C, inp, (size_t)C, w + w_off, rstd, optw(g, w_off), N, 1, C, 1);
+    else dec__layernorm_bwd(dinp, optw(g, w_off), optw(g, b_off), dout, inp, w + w_off, mean, rstd, N, C);
 }
 
 static void layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
@@ -258,6 +285,7 @@ static void layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
     dec__acts *a = &m->acts[l];
     norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N);
     dec__matmul_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), N, C, d->QKV, wt, 0);
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_QKV, p, a->ln1, a->qkv, N, l);
     if (m->cfg.qk_norm) {
         const size_t qk = (size_t)(d->Q + d->KV);
         for (size_t n = 0; n < N; n++) memcpy(a->qk_pre + n * qk, a->qkv + n * (size_t)d->QKV, qk * sizeof(float));
@@ -271,49 +299,55 @@ static void layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
     dec__attention_fwd(a->atty, a->att, a->qkv, B, T, d->H, d->G, d->D);
     memcpy(a->res2, x, NC * sizeof(float));
     dec__matmul_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), N, d->Q, C, wt, 1);
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->res2, N, l);
     norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N);
     dec__matmul_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), N, C, d->FC, wt, 0);
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
     if (d->llama) dec__swiglu_fwd(a->fch_act, a->fch, N, d->F);
     else dec__gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F);
     memcpy(y, a->res2, NC * sizeof(float));
     dec__matmul_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), N, d->F, C, wt, 1);
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, y, N, l);
     if (m->ckpt) m->shared_holds = l;
 }
 
-/* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). */
-static void layer_bwd(dec_model *m, int l, const float *p, float *g, int B, int T) {
+/* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). g: the base's
+ * gradients (NULL when frozen); gl: the adapters' (LoRA; NULL without). */
+static void layer_bwd(dec_model *m, int l, const float *p, float *g, float *gl, int B, int T) {
     const dec__layout *w = &m->lay;
     const dec__dims *d = &m->d;
     const int C = d->C, wt = d->llama;
     const size_t N = (size_t)B * T, NC = N * C;
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
-    if (d->llama) {
-        dec__matmul_bwd(m->dact, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
-        dec__swiglu_bwd(m->dfch, m->dact, a->fch, N, d->F);
-    } else {
-        dec__matmul_bwd(m->dfch, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
-        dec__gelu_bwd(m->dfch, a->fch, N * (size_t)d->F);
-    }
-    dec__matmul_bwd(m->dbuf, g + w->fc_w, optw(g, w->fc_b), m->dfch, a->ln2, p + w->fc_w, N, C, d->FC, wt);
+    float *const dproj = d->llama ? m->dact : m->dfch; /* d of the MLP's second product's input */
+    dec__matmul_bwd(dproj, optw(g, w->proj_w), optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, dproj, N, l);
+    if (d->llama) dec__swiglu_bwd(m->dfch, m->dact, a->fch, N, d->F);
+    else dec__gelu_bwd(m->dfch, a->fch, N * (size_t)d->F);
+    dec__matmul_bwd(m->dbuf, optw(g, w->fc_w), optw(g, w->fc_b), m->dfch, a->ln2, p + w->fc_w, N, C, d->FC, wt);
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_FC, p, gl, a->ln2, m->dfch, m->dbuf, N, l);
     norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N);
-    dec__matmul_bwd(m->dbuf, g + w->o_w, optw(g, w->o_b), m->dres, a->atty, p + w->o_w, N, d->Q, C, wt);
+    dec__matmul_bwd(m->dbuf, optw(g, w->o_w), optw(g, w->o_b), m->dres, a->atty, p + w->o_w, N, d->Q, C, wt);
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_O, p, gl, a->atty, m->dres, m->dbuf, N, l);
     dec__attention_bwd(m->dqkv, m->datt, m->dbuf, a->att, a->qkv, B, T, d->H, d->G, d->D);
     if (d->llama) dec__rope_bwd(m->dqkv, (size_t)d->QKV, N, T, d->H + d->G, d->D, m->rope_cos, m->rope_sin);
     if (m->cfg.qk_norm) { /* in place: dqkv's q and k columns become the gradients before the norms */
         const size_t qk = (size_t)(d->Q + d->KV);
         dec__rmsnorm_bwd(m->dqkv, (size_t)d->QKV, m->dqkv, (size_t)d->QKV, a->qk_pre, qk, p + w->q_norm, a->qk_rstd,
-                         g + w->q_norm, N, d->H, d->D, 0);
+                         optw(g, w->q_norm), N, d->H, d->D, 0);
         dec__rmsnorm_bwd(m->dqkv + d->Q, (size_t)d->QKV, m->dqkv + d->Q, (size_t)d->QKV, a->qk_pre + d->Q, qk,
-                         p + w->k_norm, a->qk_rstd + N * (size_t)d->H, g + w->k_norm, N, d->G, d->D, 0);
+                         p + w->k_norm, a->qk_rstd + N * (size_t)d->H, optw(g, w->k_norm), N, d->G, d->D, 0);
     }
-    dec__matmul_bwd(m->dbuf, g + w->qkv_w, optw(g, w->qkv_b), m->dqkv, a->ln1, p + w->qkv_w, N, C, d->QKV, wt);
+    dec__matmul_bwd(m->dbuf, optw(g, w->qkv_w), optw(g, w->qkv_b), m->dqkv, a->ln1, p + w->qkv_w, N, C, d->QKV, wt);
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_QKV, p, gl, a->ln1, m->dqkv, m->dbuf, N, l);
     norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N);
 }
 
-/* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with gW the backward
- * (d x into dx, d W into gW) — fused, so the full (rows, V) logits never exist at once. */
-static void head(dec_model *m, const float *W, float *gW, const float *x, size_t rows, const int32_t *targets,
+/* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with bwd the backward
+ * (d x into dx, d W into gW unless it is NULL: frozen) — fused, so the full (rows, V) logits never
+ * exist at once. */
+static void head(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows, const int32_t *targets,
                  float dscale, float *dx, float *logits_out) {
     const int C = m->d.C, V = m->cfg.vocab;
     for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
@@ -322,12 +356,12 @@ static void head(dec_model *m, const float *W, float *gW, const float *x, size_t
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, V, C, 1.0f, xr, C, W, C, 0.0f, m->logits, V);
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
-        dec__crossentropy(m->logits, m->losses + r0, targets + r0, nr, V, gW ? dscale : 0.0f);
-        if (!gW) continue;
+        dec__crossentropy(m->logits, m->losses + r0, targets + r0, nr, V, bwd ? dscale : 0.0f);
+        if (!bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, C, V, 1.0f, m->logits, V, W, C, 0.0f,
                     dx + r0 * C, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)nr, 1.0f, m->logits, V, xr, C, 1.0f, gW, C);
+        if (gW) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)nr, 1.0f, m->logits, V, xr, C, 1.0f, gW, C);
     }
 }
 
@@ -394,6 +428,10 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
     const float *w;
     float *g;
     m->shared_holds = -1;
+    /* LoRA: the base is frozen (no gradient for the embeddings and the final unit, the layers'
+     * buffers hold their adapters' gradients only) */
+    const int frozen = m->lora != NULL;
+    if (m->lora) dec__lora_begin(m->lora, p->backward);
 
     /* forward */
     TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
@@ -420,27 +458,29 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
         htargets = NULL;
         hlogits = p->last_logits;
     }
+    const int bwd = p->backward;
     if (!m->cfg.tied) { /* lm_head is in the final unit: norm, head and their backward in one gather */
         g = NULL;
-        if (p->backward) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-        head(m, w + lay->head_w, g ? g + lay->head_w : NULL, hx, hrows, htargets, dscale, m->dbuf, hlogits);
-        if (p->backward) {
+        if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+        head(m, w + lay->head_w, optw(g, lay->head_w), bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        if (bwd) {
             final_norm_bwd(m, w, g, N);
-            TRY(u->grad_ready(m, u->ctx, L + 1));
+            if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
         }
         TRY(u->release(m, u->ctx, L + 1));
     } else { /* the tied head reads wte: the embeddings again; their gradient buffer stays open */
         TRY(u->release(m, u->ctx, L + 1));
         TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
         g = NULL;
-        if (p->backward) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
-        head(m, w, g, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
+        head(m, w, g, bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits);
         TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
-        if (p->backward) {
+        if (bwd) {
             TRY_PTR(u->gather(m, u->ctx, L + 1), w);
-            TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+            g = NULL;
+            if (!frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
             final_norm_bwd(m, w, g, N);
-            TRY(u->grad_ready(m, u->ctx, L + 1));
+            if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
             TRY(u->release(m, u->ctx, L + 1));
         }
     }
@@ -452,10 +492,11 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
         TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
         TRY_PTR(u->grad(m, u->ctx, 1 + l), g);
         if (m->ckpt && m->shared_holds != l) layer_fwd(m, l, w, B, T);
-        layer_bwd(m, l, w, g, B, T);
+        layer_bwd(m, l, w, frozen ? NULL : g, frozen ? g : NULL, B, T);
         TRY(u->grad_ready(m, u->ctx, 1 + l));
         TRY(u->release(m, u->ctx, 1 + l));
     }
+    if (frozen) return ZERO_OK; /* frozen embeddings: nothing below the first layer trains */
     /* The embedding backward reads no parameter: its gradient buffer is all it needs. */
     TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
     dec__embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, B, T, C);

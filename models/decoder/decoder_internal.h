@@ -71,7 +71,7 @@ void dec__embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *
 /* out (N,C) = LayerNorm(inp) * w + b; mean, rstd (N) kept for backward. */
 void dec__layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                         const float *b, size_t N, int C, double eps);
-/* dinp += ..., dw += ..., db += ... from dout (N,C). */
+/* dinp += ..., dw += ..., db += ... from dout (N,C); dw (and db) NULL: frozen, not computed. */
 void dec__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *w, const float *mean, const float *rstd, size_t N, int C);
 /* RMSNorm over groups of D: for row n and group g, x = inp + n*ldi + g*D, y = out + n*ldo + g*D,
@@ -80,14 +80,15 @@ void dec__rmsnorm_fwd(float *out, size_t ldo, float *rstd, const float *inp, siz
                       size_t N, int G, int D, double eps);
 /* Backward of dec__rmsnorm_fwd: dinp (row stride ldd) receives d loss / d inp — added when
  * accumulate, else written (then dinp may be dout itself: every row is read before it is
- * written); dw (D) += sum over rows and groups. */
+ * written); dw (D) += sum over rows and groups (dw NULL: frozen, not computed). */
 void dec__rmsnorm_bwd(float *dinp, size_t ldd, const float *dout, size_t lddo, const float *inp, size_t ldi,
                       const float *w, const float *rstd, float *dw, size_t N, int G, int D, int accumulate);
 /* out (N,OC) = inp (N,IC) W + bias, with W (IC,OC) (wt = 0, Conv1D) or W^T, W (OC,IC) (wt = 1,
  * Linear); bias may be NULL; accumulate: out += instead of out =. */
 void dec__matmul_fwd(float *out, const float *inp, const float *W, const float *bias, size_t N, int IC, int OC,
                      int wt, int accumulate);
-/* dinp (N,IC) = dout W^T (overwritten); dW += (inp^T dout, in W's layout); dbias += column sums. */
+/* dinp (N,IC) = dout W^T (overwritten); dW += (inp^T dout, in W's layout); dbias += column sums.
+ * dW or dbias NULL: frozen (LoRA's base), not computed. */
 void dec__matmul_bwd(float *dinp, float *dW, float *dbias, const float *dout, const float *inp, const float *W,
                      size_t N, int IC, int OC, int wt);
 /* Causal self-attention, grouped: qkv (N, QKV) = [q heads | k heads | v heads], head h at
@@ -147,6 +148,25 @@ void dec__ref_crossentropy(float *logits, float *losses, const int32_t *targets,
 /* RoPE tables (T, D/2): cos and sin of t * inv_freq_i, inv_freq as the configuration's rope type
  * gives it, computed in fp32 as transformers does. */
 void dec__rope_tables(const dec_config *c, int T, float *cos, float *sin);
+
+/* ---------------------------------------------------------------- LoRA (lora.c) */
+/* The four linear sites of a layer the adapters attach to: the q/k/v product (GPT-2 c_attn), the
+ * attention output, the MLP's first product ([gate | up], GPT-2 c_fc) and its second. */
+enum { DEC__SITE_QKV = 0, DEC__SITE_O = 1, DEC__SITE_FC = 2, DEC__SITE_PROJ = 3, DEC__NSITES };
+struct dec_lora;
+typedef struct dec__lora dec__lora;
+/* The adapters' state for passes of up to B x T rows; *bytes: its scratch. NULL on error. */
+dec__lora *dec__lora_create(const dec_config *c, const struct dec_lora *l, int B, int T, uint64_t *bytes, zero_error *err);
+void dec__lora_free(dec__lora *x);
+/* A pass begins: dropout applies only to training passes (each its own masks). */
+void dec__lora_begin(dec__lora *x, int training);
+/* y (N rows; the site's output) += the adapters of `site` on input in (N rows), with layer
+ * unit view p. */
+void dec__lora_fwd(dec__lora *x, int site, const float *p, const float *in, float *y, size_t N, int layer);
+/* From dy (the site's output gradient): the adapters' gradients added into g (the layer's
+ * gradient buffer: adapters only) and d in added into dinp. */
+void dec__lora_bwd(dec__lora *x, int site, const float *p, float *g, const float *in, const float *dy, float *dinp,
+                   size_t N, int layer);
 
 /* ---------------------------------------------------------------- the pass over units */
 /* Where the pass gets unit memory: raw pointers or the engine. On failure a call returns a

@@ -1,6 +1,7 @@
 /* models/decoder/hf.c — reading a Hugging Face model directory: config.json, the weight files
  * (single or sharded with an index), name mapping, and the streamed, per-rank load into an engine. */
 #include "decoder/hf.h"
+#include "decoder/lora.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -284,6 +285,10 @@ static zero_status match(dec_hf *h, zero_engine *e, int (*where)[2], zero_error 
     for (int p = 0; p < np; p++) {
         zero_param_info pi;
         zero_engine_param_info(e, p, &pi);
+        if (dec_lora_is_param(pi.name)) { /* LoRA adapters are not in the base model */
+            where[p][0] = -1;
+            continue;
+        }
         int f = -1;
         const int i = locate(h, pi.name, &f);
         if (i < 0) {
@@ -338,7 +343,6 @@ static zero_status read_elems(zero_st_file *f, int i, uint64_t a, uint64_t b, fl
 
 zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
     const int np = zero_engine_num_params(e), nu = zero_engine_num_units(e);
-    const zero_config *zc = zero_engine_config(e);
     int(*where)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof *where);
     float *buf = malloc(CHUNK * sizeof(float));
     uint16_t *stage = malloc(CHUNK * sizeof(uint16_t));
@@ -350,19 +354,25 @@ zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
     }
     if ((st = match(h, e, where, err))) goto out;
     for (int u = 0; u < nu && !st; u++) {
-        zero_unit_info ui;
-        zero_engine_unit_info(e, u, &ui);
-        /* the elements this rank keeps: its shard at stage 3, all of them otherwise */
-        const uint64_t lo = zc->stage == 3 ? ui.offset : 0, hi = zc->stage == 3 ? ui.offset + ui.valid : ui.numel;
-        uint64_t at = lo; /* the unit element buf[0] holds */
-        uint64_t fill = 0;
+        uint64_t at = 0;   /* the unit element buf[0] holds */
+        uint64_t fill = 0; /* buf holds unit elements [at, at + fill) */
         for (int p = 0; p < np && !st; p++) {
             zero_param_info pi;
             zero_engine_param_info(e, p, &pi);
-            if (pi.unit != u) continue;
-            const uint64_t a = pi.offset > lo ? pi.offset : lo;
-            const uint64_t b = pi.offset + pi.numel < hi ? pi.offset + pi.numel : hi;
+            if (pi.unit != u || where[p][0] < 0) continue;
+            /* the elements this rank keeps of the parameter: its shard's part at stage 3, all of
+             * them otherwise */
+            const uint64_t a = pi.offset + pi.own_lo, b = pi.offset + pi.own_hi;
             if (a >= b) continue;
+            if (fill && at + fill != a) { /* not adjacent to what buf holds: hand that over first */
+                if (zero_engine_set_unit_range(e, u, at, at + fill, buf)) {
+                    dec__errorf(err, "%s", zero_engine_last_error(e));
+                    st = ZERO_ERR_STATE;
+                    break;
+                }
+                fill = 0;
+            }
+            if (!fill) at = a;
             zero_st_file *f = h->files[where[p][0]];
             const int ti = where[p][1];
             const zero_st_tensor *t = zero_st_tensor_at(f, ti);

@@ -94,6 +94,7 @@ void dec__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, co
             di[i] += r * (d[i] * w[i] - md - xh * mdx);
         }
     }
+    if (!dw) return; /* frozen gains and biases (LoRA): no gradient */
     const int ntask = (C + COLS_PER_TASK - 1) / COLS_PER_TASK;
 #pragma omp parallel for schedule(static) if (N * C >= PAR_MIN)
     for (int task = 0; task < ntask; task++) {
@@ -134,7 +135,7 @@ void dec__rmsnorm_bwd(float *dinp, size_t ldd, const float *dout, size_t lddo, c
                       const float *w, const float *rstd, float *dw, size_t N, int G, int D, int accumulate) {
     const size_t rows = N * (size_t)G;
     /* dw first: in place (dinp == dout) the row pass below overwrites dout. */
-    const int ntask = (D + COLS_PER_TASK - 1) / COLS_PER_TASK;
+    const int ntask = dw ? (D + COLS_PER_TASK - 1) / COLS_PER_TASK : 0; /* dw NULL: a frozen gain */
 #pragma omp parallel for schedule(static) if (rows * D >= PAR_MIN)
     for (int task = 0; task < ntask; task++) {
         const int i0 = task * COLS_PER_TASK, i1 = i0 + COLS_PER_TASK < D ? i0 + COLS_PER_TASK : D;
@@ -196,10 +197,10 @@ void dec__matmul_bwd(float *dinp, float *dW, float *dbias, const float *dout, co
                      size_t N, int IC, int OC, int wt) {
     if (wt) { /* W (OC, IC): dinp = dout W, dW += dout^T inp */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, IC, OC, 1.0f, dout, OC, W, IC, 0.0f, dinp, IC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, (int)N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
+        if (dW) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, (int)N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
     } else { /* W (IC, OC): dinp = dout W^T, dW += inp^T dout */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, IC, OC, 1.0f, dout, OC, W, OC, 0.0f, dinp, IC);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout, OC, 1.0f, dW, OC);
+        if (dW) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, (int)N, 1.0f, inp, IC, dout, OC, 1.0f, dW, OC);
     }
     if (dbias) colsum_acc(dbias, dout, N, OC);
 }

@@ -49,8 +49,8 @@ void dec__ref_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout
             const double xh = ((double)x[i] - mean[n]) * rstd[n];
             sd += (double)d[i] * w[i];
             sdx += (double)d[i] * w[i] * xh;
-            dw[i] += (float)(d[i] * xh);
-            db[i] += d[i];
+            if (dw) dw[i] += (float)(d[i] * xh); /* NULL: frozen (LoRA) */
+            if (db) db[i] += d[i];
         }
         for (int i = 0; i < C; i++) {
             const double xh = ((double)x[i] - mean[n]) * rstd[n];
@@ -81,7 +81,7 @@ void dec__ref_rmsnorm_bwd(float *dinp, size_t ldd, const float *dout, size_t ldd
             double s = 0.0;
             for (int i = 0; i < D; i++) {
                 s += (double)d[i] * w[i] * x[i] * r;
-                dw[i] += (float)(d[i] * x[i] * r);
+                if (dw) dw[i] += (float)(d[i] * x[i] * r); /* NULL: frozen (LoRA) */
             }
             float *tmp = malloc((size_t)D * sizeof(float)); /* the row is read before it is written */
             if (!tmp) return;
@@ -111,7 +111,7 @@ void dec__ref_matmul_bwd(float *dinp, float *dW, float *dbias, const float *dout
             for (int o = 0; o < OC; o++) s += (double)dout[n * OC + o] * (wt ? W[(size_t)o * IC + i] : W[(size_t)i * OC + o]);
             dinp[n * IC + i] = (float)s;
         }
-    for (int i = 0; i < IC; i++)
+    for (int i = 0; dW && i < IC; i++) /* dW NULL: a frozen weight (LoRA) */
         for (int o = 0; o < OC; o++) {
             double s = 0.0;
             for (size_t n = 0; n < N; n++) s += (double)inp[n * IC + i] * dout[n * OC + o];
