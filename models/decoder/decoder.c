@@ -230,6 +230,10 @@ void dec_free(dec_model *m) {
     free(m);
 }
 
+void dec_lora_set_key(dec_model *m, uint64_t key) {
+    if (m->lora) dec__lora_key(m->lora, key);
+}
+
 zero_status dec_set_lora(dec_model *m, const dec_lora *l, zero_error *err) {
     uint64_t bytes = 0;
     dec__lora *x = dec__lora_create(&m->cfg, l, m->Bmax, m->Tmax, &bytes, err);

@@ -158,8 +158,9 @@ typedef struct dec__lora dec__lora;
 /* The adapters' state for passes of up to B x T rows; *bytes: its scratch. NULL on error. */
 dec__lora *dec__lora_create(const dec_config *c, const struct dec_lora *l, int B, int T, uint64_t *bytes, zero_error *err);
 void dec__lora_free(dec__lora *x);
-/* A pass begins: dropout applies only to training passes (each its own masks). */
+/* A pass begins: dropout applies only to training passes. */
 void dec__lora_begin(dec__lora *x, int training);
+void dec__lora_key(dec__lora *x, uint64_t key);
 /* y (N rows; the site's output) += the adapters of `site` on input in (N rows), with layer
  * unit view p. */
 void dec__lora_fwd(dec__lora *x, int site, const float *p, const float *in, float *y, size_t N, int layer);

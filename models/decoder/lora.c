@@ -318,7 +318,7 @@ struct dec__lora {
     dec_lora l;
     float s;
     int training;
-    uint64_t pass; /* training passes so far: the dropout masks' stream */
+    uint64_t key;  /* the dropout masks' key (dec_lora_set_key) */
     lsite site[DEC__NSITES];
     size_t N;      /* rows the scratch holds */
     int maxin;
@@ -388,17 +388,15 @@ void dec__lora_free(dec__lora *x) {
     free(x);
 }
 
-void dec__lora_begin(dec__lora *x, int training) {
-    x->training = training && x->l.dropout > 0;
-    if (training) x->pass++;
-}
+void dec__lora_begin(dec__lora *x, int training) { x->training = training && x->l.dropout > 0; }
+
+void dec__lora_key(dec__lora *x, uint64_t key) { x->key = key; }
 
 /* The dropout mask: element i of the (N, IC) input is kept when a uniform draw that is a function
- * of (seed, stream, pass, layer, target, element) only is >= p — the same in forward, in the
- * recomputed forward and in backward. */
+ * of (seed, key, layer, target, element) only is >= p — the same in forward, in the recomputed
+ * forward and in backward. */
 static uint64_t mask_base(const dec__lora *x, int layer, int k) {
-    return dec__mix64(x->l.seed ^ dec__mix64(x->l.dropout_stream ^
-                      dec__mix64(x->pass * 0x100000001b3ull + (uint64_t)layer * 64 + (uint64_t)k)));
+    return dec__mix64(x->l.seed ^ dec__mix64(x->key ^ dec__mix64(0x64726f70ull + (uint64_t)layer * 64 + (uint64_t)k)));
 }
 static inline int kept(uint64_t base, size_t i, double p) {
     return (double)(dec__mix64(base + (uint64_t)i) >> 11) * (1.0 / 9007199254740992.0) >= p;

@@ -46,8 +46,7 @@ typedef struct dec_lora {
     unsigned targets; /* DEC_LORA_* bits (dec_lora_targets) */
     double dropout;   /* lora_dropout in [0, 1): on the adapters' input while training */
     int rslora;       /* scaling alpha / sqrt(r) instead of alpha / r */
-    uint64_t seed;    /* initialization of A; the dropout masks (with dropout_stream) */
-    uint64_t dropout_stream; /* mixed into the masks: give each rank its own (zero train: the rank) */
+    uint64_t seed;    /* initialization of A; the dropout masks (with the key, dec_lora_set_key) */
 } dec_lora;
 
 /* PEFT's defaults: r 8, alpha 8, no dropout, no rsLoRA, no target (dec_lora_targets sets them). */
@@ -95,6 +94,10 @@ void dec_lora_init_unit(const dec_config *cfg, const dec_lora *l, int unit, floa
  * frozen, so the pass computes no base gradient; a layer's gradient buffer holds its adapters'
  * gradients). Allocates the adapters' scratch (accounted with the model's buffers). */
 zero_status dec_set_lora(dec_model *m, const dec_lora *l, zero_error *err);
+/* The dropout masks of the training passes that follow are a function of (seed, key, layer,
+ * target, element) only: give each micro-batch of each rank its own key (zero train: rank, step
+ * and micro-batch), and a pass recomputed or resumed gets the same masks again. */
+void dec_lora_set_key(dec_model *m, uint64_t key);
 /* Bytes of that scratch for micro-batch B and sequence length T (added to dec_activation_bytes). */
 uint64_t dec_lora_activation_bytes(const dec_config *cfg, const dec_lora *l, int B, int T);
 
