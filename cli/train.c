@@ -245,7 +245,7 @@ static uint64_t stage0_states(run_state *r) {
         zero_engine_unit_info(r->e, u, &ui);
         numel[u] = ui.numel;
     }
-    zero_plan_model pm = {n, numel, NULL, NULL};
+    zero_plan_model pm = {n, numel, NULL, NULL, NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
     s.stage = 0;

@@ -82,6 +82,8 @@ static char *slurp(const char *path, zero_error *err) {
     return buf;
 }
 
+char *dec__read_text(const char *path, zero_error *err) { return slurp(path, err); }
+
 zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err) {
     if (json) *json = NULL;
     if (notes) *notes = NULL;

@@ -9,7 +9,7 @@
 static const uint64_t golden_units[3] = {1000, 30, 5000};
 
 static zero_plan_model golden_model(void) {
-    zero_plan_model m = {3, golden_units, NULL, NULL};
+    zero_plan_model m = {3, golden_units, NULL, NULL, NULL};
     return m;
 }
 
@@ -121,7 +121,7 @@ static void test_one_rank_and_align(void) {
 static void test_paper(void) {
     uint64_t units[32];
     for (int i = 0; i < 32; i++) units[i] = 7500000000ull / 32;
-    zero_plan_model m = {32, units, NULL, NULL};
+    zero_plan_model m = {32, units, NULL, NULL, NULL};
     const double exact[4] = {16 * 7.5e9, (4 + 12.0 / 64) * 7.5e9, (2 + 14.0 / 64) * 7.5e9,
                              16 * 7.5e9 / 64};
     const double paper[4] = {120, 31.4, 16.6, 1.9};
@@ -206,13 +206,13 @@ static void test_errors(void) {
     ZT_CHECKF(strstr(err.msg, "ranks 0") != NULL, "message: %s", err.msg);
     s = golden_setup(0, ZERO_DTYPE_FP32);
     uint64_t zero_unit[2] = {5, 0};
-    zero_plan_model bad = {2, zero_unit, NULL, NULL};
+    zero_plan_model bad = {2, zero_unit, NULL, NULL, NULL};
     ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "unit 1") != NULL, "message: %s", err.msg);
     bad.num_units = 0;
     ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, NULL), ZERO_ERR_INVALID_ARG);
     uint64_t huge[2] = {UINT64_MAX / 4, UINT64_MAX / 4};
-    zero_plan_model big = {2, huge, NULL, NULL};
+    zero_plan_model big = {2, huge, NULL, NULL, NULL};
     ZT_EQ_INT(zero_plan_estimate(&big, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "overflow") != NULL, "message: %s", err.msg);
 }
@@ -238,7 +238,7 @@ static uint64_t linear_act(void *ctx, int64_t mb, int ckpt) {
 
 static zero_plan_model search_model(void) {
     for (int i = 0; i < 100; i++) search_units[i] = 960;
-    zero_plan_model m = {100, search_units, linear_act, NULL};
+    zero_plan_model m = {100, search_units, linear_act, NULL, NULL};
     return m;
 }
 
@@ -433,7 +433,7 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_conf
         goto done;
     }
     for (int u = 0; u < nu; u++) units[u] = dec_unit_numel(g, u);
-    zero_plan_model pm = {nu, units, NULL, NULL};
+    zero_plan_model pm = {nu, units, NULL, NULL, NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, zero_engine_config(e), world);
     zero_plan_mem mem;
