@@ -422,7 +422,7 @@ static zero_plan_rates round_rates(void) {
 }
 
 static void test_time_hand(void) {
-    zero_plan_model m = {2, time_units, NULL, NULL};
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10};
     zero_plan_rates r = round_rates();
     zero_plan_setup s;
@@ -522,7 +522,7 @@ static void test_time_hand(void) {
 /* Slower links never make a step faster; with several nodes they make it slower, by the cross
  * bytes over the rate; one node does not use the link at all. */
 static void test_time_monotonic(void) {
-    zero_plan_model m = {3, golden_units, NULL, NULL};
+    zero_plan_model m = {3, golden_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 2e4, .recompute_flops_per_token = 1e4, .seq_len = 64};
     for (int stage = 0; stage < 4; stage++) {
         for (int nodes = 1; nodes <= 6; nodes *= 6) {
@@ -639,7 +639,7 @@ static void test_time_per_sample(void) {
 }
 
 static void test_time_errors(void) {
-    zero_plan_model m = {2, time_units, NULL, NULL};
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
     zero_plan_setup s;
     zero_plan_setup_default(&s);
