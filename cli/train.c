@@ -51,7 +51,9 @@ int train_prepare(train_opts *o, int world) {
         snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);
     }
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
-    if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
+    if (o->lora_spec && train_lora_parse(o->lora_spec, &cfg->lora)) return CLI_USAGE;
+    if (o->save_frozen) cfg->save_frozen = 1;
+    /* --resume with --init-from: only for a LoRA run's base (train_lora_resume) */
     if (o->trace) { /* fail now, not after the run */
         FILE *f = fopen(o->trace, "a");
         if (!f) return cli_error(CLI_USAGE, "--trace '%s': cannot open for writing", o->trace);
@@ -110,6 +112,7 @@ int train_prepare(train_opts *o, int world) {
     }
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
+    if ((rc = train_lora_prepare(o)) != CLI_OK) return rc;
 
     if (!o->dataset) {
         zero_status s = gpt2_data_open(&o->dataset, o->data, GPT2_DATA_VAL_FRACTION, &err);
@@ -236,16 +239,18 @@ static void json_comm(FILE *f, const zero_comm_counters *c) {
             (unsigned long long)c->path_bytes[ZERO_COMM_PATH_CROSS_NODE]);
 }
 
-/* The model-state bytes stage 0 would need per rank for this model, precision and optimizer. */
+/* The model-state bytes stage 0 would need per rank for this model (its frozen parameters
+ * frozen too), precision and optimizer. */
 static uint64_t stage0_states(run_state *r) {
     const int n = zero_engine_num_units(r->e);
-    uint64_t *numel = calloc((size_t)n, sizeof *numel);
+    uint64_t *numel = calloc(2 * (size_t)n, sizeof *numel), *frozen = numel + n;
     for (int u = 0; u < n; u++) {
         zero_unit_info ui;
         zero_engine_unit_info(r->e, u, &ui);
         numel[u] = ui.numel;
+        frozen[u] = ui.frozen;
     }
-    zero_plan_model pm = {n, numel, NULL, NULL, NULL};
+    zero_plan_model pm = {n, numel, NULL, NULL, frozen};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
     s.stage = 0;
@@ -369,6 +374,7 @@ static int train_loop(run_state *r) {
             const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             float l;
             const double tc = zero_now();
+            if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
             if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
@@ -492,12 +498,16 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
-    if (dec_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
-        dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
+    /* LoRA: the base registered frozen, the adapters beside it (cli/train_lora.c) */
+    if ((o->lora_on ? dec_lora_register(&o->model_cfg, &o->lora, r.e, &err)
+                    : dec_engine_register(&o->model_cfg, r.e, &err)) != ZERO_OK ||
+        zero_engine_finalize(r.e) != ZERO_OK ||
+        (!o->base_saved && dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }
     if (o->init_from && (rc = cli_init_from(r.e, o->init_from)) != CLI_OK) goto out;
+    if (o->lora_on && (rc = train_lora_init(o, r.e)) != CLI_OK) goto out;
     r.init_s = zero_now() - t_init;
     const int64_t rss = (int64_t)zero_rss_peak_bytes();
     if (zero_comm_all_reduce(r.comm, &rss, &r.init_rss, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
@@ -521,7 +531,8 @@ int train_run(train_opts *o, int mpi) {
     }
     if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
-    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
+    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK ||
+        (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
     }
@@ -553,6 +564,16 @@ int train_run(train_opts *o, int mpi) {
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 gpt2_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        if (o->lora_on) {
+            char tg[256];
+            const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);
+            fprintf(r.human, "LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%), the base frozen (%s)%s\n",
+                    o->lora.r, o->lora.alpha, o->lora.rslora ? " (rsLoRA)" : "",
+                    dec_lora_targets_string(&o->model_cfg, o->lora.targets, tg, sizeof tg), (unsigned long long)na,
+                    100.0 * (double)na / (double)(na + dec_num_params(&o->model_cfg)),
+                    zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype),
+                    o->lora_from ? ", from the adapter in --lora-from" : "");
+        }
         if (o->init_from) {
             char rb[32];
             fmt_bytes(rb, sizeof rb, (double)r.init_rss);

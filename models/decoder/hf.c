@@ -412,3 +412,60 @@ out:
     free(where);
     return st;
 }
+
+/* ---------------------------------------------------------------- a base model's identity */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+zero_status dec_hf_fingerprint(dec_hf *h, char *out, size_t cap, zero_error *err) {
+    uint64_t x = fnv(0xcbf29ce484222325ull, h->json, strlen(h->json));
+    unsigned char buf[2 * DEC_HF_FINGERPRINT_BYTES];
+    for (int f = 0; f < h->nfiles; f++)
+        for (int i = 0; i < zero_st_count(h->files[f]); i++) {
+            const zero_st_tensor *t = zero_st_tensor_at(h->files[f], i);
+            x = fnv(x, t->name, strlen(t->name) + 1);
+            x = fnv(x, t->dtype, strlen(t->dtype) + 1);
+            x = fnv(x, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+            x = fnv(x, &t->nbytes, sizeof t->nbytes);
+            /* its first and last bytes (all of a small tensor) */
+            const uint64_t n = t->nbytes < DEC_HF_FINGERPRINT_BYTES ? t->nbytes : DEC_HF_FINGERPRINT_BYTES;
+            zero_status st = n ? zero_st_read(h->files[f], i, 0, buf, (size_t)n) : ZERO_OK;
+            if (!st && n) st = zero_st_read(h->files[f], i, t->nbytes - n, buf + n, (size_t)n);
+            if (st) {
+                dec__errorf(err, "%s", zero_st_last_error(h->files[f]));
+                return st;
+            }
+            x = fnv(x, buf, (size_t)(2 * n));
+        }
+    snprintf(out, cap, "fnv1a64:%016llx", (unsigned long long)x);
+    return ZERO_OK;
+}
+
+zero_status dec_hf_read(dec_hf *h, const char *name, uint64_t lo, uint64_t hi, float *dst, zero_error *err) {
+    int f = -1;
+    const int i = locate(h, name, &f);
+    if (i < 0) {
+        dec__errorf(err, "%s: no tensor '%s'", h->dir, name);
+        return ZERO_ERR_FORMAT;
+    }
+    const zero_st_tensor *t = zero_st_tensor_at(h->files[f], i);
+    if (hi > t->numel || lo > hi) {
+        dec__errorf(err, "%s: tensor '%s' has %llu elements: [%llu, %llu) is outside", h->dir, name,
+                    (unsigned long long)t->numel, (unsigned long long)lo, (unsigned long long)hi);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (t->zdtype != ZERO_DTYPE_FP32 && t->zdtype != ZERO_DTYPE_BF16 && t->zdtype != ZERO_DTYPE_FP16) {
+        dec__errorf(err, "%s: tensor '%s' has dtype %s: expected F32, BF16 or F16", zero_st_path(h->files[f]), name, t->dtype);
+        return ZERO_ERR_FORMAT;
+    }
+    uint16_t stage[4096];
+    zero_status st = ZERO_OK;
+    for (uint64_t a = lo; a < hi && !st; a += 4096) {
+        const uint64_t b = hi - a < 4096 ? hi : a + 4096;
+        st = read_elems(h->files[f], i, a, b, dst + (a - lo), stage, NULL, err);
+    }
+    return st;
+}
