@@ -144,7 +144,8 @@ typedef struct run_state {
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
     int offload;        /* NVMe offload is on: step records carry its I/O */
     int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
-    uint64_t padded;    /* Σ padded unit sizes */
+    uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
+    uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
     double init_s;      /* seconds from the engine's creation to the initial weights in place */
     int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
@@ -290,7 +291,7 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     }
     if (steps_run > 0 && r->world > 1) {
         zero_plan_traffic tr;
-        zero_plan_traffic_of(o->cfg.stage, r->world, r->padded, o->cfg.precision, &tr);
+        zero_plan_traffic_frozen(o->cfg.stage, r->world, r->padded, o->cfg.precision, r->fpadded, o->cfg.frozen_dtype, &tr);
         const double K = (double)o->cfg.grad_accum;
         /* The rule per step: stages 0-1 reduce once per step; stage 2 reduce-scatters every
          * micro-batch and all-gathers once; stage 3 moves 3Ψ every micro-batch. */
@@ -540,6 +541,7 @@ int train_run(train_opts *o, int mpi) {
         zero_unit_info ui;
         zero_engine_unit_info(r.e, u, &ui);
         r.padded += ui.padded;
+        r.fpadded += ui.frozen_padded;
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
     /* a step's K micro-batches at once (the loss denominator counts them all first) */
