@@ -26,7 +26,7 @@ static int neutral(const cJSON *v) {
 
 static const char *show(const cJSON *v, char *buf, size_t cap) {
     char *t = v ? cJSON_PrintUnformatted(v) : NULL;
-    snprintf(buf, cap, "%.60s%s", t ? t : "?", t && strlen(t) > 60 ? "..." : "");
+    snprintf(buf, cap, "%.60s%s", t ? t : "missing", t && strlen(t) > 60 ? "..." : "");
     cJSON_free(t);
     return buf;
 }
