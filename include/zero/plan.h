@@ -175,7 +175,8 @@ void zero_plan_rates_default(zero_plan_rates *r, int gpu);
 /* One step's predicted time (seconds) and what it is made of. One micro-batch per step
  * (gradient_accumulation_steps 1, what `zero plan` writes). */
 typedef struct zero_plan_time {
-    double compute;      /* forward + backward: 3 forwards' FLOPs of micro_batch * seq_len tokens */
+    double compute;      /* forward + backward: 3 forwards' FLOPs of micro_batch * seq_len tokens
+                          * (3 - f with a share f of the parameters frozen: no weight gradient) */
     double recompute;    /* the forward redone under activation checkpointing */
     double comm_node;    /* the in-node part of the step's collectives */
     double comm_cross;   /* the part across nodes: link time + latency */
@@ -187,7 +188,8 @@ typedef struct zero_plan_time {
     double cross_bytes;  /* bytes each node's link carries each way per step */
     double node_bytes;   /* bytes a rank moves through the in-node collectives per step (ring rule, sent) */
     double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
-    int collectives;     /* collectives per step (every unit's) */
+    int collectives;     /* collectives per step (every unit's; stage 3 with frozen parts: their two
+                          * gathers are counted in the bytes, not here) */
 } zero_plan_time;
 
 /* Predicts the step of setup s for model m of compute c (NULL: unknown) on `nodes` machines (ranks

@@ -638,6 +638,36 @@ static void test_time_per_sample(void) {
     ZT_CHECK(c->sample_seconds < c->variant_seconds[0]);
 }
 
+/* Frozen parts (LoRA): the compute is 3 - f forwards (f: the frozen share of the parameters: no
+ * weight gradient); at stage 3 the frozen parts are gathered in forward and in backward, in their
+ * own dtype; stages 0-2 move the trainable parts only, as a model without the frozen ones. */
+static void test_time_frozen(void) {
+    static const uint64_t numel[2] = {3000000, 1000000}, frozen[2] = {2900000, 1000000};
+    static const uint64_t trainable[1] = {100000}; /* the trainable parts alone (one node: no latency per unit) */
+    const zero_plan_model mf = {2, numel, NULL, NULL, frozen}, mt = {1, trainable, NULL, NULL, NULL};
+    const zero_plan_model ma = {2, numel, NULL, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
+    const zero_plan_rates r = round_rates();
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s;
+        zero_plan_setup_default(&s);
+        s.ranks = 4, s.stage = stage, s.precision = ZERO_DTYPE_BF16, s.frozen_dtype = ZERO_DTYPE_FP16;
+        zero_plan_time tf, tt, ta;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &c, &s, 1, 2, 0, &r, &tf, NULL));
+        ZT_OK(zero_plan_step_time(&mt, &c, &s, 1, 2, 0, &r, &tt, NULL));
+        ZT_OK(zero_plan_step_time(&ma, &c, &s, 1, 2, 0, &r, &ta, NULL));
+        ZT_NEAR(tf.compute / ta.compute, (3.0 - 3.9 / 4.0) / 3.0, 1e-12);
+        ZT_NEAR(tf.optimizer, tt.optimizer, 1e-12);
+        const double extra = stage == 3 ? 2.0 * 3.0 / 4.0 * (double)mem.frozen_padded * 2.0 : 0.0;
+        ZT_CHECKF(mem.frozen_padded >= 3900000 && mem.frozen_padded < 3900000 + 2 * 16 * 4, "Pf %llu",
+                  (unsigned long long)mem.frozen_padded);
+        ZT_NEAR(tf.node_bytes, tt.node_bytes + extra, 1e-9);
+        ZT_NEAR(tf.comm_node, tt.comm_node + extra / r.node_all_gather, 1e-9);
+    }
+}
+
 static void test_time_errors(void) {
     zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
@@ -840,6 +870,7 @@ int main(int argc, char **argv) {
     test_time_monotonic();
     test_time_flip();
     test_time_per_sample();
+    test_time_frozen();
     test_time_errors();
     test_engine();
     return zt_finish("test_plan");
