@@ -216,7 +216,10 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     }
     if (o->lora || o->frozen_dtype != ZERO_DTYPE_COUNT) {
         int rc = lora_units(o, &cfg, have_shape, out);
-        if (rc != CLI_OK) return rc;
+        if (rc != CLI_OK) {
+            cli_sizing_model_free(out);
+            return rc;
+        }
     }
     if (have_shape) {
         out->cfg = malloc(sizeof *out->cfg);
@@ -443,6 +446,8 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     }
     printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
            " transient: gathered units and in-flight gradient buffers, on the device)\n");
+    if (m->unit_frozen)
+        printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
     if (act_known)
         printf("\nactivations per rank, micro-batch %lld x %d tokens: %s; with activation "
                "checkpointing: %s\n",

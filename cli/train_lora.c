@@ -74,6 +74,13 @@ static int fingerprint(const char *dir, char *out, size_t cap) {
     return s == ZERO_OK ? CLI_OK : cli_error(CLI_RUNTIME, "the LoRA base %s", err.msg);
 }
 
+/* The engine refuses parameter offload with frozen parameters at finalize, on every rank: say it
+ * once, before any launch. */
+static int offload_param_refused(void) {
+    return cli_error(CLI_USAGE, "--offload-param with LoRA is not supported yet (the frozen base is not offloaded): "
+                     "use --offload-optimizer, or stage 3 without parameter offload");
+}
+
 int train_lora_prepare(train_opts *o) {
     zero_config *cfg = &o->cfg;
     zero_error err = {{0}};
@@ -84,6 +91,7 @@ int train_lora_prepare(train_opts *o) {
         if (o->lora_on && (o->lora_spec || o->lora_from))
             return cli_error(CLI_USAGE, "--resume: the checkpoint records the run's LoRA settings: drop --lora%s",
                              o->lora_from ? "-from" : "");
+        if (o->lora_on && cfg->offload_param.device != ZERO_OFFLOAD_NONE) return offload_param_refused();
         return CLI_OK;
     }
     if (o->lora_from && (o->lora_spec || cfg->lora.r > 0))
@@ -91,6 +99,7 @@ int train_lora_prepare(train_opts *o) {
                          o->lora_from, o->lora_spec ? "--lora" : "zero_extensions.lora");
     o->lora_on = o->lora_from || cfg->lora.r > 0;
     if (!o->lora_on) return CLI_OK;
+    if (cfg->offload_param.device != ZERO_OFFLOAD_NONE) return offload_param_refused();
     const dec_config *m = &o->model_cfg;
     dec_lora *l = &o->lora;
     if (o->lora_from) {
