@@ -8,6 +8,7 @@
 #include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/lora.h"
+#include "run_ux.h"
 #include "weights.h"
 #include "zero/zero.h"
 
@@ -37,6 +38,8 @@ typedef struct train_opts {
     dec_lora lora;
     char base_hash[64];   /* the base's identity (dec_hf_fingerprint, or "preset:NAME:seed:S") */
     int base_saved;       /* --resume: the checkpoint holds the base (it was saved with --save-frozen) */
+
+    train_ux ux; /* --print-every, the resume's batch, the progress (cli/run_ux.h) */
 } train_opts;
 
 /* Builds the config (defaults < JSON < flags) and resolves it for `world` ranks (0: not known
