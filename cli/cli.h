@@ -75,6 +75,8 @@ typedef struct cli_sizing_opts {
     zero_optim_type optimizer;          /* --optimizer (adamw) */
     int64_t micro_batch;                /* --micro-batch (0: the command's default) */
     int json;                           /* --json */
+    const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
+    zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
@@ -87,6 +89,12 @@ typedef struct cli_sizing_model {
     uint64_t params;
     int num_units;
     uint64_t *unit_numel;    /* malloc'd (cli_sizing_model_free) */
+    uint64_t *unit_frozen;   /* --lora: each unit's frozen base (malloc'd), else NULL */
+    uint64_t trainable;      /* --lora: the adapters' parameters (params counts base + adapters) */
+    int lora_r;              /* --lora: r, alpha, the scaling rule and targets as given */
+    double lora_alpha;
+    int lora_rslora;
+    char lora_targets[256];
     zero_plan_model plan;    /* points into this struct: do not copy it after building */
 } cli_sizing_model;
 

@@ -45,7 +45,12 @@ static void usage(FILE *f) {
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
             "  --resume DIR, --trace FILE   (docs/CLI.md)\n"
             "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
-            "                             safetensors), a checkpoint or a safetensors file\n");
+            "                             safetensors), a checkpoint or a safetensors file (with LoRA: the base's directory)\n"
+            "  --lora r=R,alpha=A,targets=q_proj,v_proj[,dropout=P][,rslora]   train LoRA adapters, the base frozen\n"
+            "                             (as zero_extensions.lora; targets q_proj k_proj v_proj o_proj gate_proj up_proj\n"
+            "                             down_proj, GPT-2 c_attn c_proj c_fc)\n"
+            "  --lora-from ADAPTER_DIR    start from a PEFT adapter (its adapter_config.json gives r, alpha, targets)\n"
+            "  --save-frozen              checkpoints also hold the frozen base (default: the trainable part only)\n");
 }
 
 /* Parses argv into o and cfg (flags applied over the JSON config). Returns -1 on a usage error
@@ -97,6 +102,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--resume")) { VAL(); o->resume = v; }
         else if (!strcmp(a, "--init-from")) { VAL(); o->init_from = v; }
         else if (!strcmp(a, "--trace")) { VAL(); o->trace = v; }
+        else if (!strcmp(a, "--lora")) { VAL(); o->lora_spec = v; }
+        else if (!strcmp(a, "--lora-from")) { VAL(); o->lora_from = v; }
+        else if (!strcmp(a, "--save-frozen")) o->save_frozen = 1;
         else if ((ux = ux_flag(o, argc, argv, &i)) != 0) { if (ux < 0) return -1; }
         else {
             cli_error(CLI_USAGE, "train: unknown option '%s' (zero train --help lists them)", a);

@@ -130,10 +130,12 @@ int ux_check_memory(const train_opts *o, int world) {
     if (world <= 0) return CLI_OK;
     const dec_config *m = &o->model_cfg;
     const int n = dec_num_units(m);
-    uint64_t *numel = malloc((size_t)n * sizeof *numel);
+    uint64_t *numel = malloc(2 * (size_t)n * sizeof *numel), *frozen = numel + n;
     if (!numel) return cli_error(CLI_RUNTIME, "out of memory");
     for (int u = 0; u < n; u++) numel[u] = dec_unit_numel(m, u);
-    zero_plan_model pm = {n, numel, NULL, NULL};
+    if (o->lora_on) /* LoRA (docs/LORA.md): the base frozen, the adapters trained */
+        for (int u = 0; u < n; u++) frozen[u] = numel[u], numel[u] += dec_lora_unit_numel(m, &o->lora, u);
+    zero_plan_model pm = {n, numel, NULL, NULL, o->lora_on ? frozen : NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &o->cfg, world);
     zero_plan_mem pmem;
@@ -142,7 +144,8 @@ int ux_check_memory(const train_opts *o, int world) {
     free(numel);
     if (st != ZERO_OK) return CLI_OK; /* the engine will say what is wrong with the setup */
     const int64_t B = o->cfg.micro_batch, K = o->cfg.grad_accum;
-    const double act = activations(m, B, o->T, o->checkpointing), act_ck = activations(m, B, o->T, 1);
+    const double lact = o->lora_on ? (double)dec_lora_activation_bytes(m, &o->lora, (int)B, o->T) : 0.0;
+    const double act = activations(m, B, o->T, o->checkpointing) + lact, act_ck = activations(m, B, o->T, 1) + lact;
     const double batch = 2.0 * 4.0 * (double)B * (double)K * (double)o->T; /* the step's inputs and targets */
     const double states = (double)pmem.device + (double)pmem.host;         /* one RAM on a CPU machine */
     const double rank = states + (double)pmem.transient + act + batch;

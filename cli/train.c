@@ -109,7 +109,9 @@ int train_prepare(train_opts *o, int world) {
         snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);
     }
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
-    if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
+    if (o->lora_spec && train_lora_parse(o->lora_spec, &cfg->lora)) return CLI_USAGE;
+    if (o->save_frozen) cfg->save_frozen = 1;
+    /* --resume with --init-from: only for a LoRA run's base (train_lora_resume) */
     o->chat = ZERO_CHAT_NONE;
     if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->chat) != ZERO_OK)
         return cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
@@ -167,6 +169,10 @@ int train_prepare(train_opts *o, int world) {
     }
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
+    if ((rc = train_lora_prepare(o)) != CLI_OK) return rc;
+    if (o->lora_on && cfg->deterministic) /* frozen parameters and the per-rank dropout keys: not yet */
+        return cli_error(CLI_USAGE, "--deterministic with LoRA (--lora, --lora-from or zero_extensions.lora) is not "
+                                    "supported yet");
     ux_resume_batch(o, world);
     if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
 
@@ -191,7 +197,8 @@ typedef struct run_state {
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
     int offload;        /* NVMe offload is on: step records carry its I/O */
     int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
-    uint64_t padded;    /* Σ padded unit sizes */
+    uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
+    uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
     double init_s;      /* seconds from the engine's creation to the initial weights in place */
     int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
@@ -325,16 +332,18 @@ static void json_comm(FILE *f, const zero_comm_counters *c) {
             (unsigned long long)c->path_bytes[ZERO_COMM_PATH_CROSS_NODE]);
 }
 
-/* The model-state bytes stage 0 would need per rank for this model, precision and optimizer. */
+/* The model-state bytes stage 0 would need per rank for this model (its frozen parameters
+ * frozen too), precision and optimizer. */
 static uint64_t stage0_states(run_state *r) {
     const int n = zero_engine_num_units(r->e);
-    uint64_t *numel = calloc((size_t)n, sizeof *numel);
+    uint64_t *numel = calloc(2 * (size_t)n, sizeof *numel), *frozen = numel + n;
     for (int u = 0; u < n; u++) {
         zero_unit_info ui;
         zero_engine_unit_info(r->e, u, &ui);
         numel[u] = ui.numel;
+        frozen[u] = ui.frozen;
     }
-    zero_plan_model pm = {n, numel, NULL, NULL};
+    zero_plan_model pm = {n, numel, NULL, NULL, frozen};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
     s.stage = 0;
@@ -374,7 +383,7 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     }
     if (steps_run > 0 && r->world > 1) {
         zero_plan_traffic tr;
-        zero_plan_traffic_of(o->cfg.stage, r->world, r->padded, o->cfg.precision, &tr);
+        zero_plan_traffic_frozen(o->cfg.stage, r->world, r->padded, o->cfg.precision, r->fpadded, o->cfg.frozen_dtype, &tr);
         const double K = (double)o->cfg.grad_accum;
         /* The rule per step: stages 0-1 reduce once per step; stage 2 reduce-scatters every
          * micro-batch and all-gathers once; stage 3 moves 3Ψ every micro-batch. */
@@ -488,6 +497,7 @@ static int train_loop(run_state *r) {
             const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             float l;
             const double tc = zero_now();
+            if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
             if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
@@ -618,12 +628,16 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
-    if (dec_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
-        dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
+    /* LoRA: the base registered frozen, the adapters beside it (cli/train_lora.c) */
+    if ((o->lora_on ? dec_lora_register(&o->model_cfg, &o->lora, r.e, &err)
+                    : dec_engine_register(&o->model_cfg, r.e, &err)) != ZERO_OK ||
+        zero_engine_finalize(r.e) != ZERO_OK ||
+        (!o->base_saved && dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }
     if (o->init_from && (rc = cli_init_from(r.e, o->init_from)) != CLI_OK) goto out;
+    if (o->lora_on && (rc = train_lora_init(o, r.e)) != CLI_OK) goto out;
     r.init_s = zero_now() - t_init;
     const int64_t rss = (int64_t)zero_rss_peak_bytes();
     if (zero_comm_all_reduce(r.comm, &rss, &r.init_rss, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
@@ -651,7 +665,8 @@ int train_run(train_opts *o, int mpi) {
      * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
      * kernels give the same bits on any thread count: docs/MODEL.md) */
     if (o->cfg.deterministic) dec_set_blas_threads(1);
-    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? 1 : B, o->T, o->checkpointing, &err) != ZERO_OK) {
+    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? 1 : B, o->T, o->checkpointing, &err) != ZERO_OK ||
+        (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
     }
@@ -659,6 +674,7 @@ int train_run(train_opts *o, int mpi) {
         zero_unit_info ui;
         zero_engine_unit_info(r.e, u, &ui);
         r.padded += ui.padded;
+        r.fpadded += ui.frozen_padded;
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
     /* a step's K micro-batches at once (the loss denominator counts them all first) */
@@ -698,6 +714,16 @@ int train_run(train_opts *o, int mpi) {
         if (skipped)
             fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->data,
                     (unsigned long long)skipped, skipped == 1 ? "" : "s", first);
+        if (o->lora_on) {
+            char tg[256];
+            const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);
+            fprintf(r.human, "LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%), the base frozen (%s)%s\n",
+                    o->lora.r, o->lora.alpha, o->lora.rslora ? " (rsLoRA)" : "",
+                    dec_lora_targets_string(&o->model_cfg, o->lora.targets, tg, sizeof tg), (unsigned long long)na,
+                    100.0 * (double)na / (double)(na + dec_num_params(&o->model_cfg)),
+                    zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype),
+                    o->lora_from ? ", from the adapter in --lora-from" : "");
+        }
         if (o->init_from) {
             char rb[32];
             fmt_bytes(rb, sizeof rb, (double)r.init_rss);

@@ -98,6 +98,11 @@ check "saved on 2 ranks stage 1, resumed on 3 ranks stage 3: the same records (b
     cmp -s "$TMP/resumed.f" "$TMP/ref_tail.f"
 check "... and the same final weights" test "$(hash resumed)" = "$(hash ref_fp32)"
 
+# not supported yet: refused, not faked
+"$ZERO" train --model tiny --seq 32 --steps 1 --deterministic --lora r=4 >"$TMP/lora.out" 2>&1
+check "--deterministic with --lora: exit 2, not supported yet" \
+    test $? -eq 2 -a "$(cat "$TMP/lora.out")" = "zero: error: --deterministic with LoRA (--lora, --lora-from or zero_extensions.lora) is not supported yet"
+
 # the same model as the default mode, to fp32 rounding
 run default 1 0 12
 fields ref_fp32 >"$TMP/a.f"
