@@ -2,6 +2,8 @@
  * stage's shards), set parameter values, query layout/accounting, free. */
 #include "engine/internal.h"
 
+#include "config/internal.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
 
 /* The checks of a config that create needs (zero_config_resolve makes them all, for a config
  * that skipped it), naming the field as the JSON spells it. */
-static zero_status check_config(const zero_config *cfg, zero_error *err) {
+static zero_status check_config(const zero_config *cfg, int world, zero_error *err) {
     if (cfg->stage < 0 || cfg->stage > 3) {
         if (err) ZERO__ERR(err, "zero_optimization.stage %d: expected 0, 1, 2 or 3", cfg->stage);
         return ZERO_ERR_CONFIG;
@@ -55,7 +57,7 @@ static zero_status check_config(const zero_config *cfg, zero_error *err) {
                            cfg->check_divergence);
         return ZERO_ERR_CONFIG;
     }
-    return ZERO_OK;
+    return zero__config_check_hpz(cfg, world, err ? err->msg : NULL, err ? sizeof err->msg : 0);
 }
 
 /* Copies a string option into the engine ("" and *set = 0 for NULL); -1 when too long. */
@@ -79,7 +81,7 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         if (err) ZERO__ERR(err, "engine_create: %s is NULL", comm ? "the config" : "the communicator");
         return ZERO_ERR_INVALID_ARG;
     }
-    zero_status cs = check_config(cfg, err);
+    zero_status cs = check_config(cfg, zero_comm_size(comm), err);
     if (cs != ZERO_OK) return cs;
     zero_engine_options dflt;
     zero_engine_options_default(&dflt);
@@ -114,9 +116,14 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         zero_loss_scaler_init_none(&e->scaler);
     zero_status s = zero_comm_split(comm, 0, e->rank, &e->data);
     if (s == ZERO_OK) s = zero_comm_split(comm, 0, e->rank, &e->ctrl);
+    /* hpZ: the group of hpz consecutive ranks (a node, when ranks are placed node by node) */
+    const int hpz = zero__own_hpz(cfg, e->world);
+    if (s == ZERO_OK && hpz) s = zero_comm_split(comm, e->rank / hpz, e->rank, &e->sec);
     if (s != ZERO_OK) {
-        if (err) ZERO__ERR(err, "engine_create: duplicating the communicator failed: %s", zero_comm_last_error(comm));
+        if (err) ZERO__ERR(err, "engine_create: %s the communicator failed: %s", hpz ? "splitting" : "duplicating",
+                           zero_comm_last_error(comm));
         zero_comm_free(e->data);
+        zero_comm_free(e->ctrl);
         free(e);
         return s;
     }
@@ -158,6 +165,7 @@ void zero_engine_free(zero_engine *e) {
         zero_mem_free(&e->acct, u->master);
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
+        zero_mem_free(&e->acct, u->sec);
         zero__own_free(u);
         free(u->name);
     }
@@ -169,6 +177,7 @@ void zero_engine_free(zero_engine *e) {
     free(e->ctrl_all);
     zero_comm_free(e->data);
     zero_comm_free(e->ctrl);
+    zero_comm_free(e->sec);
     free(e);
 }
 
@@ -289,6 +298,10 @@ zero_status zero_engine_finalize(zero_engine *e) {
             if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
             if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
         }
+        /* hpZ: the secondary shard, accounted as parameters; stale until the first gather over the
+         * world or a write of the whole unit (so that a model loads by parts, set_unit_range) */
+        u->sec = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_sec_elems(e, u), e->wsize, &fail);
+        u->sec_valid = 0;
         if (!fail && zero__own_views(e, u) != 0) fail = 1;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
@@ -324,12 +337,32 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
 static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
+    /* hpZ: a current secondary shard holds other ranks' elements, which a write of part of the
+     * unit (set_unit_range is not collective) cannot reach; and whether it is current must stay
+     * the same on every rank (it picks the communicator of the next gather). */
+    const int whole = lo == 0 && hi >= u->numel;
+    if (u->sec && u->sec_valid && !whole)
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "writing [%llu, %llu) of unit '%s' (part of it) between "
+                              "its gather and the next step under zero_optimization.zero_hpz_partition_size "
+                              "%d is not supported yet (write the whole unit, or before its first gather or after "
+                              "the step)", (unsigned long long)lo, (unsigned long long)hi, u->name, e->own.hpz);
     const eview *v = &u->v;
     const etable *t = &e->own;
     /* the working parameters this rank keeps (whole or its slice), when in RAM */
     uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
     if (a < b && v->wp)
         zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    /* hpZ: the secondary shard takes the same values; a write of the whole unit gives every rank
+     * all of them (no communication), so the shard is current after it */
+    if (u->sec) {
+        const uint64_t slo = zero__own_sec_offset(e, u), shi0 = slo + zero__own_sec_elems(e, u);
+        const uint64_t shi = shi0 < u->numel ? shi0 : u->numel;
+        a = lo > slo ? lo : slo;
+        b = hi < shi ? hi : shi;
+        if (a < b)
+            zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->sec, a - slo), e->wdt, b - a, ZERO_IMPL_AUTO);
+        if (whole) u->sec_valid = 1;
+    }
     /* a master of its own (half precision), over the update range */
     a = lo > v->lo ? lo : v->lo;
     b = hi < v->hi ? hi : v->hi;
@@ -421,7 +454,17 @@ void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out) {
 }
 
 void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out) {
-    if (e && out) zero_comm_get_counters(e->data, out);
+    if (!e || !out) return;
+    zero_comm_get_counters(e->data, out);
+    if (e->sec) { /* hpZ: the all-gathers inside the group count with the others */
+        zero_comm_counters g;
+        zero_comm_get_counters(e->sec, &g);
+        for (int k = 0; k < ZERO_COLL_COUNT; k++) {
+            out->bytes[k] += g.bytes[k];
+            out->calls[k] += g.calls[k];
+        }
+        for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) out->path_bytes[p] += g.path_bytes[p];
+    }
 }
 
 const zero_config *zero_engine_config(const zero_engine *e) { return e ? &e->cfg : NULL; }

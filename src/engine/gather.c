@@ -9,27 +9,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Starts the all-gather of u's shards into a transient buffer (stage 3). */
+/* hpZ: u's all-gather over the world has landed: its secondary shard is the slice of it. */
+static void sec_refresh(zero_engine *e, eunit *u) {
+    if (!u->sec_fill) return;
+    const uint64_t n = zero__own_sec_elems(e, u);
+    memcpy(u->sec, zero__wptr(e, u->gathered, zero__own_sec_offset(e, u)), (size_t)(n * e->wsize));
+    u->sec_valid = 1;
+    u->sec_fill = 0;
+}
+
+void zero__sec_stale(zero_engine *e, eunit *u) {
+    if (!e->own.hpz) return;
+    if (u) u->sec_valid = 0;
+    else
+        for (int i = 0; i < e->nunits; i++) e->units[i].sec_valid = 0;
+}
+
+/* Starts the all-gather of u's shards into a transient buffer (stage 3). Under hpZ a unit whose
+ * secondary shard is current is gathered inside the group; otherwise over the world, and the
+ * secondary shard is refreshed from the result (sec_refresh, once it has landed). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (!u->gathered) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements",
                                             u->name, (unsigned long long)u->padded);
     e->live += u->padded;
     zero_status s;
-    const void *send = e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    const int group = e->own.hpz && u->sec_valid;
+    zero_comm *c = group ? e->sec : e->data;
+    const void *send = group ? u->sec : e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    const uint64_t count = group ? zero__own_sec_elems(e, u) : u->shard;
+    u->sec_fill = e->own.hpz && !group;
     if (blocking) {
         double t0 = zero_now();
-        s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
+        s = zero_comm_all_gather(c, send, u->gathered, count, e->wdt);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
+        if (s == ZERO_OK) sec_refresh(e, u);
     } else {
         double t0 = zero_now();
         u->prefetch_t0 = t0;
-        s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
+        s = zero_comm_iall_gather(c, send, u->gathered, count, e->wdt, &u->prefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
     if (s != ZERO_OK)
-        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s'%s failed: %s", u->name,
+                              group ? " inside its hpZ group" : "", zero_comm_last_error(c));
     return ZERO_OK;
 }
 
@@ -37,6 +61,7 @@ static void free_gathered(zero_engine *e, eunit *u) {
     if (!u->gathered) return;
     zero__buf_put(e, u->gathered);
     u->gathered = NULL;
+    u->sec_fill = 0; /* a prefetch dropped unused refreshes nothing */
     e->live -= u->padded;
 }
 
@@ -117,6 +142,7 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     if (u->prefetch) {
         if ((s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH)) != ZERO_OK) return s;
         if (nvme) zero__poff_done(e, u);
+        sec_refresh(e, u);
     } else if (!u->gathered) {
         if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;
     }
