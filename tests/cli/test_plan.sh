@@ -123,9 +123,10 @@ for f in ds0 ds1 ds2 ds3; do
 done
 
 # --- the estimate against the engine's own accounting on 2, 3 and 4 MPI ranks (GPT-2 tiny and odd
-# sizes, stages 0-3, fp32/bf16): model states equal to the byte, buffers under the bound
+# sizes, stages 0-3, fp32/bf16; on 4 and 6 ranks stage 3 with hpZ groups of 2 and 3 too): model
+# states equal to the byte, buffers under the bound
 MPIEXEC=$(command -v mpiexec || true)
-for np in 2 3 4; do
+for np in 2 3 4 6; do
     check "engine accounting on $np ranks" bash -c '[ -n "$0" ] && "$0" --oversubscribe -np '$np' "$1" --mpi-engine >/dev/null' \
         "$MPIEXEC" "$LOADER"
 done
