@@ -330,11 +330,12 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
     return ZERO_OK;
 }
 
-/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say.
- * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
+/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say;
+ * `every` says that every rank passes them (set_unit, set_param), not only the ones it owns
+ * (set_unit_range). Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
  * written, and one held would hand the next gather the old values (under parameter offload, so
  * is the read-ahead). */
-static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values, int every) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
     /* hpZ: a current secondary shard holds other ranks' elements, which a write of part of the
@@ -352,8 +353,9 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
     uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
     if (a < b && v->wp)
         zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
-    /* hpZ: the secondary shard takes the same values; a write of the whole unit gives every rank
-     * all of them (no communication), so the shard is current after it */
+    /* hpZ: the secondary shard takes the same values; a write of the whole unit that every rank
+     * makes gives each all of them (no communication), so the shard is current after it on every
+     * rank alike (set_unit_range may reach one rank only: a rank owning all of a small unit) */
     if (u->sec) {
         const uint64_t slo = zero__own_sec_offset(e, u), shi0 = slo + zero__own_sec_elems(e, u);
         const uint64_t shi = shi0 < u->numel ? shi0 : u->numel;
@@ -361,7 +363,7 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
         b = hi < shi ? hi : shi;
         if (a < b)
             zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->sec, a - slo), e->wdt, b - a, ZERO_IMPL_AUTO);
-        if (whole) u->sec_valid = 1;
+        if (whole && every) u->sec_valid = 1;
     }
     /* a master of its own (half precision), over the update range */
     a = lo > v->lo ? lo : v->lo;
@@ -384,7 +386,7 @@ zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) 
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit: unit %d: expected 0..%d and values", unit, e->nunits - 1);
     eunit *u = &e->units[unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit '%s': the unit is gathered", u->name);
-    return set_range(e, u, 0, u->numel, values);
+    return set_range(e, u, 0, u->numel, values, 1);
 }
 
 zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values) {
@@ -395,7 +397,7 @@ zero_status zero_engine_set_param(zero_engine *e, const char *name, const float 
     eparam *p = &e->params[i];
     eunit *u = &e->units[p->unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_param '%s': its unit is gathered", name);
-    return set_range(e, u, p->offset, p->offset + p->numel, values);
+    return set_range(e, u, p->offset, p->offset + p->numel, values, 1);
 }
 
 zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, uint64_t hi, const float *values) {
@@ -410,7 +412,7 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
                               "the unit's %llu elements", u->name, (unsigned long long)lo, (unsigned long long)hi,
                               (unsigned long long)u->numel);
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit_range '%s': the unit is gathered", u->name);
-    return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values);
+    return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values, 0);
 }
 
 int zero_engine_num_units(const zero_engine *e) { return e ? e->nunits : 0; }

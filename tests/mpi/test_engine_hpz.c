@@ -245,7 +245,35 @@ static void test_writes(zero_comm *comm, int H) {
     ZT_OK(zero_engine_read_unit(e, 1, want));
     for (uint64_t i = lo; i < hi; i++) want[i] = v[i - lo] = 0.125f * (float)(i % 9) - 0.5f;
     ZT_OK(zero_engine_set_unit_range(e, 1, lo, hi, v));
+    uint64_t M[MLP_LAYERS];
+    for (int l = 0; l < MLP_LAYERS; l++)
+        M[l] = zero_partition_padded((uint64_t)mlp_unit_numel(l), W, ZERO_PLAN_DEFAULT_ALIGN) * 4;
+    zero_comm_counters c0, c1;
+    zero_engine_comm_counters(e, &c0);
     gather_is(e, 1, want, n, "set_unit_range after a step");
+    zero_engine_comm_counters(e, &c1);
+    uint64_t d = c1.bytes[ZERO_COLL_ALL_GATHER] - c0.bytes[ZERO_COLL_ALL_GATHER];
+    uint64_t next = MLP_LAYERS > 2 ? ring(2, M[2], W) : 0;
+    ZT_CHECKF(d == ring(2, M[1], W) || d == ring(2, M[1], W) + next, "gather after a step moved %llu bytes "
+              "(over the world: %llu)", (unsigned long long)d, (unsigned long long)ring(2, M[1], W));
+    /* set_unit_range of a whole unit is not every rank's write (a rank may own all of a small
+     * unit): the copies stay stale on every rank alike, the next gather goes over the world */
+    {
+        train(e, comm, 2, 3, 1, NULL); /* a step: the copies stale */
+        const int n0 = mlp_unit_numel(0);
+        float *w0 = malloc((size_t)n0 * sizeof *w0);
+        for (int i = 0; i < n0; i++) w0[i] = 0.5f - 0.001f * (float)i;
+        ZT_OK(zero_engine_set_unit_range(e, 0, 0, (uint64_t)n0, w0));
+        zero_engine_comm_counters(e, &c0);
+        gather_is(e, 0, w0, n0, "set_unit_range of the whole unit");
+        zero_engine_comm_counters(e, &c1);
+        d = c1.bytes[ZERO_COLL_ALL_GATHER] - c0.bytes[ZERO_COLL_ALL_GATHER];
+        const uint64_t after = ring(2, M[1], W);
+        ZT_CHECKF(d == ring(2, M[0], W) || d == ring(2, M[0], W) + after, "gather after a whole set_unit_range "
+                  "moved %llu bytes (over the world: %llu)", (unsigned long long)d, (unsigned long long)ring(2, M[0], W));
+        free(w0);
+        ZT_OK(zero_engine_read_unit(e, 1, want));
+    }
     /* current (the gather above and an evaluation pass): part of the unit is refused */
     eval_pass(e);
     for (uint64_t i = lo; i < hi; i++) v[i - lo] = 7.0f;
@@ -256,22 +284,18 @@ static void test_writes(zero_comm *comm, int H) {
     /* the whole unit: taken, the next gather stays inside the group */
     for (int i = 0; i < n; i++) want[i] = 0.01f * (float)(i % 13);
     ZT_OK(zero_engine_set_unit(e, 1, want));
-    zero_comm_counters c0, c1;
     zero_engine_comm_counters(e, &c0);
     gather_is(e, 1, want, n, "set_unit while the secondary copies are current");
     zero_engine_comm_counters(e, &c1);
     /* the unit inside its group, and the next unit of the recorded order if it was prefetched:
      * also inside its group (current since the evaluation pass) */
-    uint64_t M[MLP_LAYERS];
-    for (int l = 0; l < MLP_LAYERS; l++)
-        M[l] = zero_partition_padded((uint64_t)mlp_unit_numel(l), W, ZERO_PLAN_DEFAULT_ALIGN) * 4;
-    const uint64_t d = c1.bytes[ZERO_COLL_ALL_GATHER] - c0.bytes[ZERO_COLL_ALL_GATHER];
-    const uint64_t next = MLP_LAYERS > 2 ? ring(2, M[2], H) : 0;
+    d = c1.bytes[ZERO_COLL_ALL_GATHER] - c0.bytes[ZERO_COLL_ALL_GATHER];
+    next = MLP_LAYERS > 2 ? ring(2, M[2], H) : 0;
     ZT_CHECKF(d == ring(2, M[1], H) || d == ring(2, M[1], H) + next, "gather after set_unit moved %llu bytes "
               "(inside the group: %llu, with the next unit's prefetch %llu)", (unsigned long long)d,
               (unsigned long long)ring(2, M[1], H), (unsigned long long)(ring(2, M[1], H) + next));
     /* and the run goes on */
-    ZT_CHECK(train(e, comm, 2, 3, 1, NULL) == 0);
+    ZT_CHECK(train(e, comm, 3, 4, 1, NULL) == 0);
     free(want);
     free(v);
     zero_engine_free(e);
