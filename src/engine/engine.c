@@ -332,9 +332,9 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
 
 /* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say;
  * `every` says that every rank passes them (set_unit, set_param), not only the ones it owns
- * (set_unit_range). Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
- * written, and one held would hand the next gather the old values (under parameter offload, so
- * is the read-ahead). */
+ * (set_unit_range). Stage-3 prefetches are finished and dropped first: one in flight reads the
+ * shards being written, and one held would hand the next gather the old values (under parameter
+ * offload, so is the read-ahead). */
 static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values, int every) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
