@@ -46,6 +46,9 @@ void cli_rank_monitor(void);
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. Silent while
  * cli_quiet_errors is set (ranks other than 0 repeating rank 0's deterministic errors). */
 extern int cli_quiet_errors;
+/* Library warnings and notes are dropped while set (ranks other than 0 of `zero train`, and its
+ * first pass over the checks that every rank repeats), so that a warning prints once per job. */
+extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parsers: on a bad value they print a one-line error naming the flag, the value and what was

@@ -73,6 +73,8 @@ int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
     zero_config_default(cfg);
+    int rc = ux_check_inputs(o);
+    if (rc != CLI_OK) return rc;
     if (o->config) {
         zero_status s = zero_config_load_json_file(cfg, o->config, &err);
         if (s != ZERO_OK) return cli_error(s == ZERO_ERR_IO ? CLI_RUNTIME : CLI_USAGE, "%s: %s", o->config, err.msg);
@@ -111,11 +113,7 @@ int train_prepare(train_opts *o, int world) {
     if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->chat) != ZERO_OK)
         return cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
                          o->chat_template);
-    if (o->trace) { /* fail now, not after the run */
-        FILE *f = fopen(o->trace, "a");
-        if (!f) return cli_error(CLI_USAGE, "--trace '%s': cannot open for writing", o->trace);
-        fclose(f);
-    }
+    if ((rc = ux_check_outputs(o)) != CLI_OK) return rc; /* fail now, not after the run */
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);
         if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
@@ -126,7 +124,6 @@ int train_prepare(train_opts *o, int world) {
         return cli_error(CLI_USAGE, "--init-from '%s': %s", o->init_from, strerror(errno));
     cli_model_free(&o->src);
     const int shape_flags = o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0;
-    int rc = CLI_OK;
     if (o->init_from && dec_hf_is_dir(o->init_from)) {
         /* a model directory: config.json says what the model is; flags may only agree with it */
         if ((rc = cli_model_from_path(o->init_from, 0, "--init-from", &o->src)) != CLI_OK) return rc;
@@ -169,15 +166,12 @@ int train_prepare(train_opts *o, int world) {
     }
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
+    ux_resume_batch(o, world);
+    if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
     if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;
-    if (o->log_json && strcmp(o->log_json, "-")) { /* fail now, not after an hour of training */
-        FILE *f = fopen(o->log_json, "a");
-        if (!f) return cli_error(CLI_USAGE, "--log-json '%s': cannot open for writing", o->log_json);
-        fclose(f);
-    }
     return CLI_OK;
 }
 
@@ -411,6 +405,7 @@ static int train_loop(run_state *r) {
     int64_t m[M_COUNT];
     zero_comm_counters c;
     const int64_t first_step = zero_engine_step_count(r->e);
+    if (r->rank == 0) ux_progress_begin(o, r->human, first_step);
     if (r->offload) offload_delta(r, NULL); /* the initialization's I/O is not a step's */
     if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
     zero_engine_comm_counters(r->e, &c);
@@ -460,7 +455,10 @@ static int train_loop(run_state *r) {
             const double tw = zero_now();
             if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
-            if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
+            if (r->rank == 0) {
+                ux_progress_clear(o);
+                fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
+            }
         }
         if (r->offload) offload_delta(r, NULL); /* validation and saves are not the step's I/O */
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
@@ -489,16 +487,11 @@ static int train_loop(run_state *r) {
             fputs("}\n", r->json);
             fflush(r->json);
         }
-        char mem[32];
-        fmt_bytes(mem, sizeof mem, (double)(m[M_TOTAL] + m[M_ACT]));
-        const double eta = (zero_now() - t_start) / (double)(step + 1 - first_step) * (double)(o->steps - step - 1);
-        fprintf(r->human, "step %lld/%lld | loss %.4f%s", (long long)(step + 1), (long long)o->steps, last_loss,
-                st.skipped ? " (skipped)" : "");
-        if (do_val) fprintf(r->human, " | val %.4f", val);
-        fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank", tps, dt * 1e3, mem);
-        if (r->offload) fprintf(r->human, " | io wait %.0f ms", (double)io[2] * 1e-3);
-        fprintf(r->human, " | ETA %.0fs\n", eta);
-        fflush(r->human);
+        const ux_step us = {.step = step + 1, .loss = last_loss, .val = val, .lr = st.lr, .grad_norm = st.grad_norm,
+                            .loss_scale = st.loss_scale, .step_s = dt, .tokens_per_s = tps,
+                            .io_wait_ms = (double)io[2] * 1e-3, .skipped = st.skipped, .has_val = do_val,
+                            .has_io = r->offload, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
+        ux_progress_step(o, &us);
     }
     if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
         if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
@@ -528,6 +521,7 @@ static int train_loop(run_state *r) {
                     zero_comm_progress_thread(r->comm) ? "true" : "false");
             fflush(r->json);
         }
+        ux_progress_end(o);
     }
     return CLI_OK;
 }
@@ -545,8 +539,10 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_USAGE, "--ranks %d: the MPI world has %d ranks", o->ranks, r.world);
         goto out;
     }
-    /* Every rank repeats the deterministic checks for the real world size; rank 0 reports. */
+    /* Every rank repeats the deterministic checks for the real world size; rank 0 reports, and
+     * rank 0 alone prints warnings (ZERO_LOG=info or debug: every rank, to diagnose one). */
     cli_quiet_errors = r.rank != 0;
+    cli_quiet_warnings = r.rank != 0 && zero_log_get_level() < ZERO_LOG_INFO;
     rc = train_prepare(o, r.world);
     cli_quiet_errors = 0;
     if (rc != CLI_OK) goto out;
@@ -617,6 +613,7 @@ int train_run(train_opts *o, int mpi) {
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        ux_print_start(o, r.human, r.world);
         if (o->tok) fprintf(r.human, "tokenizer: %s (%s, %d tokens)\n", o->tokdir, zero_tokenizer_kind(o->tok),
                             zero_tokenizer_vocab_size(o->tok));
         else if (o->data && dec_data_kind_of(o->dataset) == DEC_DATA_BYTES && (ends_with(o->data, ".jsonl") || ends_with(o->data, ".json")))

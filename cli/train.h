@@ -7,6 +7,7 @@
 
 #include "decoder/data.h"
 #include "decoder/decoder.h"
+#include "run_ux.h"
 #include "weights.h"
 #include "zero/zero.h"
 
@@ -29,6 +30,8 @@ typedef struct train_opts {
     zero_tokenizer *tok;     /* the model's tokenizer when the data is text or JSONL, else NULL */
     char tokdir[1024];       /* where it came from */
     dec_data *dataset;
+
+    train_ux ux; /* --print-every, the resume's batch, the progress (cli/run_ux.h) */
 } train_opts;
 
 /* Builds the config (defaults < JSON < flags) and resolves it for `world` ranks (0: not known

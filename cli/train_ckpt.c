@@ -88,6 +88,8 @@ int train_resume_settings(train_opts *o) {
     o->model_cfg = saved.cfg;
     o->T = T;
     o->seed = (uint64_t)seed;
+    double gb = 0; /* absent from checkpoints of older runs: nothing to keep */
+    o->ux.resume_global = zero_ckpt_user_number(c, "global_batch", &gb) == ZERO_OK && gb >= 1 && gb <= 1e12 ? (int64_t)gb : 0;
 out:
     zero_ckpt_close(c);
     return rc;
