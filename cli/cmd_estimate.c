@@ -300,6 +300,7 @@ static void usage(FILE *f) {
 
 typedef struct est_row {
     int stage;
+    int hpz; /* zero_hpz_partition_size: 1, or the ranks per node (the stage 3 + hpZ row) */
     zero_offload_device opt, param;
     zero_plan_mem mem;
     zero_plan_traffic traffic;
@@ -307,17 +308,19 @@ typedef struct est_row {
 } est_row;
 
 /* The table's rows: stage 0 has no offload; at stage 3 "cpu" and "nvme" move the parameter
- * shard too (ZeRO-Infinity), at stages 1-2 only master + optimizer states. */
-static const struct { int stage; zero_offload_device opt, param; } row_kinds[] = {
-    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE},
-    {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {1, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
-    {1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
-    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
-    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
-    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU},
-    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME},
+ * shard too (ZeRO-Infinity), at stages 1-2 only master + optimizer states; stage 3 + hpZ (groups
+ * of the ranks per node) on several nodes of several ranks. */
+static const struct { int stage; zero_offload_device opt, param; int hpz; } row_kinds[] = {
+    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0},
+    {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {1, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0},
+    {1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0},
+    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0},
+    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 1},
+    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU, 0},
+    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 0},
 };
-#define NROWS ((int)(sizeof row_kinds / sizeof row_kinds[0]))
+#define MAXROWS ((int)(sizeof row_kinds / sizeof row_kinds[0]))
 
 static void json_u64_or_null(FILE *f, int known, uint64_t v) {
     if (known) fprintf(f, "%llu", (unsigned long long)v);
@@ -347,7 +350,7 @@ static void json_time_inputs(const cli_rates *rates, const zero_plan_compute *c)
     cli_rates_json(stdout, rates);
 }
 
-static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
+static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows, int nrows,
                        int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt, const cli_rates *rates,
                        const zero_plan_compute *compute) {
     fputs("{\"model\": ", stdout);
@@ -382,15 +385,15 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     printf(", \"activation_checkpointed_bytes\": ");
     json_u64_or_null(stdout, act_known, act_ckpt);
     printf(", \"rows\": [");
-    for (int i = 0; i < NROWS; i++) {
+    for (int i = 0; i < nrows; i++) {
         const est_row *r = &rows[i];
         const uint64_t *b = r->mem.bytes;
-        printf("%s\n  {\"stage\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
+        printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
                "\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, "
                "\"transient_bytes\": %llu, \"params_bytes\": %llu, \"grads_bytes\": %llu, "
                "\"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, "
                "\"traffic_bytes\": ",
-               i ? "," : "", r->stage, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
+               i ? "," : "", r->stage, r->hpz, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
                (unsigned long long)r->mem.device, (unsigned long long)r->mem.host,
                (unsigned long long)r->mem.nvme, (unsigned long long)r->mem.transient,
                (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
@@ -407,7 +410,7 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     printf("}\n");
 }
 
-static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
+static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows, int nrows,
                        int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt, const cli_rates *rates,
                        const zero_plan_compute *compute) {
     char a[32], b[32], c[32], d[32], e[32];
@@ -431,11 +434,13 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host on a GPU machine):\n");
     printf("stage  offload      device        host          nvme          transient     step, micro-batch %lld: "
            "plain / checkpointed\n", (long long)mb);
-    for (int i = 0; i < NROWS; i++) {
+    int any_hpz = 0;
+    for (int i = 0; i < nrows; i++) {
         const est_row *r = &rows[i];
-        char off[16];
-        snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt),
-                 r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
+        char off[32];
+        any_hpz |= r->hpz > 1;
+        if (r->hpz > 1) snprintf(off, sizeof off, "hpZ %d", r->hpz);
+        else snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt), r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
         char t0[32], t1[32];
         printf("%-6d %-12s %-13s %-13s %-13s %-13s %s / %s\n", r->stage, off,
                cli_fmt_bytes((double)r->mem.device, a, sizeof a),
@@ -445,7 +450,8 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
                cli_fmt_seconds(r->time[1].total, t1, sizeof t1));
     }
     printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
-           " transient: gathered units and in-flight gradient buffers, on the device)\n");
+           " transient: gathered units and in-flight gradient buffers, on the device%s)\n",
+           any_hpz ? ";\n hpZ H: zero_hpz_partition_size H, the ranks per node: a secondary parameter shard per node" : "");
     if (m->unit_frozen)
         printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
     if (act_known)
@@ -455,7 +461,7 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
                cli_fmt_bytes((double)act_ckpt, b, sizeof b));
     else
         printf("\nactivations: unknown for a bare --params model (give --layers and --dim)\n");
-    const est_row *r0 = &rows[0], *r3 = &rows[NROWS - 1];
+    const est_row *r0 = &rows[0], *r3 = &rows[nrows - 1];
     printf(m->unit_frozen ? "traffic per step per rank: stages 0-2: 2Psi of the adapters = %s (each rank sends %s); "
                             "stage 3: 3Psi of the adapters + 2 gathers of the frozen base = %s (sends %s)\n"
                           : "traffic per step per rank: stages 0-2: 2Psi = %s (each rank sends %s); "
@@ -495,18 +501,25 @@ int cli_estimate(int argc, char **argv) {
     zero_plan_compute compute;
     cli_sizing_compute(&o, &m, &compute);
 
-    est_row rows[NROWS];
-    for (int i = 0; i < NROWS; i++) {
+    est_row rows[MAXROWS];
+    int nrows = 0;
+    for (int k = 0; k < MAXROWS; k++) {
+        /* hpZ's group is a node: the row needs several nodes (else nothing crosses) of several ranks;
+         * the engine does not combine it with frozen parameters yet */
+        if (row_kinds[k].hpz && (o.nodes < 2 || o.ranks / o.nodes < 2 || m.unit_frozen)) continue;
+        const int i = nrows++;
         zero_plan_setup s;
         zero_plan_setup_default(&s);
         s.ranks = o.ranks;
-        s.stage = row_kinds[i].stage;
+        s.stage = row_kinds[k].stage;
         s.precision = o.precision;
         s.optimizer = o.optimizer;
-        s.offload_optimizer = row_kinds[i].opt;
-        s.offload_param = row_kinds[i].param;
+        s.offload_optimizer = row_kinds[k].opt;
+        s.offload_param = row_kinds[k].param;
+        s.hpz_partition_size = row_kinds[k].hpz ? o.ranks / o.nodes : 1;
         s.frozen_dtype = o.frozen_dtype;
         rows[i].stage = s.stage;
+        rows[i].hpz = s.hpz_partition_size;
         rows[i].opt = s.offload_optimizer;
         rows[i].param = s.offload_param;
         zero_error err = {{0}};
@@ -527,8 +540,8 @@ int cli_estimate(int argc, char **argv) {
     const int act_known = m.plan.activation != NULL;
     const uint64_t act = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 0) : 0;
     const uint64_t act_ckpt = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 1) : 0;
-    if (o.json) print_json(&o, &m, rows, mb, act_known, act, act_ckpt, &rates, &compute);
-    else print_text(&o, &m, rows, mb, act_known, act, act_ckpt, &rates, &compute);
+    if (o.json) print_json(&o, &m, rows, nrows, mb, act_known, act, act_ckpt, &rates, &compute);
+    else print_text(&o, &m, rows, nrows, mb, act_known, act, act_ckpt, &rates, &compute);
     cli_sizing_model_free(&m);
     return CLI_OK;
 }

@@ -14,8 +14,9 @@ static void usage(FILE *f) {
             "usage: zero plan (--model NAME|DIR | DIR | --params N | --layers L --dim C) --ranks R\n"
             "                 [--device-mem X] --host-mem Y [--nvme Z] [--link-gbps G] [options]\n"
             "\n"
-            "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu;\n"
-            "3 + optimizer and parameters on cpu; then the same with NVMe. Each rung that fits runs\n"
+            "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + hpZ (on several nodes: a\n"
+            "secondary parameter shard per node); 3 + optimizer on cpu; 3 + optimizer and parameters\n"
+            "on cpu; then the same with NVMe. Each rung that fits runs\n"
             "without or with activation checkpointing at the largest micro-batch up to --micro-batch\n"
             "that fits, whichever is faster per sequence; the plan picks the fastest rung that fits\n"
             "by its predicted step time (docs/PLANNING.md §9) and says why. When nothing fits it\n"
@@ -62,6 +63,8 @@ static void rung_name(const zero_plan_candidate *c, char *buf, size_t cap) {
     else if (c->offload_optimizer != ZERO_OFFLOAD_NONE)
         snprintf(buf, cap, "stage %d + optimizer on %s", c->stage,
                  zero_plan_offload_name(c->offload_optimizer));
+    else if (c->hpz_partition_size > 1)
+        snprintf(buf, cap, "stage %d + hpZ %d", c->stage, c->hpz_partition_size);
     else
         snprintf(buf, cap, "stage %d", c->stage);
 }
@@ -259,6 +262,7 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
     if (o->precision == ZERO_DTYPE_BF16) fprintf(f, "  \"bf16\": {\"enabled\": true},\n");
     if (o->precision == ZERO_DTYPE_FP16) fprintf(f, "  \"fp16\": {\"enabled\": true},\n");
     fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d", c->stage);
+    if (c->hpz_partition_size > 1) fprintf(f, ",\n    \"zero_hpz_partition_size\": %d", c->hpz_partition_size);
     const zero_offload_device dev[2] = {c->offload_optimizer, c->offload_param};
     const char *key[2] = {"offload_optimizer", "offload_param"};
     for (int k = 0; k < 2; k++) {
@@ -443,9 +447,9 @@ int cli_plan(int argc, char **argv) {
         cli_json_double(stdout, nvme);
         printf(", \"headroom\": ");
         cli_json_double(stdout, headroom);
-        printf(", \"fits\": %s, \"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
-               "\"micro_batch\": %lld, \"activation_checkpointing\": %s, ",
-               res.chosen >= 0 ? "true" : "false", k->stage, zero_plan_offload_name(k->offload_optimizer),
+        printf(", \"fits\": %s, \"stage\": %d, \"hpz_partition_size\": %d, \"offload_optimizer\": \"%s\", "
+               "\"offload_param\": \"%s\", \"micro_batch\": %lld, \"activation_checkpointing\": %s, ",
+               res.chosen >= 0 ? "true" : "false", k->stage, k->hpz_partition_size, zero_plan_offload_name(k->offload_optimizer),
                zero_plan_offload_name(k->offload_param), (long long)k->micro_batch,
                k->checkpointing ? "true" : "false");
         printf("\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, \"transient_bytes\": %llu, "
@@ -481,9 +485,10 @@ int cli_plan(int argc, char **argv) {
         for (int i = 0; i < res.count; i++) {
             const zero_plan_candidate *r = &res.cand[i];
             rung_name(r, name, sizeof name);
-            printf("%s{\"name\": \"%s\", \"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
-                   "\"fits\": %s, \"micro_batch\": %lld, \"activation_checkpointing\": %s, \"need_device\": ",
-                   i ? ", " : "", name, r->stage, zero_plan_offload_name(r->offload_optimizer),
+            printf("%s{\"name\": \"%s\", \"stage\": %d, \"hpz_partition_size\": %d, \"offload_optimizer\": \"%s\", "
+                   "\"offload_param\": \"%s\", \"fits\": %s, \"micro_batch\": %lld, \"activation_checkpointing\": %s, "
+                   "\"need_device\": ",
+                   i ? ", " : "", name, r->stage, r->hpz_partition_size, zero_plan_offload_name(r->offload_optimizer),
                    zero_plan_offload_name(r->offload_param), r->fits ? "true" : "false",
                    (long long)r->micro_batch, r->checkpointing ? "true" : "false");
             cli_json_double(stdout, r->need_device);

@@ -127,6 +127,11 @@ typedef struct zero_config {
     int64_t max_live_parameters;         /* stage3_max_live_parameters (elements) */
     int64_t max_reuse_distance;          /* stage3_max_reuse_distance */
     int gather_16bit_weights_on_model_save;
+    /* zero_hpz_partition_size (ZeRO++ hpZ, stage 3): 1 (default) off; H > 1 keeps a secondary
+     * copy of the working parameters sharded over each group of H consecutive ranks (normally a
+     * node), so that gathers after the first one of a step stay inside the group. H must divide
+     * the world size; H equal to it changes nothing (docs/ENGINE.md, "Hierarchical partitions"). */
+    int hpz_partition_size;
     zero_offload_config offload_optimizer, offload_param;
 
     /* aio */

@@ -12,6 +12,8 @@
  *   grads    P*w         P*w         S*w         S*w
  *   master   P*4         S*4         S*4         S*4      (0 in fp32 training: params are the master)
  *   optim    P*4*k       S*4*k       S*4*k       S*4*k
+ * hpZ (stage 3, zero_hpz_partition_size H with 1 < H < N) adds the secondary shard to params:
+ * (S + P/H)*w.
  *
  * With frozen parameters (zero_plan_model.unit_frozen) the table applies to the trainable parts
  * and params adds the frozen parts: Pf*wf at stages 0-2, Sf*wf at stage 3 (wf: the frozen dtype).
@@ -95,10 +97,13 @@ typedef struct zero_plan_setup {
     int param_buffer_count;          /* NVMe parameter swap: buffers of param_buffer_size elements */
     int64_t param_buffer_size;       /* elements (capped at the largest unit shard) */
     zero_dtype frozen_dtype;         /* the frozen parameters' dtype; ZERO_DTYPE_COUNT: the precision */
+    int hpz_partition_size;          /* ZeRO++ hpZ (stage 3): groups of H consecutive ranks, each
+                                      * keeping a secondary shard of P/H elements; 1 off (default),
+                                      * H = ranks changes nothing; H must divide the ranks */
 } zero_plan_setup;
 
 /* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
- * buffers of the 1 MiB aio block; parameters: 5 buffers of 1e8 elements). */
+ * buffers of the 1 MiB aio block; parameters: 5 buffers of 1e8 elements), hpZ off (1). */
 void zero_plan_setup_default(zero_plan_setup *s);
 /* The setup that a resolved config describes for `world` ranks (stage, precision, optimizer,
  * align_bytes / 4, offloads, pools) — what zero_engine_create would build from cfg. */
@@ -116,6 +121,8 @@ typedef struct zero_plan_mem {
     uint64_t second_unit;        /* U2: the second largest (0 with one unit) */
     uint64_t third_unit;         /* U3: the third largest (0 with fewer than three units) */
     int state_count;             /* k */
+    uint64_t secondary;          /* hpZ: the secondary shard P/H (elements; 0 when off or H = N),
+                                  * counted in bytes[ZERO_MEM_PARAMS] and kept on the device */
     uint64_t bytes[ZERO_MEM_COUNT];
     uint64_t model_states;       /* params + grads + master + optim */
     uint64_t transient;          /* == bytes[ZERO_MEM_BUFFERS] */
@@ -127,7 +134,8 @@ typedef struct zero_plan_mem {
 
 /* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)
  * for no units, a zero-sized unit, ranks < 1, a stage outside 0..3, a non-float precision,
- * align 0, offload_param without stage 3, or sizes that overflow 64 bits. err may be NULL. */
+ * align 0, offload_param without stage 3, hpz_partition_size < 1, or > 1 without stage 3, not
+ * dividing the ranks or with parameters on nvme, or sizes that overflow 64 bits. err may be NULL. */
 zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *s,
                                zero_plan_mem *out, zero_error *err);
 
@@ -208,7 +216,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
 /* ------------------------------------------------------------------ the search */
 /* The hardware and the choices left to the planner. Sizes are bytes. */
 typedef struct zero_plan_request {
-    zero_plan_setup base;     /* ranks, precision, optimizer, align, pools; stage/offload ignored */
+    zero_plan_setup base;     /* ranks, precision, optimizer, align, pools; stage/offload/hpZ ignored */
     int nodes;                /* machines; ranks must be a multiple of nodes */
     double device_mem;        /* per rank; 0: a CPU-only machine (a rank's memory is its share of host_mem) */
     double host_mem;          /* per node */
@@ -222,14 +230,15 @@ typedef struct zero_plan_request {
 void zero_plan_request_default(zero_plan_request *r);
 
 /* The ladder, in DeepSpeed's order (its advice: speed falls and memory savings grow down it):
- * 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu; 3 + optimizer and params on cpu;
- * 2 + optimizer on nvme; 3 + optimizer on nvme; 3 + optimizer and params on nvme.
+ * 0; 1; 2; 2 + optimizer on cpu; 3; 3 + hpZ; 3 + optimizer on cpu; 3 + optimizer and params on
+ * cpu; 2 + optimizer on nvme; 3 + optimizer on nvme; 3 + optimizer and params on nvme.
  * cpu rungs are left out on a CPU-only machine (they would move nothing), nvme rungs without
- * nvme_mem. */
-#define ZERO_PLAN_MAX_CANDIDATES 10
+ * nvme_mem, 3 + hpZ (H = the ranks per node) on one node or with one rank per node. */
+#define ZERO_PLAN_MAX_CANDIDATES 11
 
 typedef struct zero_plan_candidate {
     int stage;
+    int hpz_partition_size;   /* 1, or the ranks per node (the 3 + hpZ rung) */
     zero_offload_device offload_optimizer, offload_param;
     zero_plan_mem mem;
     int fits;                 /* 1: fits at micro_batch / checkpointing below */

@@ -74,6 +74,10 @@ struct zc_ctx {
 
 /* The root table of the schema (keys.c). */
 const zc_key *zero__config_schema(void);
+/* zero_hpz_partition_size against the stage, the world size and parameter offload (resolve, and
+ * zero_engine_create for a config that skipped it): ZERO_OK, or a status with the reason in msg
+ * (cap bytes; msg may be NULL), naming the key. */
+zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap);
 
 /* Finishes a document after all its keys were read: the fp16/bf16 pair (keys.c). */
 zero_status zero__config_finish(zc_ctx *c, zero_config *cfg);

@@ -515,7 +515,7 @@ static const zc_key zero_keys[] = {
      .off = OFF(gather_16bit_weights_on_model_save)},
     {.name = "offload_optimizer", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_optimizer_keys},
     {.name = "offload_param", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_param_keys},
-    {.name = "zero_hpz_partition_size", .kind = ZC_INT, .flags = ZC_OFF_ONLY, .lo = 1, .hi = INFINITY, .off_value = 1},
+    {.name = "zero_hpz_partition_size", .kind = ZC_INT, .off = OFF(hpz_partition_size), .lo = 1, .hi = INFINITY},
     {.name = "zero_quantized_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zero_quantized_nontrainable_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zero_quantized_gradients", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},

@@ -43,6 +43,7 @@ void zero_config_default(zero_config *cfg) {
     cfg->max_live_parameters = 1000000000;
     cfg->max_reuse_distance = 1000000000;
     cfg->gather_16bit_weights_on_model_save = 0;
+    cfg->hpz_partition_size = 1;
     zero_offload_config *o[2] = {&cfg->offload_optimizer, &cfg->offload_param};
     for (int i = 0; i < 2; i++) {
         o[i]->device = ZERO_OFFLOAD_NONE;
@@ -195,6 +196,33 @@ static zero_status check_offload(const zero_config *t, const zero_offload_config
     return ZERO_OK;
 }
 
+zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap) {
+    const int h = t->hpz_partition_size;
+    const char *key = "zero_optimization.zero_hpz_partition_size";
+    if (h < 1) {
+        if (msg) zero__errorf(msg, cap, "%s: %d is out of range (expected an integer >= 1: 1 is off, else the ranks "
+                              "of a group, usually the ranks per node)", key, h);
+        return ZERO_ERR_CONFIG;
+    }
+    if (h == 1) return ZERO_OK;
+    if (t->stage != 3) {
+        if (msg) zero__errorf(msg, cap, "%s: %d needs zero_optimization.stage 3 (stage is %d): hpZ partitions the "
+                              "parameters a second time, and only stage 3 partitions them", key, h, t->stage);
+        return ZERO_ERR_CONFIG;
+    }
+    if (h > world || world % h) {
+        if (msg) zero__errorf(msg, cap, "%s: %d %s the world size %d (expected a divisor of the world size: the ranks "
+                              "per node, usually)", key, h, h > world ? "is larger than" : "does not divide", world);
+        return ZERO_ERR_CONFIG;
+    }
+    if (t->offload_param.device == ZERO_OFFLOAD_NVME) {
+        if (msg) zero__errorf(msg, cap, "%s: %d with zero_optimization.offload_param.device \"nvme\" is not supported "
+                              "yet (only 1 is accepted with parameter offload)", key, h);
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    return ZERO_OK;
+}
+
 zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err) {
     if (!cfg) return fail(err, ZERO_ERR_INVALID_ARG, "zero_config_resolve: cfg is NULL");
     if (world < 1) return fail(err, ZERO_ERR_INVALID_ARG, "world size %d: expected an integer >= 1", world);
@@ -219,6 +247,8 @@ zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err) {
                     "zero_optimization.offload_optimizer.ratio: %g (partial offload) needs zero_optimization.stage 3 "
                     "(stage is %d)",
                     t.offload_optimizer.ratio, t.stage);
+
+    if ((st = zero__config_check_hpz(&t, world, err ? err->msg : NULL, err ? sizeof err->msg : 0))) return st;
 
     if (t.optim.type == ZERO_OPTIM_SGD && t.optim.nesterov && !(t.optim.momentum > 0))
         return fail(err, ZERO_ERR_CONFIG,

@@ -2,6 +2,8 @@
  * stage's shards), set parameter values, query layout/accounting, free. */
 #include "engine/internal.h"
 
+#include "config/internal.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,7 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
 
 /* The checks of a config that create needs (zero_config_resolve makes them all, for a config
  * that skipped it), naming the field as the JSON spells it. */
-static zero_status check_config(const zero_config *cfg, zero_error *err) {
+static zero_status check_config(const zero_config *cfg, int world, zero_error *err) {
     if (cfg->stage < 0 || cfg->stage > 3) {
         if (err) ZERO__ERR(err, "zero_optimization.stage %d: expected 0, 1, 2 or 3", cfg->stage);
         return ZERO_ERR_CONFIG;
@@ -60,7 +62,7 @@ static zero_status check_config(const zero_config *cfg, zero_error *err) {
                            cfg->check_divergence);
         return ZERO_ERR_CONFIG;
     }
-    return ZERO_OK;
+    return zero__config_check_hpz(cfg, world, err ? err->msg : NULL, err ? sizeof err->msg : 0);
 }
 
 /* Copies a string option into the engine ("" and *set = 0 for NULL); -1 when too long. */
@@ -84,7 +86,7 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         if (err) ZERO__ERR(err, "engine_create: %s is NULL", comm ? "the config" : "the communicator");
         return ZERO_ERR_INVALID_ARG;
     }
-    zero_status cs = check_config(cfg, err);
+    zero_status cs = check_config(cfg, zero_comm_size(comm), err);
     if (cs != ZERO_OK) return cs;
     zero_engine_options dflt;
     zero_engine_options_default(&dflt);
@@ -121,9 +123,14 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         zero_loss_scaler_init_none(&e->scaler);
     zero_status s = zero_comm_split(comm, 0, e->rank, &e->data);
     if (s == ZERO_OK) s = zero_comm_split(comm, 0, e->rank, &e->ctrl);
+    /* hpZ: the group of hpz consecutive ranks (a node, when ranks are placed node by node) */
+    const int hpz = zero__own_hpz(cfg, e->world);
+    if (s == ZERO_OK && hpz) s = zero_comm_split(comm, e->rank / hpz, e->rank, &e->sec);
     if (s != ZERO_OK) {
-        if (err) ZERO__ERR(err, "engine_create: duplicating the communicator failed: %s", zero_comm_last_error(comm));
+        if (err) ZERO__ERR(err, "engine_create: %s the communicator failed: %s", hpz ? "splitting" : "duplicating",
+                           zero_comm_last_error(comm));
         zero_comm_free(e->data);
+        zero_comm_free(e->ctrl);
         free(e);
         return s;
     }
@@ -170,6 +177,7 @@ void zero_engine_free(zero_engine *e) {
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
         zero_mem_free(&e->acct, u->fparams);
+        zero_mem_free(&e->acct, u->sec);
         zero__own_free(u);
         free(u->name);
     }
@@ -181,6 +189,7 @@ void zero_engine_free(zero_engine *e) {
     free(e->ctrl_all);
     zero_comm_free(e->data);
     zero_comm_free(e->ctrl);
+    zero_comm_free(e->sec);
     free(e);
 }
 
@@ -296,6 +305,10 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->foffset = fsh.offset;
         u->fvalid = fsh.valid;
     }
+    if (e->nfrozen && zero__own_hpz(&e->cfg, e->world)) /* the secondary shard covers the trainable part only */
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "finalize: zero_optimization.zero_hpz_partition_size %d with "
+                              "ZERO_PARAM_FROZEN parameters is not supported yet",
+                              e->cfg.hpz_partition_size);
     if (e->nfrozen && e->cfg.offload_param.device == ZERO_OFFLOAD_NVME)
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
                               "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
@@ -321,6 +334,10 @@ zero_status zero_engine_finalize(zero_engine *e) {
         }
         /* frozen parameters are parameters: charged to ZERO_MEM_PARAMS, in the frozen dtype */
         u->fparams = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
+        /* hpZ: the secondary shard, accounted as parameters; stale until the first gather over the
+         * world or a write of the whole unit (so that a model loads by parts, set_unit_range) */
+        u->sec = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_sec_elems(e, u), e->wsize, &fail);
+        u->sec_valid = 0;
         if (!fail && zero__own_views(e, u) != 0) fail = 1;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
@@ -350,15 +367,29 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
 }
 
 /* Copies values[lo, hi) of the trainable part (fp32, its coordinates) into this rank's persistent
- * copies, as the views say. */
-static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+ * copies, as the views say; `every` says that every rank passes them (set_unit, set_param), not
+ * only the ones it owns (set_unit_range). */
+static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values, int every) {
     zero_status s;
+    const int whole = lo == 0 && hi >= u->numel;
     const eview *v = &u->v;
     const etable *t = &e->own;
     /* the working parameters this rank keeps (whole or its slice), when in RAM */
     uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
     if (a < b && v->wp)
         zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    /* hpZ: the secondary shard takes the same values; a write of the whole unit that every rank
+     * makes gives each all of them (no communication), so the shard is current after it on every
+     * rank alike (set_unit_range may reach one rank only: a rank owning all of a small unit) */
+    if (u->sec) {
+        const uint64_t slo = zero__own_sec_offset(e, u), shi0 = slo + zero__own_sec_elems(e, u);
+        const uint64_t shi = shi0 < u->numel ? shi0 : u->numel;
+        a = lo > slo ? lo : slo;
+        b = hi < shi ? hi : shi;
+        if (a < b)
+            zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->sec, a - slo), e->wdt, b - a, ZERO_IMPL_AUTO);
+        if (whole && every) u->sec_valid = 1;
+    }
     /* a master of its own (half precision), over the update range */
     a = lo > v->lo ? lo : v->lo;
     b = hi < v->hi ? hi : v->hi;
@@ -384,13 +415,23 @@ static void set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const
 }
 
 /* Copies values[lo, hi) of a unit's view (fp32) into its parts, parameter by parameter where the
- * unit has frozen ones (the view is then not the trainable part). Stage-3 prefetches are finished
- * and dropped first: one in flight reads the shards being written, and one held would hand the
- * next gather the old values (under parameter offload, so is the read-ahead). */
-static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+ * unit has frozen ones (the view is then not the trainable part); `every`: as set_trainable.
+ * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
+ * written, and one held would hand the next gather the old values (under parameter offload, so is
+ * the read-ahead). */
+static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values, int every) {
     zero_status s = zero__gather_drain(e);
     if (s != ZERO_OK) return s;
-    if (u->fnumel == 0) return set_trainable(e, u, lo, hi, values);
+    /* hpZ: a current secondary shard holds other ranks' elements, which a write of part of the
+     * unit (set_unit_range is not collective) cannot reach; and whether it is current must stay
+     * the same on every rank (it picks the communicator of the next gather). hpZ and frozen
+     * parameters are exclusive (finalize), so the view is the trainable part here. */
+    if (u->sec && u->sec_valid && !(lo == 0 && hi >= u->numel))
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "writing [%llu, %llu) of unit '%s' (part of it) between "
+                              "its gather and the next step under zero_optimization.zero_hpz_partition_size "
+                              "%d is not supported yet (write the whole unit, or before its first gather or after "
+                              "the step)", (unsigned long long)lo, (unsigned long long)hi, u->name, e->own.hpz);
+    if (u->fnumel == 0) return set_trainable(e, u, lo, hi, values, every);
     for (int pi = u->first_param; pi < u->first_param + u->nparams && s == ZERO_OK; pi++) {
         const eparam *p = &e->params[pi];
         const uint64_t a = p->offset > lo ? p->offset : lo;
@@ -398,7 +439,7 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
         if (a >= b) continue;
         const uint64_t sa = p->soff + (a - p->offset), sb = sa + (b - a);
         if (zero__frozen(p)) set_frozen(e, u, sa, sb, values + (a - lo));
-        else s = set_trainable(e, u, sa, sb, values + (a - lo));
+        else s = set_trainable(e, u, sa, sb, values + (a - lo), every);
     }
     return s;
 }
@@ -410,7 +451,7 @@ zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) 
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit: unit %d: expected 0..%d and values", unit, e->nunits - 1);
     eunit *u = &e->units[unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit '%s': the unit is gathered", u->name);
-    return set_range(e, u, 0, u->vnumel, values);
+    return set_range(e, u, 0, u->vnumel, values, 1);
 }
 
 zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values) {
@@ -421,7 +462,7 @@ zero_status zero_engine_set_param(zero_engine *e, const char *name, const float 
     eparam *p = &e->params[i];
     eunit *u = &e->units[p->unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_param '%s': its unit is gathered", name);
-    return set_range(e, u, p->offset, p->offset + p->numel, values);
+    return set_range(e, u, p->offset, p->offset + p->numel, values, 1);
 }
 
 zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, uint64_t hi, const float *values) {
@@ -436,7 +477,7 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
                               "the unit's %llu elements", u->name, (unsigned long long)lo, (unsigned long long)hi,
                               (unsigned long long)u->vnumel);
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit_range '%s': the unit is gathered", u->name);
-    return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values);
+    return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values, 0);
 }
 
 int zero_engine_num_units(const zero_engine *e) { return e ? e->nunits : 0; }
@@ -498,7 +539,17 @@ void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out) {
 }
 
 void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out) {
-    if (e && out) zero_comm_get_counters(e->data, out);
+    if (!e || !out) return;
+    zero_comm_get_counters(e->data, out);
+    if (e->sec) { /* hpZ: the all-gathers inside the group count with the others */
+        zero_comm_counters g;
+        zero_comm_get_counters(e->sec, &g);
+        for (int k = 0; k < ZERO_COLL_COUNT; k++) {
+            out->bytes[k] += g.bytes[k];
+            out->calls[k] += g.calls[k];
+        }
+        for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) out->path_bytes[p] += g.path_bytes[p];
+    }
 }
 
 const zero_config *zero_engine_config(const zero_engine *e) { return e ? &e->cfg : NULL; }

@@ -15,8 +15,27 @@ static uint64_t gather_elems(const eunit *u) { return u->padded + u->fpadded; }
 /* Whether u's all-gathers were started (or done): a unit with an empty part has no buffer there. */
 static int is_gathered(const eunit *u) { return u->gathered || u->fgathered; }
 
+/* hpZ: u's all-gather over the world has landed: its secondary shard is the slice of it. */
+static void sec_refresh(zero_engine *e, eunit *u) {
+    if (!u->sec_fill) return;
+    const uint64_t n = zero__own_sec_elems(e, u);
+    memcpy(u->sec, zero__wptr(e, u->gathered, zero__own_sec_offset(e, u)), (size_t)(n * e->wsize));
+    u->sec_valid = 1;
+    u->sec_fill = 0;
+}
+
+void zero__sec_stale(zero_engine *e, eunit *u) {
+    if (!e->own.hpz) return;
+    if (u) u->sec_valid = 0;
+    else
+        for (int i = 0; i < e->nunits; i++) e->units[i].sec_valid = 0;
+}
+
 /* Starts the all-gathers of u's shards into transient buffers (stage 3): the trainable part in
- * the working dtype, the frozen part in the frozen dtype (each when not empty). */
+ * the working dtype, the frozen part in the frozen dtype (each when not empty). Under hpZ (whose
+ * units have no frozen part: finalize) a unit whose secondary shard is current is gathered inside
+ * the group; otherwise over the world, and the secondary shard is refreshed from the result
+ * (sec_refresh, once it has landed). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     if (u->padded) u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (u->fpadded) u->fgathered = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
@@ -25,22 +44,28 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
                               (unsigned long long)gather_elems(u));
     e->live += gather_elems(u);
     zero_status s = ZERO_OK;
-    const void *send = e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    const int group = e->own.hpz && u->sec_valid;
+    zero_comm *c = group ? e->sec : e->data;
+    const void *send = group ? u->sec : e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    const uint64_t count = group ? zero__own_sec_elems(e, u) : u->shard;
+    u->sec_fill = e->own.hpz && !group;
     double t0 = zero_now();
     if (blocking) {
-        if (u->padded) s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
+        if (u->padded) s = zero_comm_all_gather(c, send, u->gathered, count, e->wdt);
         if (s == ZERO_OK && u->fpadded) s = zero_comm_all_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
+        if (s == ZERO_OK) sec_refresh(e, u);
     } else {
         u->prefetch_t0 = t0;
-        if (u->padded) s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
+        if (u->padded) s = zero_comm_iall_gather(c, send, u->gathered, count, e->wdt, &u->prefetch);
         if (s == ZERO_OK && u->fpadded)
             s = zero_comm_iall_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
     if (s != ZERO_OK)
-        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s'%s failed: %s", u->name,
+                              group ? " inside its hpZ group" : "", zero_comm_last_error(c));
     return ZERO_OK;
 }
 
@@ -60,6 +85,7 @@ static void free_gathered(zero_engine *e, eunit *u) {
     zero__buf_put(e, u->gathered);
     zero__buf_put(e, u->fgathered);
     u->gathered = u->fgathered = NULL;
+    u->sec_fill = 0; /* a prefetch dropped unused refreshes nothing */
     e->live -= gather_elems(u);
 }
 
@@ -140,6 +166,7 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     if (u->prefetch || u->fprefetch) {
         if ((s = wait_prefetch(e, u)) != ZERO_OK) return s;
         if (nvme) zero__poff_done(e, u);
+        sec_refresh(e, u);
     } else if (!is_gathered(u)) {
         if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;
     }

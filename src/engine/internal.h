@@ -60,6 +60,12 @@ typedef struct etable {
      *   regather           params whole, update sharded: the updated slices are all-gathered
      *                      after the update (stages 1-2). */
     int gather_collective, reduce_each_mb, update_whole, regather;
+    /* hpZ (ZeRO++ hierarchical partitions; zero_hpz_partition_size H, stage 3): besides its world
+     * shard, a rank keeps a secondary shard of the working parameters, padded / H elements at
+     * (rank % H) * padded / H, so that a unit whose secondary copy is current is all-gathered
+     * among the H ranks of the group (rank / H) alone. 0: off (H = 1, or H = world: the secondary
+     * shard would be the world shard). Set by zero__own_hpz, which create uses too. */
+    int hpz;
 } etable;
 
 /* One owned slice of one parameter: unit elements [lo, hi) inside the rank's update range, the
@@ -114,13 +120,17 @@ typedef struct eunit {
     float *master;  /* fp32 master when it is not the working copy: padded (whole) or shard */
     float *s0, *s1; /* optimizer states: padded (whole) or shard */
     void *fparams;  /* frozen dtype: fpadded (whole) or fshard */
+    void *sec;      /* hpZ: the secondary shard (etable.hpz), working dtype; NULL when off */
     eview v;        /* the owned views of the arrays above (owner.c) */
+    int sec_valid;  /* hpZ: `sec` equals the working parameters' slice (the step, load and an
+                     * uncovered set_range make it stale; the next world all-gather refreshes it) */
 
     /* (T) gather */
     int gathers;        /* gather nesting: released when it drops to 0 */
     void *gathered;     /* stage 3: padded working-dtype all-gather target */
     float *view;        /* fp32 compute view when the working dtype is not fp32 */
     zero_request *prefetch; /* stage 3: in-flight all-gather into `gathered` */
+    int sec_fill;           /* hpZ: `gathered` comes from the world: copy the secondary shard from it */
     double prefetch_t0;     /* when it was started (zero_now) */
     void *fgathered;        /* stage 3: fpadded frozen-dtype all-gather target */
     zero_request *fprefetch; /* stage 3: in-flight all-gather into `fgathered` */
@@ -191,6 +201,8 @@ struct zero_engine {
     zero_comm *user_comm; /* not owned */
     zero_comm *data;      /* owned duplicate: the data-plane collectives and their counters */
     zero_comm *ctrl;      /* owned duplicate: the control plane (tags, norms, reads) */
+    zero_comm *sec;       /* owned, hpZ only: the rank's group of hpz consecutive ranks (split of
+                           * the user's communicator), for the secondary all-gathers */
     int rank, world;
     zero_config cfg;
     zero_dtype wdt;       /* working dtype */
@@ -243,6 +255,12 @@ void zero__own_free(eunit *u);
 /* Elements a rank keeps of `kind` (EK_*) for unit u: padded, shard or 0 (EK_FROZEN: of the
  * frozen part's partition). */
 uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind);
+/* hpZ: the group size the table will hold for cfg on `world` ranks (0: off); create splits the
+ * secondary communicator by it before the table exists. */
+int zero__own_hpz(const zero_config *cfg, int world);
+/* hpZ: elements of u's secondary shard (padded / hpz; 0 when off) and its first unit element. */
+uint64_t zero__own_sec_elems(const zero_engine *e, const eunit *u);
+uint64_t zero__own_sec_offset(const zero_engine *e, const eunit *u);
 /* Test hook: a deliberately wrong view (tests/mpi/test_engine_views.c); 0 in real runs. */
 extern int zero__view_mutation;
 enum { ZERO__MUTATE_NONE = 0, ZERO__MUTATE_DECAY_FLAG = 1, ZERO__MUTATE_SLICE_RANGE = 2, ZERO__MUTATE_GRADS_WHOLE = 3 };
@@ -279,6 +297,9 @@ void zero__buf_free(zero_engine *e); /* frees the idle blocks and the cache's ow
 
 /* gather.c */
 zero_status zero__gather_drain(zero_engine *e); /* waits and frees stage-3 prefetches */
+/* hpZ: unit u's working parameters changed (all units when u is NULL): its secondary shard is
+ * stale until the next all-gather over the world refreshes it. Every rank calls it alike. */
+void zero__sec_stale(zero_engine *e, eunit *u);
 
 /* offload.c: one element range of one tile, its arrays bound to RAM or to the pool buffer */
 typedef struct etile {

@@ -46,6 +46,22 @@ void zero__own_table(zero_engine *e) {
     t->reduce_each_mb = t->k[EK_GRADS].extent == EXT_SHARD;
     t->update_whole = upd == EXT_WHOLE;
     t->regather = t->k[EK_PARAMS].extent == EXT_WHOLE && upd == EXT_SHARD;
+    t->hpz = t->gather_collective ? zero__own_hpz(&e->cfg, e->world) : 0;
+}
+
+/* hpZ needs the parameters sharded over the world (stage 3) and a group smaller than the world:
+ * with H = world the secondary shard would be the world shard itself. */
+int zero__own_hpz(const zero_config *cfg, int world) {
+    const int h = cfg->hpz_partition_size;
+    return STAGE_EXTENTS[cfg->stage][EK_PARAMS] == EXT_SHARD && h > 1 && h < world && world % h == 0 ? h : 0;
+}
+
+uint64_t zero__own_sec_elems(const zero_engine *e, const eunit *u) {
+    return e->own.hpz ? u->padded / (uint64_t)e->own.hpz : 0;
+}
+
+uint64_t zero__own_sec_offset(const zero_engine *e, const eunit *u) {
+    return e->own.hpz ? (uint64_t)(e->rank % e->own.hpz) * zero__own_sec_elems(e, u) : 0;
 }
 
 uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind) {

@@ -315,6 +315,7 @@ static zero_status load_local(zero_engine *e, const char *path, char **user_json
     zero_ckpt *c = NULL;
     zero_status s = zero__gather_drain(e); /* as set_range: no prefetch in flight or held */
     if (s != ZERO_OK) return s;
+    zero__sec_stale(e, NULL); /* hpZ: refreshed by the first gather over the world */
     s = zero_ckpt_open(&c, NULL, path, 0, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", err.msg);
     const zero_manifest *m = NULL;

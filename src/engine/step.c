@@ -229,6 +229,7 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
             zero_status w = regather_wait(e);
             if (s == ZERO_OK) s = w;
         }
+        zero__sec_stale(e, NULL); /* hpZ: the next gather of each unit goes over the world */
         if (s != ZERO_OK) return s;
     }
     end_step(e);

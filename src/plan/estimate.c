@@ -21,6 +21,7 @@ void zero_plan_setup_default(zero_plan_setup *s) {
     s->param_buffer_count = 5;
     s->param_buffer_size = 100000000;
     s->frozen_dtype = ZERO_DTYPE_COUNT;
+    s->hpz_partition_size = 1;
 }
 
 void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world) {
@@ -39,6 +40,7 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->param_buffer_count = cfg->offload_param.buffer_count;
     s->param_buffer_size = cfg->offload_param.buffer_size;
     s->frozen_dtype = cfg->frozen_dtype;
+    s->hpz_partition_size = cfg->hpz_partition_size;
 }
 
 const char *zero_plan_offload_name(zero_offload_device d) {
@@ -127,6 +129,13 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
                        zero_plan_offload_name(s->offload_param), s->stage);
         return ZERO_ERR_INVALID_ARG;
     }
+    const int h = s->hpz_partition_size;
+    if (h < 1 || (h > 1 && (s->stage != 3 || s->ranks % h != 0 || s->offload_param == ZERO_OFFLOAD_NVME))) {
+        zero__plan_err(err, "hpz_partition_size %d at stage %d on %d ranks%s: expected 1, or at stage 3 a divisor "
+                       "of the ranks without parameters on nvme", h, s->stage, s->ranks,
+                       s->offload_param == ZERO_OFFLOAD_NVME ? " with parameters on nvme" : "");
+        return ZERO_ERR_INVALID_ARG;
+    }
     if (s->optimizer_buffer_count < 0 || s->aio_block_size < 0 || s->param_buffer_count < 0 ||
         s->param_buffer_size < 0) {
         zero__plan_err(err, "offload pools %d x %lld bytes, %d x %lld elements: expected sizes >= 0",
@@ -192,8 +201,14 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     const uint64_t P = o.padded, S = o.shard, U1 = o.largest_unit, U2 = o.second_unit,
                    U3 = o.third_unit, Pf = o.frozen_padded;
 
+    /* hpZ: every padded unit divides by N, so by H (a divisor of N): P/H is the sum of the units'
+     * secondary shards. H = N would make it the world shard: the engine keeps none. */
+    const uint64_t H = (uint64_t)s->hpz_partition_size;
+    o.secondary = s->stage == 3 && H > 1 && H < N ? P / H : 0;
     uint64_t *b = o.bytes;
     b[ZERO_MEM_PARAMS] = add(mul(s->stage == 3 ? S : P, w, &ovf), mul(s->stage == 3 ? Pf / N : Pf, wf, &ovf), &ovf);
+    const uint64_t sec_bytes = mul(o.secondary, w, &ovf);
+    b[ZERO_MEM_PARAMS] = add(b[ZERO_MEM_PARAMS], sec_bytes, &ovf);
     b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
     b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
     b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
@@ -221,7 +236,8 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
 
     /* Gradients stay on the device in every setup; the optimizer offload moves master + states
      * together, the parameter offload (stage 3) the parameter shard. */
-    place(&o, s->offload_param, b[ZERO_MEM_PARAMS], &ovf);
+    place(&o, s->offload_param, b[ZERO_MEM_PARAMS] - sec_bytes, &ovf);
+    place(&o, ZERO_OFFLOAD_NONE, sec_bytes, &ovf); /* hpZ: the backward gathers read it there */
     place(&o, ZERO_OFFLOAD_NONE, b[ZERO_MEM_GRADS], &ovf);
     place(&o, s->offload_optimizer, add(b[ZERO_MEM_MASTER], b[ZERO_MEM_OPTIM], &ovf), &ovf);
     if (s->offload_optimizer == ZERO_OFFLOAD_NVME)

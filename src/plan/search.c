@@ -21,16 +21,18 @@ void zero_plan_request_default(zero_plan_request *r) {
 typedef struct rung {
     int stage;
     zero_offload_device opt, param;
+    int hpz; /* 1: hpZ with H = the ranks per node (several nodes of several ranks only) */
 } rung;
 
 /* DeepSpeed's order: speed falls and memory savings grow down the list (include/zero/plan.h);
  * on a tie of predicted time the earlier rung wins. */
 static const rung ladder[] = {
-    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE},
-    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
-    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
-    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU},   {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE},
-    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE}, {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME},
+    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0},
+    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0}, {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 1},
+    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0},  {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU, 0},
+    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0}, {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0},
+    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 0},
 };
 _Static_assert(sizeof ladder / sizeof ladder[0] == ZERO_PLAN_MAX_CANDIDATES, "ladder size");
 
@@ -129,6 +131,8 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         const int uses_cpu = g->opt == ZERO_OFFLOAD_CPU || g->param == ZERO_OFFLOAD_CPU;
         const int uses_nvme = g->opt == ZERO_OFFLOAD_NVME || g->param == ZERO_OFFLOAD_NVME;
         if ((uses_cpu && c.cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
+        /* hpZ's group is a node: it needs several nodes (else nothing crosses) of several ranks */
+        if (g->hpz && (r->nodes < 2 || res.ranks_per_node < 2)) continue;
         zero_plan_candidate *cand = &res.cand[res.count];
         memset(cand, 0, sizeof *cand);
         cand->stage = g->stage;
@@ -138,6 +142,8 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         s.stage = g->stage;
         s.offload_optimizer = g->opt;
         s.offload_param = g->param;
+        s.hpz_partition_size = g->hpz ? res.ranks_per_node : 1;
+        cand->hpz_partition_size = s.hpz_partition_size;
         st = zero_plan_estimate(m, &s, &cand->mem, err);
         if (st != ZERO_OK) return st;
         /* Checkpointing only matters when the model tells activations apart. */

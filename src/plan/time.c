@@ -95,6 +95,14 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         return ZERO_ERR_INVALID_ARG;
     }
     const int K = nodes, L = s->ranks / nodes, N = s->ranks;
+    /* hpZ: the backward all-gather runs among the group's H consecutive ranks, which on nodes of
+     * L ranks (placed node by node) are H/L whole nodes or part of one node */
+    const int H = mem.secondary ? s->hpz_partition_size : 0;
+    if (H && L % H != 0 && H % L != 0) {
+        zero__plan_err(err, "hpz_partition_size %d on nodes of %d ranks: expected a group inside a node (a divisor "
+                       "of the ranks per node) or of whole nodes (a multiple of them)", H, L);
+        return ZERO_ERR_INVALID_ARG;
+    }
     const int cpu_off = s->offload_optimizer == ZERO_OFFLOAD_CPU || s->offload_param == ZERO_OFFLOAD_CPU;
     const int nvme_off = s->offload_optimizer == ZERO_OFFLOAD_NVME || s->offload_param == ZERO_OFFLOAD_NVME;
     const int host_opt = s->offload_optimizer != ZERO_OFFLOAD_NONE;
@@ -104,7 +112,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         {"host_mem_bytes", r->host_mem_bytes, host_opt},
         {"node_all_reduce", r->node_all_reduce, L > 1 && N > 1 && s->stage == 0},
         {"node_reduce_scatter", r->node_reduce_scatter, L > 1 && s->stage > 0},
-        {"node_all_gather", r->node_all_gather, L > 1 && s->stage > 0},
+        {"node_all_gather", r->node_all_gather, (L > 1 && s->stage > 0) || H > 1},
         {"link_bytes", r->link_bytes, K > 1},
         {"latency", r->latency, 0},
         {"host_link_bytes", r->host_link_bytes, cpu_off},
@@ -129,7 +137,8 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
 
     /* The step's collectives over M = P*w bytes (every unit's, summed): stage 0 one all-reduce;
      * stages 1-2 a reduce-scatter of the gradients and an all-gather of the updated parameters;
-     * stage 3 the all-gathers of forward and backward and the reduce-scatter. */
+     * stage 3 the all-gathers of forward and backward and the reduce-scatter; under hpZ the
+     * backward's runs inside the group: H/L nodes of L ranks, or H ranks of one node. */
     const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
     if (N > 1) {
         coll_cost cc[5];
@@ -139,7 +148,12 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         } else {
             cc[n++] = collective(M, 1, r->node_reduce_scatter, K, L, m->num_units, r);
             cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
-            if (s->stage == 3) cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+            if (s->stage == 3 && H) {
+                const int gl = H < L ? H : L;
+                cc[n++] = collective(M, 1, r->node_all_gather, H / gl, gl, m->num_units, r);
+            } else if (s->stage == 3) {
+                cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+            }
         }
         const int ntrain = n;
         if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */

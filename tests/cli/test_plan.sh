@@ -60,7 +60,7 @@ check "sizes ordered" test "$need1" -lt "$need0" -a "$need1_nockpt" -lt "$need1_
     -o "$TMP/ds1.json" >"$TMP/p1.json"
 check "tight: exit 0" test $? -eq 0
 check "tight: stage 1 fits micro-batch 1 exactly without checkpointing" "$PY" - "$TMP/p1.json" "$TMP/ds1.json" "$need1_nockpt" <<'EOF'
-import json, sys
+import json, os, sys
 p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
 assert p["fits"], p
 assert any("stage 0 does not fit" in r for r in p["reasons"]), p["reasons"]
@@ -76,7 +76,7 @@ ch = p["rungs"][p["chosen"]]
 assert c["zero_optimization"]["stage"] == ch["stage"] == p["stage"] and c["bf16"]["enabled"] is True, c
 assert c["train_micro_batch_size_per_gpu"] == ch["micro_batch"] == p["micro_batch"], c
 # stages 0-2 move 2 Psi of bf16 per step, stage 3 3 Psi
-est = json.load(open(sys.argv[1].replace("p1", "est")))
+est = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), "est.json")))
 assert p["traffic_bytes"] == (3 if ch["stage"] == 3 else 2) * 2 * est["padded_params"], p["traffic_bytes"]
 EOF
 # One byte less: stage 1 fits only with checkpointing.
@@ -123,9 +123,10 @@ for f in ds0 ds1 ds2 ds3; do
 done
 
 # --- the estimate against the engine's own accounting on 2, 3 and 4 MPI ranks (GPT-2 tiny and odd
-# sizes, stages 0-3, fp32/bf16): model states equal to the byte, buffers under the bound
+# sizes, stages 0-3, fp32/bf16; on 4 and 6 ranks stage 3 with hpZ groups of 2 and 3 too): model
+# states equal to the byte, buffers under the bound
 MPIEXEC=$(command -v mpiexec || true)
-for np in 2 3 4; do
+for np in 2 3 4 6; do
     check "engine accounting on $np ranks" bash -c '[ -n "$0" ] && "$0" --oversubscribe -np '$np' "$1" --mpi-engine >/dev/null' \
         "$MPIEXEC" "$LOADER"
 done
@@ -177,6 +178,28 @@ check "the checkpointing case chose it" "$PY" -c "
 import json; p = json.load(open('$TMP/ckpt.plan.json'))
 assert p['stage'] == 1 and p['activation_checkpointing'] and p['micro_batch'] == 1, p"
 
+# --- hpZ trains: `zero train` on 4 local ranks with zero_hpz_partition_size 2 (bf16, 2 steps) keeps
+# the model states of estimate's row "3 hpZ 2" (4 ranks on 2 nodes) to the byte
+printf '{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2}, "bf16": {"enabled": true}}\n' >"$TMP/hpz2.json"
+hpz_trains() {
+    (cd "$TMP" && "$ZERO" train --model tiny --ranks 4 --config "$TMP/hpz2.json" --seq 64 --micro-batch 1 --steps 2 \
+        --val-every 0 --val-batches 1 --log-json "$TMP/hpz2.log" >"$TMP/hpz2.out" 2>&1) || { tail -3 "$TMP/hpz2.out"; return 1; }
+    "$ZERO" estimate --model tiny --ranks 4 --nodes 2 --precision bf16 --seq 64 --json >"$TMP/hpz2.est.json" || return 1
+    "$PY" - "$TMP/hpz2.log" "$TMP/hpz2.est.json" <<'EOF'
+import json, sys
+done = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+est = json.load(open(sys.argv[2]))
+row = [r for r in est["rows"] if r["stage"] == 3 and r["hpz_partition_size"] == 2][0]
+plain = [r for r in est["rows"] if r["stage"] == 3 and r["hpz_partition_size"] == 1 and r["offload"] == "none"][0]
+assert done.get("done") and done["stage"] == 3 and done["ranks"] == 4, done
+for cat in ("params", "grads", "master", "optim"):
+    assert done["mem"][cat] == row[cat + "_bytes"], (cat, done["mem"], row)
+assert row["params_bytes"] == plain["params_bytes"] + est["padded_params"] // 2 * 2, (row, plain)
+assert done["mem"]["buffers"] <= row["transient_bytes"], (done["mem"], row)
+EOF
+}
+check "hpZ trains: the model states of estimate's hpZ row, to the byte" hpz_trains
+
 # --- nothing fits: exit 1, the shortfall on one line, no config written
 "$ZERO" plan --model gpt2-xl --ranks 2 --device-mem 1GiB --host-mem 2GiB -o "$TMP/none.json" >"$TMP/out" 2>"$TMP/err"
 rc=$?
@@ -191,6 +214,37 @@ assert p['fits'] is False and p['missing']['device'] + p['missing']['host'] > 0,
 assert abs(p['need_device'] - p['missing']['device'] - 0.9 * 2**30) < 1 or p['missing']['device'] == 0, p"
 
 check "--help" bash -c "\"\$0\" plan --help | grep -q '^usage: zero plan'" "$ZERO"
+
+# --- hpZ: gpt2, bf16, 8 ranks on 2 CPU-only nodes of 4, hosts sized from estimate's figures so that
+# stage 3 + hpZ 4 fits without checkpointing and stages 0-2 only with it; on a 1 Gbit/s link the
+# plan picks stage 3 + hpZ 4 (stage 3's traffic less the backward all-gather's crossing, no
+# recompute) and writes zero_hpz_partition_size 4, which the loader accepts for 8 ranks
+"$ZERO" estimate --model gpt2 --ranks 8 --nodes 2 --precision bf16 --rates cpu --json >"$TMP/e8.json"
+H=$("$PY" - "$TMP/e8.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+A, Ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
+row = {(r["stage"], r["hpz_partition_size"]): r for r in d["rows"] if r["offload"] == "none"}
+def need(k, a): return row[k]["device_bytes"] + row[k]["transient_bytes"] + a
+assert need((3, 4), A) < min(need((s, 1), A) for s in range(3)), "the sizes do not allow the case"
+assert row[(3, 4)]["params_bytes"] == row[(3, 1)]["params_bytes"] + d["padded_params"] // 4 * 2, row[(3, 4)]
+print(4 * (need((3, 4), A) + 1000))
+EOF
+)
+"$ZERO" plan --model gpt2 --ranks 8 --nodes 2 --precision bf16 --rates cpu --host-mem "$H" --headroom 0 \
+    --micro-batch 1 --link-gbps 1 --json -o "$TMP/hpz.json" >"$TMP/phpz.json"
+check "2 nodes of 4, 1 Gbit/s: stage 3 + hpZ 4, config" "$PY" - "$TMP/phpz.json" "$TMP/hpz.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["stage"] == 3 and p["hpz_partition_size"] == 4 and not p["activation_checkpointing"], p["chosen_name"]
+assert p["chosen_name"] == "stage 3 + hpZ 4, micro-batch 1", p["chosen_name"]
+assert c["zero_optimization"] == {"stage": 3, "zero_hpz_partition_size": 4}, c
+r = p["rungs"]; h = r[p["chosen"]]; s3 = [x for x in r if x["name"] == "stage 3"][0]
+assert s3["fits"] and s3["step_seconds"] > h["step_seconds"], (s3, h)
+EOF
+check "the hpZ config loads for 8 ranks" "$LOADER" --load-config "$TMP/hpz.json" 8
+check "... and is refused for 6 (4 does not divide 6)" bash -c '! "$0" --load-config "$1" 6 2>"$2" && grep -q "zero_hpz_partition_size: 4 does not divide the world size 6" "$2"' \
+    "$LOADER" "$TMP/hpz.json" "$TMP/hpz.err"
 
 usage_error() { # usage_error EXPECTED_TEXT ARGS...
     local want=$1; shift

@@ -63,16 +63,23 @@ assert d["link_gbps"] == 0.8 and d["rates"]["link_from"] == "measured", d
 def near(a, b): return abs(a - b) <= 1e-9 * abs(b)
 busbw = {"ar": 0.5e9, "rs": 0.25e9, "ag": 0.125e9}
 colls = {0: ["ar"], 1: ["rs", "ag"], 2: ["rs", "ag"], 3: ["rs", "ag", "ag"]}
+# stage 3 + hpZ 2 (the ranks per node): the backward all-gather runs inside the node only
+hpz_rows = [r for r in d["rows"] if r["hpz_partition_size"] == 2]
+assert len(hpz_rows) == 1 and hpz_rows[0]["stage"] == 3, d["rows"]
 for r in d["rows"]:
     if r["offload"] != "none":
         continue
-    s = r["stage"]; t = r["time"]
+    s = r["stage"]; t = r["time"]; h = r["hpz_partition_size"] > 1
     node = sum((2 if c == "ar" else 1) * 0.5 * M / busbw[c] for c in colls[s])
-    cross = sum((2 if c == "ar" else 1) * 0.5 * M / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in colls[s])
+    crossing = colls[s][:2] if h else colls[s]
+    cross = sum((2 if c == "ar" else 1) * 0.5 * M / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in crossing)
     upd = (P if s == 0 else P / 4) * 32 / 1e9
     comp = 3 * 2 * 64 * 262144 / 1e9
     assert near(t["comm_node"], node) and near(t["comm_cross"], cross), (s, t, node, cross)
-    assert near(t["cross_bytes"], len(colls[s]) * (2 if s == 0 else 1) * 0.5 * M), (s, t)
+    assert near(t["cross_bytes"], len(crossing) * (2 if s == 0 else 1) * 0.5 * M), (s, t)
+    if h:  # the secondary shard P/2 in the parameters, on the device
+        r3 = [x for x in d["rows"] if x["stage"] == 3 and x["offload"] == "none" and x["hpz_partition_size"] == 1][0]
+        assert r["params_bytes"] == r3["params_bytes"] + 4 * P // 2 and r["device_bytes"] == r3["device_bytes"] + 4 * P // 2, r
     assert near(r["step_seconds"], comp + node + cross + upd), (s, r["step_seconds"], comp + node + cross + upd)
 EOF
 
@@ -109,7 +116,7 @@ rm -rf "$XDG_CACHE_HOME"
 D=$("$PY" - "$TMP/g.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-row = {(r["stage"], r["offload"]): r for r in d["rows"]}
+row = {(r["stage"], r["offload"]): r for r in d["rows"] if r["hpz_partition_size"] == 1}
 def need(s, a): return row[(s, "none")]["device_bytes"] + row[(s, "none")]["transient_bytes"] + a
 A, Ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
 assert need(3, A) < need(2, A) and need(1, Ac) < need(3, A) < need(0, Ac), "the sizes do not allow the case"
@@ -135,7 +142,17 @@ assert p['chosen_name'] == 'stage 1 + checkpointing, micro-batch 1', p['chosen_n
 r = p['rungs']; assert r[1]['step_seconds'] < r[3]['step_seconds'], [x['step_seconds'] for x in r]
 assert p['time']['recompute'] > 1, p['time']"
 check "0.1 Gbit/s: the reason in one line" grep -q \
-    "fastest that fits: stage 1 + checkpointing, micro-batch 1: .* s/step (.* tokens/s); next: stage 3, micro-batch 1: .* s/step (.* tokens/s) on 0.1 Gbit/s links (as fast: stage 2 + checkpointing, micro-batch 1)" "$TMP/f0.1.txt"
+    "fastest that fits: stage 1 + checkpointing, micro-batch 1: .* s/step (.* tokens/s); next: stage 3 + hpZ 2 + checkpointing, micro-batch 1: .* s/step (.* tokens/s) on 0.1 Gbit/s links (as fast: stage 2 + checkpointing, micro-batch 1)" "$TMP/f0.1.txt"
+# stage 3 + hpZ (groups of the 2 ranks per node): only the forward all-gather and the reduce-scatter
+# cross, stage 1's bytes across nodes; it fits only with checkpointing (its secondary shard is P/2)
+check "0.1 Gbit/s: the hpZ rung crosses with stage 1's bytes, 2/3 of stage 3's" "$PY" -c "
+import json; p = json.load(open('$TMP/f0.1.json')); r = p['rungs']
+h = [x for x in r if x['hpz_partition_size'] == 2]; s3 = [x for x in r if x['stage'] == 3 and x['hpz_partition_size'] == 1][0]
+assert len(h) == 1 and h[0]['name'] == 'stage 3 + hpZ 2' and h[0]['fits'] and h[0]['activation_checkpointing'], h
+near = lambda a, b: abs(a - b) <= 1e-9 * b
+assert near(h[0]['time']['cross_bytes'], r[1]['time']['cross_bytes']), (h[0]['time'], r[1]['time'])
+assert near(3 * h[0]['time']['cross_bytes'], 2 * s3['time']['cross_bytes']), (h[0]['time'], s3['time'])
+assert h[0]['step_seconds'] < s3['step_seconds']"
 check "100 Gbit/s: the reason names stage 1 + checkpointing next" grep -q \
     "fastest that fits: stage 3, micro-batch 1: .*; next: stage 1 + checkpointing, micro-batch 1: .* on 100 Gbit/s links" "$TMP/f100.txt"
 check "the traffic line gives the cross-node bytes and their time" grep -q \

@@ -38,6 +38,7 @@ static int cfg_equal(const zero_config *a, const zero_config *b, char *why, size
     F(round_robin_gradients) F(reduce_bucket_size) F(allgather_bucket_size) F(sub_group_size)
     F(prefetch_bucket_size) F(param_persistence_threshold) F(max_live_parameters) F(max_reuse_distance)
     F(gather_16bit_weights_on_model_save)
+    F(hpz_partition_size)
     OFFLOAD(offload_optimizer) OFFLOAD(offload_param)
     F(aio_block_size) F(aio_queue_depth) F(aio_intra_op_parallelism) F(aio_single_submit)
     F(aio_overlap_events) F(check_divergence) F(reuse_buffers) F(align_bytes) F(auto_fields)
@@ -138,6 +139,7 @@ static void test_defaults(void) {
     ZT_EQ_INT(c.max_live_parameters, 1000000000);
     ZT_EQ_INT(c.max_reuse_distance, 1000000000);
     ZT_EQ_INT(c.gather_16bit_weights_on_model_save, 0);
+    ZT_EQ_INT(c.hpz_partition_size, 1);
     ZT_EQ_INT(c.offload_optimizer.device, ZERO_OFFLOAD_NONE);
     ZT_EQ_INT(c.offload_optimizer.buffer_count, 4);
     ZT_EQ_F(c.offload_optimizer.ratio, 1);
@@ -413,10 +415,17 @@ static void test_unsupported(void) {
     EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": false}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_quantized_gradients\": true}}", ZERO_ERR_UNSUPPORTED,
            "zero_optimization.zero_quantized_gradients: true is not supported yet", NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}", ZERO_ERR_UNSUPPORTED,
-           "zero_optimization.zero_hpz_partition_size: 4 is not supported yet (only 1 is accepted)", NULL);
+    /* hpZ: the value is loaded; resolve checks it against the stage and the world (test_combinations) */
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 1}}", ZERO_OK, NULL, NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}", ZERO_ERR_CONFIG, "0 is out of range", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: 0 is out of range (expected an integer >= 1)", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": -2}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: -2 is out of range", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 2.5}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: 2.5 is not an integer", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": \"2\"}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: expected an integer", NULL);
     EXPECT("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0}}}", ZERO_ERR_UNSUPPORTED,
            "scheduler.type: \"OneCycle\" is not supported yet", NULL);
     EXPECT("{\"scheduler\": {\"type\": \"Cosine\"}}", ZERO_ERR_CONFIG, "scheduler.type: unknown scheduler \"Cosine\"", NULL);
@@ -730,6 +739,39 @@ static void test_combinations(void) {
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"nesterov\": true}}}", &err));
     ZT_EQ_INT(zero_config_resolve(&c, 1, &err), ZERO_ERR_CONFIG);
     ZT_CHECKF(strstr(err.msg, "optimizer.params.nesterov: true needs optimizer.params.momentum > 0"), "message: %s", err.msg);
+
+    /* hpZ: stage 3, a divisor of the world size, no parameter offload to NVMe (yet) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 2}}", &err));
+    ZT_OK(zero_config_resolve(&c, 4, &err));
+    ZT_EQ_INT(c.hpz_partition_size, 2);
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 4}}", &err));
+    ZT_OK(zero_config_resolve(&c, 4, &err)); /* the whole world: accepted, changes nothing */
+    const struct { const char *js; int world; zero_status st; const char *msg; } hpz[] = {
+        {"{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 3}}", 4, ZERO_ERR_CONFIG,
+         "zero_optimization.zero_hpz_partition_size: 3 does not divide the world size 4 (expected a divisor"},
+        {"{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 8}}", 4, ZERO_ERR_CONFIG,
+         "zero_optimization.zero_hpz_partition_size: 8 is larger than the world size 4"},
+        {"{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 2}}", 1, ZERO_ERR_CONFIG,
+         "zero_optimization.zero_hpz_partition_size: 2 is larger than the world size 1"},
+        {"{\"zero_optimization\": {\"stage\": 2, \"zero_hpz_partition_size\": 2}}", 4, ZERO_ERR_CONFIG,
+         "zero_optimization.zero_hpz_partition_size: 2 needs zero_optimization.stage 3 (stage is 2)"},
+        {"{\"zero_optimization\": {\"stage\": 3, \"zero_hpz_partition_size\": 2, \"offload_param\": "
+         "{\"device\": \"nvme\", \"nvme_path\": \"/x\"}}}", 4, ZERO_ERR_UNSUPPORTED,
+         "zero_optimization.zero_hpz_partition_size: 2 with zero_optimization.offload_param.device \"nvme\" is not "
+         "supported yet"},
+    };
+    for (size_t i = 0; i < sizeof hpz / sizeof hpz[0]; i++) {
+        ZT_OK(load(&c, hpz[i].js, &err));
+        zero_config before = c;
+        ZT_EQ_INT(zero_config_resolve(&c, hpz[i].world, &err), hpz[i].st);
+        ZT_CHECKF(strstr(err.msg, hpz[i].msg) != NULL, "message: %s", err.msg);
+        ZT_CFG_EQ(&c, &before);
+    }
+    zero_config_default(&c);
+    c.stage = 3;
+    c.hpz_partition_size = -1; /* set by a program: the same key path */
+    ZT_EQ_INT(zero_config_resolve(&c, 4, &err), ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "zero_optimization.zero_hpz_partition_size: -1 is out of range"), "message: %s", err.msg);
 
     /* overlap_comm: DeepSpeed's stage-dependent default, unless given */
     for (int stage = 0; stage <= 3; stage++) {
