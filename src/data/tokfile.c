@@ -234,10 +234,16 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
         }
     }
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    zero_error terr;
+    const int fd = zero_create_tmp(path, tmp, sizeof tmp, &terr);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        SETERR("cannot create token file '%.400s': %s", tmp, strerror(errno));
+        if (fd >= 0) SETERR("cannot create token file '%.400s': %s", tmp, strerror(errno));
+        else SETERR("token file: %.480s", terr.msg);
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return ZERO_ERR_IO;
     }
     const uint32_t tb = vocab <= 65536 ? 2 : 4;
