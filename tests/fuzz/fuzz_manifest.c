@@ -8,7 +8,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     zero__manifest m;
     memset(&m, 0, sizeof m);
     char err[512];
-    (void)zero__manifest_parse(text, "manifest.json", &m, err, sizeof err);
+    (void)zero__manifest_parse(text, size, "manifest.json", &m, err, sizeof err);
     zero__manifest_free(&m); /* after a failed parse too: it must leave m freeable */
     free(text);
     return 0;

@@ -2,7 +2,7 @@
  * or text whose bytes are tokens): gpt2_data_open, the checks against a model, and a batch of
  * each split; any input must give a status, never a crash. */
 #include "fuzz.h"
-#include "gpt2/data.h"
+#include "decoder/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size);
