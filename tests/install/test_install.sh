@@ -23,6 +23,15 @@ check "libzero.so.$V installed" test -f "$LIB/libzero.so.$V"
 check "libzero.so.$MAJOR -> libzero.so.$V" test "$(readlink "$LIB/libzero.so.$MAJOR")" = "libzero.so.$V"
 check "libzero.so -> libzero.so.$MAJOR" test "$(readlink "$LIB/libzero.so")" = "libzero.so.$MAJOR"
 check "soname libzero.so.$MAJOR" bash -c "readelf -d '$LIB/libzero.so.$V' | grep -q 'SONAME.*\[libzero.so.$MAJOR\]'"
+# libzero.so exports the public API only (cmake/libzero.map): every function a public header
+# declares, none of the zero__ internals, nothing without the prefix
+nm -D --defined-only "$LIB/libzero.so.$V" | awk '$2 ~ /^[TDBRVW]$/ { print $3 }' | sed 's/@.*//' | sort -u >"$TMP/exported"
+check "libzero.so exports symbols" test -s "$TMP/exported"
+check "libzero.so exports no zero__ internal" test -z "$(grep '^zero__' "$TMP/exported")"
+check "libzero.so exports nothing outside zero_*" test -z "$(grep -v '^zero_' "$TMP/exported")"
+sed -n 's/^[a-z].*[ *]\(zero_[a-z0-9_]*\)(.*/\1/p' "$ZERO_SOURCE_DIR"/include/zero/*.h | sort -u >"$TMP/declared"
+check "every function of the public headers is exported" test -z "$(comm -23 "$TMP/declared" "$TMP/exported")"
+check "every exported function is declared in a public header" test -z "$(comm -13 "$TMP/declared" "$TMP/exported")"
 check "libzero.a installed" test -f "$LIB/libzero.a"
 check "every public header under include/zero/" \
     test "$(cd "$ZERO_SOURCE_DIR/include/zero" && ls ./*.h | wc -l)" -eq "$(ls "$P/include/zero/"*.h | wc -l)"
