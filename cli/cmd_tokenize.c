@@ -166,7 +166,7 @@ static zero_status print_line(void *ctx, const char *line, size_t len, uint64_t 
     char where[1200];
     snprintf(where, sizeof where, "%s:%llu", c->path, (unsigned long long)lineno);
     if (!line) {
-        cli_error(CLI_RUNTIME, "tokenize: %s: a line of %zu bytes, longer than the %llu MiB a line may have", where, len,
+        cli_error(CLI_RUNTIME, "tokenize: %s: a line of more than %zu bytes, longer than the %llu MiB a line may have", where, len,
                   (unsigned long long)(ZERO_DATA_MAX_LINE >> 20));
         return ZERO_ERR_FORMAT;
     }

@@ -42,7 +42,7 @@ zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, ch
 #define DEC_HF_CONFIG_MAX_BYTES (UINT64_C(4) << 20)
 #define DEC_HF_CONFIG_MAX_VALUES (UINT64_C(1) << 18)
 #define DEC_HF_INDEX_MAX_BYTES (UINT64_C(64) << 20)
-#define DEC_HF_INDEX_MAX_VALUES (UINT64_C(1) << 22)
+#define DEC_HF_INDEX_MAX_VALUES (UINT64_C(1) << 19)
 #define DEC_HF_MAX_FILES 4096
 
 /* The distinct weight files a model.safetensors.index.json (text, len bytes) names in its

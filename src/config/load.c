@@ -12,8 +12,8 @@
 
 /* A config is a few KiB; anything this large is not one. */
 #define ZC_MAX_FILE (16u << 20)
-/* A DeepSpeed config holds a few dozen values; this is room for any, and bounds cJSON's memory. */
-#define ZC_MAX_VALUES (UINT64_C(1) << 20)
+/* A DeepSpeed config holds a few dozen values: room for any, and a bound on cJSON's memory. */
+#define ZC_MAX_VALUES (UINT64_C(1) << 16)
 
 void zero__zc_init(zc_ctx *c, zero_error *err) {
     memset(c, 0, sizeof *c);

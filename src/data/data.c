@@ -342,7 +342,7 @@ static zero_status jsonl_line(void *ctx, const char *line, size_t len, uint64_t 
     if (line) return zero_data_add_jsonl_line(c->d, line, len, where);
     c->d->st.bytes += len;
     snprintf(num, sizeof num, "%zu", len);
-    return bad(c->d, where, "a line of %s bytes, longer than the 64 MiB a JSONL example may have", num, NULL);
+    return bad(c->d, where, "a line of more than %s bytes, longer than the 64 MiB a JSONL example may have", num, NULL);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -22,13 +22,13 @@ zero_status zero_data_foreach_line(const char *path, uint64_t max_line, zero_lin
     /* buf[0, n): the start of the current line (when it is held) and what follows it */
     char *buf = NULL;
     size_t cap = 0, n = 0;
-    uint64_t lineno = 1, skipped = 0; /* skipped > 0: the current line is too long; its length so far */
+    uint64_t lineno = 1;
+    int skipping = 0; /* the current line was too long: dropped up to its end */
     zero_status st = ZERO_OK;
     for (;;) {
         if (cap - n < BLOCK + 1) {
             /* n <= max_line here (a longer line is dropped below): cap stays <= max_line + BLOCK + 1 */
             size_t nc = cap ? 2 * cap : 4 * BLOCK;
-            if (nc < n + BLOCK + 1) nc = n + BLOCK + 1;
             if (max_line < SIZE_MAX - 2 * BLOCK && nc > max_line + BLOCK + 1) nc = (size_t)max_line + BLOCK + 1;
             if (nc < n + BLOCK + 1) nc = n + BLOCK + 1;
             char *nb = realloc(buf, nc);
@@ -52,9 +52,8 @@ zero_status zero_data_foreach_line(const char *path, uint64_t max_line, zero_lin
         n += got;
         for (; i < n && st == ZERO_OK; i++) {
             if (buf[i] != '\n') continue;
-            if (skipped) {
-                st = fn(ctx, NULL, (size_t)(skipped + i - start), lineno);
-                skipped = 0;
+            if (skipping) {
+                skipping = 0;
             } else {
                 buf[i] = 0;
                 st = fn(ctx, buf + start, i - start, lineno);
@@ -63,25 +62,22 @@ zero_status zero_data_foreach_line(const char *path, uint64_t max_line, zero_lin
             start = i + 1;
         }
         if (st != ZERO_OK) break;
-        if (skipped) { /* the rest of a line too long to hold: counted, dropped */
-            skipped += n - start;
+        if (skipping) { /* the rest of a line too long to hold */
             n = 0;
             continue;
         }
         if (start) memmove(buf, buf + start, n - start);
         n -= start;
-        if (n > max_line) {
-            skipped = n;
+        if (n > max_line) { /* refused now, before more of it is read: fn may stop here */
+            st = fn(ctx, NULL, n, lineno);
+            if (st != ZERO_OK) break;
+            skipping = 1;
             n = 0;
         }
     }
-    if (st == ZERO_OK) {
-        if (skipped) {
-            st = fn(ctx, NULL, (size_t)skipped, lineno);
-        } else if (n) {
-            buf[n] = 0;
-            st = fn(ctx, buf, n, lineno);
-        }
+    if (st == ZERO_OK && !skipping && n) {
+        buf[n] = 0;
+        st = fn(ctx, buf, n, lineno);
     }
     free(buf);
     fclose(f);
