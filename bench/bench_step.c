@@ -1,6 +1,7 @@
-/* `zero bench step` (the harness lives in bench/, compiled into the command): step time, tokens/s
- * and per-rank peak RSS of `zero train` for each stage and rank count, against PyTorch DDP and
- * ZeroRedundancyOptimizer (bench/torch_step.py), as ratios. */
+/* `zero bench step` (the harness lives in bench/, compiled into the command): step time, tokens/s,
+ * per-rank peak RSS and model FLOP utilization of `zero train` for each stage, rank count and thread
+ * count, against PyTorch 2 (bench/torch_step.py: plain, DDP, ZeroRedundancyOptimizer, FSDP2) on the
+ * same model, as ratios. */
 #include "cli.h"
 
 #include <errno.h>
@@ -14,6 +15,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "decoder/decoder.h"
 
@@ -22,16 +26,37 @@
 #define MAX_REPEAT 100
 #define MIB (1024.0 * 1024.0)
 
-enum { PEER_DDP, PEER_ZERO, PEER_COUNT };
-static const char *const peer_name[PEER_COUNT] = {"ddp", "zero"};
+/* The PyTorch peers: plain on 1 rank; DDP, DDP + ZeroRedundancyOptimizer and FSDP2 on more. */
+enum { PEER_PLAIN, PEER_DDP, PEER_ZERO, PEER_FSDP, PEER_COUNT };
+static const char *const peer_name[PEER_COUNT] = {"plain", "ddp", "zero", "fsdp"};
+static int peer_runs(int p, int ranks) { return (p == PEER_PLAIN) == (ranks == 1); }
+/* Whether peer p is stage S's counterpart on `ranks` ranks: 1 rank: plain PyTorch for every
+ * stage (nothing to shard); more: DDP ~ stage 0, ZeroRedundancyOptimizer ~ stage 1 (and 2: it
+ * shards the optimizer states, DDP reduces whole gradients), FSDP2 ~ stages 2-3. */
+static int counterpart(int p, int stage, int ranks) {
+    if (ranks == 1) return p == PEER_PLAIN;
+    switch (p) {
+    case PEER_DDP: return stage == 0;
+    case PEER_ZERO: return stage == 1 || stage == 2;
+    case PEER_FSDP: return stage >= 2;
+    default: return 0;
+    }
+}
 
-/* Step-time targets of issue #8: stage S's step time over stage 0's. */
+/* Targets: issue #8's stage S step time over stage 0's; issue #20's step time against PyTorch 2
+ * (and less memory), model FLOP utilization against the GEMM rate on the same shapes, and 2
+ * threads against 1. */
 static const double stage_target[4] = {1.0, 1.05, 1.05, 1.25};
+#define TORCH_TARGET 0.85
+#define MFU_TARGET 0.80
+#define THREAD_TARGET 1.7
 
 typedef struct step_opts {
     int json, torch, steps, warmup, repeat, micro_batch, seq, timeout_s;
     int nranks, ranks[MAX_LIST];
     int nstages, stages[4];
+    int nthreads, threads[MAX_LIST]; /* 0: the share of the cores `zero train --ranks` gives */
+    double gemm_s;                   /* seconds of each GEMM-rate measurement; 0: none */
     const char *model, *data, *torch_script;
 } step_opts;
 
@@ -48,40 +73,52 @@ typedef struct figures {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: zero bench step [--json] [--ranks-list 1,2,4] [--stages 0,1,2,3] [--steps N]\n"
-            "                       [--warmup W] [--repeat R] [--model NAME] [--micro-batch B] [--seq T]\n"
-            "                       [--data FILE] [--no-torch] [--torch-script FILE] [--timeout S]\n"
+            "usage: zero bench step [--json] [--ranks-list 1,2,4] [--stages 0,1,2,3] [--threads-list 1,2]\n"
+            "                       [--steps N] [--warmup W] [--repeat R] [--model NAME] [--micro-batch B]\n"
+            "                       [--seq T] [--data FILE] [--gemm-seconds S] [--no-torch]\n"
+            "                       [--torch-script FILE] [--timeout S]\n"
             "\n"
-            "Runs `zero train` (fp32, AdamW) for every rank count and stage, through --ranks, and\n"
-            "reads its --log-json records: the step time (rank 0's, median of the steps after the\n"
-            "first W of every repeat; min and max shown as the noise), tokens/s of all ranks at that\n"
-            "median, and the largest per-rank peak RSS by the last step before the final validation.\n"
-            "When /usr/bin/python3 (ZERO_PYTHON overrides) imports torch, runs bench/torch_step.py for\n"
-            "the same model, micro-batch per rank, sequence length, steps and threads per rank: DDP\n"
-            "(~ stage 0) and DDP + ZeroRedundancyOptimizer (~ stage 1), over gloo on CPU. The runs of\n"
-            "every repeat are interleaved so that load from elsewhere falls on all of them.\n"
+            "Runs `zero train` (fp32, AdamW) for every thread count, rank count and stage, through\n"
+            "--ranks, and reads its --log-json records: the step time (rank 0's, median of the steps\n"
+            "after the first W of every repeat; min and max shown as the noise), tokens/s of all ranks\n"
+            "at that median, the largest per-rank peak RSS by the last step before the final\n"
+            "validation, and the model FLOP utilization: the model's FLOPs a rank computes per step\n"
+            "(dec_step_flops) over the step time, divided by the BLAS's rate on the model's own\n"
+            "products with the same threads, measured in the same run (dec_gemm_rate).\n"
+            "When python3 (the first on PATH; ZERO_PYTHON overrides) imports torch, runs\n"
+            "bench/torch_step.py for the same model, micro-batch per rank, sequence length, steps and\n"
+            "threads per rank: plain PyTorch on 1 rank; DDP, DDP + ZeroRedundancyOptimizer and FSDP2\n"
+            "(fully_shard) over gloo on more. The runs of every repeat are interleaved so that load\n"
+            "from elsewhere falls on all of them.\n"
             "\n"
             "  x_s0      step time / stage 0's (targets: stages 1-2 <= 1.05, stage 3 <= 1.25)\n"
-            "  ms/ddp    step time / torch DDP's; rss/ddp peak RSS / torch DDP's (same for zero);\n"
-            "            target: < 1 for each against its counterpart (stage 0: DDP, stage 1:\n"
-            "            ZeroRedundancyOptimizer, stages 2-3: both)\n"
+            "  mfu       model FLOP/s per rank / GEMM FLOP/s (target >= 0.80)\n"
+            "  x_1t      1 thread's step time / this one's, at 2 threads (target >= 1.7)\n"
+            "  ms/P      step time / PyTorch peer P's; rss/P peak RSS / P's; target against the\n"
+            "            counterparts (1 rank: plain; stage 0: DDP, 1: ZeRO, 2: ZeRO and FSDP,\n"
+            "            3: FSDP): time <= 0.85x and less memory\n"
             "\n"
             "  --ranks-list L    rank counts (default 1,2,4); more than one rank goes through mpiexec\n"
             "  --stages L        ZeRO stages (default 0,1,2,3)\n"
+            "  --threads-list L  threads per rank (default: the cores / ranks share zero train gives)\n"
             "  --steps N         optimizer steps a run (default 6); --warmup W first steps dropped (1)\n"
             "  --repeat R        runs of every configuration (default 1)\n"
-            "  --model NAME      GPT-2 preset (default small); --micro-batch B per rank (4); --seq T (128)\n"
+            "  --model NAME      preset (default small; the PyTorch peer models GPT-2 and Llama without\n"
+            "                    biases or q/k norms); --micro-batch B per rank (4); --seq T (128)\n"
             "  --data FILE       training text (default: zero train's default corpus)\n"
+            "  --gemm-seconds S  time of each GEMM-rate measurement (default 1; 0: no MFU)\n"
             "  --no-torch        skip PyTorch (its columns are null)\n"
             "  --torch-script F  the PyTorch peer (default: bench/torch_step.py beside the build dir,\n"
             "                    or $ZERO_TORCH_STEP)\n"
             "  --timeout S       seconds one run may take before it is killed (default 1800)\n"
-            "  --json            one object a line: \"run\": \"zero\" rows {\"ranks\", \"stage\", \"step_ms\",\n"
-            "                    \"step_ms_min\", \"step_ms_max\", \"tokens_per_s\", \"rss_peak\", \"model_states\",\n"
-            "                    \"stage0_model_states\", \"mem_total\", \"comm_wait_ms\", \"stage_ratio\",\n"
-            "                    \"meets_stage_target\", \"torch_ddp_ms\", \"torch_ddp_rss\", \"ratio_ddp_ms\",\n"
-            "                    \"ratio_ddp_rss\", \"torch_zero_ms\", ..., \"meets_torch_target\", ...} and\n"
-            "                    \"torch_ddp\"/\"torch_zero\" rows with their own figures\n");
+            "  --json            one object a line: \"run\": \"zero\" rows {\"ranks\", \"threads\", \"stage\",\n"
+            "                    \"step_ms\", \"step_ms_min\", \"step_ms_max\", \"tokens_per_s\", \"rss_peak\",\n"
+            "                    \"model_states\", \"stage0_model_states\", \"mem_total\", \"comm_wait_ms\",\n"
+            "                    \"step_flops\", \"gemm_flops\", \"mfu\", \"meets_mfu_target\",\n"
+            "                    \"thread_speedup\", \"meets_thread_target\", \"stage_ratio\",\n"
+            "                    \"meets_stage_target\", \"torch_P_ms\", \"torch_P_rss\", \"ratio_P_ms\",\n"
+            "                    \"ratio_P_rss\" for P in plain, ddp, zero, fsdp, \"meets_torch_target\", ...}\n"
+            "                    and \"torch_P\" rows with their own figures (and mfu)\n");
 }
 
 /* "1,2,4" into out[] (each in [lo, hi], no repeats); -1 after printing the error. */
@@ -114,10 +151,12 @@ static int parse(int argc, char **argv, step_opts *o) {
     o->micro_batch = 4;
     o->seq = 128;
     o->timeout_s = 1800;
+    o->gemm_s = 1.0;
     o->model = "small";
     o->nranks = 3, o->ranks[0] = 1, o->ranks[1] = 2, o->ranks[2] = 4;
     o->nstages = 4;
     for (int s = 0; s < 4; s++) o->stages[s] = s;
+    o->nthreads = 1, o->threads[0] = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
 #define VALUE()                                                                                    \
@@ -126,18 +165,30 @@ static int parse(int argc, char **argv, step_opts *o) {
         else if (!strcmp(a, "--no-torch")) o->torch = 0;
         else if (!strcmp(a, "--ranks-list")) { VALUE(); if (parse_list(a, v, 1, 256, o->ranks, MAX_LIST, &o->nranks)) return -1; }
         else if (!strcmp(a, "--stages")) { VALUE(); if (parse_list(a, v, 0, 3, o->stages, 4, &o->nstages)) return -1; }
+        else if (!strcmp(a, "--threads-list")) { VALUE(); if (parse_list(a, v, 1, 1024, o->threads, MAX_LIST, &o->nthreads)) return -1; }
         else if (!strcmp(a, "--steps")) { VALUE(); if (cli_parse_int(a, v, 2, MAX_STEPS, &o->steps)) return -1; }
         else if (!strcmp(a, "--warmup")) { VALUE(); if (cli_parse_int(a, v, 0, MAX_STEPS, &o->warmup)) return -1; }
         else if (!strcmp(a, "--repeat")) { VALUE(); if (cli_parse_int(a, v, 1, MAX_REPEAT, &o->repeat)) return -1; }
         else if (!strcmp(a, "--micro-batch")) { VALUE(); if (cli_parse_int(a, v, 1, 1 << 16, &o->micro_batch)) return -1; }
         else if (!strcmp(a, "--seq")) { VALUE(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
         else if (!strcmp(a, "--timeout")) { VALUE(); if (cli_parse_int(a, v, 1, 7 * 86400, &o->timeout_s)) return -1; }
+        else if (!strcmp(a, "--gemm-seconds")) {
+            VALUE();
+            char *end = NULL;
+            errno = 0;
+            o->gemm_s = strtod(v, &end);
+            if (end == v || *end || errno || !(o->gemm_s >= 0.0 && o->gemm_s <= 3600.0)) {
+                cli_error(CLI_USAGE, "--gemm-seconds '%s': expected seconds in [0, 3600]", v);
+                return -1;
+            }
+        }
         else if (!strcmp(a, "--model")) { VALUE(); o->model = v; }
         else if (!strcmp(a, "--data")) { VALUE(); o->data = v; }
         else if (!strcmp(a, "--torch-script")) { VALUE(); o->torch_script = v; }
         else {
-            cli_error(CLI_USAGE, "bench step: unknown option '%s': expected --json, --ranks-list, --stages, --steps, "
-                      "--warmup, --repeat, --model, --micro-batch, --seq, --data, --no-torch, --torch-script or --timeout", a);
+            cli_error(CLI_USAGE, "bench step: unknown option '%s': expected --json, --ranks-list, --stages, --threads-list, "
+                      "--steps, --warmup, --repeat, --model, --micro-batch, --seq, --data, --gemm-seconds, --no-torch, "
+                      "--torch-script or --timeout", a);
             return -1;
         }
 #undef VALUE
@@ -328,6 +379,7 @@ static double load_average(void) {
 
 typedef struct ctx {
     const step_opts *o;
+    dec_config cfg;
     char self[PATH_MAX], dir[PATH_MAX];
     char py[PATH_MAX], script[PATH_MAX];
     int have_torch;
@@ -335,8 +387,43 @@ typedef struct ctx {
     double torch_params;
 } ctx;
 
+/* The threads per rank a run gets: the list's value, or the share `zero train --ranks` gives
+ * (OMP_NUM_THREADS when set, else cores / ranks). */
+static int threads_of(int listed, int ranks) {
+    if (listed > 0) return listed;
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) return atoi(e);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > ranks ? (int)(cores / ranks) : 1;
+}
+
+/* Sets OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for a child (listed > 0) and restores them. */
+typedef struct env_save {
+    char *omp, *blas;
+} env_save;
+
+static void env_threads(env_save *sv, int listed) {
+    const char *o = getenv("OMP_NUM_THREADS"), *b = getenv("OPENBLAS_NUM_THREADS");
+    sv->omp = o ? strdup(o) : NULL;
+    sv->blas = b ? strdup(b) : NULL;
+    if (listed > 0) {
+        char t[16];
+        snprintf(t, sizeof t, "%d", listed);
+        setenv("OMP_NUM_THREADS", t, 1);
+        setenv("OPENBLAS_NUM_THREADS", t, 1);
+    }
+}
+
+static void env_restore(env_save *sv) {
+    if (sv->omp) setenv("OMP_NUM_THREADS", sv->omp, 1);
+    else unsetenv("OMP_NUM_THREADS");
+    if (sv->blas) setenv("OPENBLAS_NUM_THREADS", sv->blas, 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
+    free(sv->omp), free(sv->blas);
+}
+
 /* One `zero train` run: appends its figures to f. Returns CLI_OK or the error it printed. */
-static int run_ours(ctx *c, int ranks, int stage, figures *f) {
+static int run_ours(ctx *c, int ranks, int stage, int threads, figures *f) {
     const step_opts *o = c->o;
     char log[PATH_MAX + 16], out[PATH_MAX + 16], err[PATH_MAX + 16];
     char s_stage[8], s_ranks[16], s_steps[16], s_b[16], s_t[16];
@@ -356,7 +443,10 @@ static int run_ours(ctx *c, int ranks, int stage, figures *f) {
     int k = 22;
     if (o->data) argv[k++] = "--data", argv[k++] = (char *)o->data;
     argv[k] = NULL;
+    env_save sv;
+    env_threads(&sv, threads);
     int rc = run_child(argv, out, err, o->timeout_s);
+    env_restore(&sv);
     char line[512];
     if (rc == 124)
         return cli_error(CLI_RUNTIME, "bench step: zero train --ranks %d --stage %d took over %d s (--timeout)", ranks,
@@ -405,6 +495,21 @@ static int torch_importable(const char *py) {
     return system(cmd) == 0;
 }
 
+/* The first executable `name` on PATH into out; 0 when none. */
+static int which(const char *name, char *out, size_t cap) {
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    while (*path) {
+        const size_t n = strcspn(path, ":");
+        if (n > 0 && n + 1 + strlen(name) < cap) {
+            snprintf(out, cap, "%.*s/%s", (int)n, path, name);
+            if (access(out, X_OK) == 0) return 1;
+        }
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
 /* The peer script: --torch-script, $ZERO_TORCH_STEP, or bench/torch_step.py in the source tree
  * beside the binary's build directory (build/zero -> bench/), or beside the binary. */
 static int find_script(ctx *c) {
@@ -428,37 +533,47 @@ static int find_script(ctx *c) {
     return 0;
 }
 
-/* The threads per rank zero train gets (cli_launch_ranks' rule), given to torch too. */
-static int threads_per_rank(int ranks) {
-    const char *e = getenv("OMP_NUM_THREADS");
-    if (e && atoi(e) > 0) return atoi(e);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores > ranks ? (int)(cores / ranks) : 1;
+/* What bench/torch_step.py cannot build of this model (NULL: it builds it exactly). */
+static const char *torch_unsupported(const dec_config *m) {
+    if (m->arch == DEC_ARCH_GPT2) return NULL;
+    if (m->qkv_bias || m->o_bias || m->mlp_bias) return "biases in a Llama-family model";
+    if (m->qk_norm) return "q/k norms";
+    if (m->rope_type != DEC_ROPE_DEFAULT) return "RoPE scaling";
+    return NULL;
 }
 
-static int run_torch(ctx *c, int ranks, int peer, figures *f) {
+static int run_torch(ctx *c, int ranks, int peer, int threads, figures *f) {
     const step_opts *o = c->o;
-    dec_config m;
-    zero_error e = {{0}};
-    dec_config_preset(&m, o->model, &e);
+    dec_config m = c->cfg;
     if (o->seq > m.n_ctx) m.n_ctx = o->seq; /* as zero train grows its position table */
     char out[PATH_MAX + 16], err[PATH_MAX + 16];
-    char a[10][16];
+    char a[14][24];
     snprintf(out, sizeof out, "%s/torch.json", c->dir);
     snprintf(err, sizeof err, "%s/torch.err", c->dir);
-    snprintf(a[0], 16, "%d", ranks);
-    snprintf(a[1], 16, "%d", m.n_layer);
-    snprintf(a[2], 16, "%d", m.n_embd);
-    snprintf(a[3], 16, "%d", m.n_head);
-    snprintf(a[4], 16, "%d", m.vocab);
-    snprintf(a[5], 16, "%d", m.n_ctx);
-    snprintf(a[6], 16, "%d", o->micro_batch);
-    snprintf(a[7], 16, "%d", o->seq);
-    snprintf(a[8], 16, "%d", o->steps);
-    snprintf(a[9], 16, "%d", threads_per_rank(ranks));
-    char *argv[] = {c->py, c->script, "--mode", (char *)peer_name[peer], "--ranks", a[0], "--layers", a[1],
-                    "--dim", a[2], "--heads", a[3], "--vocab", a[4], "--n-ctx", a[5], "--micro-batch", a[6],
-                    "--seq", a[7], "--steps", a[8], "--threads", a[9], NULL};
+    snprintf(a[0], 24, "%d", ranks);
+    snprintf(a[1], 24, "%d", m.n_layer);
+    snprintf(a[2], 24, "%d", m.n_embd);
+    snprintf(a[3], 24, "%d", m.n_head);
+    snprintf(a[4], 24, "%d", m.vocab);
+    snprintf(a[5], 24, "%d", m.n_ctx);
+    snprintf(a[6], 24, "%d", o->micro_batch);
+    snprintf(a[7], 24, "%d", o->seq);
+    snprintf(a[8], 24, "%d", o->steps);
+    snprintf(a[9], 24, "%d", threads);
+    snprintf(a[10], 24, "%d", m.n_kv_head);
+    snprintf(a[11], 24, "%d", m.head_dim);
+    snprintf(a[12], 24, "%d", m.n_inner);
+    snprintf(a[13], 24, "%.17g", m.rope_theta);
+    char eps[32];
+    snprintf(eps, sizeof eps, "%.17g", m.norm_eps);
+    char *argv[48] = {c->py, c->script, "--mode", (char *)peer_name[peer], "--ranks", a[0], "--arch",
+                      m.arch == DEC_ARCH_GPT2 ? "gpt2" : "llama", "--layers", a[1], "--dim", a[2], "--heads", a[3],
+                      "--kv-heads", a[10], "--head-dim", a[11], "--inner", a[12], "--vocab", a[4], "--n-ctx", a[5],
+                      "--rope-theta", a[13], "--eps", eps, "--micro-batch", a[6], "--seq", a[7], "--steps", a[8],
+                      "--threads", a[9]};
+    int k = 34;
+    if (!m.tied) argv[k++] = "--untied";
+    argv[k] = NULL;
     int rc = run_child(argv, out, err, o->timeout_s);
     char line[512];
     if (rc == 124)
@@ -494,6 +609,23 @@ static int run_torch(ctx *c, int ranks, int peer, figures *f) {
         return cli_error(CLI_RUNTIME, "bench step: torch %s on %d ranks printed %d step times of %d: %s", peer_name[peer],
                          ranks, got, o->steps, last_line(err, line, sizeof line));
     if (isnan(f->rss) || rss > f->rss) f->rss = rss;
+    return CLI_OK;
+}
+
+/* ------------------------------------------------------------------ the GEMM rate */
+
+/* dec_gemm_rate with `threads` OpenMP threads (OpenBLAS's OpenMP build follows the team size). */
+static int gemm_rate(ctx *c, int threads, double *out) {
+#ifdef _OPENMP
+    const int keep = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#endif
+    zero_status st = dec_gemm_rate(&c->cfg, c->o->micro_batch, c->o->seq, c->o->gemm_s, out);
+#ifdef _OPENMP
+    omp_set_num_threads(keep);
+#endif
+    if (st) return cli_error(CLI_RUNTIME, "bench step: the GEMM rate of %s at %d x %d: %s", c->o->model,
+                             c->o->micro_batch, c->o->seq, zero_status_string(st));
     return CLI_OK;
 }
 
@@ -533,31 +665,38 @@ static const char *fmt_ratio(double v, char *buf, size_t cap) {
 }
 
 typedef struct row_eval {
-    double x_s0, ms_ratio[PEER_COUNT], rss_ratio[PEER_COUNT];
-    int stage_ok, torch_ok; /* 1 met, 0 missed, -1 not measured or no target */
+    double x_s0, mfu, x_1t, ms_ratio[PEER_COUNT], rss_ratio[PEER_COUNT];
+    int stage_ok, torch_ok, mfu_ok, thread_ok; /* 1 met, 0 missed, -1 not measured or no target */
 } row_eval;
 
-static row_eval evaluate(const figures *f, int stage, const figures *s0, const figures peers[PEER_COUNT]) {
+/* s0: stage 0's figures at these ranks and threads (or NULL); one: the same row at 1 thread when
+ * this one ran 2 (or NULL); peers: PEER_COUNT figures (or NULL); flops: the model FLOPs a rank
+ * computes per step; rate: the GEMM rate at these threads (NAN: not measured). */
+static row_eval evaluate(const figures *f, int ranks, int stage, const figures *s0, const figures *one,
+                         const figures peers[PEER_COUNT], double flops, double rate) {
     row_eval r;
     r.x_s0 = s0 && s0->n ? f->med / s0->med : NAN;
     r.stage_ok = stage == 0 || !isfinite(r.x_s0) ? -1 : r.x_s0 <= stage_target[stage];
+    r.mfu = f->n ? flops / (f->med * 1e-3) / rate : NAN;
+    r.mfu_ok = isfinite(r.mfu) ? r.mfu >= MFU_TARGET : -1;
+    r.x_1t = one && one->n && f->n ? one->med / f->med : NAN;
+    r.thread_ok = isfinite(r.x_1t) ? r.x_1t >= THREAD_TARGET : -1;
     r.torch_ok = -1;
     for (int p = 0; p < PEER_COUNT; p++) {
         r.ms_ratio[p] = peers && peers[p].n ? f->med / peers[p].med : NAN;
         r.rss_ratio[p] = peers && peers[p].n ? f->rss / peers[p].rss : NAN;
-        /* counterparts: stage 0 DDP, stage 1 ZeroRedundancyOptimizer, stages 2-3 both */
-        const int counterpart = stage >= 2 || (stage == 0 && p == PEER_DDP) || (stage == 1 && p == PEER_ZERO);
-        if (!counterpart || !isfinite(r.ms_ratio[p])) continue;
-        const int ok = r.ms_ratio[p] < 1 && r.rss_ratio[p] < 1;
+        if (!counterpart(p, stage, ranks) || !isfinite(r.ms_ratio[p])) continue;
+        const int ok = r.ms_ratio[p] <= TORCH_TARGET && r.rss_ratio[p] < 1;
         r.torch_ok = r.torch_ok < 0 ? ok : (r.torch_ok && ok);
     }
     return r;
 }
 
-static void print_json_row(const ctx *c, int ranks, int stage, const figures *f, const row_eval *r,
-                           const figures peers[PEER_COUNT], double load0, double load1) {
+static void print_json_row(const ctx *c, int ranks, int threads, int stage, const figures *f, const row_eval *r,
+                           const figures peers[PEER_COUNT], double flops, double rate, double load0, double load1) {
     const step_opts *o = c->o;
-    printf("{\"run\": \"zero\", \"ranks\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, stage, o->model);
+    printf("{\"run\": \"zero\", \"ranks\": %d, \"threads\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, threads, stage,
+           o->model);
     jnum("params", f->params);
     printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
            o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
@@ -570,6 +709,14 @@ static void print_json_row(const ctx *c, int ranks, int stage, const figures *f,
     jnum("stage0_model_states", f->stage0);
     jnum("mem_total", f->total);
     jnum("comm_wait_ms", f->n ? f->wait_sum / f->n : NAN);
+    jnum("step_flops", flops);
+    jnum("gemm_flops", rate);
+    jnum("mfu", r->mfu);
+    jnum("mfu_target", MFU_TARGET);
+    jbool("meets_mfu_target", r->mfu_ok);
+    jnum("thread_speedup", r->x_1t);
+    jnum("thread_target", THREAD_TARGET);
+    jbool("meets_thread_target", r->thread_ok);
     jnum("stage_ratio", r->x_s0);
     jnum("stage_target", stage_target[stage]);
     jbool("meets_stage_target", r->stage_ok);
@@ -584,15 +731,17 @@ static void print_json_row(const ctx *c, int ranks, int stage, const figures *f,
         snprintf(k, sizeof k, "ratio_%s_rss", peer_name[p]);
         jnum(k, r->rss_ratio[p]);
     }
+    jnum("torch_target", TORCH_TARGET);
     jbool("meets_torch_target", r->torch_ok);
     jnum("load_before", load0);
     jnum("load_after", load1);
     printf("}\n");
 }
 
-static void print_json_peer(const ctx *c, int ranks, int p, const figures *f) {
+static void print_json_peer(const ctx *c, int ranks, int threads, int p, const figures *f, double flops, double rate) {
     const step_opts *o = c->o;
-    printf("{\"run\": \"torch_%s\", \"ranks\": %d, \"torch\": \"%s\"", peer_name[p], ranks, c->torch_version);
+    printf("{\"run\": \"torch_%s\", \"ranks\": %d, \"threads\": %d, \"torch\": \"%s\"", peer_name[p], ranks, threads,
+           c->torch_version);
     jnum("params", c->torch_params);
     printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
            o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
@@ -601,21 +750,25 @@ static void print_json_peer(const ctx *c, int ranks, int p, const figures *f) {
     jnum("step_ms_max", f->hi);
     jnum("tokens_per_s", (double)ranks * o->micro_batch * o->seq * 1e3 / f->med);
     jnum("rss_peak", f->rss);
+    jnum("mfu", f->n ? flops / (f->med * 1e-3) / rate : NAN);
     printf("}\n");
 }
 
-static void print_table_row(const step_opts *o, int ranks, const char *name, const figures *f, const row_eval *r) {
-    char b[8][16];
-    printf("%5d  %-10s %9.1f %9.1f %9.1f %8.0f %8.1f", ranks, name, f->med, f->lo, f->hi,
+static void print_table_row(const step_opts *o, int ranks, int threads, const char *name, const figures *f,
+                            const row_eval *r, double mfu) {
+    char b[12][16];
+    printf("%5d %3d  %-11s %9.1f %9.1f %9.1f %8.0f %8.1f", ranks, threads, name, f->med, f->lo, f->hi,
            (double)ranks * o->micro_batch * o->seq * 1e3 / f->med, f->rss / MIB);
     if (!r) {
-        printf("\n");
+        printf(" %9s %7s %6s %5s\n", "", "", "", fmt_ratio(mfu, b[0], 16));
         return;
     }
-    printf(" %9.1f %7.1f %6s %7s %7s %7s %7s  %s %s\n", f->states / MIB, f->n ? f->wait_sum / f->n : 0.0,
-           fmt_ratio(r->x_s0, b[0], 16), fmt_ratio(r->ms_ratio[0], b[1], 16), fmt_ratio(r->rss_ratio[0], b[2], 16),
-           fmt_ratio(r->ms_ratio[1], b[3], 16), fmt_ratio(r->rss_ratio[1], b[4], 16),
-           r->stage_ok < 0 ? "stage:-   " : r->stage_ok ? "stage:ok  " : "stage:MISS",
+    printf(" %9.1f %7.1f %6s %5s %5s", f->states / MIB, f->n ? f->wait_sum / f->n : 0.0, fmt_ratio(r->x_s0, b[0], 16),
+           fmt_ratio(r->mfu, b[1], 16), fmt_ratio(r->x_1t, b[2], 16));
+    for (int p = 0; p < PEER_COUNT; p++)
+        printf(" %7s %7s", fmt_ratio(r->ms_ratio[p], b[3 + 2 * p], 16), fmt_ratio(r->rss_ratio[p], b[4 + 2 * p], 16));
+    printf("  %s %s %s %s\n", r->stage_ok < 0 ? "stage:-   " : r->stage_ok ? "stage:ok  " : "stage:MISS",
+           r->mfu_ok < 0 ? "mfu:-   " : r->mfu_ok ? "mfu:ok  " : "mfu:MISS", r->thread_ok < 0 ? "thr:-   " : r->thread_ok ? "thr:ok  " : "thr:MISS",
            r->torch_ok < 0 ? "torch:-" : r->torch_ok ? "torch:ok" : "torch:MISS");
 }
 
@@ -623,85 +776,129 @@ static void print_table_row(const step_opts *o, int ranks, const char *name, con
 
 static int bench(ctx *c) {
     const step_opts *o = c->o;
-    const int nr = o->nranks, ns = o->nstages;
+    const int nr = o->nranks, ns = o->nstages, nt = o->nthreads;
     const int per = o->steps * o->repeat;
-    figures *ours = calloc((size_t)nr * ns, sizeof *ours);
-    figures *peers = calloc((size_t)nr * PEER_COUNT, sizeof *peers);
-    double *pool = calloc((size_t)nr * (ns + PEER_COUNT) * per, sizeof *pool);
+    const size_t nours = (size_t)nt * nr * ns, npeer = (size_t)nt * nr * PEER_COUNT;
+    figures *ours = calloc(nours, sizeof *ours);
+    figures *peers = calloc(npeer, sizeof *peers);
+    double *pool = calloc((nours + npeer) * per, sizeof *pool);
+    double *rates = calloc((size_t)nt * nr * o->repeat, sizeof *rates); /* per (threads, ranks, repeat) */
+    double *rate = calloc((size_t)nt * nr, sizeof *rate);
     int rc = CLI_RUNTIME;
-    if (!ours || !peers || !pool) {
+    if (!ours || !peers || !pool || !rates || !rate) {
         rc = cli_error(CLI_RUNTIME, "bench step: out of memory");
         goto done;
     }
-    for (int i = 0; i < nr * ns; i++) ours[i].ms = pool + (size_t)i * per, ours[i].rss = NAN;
-    for (int i = 0; i < nr * PEER_COUNT; i++) peers[i].ms = pool + (size_t)(nr * ns + i) * per, peers[i].rss = NAN;
+    for (size_t i = 0; i < nours; i++) ours[i].ms = pool + i * per, ours[i].rss = NAN;
+    for (size_t i = 0; i < npeer; i++) peers[i].ms = pool + (nours + i) * per, peers[i].rss = NAN;
+#define OURS(t, i, j) (&ours[((size_t)(t) * nr + (i)) * ns + (j)])
+#define PEERS(t, i) (&peers[((size_t)(t) * nr + (i)) * PEER_COUNT])
+    const double flops = dec_step_flops(&c->cfg, o->micro_batch, o->seq);
 
     const double load0 = load_average();
-    const int runs = o->repeat * nr * (ns + (c->have_torch ? PEER_COUNT : 0));
+    int npeers_run = 0;
+    for (int i = 0; i < nr; i++)
+        for (int p = 0; p < PEER_COUNT; p++) npeers_run += c->have_torch && peer_runs(p, o->ranks[i]);
+    const int runs = o->repeat * nt * (nr * ns + npeers_run);
     int run = 0;
     for (int rep = 0; rep < o->repeat; rep++) {
-        for (int i = 0; i < nr; i++) {
-            for (int j = 0; j < ns + (c->have_torch ? PEER_COUNT : 0); j++) {
-                const int is_torch = j >= ns;
-                figures *f = is_torch ? &peers[i * PEER_COUNT + (j - ns)] : &ours[i * ns + j];
-                const int before = f->n;
-                const double t0 = zero_now();
-                rc = is_torch ? run_torch(c, o->ranks[i], j - ns, f) : run_ours(c, o->ranks[i], o->stages[j], f);
-                if (rc != CLI_OK) goto done;
-                double last = median(f->ms + before, f->n - before);
-                char what[32];
-                if (is_torch) snprintf(what, sizeof what, "torch %s", peer_name[j - ns]);
-                else snprintf(what, sizeof what, "stage %d", o->stages[j]);
-                fprintf(stderr, "bench step: [%d/%d] %d rank%s, %-10s %8.1f ms/step (median of %d), run %.0f s, load %.2f\n",
-                        ++run, runs, o->ranks[i], o->ranks[i] > 1 ? "s" : " ", what, last, f->n - before,
-                        zero_now() - t0, load_average());
+        for (int t = 0; t < nt; t++) {
+            for (int i = 0; i < nr; i++) {
+                const int R = o->ranks[i], th = threads_of(o->threads[t], R);
+                double *rr = &rates[((size_t)t * nr + i) * o->repeat + rep];
+                *rr = NAN;
+                if (o->gemm_s > 0) {
+                    /* the same thread count as another rank count's: measured once a repeat */
+                    for (int i2 = 0; i2 < i && isnan(*rr); i2++)
+                        if (threads_of(o->threads[t], o->ranks[i2]) == th) *rr = rates[((size_t)t * nr + i2) * o->repeat + rep];
+                    if (isnan(*rr) && (rc = gemm_rate(c, th, rr)) != CLI_OK) goto done;
+                }
+                for (int j = 0; j < ns + PEER_COUNT; j++) {
+                    const int is_torch = j >= ns, p = j - ns;
+                    if (is_torch && (!c->have_torch || !peer_runs(p, R))) continue;
+                    figures *f = is_torch ? &PEERS(t, i)[p] : OURS(t, i, j);
+                    const int before = f->n;
+                    const double t0 = zero_now();
+                    rc = is_torch ? run_torch(c, R, p, th, f) : run_ours(c, R, o->stages[j], o->threads[t], f);
+                    if (rc != CLI_OK) goto done;
+                    double last = median(f->ms + before, f->n - before);
+                    char what[32];
+                    if (is_torch) snprintf(what, sizeof what, "torch %s", peer_name[p]);
+                    else snprintf(what, sizeof what, "stage %d", o->stages[j]);
+                    fprintf(stderr, "bench step: [%d/%d] %d rank%s x %d thread%s, %-11s %8.1f ms/step (median of %d), "
+                            "run %.0f s, load %.2f\n", ++run, runs, R, R > 1 ? "s" : " ", th, th > 1 ? "s" : " ", what,
+                            last, f->n - before, zero_now() - t0, load_average());
+                }
             }
         }
     }
     const double load1 = load_average();
-    for (int i = 0; i < nr * ns; i++) summarize(&ours[i]);
-    for (int i = 0; i < nr * PEER_COUNT; i++) summarize(&peers[i]);
+    for (size_t i = 0; i < nours; i++) summarize(&ours[i]);
+    for (size_t i = 0; i < npeer; i++) summarize(&peers[i]);
+    for (int k = 0; k < nt * nr; k++) rate[k] = o->gemm_s > 0 ? median(&rates[(size_t)k * o->repeat], o->repeat) : NAN;
 
     if (!o->json) {
         printf("zero bench step: model %s (%.0f params), fp32 AdamW, micro-batch %d per rank, seq %d; %d steps a run, "
                "first %d dropped, %d repeat%s; load average %.2f before, %.2f after\n",
                o->model, ours[0].params, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, o->repeat > 1 ? "s" : "",
                load0, load1);
+        printf("model FLOPs per rank and step %.4g; GEMM rate on the model's products:", flops);
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < nr; i++)
+                printf(" %d x %d threads %.1f GFLOP/s%s", o->ranks[i], threads_of(o->threads[t], o->ranks[i]),
+                       rate[t * nr + i] * 1e-9, t == nt - 1 && i == nr - 1 ? "\n" : ";");
         if (c->have_torch)
-            printf("peer: PyTorch %s (%s): DDP ~ stage 0, DDP + ZeroRedundancyOptimizer ~ stage 1, gloo on CPU, %.0f params\n",
-                   c->torch_version, c->script, c->torch_params);
+            printf("peer: PyTorch %s (%s): plain on 1 rank; DDP, DDP + ZeroRedundancyOptimizer, FSDP2 on more (gloo, CPU); "
+                   "%.0f params\n", c->torch_version, c->script, c->torch_params);
         else
-            printf("peer: none (%s)\n", !o->torch ? "--no-torch" : c->script[0] ? "torch does not import" : "bench/torch_step.py not found");
+            printf("peer: none (%s)\n", !o->torch ? "--no-torch" : torch_unsupported(&c->cfg) ? torch_unsupported(&c->cfg)
+                                        : c->script[0] ? "torch does not import" : "bench/torch_step.py not found");
         printf("step_ms: rank 0's median (min, max) over the timed steps; rss: largest per-rank peak; ratios: ours / "
                "theirs (< 1: faster, smaller)\n");
-        printf("%5s  %-10s %9s %9s %9s %8s %8s %9s %7s %6s %7s %7s %7s %7s  %s\n", "ranks", "run", "step_ms", "min_ms",
-               "max_ms", "tok/s", "rss_MiB", "state_MiB", "wait_ms", "x_s0", "ms/ddp", "rss/ddp", "ms/zero", "rss/zero",
-               "targets");
+        printf("%5s %3s  %-11s %9s %9s %9s %8s %8s %9s %7s %6s %5s %5s", "ranks", "thr", "run", "step_ms", "min_ms",
+               "max_ms", "tok/s", "rss_MiB", "state_MiB", "wait_ms", "x_s0", "mfu", "x_1t");
+        for (int p = 0; p < PEER_COUNT; p++) printf(" ms/%-4s rss/%-4s", peer_name[p], peer_name[p]);
+        printf("  targets\n");
     }
     int met = 0, total = 0;
-    for (int i = 0; i < nr; i++) {
-        const figures *s0 = NULL;
-        for (int j = 0; j < ns; j++)
-            if (o->stages[j] == 0) s0 = &ours[i * ns + j];
-        const figures *pp = c->have_torch ? &peers[i * PEER_COUNT] : NULL;
-        for (int j = 0; j < ns; j++) {
-            const figures *f = &ours[i * ns + j];
-            row_eval r = evaluate(f, o->stages[j], s0, pp);
-            met += (r.stage_ok == 1) + (r.torch_ok == 1);
-            total += (r.stage_ok >= 0) + (r.torch_ok >= 0);
-            if (o->json) {
-                print_json_row(c, o->ranks[i], o->stages[j], f, &r, pp, load0, load1);
-            } else {
-                char name[16];
-                snprintf(name, sizeof name, "stage %d", o->stages[j]);
-                print_table_row(o, o->ranks[i], name, f, &r);
+    for (int t = 0; t < nt; t++) {
+        for (int i = 0; i < nr; i++) {
+            const int R = o->ranks[i], th = threads_of(o->threads[t], R);
+            const double rt = rate[t * nr + i];
+            int one_t = -1; /* the 1-thread entry of the list, when this row runs 2 */
+            for (int t2 = 0; t2 < nt && th == 2; t2++)
+                if (threads_of(o->threads[t2], R) == 1) one_t = t2;
+            const figures *pp = c->have_torch ? PEERS(t, i) : NULL;
+            for (int j = 0; j < ns; j++) {
+                const figures *s0 = NULL;
+                for (int j2 = 0; j2 < ns; j2++)
+                    if (o->stages[j2] == 0) s0 = OURS(t, i, j2);
+                const figures *f = OURS(t, i, j), *one = one_t >= 0 ? OURS(one_t, i, j) : NULL;
+                row_eval r = evaluate(f, R, o->stages[j], s0, one, pp, flops, rt);
+                met += (r.stage_ok == 1) + (r.torch_ok == 1) + (r.mfu_ok == 1) + (r.thread_ok == 1);
+                total += (r.stage_ok >= 0) + (r.torch_ok >= 0) + (r.mfu_ok >= 0) + (r.thread_ok >= 0);
+                if (o->json) {
+                    print_json_row(c, R, th, o->stages[j], f, &r, pp, flops, rt, load0, load1);
+                } else {
+                    char name[16];
+                    snprintf(name, sizeof name, "stage %d", o->stages[j]);
+                    print_table_row(o, R, th, name, f, &r, NAN);
+                }
+            }
+            for (int p = 0; pp && p < PEER_COUNT; p++) {
+                if (!peer_runs(p, R)) continue;
+                if (o->json) {
+                    print_json_peer(c, R, th, p, &pp[p], flops, rt);
+                } else {
+                    char name[16];
+                    snprintf(name, sizeof name, "torch %s", peer_name[p]);
+                    print_table_row(o, R, th, name, &pp[p], NULL, pp[p].n ? flops / (pp[p].med * 1e-3) / rt : NAN);
+                }
             }
         }
-        for (int p = 0; pp && p < PEER_COUNT; p++) {
-            if (o->json) print_json_peer(c, o->ranks[i], p, &pp[p]);
-            else print_table_row(o, o->ranks[i], p == PEER_DDP ? "torch ddp" : "torch zero", &pp[p], NULL);
-        }
     }
+#undef OURS
+#undef PEERS
     if (!o->json) printf("targets met: %d of %d\n", met, total);
     fflush(stdout);
     rc = CLI_OK;
@@ -709,6 +906,8 @@ done:
     free(ours);
     free(peers);
     free(pool);
+    free(rates);
+    free(rate);
     return rc;
 }
 
@@ -734,6 +933,7 @@ int cli_bench_step(int argc, char **argv) {
     ctx *c = calloc(1, sizeof *c);
     if (!c) return cli_error(CLI_RUNTIME, "bench step: out of memory");
     c->o = &o;
+    dec_config_preset(&c->cfg, o.model, NULL);
     ssize_t n = readlink("/proc/self/exe", c->self, sizeof c->self - 1);
     if (n <= 0) {
         free(c);
@@ -756,9 +956,12 @@ int cli_bench_step(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     const char *py = getenv("ZERO_PYTHON");
-    snprintf(c->py, sizeof c->py, "%s", py && *py ? py : "/usr/bin/python3");
-    c->have_torch = o.torch && find_script(c) && torch_importable(c->py);
-    if (o.torch && o.torch_script && !c->have_torch)
+    if (py && *py) snprintf(c->py, sizeof c->py, "%s", py);
+    else if (!which("python3", c->py, sizeof c->py)) snprintf(c->py, sizeof c->py, "/usr/bin/python3");
+    const char *why = torch_unsupported(&c->cfg);
+    c->have_torch = o.torch && !why && find_script(c) && torch_importable(c->py);
+    if (o.torch && why) fprintf(stderr, "bench step: the PyTorch peer does not model %s: no PyTorch figures\n", why);
+    else if (o.torch && o.torch_script && !c->have_torch)
         fprintf(stderr, "bench step: %s cannot import torch: no PyTorch figures\n", c->py);
     int rc = bench(c);
     sigaction(SIGINT, &old_int, NULL);

@@ -25,6 +25,10 @@ int cli_bench_comm(int argc, char **argv);
 int cli_bench_adam(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);
 int cli_bench_io(int argc, char **argv);
+int cli_bench_rates(int argc, char **argv);
+/* NVMe offload's pool (4 buffers of 1 MiB, io_uring, O_DIRECT) writing then reading a file of
+ * `bytes` in dir, best of 3: GB/s each way. Prints the error and returns its status on failure. */
+int cli_bench_io_pool_rates(const char *dir, double bytes, double *read_gbps, double *write_gbps);
 int cli_bench_tokenize(int argc, char **argv);
 
 /* The whole command line, saved by main. */
@@ -93,5 +97,41 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out);
 void cli_sizing_model_free(cli_sizing_model *m);
 /* "1.50 GiB", "512.00 MiB", "12 B": binary units, for humans (JSON carries exact bytes). */
 const char *cli_fmt_bytes(double bytes, char *buf, size_t cap);
+
+/* The step time of `zero plan` and `zero estimate` (cli/plan_time.c; docs/PLANNING.md §9). */
+typedef struct cli_time_opts {
+    const char *rates; /* --rates FILE|cpu|gpu; NULL: the cached file (cli_rates_default_path), else defaults */
+    double link_gbps;  /* --link-gbps (0: not given) */
+} cli_time_opts;
+
+typedef struct cli_rates {
+    zero_plan_rates r;
+    int gpu;                   /* the rates are a GPU machine's */
+    char source[4096];         /* the file they came from; "" for the defaults */
+    char measured_at[48];
+    int ranks_per_node, nodes; /* of the run that measured them (0: unknown) */
+    int from_file;             /* how many rates the file set */
+    double link_measured_gbps; /* the file's link rate (0: none) */
+    char link_from[16];        /* "--link-gbps", "measured" or "default" */
+    char compute_from[16];     /* the file's key that set compute_flops ("model_gflops", "gemm_gflops"), "" */
+} cli_rates;
+
+/* Takes --rates and --link-gbps like cli_sizing_flag. */
+int cli_time_flag(cli_time_opts *t, int argc, char **argv, int *i);
+/* Where `zero bench rates` stores and plan/estimate look for the rates: $ZERO_RATES, else
+ * $XDG_CACHE_HOME/zero/rates.json, else $HOME/.cache/zero/rates.json. 0 when none can be named. */
+int cli_rates_default_path(char *buf, size_t cap);
+/* The rates for a plan: --rates cpu|gpu (defaults), --rates FILE, the cached file when it exists,
+ * else the defaults of a GPU (gpu 1) or CPU-only machine; --link-gbps over the file's link rate. */
+int cli_rates_resolve(const cli_time_opts *t, int gpu, cli_rates *out);
+/* The human line saying which rates are used (and that they are defaults when they are), with notes. */
+void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, int gpu_asked);
+void cli_rates_json(FILE *f, const cli_rates *r);
+/* The model's FLOPs per token from its shape (or 2 per parameter for a bare --params model). */
+void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zero_plan_compute *out);
+const char *cli_fmt_seconds(double s, char *buf, size_t cap);
+void cli_json_time(FILE *f, const zero_plan_time *t);
+/* "compute 1.20 s + ... = 2.10 s" */
+void cli_print_time(FILE *f, const zero_plan_time *t);
 
 #endif

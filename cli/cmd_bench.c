@@ -6,13 +6,14 @@
 int cli_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: zero bench adam|comm|io|step|tokenize [--json] [options]   (zero bench comm --help)\n");
-        return argc < 2 ? cli_error(CLI_USAGE, "expected a benchmark: adam, comm, io, step or tokenize") : CLI_OK;
+        fprintf(f, "usage: zero bench adam|comm|io|rates|step|tokenize [--json] [options]   (zero bench comm --help)\n");
+        return argc < 2 ? cli_error(CLI_USAGE, "expected a benchmark: adam, comm, io, rates, step or tokenize") : CLI_OK;
     }
     if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
     if (!strcmp(argv[1], "adam")) return cli_bench_adam(argc - 1, argv + 1);
     if (!strcmp(argv[1], "step")) return cli_bench_step(argc - 1, argv + 1);
     if (!strcmp(argv[1], "io")) return cli_bench_io(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "rates")) return cli_bench_rates(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return cli_bench_tokenize(argc - 1, argv + 1);
-    return cli_error(CLI_USAGE, "unknown benchmark '%s': expected adam, comm, io, step or tokenize", argv[1]);
+    return cli_error(CLI_USAGE, "unknown benchmark '%s': expected adam, comm, io, rates, step or tokenize", argv[1]);
 }

@@ -323,3 +323,44 @@ out:
     zero_io_free(io);
     return rc;
 }
+
+int cli_bench_io_pool_rates(const char *dir, double size, double *read_gbps, double *write_gbps) {
+    const size_t block = 1 << 20;
+    const int buffers = 4;
+    const uint64_t bytes = (uint64_t)(size / (double)block) * block;
+    zero_error err = {{0}};
+    zero_io *io = NULL;
+    zero_swap *swap = NULL;
+    zero_offload_pool *pool = NULL;
+    const char *why = NULL;
+    int rc = CLI_RUNTIME;
+    char job[48];
+    snprintf(job, sizeof job, "rates-%ld", (long)getpid());
+    *read_gbps = *write_gbps = NAN;
+    if (bytes < block) return cli_error(CLI_USAGE, "--disk-size %.0f: expected at least 1MiB", size);
+    if (zero_offload_io_create(&io, 2 * buffers + 4, &err) != ZERO_OK ||
+        zero_swap_create(&swap, io, dir, job, 0, 1, "rates", bytes, &err) != ZERO_OK ||
+        zero_offload_pool_create(&pool, io, buffers, block, NULL, &err) != ZERO_OK) {
+        cli_error(CLI_RUNTIME, "bench rates: disk '%s': %s", dir, err.msg);
+        goto out;
+    }
+    for (int i = 0; i < buffers; i++) memset(zero_offload_pool_buffer(pool, i), 0xa5, block);
+    for (int r = 0; r < ROUNDS && !why; r++) {
+        double x;
+        if (isnan(x = pool_pass(pool, swap, block, 1, &why))) break;
+        *write_gbps = best(*write_gbps, x);
+        if (isnan(x = pool_pass(pool, swap, block, 0, &why))) break;
+        *read_gbps = best(*read_gbps, x);
+    }
+    if (why) {
+        cli_error(CLI_RUNTIME, "bench rates: disk '%s': %s", dir, why);
+        goto out;
+    }
+    rc = CLI_OK;
+out:
+    zero_offload_pool_free(pool);
+    if (swap && zero_swap_remove(swap, &err) != ZERO_OK && rc == CLI_OK)
+        rc = cli_error(CLI_RUNTIME, "bench rates: disk '%s': %s", dir, err.msg);
+    zero_io_free(io);
+    return rc;
+}

@@ -208,7 +208,8 @@ static void usage(FILE *f) {
             "\n"
             "Per-rank bytes of the model states for ZeRO stages 0-3 x offload none/cpu/nvme, split\n"
             "into device memory, host memory and NVMe; the transient buffers; the activations of a\n"
-            "micro-batch with and without activation checkpointing; the traffic of a step.\n"
+            "micro-batch with and without activation checkpointing; the traffic of a step; the\n"
+            "predicted step time without and with checkpointing (docs/PLANNING.md §9).\n"
             "On a CPU-only run \"device\" is the rank's RAM. Sizes accept units (7e9, 1.5B, 350M).\n"
             "\n"
             "  --model NAME|DIR     a preset (tiny, small, gpt2, gpt2-medium, gpt2-large, gpt2-xl,\n"
@@ -223,10 +224,15 @@ static void usage(FILE *f) {
             "  --nodes M            machines the ranks are spread over (1)\n"
             "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
             "  --optimizer O        adamw (default), adam, sgd (momentum 0.9), lion\n"
-            "  --micro-batch B      sequences per micro-batch for the activation figure (1)\n"
+            "  --micro-batch B      sequences per micro-batch for the activation figure and the step time (1)\n"
+            "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
+            "                       (default: the rates file's measured link, else 10)\n"
+            "  --rates FILE|cpu|gpu the machine's rates for the step time (as zero plan; default: the\n"
+            "                       file of zero bench rates when it exists, else the CPU defaults)\n"
             "  --json               one JSON object: {\"params\", \"ranks\", \"nodes\", \"precision\",\n"
             "                       \"rows\": [{\"stage\", \"offload\", \"device_bytes\", \"host_bytes\",\n"
-            "                       \"nvme_bytes\", \"transient_bytes\", ...}], ...}\n"
+            "                       \"nvme_bytes\", \"transient_bytes\", \"step_seconds\",\n"
+            "                       \"step_seconds_checkpointed\", ...}], \"rates\", ...}\n"
             "Formulas and their sources: docs/PLANNING.md.\n");
 }
 
@@ -235,6 +241,7 @@ typedef struct est_row {
     zero_offload_device opt, param;
     zero_plan_mem mem;
     zero_plan_traffic traffic;
+    zero_plan_time time[2]; /* the step without [0] and with [1] activation checkpointing */
 } est_row;
 
 /* The table's rows: stage 0 has no offload; at stage 3 "cpu" and "nvme" move the parameter
@@ -255,8 +262,32 @@ static void json_u64_or_null(FILE *f, int known, uint64_t v) {
     else fputs("null", f);
 }
 
+/* The rows' step times and what they rest on. */
+static void json_row_time(const est_row *r) {
+    printf(", \"step_seconds\": ");
+    cli_json_double(stdout, r->time[0].total);
+    printf(", \"step_seconds_checkpointed\": ");
+    cli_json_double(stdout, r->time[1].total);
+    printf(", \"time\": ");
+    cli_json_time(stdout, &r->time[0]);
+    printf(", \"time_checkpointed\": ");
+    cli_json_time(stdout, &r->time[1]);
+}
+
+static void json_time_inputs(const cli_rates *rates, const zero_plan_compute *c) {
+    printf(", \"fwd_flops_per_token\": ");
+    cli_json_double(stdout, c->fwd_flops_per_token);
+    printf(", \"recompute_flops_per_token\": ");
+    cli_json_double(stdout, c->recompute_flops_per_token);
+    printf(", \"time_seq\": %lld, \"link_gbps\": ", (long long)c->seq_len);
+    cli_json_double(stdout, rates->r.link_bytes * 8 / 1e9);
+    printf(", \"rates\": ");
+    cli_rates_json(stdout, rates);
+}
+
 static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
-                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt) {
+                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt, const cli_rates *rates,
+                       const zero_plan_compute *compute) {
     fputs("{\"model\": ", stdout);
     cJSON *name = cJSON_CreateString(m->name); /* a directory's path, escaped */
     char *quoted = name ? cJSON_PrintUnformatted(name) : NULL;
@@ -296,13 +327,17 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         cli_json_double(stdout, r->traffic.volume);
         printf(", \"traffic_counted_bytes\": ");
         cli_json_double(stdout, r->traffic.counted);
+        json_row_time(r);
         printf("}");
     }
-    printf("\n]}\n");
+    printf("\n]");
+    json_time_inputs(rates, compute);
+    printf("}\n");
 }
 
 static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, const est_row *rows,
-                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt) {
+                       int64_t mb, int act_known, uint64_t act, uint64_t act_ckpt, const cli_rates *rates,
+                       const zero_plan_compute *compute) {
     char a[32], b[32], c[32], d[32], e[32];
     const zero_plan_mem *m0 = &rows[0].mem;
     printf("model %s: %llu parameters in %d units (largest %llu elements padded)", m->name,
@@ -315,17 +350,20 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), m0->state_count,
            m0->state_count == 1 ? "" : "s");
     printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host on a GPU machine):\n");
-    printf("stage  offload      device        host          nvme          transient\n");
+    printf("stage  offload      device        host          nvme          transient     step, micro-batch %lld: "
+           "plain / checkpointed\n", (long long)mb);
     for (int i = 0; i < NROWS; i++) {
         const est_row *r = &rows[i];
         char off[16];
         snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt),
                  r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
-        printf("%-6d %-12s %-13s %-13s %-13s %s\n", r->stage, off,
+        char t0[32], t1[32];
+        printf("%-6d %-12s %-13s %-13s %-13s %-13s %s / %s\n", r->stage, off,
                cli_fmt_bytes((double)r->mem.device, a, sizeof a),
                cli_fmt_bytes((double)r->mem.host, b, sizeof b),
                cli_fmt_bytes((double)r->mem.nvme, c, sizeof c),
-               cli_fmt_bytes((double)r->mem.transient, d, sizeof d));
+               cli_fmt_bytes((double)r->mem.transient, d, sizeof d), cli_fmt_seconds(r->time[0].total, t0, sizeof t0),
+               cli_fmt_seconds(r->time[1].total, t1, sizeof t1));
     }
     printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
            " transient: gathered units and in-flight gradient buffers, on the device)\n");
@@ -341,25 +379,37 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            "stage 3: 3Psi = %s (sends %s)\n",
            cli_fmt_bytes(r0->traffic.volume, a, sizeof a), cli_fmt_bytes(r0->traffic.sent, b, sizeof b),
            cli_fmt_bytes(r3->traffic.volume, c, sizeof c), cli_fmt_bytes(r3->traffic.sent, e, sizeof e));
+    printf("step time (the table's last column): micro-batch %lld x %lld tokens per rank, %.4g GFLOP per token "
+           "forward (x 3 with the backward), %.4g recomputed with checkpointing\n",
+           (long long)mb, (long long)compute->seq_len, compute->fwd_flops_per_token / 1e9,
+           compute->recompute_flops_per_token / 1e9);
+    cli_rates_note(stdout, rates, o->nodes, o->ranks / o->nodes, rates->gpu);
 }
 
 int cli_estimate(int argc, char **argv) {
     cli_sizing_opts o;
     cli_sizing_opts_default(&o);
+    cli_time_opts topt = {NULL, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return CLI_OK;
         }
         int r = cli_sizing_flag(&o, argc, argv, &i);
+        if (r == 0) r = cli_time_flag(&topt, argc, argv, &i);
         if (r < 0) return CLI_USAGE;
         if (r == 0)
             return cli_error(CLI_USAGE, "estimate: unknown option '%s' (zero estimate --help)", argv[i]);
     }
+    cli_rates rates;
+    int rc = cli_rates_resolve(&topt, 0, &rates);
+    if (rc != CLI_OK) return rc;
     cli_sizing_model m;
-    int rc = cli_sizing_model_build(&o, &m);
+    rc = cli_sizing_model_build(&o, &m);
     if (rc != CLI_OK) return rc;
     const int64_t mb = o.micro_batch ? o.micro_batch : 1;
+    zero_plan_compute compute;
+    cli_sizing_compute(&o, &m, &compute);
 
     est_row rows[NROWS];
     for (int i = 0; i < NROWS; i++) {
@@ -380,12 +430,19 @@ int cli_estimate(int argc, char **argv) {
             return cli_error(CLI_USAGE, "estimate: %s", err.msg);
         }
         zero_plan_traffic_of(s.stage, s.ranks, rows[i].mem.padded, s.precision, &rows[i].traffic);
+        for (int ckpt = 0; ckpt < 2; ckpt++) {
+            if (zero_plan_step_time(&m.plan, &compute, &s, o.nodes, mb, ckpt, &rates.r, &rows[i].time[ckpt], &err) !=
+                ZERO_OK) {
+                cli_sizing_model_free(&m);
+                return cli_error(CLI_USAGE, "estimate: %s", err.msg);
+            }
+        }
     }
     const int act_known = m.plan.activation != NULL;
     const uint64_t act = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 0) : 0;
     const uint64_t act_ckpt = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 1) : 0;
-    if (o.json) print_json(&o, &m, rows, mb, act_known, act, act_ckpt);
-    else print_text(&o, &m, rows, mb, act_known, act, act_ckpt);
+    if (o.json) print_json(&o, &m, rows, mb, act_known, act, act_ckpt, &rates, &compute);
+    else print_text(&o, &m, rows, mb, act_known, act, act_ckpt, &rates, &compute);
     cli_sizing_model_free(&m);
     return CLI_OK;
 }

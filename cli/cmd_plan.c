@@ -1,5 +1,5 @@
-/* `zero plan`: the lowest ZeRO stage (then offload, micro-batch, activation checkpointing) that
- * fits the given hardware, why, the traffic of a step, and a DeepSpeed-style config for it. */
+/* `zero plan`: the fastest ZeRO stage, offload, micro-batch and activation checkpointing that fit
+ * the given hardware, each rung's memory and predicted step time, why, and a DeepSpeed-style config. */
 #include "cli.h"
 
 #include <errno.h>
@@ -15,24 +15,32 @@ static void usage(FILE *f) {
             "                 [--device-mem X] --host-mem Y [--nvme Z] [--link-gbps G] [options]\n"
             "\n"
             "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu;\n"
-            "3 + optimizer and parameters on cpu; then the same with NVMe, and picks the first rung\n"
-            "that fits, with activation checkpointing only when micro-batch 1 needs it and the\n"
-            "largest micro-batch up to --micro-batch. When nothing fits it says what is missing\n"
-            "and by how much, and exits with status 1.\n"
+            "3 + optimizer and parameters on cpu; then the same with NVMe. Each rung that fits runs\n"
+            "without or with activation checkpointing at the largest micro-batch up to --micro-batch\n"
+            "that fits, whichever is faster per sequence; the plan picks the fastest rung that fits\n"
+            "by its predicted step time (docs/PLANNING.md §9) and says why. When nothing fits it\n"
+            "says what is missing and by how much, and exits with status 1.\n"
             "\n"
             "  --model NAME|DIR | DIR | --params N | --layers L --dim C [--heads --seq --vocab]   (as estimate)\n"
-            "  --ranks R             data-parallel ranks (required); --nodes M machines (1)\n"
+            "  --ranks R             data-parallel ranks (required); --nodes M machines (1): R/M\n"
+            "                        ranks per node share its memory and its network link\n"
             "  --device-mem X        device (GPU) memory per rank, e.g. 24GiB; leave it out on a\n"
             "                        CPU-only machine: each rank then gets its share of --host-mem\n"
             "  --host-mem Y          host RAM per node (required)\n"
             "  --nvme Z              free NVMe space per node (NVMe offload is considered only with it)\n"
             "  --nvme-path DIR       where the config puts NVMe offload files (./zero_nvme)\n"
-            "  --link-gbps G         per-rank network bandwidth in Gbit/s, for the traffic time\n"
+            "  --link-gbps G         each node's network link in Gbit/s each way (default: the rates\n"
+            "                        file's measured link, else 10)\n"
+            "  --rates FILE|cpu|gpu  the machine's rates for the step time: a file of zero bench rates\n"
+            "                        (default: $ZERO_RATES, $XDG_CACHE_HOME/zero/rates.json or\n"
+            "                        ~/.cache/zero/rates.json when it exists), or the documented\n"
+            "                        defaults of a CPU-only or GPU machine (default: by --device-mem)\n"
             "  --headroom F          fraction of each memory kept free (0.1)\n"
             "  --precision P         fp32 (default), bf16, fp16;  --optimizer adamw|adam|sgd|lion\n"
             "  --micro-batch B       the largest micro-batch to consider (8)\n"
             "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"
-            "  --json                the plan as one JSON object\n"
+            "  --json                the plan as one JSON object (every rung with \"fits\" and\n"
+            "                        \"step_seconds\"; \"chosen\": the index of the chosen one)\n"
             "Sizes accept units: 24GiB, 512MiB, 1.5GB, 7e9, 1.5B. Formulas: docs/PLANNING.md.\n");
 }
 
@@ -56,6 +64,134 @@ static void rung_name(const zero_plan_candidate *c, char *buf, size_t cap) {
                  zero_plan_offload_name(c->offload_optimizer));
     else
         snprintf(buf, cap, "stage %d", c->stage);
+}
+
+/* The rung with the way it runs: "stage 1 + checkpointing, micro-batch 8". */
+static void run_name(const zero_plan_candidate *c, char *buf, size_t cap) {
+    char r[96];
+    rung_name(c, r, sizeof r);
+    snprintf(buf, cap, "%s%s, micro-batch %lld", r, c->checkpointing ? " + checkpointing" : "",
+             (long long)c->micro_batch);
+}
+
+/* Tokens per second of all ranks at c's step time (0 when the time is 0). */
+static double tokens_per_s(const zero_plan_candidate *c, int ranks, int64_t seq) {
+    return c->step_seconds > 0 ? (double)ranks * (double)c->micro_batch * (double)seq / c->step_seconds : 0;
+}
+
+/* Tokens per second for humans: whole above 100, three digits below. */
+static const char *fmt_tps(double v, char *buf, size_t cap) {
+    snprintf(buf, cap, v >= 100 ? "%.0f" : "%.3g", v);
+    return buf;
+}
+
+/* The one line that says why the chosen rung is the fastest: its time and the runner-up's. */
+static void time_reason(char *buf, size_t cap, const zero_plan_result *res, int ranks, int nodes,
+                        const cli_rates *rates, int64_t seq) {
+    const zero_plan_candidate *k = &res->cand[res->chosen];
+    int next;
+    char a[128], b[128], t1[32], t2[32], p1[32], p2[32], where[64], ties[256] = "";
+    run_name(k, a, sizeof a);
+    if (nodes > 1) snprintf(where, sizeof where, " on %.4g Gbit/s links", rates->r.link_bytes * 8 / 1e9);
+    else snprintf(where, sizeof where, " on one node");
+    /* Rungs as fast as the choice (stage 2 beside stage 1: the same traffic and update) are named
+     * as ties; "next" is the fastest slower one. */
+    next = -1;
+    for (int i = 0; i < res->count; i++) {
+        const zero_plan_candidate *c = &res->cand[i];
+        if (i == res->chosen || !c->fits) continue;
+        if (c->sample_seconds == k->sample_seconds) {
+            char n[128];
+            run_name(c, n, sizeof n);
+            size_t len = strlen(ties);
+            snprintf(ties + len, sizeof ties - len, "%s%s", len ? ", " : " (as fast: ", n);
+        } else if (next < 0 || c->sample_seconds < res->cand[next].sample_seconds) {
+            next = i;
+        }
+    }
+    if (ties[0]) strncat(ties, ")", sizeof ties - strlen(ties) - 1);
+    if (next < 0) {
+        snprintf(buf, cap, "%s: %s: %s/step (%s tokens/s)%s%s", ties[0] ? "fastest that fits" : "the only rung that fits",
+                 a, cli_fmt_seconds(k->step_seconds, t1, sizeof t1), fmt_tps(tokens_per_s(k, ranks, seq), p1, sizeof p1),
+                 where, ties);
+        return;
+    }
+    run_name(&res->cand[next], b, sizeof b);
+    snprintf(buf, cap, "fastest that fits: %s: %s/step (%s tokens/s); next: %s: %s/step (%s tokens/s)%s%s", a,
+             cli_fmt_seconds(k->step_seconds, t1, sizeof t1), fmt_tps(tokens_per_s(k, ranks, seq), p1, sizeof p1), b,
+             cli_fmt_seconds(res->cand[next].step_seconds, t2, sizeof t2),
+             fmt_tps(tokens_per_s(&res->cand[next], ranks, seq), p2, sizeof p2), where, ties);
+}
+
+/* Every rung: fits, how it runs, its need per rank and its predicted step. */
+static void print_rungs(const zero_plan_result *res, int ranks, int64_t seq, int cpu_only) {
+    char name[96], need[32], t[32];
+    printf("rungs (need per rank: %s + transient + activations; tokens/s of all ranks):\n",
+           cpu_only ? "RAM" : "device memory");
+    printf("  %-44s %-5s %-12s %-14s %-12s %s\n", "rung", "fits", "micro-batch", "need", "step", "tokens/s");
+    for (int i = 0; i < res->count; i++) {
+        const zero_plan_candidate *c = &res->cand[i];
+        char mb[32];
+        rung_name(c, name, sizeof name);
+        snprintf(mb, sizeof mb, "%lld%s", (long long)c->micro_batch, c->checkpointing ? " + ckpt" : "");
+        const double tps = tokens_per_s(c, ranks, seq);
+        printf("  %-44s %-5s %-12s %-14s %-12s %.*f%s\n", name, c->fits ? "yes" : "no", mb,
+               cli_fmt_bytes(c->need_device, need, sizeof need), cli_fmt_seconds(c->step_seconds, t, sizeof t),
+               tps < 100 ? 2 : 0, tps, i == res->chosen ? "   <- chosen" : "");
+    }
+}
+
+static void json_rung_time(const zero_plan_candidate *r, int ranks, int64_t seq) {
+    printf(", \"step_seconds\": ");
+    cli_json_double(stdout, r->step_seconds);
+    printf(", \"sample_seconds\": ");
+    cli_json_double(stdout, r->sample_seconds);
+    printf(", \"tokens_per_s\": ");
+    cli_json_double(stdout, tokens_per_s(r, ranks, seq));
+    printf(", \"time\": ");
+    cli_json_time(stdout, &r->time);
+    printf(", \"variants\": [");
+    for (int v = 0; v < 2; v++) {
+        printf("%s{\"activation_checkpointing\": %s, \"fits\": %s, \"micro_batch\": ", v ? ", " : "",
+               v ? "true" : "false", r->variant_micro_batch[v] ? "true" : "false");
+        if (r->variant_micro_batch[v]) printf("%lld, \"step_seconds\": ", (long long)r->variant_micro_batch[v]);
+        else printf("null, \"step_seconds\": ");
+        if (r->variant_micro_batch[v]) cli_json_double(stdout, r->variant_seconds[v]);
+        else printf("null");
+        printf("}");
+    }
+    printf("]");
+}
+
+/* The plan's time fields: the chosen rung (index into "rungs"), its step, and the inputs. */
+static void json_plan_time(const zero_plan_result *res, const cli_rates *rates, const zero_plan_request *req,
+                           int ranks) {
+    printf(", \"chosen\": ");
+    if (res->chosen >= 0) printf("%d, \"chosen_name\": \"", res->chosen);
+    else printf("null, \"chosen_name\": null");
+    if (res->chosen >= 0) {
+        char n[160];
+        run_name(&res->cand[res->chosen], n, sizeof n);
+        printf("%s\"", n);
+    }
+    const zero_plan_candidate *k = res->chosen >= 0 ? &res->cand[res->chosen] : NULL;
+    printf(", \"step_seconds\": ");
+    if (k) cli_json_double(stdout, k->step_seconds);
+    else printf("null");
+    printf(", \"tokens_per_s\": ");
+    if (k) cli_json_double(stdout, tokens_per_s(k, ranks, req->compute.seq_len));
+    else printf("null");
+    printf(", \"time\": ");
+    if (k) cli_json_time(stdout, &k->time);
+    else printf("null");
+    printf(", \"seq\": %lld, \"fwd_flops_per_token\": ", (long long)req->compute.seq_len);
+    cli_json_double(stdout, req->compute.fwd_flops_per_token);
+    printf(", \"recompute_flops_per_token\": ");
+    cli_json_double(stdout, req->compute.recompute_flops_per_token);
+    printf(", \"link_gbps\": ");
+    cli_json_double(stdout, rates->r.link_bytes * 8 / 1e9);
+    printf(", \"rates\": ");
+    cli_rates_json(stdout, rates);
 }
 
 /* "what is missing": the shortfalls of c joined with "; ". */
@@ -148,7 +284,8 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
 int cli_plan(int argc, char **argv) {
     cli_sizing_opts o;
     cli_sizing_opts_default(&o);
-    double device = 0, host = -1, nvme = 0, link = 0, headroom = 0.1;
+    double device = 0, host = -1, nvme = 0, headroom = 0.1;
+    cli_time_opts topt = {NULL, 0};
     const char *out_path = NULL, *nvme_path = "./zero_nvme";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -157,6 +294,7 @@ int cli_plan(int argc, char **argv) {
             return CLI_OK;
         }
         int r = cli_sizing_flag(&o, argc, argv, &i);
+        if (r == 0) r = cli_time_flag(&topt, argc, argv, &i);
         if (r < 0) return CLI_USAGE;
         if (r > 0) continue;
         double *size = !strcmp(a, "--device-mem") ? &device
@@ -165,9 +303,6 @@ int cli_plan(int argc, char **argv) {
                                                   : NULL;
         if (size) {
             if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_size(a, v, size)) return CLI_USAGE;
-        } else if (!strcmp(a, "--link-gbps")) {
-            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_double(a, v, 1e-6, 1e9, &link))
-                return CLI_USAGE;
         } else if (!strcmp(a, "--headroom")) {
             if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_double(a, v, 0, 0.95, &headroom))
                 return CLI_USAGE;
@@ -182,8 +317,12 @@ int cli_plan(int argc, char **argv) {
     if (host < 0) return cli_error(CLI_USAGE, "plan: --host-mem: expected the host RAM per node (e.g. 64GiB)");
     if (device == 0 && host == 0)
         return cli_error(CLI_USAGE, "plan: --host-mem 0 without --device-mem: a CPU-only machine needs its RAM size");
+    const double link = topt.link_gbps;
+    cli_rates rates;
+    int rc = cli_rates_resolve(&topt, device > 0, &rates);
+    if (rc != CLI_OK) return rc;
     cli_sizing_model m;
-    int rc = cli_sizing_model_build(&o, &m);
+    rc = cli_sizing_model_build(&o, &m);
     if (rc != CLI_OK) return rc;
 
     zero_plan_request req;
@@ -197,6 +336,8 @@ int cli_plan(int argc, char **argv) {
     req.nvme_mem = nvme;
     req.headroom = headroom;
     if (o.micro_batch) req.max_micro_batch = o.micro_batch;
+    req.rates = rates.r;
+    cli_sizing_compute(&o, &m, &req.compute);
     zero_plan_result res;
     zero_error err = {{0}};
     if (zero_plan_search(&m.plan, &req, &res, &err) != ZERO_OK) {
@@ -223,8 +364,10 @@ int cli_plan(int argc, char **argv) {
     if (res.chosen >= 0) {
         const zero_plan_candidate *k = &res.cand[res.chosen];
         rung_name(k, name, sizeof name);
-        reason(&why, "%s is the first rung that fits: %s model states + %s transient + %s activations "
-                     "= %s of %s usable per rank%s",
+        char line[512];
+        time_reason(line, sizeof line, &res, o.ranks, o.nodes, &rates, req.compute.seq_len);
+        reason(&why, "%s", line);
+        reason(&why, "%s fits: %s model states + %s transient + %s activations = %s of %s usable per rank%s",
                name, cli_fmt_bytes((double)k->mem.device + (cpu_only ? (double)k->mem.host : 0), a, sizeof a),
                cli_fmt_bytes((double)k->mem.transient, b, sizeof b),
                cli_fmt_bytes((double)k->activation, c, sizeof c), cli_fmt_bytes(k->need_device, d, sizeof d),
@@ -243,12 +386,24 @@ int cli_plan(int argc, char **argv) {
                    k->offload_param == ZERO_OFFLOAD_NVME ? ", and the parameter shard" : "",
                    cli_fmt_bytes((double)k->mem.pool, b, sizeof b));
         if (act_known) {
-            if (k->checkpointing) {
-                reason(&why, "activation checkpointing on: without it micro-batch 1 needs %s of activations; "
-                             "it costs one extra forward per step (about a third more compute), "
-                             "less than the next rung's memory traffic%s",
+            const int64_t *vm = k->variant_micro_batch;
+            const double *vs = k->variant_seconds;
+            if (k->checkpointing && !vm[0]) {
+                reason(&why, "activation checkpointing on: without it micro-batch 1 needs %s of activations and "
+                             "does not fit; the recompute costs %s a step",
                        cli_fmt_bytes((double)m.plan.activation(m.plan.activation_ctx, 1, 0), a, sizeof a),
-                       k->stage < 3 ? " or stage 3's extra parameter gather (+1 Psi per step)" : "");
+                       cli_fmt_seconds(k->time.recompute, b, sizeof b));
+            } else if (k->checkpointing) {
+                reason(&why, "activation checkpointing on: micro-batch %lld with it (%s/step, %s a sequence) "
+                             "is faster than %lld without (%s/step, %s a sequence)",
+                       (long long)vm[1], cli_fmt_seconds(vs[1], a, sizeof a),
+                       cli_fmt_seconds(vs[1] / (double)vm[1], b, sizeof b), (long long)vm[0],
+                       cli_fmt_seconds(vs[0], c, sizeof c), cli_fmt_seconds(vs[0] / (double)vm[0], d, sizeof d));
+            } else if (vm[1] && vm[1] > vm[0]) {
+                reason(&why, "activation checkpointing off: micro-batch %lld fits without it (%s a sequence); "
+                             "with it %lld would (%s a sequence: the recompute costs more than it saves)",
+                       (long long)vm[0], cli_fmt_seconds(vs[0] / (double)vm[0], a, sizeof a), (long long)vm[1],
+                       cli_fmt_seconds(vs[1] / (double)vm[1], b, sizeof b));
             } else {
                 reason(&why, "activation checkpointing off: micro-batch %lld fits without it",
                        (long long)k->micro_batch);
@@ -318,12 +473,14 @@ int cli_plan(int argc, char **argv) {
         printf(", \"config\": ");
         if (out_path && res.chosen >= 0) json_string(stdout, out_path);
         else printf("null");
+        json_plan_time(&res, &rates, &req, o.ranks);
         printf(", \"rungs\": [");
         for (int i = 0; i < res.count; i++) {
             const zero_plan_candidate *r = &res.cand[i];
-            printf("%s{\"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
+            rung_name(r, name, sizeof name);
+            printf("%s{\"name\": \"%s\", \"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
                    "\"fits\": %s, \"micro_batch\": %lld, \"activation_checkpointing\": %s, \"need_device\": ",
-                   i ? ", " : "", r->stage, zero_plan_offload_name(r->offload_optimizer),
+                   i ? ", " : "", name, r->stage, zero_plan_offload_name(r->offload_optimizer),
                    zero_plan_offload_name(r->offload_param), r->fits ? "true" : "false",
                    (long long)r->micro_batch, r->checkpointing ? "true" : "false");
             cli_json_double(stdout, r->need_device);
@@ -331,6 +488,7 @@ int cli_plan(int argc, char **argv) {
             cli_json_double(stdout, r->need_host);
             printf(", \"need_nvme\": ");
             cli_json_double(stdout, r->need_nvme);
+            json_rung_time(r, o.ranks, req.compute.seq_len);
             printf("}");
         }
         printf("], \"reasons\": [");
@@ -353,7 +511,11 @@ int cli_plan(int argc, char **argv) {
         printf(" (%.0f%% kept free)", headroom * 100);
         if (nvme > 0) printf("; NVMe %s per node", cli_fmt_bytes(nvme, a, sizeof a));
         else printf("; no NVMe (NVMe offload not considered)");
-        printf("\n\n");
+        printf("\n");
+        cli_rates_note(stdout, &rates, o.nodes, res.ranks_per_node, device > 0);
+        printf("\n");
+        print_rungs(&res, o.ranks, req.compute.seq_len, cpu_only);
+        printf("\n");
         if (res.chosen >= 0) {
             rung_name(k, name, sizeof name);
             printf("choice: %s, micro-batch %lld, activation checkpointing %s\n", name,
@@ -363,10 +525,21 @@ int cli_plan(int argc, char **argv) {
         }
         printf("why:\n");
         for (int i = 0; i < why.n; i++) printf("  - %s\n", why.text[i]);
+        if (res.chosen >= 0) {
+            printf("step time of the choice: ");
+            cli_print_time(stdout, &k->time);
+            printf("%s\n", rates.r.overlap > 0 ? "" : " (communication not overlapped with compute: overlap 0)");
+        }
         printf("traffic per step per rank: %s = %s (each rank sends %s)", k->stage == 3 ? "3 Psi" : "2 Psi",
                cli_fmt_bytes(t.volume, a, sizeof a), cli_fmt_bytes(t.sent, b, sizeof b));
-        if (link > 0) printf(": %.3g s on a %g Gbit/s link\n", secs, link);
-        else printf(" (give --link-gbps for its time)\n");
+        if (o.nodes > 1)
+            printf("; across nodes %s per node each way: %s on %.4g Gbit/s links (in the step time above)\n",
+                   cli_fmt_bytes(k->time.cross_bytes, c, sizeof c), cli_fmt_seconds(k->time.comm_cross, d, sizeof d),
+                   rates.r.link_bytes * 8 / 1e9);
+        else if (link > 0)
+            printf(": %.3g s on a %g Gbit/s link of each rank's own (one node: not in the step time; give --nodes)\n",
+                   secs, link);
+        else printf("\n");
     }
     if (res.chosen < 0) {
         rung_name(k, name, sizeof name);

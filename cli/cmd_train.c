@@ -1,4 +1,4 @@
-/* `zero train`: trains the reference GPT-2 with ZeRO on one or more ranks: flags over a
+/* `zero train`: trains or fine-tunes the decoder with ZeRO on one or more ranks: flags over a
  * DeepSpeed-style JSON config over defaults, a progress line per step, --log-json records, and a
  * closing summary of the memory ZeRO saved and the traffic against the 2Ψ/3Ψ rule. */
 #include "cli.h"
@@ -20,8 +20,13 @@ static void usage(FILE *f) {
             "                             smollm2-1.7b) or a model directory's config.json (random weights)\n"
             "  --oversubscribe            allow more than 8 ranks per CPU this process may use\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
-            "  --data FILE|DIR            text (bytes are tokens), a ZEROTOK1 token file, or a directory of text\n"
-            "                             files (default: the fortunes corpus)\n"
+            "  --data FILE|DIR            text or JSONL ({\"text\"}, {\"prompt\",\"completion\"}, {\"messages\"}), tokenized\n"
+            "                             with the model directory's tokenizer.json (without one: a byte per token),\n"
+            "                             a token file (zero tokenize), or a directory of text files (default: the\n"
+            "                             fortunes corpus)\n"
+            "  --chat-template NAME       chatml, llama3 or mistral: the format of {\"messages\"} (default: from the\n"
+            "                             tokenizer)\n"
+            "  --skip-bad-examples        skip and count bad JSONL lines instead of refusing the data at the first\n"
             "  --steps N                  optimizer steps of the whole run (default 100; 0: initialize, report and\n"
             "                             --save the initial state, e.g. a model directory as a checkpoint)\n"
             "  --micro-batch B            sequences per rank per micro-batch (default 4)\n"
@@ -68,6 +73,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--vocab")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->vocab)) return -1; }
         else if (!strcmp(a, "--seq")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
         else if (!strcmp(a, "--data")) { VAL(); o->data = v; }
+        else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
+        else if (!strcmp(a, "--skip-bad-examples")) o->skip_bad = 1;
         else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &o->steps)) return -1; }
         else if (!strcmp(a, "--micro-batch")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->micro_batch)) return -1; }
         else if (!strcmp(a, "--grad-accum")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->grad_accum)) return -1; }
@@ -106,7 +113,8 @@ int cli_train(int argc, char **argv) {
      * checks that do not need MPI so that usage errors exit 2 from here. */
     const int launched = zero_comm_mpi_launched();
     int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
-    if (rc != CLI_OK) return rc;
-    if (!launched && o.ranks > 1) return cli_launch_ranks(o.ranks);
-    return train_run(&o, launched);
+    if (rc == CLI_OK && !launched && o.ranks > 1) rc = cli_launch_ranks(o.ranks); /* returns on failure only */
+    else if (rc == CLI_OK) return train_run(&o, launched);                      /* releases what it used */
+    train_release(&o);
+    return rc;
 }

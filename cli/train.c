@@ -11,8 +11,63 @@
 
 #include "cli.h"
 #include "decoder/hf.h"
+#include "modeltok.h"
 #include "weights.h"
 #include "zero/offload.h"
+
+static int ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* --data: a token file as it is; text and JSONL through the model directory's tokenizer; text as
+ * bytes for a model without one (a preset, or a byte-level model). */
+static int open_data(train_opts *o) {
+    zero_error err = {{0}};
+    const dec_config *m = &o->model_cfg;
+    const char *what = o->data ? o->data : "the fortunes corpus";
+    zero_tokenizer_free(o->tok);
+    o->tok = NULL;
+    o->tokdir[0] = 0;
+    if (dec_data_is_token_file(o->data)) {
+        if (o->chat_template || o->skip_bad)
+            return cli_error(CLI_USAGE, "%s: --data %s is a token file (already tokenized): nothing to apply it to",
+                             o->chat_template ? "--chat-template" : "--skip-bad-examples", o->data);
+    } else {
+        char dir[1024];
+        const int found = cli_model_tokenizer_dir(&o->src, dir, sizeof dir);
+        if (found > 0) {
+            int rc = cli_tokenizer_load(dir, m, "--data", &o->tok);
+            if (rc != CLI_OK) return rc;
+            snprintf(o->tokdir, sizeof o->tokdir, "%s", dir);
+        } else if (m->vocab != 256 && o->src.source) {
+            return cli_error(CLI_USAGE,
+                             "--data %s is text: the model's directory %s %s, and a model of vocabulary %d does not read "
+                             "bytes (give a model directory with its tokenizer files, or a token file: zero tokenize)",
+                             what, dir, found < 0 ? "is gone (its tokenizer with it)" : "has no tokenizer.json", m->vocab);
+        } else if (o->chat_template || o->skip_bad) {
+            return cli_error(CLI_USAGE, "%s: the model has no tokenizer (tokenizer.json in its directory): --data %s is "
+                             "read as bytes", o->chat_template ? "--chat-template" : "--skip-bad-examples", what);
+        }
+    }
+    dec_data_opts d;
+    dec_data_opts_default(&d);
+    d.path = o->data;
+    d.tok = o->tok;
+    d.seq = o->T;
+    d.chat = o->chat;
+    d.skip_bad = o->skip_bad;
+    if (dec_data_open(&o->dataset, &d, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    return CLI_OK;
+}
+
+void train_release(train_opts *o) {
+    dec_data_free(o->dataset);
+    o->dataset = NULL;
+    zero_tokenizer_free(o->tok);
+    o->tok = NULL;
+    cli_model_free(&o->src);
+}
 
 int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
@@ -52,6 +107,10 @@ int train_prepare(train_opts *o, int world) {
     }
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
     if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
+    o->chat = ZERO_CHAT_NONE;
+    if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->chat) != ZERO_OK)
+        return cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
+                         o->chat_template);
     if (o->trace) { /* fail now, not after the run */
         FILE *f = fopen(o->trace, "a");
         if (!f) return cli_error(CLI_USAGE, "--trace '%s': cannot open for writing", o->trace);
@@ -111,12 +170,8 @@ int train_prepare(train_opts *o, int world) {
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
 
-    if (!o->dataset) {
-        zero_status s = gpt2_data_open(&o->dataset, o->data, GPT2_DATA_VAL_FRACTION, &err);
-        if (s != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
-    }
-    if (gpt2_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK)
-        return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
+    if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
     if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;
     if (o->log_json && strcmp(o->log_json, "-")) { /* fail now, not after an hour of training */
         FILE *f = fopen(o->log_json, "a");
@@ -185,30 +240,39 @@ static int fail(run_state *r, const char *what, const char *msg) {
     return cli_error(CLI_RUNTIME, "rank %d: %s: %s", r->rank, what, msg);
 }
 
-/* Mean validation loss over val_batches batches of G sequences (every rank its share). */
+/* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
+ * over every counted target of the batches, whatever the number of ranks. */
 static int validate(run_state *r, double *out) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum;
     zero_error err = {{0}};
-    int64_t nb = gpt2_data_val_batches(o->dataset, r->G, o->T);
+    int64_t nb = dec_data_val_batches(o->dataset, r->G, o->T);
     zero_comm_counters before, after;
     zero_engine_comm_counters(r->e, &before);
     if (nb > o->val_batches) nb = o->val_batches;
     double sum = 0;
+    int64_t counted = 0;
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < K; k++) {
-            if (gpt2_data_batch(o->dataset, GPT2_SPLIT_VAL, o->seed, b, r->G, gpt2_data_first(r->rank, B, K, k), B, o->T,
-                                r->inputs, r->targets, &err) != ZERO_OK)
+            if (dec_data_batch(o->dataset, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
+                               r->inputs, r->targets, &err) != ZERO_OK)
                 return fail(r, "validation data", err.msg);
             float l;
             if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
                 return fail(r, "validation", zero_engine_last_error(r->e));
-            sum += l;
+            const int64_t c = dec_count_targets(r->targets, (size_t)B * o->T);
+            sum += c ? (double)l * (double)c : 0.0; /* the micro-batch's mean times its count */
+            counted += c;
         }
     zero_engine_comm_counters(r->e, &after);
     for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
     for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) r->eval.path_bytes[p] += after.path_bytes[p] - before.path_bytes[p];
-    *out = mean_over_ranks(r, sum / (double)(nb * K));
+    float mine = (float)sum, total = 0;
+    int64_t all = 0;
+    if (zero_comm_all_reduce(r->comm, &mine, &total, 1, ZERO_DTYPE_FP32, ZERO_OP_SUM) != ZERO_OK ||
+        zero_comm_all_reduce(r->comm, &counted, &all, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+        return fail(r, "validation", zero_comm_last_error(r->comm));
+    *out = all ? (double)total / (double)all : NAN;
     return CLI_OK;
 }
 
@@ -358,8 +422,8 @@ static int train_loop(run_state *r) {
         int64_t counted = 0, total = 0;
         for (int k = 0; k < K; k++) {
             int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
-            if (gpt2_data_batch(o->dataset, GPT2_SPLIT_TRAIN, o->seed, step, r->G, gpt2_data_first(r->rank, B, K, k), B, T,
-                                in, tg, &err) != ZERO_OK)
+            if (dec_data_batch(o->dataset, DEC_SPLIT_TRAIN, o->seed, step, r->G, dec_data_first(r->rank, B, K, k), B, T,
+                               in, tg, &err) != ZERO_OK)
                 return fail(r, "training data", err.msg);
             counted += dec_count_targets(tg, (size_t)B * T);
         }
@@ -384,7 +448,7 @@ static int train_loop(run_state *r) {
         if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
         last_loss = mean_over_ranks(r, loss);
         int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
-        if (do_val && gpt2_data_num_tokens(o->dataset, GPT2_SPLIT_VAL) > (uint64_t)T) {
+        if (do_val && dec_data_val_batches(o->dataset, r->G, T) > 0) {
             const double tv = zero_now();
             int rc = validate(r, &val);
             if (rc != CLI_OK) return rc;
@@ -551,8 +615,22 @@ int train_run(train_opts *o, int mpi) {
         fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s, micro-batch %lld x %lld, seq %d, %s\n",
                 o->src.name, (unsigned long long)dec_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
-                gpt2_data_describe(o->dataset));
+                dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        if (o->tok) fprintf(r.human, "tokenizer: %s (%s, %d tokens)\n", o->tokdir, zero_tokenizer_kind(o->tok),
+                            zero_tokenizer_vocab_size(o->tok));
+        else if (o->data && dec_data_kind_of(o->dataset) == DEC_DATA_BYTES && (ends_with(o->data, ".jsonl") || ends_with(o->data, ".json")))
+            fprintf(r.human, "note: %s is read as bytes: the model has no tokenizer.json\n", o->data);
+        if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
+            const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
+            fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows\n", (unsigned long long)rows,
+                    (double)rows / (double)r.G, (long long)r.G);
+        }
+        const char *first;
+        const uint64_t skipped = dec_data_skipped(o->dataset, &first);
+        if (skipped)
+            fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->data,
+                    (unsigned long long)skipped, skipped == 1 ? "" : "s", first);
         if (o->init_from) {
             char rb[32];
             fmt_bytes(rb, sizeof rb, (double)r.init_rss);
@@ -567,9 +645,7 @@ out:
     free(r.user_json);
     dec_free(r.model);
     zero_engine_free(r.e);
-    gpt2_data_free(o->dataset);
-    o->dataset = NULL;
-    cli_model_free(&o->src);
+    train_release(o);
     zero_comm_free(r.comm);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* What `zero train` records in a checkpoint about the run (the model's config.json and where it
- * came from, sequence length, seed, global batch) and how --resume takes it back, so a resumed
- * run is the same computation and export and sample need nothing but the checkpoint. */
+ * came from, sequence length, seed, global batch, the chat format asked for) and how --resume
+ * takes it back, so a resumed run is the same computation and export and sample need nothing but
+ * the checkpoint (and the model directory it came from, for the tokenizer). */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,12 @@ char *train_user_json(const train_opts *o, int world) {
     if (cj) cJSON_AddItemToObject(m, "config", cj);
     cJSON_AddItemToObject(root, "model", m);
     cJSON_AddStringToObject(root, "model_name", o->src.name);
-    if (o->src.source) cJSON_AddStringToObject(root, "source", o->src.source);
+    if (o->src.source) { /* absolute: export and sample find the tokenizer files there from anywhere */
+        char *abs = realpath(o->src.source, NULL);
+        cJSON_AddStringToObject(root, "source", abs ? abs : o->src.source);
+        free(abs);
+    }
+    if (o->chat_template) cJSON_AddStringToObject(root, "chat_template", zero_chat_format_name(o->chat));
     cJSON_AddNumberToObject(root, "seq", o->T);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON_AddNumberToObject(root, "global_batch", (double)(world * o->cfg.micro_batch * o->cfg.grad_accum));

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark of zero in one command (bench comm, adam, step, the progress
-# thread's A/B, io when this build has it, and the collectives across emulated hosts), each printing its figures and ratios; docs/BENCHMARKS.md records and explains them.
+# thread's A/B, io when this build has it, the collectives across emulated hosts and the planner's
+# step time against training there), each printing its figures and ratios; docs/BENCHMARKS.md
+# records and explains them.
 # Usage: scripts/bench.sh [BUILD_DIR]; ZERO_BENCH_STEP_ARGS adds flags to bench step (e.g. --repeat 3).
 set -uo pipefail
 build=${1:-build}
@@ -37,8 +39,16 @@ if [ "$(id -u)" -eq 0 ]; then
     77) echo "== bench/multinode_comm.sh: skipped (no network namespaces here) ==" ;;
     *) echo "== bench/multinode_comm.sh: failed =="; status=1 ;;
     esac
+    # the planner's predicted step time against zero train on the same emulated hosts
+    echo "== bench/plan_validate.sh $build =="
+    bash "$(dirname "$0")/../bench/plan_validate.sh" "$build"
+    case $? in
+    0) ;;
+    77) echo "== bench/plan_validate.sh: skipped (no network namespaces here) ==" ;;
+    *) echo "== bench/plan_validate.sh: failed =="; status=1 ;;
+    esac
 else
-    echo "== bench/multinode_comm.sh: skipped (needs root to emulate hosts with network namespaces) =="
+    echo "== bench/multinode_comm.sh, bench/plan_validate.sh: skipped (need root to emulate hosts with network namespaces) =="
 fi
 echo
 echo "== load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) =="

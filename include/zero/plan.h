@@ -1,5 +1,5 @@
-/* zero/plan.h — the memory planner: per-rank bytes of every stage and offload, traffic per step,
- * and the search for the cheapest setup that fits given hardware. Pure formulas, no allocation.
+/* zero/plan.h — the planner: per-rank bytes of every stage and offload, traffic and time per step,
+ * and the search for the fastest setup that fits given hardware. Pure formulas, no allocation.
  *
  * The model-state figures are the engine's own accounting (zero_engine_mem_stats), written as
  * formulas. With N ranks, every unit u of numel_u elements is padded to P_u, the smallest multiple
@@ -29,6 +29,13 @@
  *   zero_plan_mem mem;  zero_plan_estimate(&m, &s, &mem, &err);
  *   zero_plan_request r; zero_plan_request_default(&r); r.device_mem = 24 * 2^30; ...
  *   zero_plan_result res; zero_plan_search(&m, &r, &res, &err);   // res.chosen, or res.closest
+ *   zero_plan_rates rt;  zero_plan_rates_default(&rt, 0);           // or measured rates
+ *   zero_plan_compute c = {fwd_flops_per_token, recompute_flops_per_token, seq_len};
+ *   zero_plan_time t;    zero_plan_step_time(&m, &c, &s, nodes, micro_batch, ckpt, &rt, &t, &err);
+ *
+ * The step's time (zero_plan_step_time) adds compute from the model's FLOPs per token, the bytes
+ * of every collective on the in-node and cross-node bandwidths, the update and the offload I/O, at
+ * a machine's rates (zero_plan_rates); the search then picks the fastest rung that fits.
  */
 #ifndef ZERO_PLAN_H
 #define ZERO_PLAN_H
@@ -55,6 +62,15 @@ typedef struct zero_plan_model {
     zero_plan_activation_fn activation; /* NULL: activations unknown, counted as 0 */
     void *activation_ctx;
 } zero_plan_model;
+
+/* The model's compute, for the step time (apart from zero_plan_model, whose positional
+ * initializers stay valid). All 0: compute unknown, left out of the time. */
+typedef struct zero_plan_compute {
+    double fwd_flops_per_token;       /* forward FLOPs per token: matrix products + attention */
+    double recompute_flops_per_token; /* forward FLOPs redone per token in backward under
+                                       * activation checkpointing */
+    int64_t seq_len;                  /* tokens per sequence (a micro-batch of B holds B*seq_len) */
+} zero_plan_compute;
 
 /* One configuration to estimate. */
 typedef struct zero_plan_setup {
@@ -117,6 +133,60 @@ void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype prec
 /* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
 
+/* ------------------------------------------------------------------ the step's time */
+/* The rates of the machine a plan is for, in units per second (docs/PLANNING.md §9: what each is,
+ * how `zero bench rates` measures it, the defaults). Per rank unless said otherwise; a rate a
+ * setup does not use may be 0. */
+typedef struct zero_plan_rates {
+    double compute_flops;       /* FLOP/s at which one rank runs the model's FLOPs, every rank computing */
+    double mem_bytes;           /* bytes/s (read + written) one rank streams in device memory */
+    double host_mem_bytes;      /* the same in host memory: the optimizer of cpu/nvme offload */
+    double node_all_reduce;     /* in-node bus bandwidth (busbw, bytes/s) of each collective */
+    double node_reduce_scatter; /*   among the ranks of one node (docs/COMM.md's busbw) */
+    double node_all_gather;
+    double link_bytes;          /* each node's network link, bytes/s each way (nodes > 1) */
+    double latency;             /* seconds per step of a collective across nodes */
+    double host_link_bytes;     /* one rank's device<->host copies, bytes/s (cpu offload) */
+    double disk_read_bytes;     /* one node's drive, bytes/s, shared by the node's ranks */
+    double disk_write_bytes;
+    double overlap;             /* fraction of the communication time hidden behind compute, [0, 1] */
+} zero_plan_rates;
+
+/* Documented defaults (docs/PLANNING.md §9) for a CPU-only machine (gpu 0: a rank is a set of
+ * cores, the device memory is the host's) or a GPU machine (gpu 1). link_bytes: 10 Gbit/s. */
+void zero_plan_rates_default(zero_plan_rates *r, int gpu);
+
+/* One step's predicted time (seconds) and what it is made of. One micro-batch per step
+ * (gradient_accumulation_steps 1, what `zero plan` writes). */
+typedef struct zero_plan_time {
+    double compute;      /* forward + backward: 3 forwards' FLOPs of micro_batch * seq_len tokens */
+    double recompute;    /* the forward redone under activation checkpointing */
+    double comm_node;    /* the in-node part of the step's collectives */
+    double comm_cross;   /* the part across nodes: link time + latency */
+    double comm_hidden;  /* of comm_node + comm_cross, what `overlap` hides behind compute */
+    double optimizer;    /* the update, memory-bound (with nvme offload: pipelined with its I/O) */
+    double host_copy;    /* cpu offload: device<->host copies */
+    double disk;         /* nvme offload: I/O not hidden behind compute or the update */
+    double total;        /* the step: compute + recompute + comm - hidden + optimizer + host_copy + disk */
+    double cross_bytes;  /* bytes each node's link carries each way per step */
+    double node_bytes;   /* bytes a rank moves through the in-node collectives per step (ring rule, sent) */
+    double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
+    int collectives;     /* collectives per step (every unit's) */
+} zero_plan_time;
+
+/* Predicts the step of setup s for model m of compute c (NULL: unknown) on `nodes` machines (ranks
+ * a multiple of nodes) at micro_batch sequences per rank, activation checkpointing on or off, at
+ * rates r (docs/PLANNING.md §9 has the formulas). ZERO_ERR_INVALID_ARG (err says which value) for
+ * what zero_plan_estimate refuses, negative or non-finite FLOPs, FLOPs without a sequence length,
+ * nodes that do not divide ranks, micro_batch < 1, a negative or non-finite rate, overlap outside
+ * [0, 1], or a rate of 0 that the setup needs (compute_flops with FLOPs given, mem_bytes, in-node
+ * bandwidth with several ranks per node, link_bytes with several nodes, host_link_bytes with cpu
+ * offload, disk rates with nvme offload). err may be NULL. */
+zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *c,
+                                const zero_plan_setup *s, int nodes, int64_t micro_batch,
+                                int checkpointing, const zero_plan_rates *r, zero_plan_time *out,
+                                zero_error *err);
+
 /* ------------------------------------------------------------------ the search */
 /* The hardware and the choices left to the planner. Sizes are bytes. */
 typedef struct zero_plan_request {
@@ -127,11 +197,13 @@ typedef struct zero_plan_request {
     double nvme_mem;          /* per node; 0: no NVMe offload */
     double headroom;          /* fraction of each memory kept free, in [0, 1) (default 0.1) */
     int64_t max_micro_batch;  /* largest micro-batch to consider (default 8) */
+    zero_plan_compute compute; /* the model's FLOPs (default: all 0, compute left out) */
+    zero_plan_rates rates;    /* for the step times (default: zero_plan_rates_default(gpu 0)) */
 } zero_plan_request;
 
 void zero_plan_request_default(zero_plan_request *r);
 
-/* The ladder, cheapest first (DeepSpeed's advice: speed falls and memory savings grow down it):
+/* The ladder, in DeepSpeed's order (its advice: speed falls and memory savings grow down it):
  * 0; 1; 2; 2 + optimizer on cpu; 3; 3 + optimizer on cpu; 3 + optimizer and params on cpu;
  * 2 + optimizer on nvme; 3 + optimizer on nvme; 3 + optimizer and params on nvme.
  * cpu rungs are left out on a CPU-only machine (they would move nothing), nvme rungs without
@@ -150,12 +222,21 @@ typedef struct zero_plan_candidate {
     double need_host;         /* per node (CPU-only: 0, all of it is in need_device) */
     double need_nvme;         /* per node */
     double missing_device, missing_host, missing_nvme; /* shortfalls against the usable sizes */
+    /* The time model: the step at micro_batch / checkpointing above (for a rung that does not fit:
+     * at micro-batch 1 with checkpointing, for information). */
+    zero_plan_time time;
+    double step_seconds;      /* == time.total */
+    double sample_seconds;    /* step_seconds / micro_batch: what the choice compares */
+    /* Both ways of running the rung: [0] without activation checkpointing, [1] with it: the
+     * largest micro-batch that fits (0: none does) and its step seconds. */
+    int64_t variant_micro_batch[2];
+    double variant_seconds[2];
 } zero_plan_candidate;
 
 typedef struct zero_plan_result {
     int count;                /* rungs evaluated, in ladder order */
     zero_plan_candidate cand[ZERO_PLAN_MAX_CANDIDATES];
-    int chosen;               /* the first rung that fits, -1 when none does */
+    int chosen;               /* the fastest rung that fits (per sample), -1 when none does */
     int closest;              /* the rung missing the fewest bytes in all (== chosen when one fits) */
     double usable_device;     /* per rank: (1 - headroom) * device_mem, or the rank's RAM share */
     double usable_host;       /* per node (0 on a CPU-only machine: host is the device) */
@@ -166,8 +247,12 @@ typedef struct zero_plan_result {
 /* Evaluates every rung. Fitting means: per rank, model states on the device + transient +
  * activation <= usable_device; per node, ranks_per_node * host bytes <= usable_host and
  * ranks_per_node * NVMe bytes <= usable_nvme. A rung that fits at micro-batch 1 with activation
- * checkpointing fits; it then runs without checkpointing when micro-batch 1 allows it, and takes
- * the largest micro-batch up to max_micro_batch that fits with that choice. */
+ * checkpointing fits. Each way of running it (checkpointing off, on) takes the largest micro-batch
+ * up to max_micro_batch that fits; the rung runs the way with the fewer predicted seconds per
+ * sequence (checkpointing off on a tie, and when the model gives no activation figure). The chosen
+ * rung is the fitting one with the fewest seconds per sequence (the earlier rung on a tie).
+ * Without the model's FLOPs (compute.fwd_flops_per_token 0) the times lack the compute and do not
+ * choose: the first rung that fits wins, checkpointing on only where micro-batch 1 needs it. */
 zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *r,
                              zero_plan_result *out, zero_error *err);
 

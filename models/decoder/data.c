@@ -1,6 +1,6 @@
-/* models/decoder/data.c — training data for the decoder: text files and directories tokenized by byte,
- * ZEROTOK1 token files, the train/validation split and the world-size-independent sampling rule
- * (layouts and rules in data.h). */
+/* models/decoder/data.c — the decoder's training data: text by byte, text and JSONL through a
+ * tokenizer (zero_data), token files through zero_tokfile, loss masks as ignored targets, the
+ * train/validation split and the world-size-independent sampling rule (rules in data.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -12,17 +12,39 @@
 #include "decoder/data.h"
 #include "decoder/decoder_internal.h"
 
-struct gpt2_data {
-    uint16_t *tokens; /* all tokens: train then val */
-    uint64_t n, n_train;
-    int vocab;
-    int text;
+struct dec_data {
+    dec_data_kind kind;
+    uint32_t row;            /* 0: a stream; R: packed rows of R tokens */
+    int64_t vocab;
+    uint64_t n, n_train;     /* tokens: all, and the train split's (a stream) */
+    uint64_t rows, rows_train; /* packed rows: all, and the train split's */
+    /* the tokens, by kind */
+    unsigned char *bytes;    /* DEC_DATA_BYTES: n bytes */
+    zero_data *zd;           /* DEC_DATA_TOKENIZED: its ids and mask (NULL: every token counts) */
+    const int32_t *ids;
+    const uint8_t *mask;
+    zero_tokfile *tf;        /* DEC_DATA_TOKFILE */
+    int has_mask;
+    /* scratch for one sequence's mask, and the train rows' permutation of one epoch */
+    uint8_t *mbuf;
+    int32_t *tbuf;
+    size_t mcap;
+    uint32_t *perm;
+    uint64_t perm_epoch, perm_seed;
+    int perm_valid;
+    uint64_t skipped;
+    char first_skipped[256];
     int nfiles;
     char path[1024];
-    char desc[256];
+    char desc[512];
 };
 
-/* ---------------------------------------------------------------- reading */
+void dec_data_opts_default(dec_data_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->val_fraction = DEC_DATA_VAL_FRACTION;
+}
+
+/* ---------------------------------------------------------------- text as bytes */
 /* Reads a whole file into a malloc'd buffer (*size bytes; NULL with size 0 for an empty file). */
 static zero_status read_file(const char *path, unsigned char **out, uint64_t *size, zero_error *err) {
     *out = NULL;
@@ -63,104 +85,56 @@ done:
     return st;
 }
 
-static uint32_t rd32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static void wr32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void wr64(unsigned char *p, uint64_t v) {
-    wr32(p, (uint32_t)v);
-    wr32(p + 4, (uint32_t)(v >> 32));
-}
-
-static zero_status parse_token_file(gpt2_data *d, const unsigned char *buf, uint64_t size,
-                                    zero_error *err) {
-    if (size < 32) {
-        dec__errorf(err, "token file '%s' is truncated: %llu bytes, expected a 32-byte header",
-                     d->path, (unsigned long long)size);
+static zero_status check_text(const char *path, const unsigned char *buf, uint64_t size, zero_error *err) {
+    const unsigned char *nul = size ? memchr(buf, 0, (size_t)size) : NULL;
+    if (nul) {
+        dec__errorf(err, "data file '%s' looks binary (NUL byte at offset %llu): expected a text file, JSONL or a "
+                    "token file (magic ZEROTOK1 or ZEROTOK2)", path, (unsigned long long)(nul - buf));
         return ZERO_ERR_FORMAT;
     }
-    const uint32_t version = rd32(buf + 8), vocab = rd32(buf + 12);
-    const uint64_t count = rd64(buf + 16);
-    if (version != 1) {
-        dec__errorf(err, "token file '%s': version %u, expected 1", d->path, version);
-        return ZERO_ERR_FORMAT;
-    }
-    if (vocab < 1 || vocab > 65536) {
-        dec__errorf(err, "token file '%s': vocab %u, expected 1 .. 65536", d->path, vocab);
-        return ZERO_ERR_FORMAT;
-    }
-    if (count == 0 || count > (size - 32) / 2 || size != 32 + 2 * count) {
-        dec__errorf(err, "token file '%s': header says %llu tokens, the file holds %llu bytes "
-                     "(expected 32 + 2 x count, count >= 1)",
-                     d->path, (unsigned long long)count, (unsigned long long)size);
-        return ZERO_ERR_FORMAT;
-    }
-    d->tokens = malloc(count * sizeof *d->tokens);
-    if (!d->tokens) {
-        dec__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)count, d->path);
-        return ZERO_ERR_NOMEM;
-    }
-    for (uint64_t i = 0; i < count; i++) {
-        const uint16_t t = (uint16_t)(buf[32 + 2 * i] | buf[33 + 2 * i] << 8);
-        if (t >= vocab) {
-            dec__errorf(err, "token file '%s': token %u at index %llu, expected < vocab %u", d->path, t,
-                         (unsigned long long)i, vocab);
-            return ZERO_ERR_FORMAT;
-        }
-        d->tokens[i] = t;
-    }
-    d->n = count;
-    d->vocab = (int)vocab;
-    d->text = 0;
     return ZERO_OK;
 }
 
 /* Appends the bytes of a text file as tokens. */
-static zero_status append_text(gpt2_data *d, uint64_t *cap, const char *path, const unsigned char *buf,
-                               uint64_t size, zero_error *err) {
-    const unsigned char *nul = size ? memchr(buf, 0, (size_t)size) : NULL;
-    if (nul) {
-        dec__errorf(err, "data file '%s' looks binary (NUL byte at offset %llu): expected a text "
-                     "file or a token file (magic %s)", path, (unsigned long long)(nul - buf),
-                     GPT2_TOKEN_MAGIC);
-        return ZERO_ERR_FORMAT;
-    }
+static zero_status append_bytes(dec_data *d, uint64_t *cap, const char *path, const unsigned char *buf,
+                                uint64_t size, zero_error *err) {
+    zero_status st = check_text(path, buf, size, err);
+    if (st) return st;
     if (d->n + size > *cap) {
         uint64_t nc = *cap ? *cap : 1 << 16;
         while (nc < d->n + size) nc *= 2;
-        uint16_t *t = realloc(d->tokens, nc * sizeof *t);
+        unsigned char *t = realloc(d->bytes, nc);
         if (!t) {
-            dec__errorf(err, "cannot allocate %llu tokens for '%s'", (unsigned long long)nc, path);
+            dec__errorf(err, "cannot allocate %llu bytes for '%s'", (unsigned long long)nc, path);
             return ZERO_ERR_NOMEM;
         }
-        d->tokens = t;
+        d->bytes = t;
         *cap = nc;
     }
-    for (uint64_t i = 0; i < size; i++) d->tokens[d->n + i] = buf[i];
+    if (size) memcpy(d->bytes + d->n, buf, (size_t)size);
     d->n += size;
     d->nfiles++;
     return ZERO_OK;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int ends_with(const char *s, const char *suffix) {
     const size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static zero_status load_dir(gpt2_data *d, const char *dir, zero_error *err) {
+static int is_jsonl(const char *name) { return ends_with(name, ".jsonl") || ends_with(name, ".json"); }
+
+/* The names of a directory's entries that are data (not hidden, not *.dat), sorted; *n of them. */
+static zero_status list_dir(const char *dir, char ***out, size_t *n, zero_error *err) {
+    *out = NULL;
+    *n = 0;
     DIR *dp = opendir(dir);
     if (!dp) {
         dec__errorf(err, "cannot open data directory '%s': %s", dir, strerror(errno));
         return ZERO_ERR_IO;
     }
-    zero_status st = ZERO_OK;
     char **names = NULL;
     size_t nn = 0, capn = 0;
     struct dirent *de;
@@ -175,69 +149,172 @@ static zero_status load_dir(gpt2_data *d, const char *dir, zero_error *err) {
         if (!(names[nn] = strdup(de->d_name))) goto nomem;
         nn++;
     }
-    qsort(names, nn, sizeof *names, cmp_str);
+    closedir(dp);
+    if (nn) qsort(names, nn, sizeof *names, cmp_str);
+    *out = names;
+    *n = nn;
+    return ZERO_OK;
+nomem:
+    for (size_t i = 0; i < nn; i++) free(names[i]);
+    free(names);
+    closedir(dp);
+    dec__errorf(err, "out of memory listing '%s'", dir);
+    return ZERO_ERR_NOMEM;
+}
+
+static void free_names(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* The regular files of a directory (lstat: Debian's fortunes ship every file twice, once as a
+ * *.u8 symlink), concatenated as bytes. */
+static zero_status load_dir_bytes(dec_data *d, const char *dir, zero_error *err) {
+    char **names;
+    size_t nn;
+    zero_status st = list_dir(dir, &names, &nn, err);
+    if (st) return st;
     uint64_t cap = 0;
     for (size_t i = 0; i < nn && !st; i++) {
         char path[2048];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        /* lstat: Debian's fortunes ship every file twice, once as a *.u8 symlink. */
         if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         unsigned char *buf;
         uint64_t size;
         st = read_file(path, &buf, &size, err);
-        if (!st) st = append_text(d, &cap, path, buf, size, err);
+        if (!st) st = append_bytes(d, &cap, path, buf, size, err);
         free(buf);
     }
+    free_names(names, nn);
     if (!st && d->nfiles == 0) {
         dec__errorf(err, "data directory '%s' holds no text file (regular, not *.dat)", dir);
         st = ZERO_ERR_FORMAT;
     }
-    goto done;
-nomem:
-    dec__errorf(err, "out of memory listing '%s'", dir);
-    st = ZERO_ERR_NOMEM;
-done:
-    for (size_t i = 0; i < nn; i++) free(names[i]);
-    free(names);
-    closedir(dp);
     return st;
 }
 
-zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fraction, zero_error *err) {
-    *out = NULL;
-    if (!path) path = GPT2_DATA_DEFAULT_DIR;
-    if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-        dec__errorf(err, "validation fraction %g: expected a number in [0, 1)", val_fraction);
+/* ---------------------------------------------------------------- text and JSONL through a tokenizer */
+static zero_status load_tokenized(dec_data *d, const dec_data_opts *o, int is_dir, zero_error *err) {
+    int packed = !is_dir && is_jsonl(o->path);
+    if (is_dir) { /* JSONL inside: the whole directory is examples, packed */
+        char **names;
+        size_t nn;
+        zero_status st = list_dir(o->path, &names, &nn, err);
+        if (st) return st;
+        for (size_t i = 0; i < nn; i++) packed |= is_jsonl(names[i]);
+        free_names(names, nn);
+    }
+    if (packed && o->seq < 1) {
+        dec__errorf(err, "data '%s': JSONL examples are packed into sequences: expected a sequence length", o->path);
         return ZERO_ERR_INVALID_ARG;
     }
-    gpt2_data *d = calloc(1, sizeof *d);
+    zero_data_opts zo;
+    zero_data_opts_default(&zo);
+    zo.chat = o->chat;
+    zo.skip_bad = o->skip_bad;
+    zo.seq = packed ? o->seq : 0;
+    zero_status st = zero_data_create(&d->zd, o->tok, &zo, err);
+    if (st) return st;
+    if (!is_dir && !packed) { /* one text document: refuse binary files as the byte path does */
+        unsigned char *buf;
+        uint64_t size;
+        if ((st = read_file(o->path, &buf, &size, err))) return st;
+        if (!size) {
+            dec__errorf(err, "data file '%s' is empty: expected text, JSONL or a token file", o->path);
+            st = ZERO_ERR_FORMAT;
+        } else {
+            st = check_text(o->path, buf, size, err);
+        }
+        if (!st && zero_data_add_text(d->zd, (const char *)buf, (size_t)size)) st = ZERO_ERR_NOMEM;
+        free(buf);
+        if (st == ZERO_ERR_NOMEM) dec__errorf(err, "%s", zero_data_last_error(d->zd));
+        if (st) return st;
+    } else if ((st = zero_data_add_file(d->zd, o->path))) {
+        dec__errorf(err, "%s", zero_data_last_error(d->zd));
+        return st;
+    }
+    if ((st = zero_data_finish(d->zd))) {
+        dec__errorf(err, "data '%s': %s", o->path, zero_data_last_error(d->zd));
+        return st;
+    }
+    zero_data_stats s;
+    zero_data_get_stats(d->zd, &s);
+    d->ids = zero_data_tokens(d->zd);
+    d->mask = zero_data_mask(d->zd);
+    d->has_mask = d->mask != NULL;
+    d->n = zero_data_count(d->zd);
+    d->row = packed ? (uint32_t)(o->seq + 1) : 0;
+    d->vocab = zero_tokenizer_vocab_size(o->tok);
+    d->skipped = s.skipped;
+    snprintf(d->first_skipped, sizeof d->first_skipped, "%s", s.first_skipped);
+    d->nfiles = (int)s.examples;
+    return ZERO_OK;
+}
+
+/* ---------------------------------------------------------------- opening */
+int dec_data_is_token_file(const char *path) {
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    char magic[8] = {0};
+    const size_t got = f ? fread(magic, 1, 8, f) : 0;
+    if (f) fclose(f);
+    return got == 8 && (!memcmp(magic, "ZEROTOK1", 8) || !memcmp(magic, "ZEROTOK2", 8));
+}
+
+zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *err) {
+    *out = NULL;
+    dec_data_opts def;
+    if (!o) {
+        dec_data_opts_default(&def);
+        o = &def;
+    }
+    const char *path = o->path ? o->path : DEC_DATA_DEFAULT_DIR;
+    if (!(o->val_fraction >= 0.0 && o->val_fraction < 1.0)) {
+        dec__errorf(err, "validation fraction %g: expected a number in [0, 1)", o->val_fraction);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    dec_data *d = calloc(1, sizeof *d);
     if (!d) {
         dec__errorf(err, "out of memory opening '%s'", path);
         return ZERO_ERR_NOMEM;
     }
     snprintf(d->path, sizeof d->path, "%s", path);
+    d->kind = DEC_DATA_BYTES;
     d->vocab = 256;
-    d->text = 1;
-    zero_status st;
+    zero_status st = ZERO_OK;
     struct stat sb;
     if (stat(path, &sb) != 0) {
         dec__errorf(err, "cannot open data '%s': %s", path, strerror(errno));
         st = ZERO_ERR_IO;
+        goto done;
+    }
+    if (!S_ISDIR(sb.st_mode) && dec_data_is_token_file(path)) {
+        d->kind = DEC_DATA_TOKFILE;
+        if ((st = zero_tokfile_open(&d->tf, path, err))) goto done;
+        d->n = zero_tokfile_count(d->tf);
+        d->vocab = zero_tokfile_vocab(d->tf);
+        d->row = zero_tokfile_row(d->tf);
+        d->has_mask = zero_tokfile_has_mask(d->tf);
+        goto split;
+    }
+    if (o->tok) {
+        d->kind = DEC_DATA_TOKENIZED;
+        st = load_tokenized(d, &(dec_data_opts){.path = path, .tok = o->tok, .seq = o->seq, .chat = o->chat,
+                                                 .skip_bad = o->skip_bad},
+                            S_ISDIR(sb.st_mode), err);
     } else if (S_ISDIR(sb.st_mode)) {
-        st = load_dir(d, path, err);
+        st = load_dir_bytes(d, path, err);
     } else {
         unsigned char *buf;
-        uint64_t size;
+        uint64_t size, cap = 0;
         st = read_file(path, &buf, &size, err);
         if (!st && size == 0) {
             dec__errorf(err, "data file '%s' is empty: expected text or a token file", path);
             st = ZERO_ERR_FORMAT;
-        } else if (!st && size >= 8 && !memcmp(buf, GPT2_TOKEN_MAGIC, 8)) {
-            st = parse_token_file(d, buf, size, err);
         } else if (!st) {
-            uint64_t cap = 0;
-            st = append_text(d, &cap, path, buf, size, err);
+            st = append_bytes(d, &cap, path, buf, size, err);
         }
         free(buf);
     }
@@ -245,146 +322,235 @@ zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fractio
         dec__errorf(err, "data '%s' is empty: expected at least one token", path);
         st = ZERO_ERR_FORMAT;
     }
+split:
+    if (st) goto done;
+    if (d->row) {
+        d->rows = d->n / d->row;
+        d->rows_train = d->rows - (uint64_t)floor(o->val_fraction * (double)d->rows);
+        d->n_train = d->rows_train * d->row;
+    } else {
+        d->n_train = d->n - (uint64_t)floor(o->val_fraction * (double)d->n);
+    }
+    {
+        const unsigned long long n = d->n, tr = d->n_train, va = d->n - d->n_train;
+        char skip[320] = "";
+        if (d->skipped)
+            snprintf(skip, sizeof skip, ", %llu bad example%s skipped", (unsigned long long)d->skipped,
+                     d->skipped == 1 ? "" : "s");
+        if (d->kind == DEC_DATA_BYTES)
+            snprintf(d->desc, sizeof d->desc, "text, %d file%s, %llu tokens (train %llu, val %llu)", d->nfiles,
+                     d->nfiles == 1 ? "" : "s", n, tr, va);
+        else if (d->row)
+            snprintf(d->desc, sizeof d->desc, "%s (vocab %lld%s), %llu rows of %u tokens (train %llu, val %llu)%s",
+                     d->kind == DEC_DATA_TOKFILE ? "packed token file" : "JSONL through the tokenizer",
+                     (long long)d->vocab, d->has_mask ? ", loss mask" : "", (unsigned long long)d->rows, d->row,
+                     (unsigned long long)d->rows_train, (unsigned long long)(d->rows - d->rows_train), skip);
+        else if (d->kind == DEC_DATA_TOKFILE)
+            snprintf(d->desc, sizeof d->desc, "tokens (vocab %lld%s), %llu tokens (train %llu, val %llu)",
+                     (long long)d->vocab, d->has_mask ? ", loss mask" : "", n, tr, va);
+        else
+            snprintf(d->desc, sizeof d->desc, "text through the tokenizer (vocab %lld), %llu tokens (train %llu, val %llu)",
+                     (long long)d->vocab, n, tr, va);
+    }
+done:
     if (st) {
-        gpt2_data_free(d);
+        dec_data_free(d);
         return st;
     }
-    d->n_train = d->n - (uint64_t)floor(val_fraction * (double)d->n);
-    if (d->text)
-        snprintf(d->desc, sizeof d->desc, "text, %d file%s, %llu tokens (train %llu, val %llu)", d->nfiles,
-                 d->nfiles == 1 ? "" : "s", (unsigned long long)d->n, (unsigned long long)d->n_train,
-                 (unsigned long long)(d->n - d->n_train));
-    else
-        snprintf(d->desc, sizeof d->desc, "tokens (vocab %d), %llu tokens (train %llu, val %llu)",
-                 d->vocab, (unsigned long long)d->n, (unsigned long long)d->n_train,
-                 (unsigned long long)(d->n - d->n_train));
     *out = d;
     return ZERO_OK;
 }
 
-void gpt2_data_free(gpt2_data *d) {
+void dec_data_free(dec_data *d) {
     if (!d) return;
-    free(d->tokens);
+    free(d->bytes);
+    zero_data_free(d->zd);
+    zero_tokfile_close(d->tf);
+    free(d->mbuf);
+    free(d->tbuf);
+    free(d->perm);
     free(d);
 }
 
-int gpt2_data_vocab(const gpt2_data *d) { return d->vocab; }
-int gpt2_data_is_text(const gpt2_data *d) { return d->text; }
-const char *gpt2_data_describe(const gpt2_data *d) { return d->desc; }
+dec_data_kind dec_data_kind_of(const dec_data *d) { return d->kind; }
+int64_t dec_data_vocab(const dec_data *d) { return d->vocab; }
+uint32_t dec_data_row(const dec_data *d) { return d->row; }
+int dec_data_has_mask(const dec_data *d) { return d->has_mask; }
+const char *dec_data_describe(const dec_data *d) { return d->desc; }
 
-uint64_t gpt2_data_num_tokens(const gpt2_data *d, gpt2_split split) {
-    return split == GPT2_SPLIT_VAL ? d->n - d->n_train : d->n_train;
+uint64_t dec_data_skipped(const dec_data *d, const char **first) {
+    if (first) *first = d->first_skipped;
+    return d->skipped;
 }
 
-const uint16_t *gpt2_data_tokens(const gpt2_data *d, gpt2_split split) {
-    return split == GPT2_SPLIT_VAL ? d->tokens + d->n_train : d->tokens;
+uint64_t dec_data_num_tokens(const dec_data *d, dec_split split) {
+    return split == DEC_SPLIT_VAL ? d->n - d->n_train : d->n_train;
 }
 
-static zero_status check_split(const gpt2_data *d, gpt2_split split, int T, zero_error *err) {
-    const uint64_t n = gpt2_data_num_tokens(d, split);
+uint64_t dec_data_num_rows(const dec_data *d, dec_split split) {
+    return split == DEC_SPLIT_VAL ? d->rows - d->rows_train : d->rows_train;
+}
+
+/* ---------------------------------------------------------------- checks and batches */
+static zero_status check_split(const dec_data *d, dec_split split, int T, zero_error *err) {
+    const uint64_t n = dec_data_num_tokens(d, split);
     if (T < 1 || n < (uint64_t)T + 1) {
         dec__errorf(err, "sequence length %d is longer than the data: the %s split of '%s' has %llu "
-                     "tokens, expected at least T+1 = %lld (use a shorter sequence or more data)",
-                     T, split == GPT2_SPLIT_VAL ? "validation" : "train", d->path,
-                     (unsigned long long)n, (long long)T + 1);
+                    "tokens, expected at least T+1 = %lld (use a shorter sequence or more data)",
+                    T, split == DEC_SPLIT_VAL ? "validation" : "train", d->path, (unsigned long long)n,
+                    (long long)T + 1);
         return ZERO_ERR_INVALID_ARG;
     }
     return ZERO_OK;
 }
 
-zero_status gpt2_data_check(const gpt2_data *d, int T, int model_vocab, zero_error *err) {
-    zero_status st = check_split(d, GPT2_SPLIT_TRAIN, T, err);
-    if (!st && d->n > d->n_train) st = check_split(d, GPT2_SPLIT_VAL, T, err);
+zero_status dec_data_check(const dec_data *d, int T, int64_t model_vocab, zero_error *err) {
+    zero_status st = ZERO_OK;
+    if (d->row) {
+        if (T < 1 || (uint64_t)T + 1 != d->row) {
+            dec__errorf(err, "'%s' holds packed rows of %u tokens, sequences of %u: expected --seq %u (got %d)",
+                        d->path, d->row, d->row - 1, d->row - 1, T);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        if (d->rows_train == 0) {
+            dec__errorf(err, "'%s' has %llu rows: none left for training after the validation split", d->path,
+                        (unsigned long long)d->rows);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    } else {
+        st = check_split(d, DEC_SPLIT_TRAIN, T, err);
+        if (!st && d->n > d->n_train) st = check_split(d, DEC_SPLIT_VAL, T, err);
+    }
     if (!st && d->vocab > model_vocab) {
-        dec__errorf(err, "data '%s' has vocabulary %d: larger than the model's %d", d->path, d->vocab,
-                     model_vocab);
+        dec__errorf(err, "data '%s' has vocabulary %lld: larger than the model's %lld", d->path, (long long)d->vocab,
+                    (long long)model_vocab);
         st = ZERO_ERR_INVALID_ARG;
     }
     return st;
 }
 
-/* Start of train sequence j of step `step`: uniform over the n - T possible windows. */
+/* Tokens [first, first + n) and their mask (all 1 without one) into tok and mask. */
+static zero_status fetch(dec_data *d, uint64_t first, uint64_t n, int32_t *tok, uint8_t *mask, zero_error *err) {
+    switch (d->kind) {
+    case DEC_DATA_BYTES:
+        for (uint64_t i = 0; i < n; i++) tok[i] = d->bytes[first + i];
+        memset(mask, 1, (size_t)n);
+        return ZERO_OK;
+    case DEC_DATA_TOKENIZED:
+        memcpy(tok, d->ids + first, (size_t)n * sizeof *tok);
+        if (d->mask) memcpy(mask, d->mask + first, (size_t)n);
+        else memset(mask, 1, (size_t)n);
+        return ZERO_OK;
+    case DEC_DATA_TOKFILE: {
+        zero_status st = zero_tokfile_read(d->tf, first, n, tok, mask);
+        if (st) dec__errorf(err, "%s", zero_tokfile_last_error(d->tf));
+        return st;
+    }
+    }
+    return ZERO_ERR_INVALID_ARG;
+}
+
+/* Start of train sequence j of step `step` of a stream: uniform over the n - T possible windows. */
 static uint64_t train_start(uint64_t seed, int64_t step, int64_t j, uint64_t windows) {
     const uint64_t h =
         dec__mix64(dec__mix64(dec__mix64(seed ^ 0x64617461ull) ^ (uint64_t)step) + (uint64_t)j);
     return (uint64_t)(((unsigned __int128)h * windows) >> 64);
 }
 
-zero_status gpt2_data_batch(const gpt2_data *d, gpt2_split split, uint64_t seed, int64_t step,
-                            int64_t G, int64_t first, int n, int T, int32_t *inputs,
-                            int32_t *targets, zero_error *err) {
-    zero_status st = check_split(d, split, T, err);
-    if (st) return st;
-    if (step < 0 || first < 0 || n < 0 || first + n > G) {
-        dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
-                     "0 <= first <= first + n <= G", (long long)step, (long long)first,
-                     (long long)first + n - 1, (long long)G);
+/* Train row of global sequence number g of packed data: position g mod N of epoch g / N's shuffle. */
+static zero_status train_row(dec_data *d, uint64_t seed, unsigned __int128 g, uint64_t *row, zero_error *err) {
+    const uint64_t N = d->rows_train;
+    const uint64_t epoch = (uint64_t)(g / N), pos = (uint64_t)(g % N);
+    if (N > UINT32_MAX) {
+        dec__errorf(err, "'%s': %llu train rows, expected at most 2^32 - 1", d->path, (unsigned long long)N);
         return ZERO_ERR_INVALID_ARG;
     }
-    const uint16_t *tok = gpt2_data_tokens(d, split);
-    const uint64_t ntok = gpt2_data_num_tokens(d, split);
-    const uint64_t windows = (ntok - 1) / (uint64_t)T;
+    if (!d->perm_valid || d->perm_epoch != epoch || d->perm_seed != seed) {
+        if (!d->perm && !(d->perm = malloc(N * sizeof *d->perm))) {
+            dec__errorf(err, "cannot allocate the order of %llu rows", (unsigned long long)N);
+            return ZERO_ERR_NOMEM;
+        }
+        for (uint64_t i = 0; i < N; i++) d->perm[i] = (uint32_t)i;
+        uint64_t state = dec__mix64(dec__mix64(seed ^ 0x726f7773ull) ^ epoch);
+        for (uint64_t i = N - 1; i > 0; i--) { /* Fisher-Yates: i swaps with a uniform k in [0, i] */
+            const uint64_t k = (uint64_t)(((unsigned __int128)dec__next(&state) * (i + 1)) >> 64);
+            const uint32_t t = d->perm[i];
+            d->perm[i] = d->perm[k];
+            d->perm[k] = t;
+        }
+        d->perm_epoch = epoch;
+        d->perm_seed = seed;
+        d->perm_valid = 1;
+    }
+    *row = d->perm[pos];
+    return ZERO_OK;
+}
+
+zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t first,
+                           int n, int T, int32_t *inputs, int32_t *targets, zero_error *err) {
+    zero_status st = dec_data_check(d, T, d->vocab, err);
+    if (st) return st;
+    if (step < 0 || first < 0 || n < 0 || G < 1 || first + n > G) {
+        dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
+                    "0 <= first <= first + n <= G", (long long)step, (long long)first, (long long)first + n - 1,
+                    (long long)G);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (split == DEC_SPLIT_VAL && dec_data_val_batches(d, G, T) == 0) {
+        dec__errorf(err, "'%s' has no validation sequence of %d tokens", d->path, T);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if ((size_t)T + 1 > d->mcap) {
+        uint8_t *m = realloc(d->mbuf, (size_t)T + 1);
+        if (m) d->mbuf = m;
+        int32_t *t = m ? realloc(d->tbuf, ((size_t)T + 1) * sizeof *t) : NULL;
+        if (!t) {
+            dec__errorf(err, "out of memory");
+            return ZERO_ERR_NOMEM;
+        }
+        d->tbuf = t;
+        d->mcap = (size_t)T + 1;
+    }
+    const uint64_t ntok = dec_data_num_tokens(d, split);
     for (int i = 0; i < n; i++) {
         const int64_t j = first + i;
+        const unsigned __int128 g = (unsigned __int128)(uint64_t)step * (uint64_t)G + (uint64_t)j;
         uint64_t start;
-        if (split == GPT2_SPLIT_TRAIN)
+        if (d->row) {
+            uint64_t r;
+            if (split == DEC_SPLIT_TRAIN) {
+                if ((st = train_row(d, seed, g, &r, err))) return st;
+            } else {
+                r = d->rows_train + (uint64_t)(g % (d->rows - d->rows_train));
+            }
+            start = r * d->row;
+        } else if (split == DEC_SPLIT_TRAIN) {
             start = train_start(seed, step, j, ntok - (uint64_t)T);
-        else
-            start = (uint64_t)((((unsigned __int128)step * (uint64_t)G) + (uint64_t)j) % windows) *
-                    (uint64_t)T;
+        } else {
+            start = d->n_train + (uint64_t)(g % ((ntok - 1) / (uint64_t)T)) * (uint64_t)T;
+        }
+        int32_t *in = inputs + (size_t)i * T, *tg = targets + (size_t)i * T;
+        /* the T+1 tokens: inputs are the first T, targets the last T (shifted by one) */
+        if ((st = fetch(d, start, (uint64_t)T + 1, d->tbuf, d->mbuf, err))) return st;
         for (int t = 0; t < T; t++) {
-            inputs[(size_t)i * T + t] = tok[start + t];
-            targets[(size_t)i * T + t] = tok[start + t + 1];
+            in[t] = d->tbuf[t];
+            tg[t] = d->mbuf[t + 1] ? d->tbuf[t + 1] : -1;
         }
     }
     return ZERO_OK;
 }
 
-int64_t gpt2_data_val_batches(const gpt2_data *d, int64_t G, int T) {
-    const uint64_t n = gpt2_data_num_tokens(d, GPT2_SPLIT_VAL);
-    if (T < 1 || G < 1 || n < (uint64_t)T + 1) return 0;
-    const int64_t w = (int64_t)((n - 1) / (uint64_t)T) / G;
-    return w > 0 ? w : 1;
-}
-
-zero_status gpt2_data_write_tokens(const char *path, const uint16_t *tokens, uint64_t count, int vocab,
-                                   zero_error *err) {
-    if (vocab < 1 || vocab > 65536 || count == 0) {
-        dec__errorf(err, "token file '%s': vocab %d and %llu tokens, expected vocab in 1 .. 65536 and "
-                     "at least one token", path, vocab, (unsigned long long)count);
-        return ZERO_ERR_INVALID_ARG;
+int64_t dec_data_val_batches(const dec_data *d, int64_t G, int T) {
+    if (T < 1 || G < 1) return 0;
+    int64_t w;
+    if (d->row) {
+        if ((uint64_t)T + 1 != d->row) return 0;
+        w = (int64_t)(d->rows - d->rows_train);
+    } else {
+        const uint64_t n = dec_data_num_tokens(d, DEC_SPLIT_VAL);
+        if (n < (uint64_t)T + 1) return 0;
+        w = (int64_t)((n - 1) / (uint64_t)T);
     }
-    for (uint64_t i = 0; i < count; i++) {
-        if (tokens[i] >= vocab) {
-            dec__errorf(err, "token %u at index %llu: expected < vocab %d", tokens[i],
-                         (unsigned long long)i, vocab);
-            return ZERO_ERR_INVALID_ARG;
-        }
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        dec__errorf(err, "cannot create token file '%s': %s", path, strerror(errno));
-        return ZERO_ERR_IO;
-    }
-    unsigned char hdr[32] = {0}, chunk[8192];
-    memcpy(hdr, GPT2_TOKEN_MAGIC, 8);
-    wr32(hdr + 8, 1);
-    wr32(hdr + 12, (uint32_t)vocab);
-    wr64(hdr + 16, count);
-    int ok = fwrite(hdr, 1, 32, f) == 32;
-    for (uint64_t i = 0; ok && i < count;) {
-        size_t k = 0;
-        for (; k < sizeof chunk && i < count; i++, k += 2) {
-            chunk[k] = (unsigned char)(tokens[i] & 0xff);
-            chunk[k + 1] = (unsigned char)(tokens[i] >> 8);
-        }
-        ok = fwrite(chunk, 1, k, f) == k;
-    }
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        dec__errorf(err, "cannot write token file '%s': %s", path, strerror(errno));
-        remove(path);
-        return ZERO_ERR_IO;
-    }
-    return ZERO_OK;
+    if (w == 0) return 0;
+    return w / G > 0 ? w / G : 1;
 }

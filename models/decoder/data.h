@@ -1,85 +1,120 @@
-/* models/decoder/data.h — training data for the decoder: a byte-level tokenizer over text
- * files, pre-tokenized uint16 token files, the train/validation split, and the sampling rule that
- * makes a step the same computation for any number of ranks.
+/* models/decoder/data.h — what `zero train --data` reads, as sequences for the decoder: text as
+ * bytes or through the model's tokenizer, JSONL examples with loss masks packed into rows, token
+ * files (ZEROTOK1/ZEROTOK2 through zero_tokfile_*), the train/validation split, masked targets
+ * (-1), and the sampling rule that makes a step the same computation for any number of ranks.
  *
- * Sources (gpt2_data_open):
- *  - a text file: one token per byte (vocabulary 256). A NUL byte means "binary": rejected.
- *  - a directory: its regular text files (not symlinks, not hidden, not *.dat: the fortune
- *    index files) in byte order of their names, concatenated. NULL opens GPT2_DATA_DEFAULT_DIR,
- *    the corpus of Debian's `fortunes` package.
- *  - a token file, recognized by its magic. Byte layout (little-endian):
- *      offset  0  char[8]  magic "ZEROTOK1"
- *      offset  8  uint32   version (1)
- *      offset 12  uint32   vocab: every token is < vocab (1 .. 65536)
- *      offset 16  uint64   count: number of tokens
- *      offset 24  uint64   reserved (0)
- *      offset 32  uint16   tokens[count]   (the file is exactly 32 + 2 count bytes)
+ * Sources (dec_data_open; docs/MODEL.md, Data):
+ *  - a token file, recognized by its magic (ZEROTOK1 or ZEROTOK2, layouts in zero/data.h): read
+ *    through zero_tokfile_read a sequence at a time (never loaded whole), uint32 ids, its loss
+ *    mask when it has one; a file of packed rows (row R > 0) gives its rows as the sequences.
+ *  - with a tokenizer (the model directory's tokenizer.json): a *.jsonl / *.json file, or a
+ *    directory holding one, is read as JSONL examples by zero_data and packed into rows of T+1
+ *    tokens (masks: docs/TOKENIZER.md); any other text file, or a directory of them, is one stream
+ *    of documents (BOS/EOS as the tokenizer adds them).
+ *  - without a tokenizer: a text file, or a directory's regular text files (not symlinks, not
+ *    hidden, not *.dat: the fortune index files) in byte order of their names, concatenated; one
+ *    token per byte (vocabulary 256); a NUL byte means "binary": refused. path NULL opens
+ *    DEC_DATA_DEFAULT_DIR, the corpus of Debian's `fortunes` package.
  *
- * Split: the last floor(val_fraction * n) tokens are the validation split, the rest train.
+ * Masks: target t of a sequence starting at token s is token s+t+1; it counts in the loss when
+ * mask[s+t+1] is 1, else it is -1 (ignored by the decoder's loss). Data without a mask counts
+ * every target.
  *
- * Sampling (docs/MODEL.md): a sequence is T+1 consecutive tokens (inputs = the first T, targets
- * = the last T). Step s of a run with seed `seed` uses G = world * B * K sequences, numbered
- * j = 0 .. G-1; rank r's micro-batch k holds j = (r*K + k)*B .. +B-1.
- *  - train: sequence j starts at splitmix(seed, s, j) mod (n_train - T) (uniform, with
- *    replacement), so the G sequences of a step depend on (seed, s, j) only: runs with 1 and 4
- *    ranks and the same G see the same global batch.
- *  - val: non-overlapping windows in order: sequence j of validation batch s is window
- *    (s*G + j) mod W, tokens [w*T, w*T + T] of the split, W = (n_val - 1) / T.
+ * Split: a stream's last floor(val_fraction * n) tokens are the validation split; packed data's
+ * last floor(val_fraction * rows) rows.
+ *
+ * Sampling: step s of a run with seed `seed` uses G = world * B * K sequences, numbered
+ * j = 0 .. G-1; rank r's micro-batch k holds j = (r*K + k)*B .. +B-1 (dec_data_first).
+ *  - stream, train: sequence j starts at mulhi(mix(mix(mix(seed ^ 0x64617461) ^ s) + j), n_train - T)
+ *    (uniform, with replacement);
+ *  - packed, train: the train rows in epochs: sequence number g = s*G + j is position g mod N of
+ *    the permutation of epoch g / N (N train rows; a Fisher-Yates shuffle seeded by seed and the
+ *    epoch), so every row is seen once per epoch;
+ *  - validation: sequence j of validation batch s is window (s*G + j) mod W of the split: tokens
+ *    [w*T, w*T + T] of a stream (W = (n_val - 1) / T), or its row w (W = val rows).
+ * Every sequence depends on (seed, s, j) only: runs with 1 and 4 ranks and the same G see the
+ * same global batch, and with the loss's denominator the global count of counted targets
+ * (zero train), compute the same step.
  */
-#ifndef ZERO_MODELS_GPT2_DATA_H
-#define ZERO_MODELS_GPT2_DATA_H
+#ifndef ZERO_MODELS_DECODER_DATA_H
+#define ZERO_MODELS_DECODER_DATA_H
 
 #include <stdint.h>
 
+#include "zero/data.h"
+#include "zero/tokenizer.h"
 #include "zero/zero.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define GPT2_DATA_DEFAULT_DIR "/usr/share/games/fortunes"
-#define GPT2_TOKEN_MAGIC "ZEROTOK1"
-#define GPT2_DATA_VAL_FRACTION 0.05
+#define DEC_DATA_DEFAULT_DIR "/usr/share/games/fortunes"
+#define DEC_DATA_VAL_FRACTION 0.05
 
-typedef enum gpt2_split { GPT2_SPLIT_TRAIN = 0, GPT2_SPLIT_VAL = 1 } gpt2_split;
+typedef enum dec_split { DEC_SPLIT_TRAIN = 0, DEC_SPLIT_VAL = 1 } dec_split;
 
-typedef struct gpt2_data gpt2_data;
+typedef enum dec_data_kind {
+    DEC_DATA_BYTES = 0, /* text, one token per byte */
+    DEC_DATA_TOKENIZED, /* text or JSONL through a tokenizer (in memory) */
+    DEC_DATA_TOKFILE,   /* a token file (read on demand) */
+} dec_data_kind;
 
-/* Opens path (see above; NULL: the fortunes corpus) and splits off the last val_fraction
- * (0 <= val_fraction < 1) as validation. Errors (err says which file and why): missing or
- * unreadable (ZERO_ERR_IO), empty, binary, or a corrupt token file (ZERO_ERR_FORMAT). */
-zero_status gpt2_data_open(gpt2_data **out, const char *path, double val_fraction, zero_error *err);
-void gpt2_data_free(gpt2_data *d); /* NULL is a no-op */
+typedef struct dec_data_opts {
+    const char *path;      /* a file or directory; NULL: DEC_DATA_DEFAULT_DIR */
+    zero_tokenizer *tok;   /* NULL: text is bytes; else text and JSONL are tokenized with it (not owned,
+                              used only inside dec_data_open) */
+    int seq;               /* T: JSONL examples are packed into rows of T + 1 tokens (needed with tok) */
+    zero_chat_format chat; /* the format of {"messages"} examples (NONE: from the tokenizer) */
+    int skip_bad;          /* skip bad JSONL examples and count them, instead of failing at the first */
+    double val_fraction;   /* in [0, 1): the validation split (DEC_DATA_VAL_FRACTION) */
+} dec_data_opts;
+void dec_data_opts_default(dec_data_opts *o);
 
-int gpt2_data_vocab(const gpt2_data *d);      /* 256 for text; the header's for token files */
-int gpt2_data_is_text(const gpt2_data *d);
-uint64_t gpt2_data_num_tokens(const gpt2_data *d, gpt2_split split);
-/* The tokens of a split (read-only; num_tokens of them). */
-const uint16_t *gpt2_data_tokens(const gpt2_data *d, gpt2_split split);
+typedef struct dec_data dec_data;
+
+/* Opens o->path (see above). Errors (err says which file and why): missing or unreadable
+ * (ZERO_ERR_IO), empty, binary, a corrupt token file (ZERO_ERR_FORMAT), a bad JSONL example as
+ * "FILE:LINE: reason" (ZERO_ERR_FORMAT; skipped with skip_bad), a tokenizer without seq for
+ * JSONL (ZERO_ERR_INVALID_ARG). */
+zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *err);
+void dec_data_free(dec_data *d); /* NULL is a no-op */
+/* 1 when path is a file that starts with a token file's magic (ZEROTOK1 or ZEROTOK2): what
+ * dec_data_open reads without a tokenizer. */
+int dec_data_is_token_file(const char *path);
+
+dec_data_kind dec_data_kind_of(const dec_data *d);
+/* Every token is below it: 256 for bytes, the tokenizer's vocabulary size, a token file's header. */
+int64_t dec_data_vocab(const dec_data *d);
+/* 0: a stream of tokens; R: packed rows of R tokens, each a sequence (T = R - 1). */
+uint32_t dec_data_row(const dec_data *d);
+/* 1 when some target may not count (the data carries a loss mask). */
+int dec_data_has_mask(const dec_data *d);
+uint64_t dec_data_num_tokens(const dec_data *d, dec_split split);
+/* Packed data: the rows of a split (0 for a stream). */
+uint64_t dec_data_num_rows(const dec_data *d, dec_split split);
+/* Bad JSONL examples skipped (skip_bad) and the first one's "FILE:LINE: reason". */
+uint64_t dec_data_skipped(const dec_data *d, const char **first);
 /* A short description: "text, 2 files, 2541234 tokens (train 2414173, val 127061)". */
-const char *gpt2_data_describe(const gpt2_data *d);
+const char *dec_data_describe(const dec_data *d);
 
-/* Checks that sequences of T tokens fit (each split needs at least T+1 tokens; the validation
- * split only when it is not empty) and that the data's vocabulary fits the model's. */
-zero_status gpt2_data_check(const gpt2_data *d, int T, int model_vocab, zero_error *err);
+/* Checks that sequences of T tokens fit (a stream's non-empty splits need T+1 tokens each; packed
+ * rows must be T+1 tokens long and leave at least one train row) and that the data's vocabulary
+ * fits the model's. */
+zero_status dec_data_check(const dec_data *d, int T, int64_t model_vocab, zero_error *err);
 
 /* Sequences first .. first+n-1 (of the G of a batch: first + n <= G) of batch `step` of the
- * split (rule above): inputs and targets get n*T tokens each, row-major. */
-zero_status gpt2_data_batch(const gpt2_data *d, gpt2_split split, uint64_t seed, int64_t step,
-                            int64_t G, int64_t first, int n, int T, int32_t *inputs,
-                            int32_t *targets, zero_error *err);
+ * split (rule above): inputs and targets get n*T values each, row-major; a target whose mask is
+ * 0 is -1. Not const: token files are read and the epoch's permutation is kept. */
+zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t first,
+                           int n, int T, int32_t *inputs, int32_t *targets, zero_error *err);
 /* First sequence of rank r's micro-batch k with micro-batch B and accumulation K. */
-static inline int64_t gpt2_data_first(int rank, int B, int K, int k) {
-    return ((int64_t)rank * K + k) * B;
-}
-/* Validation batches of G sequences before the windows repeat: max(1, W / G). */
-int64_t gpt2_data_val_batches(const gpt2_data *d, int64_t G, int T);
-
-/* Writes a token file (layout above). Every token must be < vocab. */
-zero_status gpt2_data_write_tokens(const char *path, const uint16_t *tokens, uint64_t count, int vocab,
-                                   zero_error *err);
+static inline int64_t dec_data_first(int rank, int B, int K, int k) { return ((int64_t)rank * K + k) * B; }
+/* Validation batches of G sequences before the windows repeat: max(1, W / G); 0 when the
+ * validation split holds no sequence of T tokens. */
+int64_t dec_data_val_batches(const dec_data *d, int64_t G, int T);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* ZERO_MODELS_GPT2_DATA_H */
+#endif /* ZERO_MODELS_DECODER_DATA_H */

@@ -1,13 +1,13 @@
 /* models/decoder/decoder.c — the decoder: activation buffers (with or without checkpointing), the
  * forward/backward pass over units from a provider (raw pointers here, the engine elsewhere),
  * and token sampling. */
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decoder/decoder_internal.h"
 
@@ -16,16 +16,16 @@ typedef struct dec__acts {
     float *ln1;      /* (N, C) */
     float *ln1_mean; /* (N) LayerNorm only */
     float *ln1_rstd; /* (N) */
-    float *qkv;      /* (N, QKV) after q/k norm and RoPE */
-    float *qk_pre;   /* (N, Q + KV) q and k before their norm (qk_norm only) */
+    float *qkv;      /* (N, QKV) the projection; q and k rotated in place unless qk_norm */
+    float *qkn;      /* (N, Q + KV) q and k after their norms and RoPE (qk_norm only) */
     float *qk_rstd;  /* (N, H) then (N, G): the q/k norms' statistics (qk_norm only) */
     float *atty;     /* (N, Q) attention output, heads side by side */
-    float *att;      /* (B, H, T, T) softmax probabilities */
+    float *lse;      /* (B, H, T) log-sum-exp of each attention row (for the backward) */
     float *res2;     /* (N, C) residual after attention: input of the second norm */
     float *ln2;      /* (N, C) */
     float *ln2_mean; /* (N) */
     float *ln2_rstd; /* (N) */
-    float *fch;      /* (N, FC) the MLP's first product: GELU input, or [gate | up] */
+    float *fch;      /* (N, FC) the MLP's first product (+ bias): GELU input, or [gate | up] */
     float *fch_act;  /* (N, F) GELU(fch), or silu(gate) * up */
 } dec__acts;
 
@@ -35,6 +35,8 @@ struct dec_model {
     dec__layout lay;
     int Bmax, Tmax, ckpt;
     size_t head_rows; /* rows of logits computed at once */
+    zero_impl impl;   /* the model kernels' implementation (zero_impl_best at create) */
+    mk_prec prec;     /* the linear layers' products (dec_set_matmul_dtype) */
     zero_mem_stats mem; /* the buffers below, as ZERO_MEM_BUFFERS */
     float *resid;     /* (L+1, N, C): resid[l] = input of layer l, resid[L] = input of the final norm */
     float *actbuf;    /* L sets of dec__acts (checkpointing: one set, shared) */
@@ -48,11 +50,11 @@ struct dec_model {
     float *dres;      /* (N, C) gradient of the residual stream */
     float *dbuf;      /* (N, max(C, Q)) gradient of a norm output or of the attention output */
     float *dqkv;      /* (N, QKV) */
-    float *dfch;      /* (N, FC) */
+    float *dfch;      /* (N, FC), or (N, max(FC, Q + KV)) with qk_norm: d q, k after their norms */
     float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
-    float *datt;      /* (T, T) one head's attention gradient */
     float *rope_cos;  /* (Tmax, D/2) Llama family only */
     float *rope_sin;  /* (Tmax, D/2) */
+    mk_rope rope;     /* the table above */
     zero_status fail_status; /* set by a provider whose call returned NULL */
     char err[512];
 };
@@ -80,11 +82,19 @@ typedef struct plan {
 } plan;
 
 static uint64_t head_rows_of(uint64_t N, int V) {
-    /* Up to 2^23 logits (32 MiB) at a time: the full (N, V) logits of a 50k-150k vocabulary
-     * would dwarf every other activation. */
-    uint64_t r = ((uint64_t)1 << 23) / (uint64_t)V;
+    /* Up to 2^24 logits (64 MiB) at a time: the full (N, V) logits of a 50k-150k vocabulary
+     * would dwarf every other activation. Each chunk packs the head's weight again and adds into
+     * its gradient again: 2^23 (166 rows of GPT-2's 50257) took 11% more time in the head than
+     * 2^24 (333 rows), and all 512 rows only 2% less (docs/MODEL.md). */
+    uint64_t r = ((uint64_t)1 << 24) / (uint64_t)V;
     if (r < 1) r = 1;
     return r < N ? r : N;
+}
+
+/* Columns of dfch: the MLP product's gradient, also the gradient of the normalized q and k. */
+static uint64_t dfch_cols(const dec_config *c, const dec__dims *d) {
+    const uint64_t qk = (uint64_t)d->Q + (uint64_t)d->KV;
+    return c->qk_norm && qk > (uint64_t)d->FC ? qk : (uint64_t)d->FC;
 }
 
 static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
@@ -94,13 +104,14 @@ static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
     const uint64_t NC = N * C, Q = (uint64_t)d.Q, KV = (uint64_t)d.KV, QKV = (uint64_t)d.QKV;
     const uint64_t F = (uint64_t)d.F, FC = (uint64_t)d.FC;
     p->resid = (L + 1) * NC;
-    p->act_set = N * (C + QKV + Q + C + C + FC + F) + 4 * N + (uint64_t)B * (uint64_t)d.H * (uint64_t)T * (uint64_t)T;
+    /* the attention keeps its output and one log-sum-exp per row: no (T, T) matrix */
+    p->act_set = N * (C + QKV + Q + C + C + FC + F) + 4 * N + (uint64_t)B * (uint64_t)d.H * (uint64_t)T;
     if (c->qk_norm) p->act_set += N * (Q + KV) + N * (uint64_t)(d.H + d.G);
     p->nsets = ckpt ? 1 : L;
     p->lnf = NC + 2 * N;
     p->head_rows = head_rows_of(N, c->vocab);
     p->head = p->head_rows * (uint64_t)c->vocab + N;
-    p->grads = NC + N * (C > Q ? C : Q) + N * QKV + N * FC + (d.llama ? N * F : 0) + (uint64_t)T * (uint64_t)T;
+    p->grads = NC + N * (C > Q ? C : Q) + N * QKV + N * dfch_cols(c, &d) + (d.llama ? N * F : 0);
     p->rope = d.llama ? (uint64_t)T * (uint64_t)d.D : 0;
 }
 
@@ -109,6 +120,68 @@ uint64_t dec_activation_bytes(const dec_config *c, int B, int T, int checkpointi
     plan p;
     plan_of(c, B, T, checkpointing, &p);
     return 4 * (p.resid + p.act_set * p.nsets + p.lnf + p.head + p.grads + p.rope);
+}
+
+/* ---------------------------------------------------------------- FLOPs and the GEMM rate */
+/* Multiply-adds of one token through the linear layers of one layer. */
+static double layer_macs(const dec__dims *d) {
+    return (double)d->C * d->QKV + (double)d->Q * d->C + (double)d->C * d->FC + (double)d->F * d->C;
+}
+
+double dec_step_flops(const dec_config *c, int B, int T) {
+    dec__dims d;
+    dec__dims_of(c, &d);
+    const double N = (double)B * T, L = c->n_layer;
+    const double linear = 2.0 * N * (L * layer_macs(&d) + (double)d.C * c->vocab);
+    const double attn = 2.0 * B * (double)d.H * d.D * (double)T * (T + 1.0) * L;
+    return 3.0 * (linear + attn);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, double *flops_per_s) {
+    dec__dims d;
+    dec__dims_of(c, &d);
+    const size_t N = (size_t)B * T, V = (size_t)c->vocab, hrows = (size_t)head_rows_of(N, c->vocab);
+    /* the products: (in, out) of each linear layer, then the head's (C, V) over its row chunks */
+    const int ins[4] = {d.C, d.Q, d.C, d.F}, outs[4] = {d.QKV, d.C, d.FC, d.C};
+    size_t wmax = V * (size_t)d.C, xmax = N * (size_t)d.C, ymax = hrows * V;
+    for (int i = 0; i < 4; i++) {
+        const size_t w = (size_t)ins[i] * outs[i];
+        wmax = w > wmax ? w : wmax;
+        xmax = N * (size_t)ins[i] > xmax ? N * (size_t)ins[i] : xmax;
+        ymax = N * (size_t)outs[i] > ymax ? N * (size_t)outs[i] : ymax;
+    }
+    float *W = calloc(wmax, 4), *dW = calloc(wmax, 4), *x = calloc(xmax, 4), *dx = calloc(xmax, 4), *y = calloc(ymax, 4);
+    zero_status st = W && dW && x && dx && y ? ZERO_OK : ZERO_ERR_NOMEM;
+    for (size_t i = 0; !st && i < wmax; i++) W[i] = (float)((i % 97) * 1e-3);
+    for (size_t i = 0; !st && i < xmax; i++) x[i] = (float)((i % 89) * 1e-3);
+    for (size_t i = 0; !st && i < ymax; i++) y[i] = (float)((i % 83) * 1e-4);
+    double best = 0.0, flops = 0.0;
+    const double t_end = now_s() + seconds;
+    for (int round = 0; !st && (round < 2 || now_s() < t_end); round++) {
+        const double t0 = now_s();
+        flops = 0.0;
+        for (int i = 0; i < 5 && !st; i++) {
+            const int IC = i < 4 ? ins[i] : d.C, OC = i < 4 ? outs[i] : c->vocab;
+            const size_t step = i < 4 ? N : hrows;
+            for (size_t r0 = 0; r0 < N && !st; r0 += step) {
+                const size_t nr = N - r0 < step ? N - r0 : step;
+                st = mk_linear_fwd(y, x, W, NULL, NULL, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                if (!st) st = mk_linear_bwd(dx, dW, NULL, y, x, W, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                flops += 6.0 * (double)nr * IC * OC;
+            }
+        }
+        const double r = flops / (now_s() - t0);
+        best = r > best ? r : best;
+    }
+    free(W), free(dW), free(x), free(dx), free(y);
+    if (!st) *flops_per_s = best;
+    return st;
 }
 
 /* ---------------------------------------------------------------- create / free */
@@ -143,6 +216,11 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
         return ZERO_ERR_INVALID_ARG;
     }
     if ((st = dec_config_check_seq(cfg, T, err))) return st;
+    if (cfg->head_dim > DEC__MAX_HEAD_DIM) {
+        dec__errorf(err, "head_dim %d: the attention kernel supports heads of at most %d", cfg->head_dim,
+                    DEC__MAX_HEAD_DIM);
+        return ZERO_ERR_UNSUPPORTED;
+    }
     dec_model *m = calloc(1, sizeof *m);
     if (!m) goto nomem;
     m->cfg = *cfg;
@@ -152,6 +230,8 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     m->Tmax = T;
     m->ckpt = checkpointing ? 1 : 0;
     m->shared_holds = -1;
+    m->impl = zero_impl_best();
+    m->prec = MK_PREC_FP32;
     plan p;
     plan_of(cfg, B, T, m->ckpt, &p);
     m->head_rows = (size_t)p.head_rows;
@@ -182,10 +262,10 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
         a->fch = s, s += N * (size_t)d->FC;
         a->fch_act = s, s += N * (size_t)d->F;
         if (cfg->qk_norm) {
-            a->qk_pre = s, s += N * (size_t)(d->Q + d->KV);
+            a->qkn = s, s += N * (size_t)(d->Q + d->KV);
             a->qk_rstd = s, s += N * (size_t)(d->H + d->G);
         }
-        a->att = s; /* (B, H, T, T): the rest of the set */
+        a->lse = s; /* (B, H, T): the rest of the set */
     }
     m->lnf_mean = m->lnf + NC;
     m->lnf_rstd = m->lnf_mean + N;
@@ -193,11 +273,22 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     m->dbuf = m->dres + NC;
     m->dqkv = m->dbuf + N * (size_t)(d->C > d->Q ? d->C : d->Q);
     m->dfch = m->dqkv + N * (size_t)d->QKV;
-    m->dact = d->llama ? m->dfch + N * (size_t)d->FC : NULL;
-    m->datt = m->dfch + N * (size_t)d->FC + (d->llama ? N * (size_t)d->F : 0);
+    m->dact = d->llama ? m->dfch + N * (size_t)dfch_cols(cfg, d) : NULL;
     if (p.rope) {
         m->rope_sin = m->rope_cos + (size_t)T * (size_t)(d->D / 2);
-        dec__rope_tables(cfg, T, m->rope_cos, m->rope_sin);
+        const mk_rope_freq f = {cfg->rope_theta,
+                                cfg->rope_type == DEC_ROPE_LINEAR   ? MK_ROPE_LINEAR
+                                : cfg->rope_type == DEC_ROPE_LLAMA3 ? MK_ROPE_LLAMA3
+                                                                    : MK_ROPE_NONE,
+                                cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx};
+        if (mk_rope_table(m->rope_cos, m->rope_sin, T, d->D, &f) != ZERO_OK) {
+            dec__errorf(err, "rope_theta %g, rope_scaling (factor %g, low %g, high %g, original %d): expected theta "
+                        "> 1 and finite positive factors (high_freq_factor > low_freq_factor)", cfg->rope_theta,
+                        cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx);
+            dec_free(m);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        m->rope = (mk_rope){m->rope_cos, m->rope_sin, T, d->D};
     }
     *out = m;
     return ZERO_OK;
@@ -227,108 +318,185 @@ const dec_config *dec_model_config(const dec_model *m) { return &m->cfg; }
 size_t dec_activation_bytes_allocated(const dec_model *m) { return m->mem.total_current; }
 void dec_mem_stats(const dec_model *m, zero_mem_stats *out) { *out = m->mem; }
 
+zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
+    m->prec = want == ZERO_DTYPE_BF16 && mk_gemm_bf16_native() ? MK_PREC_BF16 : MK_PREC_FP32;
+    return m->prec == MK_PREC_BF16 ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32;
+}
+
+void dec__set_matmul_prec(dec_model *m, mk_prec prec) { m->prec = prec; }
+
+zero_status dec__set_impl(dec_model *m, zero_impl impl) {
+    if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
+    if (impl != ZERO_IMPL_SCALAR && impl != ZERO_IMPL_AVX2 && impl != ZERO_IMPL_AVX512) return ZERO_ERR_INVALID_ARG;
+    if (!zero_impl_available(impl)) return ZERO_ERR_UNSUPPORTED;
+    m->impl = impl;
+    return ZERO_OK;
+}
+
 /* ---------------------------------------------------------------- layers */
 static const float *opt(const float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
 static float *optw(float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
 
+/* A provider's NULL: it recorded the reason and the status with dec__fail. */
+#define TRY_PTR(expr, var)                                                                         \
+    do {                                                                                           \
+        m->fail_status = ZERO_ERR_INTERNAL;                                                        \
+        if (!((var) = (expr))) return m->fail_status;                                              \
+    } while (0)
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        zero_status st_ = (expr);                                                                  \
+        if (st_) return st_;                                                                       \
+    } while (0)
+
+/* A model kernel's failure (scratch it could not allocate; a bad argument would be a bug here):
+ * the status, with the kernel named in the model's message. */
+#define MK(m, what, expr)                                                                          \
+    do {                                                                                           \
+        zero_status st_ = (expr);                                                                  \
+        if (st_) {                                                                                 \
+            dec__seterr(m, "%s: %s", what, zero_status_string(st_));                               \
+            return st_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* out = norm(inp) with the gains (and LayerNorm's biases) at w + off; mean unused by RMSNorm. */
-static void norm_fwd(const dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                     uint64_t w_off, uint64_t b_off, size_t N) {
+static zero_status norm_fwd(dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                            uint64_t w_off, uint64_t b_off, size_t N) {
     const int C = m->d.C;
-    if (m->d.llama) dec__rmsnorm_fwd(out, (size_t)C, rstd, inp, (size_t)C, w + w_off, N, 1, C, m->cfg.norm_eps);
-    else dec__layernorm_fwd(out, mean, rstd, inp, w + w_off, w + b_off, N, C, m->cfg.norm_eps);
+    const float eps = (float)m->cfg.norm_eps;
+    if (m->d.llama) MK(m, "rmsnorm", mk_rmsnorm_fwd(out, rstd, inp, w + w_off, N, C, C, C, eps, m->impl));
+    else MK(m, "layernorm", mk_layernorm_fwd(out, mean, rstd, inp, w + w_off, opt(w, b_off), N, C, C, C, eps, m->impl));
+    return ZERO_OK;
 }
 
-/* dinp += the norm's input gradient from dout; the gain (and bias) gradients into g. */
-static void norm_bwd(const dec_model *m, float *dinp, const float *dout, const float *inp, const float *w, float *g,
-                     uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N) {
+/* dinp (+)= the norm's input gradient from dout (added when acc); the gain (and bias) gradients
+ * added into g. */
+static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const float *inp, const float *w, float *g,
+                            uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N, int acc) {
     const int C = m->d.C;
     if (m->d.llama)
-        dec__rmsnorm_bwd(dinp, (size_t)C, dout, (size_t)C, inp, (size_t)C, w + w_off, rstd, g + w_off, N, 1, C, 1);
-    else dec__layernorm_bwd(dinp, g + w_off, g + b_off, dout, inp, w + w_off, mean, rstd, N, C);
+        MK(m, "rmsnorm backward", mk_rmsnorm_bwd(dinp, g + w_off, dout, inp, w + w_off, rstd, N, C, C, C, acc, m->impl));
+    else
+        MK(m, "layernorm backward", mk_layernorm_bwd(dinp, g + w_off, optw(g, b_off), dout, inp, w + w_off, mean, rstd,
+                                                     N, C, C, C, acc, m->impl));
+    return ZERO_OK;
 }
 
-static void layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
+/* The attention's shape on this micro-batch; q and k at ld_qk (the projection's stride, or the
+ * normalized q/k buffer's with qk_norm), v in the projection. */
+static mk_attn attn_of(const dec_model *m, int B, int T, size_t ld_qk) {
+    const dec__dims *d = &m->d;
+    const mk_attn a = {B, T, d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q, 1.0f / sqrtf((float)d->D)};
+    return a;
+}
+
+static zero_status layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
     const dec__layout *w = &m->lay;
     const dec__dims *d = &m->d;
     const int C = d->C, wt = d->llama;
-    const size_t N = (size_t)B * T, NC = N * C;
+    const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
+    const zero_impl im = m->impl;
+    const mk_prec pr = m->prec;
     const float *x = m->resid + (size_t)l * NC;
     float *y = m->resid + (size_t)(l + 1) * NC;
     dec__acts *a = &m->acts[l];
-    norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N);
-    dec__matmul_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), N, C, d->QKV, wt, 0);
-    if (m->cfg.qk_norm) {
-        const size_t qk = (size_t)(d->Q + d->KV);
-        for (size_t n = 0; n < N; n++) memcpy(a->qk_pre + n * qk, a->qkv + n * (size_t)d->QKV, qk * sizeof(float));
-        dec__rmsnorm_fwd(a->qkv, (size_t)d->QKV, a->qk_rstd, a->qk_pre, qk, p + w->q_norm, N, d->H, d->D,
-                         m->cfg.norm_eps);
-        dec__rmsnorm_fwd(a->qkv + d->Q, (size_t)d->QKV, a->qk_rstd + N * (size_t)d->H, a->qk_pre + d->Q, qk,
-                         p + w->k_norm, N, d->G, d->D, m->cfg.norm_eps);
+    TRY(norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N));
+    MK(m, "qkv projection", mk_linear_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), NULL, N, C, d->QKV, wt, pr, im));
+    float *qk = a->qkv; /* q heads then k heads, H + G adjacent heads of D */
+    size_t ld_qk = (size_t)d->QKV;
+    if (m->cfg.qk_norm) { /* the projection stays as it is: the norms' backward reads it */
+        const float eps = (float)m->cfg.norm_eps;
+        MK(m, "q norm", mk_rmsnorm_heads_fwd(a->qkn, a->qk_rstd, a->qkv, p + w->q_norm, N, d->H, d->D, d->QKV, QK, eps, im));
+        MK(m, "k norm", mk_rmsnorm_heads_fwd(a->qkn + d->Q, a->qk_rstd + N * (size_t)d->H, a->qkv + d->Q, p + w->k_norm, N,
+                                             d->G, d->D, d->QKV, QK, eps, im));
+        qk = a->qkn, ld_qk = QK;
     }
-    if (d->llama) /* q heads then k heads: H + G adjacent heads */
-        dec__rope_fwd(a->qkv, (size_t)d->QKV, N, T, d->H + d->G, d->D, m->rope_cos, m->rope_sin);
-    dec__attention_fwd(a->atty, a->att, a->qkv, B, T, d->H, d->G, d->D);
-    memcpy(a->res2, x, NC * sizeof(float));
-    dec__matmul_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), N, d->Q, C, wt, 1);
-    norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N);
-    dec__matmul_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), N, C, d->FC, wt, 0);
-    if (d->llama) dec__swiglu_fwd(a->fch_act, a->fch, N, d->F);
-    else dec__gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F);
-    memcpy(y, a->res2, NC * sizeof(float));
-    dec__matmul_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), N, d->F, C, wt, 1);
+    if (d->llama) MK(m, "rope", mk_rope_fwd(&m->rope, qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    const mk_attn at = attn_of(m, B, T, ld_qk);
+    MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
+    MK(m, "attention projection", mk_linear_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), x, N, d->Q, C, wt, pr, im));
+    TRY(norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N));
+    if (d->llama) {
+        MK(m, "gate/up projection", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), NULL, N, C, d->FC, wt, pr, im));
+        MK(m, "swiglu", mk_swiglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
+    } else if (w->fc_b != DEC__NONE) { /* the bias added in GELU's pass */
+        MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+        MK(m, "bias + gelu", mk_bias_gelu_fwd(a->fch_act, d->F, a->fch, d->F, p + w->fc_b, N, d->F, im));
+    } else {
+        MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+        MK(m, "gelu", mk_gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F, im));
+    }
+    MK(m, "mlp projection", mk_linear_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), a->res2, N, d->F, C, wt, pr, im));
     if (m->ckpt) m->shared_holds = l;
+    return ZERO_OK;
 }
 
 /* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). */
-static void layer_bwd(dec_model *m, int l, const float *p, float *g, int B, int T) {
+static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, int B, int T) {
     const dec__layout *w = &m->lay;
     const dec__dims *d = &m->d;
     const int C = d->C, wt = d->llama;
-    const size_t N = (size_t)B * T, NC = N * C;
+    const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
+    const zero_impl im = m->impl;
+    const mk_prec pr = m->prec;
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
     if (d->llama) {
-        dec__matmul_bwd(m->dact, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
-        dec__swiglu_bwd(m->dfch, m->dact, a->fch, N, d->F);
+        MK(m, "mlp projection backward", mk_linear_bwd(m->dact, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act,
+                                                       p + w->proj_w, N, d->F, C, wt, pr, im));
+        MK(m, "swiglu backward", mk_swiglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC, N,
+                                               d->F, im));
     } else {
-        dec__matmul_bwd(m->dfch, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act, p + w->proj_w, N, d->F, C, wt);
-        dec__gelu_bwd(m->dfch, a->fch, N * (size_t)d->F);
+        MK(m, "mlp projection backward", mk_linear_bwd(m->dfch, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act,
+                                                       p + w->proj_w, N, d->F, C, wt, pr, im));
+        if (w->fc_b != DEC__NONE) /* with the fc bias gradient in the same pass */
+            MK(m, "gelu backward", mk_gelu_bwd_bias(m->dfch, g + w->fc_b, m->dfch, a->fch, N, d->F, d->F, im));
+        else
+            MK(m, "gelu backward", mk_gelu_bwd(m->dfch, m->dfch, a->fch, N * (size_t)d->F, im));
     }
-    dec__matmul_bwd(m->dbuf, g + w->fc_w, optw(g, w->fc_b), m->dfch, a->ln2, p + w->fc_w, N, C, d->FC, wt);
-    norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N);
-    dec__matmul_bwd(m->dbuf, g + w->o_w, optw(g, w->o_b), m->dres, a->atty, p + w->o_w, N, d->Q, C, wt);
-    dec__attention_bwd(m->dqkv, m->datt, m->dbuf, a->att, a->qkv, B, T, d->H, d->G, d->D);
-    if (d->llama) dec__rope_bwd(m->dqkv, (size_t)d->QKV, N, T, d->H + d->G, d->D, m->rope_cos, m->rope_sin);
-    if (m->cfg.qk_norm) { /* in place: dqkv's q and k columns become the gradients before the norms */
-        const size_t qk = (size_t)(d->Q + d->KV);
-        dec__rmsnorm_bwd(m->dqkv, (size_t)d->QKV, m->dqkv, (size_t)d->QKV, a->qk_pre, qk, p + w->q_norm, a->qk_rstd,
-                         g + w->q_norm, N, d->H, d->D, 0);
-        dec__rmsnorm_bwd(m->dqkv + d->Q, (size_t)d->QKV, m->dqkv + d->Q, (size_t)d->QKV, a->qk_pre + d->Q, qk,
-                         p + w->k_norm, a->qk_rstd + N * (size_t)d->H, g + w->k_norm, N, d->G, d->D, 0);
+    MK(m, "fc backward", mk_linear_bwd(m->dbuf, g + w->fc_w, d->llama ? optw(g, w->fc_b) : NULL, m->dfch, a->ln2,
+                                       p + w->fc_w, N, C, d->FC, wt, pr, im));
+    TRY(norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N, 1));
+    MK(m, "attention projection backward", mk_linear_bwd(m->dbuf, g + w->o_w, optw(g, w->o_b), m->dres, a->atty,
+                                                         p + w->o_w, N, d->Q, C, wt, pr, im));
+    /* d q and d k: into dqkv, or (qk_norm) into dfch, the gradient after the norms */
+    const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
+    float *dqk = m->cfg.qk_norm ? m->dfch : m->dqkv;
+    const size_t ld_qk = m->cfg.qk_norm ? QK : (size_t)d->QKV;
+    const mk_attn at = attn_of(m, B, T, ld_qk);
+    MK(m, "attention backward", mk_attention_bwd(&at, dqk, dqk + d->Q, m->dqkv + d->Q + d->KV, m->dbuf, qk, qk + d->Q,
+                                                 a->qkv + d->Q + d->KV, a->atty, a->lse, im));
+    if (d->llama) MK(m, "rope backward", mk_rope_bwd(&m->rope, dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    if (m->cfg.qk_norm) { /* dqkv's q and k columns: the gradients before the norms */
+        MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, g + w->q_norm, dqk, a->qkv, p + w->q_norm, a->qk_rstd, N,
+                                                      d->H, d->D, d->QKV, QK, 0, im));
+        MK(m, "k norm backward", mk_rmsnorm_heads_bwd(m->dqkv + d->Q, g + w->k_norm, dqk + d->Q, a->qkv + d->Q,
+                                                      p + w->k_norm, a->qk_rstd + N * (size_t)d->H, N, d->G, d->D,
+                                                      d->QKV, QK, 0, im));
     }
-    dec__matmul_bwd(m->dbuf, g + w->qkv_w, optw(g, w->qkv_b), m->dqkv, a->ln1, p + w->qkv_w, N, C, d->QKV, wt);
-    norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N);
+    MK(m, "qkv projection backward", mk_linear_bwd(m->dbuf, g + w->qkv_w, optw(g, w->qkv_b), m->dqkv, a->ln1,
+                                                   p + w->qkv_w, N, C, d->QKV, wt, pr, im));
+    return norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
 /* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with gW the backward
  * (d x into dx, d W into gW) — fused, so the full (rows, V) logits never exist at once. */
-static void head(dec_model *m, const float *W, float *gW, const float *x, size_t rows, const int32_t *targets,
-                 float dscale, float *dx, float *logits_out) {
+static zero_status head(dec_model *m, const float *W, float *gW, const float *x, size_t rows, const int32_t *targets,
+                        float dscale, float *dx, float *logits_out) {
     const int C = m->d.C, V = m->cfg.vocab;
     for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
         const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
         const float *xr = x + r0 * C;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, V, C, 1.0f, xr, C, W, C, 0.0f, m->logits, V);
+        MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
-        dec__crossentropy(m->logits, m->losses + r0, targets + r0, nr, V, gW ? dscale : 0.0f);
+        MK(m, "cross-entropy", mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, gW ? dscale : 0.0f, m->impl));
         if (!gW) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, C, V, 1.0f, m->logits, V, W, C, 0.0f,
-                    dx + r0 * C, C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, (int)nr, 1.0f, m->logits, V, xr, C, 1.0f, gW, C);
+        MK(m, "lm head backward", mk_linear_bwd(dx + r0 * C, gW, NULL, m->logits, xr, W, nr, C, V, 1, m->prec, m->impl));
     }
+    return ZERO_OK;
 }
 
 /* ---------------------------------------------------------------- the pass */
@@ -350,24 +518,18 @@ int64_t dec_count_targets(const int32_t *targets, size_t n) {
     return c;
 }
 
-/* A provider's NULL: it recorded the reason and the status with dec__fail. */
-#define TRY_PTR(expr, var)                                                                         \
-    do {                                                                                           \
-        m->fail_status = ZERO_ERR_INTERNAL;                                                        \
-        if (!((var) = (expr))) return m->fail_status;                                              \
-    } while (0)
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        zero_status st_ = (expr);                                                                  \
-        if (st_) return st_;                                                                       \
-    } while (0)
-
 /* The final norm's backward: dres = d loss / d (final norm input), from m->dbuf = d lnf. */
-static void final_norm_bwd(dec_model *m, const float *w, float *g, size_t N) {
+static zero_status final_norm_bwd(dec_model *m, const float *w, float *g, size_t N) {
     const int L = m->cfg.n_layer;
-    memset(m->dres, 0, N * (size_t)m->d.C * sizeof(float));
-    norm_bwd(m, m->dres, m->dbuf, m->resid + (size_t)L * N * m->d.C, w, g, m->lay.lnf_w, m->lay.lnf_b, m->lnf_mean,
-             m->lnf_rstd, N);
+    return norm_bwd(m, m->dres, m->dbuf, m->resid + (size_t)L * N * m->d.C, w, g, m->lay.lnf_w, m->lay.lnf_b,
+                    m->lnf_mean, m->lnf_rstd, N, 0);
+}
+
+/* Sum of the per-row losses in row order, in double. */
+static double sum_losses(const float *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
 }
 
 zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
@@ -397,15 +559,15 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
 
     /* forward */
     TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
-    dec__embed_fwd(m->resid, p->tokens, w, opt(w, lay->wpe), B, T, C);
+    MK(m, "embedding", mk_embed_fwd(m->resid, p->tokens, w, opt(w, lay->wpe), N, T, C, m->impl));
     TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     for (int l = 0; l < L; l++) {
         TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
-        layer_fwd(m, l, w, B, T);
+        TRY(layer_fwd(m, l, w, B, T));
         TRY(u->release(m, u->ctx, 1 + l));
     }
     TRY_PTR(u->gather(m, u->ctx, L + 1), w);
-    norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w, lay->lnf_w, lay->lnf_b, N);
+    TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w, lay->lnf_w, lay->lnf_b, N));
 
     /* the head: its input rows, targets and outputs */
     const float *hx = m->lnf;
@@ -423,9 +585,9 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
     if (!m->cfg.tied) { /* lm_head is in the final unit: norm, head and their backward in one gather */
         g = NULL;
         if (p->backward) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-        head(m, w + lay->head_w, g ? g + lay->head_w : NULL, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        TRY(head(m, w + lay->head_w, g ? g + lay->head_w : NULL, hx, hrows, htargets, dscale, m->dbuf, hlogits));
         if (p->backward) {
-            final_norm_bwd(m, w, g, N);
+            TRY(final_norm_bwd(m, w, g, N));
             TRY(u->grad_ready(m, u->ctx, L + 1));
         }
         TRY(u->release(m, u->ctx, L + 1));
@@ -434,31 +596,31 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
         TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
         g = NULL;
         if (p->backward) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
-        head(m, w, g, hx, hrows, htargets, dscale, m->dbuf, hlogits);
+        TRY(head(m, w, g, hx, hrows, htargets, dscale, m->dbuf, hlogits));
         TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
         if (p->backward) {
             TRY_PTR(u->gather(m, u->ctx, L + 1), w);
             TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-            final_norm_bwd(m, w, g, N);
+            TRY(final_norm_bwd(m, w, g, N));
             TRY(u->grad_ready(m, u->ctx, L + 1));
             TRY(u->release(m, u->ctx, L + 1));
         }
     }
-    if (p->targets && p->loss && !p->last_logits) *p->loss = denom > 0 ? (float)(dec__sum(m->losses, N) / denom) : 0.0f;
+    if (p->targets && p->loss && !p->last_logits) *p->loss = denom > 0 ? (float)(sum_losses(m->losses, N) / denom) : 0.0f;
     if (!p->backward) return ZERO_OK;
 
     /* backward: m->dres holds d loss / d (final norm input) */
     for (int l = L - 1; l >= 0; l--) {
         TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
         TRY_PTR(u->grad(m, u->ctx, 1 + l), g);
-        if (m->ckpt && m->shared_holds != l) layer_fwd(m, l, w, B, T);
-        layer_bwd(m, l, w, g, B, T);
+        if (m->ckpt && m->shared_holds != l) TRY(layer_fwd(m, l, w, B, T));
+        TRY(layer_bwd(m, l, w, g, B, T));
         TRY(u->grad_ready(m, u->ctx, 1 + l));
         TRY(u->release(m, u->ctx, 1 + l));
     }
     /* The embedding backward reads no parameter: its gradient buffer is all it needs. */
     TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
-    dec__embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, B, T, C);
+    MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->impl));
     TRY(u->grad_ready(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     return ZERO_OK;
 }

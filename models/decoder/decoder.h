@@ -122,6 +122,18 @@ uint64_t dec_num_params(const dec_config *cfg);
  * what dec_activation_bytes_allocated reports for a model created with the same arguments). */
 uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpointing);
 
+/* Model FLOPs of one micro-batch of B sequences of T tokens, forward and backward: 3 x the
+ * forward's, which is 2 per multiply-add of every linear layer and of the LM head over the B*T
+ * rows, plus the causal attention's q k^T and p v (2 B H D T (T + 1) a layer). The convention of
+ * model FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
+double dec_step_flops(const dec_config *cfg, int B, int T);
+/* The rate of the BLAS on this model's products (FLOP/s): every linear layer's forward, backward-
+ * data and backward-weight product of one layer and the LM head's (in the model's row chunks),
+ * at B*T rows, fp32, on the calling thread's OpenMP team; the best of rounds run for about
+ * `seconds`. The denominator of zero bench step's model FLOP utilization. ZERO_ERR_NOMEM when the
+ * operands cannot be allocated. */
+zero_status dec_gemm_rate(const dec_config *cfg, int B, int T, double seconds, double *flops_per_s);
+
 /* ---------------------------------------------------------------- units and parameters */
 enum { DEC_UNIT_EMBEDDINGS = 0 }; /* layer l is unit 1 + l, the final unit is n_layer + 1 */
 
@@ -167,6 +179,14 @@ const char *dec_last_error(const dec_model *m);
 const dec_config *dec_model_config(const dec_model *m);
 size_t dec_activation_bytes_allocated(const dec_model *m);
 void dec_mem_stats(const dec_model *m, zero_mem_stats *out);
+/* The precision of the linear layers' products (every projection and the LM head):
+ * ZERO_DTYPE_FP32 (the default) or ZERO_DTYPE_BF16 — both operands rounded to bf16, products
+ * accumulated in fp32 — which is taken only where the CPU multiplies bf16 itself (AVX512-BF16 or
+ * AMX, in a build with oneDNN: mk_gemm_bf16_native); elsewhere bf16 falls back to the fp32
+ * products (for bf16 working parameters, which the pass receives widened exactly, that is the
+ * convert-then-sgemm result). FP16 asks for fp32 products. Returns the dtype now in effect.
+ * dec_engine_* set it from the engine's working precision on every call. */
+zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want);
 
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not

@@ -1,6 +1,6 @@
 /* models/decoder/decoder_internal.h — what the decoder's files share and nobody else sees: the
- * random generator, the parameter layout of a unit, the fp32 kernels and their scalar twins, and
- * the unit provider the pass runs over.
+ * random generator, the parameter layout of a unit, the choice of kernels, and the unit provider
+ * the pass runs over.
  *
  * Shapes in comments: N = B*T rows, C width, H query heads, G key/value heads, D head width,
  * Q = H*D, KV = G*D, QKV = Q + 2 KV, F intermediate width, V vocabulary. Every kernel is
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "decoder/decoder.h"
+#include "kernels/kernels.h"
 
 /* ---------------------------------------------------------------- random numbers */
 /* splitmix64: the one generator of the model (init, sampling, data order). */
@@ -59,94 +60,19 @@ typedef struct dec__layout {
 } dec__layout;
 void dec__layout_of(const dec_config *c, dec__layout *out);
 
-/* ---------------------------------------------------------------- kernels (kernels.c) */
-/* The optimized kernels (OpenMP, cblas) and their scalar twins (kernels_ref.c, dec__ref_*: plain
- * loops in the same order of operations where it matters, checked against each other by
- * test_decoder_kernels). */
+/* ---------------------------------------------------------------- kernels */
+/* Every kernel of the pass is a model kernel (models/kernels/kernels.h: each with its scalar
+ * reference and AVX2/AVX-512 twins, and the linear layers through the BLAS); the model resolves
+ * the implementation once, at dec_create (zero_impl_best: ZERO_IMPL=scalar runs the references). */
+/* The attention kernel's largest head (mk_attn). */
+#define DEC__MAX_HEAD_DIM 256
 
-/* out (B,T,C) = wte[tokens] (+ wpe[t] when wpe) */
-void dec__embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, int C);
-/* dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += dout[b,t] (when dwpe) */
-void dec__embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T, int C);
-/* out (N,C) = LayerNorm(inp) * w + b; mean, rstd (N) kept for backward. */
-void dec__layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                        const float *b, size_t N, int C, double eps);
-/* dinp += ..., dw += ..., db += ... from dout (N,C). */
-void dec__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, const float *mean, const float *rstd, size_t N, int C);
-/* RMSNorm over groups of D: for row n and group g, x = inp + n*ldi + g*D, y = out + n*ldo + g*D,
- * y = x * rstd * w with rstd[n*G + g] = 1/sqrt(mean(x^2) + eps) kept for backward. */
-void dec__rmsnorm_fwd(float *out, size_t ldo, float *rstd, const float *inp, size_t ldi, const float *w,
-                      size_t N, int G, int D, double eps);
-/* Backward of dec__rmsnorm_fwd: dinp (row stride ldd) receives d loss / d inp — added when
- * accumulate, else written (then dinp may be dout itself: every row is read before it is
- * written); dw (D) += sum over rows and groups. */
-void dec__rmsnorm_bwd(float *dinp, size_t ldd, const float *dout, size_t lddo, const float *inp, size_t ldi,
-                      const float *w, const float *rstd, float *dw, size_t N, int G, int D, int accumulate);
-/* out (N,OC) = inp (N,IC) W + bias, with W (IC,OC) (wt = 0, Conv1D) or W^T, W (OC,IC) (wt = 1,
- * Linear); bias may be NULL; accumulate: out += instead of out =. */
-void dec__matmul_fwd(float *out, const float *inp, const float *W, const float *bias, size_t N, int IC, int OC,
-                     int wt, int accumulate);
-/* dinp (N,IC) = dout W^T (overwritten); dW += (inp^T dout, in W's layout); dbias += column sums. */
-void dec__matmul_bwd(float *dinp, float *dW, float *dbias, const float *dout, const float *inp, const float *W,
-                     size_t N, int IC, int OC, int wt);
-/* Causal self-attention, grouped: qkv (N, QKV) = [q heads | k heads | v heads], head h at
- * columns h*D of its part; query head h reads key/value head h / (H/G). att (B,H,T,T): the
- * softmax probabilities with scale 1/sqrt(D) (zero above the diagonal). out (N, Q). */
-void dec__attention_fwd(float *out, float *att, const float *qkv, int B, int T, int H, int G, int D);
-/* dqkv (N, QKV) = (overwritten) from dout (N, Q); scratch: T*T floats. */
-void dec__attention_bwd(float *dqkv, float *scratch, const float *dout, const float *att, const float *qkv,
-                        int B, int T, int H, int G, int D);
-/* RoPE, rotate-half convention, in place on `heads` heads of D columns starting at x (row stride
- * ld) for N rows of sequences of T (position t = row % T): (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
- * with c, s = cos, sin tables (T, D/2). */
-void dec__rope_fwd(float *x, size_t ld, size_t N, int T, int heads, int D, const float *cos, const float *sin);
-/* Its transpose (the backward): (d1, d2) -> (d1 c + d2 s, d2 c - d1 s). */
-void dec__rope_bwd(float *dx, size_t ld, size_t N, int T, int heads, int D, const float *cos, const float *sin);
-/* GELU, tanh approximation (GPT-2's gelu_new). */
-void dec__gelu_fwd(float *out, const float *inp, size_t n);
-/* d (in place): d = d * gelu'(inp). */
-void dec__gelu_bwd(float *d, const float *inp, size_t n);
-/* SwiGLU: h (N,F) = silu(gate) * up, with gu (N, 2I) rows [gate | up]. */
-void dec__swiglu_fwd(float *h, const float *gu, size_t N, int F);
-/* dgu (N, 2I) = (overwritten) from dh (N, F). */
-void dec__swiglu_bwd(float *dgu, const float *dh, const float *gu, size_t N, int F);
-/* Cross-entropy over `rows` rows of logits (rows, V), in place: each row's loss to losses[i]
- * (0 for a target of -1); when dscale != 0 replaces the row by dscale * (softmax - onehot) (by
- * zeros for a target of -1). */
-void dec__crossentropy(float *logits, float *losses, const int32_t *targets, size_t rows, int V, float dscale);
-/* Sum of n floats in a fixed order, in double. */
-double dec__sum(const float *x, size_t n);
-
-/* The scalar twins (kernels_ref.c). */
-void dec__ref_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B, int T, int C);
-void dec__ref_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T, int C);
-void dec__ref_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, size_t N, int C, double eps);
-void dec__ref_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, const float *mean, const float *rstd, size_t N, int C);
-void dec__ref_rmsnorm_fwd(float *out, size_t ldo, float *rstd, const float *inp, size_t ldi, const float *w,
-                          size_t N, int G, int D, double eps);
-void dec__ref_rmsnorm_bwd(float *dinp, size_t ldd, const float *dout, size_t lddo, const float *inp, size_t ldi,
-                          const float *w, const float *rstd, float *dw, size_t N, int G, int D, int accumulate);
-void dec__ref_matmul_fwd(float *out, const float *inp, const float *W, const float *bias, size_t N, int IC, int OC,
-                         int wt, int accumulate);
-void dec__ref_matmul_bwd(float *dinp, float *dW, float *dbias, const float *dout, const float *inp,
-                         const float *W, size_t N, int IC, int OC, int wt);
-void dec__ref_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int H, int G, int D);
-void dec__ref_attention_bwd(float *dqkv, float *scratch, const float *dout, const float *att, const float *qkv,
-                            int B, int T, int H, int G, int D);
-void dec__ref_rope_fwd(float *x, size_t ld, size_t N, int T, int heads, int D, const float *cos, const float *sin);
-void dec__ref_rope_bwd(float *dx, size_t ld, size_t N, int T, int heads, int D, const float *cos, const float *sin);
-void dec__ref_gelu_fwd(float *out, const float *inp, size_t n);
-void dec__ref_gelu_bwd(float *d, const float *inp, size_t n);
-void dec__ref_swiglu_fwd(float *h, const float *gu, size_t N, int F);
-void dec__ref_swiglu_bwd(float *dgu, const float *dh, const float *gu, size_t N, int F);
-void dec__ref_crossentropy(float *logits, float *losses, const int32_t *targets, size_t rows, int V, float dscale);
-
-/* RoPE tables (T, D/2): cos and sin of t * inv_freq_i, inv_freq as the configuration's rope type
- * gives it, computed in fp32 as transformers does. */
-void dec__rope_tables(const dec_config *c, int T, float *cos, float *sin);
+/* Sets the precision of the linear layers' products as asked, native or not (tests: the bf16
+ * arithmetic on a CPU without bf16 instructions). dec_set_matmul_dtype falls back instead. */
+void dec__set_matmul_prec(dec_model *m, mk_prec prec);
+/* Sets the model kernels' implementation (tests: ZERO_IMPL_SCALAR runs every reference);
+ * ZERO_ERR_UNSUPPORTED for one this CPU cannot run. */
+zero_status dec__set_impl(dec_model *m, zero_impl impl);
 
 /* ---------------------------------------------------------------- the pass over units */
 /* Where the pass gets unit memory: raw pointers or the engine. On failure a call returns a

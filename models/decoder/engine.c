@@ -114,6 +114,7 @@ zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *
     }
     /* The engine averages the gradients over world * grad_accum micro-batches: a micro-batch's
      * share of the global sum / denom is its sum / (denom / (world * grad_accum)) after that. */
+    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
     const double per = (double)zero_comm_size(zero_engine_comm(e)) * (double)zero_engine_config(e)->grad_accum;
     dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
     dec__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), denom > 0 ? denom / per : 0.0, loss,
@@ -129,6 +130,7 @@ zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
         dec__seterr(m, "eval needs tokens and targets (got NULL)");
         return ZERO_ERR_INVALID_ARG;
     }
+    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
     dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
     dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL};
     return dec__run(m, &u, &p);
@@ -138,6 +140,7 @@ zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *pro
                                  int n_new, const dec_sampling *s, int32_t *out) {
     zero_status st = check_engine(m, e);
     if (st) return st;
+    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
     dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

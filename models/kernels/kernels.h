@@ -91,6 +91,21 @@ zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x
                            const float *rstd, size_t rows, int C, size_t ldx, size_t ldy,
                            int accumulate, zero_impl impl);
 
+/* RMSNorm per head (Qwen3's q/k norm) in one call: n_tok tokens (x rows ldx apart, y rows ldy
+ * apart), each with n_heads heads of head_dim side by side; head h of token n is the row
+ * n * n_heads + h: x + n*ldx + h*head_dim, normalized with the shared weight w (head_dim) into
+ * y + n*ldy + h*head_dim; rstd (n_tok * n_heads, may be NULL) in that row order. Same values as
+ * mk_rmsnorm_fwd on each head; the work is split over all the rows. */
+zero_status mk_rmsnorm_heads_fwd(float *y, float *rstd, const float *x, const float *w,
+                                 size_t n_tok, int n_heads, int head_dim, size_t ldx, size_t ldy,
+                                 float eps, zero_impl impl);
+/* Its backward: dx (layout of x) written or accumulated, dw (head_dim) accumulated over every
+ * row, in row order by chunks as every column sum here (thread-count independent). */
+zero_status mk_rmsnorm_heads_bwd(float *dx, float *dw, const float *dy, const float *x,
+                                 const float *w, const float *rstd, size_t n_tok, int n_heads,
+                                 int head_dim, size_t ldx, size_t ldy, int accumulate,
+                                 zero_impl impl);
+
 /* ---------------------------------------------------------------- softmax, cross-entropy */
 /* y (rows, cols) = softmax of each row of x; y may equal x. */
 zero_status mk_softmax_fwd(float *y, const float *x, size_t rows, int cols, zero_impl impl);
@@ -189,6 +204,45 @@ zero_status mk_attention_bwd(const mk_attn *a, float *dq, float *dk, float *dv, 
                              const float *q, const float *k, const float *v, const float *out,
                              const float *lse, zero_impl impl);
 
+/* ---------------------------------------------------------------- embeddings */
+/* out (n_tok, C) = wte[tokens[n]] (+ wpe[n % T] when wpe is not NULL: tokens are sequences of
+ * T). Tokens are not checked (the caller validated them against the vocabulary). Bitwise equal
+ * in every impl (one addition per element). */
+zero_status mk_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                         size_t n_tok, int T, int C, zero_impl impl);
+/* dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] when dwpe is not NULL. Each row of dwte and
+ * dwpe receives its tokens' rows in token order, so the result is bitwise the same in every impl
+ * and on any thread count. */
+zero_status mk_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                         size_t n_tok, int T, int C, zero_impl impl);
+
+/* ---------------------------------------------------------------- linear layers */
+/* The precision of a linear layer's products. */
+typedef enum mk_prec {
+    MK_PREC_FP32 = 0, /* cblas_sgemm */
+    MK_PREC_BF16 = 1, /* both operands rounded to bf16, products accumulated in fp32 (mk_gemm_bf16,
+                         MK_GEMM_AUTO: native where the build and CPU have it, else convert) */
+} mk_prec;
+
+/* A linear layer over N rows, contiguous: x (N, IC), out (N, OC). The weight W is (OC, IC)
+ * (trans_w = 1, torch's Linear: out = x W^T) or (IC, OC) (trans_w = 0, GPT-2's Conv1D:
+ * out = x W). out = x W' + bias + resid, where bias (OC) and resid (N, OC) may be NULL and resid
+ * may equal out (then the product is added to what out holds). The bias and the residual are
+ * written into out before the product, which the GEMM then adds to (beta = 1): no pass after it.
+ * impl: ZERO_IMPL_SCALAR is the reference (plain loops, products summed in double, then
+ * + bias + resid); the others use the BLAS. ZERO_ERR_NOMEM when bf16's operand copies cannot be
+ * allocated; ZERO_ERR_INVALID_ARG for sizes < 1 or NULL operands. out must not alias x or W. */
+zero_status mk_linear_fwd(float *out, const float *x, const float *W, const float *bias,
+                          const float *resid, size_t N, int IC, int OC, int trans_w, mk_prec prec,
+                          zero_impl impl);
+/* The backward from dy (N, OC): dx (N, IC) = dy W'^T written (skipped when dx is NULL);
+ * dW (W's layout) += x^T dy (skipped when NULL); dbias (OC) += column sums of dy (mk_colsum's
+ * order; skipped when NULL). dx must not alias dy, x or W. bf16: dy, x and W rounded to bf16 for
+ * the products (the column sums stay fp32). */
+zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x,
+                          const float *W, size_t N, int IC, int OC, int trans_w, mk_prec prec,
+                          zero_impl impl);
+
 /* ---------------------------------------------------------------- bf16 GEMM */
 typedef enum mk_gemm_path {
     MK_GEMM_AUTO = 0,     /* the native bf16 path where this build and CPU have one, else CONVERT */
@@ -206,6 +260,8 @@ zero_status mk_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float al
                          float *C, int ldc, mk_gemm_path path);
 /* Which path MK_GEMM_AUTO takes in this build on this CPU: "native (...)" or "convert". */
 const char *mk_gemm_bf16_path_name(void);
+/* 1 when MK_GEMM_AUTO takes the native path (this build has it and the CPU multiplies bf16). */
+int mk_gemm_bf16_native(void);
 
 #ifdef __cplusplus
 }

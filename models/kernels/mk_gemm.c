@@ -130,3 +130,11 @@ const char *mk_gemm_bf16_path_name(void) {
 #endif
     return "convert";
 }
+
+int mk_gemm_bf16_native(void) {
+#ifdef ZERO_HAVE_DNNL
+    return dnnl_native();
+#else
+    return 0;
+#endif
+}

@@ -64,9 +64,18 @@ typedef struct mk__isa {
     /* part (cols) += rows of src (ld apart), in row order. */
     void (*colsum_rows)(float *part, const float *src, size_t rows, size_t cols, size_t ld);
     double (*sum_squares)(const float *x, size_t n);
+    /* out = a + b (b NULL: out = a); out may equal a or b. One addition per element: every impl
+     * gives the same bits. */
+    void (*row_add)(float *out, const float *a, const float *b, size_t n);
+    /* dst += src */
+    void (*row_acc)(float *dst, const float *src, size_t n);
     /* y = exp(x) with this ISA's exp (tests measure its error through this entry). */
     void (*exp)(float *y, const float *x, size_t n);
 } mk__isa;
+
+/* Resolves impl (ZERO_IMPL_AUTO: the best) to its table and, when which is not NULL, the concrete
+ * impl; ZERO_ERR_UNSUPPORTED / ZERO_ERR_INVALID_ARG as every kernel returns them. */
+zero_status mk__pick(zero_impl impl, const mk__isa **isa, zero_impl *which);
 
 extern const mk__isa mk__isa_scalar;
 extern const mk__isa mk__isa_avx2;

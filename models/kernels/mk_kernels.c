@@ -7,7 +7,7 @@
 #include "kernels/mk_internal.h"
 
 /* Resolves impl to a table; *which receives the concrete impl. */
-static zero_status pick(zero_impl impl, const mk__isa **isa, zero_impl *which) {
+zero_status mk__pick(zero_impl impl, const mk__isa **isa, zero_impl *which) {
     if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
     switch (impl) {
     case ZERO_IMPL_SCALAR: *isa = &mk__isa_scalar; break;
@@ -23,7 +23,7 @@ static zero_status pick(zero_impl impl, const mk__isa **isa, zero_impl *which) {
 #define PICK(impl, isa)                                                                            \
     const mk__isa *isa;                                                                            \
     do {                                                                                           \
-        zero_status st_ = pick(impl, &isa, NULL);                                                  \
+        zero_status st_ = mk__pick(impl, &isa, NULL);                                                  \
         if (st_ != ZERO_OK) return st_;                                                            \
     } while (0)
 
@@ -210,29 +210,34 @@ zero_status mk_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, c
     return ZERO_OK;
 }
 
-zero_status mk_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, size_t rows,
-                           int C, size_t ldx, size_t ldy, float eps, zero_impl impl) {
+/* RMSNorm over rows r = n * heads + h at x + n*ldx + h*C (heads = 1: plain rows). */
+static zero_status rms_fwd(float *y, float *rstd, const float *x, const float *w, size_t n_tok,
+                           int heads, int C, size_t ldx, size_t ldy, float eps, zero_impl impl) {
     PICK(impl, isa);
-    if (!rows) return ZERO_OK;
-    if (!y || !x || C < 1 || ldx < (size_t)C || ldy < (size_t)C || !(eps >= 0.0f))
+    if (!n_tok) return ZERO_OK;
+    if (!y || !x || C < 1 || heads < 1 || ldx < (size_t)C * heads || ldy < (size_t)C * heads ||
+        !(eps >= 0.0f))
         return ZERO_ERR_INVALID_ARG;
+    const size_t rows = n_tok * (size_t)heads, hs = (size_t)heads;
 #pragma omp parallel for schedule(static) if (rows * (size_t)C >= MK_PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
+        const size_t n = r / hs, h = r % hs;
         float s;
-        isa->rms_fwd_row(y + r * ldy, &s, x + r * ldx, w, C, eps);
+        isa->rms_fwd_row(y + n * ldy + h * (size_t)C, &s, x + n * ldx + h * (size_t)C, w, C, eps);
         if (rstd) rstd[r] = s;
     }
     return ZERO_OK;
 }
 
-zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                           const float *rstd, size_t rows, int C, size_t ldx, size_t ldy,
-                           int accumulate, zero_impl impl) {
+static zero_status rms_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                           const float *rstd, size_t n_tok, int heads, int C, size_t ldx,
+                           size_t ldy, int accumulate, zero_impl impl) {
     PICK(impl, isa);
-    if (!rows) return ZERO_OK;
-    if (!dx || !dy || !x || !rstd || (w && !dw) || (!w && dw) || C < 1 || ldx < (size_t)C ||
-        ldy < (size_t)C)
+    if (!n_tok) return ZERO_OK;
+    if (!dx || !dy || !x || !rstd || (w && !dw) || (!w && dw) || C < 1 || heads < 1 ||
+        ldx < (size_t)C * heads || ldy < (size_t)C * heads)
         return ZERO_ERR_INVALID_ARG;
+    const size_t rows = n_tok * (size_t)heads, hs = (size_t)heads;
     const size_t cols = (size_t)C, nch = (rows + MK_CHUNK_ROWS - 1) / MK_CHUNK_ROWS;
     float *part = NULL;
     if (dw && !(part = calloc(nch * cols, sizeof(float)))) return ZERO_ERR_NOMEM;
@@ -240,8 +245,10 @@ zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x
     for (size_t c = 0; c < nch; c++) {
         float *wp = part ? part + c * cols : NULL;
         const size_t r1 = min_sz(rows, (c + 1) * MK_CHUNK_ROWS);
-        for (size_t r = c * MK_CHUNK_ROWS; r < r1; r++)
-            isa->rms_bwd_row(dx + r * ldx, wp, dy + r * ldy, x + r * ldx, w, rstd[r], C, accumulate);
+        for (size_t r = c * MK_CHUNK_ROWS; r < r1; r++) {
+            const size_t n = r / hs, h = r % hs, ox = n * ldx + h * cols, oy = n * ldy + h * cols;
+            isa->rms_bwd_row(dx + ox, wp, dy + oy, x + ox, w, rstd[r], C, accumulate);
+        }
     }
     if (part) {
         float *dst[1] = {dw};
@@ -249,6 +256,30 @@ zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x
         free(part);
     }
     return ZERO_OK;
+}
+
+zero_status mk_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, size_t rows,
+                           int C, size_t ldx, size_t ldy, float eps, zero_impl impl) {
+    return rms_fwd(y, rstd, x, w, rows, 1, C, ldx, ldy, eps, impl);
+}
+
+zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                           const float *rstd, size_t rows, int C, size_t ldx, size_t ldy,
+                           int accumulate, zero_impl impl) {
+    return rms_bwd(dx, dw, dy, x, w, rstd, rows, 1, C, ldx, ldy, accumulate, impl);
+}
+
+zero_status mk_rmsnorm_heads_fwd(float *y, float *rstd, const float *x, const float *w,
+                                 size_t n_tok, int n_heads, int head_dim, size_t ldx, size_t ldy,
+                                 float eps, zero_impl impl) {
+    return rms_fwd(y, rstd, x, w, n_tok, n_heads, head_dim, ldx, ldy, eps, impl);
+}
+
+zero_status mk_rmsnorm_heads_bwd(float *dx, float *dw, const float *dy, const float *x,
+                                 const float *w, const float *rstd, size_t n_tok, int n_heads,
+                                 int head_dim, size_t ldx, size_t ldy, int accumulate,
+                                 zero_impl impl) {
+    return rms_bwd(dx, dw, dy, x, w, rstd, n_tok, n_heads, head_dim, ldx, ldy, accumulate, impl);
 }
 
 /* ---------------------------------------------------------------- softmax, cross-entropy */
@@ -327,6 +358,45 @@ zero_status mk_rope_bwd(const mk_rope *r, float *dx, size_t ld, size_t n_tok, in
     return rope_run(r, dx, ld, n_tok, T, n_heads, head_dim, pos, impl, -1.0f);
 }
 
+/* ---------------------------------------------------------------- embeddings */
+/* Columns per task in the embedding backward: rows of dwte repeat across tokens, so the split is
+ * by columns, each task adding every token's slice in token order. */
+#define MK_EMB_COLS 256
+
+zero_status mk_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                         size_t n_tok, int T, int C, zero_impl impl) {
+    PICK(impl, isa);
+    if (!n_tok) return ZERO_OK;
+    if (!out || !tokens || !wte || C < 1 || (wpe && T < 1)) return ZERO_ERR_INVALID_ARG;
+    const size_t cols = (size_t)C;
+#pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
+    for (size_t n = 0; n < n_tok; n++)
+        isa->row_add(out + n * cols, wte + (size_t)tokens[n] * cols, wpe ? wpe + (n % (size_t)T) * cols : NULL,
+                     cols);
+    return ZERO_OK;
+}
+
+zero_status mk_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                         size_t n_tok, int T, int C, zero_impl impl) {
+    PICK(impl, isa);
+    if (!n_tok) return ZERO_OK;
+    if (!dwte || !dout || !tokens || C < 1 || (dwpe && T < 1)) return ZERO_ERR_INVALID_ARG;
+    const size_t cols = (size_t)C, ntask = (cols + MK_EMB_COLS - 1) / MK_EMB_COLS;
+    if (dwpe) { /* position t gets the tokens n = t, t + T, ... in order */
+        const size_t npos = min_sz((size_t)T, n_tok);
+#pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
+        for (size_t t = 0; t < npos; t++)
+            for (size_t n = t; n < n_tok; n += (size_t)T) isa->row_acc(dwpe + t * cols, dout + n * cols, cols);
+    }
+#pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
+    for (size_t task = 0; task < ntask; task++) {
+        const size_t j0 = task * MK_EMB_COLS, nj = min_sz(MK_EMB_COLS, cols - j0);
+        for (size_t n = 0; n < n_tok; n++)
+            isa->row_acc(dwte + (size_t)tokens[n] * cols + j0, dout + n * cols + j0, nj);
+    }
+    return ZERO_OK;
+}
+
 /* ---------------------------------------------------------------- reductions */
 zero_status mk_colsum(float *dst, const float *src, size_t rows, size_t cols, size_t ld,
                       zero_impl impl) {
@@ -395,7 +465,7 @@ zero_status mk_attention_fwd(const mk_attn *a, float *out, float *lse, const flo
                              const float *k, const float *v, zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
-    zero_status st = pick(impl, &isa, &which);
+    zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
     if ((st = att_check(a)) != ZERO_OK) return st;
     if (!a->B || !a->T) return ZERO_OK;
@@ -448,7 +518,7 @@ zero_status mk_attention_bwd(const mk_attn *a, float *dq, float *dk, float *dv, 
                              const float *lse, zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
-    zero_status st = pick(impl, &isa, &which);
+    zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
     if ((st = att_check(a)) != ZERO_OK) return st;
     if (!a->B || !a->T) return ZERO_OK;

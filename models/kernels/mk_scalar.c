@@ -1,5 +1,7 @@
 /* models/kernels/mk_scalar.c — the scalar references of the model kernels (libm exp, sums in
  * double): the table every vector twin is tested against, one row or one chunk per call. */
+#include <string.h>
+
 #include "kernels/mk_internal.h"
 
 static void gelu_fwd(float *out, const float *x, size_t n) {
@@ -155,6 +157,18 @@ static double sum_squares(const float *x, size_t n) {
     return s;
 }
 
+static void row_add(float *out, const float *a, const float *b, size_t n) {
+    if (!b) {
+        if (out != a) memmove(out, a, sizeof(float) * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+static void row_acc(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
 static void exp_array(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = expf(x[i]);
 }
@@ -178,5 +192,7 @@ const mk__isa mk__isa_scalar = {
     .rope_head = rope_head,
     .colsum_rows = colsum_rows,
     .sum_squares = sum_squares,
+    .row_add = row_add,
+    .row_acc = row_acc,
     .exp = exp_array,
 };

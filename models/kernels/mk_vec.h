@@ -385,6 +385,28 @@ static double MK_FN(sum_squares)(const float *x, size_t n) {
     return (vd_hsum(a0) + vd_hsum(a1)) + (vd_hsum(a2) + vd_hsum(a3));
 }
 
+static void MK_FN(row_add)(float *out, const float *a, const float *b, size_t n) {
+    if (!b) {
+        if (out != a) memmove(out, a, sizeof(float) * n);
+        return;
+    }
+    size_t i = 0;
+    for (; i + MK_W <= n; i += MK_W) v_store(out + i, v_add(v_load(a + i), v_load(b + i)));
+    if (i < n) v_store_n(out + i, v_add(v_load_n(a + i, n - i), v_load_n(b + i, n - i)), n - i);
+}
+
+static void MK_FN(row_acc)(float *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 4 * MK_W <= n; i += 4 * MK_W) {
+        v_store(dst + i, v_add(v_load(dst + i), v_load(src + i)));
+        v_store(dst + i + MK_W, v_add(v_load(dst + i + MK_W), v_load(src + i + MK_W)));
+        v_store(dst + i + 2 * MK_W, v_add(v_load(dst + i + 2 * MK_W), v_load(src + i + 2 * MK_W)));
+        v_store(dst + i + 3 * MK_W, v_add(v_load(dst + i + 3 * MK_W), v_load(src + i + 3 * MK_W)));
+    }
+    for (; i + MK_W <= n; i += MK_W) v_store(dst + i, v_add(v_load(dst + i), v_load(src + i)));
+    if (i < n) v_store_n(dst + i, v_add(v_load_n(dst + i, n - i), v_load_n(src + i, n - i)), n - i);
+}
+
 /* ---------------------------------------------------------------- attention */
 /* Block scratch layout: see mk__att_fwd_ws / mk__att_bwd_ws (mk_kernels.c), which size it for
  * 16 lanes; here hdp = head_dim rounded up to this ISA's width. Key blocks are packed twice:
@@ -772,5 +794,7 @@ const mk__isa MK_TABLE = {
     .rope_head = MK_FN(rope_head),
     .colsum_rows = MK_FN(colsum_rows),
     .sum_squares = MK_FN(sum_squares),
+    .row_add = MK_FN(row_add),
+    .row_acc = MK_FN(row_acc),
     .exp = MK_FN(exp_array),
 };

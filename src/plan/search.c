@@ -1,5 +1,5 @@
-/* The planner's search: walk the stage/offload ladder cheapest first, size each rung's memory on
- * the given hardware, and pick the first that fits with its micro-batch and checkpointing. */
+/* The planner's search: walk the stage/offload ladder, size each rung's memory on the given
+ * hardware, predict its step time, and pick the fastest that fits with its micro-batch and checkpointing. */
 #include "plan/internal.h"
 
 #include <math.h>
@@ -15,6 +15,7 @@ void zero_plan_request_default(zero_plan_request *r) {
     r->nodes = 1;
     r->headroom = 0.1;
     r->max_micro_batch = 8;
+    zero_plan_rates_default(&r->rates, 0);
 }
 
 typedef struct rung {
@@ -22,7 +23,8 @@ typedef struct rung {
     zero_offload_device opt, param;
 } rung;
 
-/* Cheapest first: speed falls and memory savings grow down the list (include/zero/plan.h). */
+/* DeepSpeed's order: speed falls and memory savings grow down the list (include/zero/plan.h);
+ * on a tie of predicted time the earlier rung wins. */
 static const rung ladder[] = {
     {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE},
     {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE},
@@ -120,6 +122,7 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
 
     res.chosen = -1;
     res.closest = -1;
+    const int timed = r->compute.fwd_flops_per_token > 0;
     double least = INFINITY;
     for (size_t i = 0; i < sizeof ladder / sizeof ladder[0]; i++) {
         const rung *g = &ladder[i];
@@ -139,7 +142,23 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         if (st != ZERO_OK) return st;
         /* Checkpointing only matters when the model tells activations apart. */
         const int can_ckpt = m->activation != NULL;
-        if (!size_at(&c, cand, 1, can_ckpt)) {
+        for (int ckpt = 0; ckpt <= can_ckpt; ckpt++) {
+            if (!size_at(&c, cand, 1, ckpt)) continue;
+            int64_t best = 1;
+            /* Activations grow with the micro-batch: the first one that does not fit ends the scan. */
+            for (int64_t mb = 2; mb <= r->max_micro_batch && size_at(&c, cand, mb, ckpt); mb++) best = mb;
+            zero_plan_time t;
+            st = zero_plan_step_time(m, &r->compute, &s, r->nodes, best, ckpt, &r->rates, &t, err);
+            if (st != ZERO_OK) return st;
+            cand->variant_micro_batch[ckpt] = best;
+            cand->variant_seconds[ckpt] = t.total;
+        }
+        if (!cand->variant_micro_batch[0] && !cand->variant_micro_batch[can_ckpt]) {
+            size_at(&c, cand, 1, can_ckpt);
+            st = zero_plan_step_time(m, &r->compute, &s, r->nodes, 1, can_ckpt, &r->rates, &cand->time, err);
+            if (st != ZERO_OK) return st;
+            cand->step_seconds = cand->time.total;
+            cand->sample_seconds = cand->step_seconds;
             double miss = cand->missing_device + cand->missing_host + cand->missing_nvme;
             if (miss < least) {
                 least = miss;
@@ -149,12 +168,23 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
             continue;
         }
         cand->fits = 1;
-        int ckpt = can_ckpt && !size_at(&c, cand, 1, 0);
-        int64_t best = 1;
-        /* Activations grow with the micro-batch: the first one that does not fit ends the scan. */
-        for (int64_t mb = 2; mb <= r->max_micro_batch && size_at(&c, cand, mb, ckpt); mb++) best = mb;
-        size_at(&c, cand, best, ckpt);
-        if (res.chosen < 0) res.chosen = res.count;
+        /* The faster way per sequence, checkpointing off on a tie; without the model's FLOPs the
+         * times lack the compute, and checkpointing is used only where it is needed to fit. */
+        int ckpt = 0;
+        if (!cand->variant_micro_batch[0])
+            ckpt = 1;
+        else if (timed && cand->variant_micro_batch[1] &&
+                 cand->variant_seconds[1] / (double)cand->variant_micro_batch[1] <
+                     cand->variant_seconds[0] / (double)cand->variant_micro_batch[0])
+            ckpt = 1;
+        size_at(&c, cand, cand->variant_micro_batch[ckpt], ckpt);
+        st = zero_plan_step_time(m, &r->compute, &s, r->nodes, cand->micro_batch, ckpt, &r->rates, &cand->time, err);
+        if (st != ZERO_OK) return st;
+        cand->step_seconds = cand->time.total;
+        cand->sample_seconds = cand->step_seconds / (double)cand->micro_batch;
+        /* Without FLOPs: the first rung that fits, the ladder's order being DeepSpeed's by speed. */
+        if (res.chosen < 0 || (timed && cand->sample_seconds < res.cand[res.chosen].sample_seconds))
+            res.chosen = res.count;
         res.count++;
     }
     if (res.chosen >= 0) res.closest = res.chosen;

@@ -6,6 +6,8 @@ set -u
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+unset ZERO_RATES # the step times use the defaults, not a rates file of this machine
+export XDG_CACHE_HOME="$TMP/cache"
 fail=0
 check() { # check NAME COMMAND...: runs the command, counts a failure when it fails
     local name=$1; shift

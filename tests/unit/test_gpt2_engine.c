@@ -18,7 +18,7 @@ typedef struct run {
     float *final; /* all units back to back after the last step */
 } run;
 
-static gpt2_data *data;
+static dec_data *data;
 static dec_config cfg;
 
 static zero_engine *make_engine(zero_comm *comm, int stage) {
@@ -62,7 +62,7 @@ static int train(zero_comm *comm, int stage, int ckpt, run *out) {
         double sum = 0;
         for (int k = 0; k < K && !rc; k++) {
             float loss = 0;
-            rc |= gpt2_data_batch(data, GPT2_SPLIT_TRAIN, DATA_SEED, s, B * K, gpt2_data_first(0, B, K, k), B, T,
+            rc |= dec_data_batch(data, DEC_SPLIT_TRAIN, DATA_SEED, s, B * K, dec_data_first(0, B, K, k), B, T,
                                   in, tg, &err);
             if (!rc && dec_engine_micro_batch(m, e, in, tg, B, T, 0, &loss)) {
                 ZT_FAIL("stage %d step %d: %s", stage, s, dec_last_error(m));
@@ -105,7 +105,7 @@ static void raw_step0(double *loss, double *norm) {
     *loss = 0;
     for (int k = 0; k < K && m; k++) {
         float l = 0;
-        ZT_OK(gpt2_data_batch(data, GPT2_SPLIT_TRAIN, DATA_SEED, 0, B * K, gpt2_data_first(0, B, K, k), B, T, in, tg, NULL));
+        ZT_OK(dec_data_batch(data, DEC_SPLIT_TRAIN, DATA_SEED, 0, B * K, dec_data_first(0, B, K, k), B, T, in, tg, NULL));
         ZT_OK(dec_forward_backward(m, (const float *const *)params, grads, in, tg, B, T, 1.0f, 0, &l, NULL));
         *loss += l / K;
     }
@@ -129,7 +129,7 @@ static void test_eval_generate(zero_comm *comm) {
         ZT_OK(zero_engine_read_unit(e, u, params[u]));
     }
     int32_t in[B * T], tg[B * T];
-    ZT_OK(gpt2_data_batch(data, GPT2_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
+    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
     float le = 0, lr = 0;
     ZT_OK(dec_engine_eval(m, e, in, tg, B, T, &le));
     ZT_OK(dec_forward(m, (const float *const *)params, in, tg, B, T, 0, &lr, NULL));
@@ -159,7 +159,7 @@ int main(void) {
     zero_error err = {{0}};
     ZT_OK(zero_comm_init_self(&comm));
     ZT_OK(dec_config_preset(&cfg, "tiny", NULL));
-    if (gpt2_data_open(&data, NULL, GPT2_DATA_VAL_FRACTION, &err)) {
+    if (dec_data_open(&data, NULL, &err)) {
         ZT_FAIL("fortunes corpus: %s", err.msg);
         return zt_finish("test_gpt2_engine");
     }
@@ -189,7 +189,7 @@ int main(void) {
     }
     test_eval_generate(comm);
     free(r0.final), free(r3.final), free(rc.final);
-    gpt2_data_free(data);
+    dec_data_free(data);
     zero_comm_free(comm);
     return zt_finish("test_gpt2_engine");
 }

@@ -401,6 +401,294 @@ static void test_search_errors(void) {
     ZT_EQ_INT(zero_plan_search(&m, &r, &res, &err), ZERO_ERR_INVALID_ARG);
 }
 
+/* ---------------------------------------------------------------- the step's time */
+/* Two units of 3200 elements (multiples of 4 x 16: no padding on 4 ranks): P = 6400, S = 1600,
+ * M = 25600 bytes in fp32. Round rates so that every figure below is worked out by hand. */
+static const uint64_t time_units[2] = {3200, 3200};
+
+static zero_plan_rates round_rates(void) {
+    zero_plan_rates r;
+    memset(&r, 0, sizeof r);
+    r.compute_flops = 1e9;
+    r.mem_bytes = r.host_mem_bytes = 1e9;
+    r.node_all_reduce = 1e8;
+    r.node_reduce_scatter = 2e8;
+    r.node_all_gather = 4e8;
+    r.link_bytes = 1e8;
+    r.latency = 1e-5;
+    r.host_link_bytes = 1e7;
+    r.disk_read_bytes = r.disk_write_bytes = 1e6;
+    return r;
+}
+
+static void test_time_hand(void) {
+    zero_plan_model m = {2, time_units, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10};
+    zero_plan_rates r = round_rates();
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 4;
+    s.stage = 3;
+    zero_plan_time t;
+    zero_error err = {{0}};
+    /* 4 ranks on 2 nodes, micro-batch 2 (20 tokens), checkpointing:
+     *   compute 3 x 20 x 1e6 / 1e9 = 0.06; recompute 20 x 5e5 / 1e9 = 0.01
+     *   reduce-scatter: in node 1/2 x 25600 / 2e8 = 6.4e-5; across 1/2 x 25600 / 1e8 = 1.28e-4
+     *     + 2 units x (1 step + 1 control exchange) x 1e-5 = 1.68e-4; each all-gather: 3.2e-5 in
+     *     node, 1.68e-4 across
+     *   update: 1600 x (8 + 8 x 2 + 2 x 4) = 51200 B / 1e9 = 5.12e-5 */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.compute, 0.06, 1e-15);
+    ZT_NEAR(t.recompute, 0.01, 1e-15);
+    ZT_NEAR(t.comm_node, 6.4e-5 + 2 * 3.2e-5, 1e-15);
+    ZT_NEAR(t.comm_cross, 3 * 1.68e-4, 1e-15);
+    ZT_NEAR(t.comm_hidden, 0, 0);
+    ZT_NEAR(t.optimizer, 5.12e-5, 1e-15);
+    ZT_NEAR(t.host_copy + t.disk, 0, 0);
+    ZT_NEAR(t.total, 0.07 + 1.28e-4 + 5.04e-4 + 5.12e-5, 1e-15);
+    ZT_NEAR(t.cross_bytes, 3 * 12800, 0);
+    ZT_NEAR(t.node_bytes, 3 * 12800, 0);
+    ZT_EQ_INT(t.collectives, 6);
+
+    /* Stage 0: one all-reduce, 2 x 1/2 x 25600 / 1e8 in node, the same across + 2 units x 3 x 1e-5;
+     * the update of all 6400 elements; no checkpointing: no recompute. */
+    s.stage = 0;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.recompute, 0, 0);
+    ZT_NEAR(t.comm_node, 2.56e-4, 1e-15);
+    ZT_NEAR(t.comm_cross, 2.56e-4 + 6e-5, 1e-15);
+    ZT_NEAR(t.optimizer, 6400 * 32 / 1e9, 1e-15);
+    ZT_NEAR(t.total, 0.06 + 2.56e-4 + 3.16e-4 + 2.048e-4, 1e-15);
+    ZT_NEAR(t.cross_bytes, 25600, 0);
+    ZT_EQ_INT(t.collectives, 2);
+
+    /* One node of 4: nothing crosses; 4 nodes of 1: nothing in the node. */
+    s.stage = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_cross + t.cross_bytes, 0, 0);
+    ZT_NEAR(t.comm_node, 3.0 / 4 * 25600 / 2e8 + 3.0 / 4 * 25600 / 4e8, 1e-15);
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 4, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_node, 0, 0);
+    ZT_NEAR(t.comm_cross, 2 * (3.0 / 4 * 25600 / 1e8 + 3 * 2 * 2 * 1e-5), 1e-15);
+    /* One rank talks to nobody. */
+    s.ranks = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_node + t.comm_cross, 0, 0);
+    ZT_EQ_INT(t.collectives, 0);
+    s.ranks = 4;
+
+    /* Overlap hides communication up to the compute: half of it here. */
+    r.overlap = 0.5;
+    s.stage = 3;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden, 0.5 * (1.28e-4 + 5.04e-4), 1e-15);
+    ZT_NEAR(t.total, 0.07 + 0.5 * (1.28e-4 + 5.04e-4) + 5.12e-5, 1e-15);
+    /* ... never more than the compute: without FLOPs nothing is hidden. */
+    ZT_OK(zero_plan_step_time(&m, NULL, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.compute + t.recompute + t.comm_hidden, 0, 0);
+    r.overlap = 0;
+
+    /* bf16, stage 3, optimizer and parameters on NVMe (w = 2, S = 1600, k = 2):
+     *   update 1600 x (8 + 16 + 3 x 2) = 48000 B at host_mem 1e9 = 4.8e-5
+     *   step reads: states 12800 + master 6400; writes the same + the working shard 3200;
+     *   gathers read 2 x 3200. Two ranks share the node's drive (1e6 B/s each way):
+     *   step I/O 2 x 19200 / 1e6 + 2 x 22400 / 1e6 = 0.0832, of which the update hides 4.8e-5;
+     *   gather reads 2 x 6400 / 1e6 = 0.0128, hidden behind 0.07 of compute. */
+    s.precision = ZERO_DTYPE_BF16;
+    s.offload_optimizer = s.offload_param = ZERO_OFFLOAD_NVME;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.optimizer, 4.8e-5, 1e-15);
+    ZT_NEAR(t.disk_read, 19200 + 6400, 0);
+    ZT_NEAR(t.disk_written, 22400, 0);
+    ZT_NEAR(t.disk, 0.0832 - 4.8e-5, 1e-12);
+    /* Without compute the gathers' reads show: + 0.0128. */
+    ZT_OK(zero_plan_step_time(&m, NULL, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.disk, 0.0832 - 4.8e-5 + 0.0128, 1e-12);
+    /* fp32: the parameter file holds the master: read 3 times (2 gathers and the step), written
+     * once; the states read and written once: reads 3 x 6400 + 12800, writes 6400 + 12800. */
+    s.precision = ZERO_DTYPE_FP32;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.disk_read, 3 * 6400 + 12800, 0);
+    ZT_NEAR(t.disk_written, 6400 + 12800, 0);
+    /* cpu offload (a GPU machine): the gradient shard down and the parameters up, and with the
+     * parameters on the host the two gathers' copies: 4 x 1600 x 2 B at 1e7 B/s. */
+    s.precision = ZERO_DTYPE_BF16;
+    s.offload_optimizer = s.offload_param = ZERO_OFFLOAD_CPU;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.host_copy, 4 * 1600 * 2 / 1e7, 1e-15);
+    ZT_NEAR(t.disk + t.disk_read + t.disk_written, 0, 0);
+}
+
+/* Slower links never make a step faster; with several nodes they make it slower, by the cross
+ * bytes over the rate; one node does not use the link at all. */
+static void test_time_monotonic(void) {
+    zero_plan_model m = {3, golden_units, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 2e4, .recompute_flops_per_token = 1e4, .seq_len = 64};
+    for (int stage = 0; stage < 4; stage++) {
+        for (int nodes = 1; nodes <= 6; nodes *= 6) {
+            zero_plan_setup s = golden_setup(stage, ZERO_DTYPE_BF16);
+            s.ranks = 6;
+            double prev = INFINITY;
+            for (double gbps = 0.1; gbps <= 1000; gbps *= 10) {
+                zero_plan_rates r;
+                zero_plan_rates_default(&r, 0);
+                r.link_bytes = gbps * 1e9 / 8;
+                zero_plan_time t;
+                ZT_OK(zero_plan_step_time(&m, &c, &s, nodes, 4, 1, &r, &t, NULL));
+                if (nodes == 1) {
+                    ZT_CHECK(prev == INFINITY || t.total == prev);
+                    ZT_NEAR(t.cross_bytes, 0, 0);
+                } else {
+                    ZT_CHECKF(t.total < prev, "stage %d: %g s at %g Gbit/s, %g s slower", stage, t.total, gbps, prev);
+                    /* 2 (stages 0-2) or 3 (stage 3) x (K-1)/K of M = P x 2 bytes; on 6 ranks
+                     * the units pad to multiples of 96: 1056 + 96 + 5088 = 6240 = P */
+                    const double passes = stage == 3 ? 3 : 2;
+                    ZT_NEAR(t.cross_bytes, passes * 5.0 / 6 * 6240 * 2, 1e-9);
+                    /* latency: (f + 1) x (K - 1) steps per unit's collective: 3 for the all-reduce,
+                     * 2 for the others */
+                    const double steps = stage == 0 ? 3 : 2 * passes;
+                    ZT_NEAR(t.comm_cross, t.cross_bytes / r.link_bytes + r.latency * 5 * 3 * steps, 1e-12);
+                }
+                prev = t.total;
+            }
+        }
+    }
+}
+
+/* The choice: stage 1 fits only with activation checkpointing, stage 3 without; the rung that
+ * wins flips from stage 3 to stage 1 + checkpointing when the link slows. 100 units of 960 (the
+ * search model) on 3 ranks, 3 nodes, bf16: M = 192000 B; stage 3's extra all-gather moves
+ * 2/3 x M = 128000 B per node per step across the links; checkpointing redoes 100 x 1e6 FLOPs
+ * at 1e10 FLOP/s = 0.01 s. At 1 Gbit/s the extra gather takes 1.024e-3 s: stage 3 wins; at
+ * 10 Mbit/s 0.1024 s: stage 1 + checkpointing wins. */
+static uint64_t big_act(void *ctx, int64_t mb, int ckpt) {
+    (void)ctx;
+    return (uint64_t)mb * (ckpt ? 1000u : 200000u);
+}
+
+static void test_time_flip(void) {
+    zero_plan_model m = search_model();
+    m.activation = big_act;
+    /* 850000 B: stage 0 never fits; stages 1-2 only with checkpointing (845056 + 1000 and
+     * 724096 + 1000; + 200000 without); stage 3 without it too (599936 + 200000). */
+    zero_plan_request r = golden_request(850000, 0, 0);
+    r.nodes = 3;
+    r.max_micro_batch = 1;
+    r.compute = (zero_plan_compute){.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 1e6, .seq_len = 100};
+    zero_plan_rates_default(&r.rates, 1);
+    r.rates.compute_flops = 1e10;
+    r.rates.latency = 0;
+    zero_plan_result res;
+    zero_error err = {{0}};
+    const double gbps[2] = {1, 0.01};
+    for (int i = 0; i < 2; i++) {
+        r.rates.link_bytes = gbps[i] * 1e9 / 8;
+        ZT_OK(zero_plan_search(&m, &r, &res, &err));
+        ZT_EQ_INT(res.cand[0].fits, 0);
+        ZT_EQ_INT(res.cand[1].variant_micro_batch[0], 0);
+        ZT_EQ_INT(res.cand[1].variant_micro_batch[1], 1);
+        ZT_EQ_INT(res.cand[1].checkpointing, 1);
+        ZT_EQ_INT(res.cand[2].checkpointing, 1);
+        ZT_EQ_INT(res.cand[4].stage, 3);
+        ZT_EQ_INT(res.cand[4].checkpointing, 0); /* both fit: the recompute only costs */
+        ZT_EQ_INT(res.cand[4].variant_micro_batch[1], 1);
+        ZT_CHECK(res.cand[4].variant_seconds[1] > res.cand[4].variant_seconds[0]);
+        /* stages 1 and 2 tie (the same collectives, the same shard to update): stage 1 first */
+        ZT_NEAR(res.cand[1].step_seconds, res.cand[2].step_seconds, 0);
+        const double extra = 128000 / r.rates.link_bytes;
+        ZT_NEAR(res.cand[4].step_seconds - res.cand[1].step_seconds, extra - 0.01, 1e-12);
+        ZT_EQ_INT(res.chosen, i == 0 ? 4 : 1);
+    }
+    /* The same without the model's FLOPs: the first rung that fits, whatever the link. */
+    r.compute = (zero_plan_compute){0, 0, 0};
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 1);
+    r.rates.link_bytes = 1e9;
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.chosen, 1);
+}
+
+/* A larger micro-batch spreads the communication over more sequences: the choice compares
+ * seconds per sequence, not per step. Checkpointing that lets 8 sequences fit instead of 1 wins
+ * when the step is mostly communication. */
+static uint64_t mid_act(void *ctx, int64_t mb, int ckpt) {
+    (void)ctx;
+    return (uint64_t)mb * (ckpt ? 1000u : 100000u);
+}
+
+static void test_time_per_sample(void) {
+    zero_plan_model m = search_model();
+    m.activation = mid_act;
+    /* 720000 B: stage 3 only (stage 2 needs 724096 + 1000): 599936 + 100000 fits one sequence
+     * without checkpointing, 599936 + 8 x 1000 eight with it. */
+    zero_plan_request r = golden_request(720000, 0, 0);
+    r.nodes = 3;
+    r.compute = (zero_plan_compute){.fwd_flops_per_token = 1e3, .recompute_flops_per_token = 1e3, .seq_len = 100};
+    zero_plan_rates_default(&r.rates, 1);
+    zero_plan_result res;
+    ZT_OK(zero_plan_search(&m, &r, &res, NULL));
+    ZT_EQ_INT(res.chosen, 4);
+    const zero_plan_candidate *c = &res.cand[4];
+    ZT_EQ_INT(c->variant_micro_batch[0], 1);
+    ZT_EQ_INT(c->variant_micro_batch[1], 8);
+    ZT_EQ_INT(c->checkpointing, 1);
+    ZT_EQ_INT(c->micro_batch, 8);
+    ZT_CHECK(c->variant_seconds[1] > c->variant_seconds[0]);
+    ZT_NEAR(c->sample_seconds, c->variant_seconds[1] / 8, 1e-15);
+    ZT_CHECK(c->sample_seconds < c->variant_seconds[0]);
+}
+
+static void test_time_errors(void) {
+    zero_plan_model m = {2, time_units, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 4;
+    zero_plan_rates r = round_rates();
+    zero_plan_time t;
+    zero_error err = {{0}};
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 3, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "4 ranks on 3 nodes") != NULL, "message: %s", err.msg);
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 0, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "micro-batch 0") != NULL, "message: %s", err.msg);
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, NULL, &t, &err), ZERO_ERR_INVALID_ARG);
+    r.link_bytes = 0; /* needed across 2 nodes, not on one */
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "link_bytes 0") != NULL, "message: %s", err.msg);
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 1, 0, &r, &t, &err));
+    r = round_rates();
+    r.compute_flops = NAN;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "compute_flops") != NULL, "message: %s", err.msg);
+    r = round_rates();
+    r.disk_write_bytes = 0;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err)); /* no offload: not needed */
+    s.stage = 3;
+    s.offload_optimizer = ZERO_OFFLOAD_NVME;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "disk_write_bytes 0") != NULL, "message: %s", err.msg);
+    r = round_rates();
+    r.overlap = 1.5;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "overlap 1.5") != NULL, "message: %s", err.msg);
+    r = round_rates();
+    const zero_plan_compute noseq = {.fwd_flops_per_token = 1e6};
+    ZT_EQ_INT(zero_plan_step_time(&m, &noseq, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "sequence length") != NULL, "message: %s", err.msg);
+    s.stage = 5; /* what the estimate refuses */
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 1, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "stage 5") != NULL, "message: %s", err.msg);
+    /* The search passes the time model's errors on. */
+    zero_plan_model sm = search_model();
+    zero_plan_request q = golden_request(1e9, 0, 0);
+    q.nodes = 3;
+    q.compute = c;
+    q.rates.link_bytes = -1;
+    zero_plan_result res;
+    ZT_EQ_INT(zero_plan_search(&sm, &q, &res, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "link_bytes -1") != NULL, "message: %s", err.msg);
+}
+
 /* ---------------------------------------------------------------- against the engine */
 /* GPT-2 registered on a real engine over `comm`: the engine's accounting of the model states
  * equals the estimate to the byte (the issue asks for 2%), and after a micro-batch and a step the
@@ -548,6 +836,11 @@ int main(int argc, char **argv) {
     test_search();
     test_search_cpu_only();
     test_search_errors();
+    test_time_hand();
+    test_time_monotonic();
+    test_time_flip();
+    test_time_per_sample();
+    test_time_errors();
     test_engine();
     return zt_finish("test_plan");
 }

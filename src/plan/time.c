@@ -1,0 +1,193 @@
+/* The step's time: compute from the model's FLOPs, the step's collectives on the in-node and
+ * cross-node bandwidths, the update and the offload traffic, at a machine's rates (docs/PLANNING.md §9). */
+#include "plan/internal.h"
+
+#include <math.h>
+#include <string.h>
+
+void zero_plan_rates_default(zero_plan_rates *r, int gpu) {
+    memset(r, 0, sizeof *r);
+    if (gpu) {
+        r->compute_flops = 100e12;     /* a third of a current GPU's dense bf16 peak */
+        r->mem_bytes = 1.5e12;
+        r->host_mem_bytes = 20e9;
+        r->node_all_reduce = r->node_reduce_scatter = r->node_all_gather = 100e9; /* NVLink */
+        r->latency = 20e-6;
+        r->host_link_bytes = 25e9;  /* PCIe 4.0 x16 */
+        r->disk_read_bytes = 3e9;
+        r->disk_write_bytes = 2e9;
+    } else {
+        r->compute_flops = 100e9;      /* a few AVX2/AVX-512 cores */
+        r->mem_bytes = r->host_mem_bytes = 10e9;
+        r->node_all_reduce = r->node_reduce_scatter = r->node_all_gather = 5e9;
+        r->latency = 50e-6;         /* TCP over Ethernet */
+        r->host_link_bytes = 10e9;  /* unused: cpu offload moves nothing on a CPU-only machine */
+        r->disk_read_bytes = 2e9;
+        r->disk_write_bytes = 1e9;
+    }
+    r->link_bytes = 10e9 / 8;       /* 10 Gbit/s */
+    r->overlap = 0;
+}
+
+/* A rate must be finite and >= 0; `need` says the setup uses it, which then needs it > 0. */
+static zero_status check_rate(const char *name, double v, int need, zero_error *err) {
+    if (!(v >= 0) || !isfinite(v)) {
+        zero__plan_err(err, "rate %s %g: expected a finite rate >= 0", name, v);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (need && v == 0) {
+        zero__plan_err(err, "rate %s 0: this setup needs it (> 0)", name);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return ZERO_OK;
+}
+
+/* Seconds of one collective of M bytes (the full message: the reduced buffer, or all N blocks) on
+ * K nodes of L ranks: the in-node step at the node's busbw, then each node's link carrying
+ * f*(K-1)/K*M each way (f = 2 for all-reduce, 1 otherwise; docs/COMM.md, "Between nodes"). */
+typedef struct coll_cost {
+    double node, cross, cross_bytes, node_bytes;
+} coll_cost;
+
+static coll_cost collective(double M, double f, double node_busbw, int K, int L, int units,
+                            const zero_plan_rates *r) {
+    coll_cost c = {0, 0, 0, 0};
+    if (L > 1) {
+        c.node_bytes = f * (L - 1) / L * M;
+        c.node = c.node_bytes / node_busbw;
+    }
+    if (K > 1) {
+        c.cross_bytes = f * (K - 1) / K * M;
+        /* Every unit's collective takes f*(K-1) steps across the nodes and the engine's control
+         * exchange before it (the divergence check, a small all-gather) K-1 more, each paying the
+         * latency. */
+        c.cross = c.cross_bytes / r->link_bytes + r->latency * (f + 1) * (K - 1) * units;
+    }
+    return c;
+}
+
+zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *cm,
+                                const zero_plan_setup *s, int nodes, int64_t micro_batch,
+                                int checkpointing, const zero_plan_rates *r, zero_plan_time *out,
+                                zero_error *err) {
+    zero_plan_mem mem;
+    zero_status st = zero_plan_estimate(m, s, &mem, err);
+    if (st != ZERO_OK) return st;
+    if (nodes < 1 || s->ranks % nodes != 0) {
+        zero__plan_err(err, "%d ranks on %d nodes: expected nodes >= 1 dividing the ranks", s->ranks, nodes);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (micro_batch < 1) {
+        zero__plan_err(err, "micro-batch %lld: expected at least 1", (long long)micro_batch);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!r) {
+        zero__plan_err(err, "rates: NULL: expected a zero_plan_rates");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const zero_plan_compute none = {0, 0, 0}, *c = cm ? cm : &none;
+    const double fwd = c->fwd_flops_per_token, refwd = c->recompute_flops_per_token;
+    if (!(fwd >= 0) || !(refwd >= 0) || !isfinite(fwd + refwd) || c->seq_len < 0 ||
+        ((fwd > 0 || refwd > 0) && c->seq_len < 1)) {
+        zero__plan_err(err, "model FLOPs %g (recompute %g) per token over %lld tokens: expected finite "
+                            "FLOPs >= 0 and, with FLOPs, a sequence length >= 1",
+                       fwd, refwd, (long long)c->seq_len);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const int K = nodes, L = s->ranks / nodes, N = s->ranks;
+    const int cpu_off = s->offload_optimizer == ZERO_OFFLOAD_CPU || s->offload_param == ZERO_OFFLOAD_CPU;
+    const int nvme_off = s->offload_optimizer == ZERO_OFFLOAD_NVME || s->offload_param == ZERO_OFFLOAD_NVME;
+    const int host_opt = s->offload_optimizer != ZERO_OFFLOAD_NONE;
+    const struct { const char *name; double v; int need; } rates[] = {
+        {"compute_flops", r->compute_flops, fwd > 0 || (checkpointing && refwd > 0)},
+        {"mem_bytes", r->mem_bytes, !host_opt},
+        {"host_mem_bytes", r->host_mem_bytes, host_opt},
+        {"node_all_reduce", r->node_all_reduce, L > 1 && N > 1 && s->stage == 0},
+        {"node_reduce_scatter", r->node_reduce_scatter, L > 1 && s->stage > 0},
+        {"node_all_gather", r->node_all_gather, L > 1 && s->stage > 0},
+        {"link_bytes", r->link_bytes, K > 1},
+        {"latency", r->latency, 0},
+        {"host_link_bytes", r->host_link_bytes, cpu_off},
+        {"disk_read_bytes", r->disk_read_bytes, nvme_off},
+        {"disk_write_bytes", r->disk_write_bytes, nvme_off},
+    };
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        if ((st = check_rate(rates[i].name, rates[i].v, rates[i].need, err)) != ZERO_OK) return st;
+    if (!(r->overlap >= 0 && r->overlap <= 1)) {
+        zero__plan_err(err, "rate overlap %g: expected a fraction in [0, 1]", r->overlap);
+        return ZERO_ERR_INVALID_ARG;
+    }
+
+    zero_plan_time t;
+    memset(&t, 0, sizeof t);
+    const double tokens = (double)micro_batch * (double)c->seq_len;
+    if (fwd > 0) t.compute = 3.0 * tokens * fwd / r->compute_flops;
+    if (checkpointing && refwd > 0) t.recompute = tokens * refwd / r->compute_flops;
+
+    /* The step's collectives over M = P*w bytes (every unit's, summed): stage 0 one all-reduce;
+     * stages 1-2 a reduce-scatter of the gradients and an all-gather of the updated parameters;
+     * stage 3 the all-gathers of forward and backward and the reduce-scatter. */
+    const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
+    if (N > 1) {
+        coll_cost cc[3];
+        int n = 0;
+        if (s->stage == 0) {
+            cc[n++] = collective(M, 2, r->node_all_reduce, K, L, m->num_units, r);
+        } else {
+            cc[n++] = collective(M, 1, r->node_reduce_scatter, K, L, m->num_units, r);
+            cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+            if (s->stage == 3) cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+        }
+        for (int i = 0; i < n; i++) {
+            t.comm_node += cc[i].node;
+            t.comm_cross += cc[i].cross;
+            t.cross_bytes += cc[i].cross_bytes;
+            t.node_bytes += cc[i].node_bytes;
+        }
+        t.collectives = n * m->num_units;
+    }
+    const double busy = t.compute + t.recompute, comm = t.comm_node + t.comm_cross;
+    t.comm_hidden = fmin(r->overlap * comm, busy);
+
+    /* The update streams, per element of the updated shard: the gradient twice (norm, update),
+     * the fp32 master in and out, every state in and out, and with a half working dtype the
+     * working copy out: 8 + 8k + 2w (+ w) bytes. */
+    const double half = w != 4 ? 1.0 : 0.0, k = (double)mem.state_count;
+    const double E = (double)(s->stage == 0 ? mem.padded : mem.shard), S = (double)mem.shard;
+    const double update = E * (8 + 8 * k + (2 + half) * w) / (host_opt ? r->host_mem_bytes : r->mem_bytes);
+
+    /* NVMe (docs/OFFLOAD.md): the states (and with a half dtype the master) in and out once per
+     * step; the parameter shard read by both gathers of a micro-batch and written by the step
+     * (fp32: it is the master, so the step reads it too). The node's drive is shared by its L
+     * ranks. The step's I/O is pipelined with the update, the gathers' reads with the compute. */
+    double step_rd = 0, step_wr = 0, gather_rd = 0;
+    if (s->offload_optimizer == ZERO_OFFLOAD_NVME) {
+        step_rd += S * 4 * k + half * S * 4;
+        step_wr += S * 4 * k + half * S * 4;
+    }
+    if (s->offload_param == ZERO_OFFLOAD_NVME) {
+        gather_rd += 2 * S * w;
+        step_wr += S * w;
+        if (!half) step_rd += S * 4;
+    }
+    t.disk_read = step_rd + gather_rd;
+    t.disk_written = step_wr;
+    double step_io = 0, gather_io = 0;
+    if (nvme_off) {
+        step_io = L * step_rd / r->disk_read_bytes + L * step_wr / r->disk_write_bytes;
+        gather_io = L * gather_rd / r->disk_read_bytes;
+    }
+    t.optimizer = update;
+    t.disk = fmax(0.0, step_io - update) + fmax(0.0, gather_io - busy);
+
+    /* cpu offload: the gradient shard to the host and the updated parameter shard back; with the
+     * parameters on the host, each of a micro-batch's two gathers first copies the shard up. */
+    double copy = 0;
+    if (s->offload_optimizer == ZERO_OFFLOAD_CPU) copy += 2 * S * w;
+    if (s->offload_param == ZERO_OFFLOAD_CPU) copy += 2 * S * w;
+    if (copy > 0) t.host_copy = copy / r->host_link_bytes;
+
+    t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk;
+    *out = t;
+    return ZERO_OK;
+}

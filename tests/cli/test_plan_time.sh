@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The step time of `zero estimate` and `zero plan`: figures worked out by hand from a rates file,
+# where the rates come from (file, cache, defaults, --link-gbps), the choice flipping from stage 3
+# to stage 1 + checkpointing when the link slows, monotonicity in the link rate, bad rates files.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+unset ZERO_RATES
+export XDG_CACHE_HOME="$TMP/cache"
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+# --- by hand: tiny (L=2, C=64, H=4, V=256, context 64) at 1 GFLOP/s and 1 GB/s, one rank.
+# Forward FLOPs per token: 2 x (24 x 64^2 + 4 x 64 x 64) + 2 x 64 x 256 = 262144; a step of one
+# sequence of 64 tokens computes 3 x 64 x 262144 = 50331648 FLOPs (0.050331648 s); the update
+# streams 120576 parameters x 32 bytes (fp32 AdamW: 8 + 8 x 2 + 2 x 4) = 0.003858432 s.
+# Checkpointing redoes one of the two blocks: 64 x 114688 FLOPs = 0.007340032 s.
+cat >"$TMP/round.json" <<'EOF'
+{"version": 1, "kind": "cpu", "gemm_gflops": 5, "model_gflops": 1, "mem_gbps": 1,
+ "node_all_reduce_gbps": 0.5, "node_reduce_scatter_gbps": 0.25, "node_all_gather_gbps": 0.125,
+ "link_gbps": 0.8, "latency_us": 10, "disk_read_gbps": null, "overlap": 0}
+EOF
+"$ZERO" estimate --model tiny --ranks 1 --rates "$TMP/round.json" --json >"$TMP/e1.json"
+check "estimate: exit 0" test $? -eq 0
+check "by hand: one rank" "$PY" - "$TMP/e1.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r0 = d["rows"][0]
+assert d["fwd_flops_per_token"] == 262144 and d["recompute_flops_per_token"] == 114688, d
+assert d["rates"]["compute_from"] == "model_gflops" and d["rates"]["compute_gflops"] == 1, d["rates"]
+def near(a, b): return abs(a - b) <= 1e-12 * abs(b)
+assert near(r0["time"]["compute"], 0.050331648), r0["time"]
+assert near(r0["time"]["optimizer"], 0.003858432), r0["time"]
+assert near(r0["step_seconds"], 0.050331648 + 0.003858432), r0
+assert near(r0["step_seconds_checkpointed"], 0.050331648 + 0.007340032 + 0.003858432), r0
+assert r0["time"]["comm_node"] == r0["time"]["comm_cross"] == 0, r0["time"]
+EOF
+
+# --- the FLOPs of a Llama (SmolLM2-135M: L=30, C=576, 9 query heads and 3 key/value heads of 64,
+# SwiGLU width 1536, vocabulary 49152) over 256 tokens, by hand: a layer's products
+# 2 x (576 x (576 + 2 x 192) + 576 x 576 + 576 x 2 x 1536 + 1536 x 576) = 7077888, attention
+# 4 x 256 x 576 = 589824; 30 layers and the head 2 x 576 x 49152: 286654464; the recompute 29 layers
+"$ZERO" estimate --model smollm2-135m --seq 256 --ranks 1 --json >"$TMP/llama.json"
+check "by hand: a Llama's FLOPs per token" "$PY" -c "
+import json; d = json.load(open('$TMP/llama.json'))
+assert d['arch'] == 'LlamaForCausalLM' and d['time_seq'] == 256, d
+assert d['fwd_flops_per_token'] == 286654464 and d['recompute_flops_per_token'] == 29 * 7667712, d"
+
+# --- by hand, 4 ranks on 2 nodes, micro-batch 2: every collective of M = P x 4 bytes costs, in the
+# node, f x 1/2 x M / busbw, across nodes f x 1/2 x M / 0.1 GB/s + (f + 1) x 4 units x 10 us (f = 2
+# for all-reduce; the one: the engine's control exchange); the update covers P (stage 0) or P / 4
+"$ZERO" estimate --model tiny --ranks 4 --nodes 2 --micro-batch 2 --rates "$TMP/round.json" --json >"$TMP/e4.json"
+check "by hand: 4 ranks on 2 nodes, every stage" "$PY" - "$TMP/e4.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+P = d["padded_params"]; M = 4.0 * P
+assert d["link_gbps"] == 0.8 and d["rates"]["link_from"] == "measured", d
+def near(a, b): return abs(a - b) <= 1e-9 * abs(b)
+busbw = {"ar": 0.5e9, "rs": 0.25e9, "ag": 0.125e9}
+colls = {0: ["ar"], 1: ["rs", "ag"], 2: ["rs", "ag"], 3: ["rs", "ag", "ag"]}
+for r in d["rows"]:
+    if r["offload"] != "none":
+        continue
+    s = r["stage"]; t = r["time"]
+    node = sum((2 if c == "ar" else 1) * 0.5 * M / busbw[c] for c in colls[s])
+    cross = sum((2 if c == "ar" else 1) * 0.5 * M / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in colls[s])
+    upd = (P if s == 0 else P / 4) * 32 / 1e9
+    comp = 3 * 2 * 64 * 262144 / 1e9
+    assert near(t["comm_node"], node) and near(t["comm_cross"], cross), (s, t, node, cross)
+    assert near(t["cross_bytes"], len(colls[s]) * (2 if s == 0 else 1) * 0.5 * M), (s, t)
+    assert near(r["step_seconds"], comp + node + cross + upd), (s, r["step_seconds"], comp + node + cross + upd)
+EOF
+
+# --- where the rates come from
+"$ZERO" estimate --model tiny --ranks 2 >"$TMP/def.txt"
+check "no file: the defaults, said so" grep -q "rates: defaults for a CPU-only machine, not measured" "$TMP/def.txt"
+mkdir -p "$XDG_CACHE_HOME/zero" && cp "$TMP/round.json" "$XDG_CACHE_HOME/zero/rates.json"
+"$ZERO" estimate --model tiny --ranks 2 --json >"$TMP/cache.json"
+"$ZERO" estimate --model tiny --ranks 2 >"$TMP/cache.txt"
+check "the cached file is read" "$PY" -c "
+import json; d = json.load(open('$TMP/cache.json'))
+assert d['rates']['source'] == '$XDG_CACHE_HOME/zero/rates.json' and d['rates']['compute_gflops'] == 1, d['rates']"
+check "the cached file is named" grep -q "rates: measured by zero bench rates ($XDG_CACHE_HOME/zero/rates.json)" "$TMP/cache.txt"
+ZERO_RATES="$TMP/none.json" "$ZERO" estimate --model tiny --ranks 2 --json >"$TMP/zr.json" 2>/dev/null
+check "ZERO_RATES names another file (absent: defaults)" "$PY" -c "
+import json; d = json.load(open('$TMP/zr.json')); assert d['rates']['source'] == 'defaults', d['rates']"
+"$ZERO" estimate --model tiny --ranks 2 --rates gpu --json >"$TMP/gpu.json"
+check "--rates gpu: the GPU defaults" "$PY" -c "
+import json; d = json.load(open('$TMP/gpu.json')); r = d['rates']
+assert r['source'] == 'defaults' and r['kind'] == 'gpu' and r['compute_gflops'] == 100000, r"
+"$ZERO" estimate --model tiny --ranks 4 --nodes 2 --link-gbps 3 --json >"$TMP/lk.json"
+"$ZERO" estimate --model tiny --ranks 4 --nodes 2 --link-gbps 3 >"$TMP/lk.txt"
+check "--link-gbps over the file's link, with a note" "$PY" -c "
+import json; d = json.load(open('$TMP/lk.json')); assert d['link_gbps'] == 3 and d['rates']['link_from'] == '--link-gbps', d"
+check "the note" grep -q "the rates file measured the links at 0.8 Gbit/s; --link-gbps 3 is used" "$TMP/lk.txt"
+rm -rf "$XDG_CACHE_HOME"
+
+# --- the choice flips: gpt2, bf16, 4 ranks on 2 CPU-only nodes, memory sized from estimate's own
+# figures so that stage 3 fits without activation checkpointing and stages 0-2 only with it (stage
+# 0 not at all); micro-batch 1. Checkpointing costs 1024 tokens x 11 blocks' forward at 100
+# GFLOP/s (1.95 s); stage 3's extra all-gather moves P bf16 elements / 2 across each node's link:
+# 0.01 s at 100 Gbit/s, 10 s at 0.1 Gbit/s.
+"$ZERO" estimate --model gpt2 --ranks 4 --nodes 2 --precision bf16 --rates cpu --json >"$TMP/g.json"
+D=$("$PY" - "$TMP/g.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+row = {(r["stage"], r["offload"]): r for r in d["rows"]}
+def need(s, a): return row[(s, "none")]["device_bytes"] + row[(s, "none")]["transient_bytes"] + a
+A, Ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
+assert need(3, A) < need(2, A) and need(1, Ac) < need(3, A) < need(0, Ac), "the sizes do not allow the case"
+print(need(3, A) + 1000)
+EOF
+)
+for g in 100 0.1; do
+    "$ZERO" plan --model gpt2 --ranks 4 --nodes 2 --precision bf16 --rates cpu --host-mem $((2 * D)) --headroom 0 \
+        --micro-batch 1 --link-gbps $g --json >"$TMP/f$g.json"
+    "$ZERO" plan --model gpt2 --ranks 4 --nodes 2 --precision bf16 --rates cpu --host-mem $((2 * D)) --headroom 0 \
+        --micro-batch 1 --link-gbps $g >"$TMP/f$g.txt"
+done
+check "100 Gbit/s: stage 3 without checkpointing" "$PY" -c "
+import json; p = json.load(open('$TMP/f100.json')); r = p['rungs']
+assert [x['fits'] for x in r[:4]] == [False, True, True, True], r
+assert not r[1]['variants'][0]['fits'] and r[1]['activation_checkpointing'], r[1]
+assert p['stage'] == 3 and not p['activation_checkpointing'] and r[p['chosen']]['stage'] == 3, p['chosen_name']
+assert p['chosen_name'] == 'stage 3, micro-batch 1', p['chosen_name']"
+check "0.1 Gbit/s: stage 1 + checkpointing" "$PY" -c "
+import json; p = json.load(open('$TMP/f0.1.json'))
+assert p['stage'] == 1 and p['activation_checkpointing'] and p['chosen'] == 1, p['chosen_name']
+assert p['chosen_name'] == 'stage 1 + checkpointing, micro-batch 1', p['chosen_name']
+r = p['rungs']; assert r[1]['step_seconds'] < r[3]['step_seconds'], [x['step_seconds'] for x in r]
+assert p['time']['recompute'] > 1, p['time']"
+check "0.1 Gbit/s: the reason in one line" grep -q \
+    "fastest that fits: stage 1 + checkpointing, micro-batch 1: .* s/step (.* tokens/s); next: stage 3, micro-batch 1: .* s/step (.* tokens/s) on 0.1 Gbit/s links (as fast: stage 2 + checkpointing, micro-batch 1)" "$TMP/f0.1.txt"
+check "100 Gbit/s: the reason names stage 1 + checkpointing next" grep -q \
+    "fastest that fits: stage 3, micro-batch 1: .*; next: stage 1 + checkpointing, micro-batch 1: .* on 100 Gbit/s links" "$TMP/f100.txt"
+check "the traffic line gives the cross-node bytes and their time" grep -q \
+    "across nodes .* MiB per node each way: .* s on 0.1 Gbit/s links (in the step time above)" "$TMP/f0.1.txt"
+check "the rung table shows time next to memory" grep -Eq "^  stage 3 +yes +1 +[0-9.]+ GiB +[0-9.]+ s +[0-9]+" "$TMP/f0.1.txt"
+
+# --- slower links never make a step faster
+"$PY" - "$ZERO" "$TMP" <<'EOF' >"$TMP/mono.out" 2>&1
+import json, subprocess, sys
+zero, tmp = sys.argv[1], sys.argv[2]
+prev = None
+for g in (0.01, 0.1, 1, 10, 100, 1000):
+    out = subprocess.run([zero, "estimate", "--model", "small", "--ranks", "4", "--nodes", "2", "--rates", "cpu",
+                          "--link-gbps", str(g), "--json"], capture_output=True, text=True, check=True).stdout
+    rows = json.loads(out)["rows"]
+    t = [r["step_seconds"] for r in rows]
+    if prev:
+        assert all(a < b for a, b in zip(t, prev)), (g, t, prev)
+    prev = t
+print("ok")
+EOF
+check "monotonic in --link-gbps" grep -q '^ok$' "$TMP/mono.out"
+
+# --- bad rates
+usage_error() { # usage_error EXPECTED_TEXT ARGS...
+    local want=$1; shift
+    "$ZERO" "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "^zero: error: .*$want" "$TMP/err" ||
+        { echo "  rc=$rc stderr: $(cat "$TMP/err")"; return 1; }
+}
+echo '{"gemm_gflops": -3}' >"$TMP/neg.json"
+echo 'not json' >"$TMP/bad.json"
+echo '{"overlap": 2}' >"$TMP/ov.json"
+echo '{"kind": "tpu"}' >"$TMP/kind.json"
+check "missing rates file" usage_error "--rates '$TMP/nope.json': No such file" estimate --model tiny --ranks 2 --rates "$TMP/nope.json"
+check "negative rate" usage_error '"gemm_gflops": expected a number' estimate --model tiny --ranks 2 --rates "$TMP/neg.json"
+check "not JSON" usage_error "expected a JSON object of rates" plan --model tiny --ranks 2 --host-mem 1GiB --rates "$TMP/bad.json"
+check "overlap above 1" usage_error '"overlap": expected a number in \[0, 1\]' estimate --model tiny --ranks 2 --rates "$TMP/ov.json"
+check "unknown kind" usage_error '"kind": expected "cpu" or "gpu"' estimate --model tiny --ranks 2 --rates "$TMP/kind.json"
+check "link 0" usage_error "--link-gbps" estimate --model tiny --ranks 2 --link-gbps 0
+check "empty --rates" usage_error "--rates ''" plan --model tiny --ranks 2 --host-mem 1GiB --rates ""
+echo '{"link_gbps": 0}' >"$TMP/nolink.json"
+check "a rate the setup needs, at 0" usage_error "link_bytes 0: this setup needs it" estimate --model tiny --ranks 4 --nodes 2 --rates "$TMP/nolink.json"
+exit $fail
