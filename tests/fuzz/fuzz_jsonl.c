@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const dirs[3] = {"tokenizer/qwen2/tokenizer.json", "tokenizer/llama3/tokenizer.json",
                                         "tokenizer/mistral/tokenizer.json"};
     zero_error err;
-    for (int k = 0; k < 3 && !tok[0]; k++) {
+    for (int k = 0; k < 3; k++) {
+        if (tok[k]) continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", ZERO_FUZZ_DATA, dirs[k]);
         if (zero_tokenizer_load(&tok[k], path, &err) != ZERO_OK) abort();
