@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/hf.h"
 #include "harness.h"
@@ -338,6 +339,34 @@ static zero_status r_ds_config(zero_error *e) {
     return zero_config_load_json_file(&c, p, e);
 }
 
+/* zero train --data: a text file past what a file may hold, as bytes and through a tokenizer; a
+ * FIFO no one writes (opening it would wait for ever) */
+static void p_data_5g(void) { sparse("big.txt", "once upon a time", 16, 5 * GB); }
+static void p_data_5g_tok(void) {
+    g_tok = fixture_tokenizer();
+    p_data_5g();
+}
+static void p_data_fifo(void) {
+    char p[4096];
+    path_of(p, sizeof p, "fifo.txt");
+    if (mkfifo(p, 0600) != 0) exit(3);
+}
+static zero_status r_data(const char *name, zero_error *e) {
+    dec_data_opts o;
+    dec_data_opts_default(&o);
+    char p[4096];
+    path_of(p, sizeof p, name);
+    o.path = p;
+    o.tok = g_tok;
+    o.seq = 16;
+    dec_data *d = NULL;
+    zero_status s = dec_data_open(&d, &o, e);
+    dec_data_free(d);
+    return s;
+}
+static zero_status r_data_5g(zero_error *e) { return r_data("big.txt", e); }
+static zero_status r_data_fifo(zero_error *e) { return r_data("fifo.txt", e); }
+
 typedef struct hcase {
     const char *name, *what;
     void (*prepare)(void);
@@ -379,6 +408,12 @@ static const hcase cases[] = {
      "longer than the 64 MiB", 72 * MiB},
     {"jsonl_fifo", "JSONL line streaming through a FIFO", p_line_fifo, r_line_fifo, ZERO_ERR_FORMAT,
      "longer than the 64 MiB", 72 * MiB},
+    {"data_text_5g", "train --data: a text file of 5 GB (sparse), as bytes", p_data_5g, r_data_5g, ZERO_ERR_FORMAT,
+     "more than the 4294967295", 4 * MiB},
+    {"data_text_5g_tok", "train --data: a text file of 5 GB (sparse), through a tokenizer", p_data_5g_tok, r_data_5g,
+     ZERO_ERR_FORMAT, "more than the 4294967295", 4 * MiB},
+    {"data_fifo", "train --data: a FIFO no one writes", p_data_fifo, r_data_fifo, ZERO_ERR_FORMAT,
+     "not a regular file", 4 * MiB},
     {"manifest_1g", "checkpoint manifest.json of 1 GB", p_manifest, r_manifest, ZERO_ERR_FORMAT,
      "is more than the 268435456", 4 * MiB},
     {"tokfile_2p60", "token file claiming 2^60 tokens", p_tokfile, r_tokfile, ZERO_ERR_FORMAT, "header says", 4 * MiB},
