@@ -4,7 +4,8 @@
 # FIFO, never a read of a file larger than its kind may be (sparse files: nothing is allocated),
 # never a symbolic link followed out of a model or tokenizer directory, never a JSON text parsed
 # past its nesting limit — and a data directory's links are skipped. Byte-level and tokenized
-# data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template).
+# data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template); and
+# `zero export` into a directory where links were planted: replaced, never followed.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 SRC="${ZERO_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -96,6 +97,18 @@ refused "sample --tokenizer DIR whose tokenizer.json links out of it" 1 "t/token
 truncate -s 200M t2.json
 refused "sample --tokenizer FILE of 200 MiB" 1 "209715200 bytes" "refused before reading" -- \
     sample --init-from m --tokenizer t2.json "${Q[@]}"
+
+# --- export: links planted in the output directory are replaced, never followed
+"$ZERO" train --model tiny "${TR[@]}" --save ck >out 2>err || { echo "FAIL train --save"; cat err; exit 1; }
+mkdir ex
+echo precious >victim
+for f in config.json model.safetensors model.safetensors.tmp config.json.tmp; do ln -s "$TMP/victim" "ex/$f"; done
+(umask 027 && "$ZERO" export ck -o ex >out 2>err)
+check "export into a directory with planted links: exit 0 (got $?)" test ! -s err
+check "export: the links' target is untouched" test "$(cat victim)" = precious
+check "export: config.json and model.safetensors are regular files of mode 0640 (umask 027)" \
+    test "$(stat -c '%F %a' ex/config.json ex/model.safetensors | sort -u)" = "regular file 640"
+check "export: no temporary file left" test -z "$(ls ex | grep '\.tmp$')"
 
 [ "$fail" -eq 0 ] && echo "test_hostile_inputs: all checks passed"
 exit "$fail"
