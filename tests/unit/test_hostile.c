@@ -330,6 +330,15 @@ static zero_status r_tokfile(zero_error *e) {
     return s;
 }
 
+static zero_status r_tokfile_fifo(zero_error *e) {
+    char p[4096];
+    path_of(p, sizeof p, "fifo.txt");
+    zero_tokfile *f = NULL;
+    zero_status s = zero_tokfile_open(&f, p, e);
+    zero_tokfile_close(f);
+    return s;
+}
+
 static void p_ds_config(void) { sparse("ds_config.json", "{\"train_batch_size\": 8,", 23, GB); }
 static zero_status r_ds_config(zero_error *e) {
     char p[4096];
@@ -417,6 +426,8 @@ static const hcase cases[] = {
     {"manifest_1g", "checkpoint manifest.json of 1 GB", p_manifest, r_manifest, ZERO_ERR_FORMAT,
      "is more than the 268435456", 4 * MiB},
     {"tokfile_2p60", "token file claiming 2^60 tokens", p_tokfile, r_tokfile, ZERO_ERR_FORMAT, "header says", 4 * MiB},
+    {"tokfile_fifo", "token file: a FIFO no one writes", p_data_fifo, r_tokfile_fifo, ZERO_ERR_FORMAT,
+     "is not a regular file", 4 * MiB},
     {"ds_config_1g", "DeepSpeed config of 1 GB", p_ds_config, r_ds_config, ZERO_ERR_CONFIG, "larger than 16777216",
      40 * MiB},
 };
