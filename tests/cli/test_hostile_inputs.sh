@@ -47,6 +47,8 @@ refused "a 100 MiB JSONL line" 2 "big.jsonl:1" "64 MiB" -- train --init-from m -
 mkfifo fifo
 refused "a FIFO as data, bytes" 2 "fifo" "not a regular file" -- train --model tiny --data fifo "${TR[@]}"
 refused "a FIFO as data, through the tokenizer" 2 "fifo" "not a regular file" -- train --init-from m --data fifo "${TR[@]}"
+refused "a FIFO as --init-from, train" 2 "fifo" "not a regular file" -- train --init-from fifo "${TR[@]}"
+refused "a FIFO as --init-from, sample" 2 "fifo" "not a regular file" -- sample --init-from fifo "${Q[@]}"
 python3 -c "print('{\"text\": ' + '[' * 100 + ']' * 100 + '}')" >deep.jsonl
 refused "a JSONL line nested 101 deep" 2 "deep.jsonl:1" "nested more than 64" -- train --init-from m --data deep.jsonl "${TR[@]}"
 # a data directory: its regular files; a link in it (here to a file outside) is skipped
