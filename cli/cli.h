@@ -46,6 +46,9 @@ void cli_rank_monitor(void);
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. Silent while
  * cli_quiet_errors is set (ranks other than 0 repeating rank 0's deterministic errors). */
 extern int cli_quiet_errors;
+/* Library warnings and notes are dropped while set (ranks other than 0 of `zero train`, and its
+ * first pass over the checks that every rank repeats), so that a warning prints once per job. */
+extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Parsers: on a bad value they print a one-line error naming the flag, the value and what was
@@ -72,6 +75,8 @@ typedef struct cli_sizing_opts {
     zero_optim_type optimizer;          /* --optimizer (adamw) */
     int64_t micro_batch;                /* --micro-batch (0: the command's default) */
     int json;                           /* --json */
+    const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
+    zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
@@ -84,6 +89,12 @@ typedef struct cli_sizing_model {
     uint64_t params;
     int num_units;
     uint64_t *unit_numel;    /* malloc'd (cli_sizing_model_free) */
+    uint64_t *unit_frozen;   /* --lora: each unit's frozen base (malloc'd), else NULL */
+    uint64_t trainable;      /* --lora: the adapters' parameters (params counts base + adapters) */
+    int lora_r;              /* --lora: r, alpha, the scaling rule and targets as given */
+    double lora_alpha;
+    int lora_rslora;
+    char lora_targets[256];
     zero_plan_model plan;    /* points into this struct: do not copy it after building */
 } cli_sizing_model;
 

@@ -4,6 +4,8 @@
 #include "cli.h"
 
 #include "decoder/decoder.h"
+#include "decoder/lora.h"
+#include "train.h"
 #include "weights.h"
 
 #include <cjson/cJSON.h>
@@ -19,6 +21,7 @@ void cli_sizing_opts_default(cli_sizing_opts *o) {
     o->nodes = 1;
     o->precision = ZERO_DTYPE_FP32;
     o->optimizer = ZERO_OPTIM_ADAMW;
+    o->frozen_dtype = ZERO_DTYPE_COUNT;
 }
 
 int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
@@ -69,6 +72,20 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         if (!(v = cli_flag_value(argc, argv, i))) return -1;
         return cli_parse_i64(a, v, 1, 65536, &o->micro_batch) ? -1 : 1;
     }
+    if (!strcmp(a, "--lora")) {
+        if (!(o->lora = cli_flag_value(argc, argv, i))) return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--frozen-dtype")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (zero_dtype_parse(v, &o->frozen_dtype) != ZERO_OK ||
+            (o->frozen_dtype != ZERO_DTYPE_FP32 && o->frozen_dtype != ZERO_DTYPE_BF16 &&
+             o->frozen_dtype != ZERO_DTYPE_FP16)) {
+            cli_error(CLI_USAGE, "--frozen-dtype '%s': expected fp32, bf16 or fp16", v);
+            return -1;
+        }
+        return 1;
+    }
     if (!strcmp(a, "--json")) {
         o->json = 1;
         return 1;
@@ -91,6 +108,38 @@ static uint64_t sizing_activation(void *ctx, int64_t micro_batch, int checkpoint
 
 /* The default number of equal units of a --params model without --layers (docs/PLANNING.md). */
 #define PARAMS_DEFAULT_UNITS 32
+
+/* --lora: every unit's base frozen and its adapters added (PEFT's r (in + out) per target and
+ * layer), as `zero train --lora` registers them. */
+static int lora_units(const cli_sizing_opts *o, const dec_config *cfg, int have_shape, cli_sizing_model *out) {
+    if (!o->lora) return cli_error(CLI_USAGE, "--frozen-dtype: expected --lora too (the frozen parameters are LoRA's base)");
+    if (!have_shape || o->params > 0)
+        return cli_error(CLI_USAGE, "--lora: expected a model with a shape (a preset, a model directory, or --layers "
+                         "and --dim), not --params");
+    zero_lora_config lc;
+    memset(&lc, 0, sizeof lc);
+    lc.alpha = 8; /* PEFT's default */
+    if (train_lora_parse(o->lora, &lc)) return CLI_USAGE;
+    dec_lora l;
+    zero_error err = {{0}};
+    dec_lora_default(&l);
+    l.r = lc.r, l.alpha = lc.alpha, l.dropout = lc.dropout, l.rslora = lc.rslora;
+    if (dec_lora_targets(cfg, lc.targets, &l.targets, &err) != ZERO_OK || dec_lora_check(cfg, &l, &err) != ZERO_OK)
+        return cli_error(CLI_USAGE, "--lora: %s", err.msg);
+    out->unit_frozen = malloc((size_t)out->num_units * sizeof *out->unit_frozen);
+    if (!out->unit_frozen) return cli_error(CLI_RUNTIME, "out of memory");
+    out->trainable = 0;
+    for (int u = 0; u < out->num_units; u++) {
+        const uint64_t a = dec_lora_unit_numel(cfg, &l, u);
+        out->unit_frozen[u] = out->unit_numel[u];
+        out->unit_numel[u] += a;
+        out->trainable += a;
+    }
+    out->params += out->trainable;
+    out->lora_r = l.r, out->lora_alpha = l.alpha, out->lora_rslora = l.rslora;
+    dec_lora_targets_string(cfg, l.targets, out->lora_targets, sizeof out->lora_targets);
+    return CLI_OK;
+}
 
 int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     memset(out, 0, sizeof *out);
@@ -165,6 +214,13 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         out->num_units = n;
         out->params = dec_num_params(&cfg);
     }
+    if (o->lora || o->frozen_dtype != ZERO_DTYPE_COUNT) {
+        int rc = lora_units(o, &cfg, have_shape, out);
+        if (rc != CLI_OK) {
+            cli_sizing_model_free(out);
+            return rc;
+        }
+    }
     if (have_shape) {
         out->cfg = malloc(sizeof *out->cfg);
         if (!out->cfg) return cli_error(CLI_RUNTIME, "out of memory");
@@ -178,6 +234,7 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     }
     out->plan.num_units = out->num_units;
     out->plan.unit_numel = out->unit_numel;
+    out->plan.unit_frozen = out->unit_frozen;
     out->plan.activation = have_shape ? sizing_activation : NULL;
     out->plan.activation_ctx = out;
     return CLI_OK;
@@ -186,8 +243,10 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
 void cli_sizing_model_free(cli_sizing_model *m) {
     if (!m) return;
     free(m->unit_numel);
+    free(m->unit_frozen);
     free(m->cfg);
     m->unit_numel = NULL;
+    m->unit_frozen = NULL;
     m->cfg = NULL;
 }
 
@@ -225,6 +284,9 @@ static void usage(FILE *f) {
             "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
             "  --optimizer O        adamw (default), adam, sgd (momentum 0.9), lion\n"
             "  --micro-batch B      sequences per micro-batch for the activation figure and the step time (1)\n"
+            "  --lora r=R[,alpha=A,targets=NAME,...]   LoRA as zero train --lora: the base frozen (no gradient,\n"
+            "                       master or optimizer state), the adapters trained (docs/PLANNING.md, LoRA)\n"
+            "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
             "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
             "                       (default: the rates file's measured link, else 10)\n"
             "  --rates FILE|cpu|gpu the machine's rates for the step time (as zero plan; default: the\n"
@@ -305,6 +367,16 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
            (long long)mb);
     json_u64_or_null(stdout, act_known, (uint64_t)m->seq);
+    if (m->unit_frozen) {
+        printf(", \"lora\": {\"r\": %d, \"alpha\": ", m->lora_r);
+        cli_json_double(stdout, m->lora_alpha);
+        printf(", \"rslora\": %s, \"targets\": \"%s\", \"trainable_params\": %llu, \"frozen_params\": %llu, "
+               "\"trainable_padded\": %llu, \"frozen_padded\": %llu, \"frozen_dtype\": \"%s\"}",
+               m->lora_rslora ? "true" : "false", m->lora_targets, (unsigned long long)m->trainable,
+               (unsigned long long)rows[0].mem.frozen, (unsigned long long)rows[0].mem.padded,
+               (unsigned long long)rows[0].mem.frozen_padded,
+               zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype));
+    }
     printf(", \"activation_bytes\": ");
     json_u64_or_null(stdout, act_known, act);
     printf(", \"activation_checkpointed_bytes\": ");
@@ -349,6 +421,13 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            o->ranks, o->ranks == 1 ? "" : "s", o->nodes, o->nodes == 1 ? "" : "s",
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), m0->state_count,
            m0->state_count == 1 ? "" : "s");
+    if (m->unit_frozen)
+        printf("LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%); the base's %llu frozen in %s: no "
+               "gradient, master or optimizer state, whole on every rank at stages 0-2, 1/%d at stage 3\n",
+               m->lora_r, m->lora_alpha, m->lora_rslora ? " (rsLoRA)" : "", m->lora_targets,
+               (unsigned long long)m->trainable, 100.0 * (double)m->trainable / (double)m->params,
+               (unsigned long long)m0->frozen, zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype),
+               o->ranks);
     printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host on a GPU machine):\n");
     printf("stage  offload      device        host          nvme          transient     step, micro-batch %lld: "
            "plain / checkpointed\n", (long long)mb);
@@ -367,6 +446,8 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     }
     printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
            " transient: gathered units and in-flight gradient buffers, on the device)\n");
+    if (m->unit_frozen)
+        printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
     if (act_known)
         printf("\nactivations per rank, micro-batch %lld x %d tokens: %s; with activation "
                "checkpointing: %s\n",
@@ -375,14 +456,17 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     else
         printf("\nactivations: unknown for a bare --params model (give --layers and --dim)\n");
     const est_row *r0 = &rows[0], *r3 = &rows[NROWS - 1];
-    printf("traffic per step per rank: stages 0-2: 2Psi = %s (each rank sends %s); "
-           "stage 3: 3Psi = %s (sends %s)\n",
+    printf(m->unit_frozen ? "traffic per step per rank: stages 0-2: 2Psi of the adapters = %s (each rank sends %s); "
+                            "stage 3: 3Psi of the adapters + 2 gathers of the frozen base = %s (sends %s)\n"
+                          : "traffic per step per rank: stages 0-2: 2Psi = %s (each rank sends %s); "
+                            "stage 3: 3Psi = %s (sends %s)\n",
            cli_fmt_bytes(r0->traffic.volume, a, sizeof a), cli_fmt_bytes(r0->traffic.sent, b, sizeof b),
            cli_fmt_bytes(r3->traffic.volume, c, sizeof c), cli_fmt_bytes(r3->traffic.sent, e, sizeof e));
     printf("step time (the table's last column): micro-batch %lld x %lld tokens per rank, %.4g GFLOP per token "
-           "forward (x 3 with the backward), %.4g recomputed with checkpointing\n",
+           "forward (x %.4g with the backward%s), %.4g recomputed with checkpointing\n",
            (long long)mb, (long long)compute->seq_len, compute->fwd_flops_per_token / 1e9,
-           compute->recompute_flops_per_token / 1e9);
+           3.0 - (m0->numel ? (double)m0->frozen / (double)m0->numel : 0.0),
+           m->unit_frozen ? ": the frozen weights have no weight gradient" : "", compute->recompute_flops_per_token / 1e9);
     cli_rates_note(stdout, rates, o->nodes, o->ranks / o->nodes, rates->gpu);
 }
 
@@ -421,6 +505,7 @@ int cli_estimate(int argc, char **argv) {
         s.optimizer = o.optimizer;
         s.offload_optimizer = row_kinds[i].opt;
         s.offload_param = row_kinds[i].param;
+        s.frozen_dtype = o.frozen_dtype;
         rows[i].stage = s.stage;
         rows[i].opt = s.offload_optimizer;
         rows[i].param = s.offload_param;
@@ -429,7 +514,8 @@ int cli_estimate(int argc, char **argv) {
             cli_sizing_model_free(&m);
             return cli_error(CLI_USAGE, "estimate: %s", err.msg);
         }
-        zero_plan_traffic_of(s.stage, s.ranks, rows[i].mem.padded, s.precision, &rows[i].traffic);
+        zero_plan_traffic_frozen(s.stage, s.ranks, rows[i].mem.padded, s.precision, rows[i].mem.frozen_padded,
+                                 s.frozen_dtype, &rows[i].traffic);
         for (int ckpt = 0; ckpt < 2; ckpt++) {
             if (zero_plan_step_time(&m.plan, &compute, &s, o.nodes, mb, ckpt, &rates.r, &rows[i].time[ckpt], &err) !=
                 ZERO_OK) {

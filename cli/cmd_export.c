@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "export_lora.h"
 #include "weights.h"
 
 /* Elements read from the checkpoint, converted and written at a time: the export's memory. */
@@ -39,13 +40,19 @@ static void usage(FILE *f) {
             "                             bf16/fp16 round to nearest even)\n"
             "  --max-shard-size SIZE      largest weight file of a directory (default 5GB, as transformers)\n"
             "  --json                     print a JSON summary instead of a line of text\n"
+            "A LoRA run's checkpoint (zero train --lora) exports as one of:\n"
+            "  --adapter                  PEFT's adapter directory DIR (adapter_config.json, adapter_model.safetensors)\n"
+            "                             that peft.PeftModel.from_pretrained loads onto the base\n"
+            "  --merge                    the full model, each targeted weight W + s B A (s = alpha/r, or alpha/sqrt(r))\n"
+            "  --base DIR                 the base model directory for --merge (default: the one the run recorded;\n"
+            "                             not needed when the run saved it with --save-frozen)\n"
             "Details: docs/CHECKPOINT.md (Export and import), docs/CLI.md.\n");
 }
 
 typedef struct export_opts {
-    const char *ckpt, *out;
+    const char *ckpt, *out, *base;
     zero_dtype dtype;
-    int dtype_given, json;
+    int dtype_given, json, adapter, merge;
     double max_shard;
 } export_opts;
 
@@ -81,6 +88,13 @@ static int parse(int argc, char **argv, export_opts *o) {
             }
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--adapter")) {
+            o->adapter = 1;
+        } else if (!strcmp(a, "--merge")) {
+            o->merge = 1;
+        } else if (!strcmp(a, "--base")) {
+            if (!(v = cli_flag_value(argc, argv, &i))) return -1;
+            o->base = v;
         } else if (a[0] == '-' && a[1]) {
             cli_error(CLI_USAGE, "unknown option '%s' for export (zero export --help lists them)", a);
             return -1;
@@ -110,7 +124,7 @@ static void hf_name(const dec_config *c, const char *name, char *buf, size_t cap
 }
 
 /* Streams parameters [k0, k1): CHUNK elements read (fp32), converted, appended. */
-static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt) {
+static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt, lora_export *lx) {
     float *buf = malloc(CHUNK * sizeof(float));
     uint16_t *half = dt != ZERO_DTYPE_FP32 ? malloc(CHUNK * sizeof(uint16_t)) : NULL;
     int rc = CLI_OK;
@@ -118,10 +132,12 @@ static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, in
     for (int k = k0; k < k1 && rc == CLI_OK; k++) {
         const cli_ckpt_param *q = &ps->p[k];
         char tname[512];
-        snprintf(tname, sizeof tname, "%s/master", q->unit);
+        cli_ckpt_param_tensor(q, tname, sizeof tname);
         for (uint64_t at = 0; at < q->numel && rc == CLI_OK; at += CHUNK) {
             const uint64_t n = q->numel - at < CHUNK ? q->numel - at : CHUNK;
-            if (zero_ckpt_read_range(c, tname, q->offset + at, q->offset + at + n, buf) != ZERO_OK) {
+            if (lx) { /* LoRA: the base (from the checkpoint or its directory) with the adapters merged */
+                if ((rc = export_lora_read(lx, c, q, at, n, buf)) != CLI_OK) break;
+            } else if (zero_ckpt_read_range(c, tname, q->offset + at, q->offset + at + n, buf) != ZERO_OK) {
                 rc = cli_error(CLI_RUNTIME, "export: %s", zero_ckpt_last_error(c));
                 break;
             }
@@ -144,7 +160,7 @@ static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, in
 
 /* One safetensors file of parameters [k0, k1) at path; meta: the file's metadata. */
 static int write_file(const char *path, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt,
-                      const dec_config *cfg, const char *const *meta, int nmeta, uint64_t *bytes) {
+                      const dec_config *cfg, const char *const *meta, int nmeta, uint64_t *bytes, lora_export *lx) {
     zero_error err = {{0}};
     zero_st_writer *w = NULL;
     if (zero_st_writer_create(&w, NULL, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "export: %s", err.msg);
@@ -152,11 +168,11 @@ static int write_file(const char *path, zero_ckpt *c, const cli_ckpt_params *ps,
     for (int i = 0; i + 1 < nmeta && s == ZERO_OK; i += 2) s = zero_st_writer_set_metadata(w, meta[i], meta[i + 1]);
     for (int k = k0; k < k1 && s == ZERO_OK; k++) {
         char name[512];
-        hf_name(cfg, ps->p[k].name, name, sizeof name);
+        if (!export_lora_name(lx, ps->p[k].name, name, sizeof name)) hf_name(cfg, ps->p[k].name, name, sizeof name);
         s = zero_st_writer_add(w, name, dt, ps->p[k].shape, ps->p[k].ndim);
     }
     int rc = s == ZERO_OK ? CLI_OK : cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
-    if (rc == CLI_OK) rc = stream(w, c, ps, k0, k1, dt);
+    if (rc == CLI_OK) rc = stream(w, c, ps, k0, k1, dt, lx);
     if (rc == CLI_OK && zero_st_writer_finish(w) != ZERO_OK)
         rc = cli_error(CLI_RUNTIME, "export: %s", zero_st_writer_last_error(w));
     if (rc == CLI_OK) *bytes += zero_st_writer_file_size(w);
@@ -274,8 +290,24 @@ typedef struct result {
     int tokenizer_files;
 } result;
 
+/* --adapter: DIR/adapter_model.safetensors (PEFT's keys) and DIR/adapter_config.json. */
+static int export_adapter(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, zero_dtype dt, result *res,
+                          lora_export *lx) {
+    struct stat sb;
+    if (ends_with(o->out, ".safetensors") || (!stat(o->out, &sb) && !S_ISDIR(sb.st_mode)))
+        return cli_error(CLI_USAGE, "export --adapter: -o '%s': expected a directory (PEFT's adapter directory)", o->out);
+    if (stat(o->out, &sb) && mkdir(o->out, 0777))
+        return cli_error(CLI_RUNTIME, "export: cannot create %s: %s", o->out, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", o->out);
+    const char *meta[] = {"format", "pt"};
+    int rc = write_file(path, c, ps, 0, ps->n, dt, NULL, meta, 2, &res->bytes, lx);
+    res->files = 1;
+    return rc == CLI_OK ? export_lora_write_config(lx, o->out) : rc;
+}
+
 static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, zero_dtype dt,
-                      result *res) {
+                      result *res, lora_export *lx) {
     struct stat sb;
     if (!stat(o->out, &sb) && !S_ISDIR(sb.st_mode))
         return cli_error(CLI_USAGE, "-o '%s': exists and is not a directory (a file must be named *.safetensors)", o->out);
@@ -309,7 +341,7 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
     for (int s = 0; s < nsh && rc == CLI_OK; s++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", o->out, names[s]);
-        rc = write_file(path, c, ps, first[s], first[s + 1], dt, &m->cfg, meta, 4, &res->bytes);
+        rc = write_file(path, c, ps, first[s], first[s + 1], dt, &m->cfg, meta, 4, &res->bytes, lx);
         res->files++;
     }
     int nwritten = nsh;
@@ -376,7 +408,9 @@ int cli_export(int argc, char **argv) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
-    cli_ckpt_params ps = {0};
+    cli_ckpt_params ps = {0}, lps = {0}, *sel = &ps;
+    lora_export *lx = NULL;
+    zero_dtype dt = ZERO_DTYPE_FP32;
     cli_model m;
     memset(&m, 0, sizeof m);
     char msg[1024];
@@ -390,12 +424,26 @@ int cli_export(int argc, char **argv) {
         goto out;
     }
     have_model = !cli_ckpt_model(c, &m, msg, sizeof msg);
+    /* a LoRA run's checkpoint: --adapter or --merge (cli/export_lora.c) */
+    if (have_model && (rc = export_lora_open(c, &ps, &m, o.adapter, o.merge, o.base, &lx)) != CLI_OK) goto out;
+    if (!have_model && (o.adapter || o.merge || o.base)) {
+        rc = cli_error(CLI_RUNTIME, "export: %s: %s", o.adapter ? "--adapter" : o.merge ? "--merge" : "--base", msg);
+        goto out;
+    }
+    if (lx && (rc = export_lora_params(lx, &ps, &lps)) != CLI_OK) goto out;
+    if (lx) sel = &lps;
+    if (export_lora_adapter(lx)) { /* PEFT's adapter directory */
+        dt = o.dtype_given ? o.dtype : ZERO_DTYPE_FP32; /* PEFT keeps its adapters in fp32 */
+        rc = export_adapter(&o, c, sel, dt, &res, lx);
+        if (rc != CLI_OK) goto out;
+        goto report;
+    }
     if (!to_file && !have_model) {
         rc = cli_error(CLI_RUNTIME, "export: %s: a model directory needs its config.json (give -o FILE.safetensors for "
                        "the bare tensors)", msg);
         goto out;
     }
-    const zero_dtype dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;
+    dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;
     if (to_file) {
         char step[32], v[5][32];
         snprintf(step, sizeof step, "%lld", (long long)zero_ckpt_step(c));
@@ -416,14 +464,15 @@ int cli_export(int argc, char **argv) {
             meta[nmeta++] = conf;
         }
         /* the file keeps the decoder's own names (no "transformer." prefix), as earlier exports */
-        rc = write_file(o.out, c, &ps, 0, ps.n, dt, NULL, meta, nmeta, &res.bytes);
+        rc = write_file(o.out, c, sel, 0, sel->n, dt, NULL, meta, nmeta, &res.bytes, lx);
         res.files = 1;
         free(conf);
     } else {
-        rc = export_dir(&o, c, &ps, &m, dt, &res);
+        rc = export_dir(&o, c, sel, &m, dt, &res, lx);
     }
     if (rc != CLI_OK) goto out;
-    for (int k = 0; k < ps.n; k++) numel += ps.p[k].numel;
+report:
+    for (int k = 0; k < sel->n; k++) numel += sel->p[k].numel;
     const double secs = zero_now() - t0;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
@@ -431,12 +480,12 @@ int cli_export(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "step", (double)zero_ckpt_step(c));
         cJSON_AddNumberToObject(j, "world", zero_ckpt_world(c));
         cJSON_AddStringToObject(j, "output", o.out);
-        cJSON_AddStringToObject(j, "format", to_file ? "safetensors" : "hf");
+        cJSON_AddStringToObject(j, "format", export_lora_adapter(lx) ? "peft" : to_file ? "safetensors" : "hf");
         if (have_model) cJSON_AddStringToObject(j, "architecture", dec_arch_name(m.cfg.arch));
         cJSON_AddStringToObject(j, "dtype", zero_dtype_name(dt));
         cJSON_AddNumberToObject(j, "files", res.files);
         cJSON_AddNumberToObject(j, "tokenizer_files", res.tokenizer_files);
-        cJSON_AddNumberToObject(j, "tensors", ps.n);
+        cJSON_AddNumberToObject(j, "tensors", sel->n);
         cJSON_AddNumberToObject(j, "params", (double)numel);
         cJSON_AddNumberToObject(j, "bytes", (double)res.bytes);
         cJSON_AddNumberToObject(j, "seconds", secs);
@@ -451,12 +500,14 @@ int cli_export(int argc, char **argv) {
         printf("exported step %lld of %s (%d rank%s): %d tensors, %llu parameters, %s -> %s (%s in %d file%s%s) in "
                "%.2f s, peak RSS %s\n",
                (long long)zero_ckpt_step(c), zero_ckpt_dir(c), zero_ckpt_world(c), zero_ckpt_world(c) == 1 ? "" : "s",
-               ps.n, (unsigned long long)numel, zero_dtype_name(dt), o.out, cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
+               sel->n, (unsigned long long)numel, zero_dtype_name(dt), o.out, cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
                res.files, res.files == 1 ? "" : "s", to_file ? "" : res.tokenizer_files ? ", tokenizer files copied" : "",
                secs, cli_fmt_bytes((double)zero_rss_peak_bytes(), b2, sizeof b2));
     }
 out:
+    export_lora_free(lx);
     cli_model_free(&m);
+    free(lps.p);
     cli_ckpt_params_free(&ps);
     zero_ckpt_close(c);
     return rc;

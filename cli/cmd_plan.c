@@ -321,6 +321,9 @@ int cli_plan(int argc, char **argv) {
             return cli_error(CLI_USAGE, "plan: unknown option '%s' (zero plan --help)", a);
         }
     }
+    if (o.lora || o.frozen_dtype != ZERO_DTYPE_COUNT)
+        return cli_error(CLI_USAGE, "plan: %s is not supported yet (zero estimate --lora shows a LoRA run's memory)",
+                         o.lora ? "--lora" : "--frozen-dtype");
     if (host < 0) return cli_error(CLI_USAGE, "plan: --host-mem: expected the host RAM per node (e.g. 64GiB)");
     if (device == 0 && host == 0)
         return cli_error(CLI_USAGE, "plan: --host-mem 0 without --device-mem: a CPU-only machine needs its RAM size");

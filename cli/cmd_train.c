@@ -39,10 +39,16 @@ static void usage(FILE *f) {
             "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"
             "  --val-batches N            validation batches each time (default 2)\n"
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
+            "  --print-every N            a progress line every N steps (default: the config's steps_per_print, else 1)\n"
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
             "  --resume DIR, --trace FILE   (docs/CLI.md)\n"
             "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
-            "                             safetensors), a checkpoint or a safetensors file\n");
+            "                             safetensors), a checkpoint or a safetensors file (with LoRA: the base's directory)\n"
+            "  --lora r=R,alpha=A,targets=q_proj,v_proj[,dropout=P][,rslora]   train LoRA adapters, the base frozen\n"
+            "                             (as zero_extensions.lora; targets q_proj k_proj v_proj o_proj gate_proj up_proj\n"
+            "                             down_proj, GPT-2 c_attn c_proj c_fc)\n"
+            "  --lora-from ADAPTER_DIR    start from a PEFT adapter (its adapter_config.json gives r, alpha, targets)\n"
+            "  --save-frozen              checkpoints also hold the frozen base (default: the trainable part only)\n");
 }
 
 /* Parses argv into o and cfg (flags applied over the JSON config). Returns -1 on a usage error
@@ -59,6 +65,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->lr = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int ux;
 #define VAL() \
     if (!(v = cli_flag_value(argc, argv, &i))) return -1
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -92,6 +99,10 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--resume")) { VAL(); o->resume = v; }
         else if (!strcmp(a, "--init-from")) { VAL(); o->init_from = v; }
         else if (!strcmp(a, "--trace")) { VAL(); o->trace = v; }
+        else if (!strcmp(a, "--lora")) { VAL(); o->lora_spec = v; }
+        else if (!strcmp(a, "--lora-from")) { VAL(); o->lora_from = v; }
+        else if (!strcmp(a, "--save-frozen")) o->save_frozen = 1;
+        else if ((ux = ux_flag(o, argc, argv, &i)) != 0) { if (ux < 0) return -1; }
         else {
             cli_error(CLI_USAGE, "train: unknown option '%s' (zero train --help lists them)", a);
             return -1;
@@ -112,7 +123,9 @@ int cli_train(int argc, char **argv) {
     /* Outside an MPI launcher, --ranks N > 1 re-runs this command under mpiexec, after the
      * checks that do not need MPI so that usage errors exit 2 from here. */
     const int launched = zero_comm_mpi_launched();
+    cli_quiet_warnings = 1; /* the run repeats these checks and warns then, once */
     int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
+    cli_quiet_warnings = 0;
     if (rc == CLI_OK && !launched && o.ranks > 1) rc = cli_launch_ranks(o.ranks); /* returns on failure only */
     else if (rc == CLI_OK) return train_run(&o, launched);                      /* releases what it used */
     train_release(&o);

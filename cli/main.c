@@ -32,6 +32,7 @@ static void usage(FILE *f) {
 /* The library never prints: its log lines (level from $ZERO_LOG, default warn) come here. */
 static void log_to_stderr(void *ctx, zero_log_level level, const char *msg) {
     (void)ctx;
+    if (cli_quiet_warnings && level != ZERO_LOG_ERROR) return;
     static const char *names[] = {"error", "warning", "info", "debug"};
     fprintf(stderr, "zero: %s: %s\n", names[level <= ZERO_LOG_DEBUG ? level : ZERO_LOG_DEBUG], msg);
 }

@@ -73,6 +73,8 @@ int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
     zero_config_default(cfg);
+    int rc = ux_check_inputs(o);
+    if (rc != CLI_OK) return rc;
     if (o->config) {
         zero_status s = zero_config_load_json_file(cfg, o->config, &err);
         if (s != ZERO_OK) return cli_error(s == ZERO_ERR_IO ? CLI_RUNTIME : CLI_USAGE, "%s: %s", o->config, err.msg);
@@ -106,16 +108,14 @@ int train_prepare(train_opts *o, int world) {
         snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);
     }
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
-    if (o->resume && o->init_from) return cli_error(CLI_USAGE, "--resume and --init-from: expected one of them");
+    if (o->lora_spec && train_lora_parse(o->lora_spec, &cfg->lora)) return CLI_USAGE;
+    if (o->save_frozen) cfg->save_frozen = 1;
+    /* --resume with --init-from: only for a LoRA run's base (train_lora_resume) */
     o->chat = ZERO_CHAT_NONE;
     if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->chat) != ZERO_OK)
         return cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
                          o->chat_template);
-    if (o->trace) { /* fail now, not after the run */
-        FILE *f = fopen(o->trace, "a");
-        if (!f) return cli_error(CLI_USAGE, "--trace '%s': cannot open for writing", o->trace);
-        fclose(f);
-    }
+    if ((rc = ux_check_outputs(o)) != CLI_OK) return rc; /* fail now, not after the run */
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);
         if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
@@ -126,7 +126,6 @@ int train_prepare(train_opts *o, int world) {
         return cli_error(CLI_USAGE, "--init-from '%s': %s", o->init_from, strerror(errno));
     cli_model_free(&o->src);
     const int shape_flags = o->model_given || o->layers > 0 || o->dim > 0 || o->vocab > 0;
-    int rc = CLI_OK;
     if (o->init_from && dec_hf_is_dir(o->init_from)) {
         /* a model directory: config.json says what the model is; flags may only agree with it */
         if ((rc = cli_model_from_path(o->init_from, 0, "--init-from", &o->src)) != CLI_OK) return rc;
@@ -169,15 +168,13 @@ int train_prepare(train_opts *o, int world) {
     }
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
+    if ((rc = train_lora_prepare(o)) != CLI_OK) return rc;
+    ux_resume_batch(o, world);
+    if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
     if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;
-    if (o->log_json && strcmp(o->log_json, "-")) { /* fail now, not after an hour of training */
-        FILE *f = fopen(o->log_json, "a");
-        if (!f) return cli_error(CLI_USAGE, "--log-json '%s': cannot open for writing", o->log_json);
-        fclose(f);
-    }
     return CLI_OK;
 }
 
@@ -196,7 +193,8 @@ typedef struct run_state {
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
     int offload;        /* NVMe offload is on: step records carry its I/O */
     int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
-    uint64_t padded;    /* Σ padded unit sizes */
+    uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
+    uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
     double init_s;      /* seconds from the engine's creation to the initial weights in place */
     int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
@@ -300,16 +298,18 @@ static void json_comm(FILE *f, const zero_comm_counters *c) {
             (unsigned long long)c->path_bytes[ZERO_COMM_PATH_CROSS_NODE]);
 }
 
-/* The model-state bytes stage 0 would need per rank for this model, precision and optimizer. */
+/* The model-state bytes stage 0 would need per rank for this model (its frozen parameters
+ * frozen too), precision and optimizer. */
 static uint64_t stage0_states(run_state *r) {
     const int n = zero_engine_num_units(r->e);
-    uint64_t *numel = calloc((size_t)n, sizeof *numel);
+    uint64_t *numel = calloc(2 * (size_t)n, sizeof *numel), *frozen = numel + n;
     for (int u = 0; u < n; u++) {
         zero_unit_info ui;
         zero_engine_unit_info(r->e, u, &ui);
         numel[u] = ui.numel;
+        frozen[u] = ui.frozen;
     }
-    zero_plan_model pm = {n, numel, NULL, NULL};
+    zero_plan_model pm = {n, numel, NULL, NULL, frozen};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, &r->o->cfg, r->world);
     s.stage = 0;
@@ -349,7 +349,7 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     }
     if (steps_run > 0 && r->world > 1) {
         zero_plan_traffic tr;
-        zero_plan_traffic_of(o->cfg.stage, r->world, r->padded, o->cfg.precision, &tr);
+        zero_plan_traffic_frozen(o->cfg.stage, r->world, r->padded, o->cfg.precision, r->fpadded, o->cfg.frozen_dtype, &tr);
         const double K = (double)o->cfg.grad_accum;
         /* The rule per step: stages 0-1 reduce once per step; stage 2 reduce-scatters every
          * micro-batch and all-gathers once; stage 3 moves 3Ψ every micro-batch. */
@@ -411,6 +411,7 @@ static int train_loop(run_state *r) {
     int64_t m[M_COUNT];
     zero_comm_counters c;
     const int64_t first_step = zero_engine_step_count(r->e);
+    if (r->rank == 0) ux_progress_begin(o, r->human, first_step);
     if (r->offload) offload_delta(r, NULL); /* the initialization's I/O is not a step's */
     if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
     zero_engine_comm_counters(r->e, &c);
@@ -433,6 +434,7 @@ static int train_loop(run_state *r) {
             const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             float l;
             const double tc = zero_now();
+            if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
             if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
@@ -460,7 +462,10 @@ static int train_loop(run_state *r) {
             const double tw = zero_now();
             if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
-            if (r->rank == 0) fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
+            if (r->rank == 0) {
+                ux_progress_clear(o);
+                fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
+            }
         }
         if (r->offload) offload_delta(r, NULL); /* validation and saves are not the step's I/O */
         if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
@@ -489,16 +494,11 @@ static int train_loop(run_state *r) {
             fputs("}\n", r->json);
             fflush(r->json);
         }
-        char mem[32];
-        fmt_bytes(mem, sizeof mem, (double)(m[M_TOTAL] + m[M_ACT]));
-        const double eta = (zero_now() - t_start) / (double)(step + 1 - first_step) * (double)(o->steps - step - 1);
-        fprintf(r->human, "step %lld/%lld | loss %.4f%s", (long long)(step + 1), (long long)o->steps, last_loss,
-                st.skipped ? " (skipped)" : "");
-        if (do_val) fprintf(r->human, " | val %.4f", val);
-        fprintf(r->human, " | %.0f tok/s | %.0f ms/step | mem %s/rank", tps, dt * 1e3, mem);
-        if (r->offload) fprintf(r->human, " | io wait %.0f ms", (double)io[2] * 1e-3);
-        fprintf(r->human, " | ETA %.0fs\n", eta);
-        fflush(r->human);
+        const ux_step us = {.step = step + 1, .loss = last_loss, .val = val, .lr = st.lr, .grad_norm = st.grad_norm,
+                            .loss_scale = st.loss_scale, .step_s = dt, .tokens_per_s = tps,
+                            .io_wait_ms = (double)io[2] * 1e-3, .skipped = st.skipped, .has_val = do_val,
+                            .has_io = r->offload, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
+        ux_progress_step(o, &us);
     }
     if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
         if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
@@ -528,6 +528,7 @@ static int train_loop(run_state *r) {
                     zero_comm_progress_thread(r->comm) ? "true" : "false");
             fflush(r->json);
         }
+        ux_progress_end(o);
     }
     return CLI_OK;
 }
@@ -545,8 +546,10 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_USAGE, "--ranks %d: the MPI world has %d ranks", o->ranks, r.world);
         goto out;
     }
-    /* Every rank repeats the deterministic checks for the real world size; rank 0 reports. */
+    /* Every rank repeats the deterministic checks for the real world size; rank 0 reports, and
+     * rank 0 alone prints warnings (ZERO_LOG=info or debug: every rank, to diagnose one). */
     cli_quiet_errors = r.rank != 0;
+    cli_quiet_warnings = r.rank != 0 && zero_log_get_level() < ZERO_LOG_INFO;
     rc = train_prepare(o, r.world);
     cli_quiet_errors = 0;
     if (rc != CLI_OK) goto out;
@@ -556,12 +559,16 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
-    if (dec_engine_register(&o->model_cfg, r.e, &err) != ZERO_OK || zero_engine_finalize(r.e) != ZERO_OK ||
-        dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK) {
+    /* LoRA: the base registered frozen, the adapters beside it (cli/train_lora.c) */
+    if ((o->lora_on ? dec_lora_register(&o->model_cfg, &o->lora, r.e, &err)
+                    : dec_engine_register(&o->model_cfg, r.e, &err)) != ZERO_OK ||
+        zero_engine_finalize(r.e) != ZERO_OK ||
+        (!o->base_saved && dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }
     if (o->init_from && (rc = cli_init_from(r.e, o->init_from)) != CLI_OK) goto out;
+    if (o->lora_on && (rc = train_lora_init(o, r.e)) != CLI_OK) goto out;
     r.init_s = zero_now() - t_init;
     const int64_t rss = (int64_t)zero_rss_peak_bytes();
     if (zero_comm_all_reduce(r.comm, &rss, &r.init_rss, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK) {
@@ -585,7 +592,8 @@ int train_run(train_opts *o, int mpi) {
     }
     if (o->trace) zero_trace_enable(1);
     const int B = (int)o->cfg.micro_batch;
-    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK) {
+    if (dec_create(&r.model, &o->model_cfg, B, o->T, o->checkpointing, &err) != ZERO_OK ||
+        (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
     }
@@ -593,6 +601,7 @@ int train_run(train_opts *o, int mpi) {
         zero_unit_info ui;
         zero_engine_unit_info(r.e, u, &ui);
         r.padded += ui.padded;
+        r.fpadded += ui.frozen_padded;
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
     /* a step's K micro-batches at once (the loss denominator counts them all first) */
@@ -617,6 +626,7 @@ int train_run(train_opts *o, int mpi) {
                 zero_dtype_name(o->cfg.precision), (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        ux_print_start(o, r.human, r.world);
         if (o->tok) fprintf(r.human, "tokenizer: %s (%s, %d tokens)\n", o->tokdir, zero_tokenizer_kind(o->tok),
                             zero_tokenizer_vocab_size(o->tok));
         else if (o->data && dec_data_kind_of(o->dataset) == DEC_DATA_BYTES && (ends_with(o->data, ".jsonl") || ends_with(o->data, ".json")))
@@ -631,6 +641,16 @@ int train_run(train_opts *o, int mpi) {
         if (skipped)
             fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->data,
                     (unsigned long long)skipped, skipped == 1 ? "" : "s", first);
+        if (o->lora_on) {
+            char tg[256];
+            const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);
+            fprintf(r.human, "LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%), the base frozen (%s)%s\n",
+                    o->lora.r, o->lora.alpha, o->lora.rslora ? " (rsLoRA)" : "",
+                    dec_lora_targets_string(&o->model_cfg, o->lora.targets, tg, sizeof tg), (unsigned long long)na,
+                    100.0 * (double)na / (double)(na + dec_num_params(&o->model_cfg)),
+                    zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype),
+                    o->lora_from ? ", from the adapter in --lora-from" : "");
+        }
         if (o->init_from) {
             char rb[32];
             fmt_bytes(rb, sizeof rb, (double)r.init_rss);

@@ -7,6 +7,8 @@
 
 #include "decoder/data.h"
 #include "decoder/decoder.h"
+#include "decoder/lora.h"
+#include "run_ux.h"
 #include "weights.h"
 #include "zero/zero.h"
 
@@ -19,6 +21,8 @@ typedef struct train_opts {
     int64_t steps, val_every, save_every;
     double lr;
     uint64_t seed;
+    const char *lora_spec, *lora_from; /* --lora SPEC, --lora-from ADAPTER_DIR */
+    int save_frozen;                   /* --save-frozen */
 
     /* filled by train_prepare */
     zero_config cfg;
@@ -29,6 +33,13 @@ typedef struct train_opts {
     zero_tokenizer *tok;     /* the model's tokenizer when the data is text or JSONL, else NULL */
     char tokdir[1024];       /* where it came from */
     dec_data *dataset;
+    /* LoRA (cli/train_lora.c): on when --lora, --lora-from or zero_extensions.lora asks */
+    int lora_on;
+    dec_lora lora;
+    char base_hash[64];   /* the base's identity (dec_hf_fingerprint, or "preset:NAME:seed:S") */
+    int base_saved;       /* --resume: the checkpoint holds the base (it was saved with --save-frozen) */
+
+    train_ux ux; /* --print-every, the resume's batch, the progress (cli/run_ux.h) */
 } train_opts;
 
 /* Builds the config (defaults < JSON < flags) and resolves it for `world` ranks (0: not known
@@ -41,6 +52,23 @@ int train_prepare(train_opts *o, int world);
 int train_resume_settings(train_opts *o);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
+/* cli/train_lora.c. --lora's value ("r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05,rslora")
+ * over out; -1 on a usage error (printed). */
+int train_lora_parse(const char *spec, zero_lora_config *out);
+/* After the model is known: LoRA on or off, its settings (from the config and the flags, or the
+ * adapter of --lora-from), the base's identity. Returns an exit status. */
+int train_lora_prepare(train_opts *o);
+/* --resume of a LoRA run: its settings from the checkpoint's record, the base it needs (--init-from
+ * or the recorded directory, whose identity must be the recorded one). Returns an exit status. */
+int train_lora_resume(train_opts *o, zero_ckpt *c);
+/* The record a checkpoint keeps of the LoRA settings and the base (a JSON object's members,
+ * added to root: a cJSON *). */
+void train_lora_record(const train_opts *o, void *root);
+/* The adapters on a registered and finalized engine whose base is loaded: PEFT's initialization,
+ * or --lora-from's weights (every rank; the ranks agree). Returns an exit status. */
+int train_lora_init(const train_opts *o, zero_engine *e);
+/* The dropout masks' key of micro-batch k of step s on this rank. */
+uint64_t train_lora_key(const train_opts *o, int64_t step, int k, int rank);
 /* Frees what train_prepare opened (the data, the tokenizer, the model description). */
 void train_release(train_opts *o);
 /* Trains on the MPI world (mpi != 0) or one rank; returns the exit status. */

@@ -37,6 +37,7 @@ char *train_user_json(const train_opts *o, int world) {
     cJSON_AddNumberToObject(root, "seq", o->T);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON_AddNumberToObject(root, "global_batch", (double)(world * o->cfg.micro_batch * o->cfg.grad_accum));
+    train_lora_record(o, root);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return text;
@@ -88,6 +89,9 @@ int train_resume_settings(train_opts *o) {
     o->model_cfg = saved.cfg;
     o->T = T;
     o->seed = (uint64_t)seed;
+    double gb = 0; /* absent from checkpoints of older runs: nothing to keep */
+    o->ux.resume_global = zero_ckpt_user_number(c, "global_batch", &gb) == ZERO_OK && gb >= 1 && gb <= 1e12 ? (int64_t)gb : 0;
+    rc = train_lora_resume(o, c);
 out:
     zero_ckpt_close(c);
     return rc;

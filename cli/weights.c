@@ -87,18 +87,26 @@ zero_status cli_ckpt_params_read(zero_ckpt *c, cli_ckpt_params *out, char *msg, 
     }
     for (int i = 0; i < m->nunits; i++) {
         const zero_manifest_unit *u = &m->units[i];
+        uint64_t at[2] = {0, 0}; /* trainable and frozen parameters lie back to back in their tensors */
         for (int k = u->first_param; k < u->first_param + u->nparams; k++) {
             const zero_manifest_param *p = &m->params[k];
             cli_ckpt_param *q = &out->p[out->n++];
             q->name = p->name;
             q->unit = u->name;
-            q->offset = p->offset;
+            q->frozen = p->frozen != 0;
+            q->offset = at[q->frozen];
+            at[q->frozen] += p->numel;
             q->numel = p->numel;
             q->ndim = p->ndim;
             memcpy(q->shape, p->shape, sizeof q->shape);
         }
     }
     return ZERO_OK;
+}
+
+const char *cli_ckpt_param_tensor(const cli_ckpt_param *q, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s", q->unit, q->frozen ? "frozen" : "master");
+    return buf;
 }
 
 /* user.model.KEY as an int in 1..1e9 */
@@ -186,7 +194,7 @@ int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap) {
 }
 
 zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {
-    const char *suffix = "/master";
+    const char *suffix = "/master", *suffix2 = "/frozen";
     const size_t ls = strlen(suffix);
     for (int r = 0; r < zero_ckpt_num_files(c); r++) {
         const char *name;
@@ -203,7 +211,7 @@ zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap) {
         for (int i = 0; i < zero_st_count(f) && s == ZERO_OK; i++) {
             const char *tn = zero_st_tensor_at(f, i)->name;
             const size_t lt = strlen(tn);
-            if (lt >= ls && !strcmp(tn + lt - ls, suffix)) s = zero_st_verify(f, i);
+            if (lt >= ls && (!strcmp(tn + lt - ls, suffix) || !strcmp(tn + lt - ls, suffix2))) s = zero_st_verify(f, i);
         }
         if (s != ZERO_OK) snprintf(msg, cap, "%s", zero_st_last_error(f));
         zero_st_close(f);
@@ -523,7 +531,13 @@ static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
     for (int p = 0; p < np && s == ZERO_OK; p++) {
         const cli_ckpt_param *q = &ps.p[which[p]];
         char tname[512];
-        snprintf(tname, sizeof tname, "%s/master", q->unit);
+        cli_ckpt_param_tensor(q, tname, sizeof tname);
+        if (q->frozen && zero_ckpt_find(c, tname) < 0) {
+            s = wfail(w, "--init-from %s: the checkpoint holds the trainable parameters of a LoRA run, not '%s' of its "
+                      "frozen base (saved without --save-frozen): export it with zero export --merge, or resume it", dir,
+                      q->name);
+            break;
+        }
         if (zero_ckpt_read_range(c, tname, q->offset, q->offset + q->numel, buf) != ZERO_OK)
             s = wfail(w, "--init-from: %s", zero_ckpt_last_error(c));
         else if (zero_engine_set_param(e, q->name, buf) != ZERO_OK)

@@ -61,11 +61,15 @@ int cli_init_from(zero_engine *e, const char *path);
 typedef struct cli_ckpt_param {
     const char *name;  /* points into the list's storage */
     const char *unit;  /* the unit's name: its master is the tensor "<unit>/master" */
-    uint64_t offset;   /* elements into the unit */
+    uint64_t offset;   /* elements into the tensor that holds it (cli_ckpt_param_tensor) */
     uint64_t numel;
     int ndim;
     int64_t shape[ZERO_ST_MAX_DIMS];
+    int frozen;        /* ZERO_PARAM_FROZEN: in "<unit>/frozen" when the checkpoint has it (else absent) */
 } cli_ckpt_param;
+
+/* The logical tensor that holds q: "<unit>/master", or "<unit>/frozen" for a frozen parameter. */
+const char *cli_ckpt_param_tensor(const cli_ckpt_param *q, char *buf, size_t cap);
 
 typedef struct cli_ckpt_params {
     int n;
@@ -83,8 +87,8 @@ void cli_ckpt_params_free(cli_ckpt_params *ps);
  * the GPT-2 shape of older checkpoints, and the source directory. -1 when absent or invalid
  * (msg says why). */
 int cli_ckpt_model(zero_ckpt *c, cli_model *out, char *msg, size_t cap);
-/* Verifies the checksum of every "<unit>/master" tensor in every rank file: what export and
- * --init-from read, in pieces that zero_ckpt_read_range would not check. */
+/* Verifies the checksum of every "<unit>/master" and "<unit>/frozen" tensor in every rank file:
+ * what export and --init-from read, in pieces that zero_ckpt_read_range would not check. */
 zero_status cli_ckpt_verify_masters(zero_ckpt *c, char *msg, size_t cap);
 
 #endif

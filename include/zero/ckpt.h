@@ -201,7 +201,11 @@ zero_status zero_ckpt_verify(zero_ckpt *c);
  *     the unit's numel: no gap, no overlap, nothing past the end;
  *   - user_json: NULL or a JSON object with nothing after it.
  * Reading also checks the manifest's own checksum and the tensors (every unit's "<unit>/master"
- * and optimizer states, F32, the unit's numel, the manifest's align). */
+ * and optimizer states, F32, the unit's numel, the manifest's align). A unit with frozen
+ * parameters (ZERO_PARAM_FROZEN) stores only its trainable part there: its trainable parameters
+ * back to back in order (none at all when every parameter is frozen), and optionally its frozen
+ * ones back to back in "<unit>/frozen" (F32, BF16 or F16); a parameter's place in its tensor is
+ * the sum of the sizes of the unit's earlier parameters of the same kind. */
 typedef struct zero_manifest_param {
     const char *name;
     int ndim;                        /* 1..ZERO_ST_MAX_DIMS */
@@ -209,6 +213,7 @@ typedef struct zero_manifest_param {
     uint64_t offset;                 /* first element inside its unit */
     uint64_t numel;                  /* the product of the shape (set by the reader; the writer computes it) */
     int no_decay;                    /* registered with ZERO_PARAM_NO_DECAY */
+    int frozen;                      /* registered with ZERO_PARAM_FROZEN ("frozen": true; absent: false) */
 } zero_manifest_param;
 
 typedef struct zero_manifest_unit {

@@ -84,6 +84,17 @@ enum {
                                      * differs named with its unit (the diagnostic mode) */
 };
 
+/* zero_extensions.lora: LoRA adapters of a model (docs/CONFIG.md; the decoder applies them,
+ * docs/MODEL.md "LoRA"). The fields are PEFT's LoraConfig: r, lora_alpha, target_modules,
+ * lora_dropout, use_rslora. r == 0: no LoRA. */
+typedef struct zero_lora_config {
+    int r;              /* rank, >= 1 (0: off) */
+    double alpha;       /* lora_alpha (scaling alpha / r, or alpha / sqrt(r) with rslora); PEFT's default 8 */
+    char targets[256];  /* target_modules, comma-separated ("q_proj,v_proj"); "": the model's default */
+    double dropout;     /* lora_dropout in [0, 1) on the adapters' input; 0 by default */
+    int rslora;         /* use_rslora */
+} zero_lora_config;
+
 typedef struct zero_config {
     /* batch: train_batch_size = micro_batch * grad_accum * world (0 = not given) */
     int64_t train_batch_size;
@@ -127,6 +138,11 @@ typedef struct zero_config {
     int check_divergence;      /* ZERO_DIVERGENCE_*: ranks that run different code get an error, not a hang (default STEP) */
     int64_t align_bytes;       /* partition alignment in bytes (default 64) */
     int reuse_buffers;         /* keep transient buffers between uses instead of freeing them (default 1) */
+    /* ZERO_PARAM_FROZEN parameters are stored in this dtype (fp32, bf16 or fp16); ZERO_DTYPE_COUNT
+     * ("auto", the default): the working precision. JSON: zero_extensions.frozen_dtype. */
+    zero_dtype frozen_dtype;
+    int save_frozen;           /* zero_engine_save also stores the frozen parameters (default 0) */
+    zero_lora_config lora;     /* zero_extensions.lora: read by the model, not by the engine */
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
     unsigned set_fields;       /* ZERO_SET_* */

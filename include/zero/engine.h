@@ -51,8 +51,12 @@ typedef struct zero_engine zero_engine;
 /* Parameter flags. */
 enum {
     ZERO_PARAM_NO_DECAY = 1u << 0, /* exclude from weight decay (biases, norm gains) */
-    /* Reserved: a parameter with no gradient, master or optimizer state, still partitioned at
-     * stage 3. Not supported yet: zero_engine_add_param refuses it (ZERO_ERR_UNSUPPORTED). */
+    /* Not trained: no gradient, no master, no optimizer state, never reduced; gathered like the
+     * others (partitioned at stage 3, whole at stages 0-2) and stored in the frozen dtype
+     * (zero_config.frozen_dtype: the working dtype by default, or e.g. bf16 beside fp32
+     * training). A unit may mix frozen and trainable parameters: its gradient buffer then holds
+     * only the trainable ones, back to back (zero_param_info.grad_offset); a unit with nothing
+     * trainable takes no gradient and no part in any reduction (docs/ENGINE.md §3). */
     ZERO_PARAM_FROZEN = 1u << 1,
 };
 
@@ -66,24 +70,35 @@ typedef struct zero_step_stats {
     double step_ms;      /* wall time of zero_engine_step */
 } zero_step_stats;
 
+/* A unit is two parts, each partitioned on its own: the trainable parameters back to back (the
+ * gradient buffer's layout) and the frozen ones back to back. Without frozen parameters the
+ * trainable part is the whole unit, in the model's own layout. */
 typedef struct zero_unit_info {
     const char *name;
-    uint64_t numel;    /* elements of the unit (sum of its parameters) */
-    uint64_t padded;   /* padded size (multiple of world * align) */
-    uint64_t shard;    /* elements this rank owns: padded / world */
-    uint64_t offset;   /* first owned element in the unit */
-    uint64_t valid;    /* owned elements that are real (not padding) */
+    uint64_t numel;    /* elements of the unit (sum of its parameters): the gathered fp32 view */
+    uint64_t trainable; /* elements of the trainable part: the gradient buffer (numel - frozen) */
+    uint64_t padded;   /* the trainable part's padded size (multiple of world * align) */
+    uint64_t shard;    /* its elements this rank owns: padded / world */
+    uint64_t offset;   /* its first owned element (in trainable-part coordinates) */
+    uint64_t valid;    /* its owned elements that are real (not padding) */
+    uint64_t frozen;   /* elements of the frozen part (ZERO_PARAM_FROZEN parameters) */
+    uint64_t frozen_padded, frozen_shard, frozen_offset, frozen_valid; /* its partition, as above */
     int nparams;
 } zero_unit_info;
 
 typedef struct zero_param_info {
     const char *name;
     int unit;
-    uint64_t offset;   /* in elements, inside the unit */
+    uint64_t offset;   /* in elements, inside the unit (its gathered fp32 view) */
     uint64_t numel;
     int ndim;
     int64_t shape[8];
     unsigned flags;
+    uint64_t grad_offset; /* in elements, inside the unit's gradient buffer (zero_engine_grad):
+                           * `offset` when the unit has no frozen parameter; UINT64_MAX when frozen */
+    uint64_t own_lo, own_hi; /* the elements [own_lo, own_hi) of this parameter that this rank keeps
+                              * (stage 3: its shard's part, possibly empty; otherwise all): what a
+                              * loader must pass to zero_engine_set_unit_range on this rank */
 } zero_param_info;
 
 /* What environment variables set for the engine, for a program that embeds it: a NULL field
@@ -132,7 +147,9 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
 const float *zero_engine_gather(zero_engine *e, int unit);
 zero_status zero_engine_release(zero_engine *e, int unit);
 
-/* The unit's fp32 gradient buffer for this micro-batch (numel values): add into it. */
+/* The unit's fp32 gradient buffer for this micro-batch (its `trainable` values: every parameter
+ * when none is frozen, else the trainable ones back to back at their grad_offset): add into it.
+ * A unit with no trainable parameter has none (NULL, ZERO_ERR_STATE; so does grad_ready). */
 float *zero_engine_grad(zero_engine *e, int unit);
 /* The unit's gradient for this micro-batch is complete: starts its reduction (collective,
  * non-blocking). The buffer from zero_engine_grad must not be touched afterwards. */
@@ -153,19 +170,23 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats);
 /* The loss scale the model multiplies its loss gradient by (1 unless fp16). */
 double zero_engine_loss_scale(const zero_engine *e);
 
-/* Copies a full unit's current fp32 master values (numel) into dst: collective in stages 1-3
+/* Copies a full unit's current fp32 values (numel, the gathered view's layout: the masters of the
+ * trainable parameters, the stored values of the frozen ones) into dst: collective in stages 1-3
  * (all-gather of masters), used by export and tests. */
 zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst);
 
 /* Saves a sharded checkpoint (docs/CHECKPOINT.md): DIR/step_%08lld/ with manifest.json, one
  * safetensors file per rank holding the valid slice of every unit's fp32 master and optimizer
- * states, COMMIT, and DIR/latest. Collective; between steps only. user_json: a JSON object stored
+ * states (its trainable part), COMMIT, and DIR/latest. Frozen parameters are saved only with
+ * zero_config.save_frozen ("<unit>/frozen", in the frozen dtype). Collective; between steps only. user_json: a JSON object stored
  * in the manifest under "user" (data position, seeds, model description), or NULL. If any rank
  * fails, every rank returns an error and the previous checkpoint stays `latest`. */
 zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_json);
 /* Loads a checkpoint saved with any world size and any stage (a step directory, or a save
  * directory: its `latest`), reading on each rank only the element ranges it keeps; restores the
- * step count and the loss scaler. The model (units, sizes) and the optimizer type must match.
+ * step count and the loss scaler. The model (units, sizes, which parameters are frozen) and the
+ * optimizer type must match. Frozen parameters are read when the checkpoint holds them
+ * ("<unit>/frozen"), else left as they are (set them from the base model first).
  * Collective; *user_json (if not NULL) gets the saved "user" object as malloc'd text, or NULL. */
 zero_status zero_engine_load(zero_engine *e, const char *path, char **user_json);
 

@@ -13,6 +13,9 @@
  *   master   P*4         S*4         S*4         S*4      (0 in fp32 training: params are the master)
  *   optim    P*4*k       S*4*k       S*4*k       S*4*k
  *
+ * With frozen parameters (zero_plan_model.unit_frozen) the table applies to the trainable parts
+ * and params adds the frozen parts: Pf*wf at stages 0-2, Sf*wf at stage 3 (wf: the frozen dtype).
+ *
  * Transient `buffers` (reported apart): an upper bound that puts the largest distinct units in
  * every role at once. With U1 >= U2 >= U3 the three largest padded units (0 when absent):
  *     U1*4 + 64 KiB           when w != 4: the fp32 view of the unit in use, the step's chunk
@@ -61,6 +64,11 @@ typedef struct zero_plan_model {
     const uint64_t *unit_numel;        /* num_units element counts (each >= 1) */
     zero_plan_activation_fn activation; /* NULL: activations unknown, counted as 0 */
     void *activation_ctx;
+    /* Frozen elements of each unit (ZERO_PARAM_FROZEN: part of unit_numel, <= it), or NULL for
+     * none. Each unit's trainable part (numel - frozen) and frozen part are padded on their own;
+     * the frozen part has no gradient, master or optimizer state: per rank its padded size Pf
+     * whole at stages 0-2, Pf/N at stage 3, in the frozen dtype (docs/PLANNING.md, LoRA). */
+    const uint64_t *unit_frozen;
 } zero_plan_model;
 
 /* The model's compute, for the step time (apart from zero_plan_model, whose positional
@@ -86,6 +94,7 @@ typedef struct zero_plan_setup {
     int64_t aio_block_size;          /* bytes */
     int param_buffer_count;          /* NVMe parameter swap: buffers of param_buffer_size elements */
     int64_t param_buffer_size;       /* elements (capped at the largest unit shard) */
+    zero_dtype frozen_dtype;         /* the frozen parameters' dtype; ZERO_DTYPE_COUNT: the precision */
 } zero_plan_setup;
 
 /* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
@@ -99,8 +108,10 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
  * params, grads, master, optim are the model states; buffers is the transient; comm is 0. */
 typedef struct zero_plan_mem {
     uint64_t numel;              /* sum of numel_u: the model's parameter count */
-    uint64_t padded;             /* P */
+    uint64_t padded;             /* P (of the trainable parts when some parameters are frozen) */
     uint64_t shard;              /* S = P / N */
+    uint64_t frozen;             /* frozen elements (0 without unit_frozen) */
+    uint64_t frozen_padded;      /* Pf: the frozen parts padded; Pf / N per rank at stage 3 */
     uint64_t largest_unit;       /* U1: the largest padded unit */
     uint64_t second_unit;        /* U2: the second largest (0 with one unit) */
     uint64_t third_unit;         /* U3: the third largest (0 with fewer than three units) */
@@ -130,6 +141,11 @@ typedef struct zero_plan_traffic {
 
 void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype precision,
                           zero_plan_traffic *out);
+/* The same with frozen parameters: the trainable parts (`padded`, in the precision) are reduced
+ * as above; the frozen parts (frozen_padded, in frozen_dtype) take part in no reduction and are
+ * all-gathered only at stage 3, twice per micro-batch (forward and backward). */
+void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
+                              zero_dtype frozen_dtype, zero_plan_traffic *out);
 /* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
 
@@ -159,7 +175,8 @@ void zero_plan_rates_default(zero_plan_rates *r, int gpu);
 /* One step's predicted time (seconds) and what it is made of. One micro-batch per step
  * (gradient_accumulation_steps 1, what `zero plan` writes). */
 typedef struct zero_plan_time {
-    double compute;      /* forward + backward: 3 forwards' FLOPs of micro_batch * seq_len tokens */
+    double compute;      /* forward + backward: 3 forwards' FLOPs of micro_batch * seq_len tokens
+                          * (3 - f with a share f of the parameters frozen: no weight gradient) */
     double recompute;    /* the forward redone under activation checkpointing */
     double comm_node;    /* the in-node part of the step's collectives */
     double comm_cross;   /* the part across nodes: link time + latency */
@@ -171,7 +188,8 @@ typedef struct zero_plan_time {
     double cross_bytes;  /* bytes each node's link carries each way per step */
     double node_bytes;   /* bytes a rank moves through the in-node collectives per step (ring rule, sent) */
     double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
-    int collectives;     /* collectives per step (every unit's) */
+    int collectives;     /* collectives per step (every unit's; stage 3 with frozen parts: their two
+                          * gathers are counted in the bytes, not here) */
 } zero_plan_time;
 
 /* Predicts the step of setup s for model m of compute c (NULL: unknown) on `nodes` machines (ranks

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "decoder/decoder_internal.h"
+#include "decoder/lora.h"
 
 /* Activations of one layer (N = B*T rows). */
 typedef struct dec__acts {
@@ -55,6 +56,8 @@ struct dec_model {
     float *rope_cos;  /* (Tmax, D/2) Llama family only */
     float *rope_sin;  /* (Tmax, D/2) */
     mk_rope rope;     /* the table above */
+    dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
+    uint64_t lora_bytes;
     zero_status fail_status; /* set by a provider whose call returned NULL */
     char err[512];
 };
@@ -309,8 +312,35 @@ void dec_free(dec_model *m) {
     buf_free(m, m->logits, p.head);
     buf_free(m, m->dres, p.grads);
     buf_free(m, m->rope_cos, p.rope);
+    if (m->lora) {
+        m->mem.current[ZERO_MEM_BUFFERS] -= m->lora_bytes;
+        m->mem.total_current -= m->lora_bytes;
+        dec__lora_free(m->lora);
+    }
     free(m->acts);
     free(m);
+}
+
+void dec_lora_set_key(dec_model *m, uint64_t key) {
+    if (m->lora) dec__lora_key(m->lora, key);
+}
+
+zero_status dec_set_lora(dec_model *m, const dec_lora *l, zero_error *err) {
+    uint64_t bytes = 0;
+    dec__lora *x = dec__lora_create(&m->cfg, l, m->Bmax, m->Tmax, &bytes, err);
+    if (!x) return ZERO_ERR_INVALID_ARG;
+    if (m->lora) {
+        m->mem.current[ZERO_MEM_BUFFERS] -= m->lora_bytes;
+        m->mem.total_current -= m->lora_bytes;
+        dec__lora_free(m->lora);
+    }
+    m->lora = x;
+    m->lora_bytes = bytes;
+    m->mem.current[ZERO_MEM_BUFFERS] += bytes;
+    m->mem.total_current += bytes;
+    if (m->mem.current[ZERO_MEM_BUFFERS] > m->mem.peak[ZERO_MEM_BUFFERS]) m->mem.peak[ZERO_MEM_BUFFERS] = m->mem.current[ZERO_MEM_BUFFERS];
+    if (m->mem.total_current > m->mem.total_peak) m->mem.total_peak = m->mem.total_current;
+    return ZERO_OK;
 }
 
 const char *dec_last_error(const dec_model *m) { return m ? m->err : "no model"; }
@@ -335,7 +365,8 @@ zero_status dec__set_impl(dec_model *m, zero_impl impl) {
 
 /* ---------------------------------------------------------------- layers */
 static const float *opt(const float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
-static float *optw(float *base, uint64_t off) { return off == DEC__NONE ? NULL : base + off; }
+/* A gradient's place; NULL when the tensor is absent or frozen (no gradient buffer: LoRA's base). */
+static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE ? NULL : base + off; }
 
 /* A provider's NULL: it recorded the reason and the status with dec__fail. */
 #define TRY_PTR(expr, var)                                                                         \
@@ -376,10 +407,11 @@ static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const 
                             uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N, int acc) {
     const int C = m->d.C;
     if (m->d.llama)
-        MK(m, "rmsnorm backward", mk_rmsnorm_bwd(dinp, g + w_off, dout, inp, w + w_off, rstd, N, C, C, C, acc, m->impl));
+        MK(m, "rmsnorm backward",
+           mk_rmsnorm_bwd(dinp, optw(g, w_off), dout, inp, w + w_off, rstd, N, C, C, C, acc, m->impl));
     else
-        MK(m, "layernorm backward", mk_layernorm_bwd(dinp, g + w_off, optw(g, b_off), dout, inp, w + w_off, mean, rstd,
-                                                     N, C, C, C, acc, m->impl));
+        MK(m, "layernorm backward", mk_layernorm_bwd(dinp, optw(g, w_off), optw(g, b_off), dout, inp, w + w_off, mean,
+                                                     rstd, N, C, C, C, acc, m->impl));
     return ZERO_OK;
 }
 
@@ -403,6 +435,7 @@ static zero_status layer_fwd(dec_model *m, int l, const float *p, int B, int T) 
     dec__acts *a = &m->acts[l];
     TRY(norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N));
     MK(m, "qkv projection", mk_linear_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), NULL, N, C, d->QKV, wt, pr, im));
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_QKV, p, a->ln1, a->qkv, N, l);
     float *qk = a->qkv; /* q heads then k heads, H + G adjacent heads of D */
     size_t ld_qk = (size_t)d->QKV;
     if (m->cfg.qk_norm) { /* the projection stays as it is: the norms' backward reads it */
@@ -416,24 +449,30 @@ static zero_status layer_fwd(dec_model *m, int l, const float *p, int B, int T) 
     const mk_attn at = attn_of(m, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
     MK(m, "attention projection", mk_linear_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), x, N, d->Q, C, wt, pr, im));
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->res2, N, l);
     TRY(norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N));
     if (d->llama) {
         MK(m, "gate/up projection", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), NULL, N, C, d->FC, wt, pr, im));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "swiglu", mk_swiglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
     } else if (w->fc_b != DEC__NONE) { /* the bias added in GELU's pass */
         MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "bias + gelu", mk_bias_gelu_fwd(a->fch_act, d->F, a->fch, d->F, p + w->fc_b, N, d->F, im));
     } else {
         MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "gelu", mk_gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F, im));
     }
     MK(m, "mlp projection", mk_linear_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), a->res2, N, d->F, C, wt, pr, im));
+    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, y, N, l);
     if (m->ckpt) m->shared_holds = l;
     return ZERO_OK;
 }
 
-/* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). */
-static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, int B, int T) {
+/* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). g: the base's
+ * gradients (NULL when frozen); gl: the adapters' (LoRA; NULL without). */
+static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, float *gl, int B, int T) {
     const dec__layout *w = &m->lay;
     const dec__dims *d = &m->d;
     const int C = d->C, wt = d->llama;
@@ -443,23 +482,27 @@ static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, int 
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
     if (d->llama) {
-        MK(m, "mlp projection backward", mk_linear_bwd(m->dact, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act,
-                                                       p + w->proj_w, N, d->F, C, wt, pr, im));
+        MK(m, "mlp projection backward", mk_linear_bwd(m->dact, optw(g, w->proj_w), optw(g, w->proj_b), m->dres,
+                                                       a->fch_act, p + w->proj_w, N, d->F, C, wt, pr, im));
+        if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, m->dact, N, l);
         MK(m, "swiglu backward", mk_swiglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC, N,
                                                d->F, im));
     } else {
-        MK(m, "mlp projection backward", mk_linear_bwd(m->dfch, g + w->proj_w, optw(g, w->proj_b), m->dres, a->fch_act,
-                                                       p + w->proj_w, N, d->F, C, wt, pr, im));
-        if (w->fc_b != DEC__NONE) /* with the fc bias gradient in the same pass */
-            MK(m, "gelu backward", mk_gelu_bwd_bias(m->dfch, g + w->fc_b, m->dfch, a->fch, N, d->F, d->F, im));
+        MK(m, "mlp projection backward", mk_linear_bwd(m->dfch, optw(g, w->proj_w), optw(g, w->proj_b), m->dres,
+                                                       a->fch_act, p + w->proj_w, N, d->F, C, wt, pr, im));
+        if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, m->dfch, N, l);
+        if (w->fc_b != DEC__NONE && g) /* with the fc bias gradient in the same pass */
+            MK(m, "gelu backward", mk_gelu_bwd_bias(m->dfch, optw(g, w->fc_b), m->dfch, a->fch, N, d->F, d->F, im));
         else
             MK(m, "gelu backward", mk_gelu_bwd(m->dfch, m->dfch, a->fch, N * (size_t)d->F, im));
     }
-    MK(m, "fc backward", mk_linear_bwd(m->dbuf, g + w->fc_w, d->llama ? optw(g, w->fc_b) : NULL, m->dfch, a->ln2,
+    MK(m, "fc backward", mk_linear_bwd(m->dbuf, optw(g, w->fc_w), d->llama ? optw(g, w->fc_b) : NULL, m->dfch, a->ln2,
                                        p + w->fc_w, N, C, d->FC, wt, pr, im));
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_FC, p, gl, a->ln2, m->dfch, m->dbuf, N, l);
     TRY(norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N, 1));
-    MK(m, "attention projection backward", mk_linear_bwd(m->dbuf, g + w->o_w, optw(g, w->o_b), m->dres, a->atty,
+    MK(m, "attention projection backward", mk_linear_bwd(m->dbuf, optw(g, w->o_w), optw(g, w->o_b), m->dres, a->atty,
                                                          p + w->o_w, N, d->Q, C, wt, pr, im));
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_O, p, gl, a->atty, m->dres, m->dbuf, N, l);
     /* d q and d k: into dqkv, or (qk_norm) into dfch, the gradient after the norms */
     const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
     float *dqk = m->cfg.qk_norm ? m->dfch : m->dqkv;
@@ -469,21 +512,23 @@ static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, int 
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
     if (d->llama) MK(m, "rope backward", mk_rope_bwd(&m->rope, dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
     if (m->cfg.qk_norm) { /* dqkv's q and k columns: the gradients before the norms */
-        MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, g + w->q_norm, dqk, a->qkv, p + w->q_norm, a->qk_rstd, N,
-                                                      d->H, d->D, d->QKV, QK, 0, im));
-        MK(m, "k norm backward", mk_rmsnorm_heads_bwd(m->dqkv + d->Q, g + w->k_norm, dqk + d->Q, a->qkv + d->Q,
+        MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, optw(g, w->q_norm), dqk, a->qkv, p + w->q_norm,
+                                                      a->qk_rstd, N, d->H, d->D, d->QKV, QK, 0, im));
+        MK(m, "k norm backward", mk_rmsnorm_heads_bwd(m->dqkv + d->Q, optw(g, w->k_norm), dqk + d->Q, a->qkv + d->Q,
                                                       p + w->k_norm, a->qk_rstd + N * (size_t)d->H, N, d->G, d->D,
                                                       d->QKV, QK, 0, im));
     }
-    MK(m, "qkv projection backward", mk_linear_bwd(m->dbuf, g + w->qkv_w, optw(g, w->qkv_b), m->dqkv, a->ln1,
+    MK(m, "qkv projection backward", mk_linear_bwd(m->dbuf, optw(g, w->qkv_w), optw(g, w->qkv_b), m->dqkv, a->ln1,
                                                    p + w->qkv_w, N, C, d->QKV, wt, pr, im));
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_QKV, p, gl, a->ln1, m->dqkv, m->dbuf, N, l);
     return norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
-/* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with gW the backward
- * (d x into dx, d W into gW) — fused, so the full (rows, V) logits never exist at once. */
-static zero_status head(dec_model *m, const float *W, float *gW, const float *x, size_t rows, const int32_t *targets,
-                        float dscale, float *dx, float *logits_out) {
+/* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with bwd the backward
+ * (d x into dx, d W into gW unless it is NULL: frozen) — fused, so the full (rows, V) logits never
+ * exist at once. */
+static zero_status head(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
+                        const int32_t *targets, float dscale, float *dx, float *logits_out) {
     const int C = m->d.C, V = m->cfg.vocab;
     for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
         const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
@@ -491,8 +536,9 @@ static zero_status head(dec_model *m, const float *W, float *gW, const float *x,
         MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
-        MK(m, "cross-entropy", mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, gW ? dscale : 0.0f, m->impl));
-        if (!gW) continue;
+        MK(m, "cross-entropy",
+           mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, bwd ? dscale : 0.0f, m->impl));
+        if (!bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
         MK(m, "lm head backward", mk_linear_bwd(dx + r0 * C, gW, NULL, m->logits, xr, W, nr, C, V, 1, m->prec, m->impl));
     }
@@ -556,6 +602,10 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
     const float *w;
     float *g;
     m->shared_holds = -1;
+    /* LoRA: the base is frozen (no gradient for the embeddings and the final unit, the layers'
+     * buffers hold their adapters' gradients only) */
+    const int frozen = m->lora != NULL;
+    if (m->lora) dec__lora_begin(m->lora, p->backward);
 
     /* forward */
     TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
@@ -582,27 +632,29 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
         htargets = NULL;
         hlogits = p->last_logits;
     }
+    const int bwd = p->backward;
     if (!m->cfg.tied) { /* lm_head is in the final unit: norm, head and their backward in one gather */
         g = NULL;
-        if (p->backward) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-        TRY(head(m, w + lay->head_w, g ? g + lay->head_w : NULL, hx, hrows, htargets, dscale, m->dbuf, hlogits));
-        if (p->backward) {
+        if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+        TRY(head(m, w + lay->head_w, optw(g, lay->head_w), bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        if (bwd) {
             TRY(final_norm_bwd(m, w, g, N));
-            TRY(u->grad_ready(m, u->ctx, L + 1));
+            if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
         }
         TRY(u->release(m, u->ctx, L + 1));
     } else { /* the tied head reads wte: the embeddings again; their gradient buffer stays open */
         TRY(u->release(m, u->ctx, L + 1));
         TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
         g = NULL;
-        if (p->backward) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
-        TRY(head(m, w, g, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
+        TRY(head(m, w, g, bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
         TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
-        if (p->backward) {
+        if (bwd) {
             TRY_PTR(u->gather(m, u->ctx, L + 1), w);
-            TRY_PTR(u->grad(m, u->ctx, L + 1), g);
+            g = NULL;
+            if (!frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
             TRY(final_norm_bwd(m, w, g, N));
-            TRY(u->grad_ready(m, u->ctx, L + 1));
+            if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
             TRY(u->release(m, u->ctx, L + 1));
         }
     }
@@ -614,10 +666,11 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
         TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
         TRY_PTR(u->grad(m, u->ctx, 1 + l), g);
         if (m->ckpt && m->shared_holds != l) TRY(layer_fwd(m, l, w, B, T));
-        TRY(layer_bwd(m, l, w, g, B, T));
+        TRY(layer_bwd(m, l, w, frozen ? NULL : g, frozen ? g : NULL, B, T));
         TRY(u->grad_ready(m, u->ctx, 1 + l));
         TRY(u->release(m, u->ctx, 1 + l));
     }
+    if (frozen) return ZERO_OK; /* frozen embeddings: nothing below the first layer trains */
     /* The embedding backward reads no parameter: its gradient buffer is all it needs. */
     TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
     MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->impl));

@@ -34,6 +34,8 @@ static inline double dec__uniform(uint64_t *state) {
 double dec__normal(uint64_t *state);
 
 void dec__errorf(zero_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A text file of at most 64 MiB, NUL-terminated (malloc'd), or NULL with err set (hf.c). */
+char *dec__read_text(const char *path, zero_error *err);
 /* cJSON_Print's text (freed) with two-space indentation, as transformers writes JSON (malloc'd). */
 char *dec__json_indent(char *text);
 
@@ -73,6 +75,26 @@ void dec__set_matmul_prec(dec_model *m, mk_prec prec);
 /* Sets the model kernels' implementation (tests: ZERO_IMPL_SCALAR runs every reference);
  * ZERO_ERR_UNSUPPORTED for one this CPU cannot run. */
 zero_status dec__set_impl(dec_model *m, zero_impl impl);
+
+/* ---------------------------------------------------------------- LoRA (lora.c) */
+/* The four linear sites of a layer the adapters attach to: the q/k/v product (GPT-2 c_attn), the
+ * attention output, the MLP's first product ([gate | up], GPT-2 c_fc) and its second. */
+enum { DEC__SITE_QKV = 0, DEC__SITE_O = 1, DEC__SITE_FC = 2, DEC__SITE_PROJ = 3, DEC__NSITES };
+struct dec_lora;
+typedef struct dec__lora dec__lora;
+/* The adapters' state for passes of up to B x T rows; *bytes: its scratch. NULL on error. */
+dec__lora *dec__lora_create(const dec_config *c, const struct dec_lora *l, int B, int T, uint64_t *bytes, zero_error *err);
+void dec__lora_free(dec__lora *x);
+/* A pass begins: dropout applies only to training passes. */
+void dec__lora_begin(dec__lora *x, int training);
+void dec__lora_key(dec__lora *x, uint64_t key);
+/* y (N rows; the site's output) += the adapters of `site` on input in (N rows), with layer
+ * unit view p. */
+void dec__lora_fwd(dec__lora *x, int site, const float *p, const float *in, float *y, size_t N, int layer);
+/* From dy (the site's output gradient): the adapters' gradients added into g (the layer's
+ * gradient buffer: adapters only) and d in added into dinp. */
+void dec__lora_bwd(dec__lora *x, int site, const float *p, float *g, const float *in, const float *dy, float *dinp,
+                   size_t N, int layer);
 
 /* ---------------------------------------------------------------- the pass over units */
 /* Where the pass gets unit memory: raw pointers or the engine. On failure a call returns a

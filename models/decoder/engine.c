@@ -41,7 +41,8 @@ zero_status dec_engine_init(const dec_config *cfg, zero_engine *e, uint64_t seed
     zero_status st = ZERO_OK;
     for (int u = 0; u < dec_num_units(cfg) && !st; u++) {
         dec_init_unit(cfg, u, seed, buf);
-        st = zero_engine_set_unit(e, u, buf);
+        /* the unit's base tensors (a LoRA registration appends adapters after them: dec_lora_init) */
+        st = zero_engine_set_unit_range(e, u, 0, dec_unit_numel(cfg, u), buf);
         if (st) {
             char name[32];
             dec__errorf(err, "initializing unit '%s': %s", dec_unit_name(cfg, u, name, sizeof name),

@@ -1,6 +1,7 @@
 /* models/decoder/hf.c — reading a Hugging Face model directory: config.json, the weight files
  * (single or sharded with an index), name mapping, and the streamed, per-rank load into an engine. */
 #include "decoder/hf.h"
+#include "decoder/lora.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -62,6 +63,8 @@ static char *slurp(const char *path, uint64_t max, size_t *len, zero_error *err)
     if (zero_read_file(path, max, &text, len, &e2) != ZERO_OK) dec__errorf(err, "%s", e2.msg);
     return text;
 }
+
+char *dec__read_text(const char *path, zero_error *err) { return slurp(path, err); }
 
 zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err) {
     if (json) *json = NULL;
@@ -334,6 +337,10 @@ static zero_status match(dec_hf *h, zero_engine *e, int (*where)[2], zero_error 
     for (int p = 0; p < np; p++) {
         zero_param_info pi;
         zero_engine_param_info(e, p, &pi);
+        if (dec_lora_is_param(pi.name)) { /* LoRA adapters are not in the base model */
+            where[p][0] = -1;
+            continue;
+        }
         int f = -1;
         const int i = locate(h, pi.name, &f);
         if (i < 0) {
@@ -388,7 +395,6 @@ static zero_status read_elems(zero_st_file *f, int i, uint64_t a, uint64_t b, fl
 
 zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
     const int np = zero_engine_num_params(e), nu = zero_engine_num_units(e);
-    const zero_config *zc = zero_engine_config(e);
     int(*where)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof *where);
     float *buf = malloc(CHUNK * sizeof(float));
     uint16_t *stage = malloc(CHUNK * sizeof(uint16_t));
@@ -400,19 +406,25 @@ zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
     }
     if ((st = match(h, e, where, err))) goto out;
     for (int u = 0; u < nu && !st; u++) {
-        zero_unit_info ui;
-        zero_engine_unit_info(e, u, &ui);
-        /* the elements this rank keeps: its shard at stage 3, all of them otherwise */
-        const uint64_t lo = zc->stage == 3 ? ui.offset : 0, hi = zc->stage == 3 ? ui.offset + ui.valid : ui.numel;
-        uint64_t at = lo; /* the unit element buf[0] holds */
-        uint64_t fill = 0;
+        uint64_t at = 0;   /* the unit element buf[0] holds */
+        uint64_t fill = 0; /* buf holds unit elements [at, at + fill) */
         for (int p = 0; p < np && !st; p++) {
             zero_param_info pi;
             zero_engine_param_info(e, p, &pi);
-            if (pi.unit != u) continue;
-            const uint64_t a = pi.offset > lo ? pi.offset : lo;
-            const uint64_t b = pi.offset + pi.numel < hi ? pi.offset + pi.numel : hi;
+            if (pi.unit != u || where[p][0] < 0) continue;
+            /* the elements this rank keeps of the parameter: its shard's part at stage 3, all of
+             * them otherwise */
+            const uint64_t a = pi.offset + pi.own_lo, b = pi.offset + pi.own_hi;
             if (a >= b) continue;
+            if (fill && at + fill != a) { /* not adjacent to what buf holds: hand that over first */
+                if (zero_engine_set_unit_range(e, u, at, at + fill, buf)) {
+                    dec__errorf(err, "%s", zero_engine_last_error(e));
+                    st = ZERO_ERR_STATE;
+                    break;
+                }
+                fill = 0;
+            }
+            if (!fill) at = a;
             zero_st_file *f = h->files[where[p][0]];
             const int ti = where[p][1];
             const zero_st_tensor *t = zero_st_tensor_at(f, ti);
@@ -448,5 +460,62 @@ out:
     free(stage);
     free(buf);
     free(where);
+    return st;
+}
+
+/* ---------------------------------------------------------------- a base model's identity */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+zero_status dec_hf_fingerprint(dec_hf *h, char *out, size_t cap, zero_error *err) {
+    uint64_t x = fnv(0xcbf29ce484222325ull, h->json, strlen(h->json));
+    unsigned char buf[2 * DEC_HF_FINGERPRINT_BYTES];
+    for (int f = 0; f < h->nfiles; f++)
+        for (int i = 0; i < zero_st_count(h->files[f]); i++) {
+            const zero_st_tensor *t = zero_st_tensor_at(h->files[f], i);
+            x = fnv(x, t->name, strlen(t->name) + 1);
+            x = fnv(x, t->dtype, strlen(t->dtype) + 1);
+            x = fnv(x, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+            x = fnv(x, &t->nbytes, sizeof t->nbytes);
+            /* its first and last bytes (all of a small tensor) */
+            const uint64_t n = t->nbytes < DEC_HF_FINGERPRINT_BYTES ? t->nbytes : DEC_HF_FINGERPRINT_BYTES;
+            zero_status st = n ? zero_st_read(h->files[f], i, 0, buf, (size_t)n) : ZERO_OK;
+            if (!st && n) st = zero_st_read(h->files[f], i, t->nbytes - n, buf + n, (size_t)n);
+            if (st) {
+                dec__errorf(err, "%s", zero_st_last_error(h->files[f]));
+                return st;
+            }
+            x = fnv(x, buf, (size_t)(2 * n));
+        }
+    snprintf(out, cap, "fnv1a64:%016llx", (unsigned long long)x);
+    return ZERO_OK;
+}
+
+zero_status dec_hf_read(dec_hf *h, const char *name, uint64_t lo, uint64_t hi, float *dst, zero_error *err) {
+    int f = -1;
+    const int i = locate(h, name, &f);
+    if (i < 0) {
+        dec__errorf(err, "%s: no tensor '%s'", h->dir, name);
+        return ZERO_ERR_FORMAT;
+    }
+    const zero_st_tensor *t = zero_st_tensor_at(h->files[f], i);
+    if (hi > t->numel || lo > hi) {
+        dec__errorf(err, "%s: tensor '%s' has %llu elements: [%llu, %llu) is outside", h->dir, name,
+                    (unsigned long long)t->numel, (unsigned long long)lo, (unsigned long long)hi);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (t->zdtype != ZERO_DTYPE_FP32 && t->zdtype != ZERO_DTYPE_BF16 && t->zdtype != ZERO_DTYPE_FP16) {
+        dec__errorf(err, "%s: tensor '%s' has dtype %s: expected F32, BF16 or F16", zero_st_path(h->files[f]), name, t->dtype);
+        return ZERO_ERR_FORMAT;
+    }
+    uint16_t stage[4096];
+    zero_status st = ZERO_OK;
+    for (uint64_t a = lo; a < hi && !st; a += 4096) {
+        const uint64_t b = hi - a < 4096 ? hi : a + 4096;
+        st = read_elems(h->files[f], i, a, b, dst + (a - lo), stage, NULL, err);
+    }
     return st;
 }

@@ -75,6 +75,17 @@ int dec_hf_num_files(const dec_hf *h);
  * on tensors read whole. Not collective: the ranks should agree on the outcome afterwards. */
 zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err);
 
+/* A cheap identity of the model in the directory (what a LoRA run's checkpoint records of its
+ * base, to refuse another base on resume): FNV-1a 64 over config.json's bytes and, for every
+ * tensor of every weight file in order, its name, dtype, shape, byte count and first and last
+ * DEC_HF_FINGERPRINT_BYTES bytes (all of a smaller tensor): a few KiB read per tensor whatever
+ * the model's size. out: "fnv1a64:" and 16 hex digits. */
+#define DEC_HF_FINGERPRINT_BYTES 4096
+zero_status dec_hf_fingerprint(dec_hf *h, char *out, size_t cap, zero_error *err);
+/* Elements [lo, hi) of the tensor of parameter `name` (the decoder's name; GPT-2's body also
+ * under "transformer.") as fp32 (from F32, BF16 or F16). */
+zero_status dec_hf_read(dec_hf *h, const char *name, uint64_t lo, uint64_t hi, float *dst, zero_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,8 +72,8 @@ zero_status mk_layernorm_fwd(float *y, float *mean, float *rstd, const float *x,
                              const float *b, size_t rows, int C, size_t ldx, size_t ldy, float eps,
                              zero_impl impl);
 /* LayerNorm backward from dy (rows, C; ldy): dx (ldx) is written (accumulate == 0) or accumulated
- * (accumulate != 0, e.g. into a residual stream's gradient); dw and db (C) are accumulated; db may
- * be NULL. dx must not alias dy or x. ZERO_ERR_NOMEM when the column-sum scratch (rows/64 * 2C
+ * (accumulate != 0, e.g. into a residual stream's gradient); dw and db (C) are accumulated; either
+ * may be NULL (not computed: a frozen gain or bias, or no bias). dx must not alias dy or x. ZERO_ERR_NOMEM when the column-sum scratch (rows/64 * 2C
  * floats at most) cannot be allocated (nothing written then). */
 zero_status mk_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, const float *x,
                              const float *w, const float *mean, const float *rstd, size_t rows,
@@ -86,7 +86,7 @@ zero_status mk_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, c
 zero_status mk_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, size_t rows,
                            int C, size_t ldx, size_t ldy, float eps, zero_impl impl);
 /* RMSNorm backward: dx written or accumulated as in mk_layernorm_bwd; dw (C) accumulated (NULL
- * when w was NULL). ZERO_ERR_NOMEM as mk_layernorm_bwd. */
+ * when w was NULL, or not computed: a frozen gain). ZERO_ERR_NOMEM as mk_layernorm_bwd. */
 zero_status mk_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                            const float *rstd, size_t rows, int C, size_t ldx, size_t ldy,
                            int accumulate, zero_impl impl);
@@ -100,7 +100,8 @@ zero_status mk_rmsnorm_heads_fwd(float *y, float *rstd, const float *x, const fl
                                  size_t n_tok, int n_heads, int head_dim, size_t ldx, size_t ldy,
                                  float eps, zero_impl impl);
 /* Its backward: dx (layout of x) written or accumulated, dw (head_dim) accumulated over every
- * row, in row order by chunks as every column sum here (thread-count independent). */
+ * row, in row order by chunks as every column sum here (thread-count independent); dw NULL: not
+ * computed (a frozen gain). */
 zero_status mk_rmsnorm_heads_bwd(float *dx, float *dw, const float *dy, const float *x,
                                  const float *w, const float *rstd, size_t n_tok, int n_heads,
                                  int head_dim, size_t ldx, size_t ldy, int accumulate,

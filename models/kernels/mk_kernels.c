@@ -188,24 +188,27 @@ zero_status mk_layernorm_bwd(float *dx, float *dw, float *db, const float *dy, c
                              int C, size_t ldx, size_t ldy, int accumulate, zero_impl impl) {
     PICK(impl, isa);
     if (!rows) return ZERO_OK;
-    if (!dx || !dw || !dy || !x || !w || !mean || !rstd || C < 1 || ldx < (size_t)C ||
-        ldy < (size_t)C)
+    if (!dx || !dy || !x || !w || !mean || !rstd || C < 1 || ldx < (size_t)C || ldy < (size_t)C)
         return ZERO_ERR_INVALID_ARG;
     const size_t cols = (size_t)C, nch = (rows + MK_CHUNK_ROWS - 1) / MK_CHUNK_ROWS;
-    const int nparts = db ? 2 : 1;
+    /* the partial sums of the gradients asked for: dw's then db's (none when both are NULL) */
+    float *dst[2];
+    int nparts = 0;
+    if (dw) dst[nparts++] = dw;
+    if (db) dst[nparts++] = db;
     const size_t stride = cols * (size_t)nparts;
-    float *part = calloc(nch * stride, sizeof(float));
-    if (!part) return ZERO_ERR_NOMEM;
+    float *part = NULL;
+    if (nparts && !(part = calloc(nch * stride, sizeof(float)))) return ZERO_ERR_NOMEM;
 #pragma omp parallel for schedule(static) if (rows * cols >= MK_PAR_MIN)
     for (size_t c = 0; c < nch; c++) {
-        float *wp = part + c * stride, *bp = db ? wp + cols : NULL;
+        float *wp = dw ? part + c * stride : NULL;
+        float *bp = db ? part + c * stride + (dw ? cols : 0) : NULL;
         const size_t r1 = min_sz(rows, (c + 1) * MK_CHUNK_ROWS);
         for (size_t r = c * MK_CHUNK_ROWS; r < r1; r++)
             isa->ln_bwd_row(dx + r * ldx, wp, bp, dy + r * ldy, x + r * ldx, w, mean[r], rstd[r], C,
                             accumulate);
     }
-    float *dst[2] = {dw, db};
-    reduce_parts(dst, nparts, part, nch, stride, cols);
+    if (part) reduce_parts(dst, nparts, part, nch, stride, cols);
     free(part);
     return ZERO_OK;
 }
@@ -234,7 +237,7 @@ static zero_status rms_bwd(float *dx, float *dw, const float *dy, const float *x
                            size_t ldy, int accumulate, zero_impl impl) {
     PICK(impl, isa);
     if (!n_tok) return ZERO_OK;
-    if (!dx || !dy || !x || !rstd || (w && !dw) || (!w && dw) || C < 1 || heads < 1 ||
+    if (!dx || !dy || !x || !rstd || (!w && dw) || C < 1 || heads < 1 ||
         ldx < (size_t)C * heads || ldy < (size_t)C * heads)
         return ZERO_ERR_INVALID_ARG;
     const size_t rows = n_tok * (size_t)heads, hs = (size_t)heads;

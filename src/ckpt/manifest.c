@@ -141,13 +141,24 @@ zero_status zero_manifest_validate(const zero_manifest *m, zero_error *e) {
     return ZERO_OK;
 }
 
-/* The tensors the engine declares: per unit its master and `states` optimizer states, F32, the
- * unit's numel, the manifest's align (any order). */
+/* Elements of unit u's trainable part (its parameters that are not frozen) and frozen part. */
+static void unit_parts(const zero_manifest *m, const zero_manifest_unit *u, uint64_t *trainable, uint64_t *frozen) {
+    *trainable = *frozen = 0;
+    for (int k = u->first_param; k < u->first_param + u->nparams; k++) *(m->params[k].frozen ? frozen : trainable) += m->params[k].numel;
+}
+
+/* The tensors the engine declares (any order): per unit with a trainable part its master and
+ * `states` optimizer states, F32, the trainable part's size; with frozen parameters optionally
+ * "<unit>/frozen" (F32, BF16 or F16, the frozen part's size); all of the manifest's align. */
 static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t, int nt, char *err, size_t cap) {
     const zero_status F = ZERO_ERR_FORMAT;
-    if (nt != m->nunits * (1 + m->states))
-        return fail(err, cap, F, "%d tensors for %d units with %d optimizer states: expected %d", nt, m->nunits, m->states,
-                    m->nunits * (1 + m->states));
+    int want_nt = 0;
+    for (int k = 0; k < m->nunits; k++) {
+        uint64_t tr, fr;
+        unit_parts(m, &m->units[k], &tr, &fr);
+        want_nt += tr ? 1 + m->states : 0;
+    }
+    int nfrozen = 0;
     for (int i = 0; i < nt; i++) {
         const char *slash = strrchr(t[i].name, '/');
         const zero_manifest_unit *u = NULL;
@@ -155,13 +166,26 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
             if (strlen(m->units[k].name) == (size_t)(slash - t[i].name) && !strncmp(m->units[k].name, t[i].name, (size_t)(slash - t[i].name)))
                 u = &m->units[k];
         if (!u) return fail(err, cap, F, "tensor '%s' belongs to no unit", t[i].name);
-        if (t[i].dtype != ZERO_DTYPE_FP32 || t[i].numel != u->numel || t[i].align != m->align)
-            return fail(err, cap, F, "tensor '%s' is %s[%llu] aligned to %llu: unit '%s' expects F32[%llu] aligned to %llu",
+        uint64_t tr, fr;
+        unit_parts(m, u, &tr, &fr);
+        const int fz = !strcmp(slash + 1, "frozen");
+        const uint64_t want = fz ? fr : tr;
+        const int dt_ok = fz ? t[i].dtype == ZERO_DTYPE_FP32 || t[i].dtype == ZERO_DTYPE_BF16 || t[i].dtype == ZERO_DTYPE_FP16
+                             : t[i].dtype == ZERO_DTYPE_FP32;
+        if (!dt_ok || want == 0 || t[i].numel != want || t[i].align != m->align)
+            return fail(err, cap, F, "tensor '%s' is %s[%llu] aligned to %llu: unit '%s' expects %s[%llu] aligned to %llu",
                         t[i].name, zero_st_dtype_name(t[i].dtype) ? zero_st_dtype_name(t[i].dtype) : "?",
                         (unsigned long long)t[i].numel, (unsigned long long)t[i].align, u->name,
-                        (unsigned long long)u->numel, (unsigned long long)m->align);
+                        fz ? "F32/BF16/F16" : "F32", (unsigned long long)want, (unsigned long long)m->align);
+        nfrozen += fz;
     }
+    if (nt != want_nt + nfrozen)
+        return fail(err, cap, F, "%d tensors for %d units with %d optimizer states: expected %d (and a \"frozen\" one per unit "
+                    "with frozen parameters, when saved)", nt, m->nunits, m->states, want_nt);
     for (int k = 0; k < m->nunits; k++) {
+        uint64_t tr, fr;
+        unit_parts(m, &m->units[k], &tr, &fr);
+        if (!tr) continue; /* frozen parameters only: no master */
         char want[600];
         snprintf(want, sizeof want, "%s/master", m->units[k].name);
         int found = 0;
@@ -218,6 +242,7 @@ static cJSON *engine_json(const zero_manifest *m) {
             cJSON_AddItemToObject(jp, "shape", sh);
             cJSON_AddNumberToObject(jp, "offset", (double)q->offset);
             cJSON_AddBoolToObject(jp, "no_decay", q->no_decay != 0);
+            if (q->frozen) cJSON_AddBoolToObject(jp, "frozen", 1);
         }
         cJSON_AddItemToObject(ju, "params", ps);
     }
@@ -478,6 +503,9 @@ static zero_status parse_engine(zero__manifest *m, const char *path, char *err, 
             x = get(p, "no_decay");
             if (!cJSON_IsBool(x)) return fail(err, cap, F, "%s: parameter '%s': \"no_decay\": expected true or false", path, q->name);
             q->no_decay = cJSON_IsTrue(x);
+            x = get(p, "frozen"); /* written only for a frozen parameter */
+            if (x && !cJSON_IsBool(x)) return fail(err, cap, F, "%s: parameter '%s': \"frozen\": expected true or false", path, q->name);
+            q->frozen = cJSON_IsTrue(x);
         }
         mu->nparams = k;
     }

@@ -579,11 +579,97 @@ static int save_divergence(const zc_key *k, const zero_config *cfg, cJSON *paren
     return 0;
 }
 
+/* frozen_dtype: "auto" (the working precision), "fp32", "bf16" or "fp16". */
+static zero_status load_frozen_dtype(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    zero_dtype dt;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) {
+        cfg->frozen_dtype = ZERO_DTYPE_COUNT;
+        return ZERO_OK;
+    }
+    if (!cJSON_IsString(v) || zero_dtype_parse(v->valuestring, &dt) != ZERO_OK ||
+        (dt != ZERO_DTYPE_FP32 && dt != ZERO_DTYPE_BF16 && dt != ZERO_DTYPE_FP16))
+        return zero__zc_type_error(c, "\"auto\", \"fp32\", \"bf16\" or \"fp16\"", v);
+    cfg->frozen_dtype = dt;
+    return ZERO_OK;
+}
+
+static zero_status check_frozen_dtype(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    const zero_dtype d = cfg->frozen_dtype;
+    if (d != ZERO_DTYPE_COUNT && d != ZERO_DTYPE_FP32 && d != ZERO_DTYPE_BF16 && d != ZERO_DTYPE_FP16)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "dtype %d: expected fp32, bf16, fp16 or ZERO_DTYPE_COUNT (auto)", (int)d);
+    return ZERO_OK;
+}
+
+/* "auto" is the default: not written */
+static int save_frozen_dtype(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    const zero_dtype d = cfg->frozen_dtype;
+    if (d == ZERO_DTYPE_COUNT) return 0;
+    return cJSON_AddStringToObject(parent, k->name, zero_dtype_name(d)) ? 0 : -1;
+}
+
+/* lora.targets: module names, as an array of strings or one comma-separated string. */
+static zero_status load_lora_targets(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    char buf[sizeof cfg->lora.targets];
+    size_t at = 0;
+    const cJSON *it;
+    if (cJSON_IsString(v)) {
+        if (strlen(v->valuestring) >= sizeof buf)
+            return zero__zc_fail(c, ZERO_ERR_CONFIG, "%zu bytes: expected at most %zu", strlen(v->valuestring), sizeof buf - 1);
+        snprintf(cfg->lora.targets, sizeof cfg->lora.targets, "%s", v->valuestring);
+        return ZERO_OK;
+    }
+    if (!cJSON_IsArray(v)) return zero__zc_type_error(c, "an array of module names, or one comma-separated string", v);
+    buf[0] = 0;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsString(it) || !*it->valuestring || strchr(it->valuestring, ','))
+            return zero__zc_type_error(c, "module names (strings without a comma)", it);
+        const size_t n = strlen(it->valuestring);
+        if (at + n + 2 > sizeof buf)
+            return zero__zc_fail(c, ZERO_ERR_CONFIG, "the names take more than %zu bytes", sizeof buf - 1);
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s", at ? "," : "", it->valuestring);
+    }
+    memcpy(cfg->lora.targets, buf, sizeof buf);
+    return ZERO_OK;
+}
+
+static int save_lora_targets(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (!cfg->lora.targets[0]) return 0;
+    return cJSON_AddStringToObject(parent, k->name, cfg->lora.targets) ? 0 : -1;
+}
+
+static const zc_key lora_keys[] = {
+    {.name = "r", .kind = ZC_INT, .off = OFF(lora.r), .lo = 0, .hi = 65536},
+    {.name = "alpha", .kind = ZC_F64, .flags = ZC_LO_OPEN, .off = OFF(lora.alpha), .lo = 0, .hi = 1e9},
+    {.name = "targets", .kind = ZC_CUSTOM, .load = load_lora_targets, .save = save_lora_targets},
+    {.name = "dropout", .kind = ZC_F64, .flags = ZC_HI_OPEN, .off = OFF(lora.dropout), .lo = 0, .hi = 1},
+    {.name = "rslora", .kind = ZC_BOOL, .off = OFF(lora.rslora)},
+    {0},
+};
+
+/* The lora section is written only when LoRA is on (r >= 1). */
+static int save_lora(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (cfg->lora.r < 1) return 0;
+    cJSON *o = cJSON_CreateObject();
+    if (!o || zero__zc_save_table(lora_keys, cfg, 0, o)) {
+        cJSON_Delete(o);
+        return -1;
+    }
+    cJSON_AddItemToObject(parent, k->name, o);
+    return 0;
+}
+
 static const zc_key extension_keys[] = {
     {.name = "check_divergence", .kind = ZC_CUSTOM, .off = OFF(check_divergence), .load = load_divergence,
      .check = check_divergence_mode, .save = save_divergence},
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
+    {.name = "frozen_dtype", .kind = ZC_CUSTOM, .off = OFF(frozen_dtype), .load = load_frozen_dtype,
+     .check = check_frozen_dtype, .save = save_frozen_dtype},
+    {.name = "save_frozen", .kind = ZC_BOOL, .off = OFF(save_frozen)},
+    {.name = "lora", .kind = ZC_OBJECT, .children = lora_keys, .save = save_lora},
     {0},
 };
 

@@ -40,6 +40,11 @@ static zero_status check_config(const zero_config *cfg, zero_error *err) {
         if (err) ZERO__ERR(err, "precision %d (bf16.enabled / fp16.enabled): expected fp32, bf16 or fp16", (int)cfg->precision);
         return ZERO_ERR_CONFIG;
     }
+    const zero_dtype fd = cfg->frozen_dtype;
+    if (fd != ZERO_DTYPE_COUNT && fd != ZERO_DTYPE_FP32 && fd != ZERO_DTYPE_BF16 && fd != ZERO_DTYPE_FP16) {
+        if (err) ZERO__ERR(err, "zero_extensions.frozen_dtype %d: expected fp32, bf16, fp16 or auto", (int)fd);
+        return ZERO_ERR_CONFIG;
+    }
     const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
     const char *bad = NULL, *why = "";
     if (oo->device == ZERO_OFFLOAD_NVME && cfg->stage == 0) bad = "offload_optimizer.device", why = "nvme needs stage 1, 2 or 3";
@@ -103,6 +108,8 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     e->world = zero_comm_size(comm);
     e->wdt = cfg->precision;
     e->wsize = zero_dtype_size(e->wdt);
+    e->fdt = cfg->frozen_dtype == ZERO_DTYPE_COUNT ? e->wdt : cfg->frozen_dtype;
+    e->fsize = zero_dtype_size(e->fdt);
     int64_t ab = cfg->align_bytes > 0 ? cfg->align_bytes : 64;
     e->align = (uint64_t)(ab / 4 > 0 ? ab / 4 : 1);
     e->nstates = zero_optim_state_count(cfg->optim.type, cfg->optim.momentum);
@@ -133,9 +140,12 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
 
 static void free_unit_transients(zero_engine *e, eunit *u) {
     if (u->prefetch) zero_request_wait(u->prefetch);
+    if (u->fprefetch) zero_request_wait(u->fprefetch);
     if (u->reduce) zero_request_wait(u->reduce);
-    u->prefetch = u->reduce = NULL;
+    u->prefetch = u->fprefetch = u->reduce = NULL;
     zero__buf_put(e, u->gathered);
+    zero__buf_put(e, u->fgathered);
+    u->fgathered = NULL;
     zero__buf_put(e, u->view);
     zero__buf_put(e, u->gscratch);
     zero__buf_put(e, u->gsend);
@@ -158,6 +168,7 @@ void zero_engine_free(zero_engine *e) {
         zero_mem_free(&e->acct, u->master);
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
+        zero_mem_free(&e->acct, u->fparams);
         zero__own_free(u);
         free(u->name);
     }
@@ -210,10 +221,10 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: expected a non-empty name");
     if (ndim < 1 || ndim > 8 || !shape)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': ndim %d: expected 1..8", name, ndim);
-    if (flags & ZERO_PARAM_FROZEN)
-        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "add_param '%s': ZERO_PARAM_FROZEN is not supported yet", name);
-    if (flags & ~(unsigned)ZERO_PARAM_NO_DECAY)
-        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY or 0", name, flags);
+    if (flags & ~(unsigned)(ZERO_PARAM_NO_DECAY | ZERO_PARAM_FROZEN))
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG,
+                              "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY, ZERO_PARAM_FROZEN, both or 0", name,
+                              flags);
     if (zero_engine_find_param(e, name) >= 0)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': a parameter of that name exists", name);
     uint64_t numel = 1;
@@ -236,12 +247,17 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     p->name = strdup(name);
     if (!p->name) return zero__eng_fail(e, ZERO_ERR_NOMEM, "add_param: out of memory");
     p->unit = unit;
-    p->offset = u->numel;
+    p->offset = u->vnumel;
     p->numel = numel;
     p->ndim = ndim;
     memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
     p->flags = flags;
-    u->numel += numel;
+    /* its place in its part: the trainable parameters back to back, the frozen ones likewise */
+    uint64_t *part = (flags & ZERO_PARAM_FROZEN) ? &u->fnumel : &u->numel;
+    p->soff = *part;
+    *part += numel;
+    u->vnumel += numel;
+    if (flags & ZERO_PARAM_FROZEN) e->nfrozen += numel;
     u->nparams++;
     e->nparams++;
     return ZERO_OK;
@@ -260,16 +276,26 @@ zero_status zero_engine_finalize(zero_engine *e) {
     if (e->nunits == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: no units registered");
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        if (u->numel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
-        zero_shard sh;
-        if (zero_partition_shard(u->numel, e->world, e->rank, e->align, &sh) != 0)
+        if (u->vnumel == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: unit '%s' has no parameters", u->name);
+        /* each part partitioned on its own (an empty part: 0 everywhere) */
+        zero_shard sh, fsh;
+        if (zero_partition_shard(u->numel, e->world, e->rank, e->align, &sh) != 0 ||
+            zero_partition_shard(u->fnumel, e->world, e->rank, e->align, &fsh) != 0)
             return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "finalize: unit '%s' of %llu elements cannot be partitioned",
-                                  u->name, (unsigned long long)u->numel);
+                                  u->name, (unsigned long long)u->vnumel);
         u->padded = sh.padded;
         u->shard = sh.size;
         u->offset = sh.offset;
         u->valid = sh.valid;
+        u->fpadded = fsh.padded;
+        u->fshard = fsh.size;
+        u->foffset = fsh.offset;
+        u->fvalid = fsh.valid;
     }
+    if (e->nfrozen && e->cfg.offload_param.device == ZERO_OFFLOAD_NVME)
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
+                              "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
+                              "supported yet (offload_optimizer is: frozen parameters have no optimizer state)");
     /* the table says what each rank keeps and where; NVMe offload sets up what lives there
      * (collective when it is on) */
     zero__own_table(e);
@@ -289,6 +315,8 @@ zero_status zero_engine_finalize(zero_engine *e) {
             if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
             if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
         }
+        /* frozen parameters are parameters: charged to ZERO_MEM_PARAMS, in the frozen dtype */
+        u->fparams = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
         if (!fail && zero__own_views(e, u) != 0) fail = 1;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
@@ -317,13 +345,10 @@ static zero_status set_tile(zero_engine *e, etile *x, void *ctx) {
     return ZERO_OK;
 }
 
-/* Copies values[lo, hi) of a unit (fp32) into this rank's persistent copies, as the views say.
- * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
- * written, and one held would hand the next gather the old values (under parameter offload, so
- * is the read-ahead). */
-static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
-    zero_status s = zero__gather_drain(e);
-    if (s != ZERO_OK) return s;
+/* Copies values[lo, hi) of the trainable part (fp32, its coordinates) into this rank's persistent
+ * copies, as the views say. */
+static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+    zero_status s;
     const eview *v = &u->v;
     const etable *t = &e->own;
     /* the working parameters this rank keeps (whole or its slice), when in RAM */
@@ -341,7 +366,37 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
     set_ctx c = {lo, values};
     const int ui = (int)(u - e->units);
     eopass p = {ui, ui + 1, a - u->offset, b - u->offset, 0, arrays, set_tile, &c};
-    return zero__off_run(e, &p);
+    s = zero__off_run(e, &p);
+    return s;
+}
+
+/* values[lo, hi) of the frozen part into this rank's frozen copy (whole, or its slice). */
+static void set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+    const eview *v = &u->v;
+    const uint64_t a = lo > v->flo ? lo : v->flo, b = hi < v->fhi ? hi : v->fhi;
+    if (a < b && v->fp)
+        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, (char *)v->fp + (a - v->flo) * e->fsize, e->fdt, b - a,
+                     ZERO_IMPL_AUTO);
+}
+
+/* Copies values[lo, hi) of a unit's view (fp32) into its parts, parameter by parameter where the
+ * unit has frozen ones (the view is then not the trainable part). Stage-3 prefetches are finished
+ * and dropped first: one in flight reads the shards being written, and one held would hand the
+ * next gather the old values (under parameter offload, so is the read-ahead). */
+static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+    zero_status s = zero__gather_drain(e);
+    if (s != ZERO_OK) return s;
+    if (u->fnumel == 0) return set_trainable(e, u, lo, hi, values);
+    for (int pi = u->first_param; pi < u->first_param + u->nparams && s == ZERO_OK; pi++) {
+        const eparam *p = &e->params[pi];
+        const uint64_t a = p->offset > lo ? p->offset : lo;
+        const uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a >= b) continue;
+        const uint64_t sa = p->soff + (a - p->offset), sb = sa + (b - a);
+        if (zero__frozen(p)) set_frozen(e, u, sa, sb, values + (a - lo));
+        else s = set_trainable(e, u, sa, sb, values + (a - lo));
+    }
+    return s;
 }
 
 zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) {
@@ -351,7 +406,7 @@ zero_status zero_engine_set_unit(zero_engine *e, int unit, const float *values) 
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit: unit %d: expected 0..%d and values", unit, e->nunits - 1);
     eunit *u = &e->units[unit];
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit '%s': the unit is gathered", u->name);
-    return set_range(e, u, 0, u->numel, values);
+    return set_range(e, u, 0, u->vnumel, values);
 }
 
 zero_status zero_engine_set_param(zero_engine *e, const char *name, const float *values) {
@@ -372,10 +427,10 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit_range: unit %d: expected 0..%d and values", unit,
                               e->nunits - 1);
     eunit *u = &e->units[unit];
-    if (lo > hi || hi > u->numel)
+    if (lo > hi || hi > u->vnumel)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set_unit_range '%s': [%llu, %llu): expected a range inside "
                               "the unit's %llu elements", u->name, (unsigned long long)lo, (unsigned long long)hi,
-                              (unsigned long long)u->numel);
+                              (unsigned long long)u->vnumel);
     if (u->gathers) return zero__eng_fail(e, ZERO_ERR_STATE, "set_unit_range '%s': the unit is gathered", u->name);
     return lo == hi ? ZERO_OK : set_range(e, u, lo, hi, values);
 }
@@ -387,11 +442,17 @@ zero_status zero_engine_unit_info(const zero_engine *e, int unit, zero_unit_info
     if (!e || !out || unit < 0 || unit >= e->nunits) return ZERO_ERR_INVALID_ARG;
     const eunit *u = &e->units[unit];
     out->name = u->name;
-    out->numel = u->numel;
+    out->numel = u->vnumel;
+    out->trainable = u->numel;
     out->padded = u->padded;
     out->shard = u->shard;
     out->offset = u->offset;
     out->valid = u->valid;
+    out->frozen = u->fnumel;
+    out->frozen_padded = u->fpadded;
+    out->frozen_shard = u->fshard;
+    out->frozen_offset = u->foffset;
+    out->frozen_valid = u->fvalid;
     out->nparams = u->nparams;
     return ZERO_OK;
 }
@@ -406,6 +467,18 @@ zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_i
     out->ndim = p->ndim;
     memcpy(out->shape, p->shape, sizeof out->shape);
     out->flags = p->flags;
+    const eunit *u = &e->units[p->unit];
+    const int frozen = zero__frozen(p);
+    out->grad_offset = frozen ? UINT64_MAX : p->soff;
+    out->own_lo = 0;
+    out->own_hi = p->numel;
+    if (e->finalized && e->own.k[frozen ? EK_FROZEN : EK_PARAMS].extent == EXT_SHARD) {
+        /* the parameter's part of this rank's slice of its part */
+        const uint64_t slo = frozen ? u->foffset : u->offset, shi = slo + (frozen ? u->fvalid : u->valid);
+        const uint64_t a = p->soff > slo ? p->soff : slo, b = p->soff + p->numel < shi ? p->soff + p->numel : shi;
+        out->own_lo = a < b ? a - p->soff : 0;
+        out->own_hi = a < b ? b - p->soff : 0;
+    }
     return ZERO_OK;
 }
 

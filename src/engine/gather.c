@@ -9,23 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Starts the all-gather of u's shards into a transient buffer (stage 3). */
+/* Elements a stage-3 gather of u holds: both parts, padded. */
+static uint64_t gather_elems(const eunit *u) { return u->padded + u->fpadded; }
+
+/* Whether u's all-gathers were started (or done): a unit with an empty part has no buffer there. */
+static int is_gathered(const eunit *u) { return u->gathered || u->fgathered; }
+
+/* Starts the all-gathers of u's shards into transient buffers (stage 3): the trainable part in
+ * the working dtype, the frozen part in the frozen dtype (each when not empty). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
-    u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
-    if (!u->gathered) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements",
-                                            u->name, (unsigned long long)u->padded);
-    e->live += u->padded;
-    zero_status s;
+    if (u->padded) u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
+    if (u->fpadded) u->fgathered = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
+    if ((u->padded && !u->gathered) || (u->fpadded && !u->fgathered))
+        return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements", u->name,
+                              (unsigned long long)gather_elems(u));
+    e->live += gather_elems(u);
+    zero_status s = ZERO_OK;
     const void *send = e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    double t0 = zero_now();
     if (blocking) {
-        double t0 = zero_now();
-        s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
+        if (u->padded) s = zero_comm_all_gather(e->data, send, u->gathered, u->shard, e->wdt);
+        if (s == ZERO_OK && u->fpadded) s = zero_comm_all_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
     } else {
-        double t0 = zero_now();
         u->prefetch_t0 = t0;
-        s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
+        if (u->padded) s = zero_comm_iall_gather(e->data, send, u->gathered, u->shard, e->wdt, &u->prefetch);
+        if (s == ZERO_OK && u->fpadded)
+            s = zero_comm_iall_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
     if (s != ZERO_OK)
@@ -33,11 +44,23 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     return ZERO_OK;
 }
 
+/* Waits for u's prefetch (both parts). */
+static zero_status wait_prefetch(zero_engine *e, eunit *u) {
+    zero_status s = ZERO_OK;
+    if (u->prefetch) s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
+    if (u->fprefetch) {
+        zero_status f = zero__eng_wait(e, &u->fprefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (s == ZERO_OK) s = f;
+    }
+    return s;
+}
+
 static void free_gathered(zero_engine *e, eunit *u) {
-    if (!u->gathered) return;
+    if (!is_gathered(u)) return;
     zero__buf_put(e, u->gathered);
-    u->gathered = NULL;
-    e->live -= u->padded;
+    zero__buf_put(e, u->fgathered);
+    u->gathered = u->fgathered = NULL;
+    e->live -= gather_elems(u);
 }
 
 /* Stage 3, after the order is known: the unit expected after the current one. */
@@ -80,7 +103,7 @@ static zero_status prefetch_ahead(zero_engine *e) {
     const uint64_t live_max = e->cfg.max_live_parameters > 0 ? (uint64_t)e->cfg.max_live_parameters : UINT64_MAX;
     if (!(e->cfg.set_fields & ZERO_SET_PREFETCH_BUCKET)) {
         eunit *n = &e->units[e->order[e->cursor]];
-        if (n->gathered || e->live + n->padded > live_max) return ZERO_OK;
+        if (is_gathered(n) || e->live + gather_elems(n) > live_max) return ZERO_OK;
         if (e->off.par && !zero__poff_ready(e, n)) return ZERO_OK;
         return start_gather(e, n, 0);
     }
@@ -91,15 +114,15 @@ static zero_status prefetch_ahead(zero_engine *e) {
         eunit *n = &e->units[e->order[k]];
         if (n->pf_mark == walk || n->gathers > 0) continue; /* seen in this walk, or held by the model */
         n->pf_mark = walk;
-        if (n->gathered) { /* prefetched earlier, not used yet */
-            ahead += n->padded;
+        if (is_gathered(n)) { /* prefetched earlier, not used yet */
+            ahead += gather_elems(n);
             continue;
         }
-        if (ahead + n->padded > bucket || e->live + n->padded > live_max) break;
+        if (ahead + gather_elems(n) > bucket || e->live + gather_elems(n) > live_max) break;
         if (e->off.par && !zero__poff_ready(e, n)) break;
         zero_status s = start_gather(e, n, 0);
         if (s != ZERO_OK) return s;
-        ahead += n->padded;
+        ahead += gather_elems(n);
     }
     return ZERO_OK;
 }
@@ -114,10 +137,10 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     zero_status s = nvme ? zero__poff_prepare(e, u) : ZERO_OK;
     if ((s = zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)s, 0)) != ZERO_OK) return s;
     if (nvme && (s = zero__poff_check(e, u)) != ZERO_OK) return s;
-    if (u->prefetch) {
-        if ((s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH)) != ZERO_OK) return s;
+    if (u->prefetch || u->fprefetch) {
+        if ((s = wait_prefetch(e, u)) != ZERO_OK) return s;
         if (nvme) zero__poff_done(e, u);
-    } else if (!u->gathered) {
+    } else if (!is_gathered(u)) {
         if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;
     }
     if ((s = prefetch_ahead(e)) != ZERO_OK) return s;
@@ -125,17 +148,54 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     return ZERO_OK;
 }
 
+/* The fp32 view of a unit with frozen parameters: each parameter from its part, converted (runs
+ * of parameters that lie back to back in one part in one piece). */
+static void assemble_view(const zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
+                          zero_dtype fdt, float *view) {
+    int pi = u->first_param;
+    const int end = u->first_param + u->nparams;
+    while (pi < end) {
+        const eparam *p = &e->params[pi];
+        const int fr = zero__frozen(p);
+        uint64_t n = p->numel;
+        int q = pi + 1;
+        for (; q < end && zero__frozen(&e->params[q]) == fr && e->params[q].soff == p->soff + n; q++) n += e->params[q].numel;
+        const void *src = fr ? ffull : tfull;
+        const zero_dtype dt = fr ? fdt : tdt;
+        zero_convert((const char *)src + p->soff * zero_dtype_size(dt), dt, view + p->offset, ZERO_DTYPE_FP32, n,
+                     ZERO_IMPL_AUTO);
+        pi = q;
+    }
+}
+
 const float *zero_engine_gather(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "gather") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
     const int sharded = e->own.gather_collective;
+    /* a unit of frozen parameters only is its frozen part; otherwise the trainable part */
+    const int fonly = u->numel == 0;
     if (u->gathers > 0) {
         u->gathers++;
-        return u->view ? u->view : (const float *)(sharded ? u->gathered : u->v.wp);
+        if (u->view) return u->view;
+        return (const float *)(fonly ? (sharded ? u->fgathered : u->v.fp) : (sharded ? u->gathered : u->v.wp));
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (sharded && gather_shards(e, u) != ZERO_OK) return NULL;
     const void *full = sharded ? u->gathered : u->v.wp;
+    if (fonly && e->fdt == ZERO_DTYPE_FP32) { /* the fp32 frozen part is the view: no copy */
+        u->gathers = 1;
+        return (const float *)(sharded ? u->fgathered : u->v.fp);
+    }
+    if (u->fnumel) { /* frozen parameters: the view is assembled from both parts */
+        u->view = zero__buf_get(e, (size_t)u->vnumel * 4, 0);
+        if (!u->view) {
+            zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
+            return NULL;
+        }
+        assemble_view(e, u, full, e->wdt, sharded ? u->fgathered : u->v.fp, e->fdt, u->view);
+        u->gathers = 1;
+        return u->view;
+    }
     if (half) {
         u->view = zero__buf_get(e, (size_t)u->padded * 4, 0); /* padded: the gradient buffers' size */
         if (!u->view) {
@@ -165,8 +225,8 @@ zero_status zero__gather_drain(zero_engine *e) {
     zero_status first = ZERO_OK;
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        if (u->prefetch) {
-            zero_status s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (u->prefetch || u->fprefetch) {
+            zero_status s = wait_prefetch(e, u);
             if (first == ZERO_OK) first = s;
         }
         if (u->gathers == 0) free_gathered(e, u);

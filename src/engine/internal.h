@@ -11,7 +11,9 @@
 #include "zero/optim.h"
 #include "zero/partition.h"
 
-/* One registered parameter: a [offset, offset+numel) range of its unit. */
+/* One registered parameter: a [offset, offset+numel) range of its unit's view, and [soff, soff +
+ * numel) of the unit's part it belongs to: the trainable part, or (ZERO_PARAM_FROZEN) the frozen
+ * part. */
 typedef struct eparam {
     char *name;
     int unit;
@@ -19,13 +21,19 @@ typedef struct eparam {
     int ndim;
     int64_t shape[8];
     unsigned flags;
+    uint64_t soff;
 } eparam;
+
+static inline int zero__frozen(const eparam *p) { return (p->flags & ZERO_PARAM_FROZEN) != 0; }
 
 /* ------------------------------------------------------------ the ownership table (owner.c)
  * One table says, for the configured stage, precision and offload, what a rank keeps of each kind
  * of per-unit state and where it lives. Every other file reads the table's predicates and the
  * per-unit views below; none asks "which stage?" (docs/ENGINE.md, "The ownership table"). */
-enum { EK_PARAMS = 0, EK_GRADS = 1, EK_MASTER = 2, EK_OPTIM = 3, EK_COUNT };
+enum { EK_PARAMS = 0, EK_GRADS = 1, EK_MASTER = 2, EK_OPTIM = 3, EK_FROZEN = 4, EK_COUNT };
+/* EK_FROZEN: the frozen parameters (ZERO_PARAM_FROZEN), in the frozen dtype. They have no
+ * gradient, master or optimizer row: kept whole or as shards like the working parameters, and
+ * gathered with them, never reduced or updated. */
 /* What a rank keeps of a kind: nothing, the whole unit (padded), or its shard (padded / world). */
 enum { EXT_NONE = 0, EXT_WHOLE = 1, EXT_SHARD = 2 };
 /* Where it lives. TIER_DEVICE is the GPU build's (not built yet: nothing selects it). */
@@ -81,13 +89,23 @@ typedef struct eview {
     uint64_t gelems;   /* persistent gradient elements (padded or shard): cleared each step */
     eslice *slices;    /* the owned parameter slices, in order, covering [lo, hi) */
     int nslices;
+    void *fp;          /* persistent frozen parameters (frozen dtype), at frozen-part element flo */
+    uint64_t flo, fhi; /* [0, fnumel) when kept whole, else the frozen part's partition slice */
 } eview;
 
-/* One unit: a flat buffer, padded to a multiple of world*align, of which this rank owns the
- * slice [offset, offset+shard). Buffers marked (T) are transient and charged to "buffers". */
+/* One unit: in the model's view one flat fp32 buffer of vnumel elements (its parameters in
+ * registration order). Inside, two parts each partitioned on its own: the trainable part (numel,
+ * padded, shard, offset, valid: its parameters back to back, padded to a multiple of
+ * world*align, this rank owning [offset, offset+shard)) — which is all that gradients, masters,
+ * optimizer states, reductions, the step, the offload tiles and checkpoints see, in its own
+ * coordinates — and the frozen part (f*: the ZERO_PARAM_FROZEN parameters back to back, in the
+ * frozen dtype). Without frozen parameters the trainable part is the view. Buffers marked (T)
+ * are transient and charged to "buffers". */
 typedef struct eunit {
     char *name;
-    uint64_t numel, padded, shard, offset, valid;
+    uint64_t numel, padded, shard, offset, valid;      /* the trainable part */
+    uint64_t vnumel;                                   /* the view: numel + fnumel */
+    uint64_t fnumel, fpadded, fshard, foffset, fvalid; /* the frozen part */
     int first_param, nparams;
 
     /* persistent allocations, sized by the table (read them through `v`) */
@@ -95,6 +113,7 @@ typedef struct eunit {
     void *grads;    /* working dtype: padded (whole) or shard */
     float *master;  /* fp32 master when it is not the working copy: padded (whole) or shard */
     float *s0, *s1; /* optimizer states: padded (whole) or shard */
+    void *fparams;  /* frozen dtype: fpadded (whole) or fshard */
     eview v;        /* the owned views of the arrays above (owner.c) */
 
     /* (T) gather */
@@ -103,6 +122,8 @@ typedef struct eunit {
     float *view;        /* fp32 compute view when the working dtype is not fp32 */
     zero_request *prefetch; /* stage 3: in-flight all-gather into `gathered` */
     double prefetch_t0;     /* when it was started (zero_now) */
+    void *fgathered;        /* stage 3: fpadded frozen-dtype all-gather target */
+    zero_request *fprefetch; /* stage 3: in-flight all-gather into `fgathered` */
 
     /* (T) reduction */
     float *gscratch;    /* fp32 padded gradient buffer handed to the model (when not the persistent grads) */
@@ -173,6 +194,9 @@ struct zero_engine {
     zero_config cfg;
     zero_dtype wdt;       /* working dtype */
     size_t wsize;         /* bytes per working element */
+    zero_dtype fdt;       /* the frozen parameters' dtype (zero_config.frozen_dtype) */
+    size_t fsize;         /* bytes per frozen element */
+    uint64_t nfrozen;     /* frozen elements over all units (0: no frozen parameter) */
     uint64_t align;       /* partition alignment in elements */
     int nstates;          /* optimizer state arrays per element (0..2) */
     zero_memacct acct;
@@ -215,7 +239,8 @@ struct zero_engine {
 void zero__own_table(zero_engine *e);
 int zero__own_views(zero_engine *e, eunit *u);
 void zero__own_free(eunit *u);
-/* Elements a rank keeps of `kind` (EK_*) for unit u: padded, shard or 0. */
+/* Elements a rank keeps of `kind` (EK_*) for unit u: padded, shard or 0 (EK_FROZEN: of the
+ * frozen part's partition). */
 uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind);
 /* Test hook: a deliberately wrong view (tests/mpi/test_engine_views.c); 0 in real runs. */
 extern int zero__view_mutation;

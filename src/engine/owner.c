@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ZeRO's stages as extents (DESIGN.md's table): what stays whole, what is sharded. */
+/* ZeRO's stages as extents (DESIGN.md's table): what stays whole, what is sharded. Frozen
+ * parameters are parameters without the rest: kept as the working parameters are. */
 static const int STAGE_EXTENTS[4][EK_COUNT] = {
-    /*           params     grads      master     optimizer */
-    /* 0 */ {EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE},
-    /* 1 */ {EXT_WHOLE, EXT_WHOLE, EXT_SHARD, EXT_SHARD},
-    /* 2 */ {EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_SHARD},
-    /* 3 */ {EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD},
+    /*           params     grads      master     optimizer  frozen */
+    /* 0 */ {EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE},
+    /* 1 */ {EXT_WHOLE, EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_WHOLE},
+    /* 2 */ {EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_WHOLE},
+    /* 3 */ {EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD},
 };
 
 /* Test hook (tests/mpi/test_engine_views.c): a deliberately wrong view, to show that the
@@ -25,6 +26,7 @@ void zero__own_table(zero_engine *e) {
     const int *x = STAGE_EXTENTS[e->cfg.stage];
     for (int k = 0; k < EK_COUNT; k++) t->k[k] = (eown){x[k], TIER_RAM};
     if (e->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
+    if (e->nfrozen == 0) t->k[EK_FROZEN].extent = EXT_NONE;
     const int half = e->wdt != ZERO_DTYPE_FP32;
     /* NVMe: the parameter shards (offload_param, stage 3) and the optimizer states with the
      * master (offload_optimizer, stages 1-3); fp32 without optimizer state leaves nothing there */
@@ -47,9 +49,10 @@ void zero__own_table(zero_engine *e) {
 }
 
 uint64_t zero__own_elems(const zero_engine *e, const eunit *u, int kind) {
+    const int f = kind == EK_FROZEN;
     switch (e->own.k[kind].extent) {
-    case EXT_WHOLE: return u->padded;
-    case EXT_SHARD: return u->shard;
+    case EXT_WHOLE: return f ? u->fpadded : u->padded;
+    case EXT_SHARD: return f ? u->fshard : u->shard;
     default: return 0;
     }
 }
@@ -90,18 +93,24 @@ int zero__own_views(zero_engine *e, eunit *u) {
     v->gwhole = gwhole ? u->grads : NULL;
     v->gelems = zero__own_elems(e, u, EK_GRADS);
     v->grad = at(e, u->grads, gwhole ? 0 : u->offset, v->lo, e->wsize);
-    /* the owned parameter slices with their flags */
+    /* the frozen parameters: whole, or the frozen part's slice */
+    const int fwhole = t->k[EK_FROZEN].extent == EXT_WHOLE;
+    v->flo = fwhole ? 0 : u->foffset;
+    v->fhi = fwhole ? u->fnumel : u->foffset + u->fvalid;
+    v->fp = u->fparams;
+    /* the owned slices of the trainable parameters with their flags (trainable-part coordinates) */
     int n = 0;
     for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
         const eparam *p = &e->params[pi];
-        if (p->offset < v->hi && p->offset + p->numel > v->lo) n++;
+        if (!zero__frozen(p) && p->soff < v->hi && p->soff + p->numel > v->lo) n++;
     }
     v->slices = n ? calloc((size_t)n, sizeof *v->slices) : NULL;
     if (n && !v->slices) return -1;
     for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
         const eparam *p = &e->params[pi];
-        uint64_t a = p->offset > v->lo ? p->offset : v->lo;
-        uint64_t b = p->offset + p->numel < v->hi ? p->offset + p->numel : v->hi;
+        if (zero__frozen(p)) continue;
+        uint64_t a = p->soff > v->lo ? p->soff : v->lo;
+        uint64_t b = p->soff + p->numel < v->hi ? p->soff + p->numel : v->hi;
         if (a < b) v->slices[v->nslices++] = (eslice){a, b, pi, p->flags};
     }
     /* the test hook's wrong views, at the stages that shard the update (stage 0, the tests'

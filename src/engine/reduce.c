@@ -96,9 +96,17 @@ static zero_status start_reduction_shard(zero_engine *e, int unit) {
     return ZERO_OK;
 }
 
+/* A unit with nothing trainable has no gradient and takes part in no reduction. */
+static zero_status check_trainable(zero_engine *e, const eunit *u, const char *what) {
+    if (u->numel) return ZERO_OK;
+    return zero__eng_fail(e, ZERO_ERR_STATE, "%s '%s': every parameter of the unit is ZERO_PARAM_FROZEN: it has no gradient",
+                          what, u->name);
+}
+
 float *zero_engine_grad(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "grad") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
+    if (check_trainable(e, u, "grad") != ZERO_OK) return NULL;
     if (u->ready_mb == e->mb) {
         zero__eng_fail(e, ZERO_ERR_STATE,
                        "grad '%s': its gradient of micro-batch %d was already declared ready: call "
@@ -136,6 +144,7 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
     zero_status s = zero__eng_check_unit(e, unit, "grad_ready");
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
+    if ((s = check_trainable(e, u, "grad_ready")) != ZERO_OK) return s;
     if (u->ready_mb == e->mb)
         return zero__eng_fail(e, ZERO_ERR_STATE,
                               "grad_ready '%s': already called in micro-batch %d: call zero_engine_micro_batch_done "
@@ -185,7 +194,7 @@ zero_status zero__reduce_finish_all(zero_engine *e) {
                 zero__buf_put(e, u->gscratch);
                 u->gscratch = NULL;
             }
-            if (!u->reduced_step && (s = start_reduction_whole(e, i)) != ZERO_OK) return s;
+            if (!u->reduced_step && u->numel && (s = start_reduction_whole(e, i)) != ZERO_OK) return s;
         }
     }
     while (e->inflight_reductions > 0)

@@ -46,7 +46,7 @@ static zero_status manifest_of(const zero_engine *e, const char *user_json, zero
     m->scaler = (zero_manifest_scaler){e->scaler.scale, e->scaler.delayed_shift, e->scaler.iter, e->scaler.last_overflow_iter};
     for (int i = 0; i < e->nunits; i++) {
         const eunit *u = &e->units[i];
-        units[i] = (zero_manifest_unit){u->name, u->numel, u->first_param, u->nparams};
+        units[i] = (zero_manifest_unit){u->name, u->vnumel, u->first_param, u->nparams};
     }
     for (int k = 0; k < e->nparams; k++) {
         const eparam *q = &e->params[k];
@@ -57,6 +57,7 @@ static zero_status manifest_of(const zero_engine *e, const char *user_json, zero
         p->offset = q->offset;
         p->numel = q->numel;
         p->no_decay = (q->flags & ZERO_PARAM_NO_DECAY) != 0;
+        p->frozen = zero__frozen(q);
     }
     m->nunits = e->nunits;
     m->units = units;
@@ -111,18 +112,27 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", err.msg);
     *wout = w;
     char name[512];
+    /* per unit: the trainable part's master and states (a unit of frozen parameters only has
+     * none), then with save_frozen the frozen part in its dtype */
+    const int frozen = e->cfg.save_frozen;
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
-        snprintf(name, sizeof name, "%s/master", u->name);
-        s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, u->numel, e->align);
-        for (int k = 0; k < e->nstates && s == ZERO_OK; k++) {
+        if (u->numel) {
+            snprintf(name, sizeof name, "%s/master", u->name);
+            s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, u->numel, e->align);
+        }
+        for (int k = 0; u->numel && k < e->nstates && s == ZERO_OK; k++) {
             snprintf(name, sizeof name, "%s/%s", u->name, state_name(e, k));
             s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, u->numel, e->align);
+        }
+        if (frozen && u->fnumel && s == ZERO_OK) {
+            snprintf(name, sizeof name, "%s/frozen", u->name);
+            s = zero_ckpt_writer_add(w, name, e->fdt, u->fnumel, e->align);
         }
     }
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
-        for (int k = -1; k < e->nstates && s == ZERO_OK; k++) {
+        for (int k = -1; u->numel && k < e->nstates && s == ZERO_OK; k++) {
             float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
             if (ram) {
@@ -135,6 +145,9 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
             if (c.ck != ZERO_OK) s = c.ck;
             else if (s != ZERO_OK) return s; /* the offload's message */
         }
+        if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) /* this rank's slice of the frozen part */
+            s = zero_ckpt_writer_write(w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize,
+                                       (size_t)(u->fvalid * e->fsize));
     }
     if (s == ZERO_OK) s = zero_ckpt_writer_finish(w);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", zero_ckpt_writer_last_error(w));
@@ -186,11 +199,21 @@ static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero
     for (int i = 0; i < m->nunits; i++) {
         const eunit *u = &e->units[i];
         const zero_manifest_unit *mu = &m->units[i];
-        if (strcmp(mu->name, u->name) || mu->numel != u->numel)
+        if (strcmp(mu->name, u->name) || mu->numel != u->vnumel)
             return zero__eng_fail(e, ZERO_ERR_FORMAT,
                                   "load: the checkpoint's unit %d is '%s' of %llu elements; this model's is '%s' of %llu "
                                   "(another model?)",
-                                  i, mu->name, (unsigned long long)mu->numel, u->name, (unsigned long long)u->numel);
+                                  i, mu->name, (unsigned long long)mu->numel, u->name, (unsigned long long)u->vnumel);
+        /* the same parameters trainable and frozen: the trainable part's layout depends on it */
+        for (int k = 0; k < mu->nparams && k < u->nparams; k++) {
+            const zero_manifest_param *mp = &m->params[mu->first_param + k];
+            const eparam *p = &e->params[u->first_param + k];
+            if ((mp->frozen != 0) != zero__frozen(p) || mp->offset != p->offset)
+                return zero__eng_fail(e, ZERO_ERR_FORMAT,
+                                      "load: parameter '%s' is %s in the checkpoint and %s in this model (parameter '%s')",
+                                      mp->name, mp->frozen ? "frozen" : "trainable", zero__frozen(p) ? "frozen" : "trainable",
+                                      p->name);
+        }
     }
     if (strcmp(m->optimizer, zero_optim_name(e->cfg.optim.type)) || m->states != e->nstates)
         return zero__eng_fail(e, ZERO_ERR_FORMAT, "load: the checkpoint's optimizer is '%s'; this run uses '%s'", m->optimizer,
@@ -232,9 +255,28 @@ static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
     return zero__off_run(e, &p);
 }
 
+/* The frozen part from "<unit>/frozen" when the checkpoint has it (save_frozen), a chunk at a
+ * time into what this rank keeps of it; else the values stay as the caller set them. */
+static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/frozen", u->name);
+    if (!u->fnumel || zero_ckpt_find(c, name) < 0) return ZERO_OK;
+    const eview *v = &u->v;
+    zero_status s = ZERO_OK;
+    for (uint64_t i = v->flo; i < v->fhi && s == ZERO_OK; i += CHUNK) {
+        const uint64_t n = v->fhi - i < CHUNK ? v->fhi - i : CHUNK;
+        s = read_range(e, c, name, i, i + n, chunk);
+        if (s == ZERO_OK)
+            zero_convert(chunk, ZERO_DTYPE_FP32, (char *)v->fp + (i - v->flo) * e->fsize, e->fdt, n, ZERO_IMPL_AUTO);
+    }
+    return s;
+}
+
 static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
     const eview *v = &u->v;
+    zero_status fs = load_frozen(e, c, u, chunk);
+    if (fs != ZERO_OK || u->numel == 0) return fs;
     const uint64_t lo = v->lo, hi = v->hi; /* what the rank updates: master and states */
     snprintf(name, sizeof name, "%s/master", u->name);
     zero_status s = load_array(e, c, u, -1, name, lo, hi);

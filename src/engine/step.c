@@ -79,6 +79,7 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
  * while the next units update; every started all-gather is waited for in regather_wait. */
 static zero_status regather_start(zero_engine *e, eunit *u) {
     const eview *v = &u->v;
+    if (u->numel == 0) return ZERO_OK; /* nothing trainable: nothing changed */
     u->reduce_t0 = zero_now();
     zero_status s = zero_comm_iall_gather(e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
     zero__eng_waited(e, "all-gather (updated parameters, issue)", u->reduce_t0);
@@ -107,6 +108,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
         const eview *v = &u->v;
+        if (u->numel == 0) continue; /* frozen parameters only */
         s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp);
         if (s == ZERO_OK && e->own.regather) s = regather_start(e, u); /* overlaps the next units' update */
     }
@@ -148,7 +150,7 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
 static void end_step(zero_engine *e) {
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
+        if (u->grads) memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
     }
     e->step++;
     e->steps_run++;
@@ -180,6 +182,7 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
     for (int i = 0; i < e->nunits; i++) {
         void *g;
         uint64_t n;
+        if (!e->units[i].v.grad) continue; /* nothing trainable (or nothing owned) */
         owned_grads(e, &e->units[i], &g, &n);
         sum_squares(e, g, n, &sumsq, &overflow);
     }
@@ -254,31 +257,66 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
     const eview *v = &u->v;
-    if (e->own.update_whole) { /* every rank holds the whole master */
-        memcpy(dst, v->master, (size_t)u->numel * 4);
-        return ZERO_OK;
-    }
-    float *full = zero__buf_get(e, (size_t)u->padded * 4, 0);
-    if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
-    const float *mine;
-    if (!v->master) { /* on NVMe */
-        /* in place: this rank's block of `full` is the all-gather's input */
-        float *block = full + (size_t)e->rank * u->shard;
-        memset(block + u->valid, 0, (size_t)(u->shard - u->valid) * 4);
-        zero_status q = zero__off_quiesce(e);
-        eopass p = {unit, unit + 1, 0, UINT64_MAX, ARR_MASTER, 0, copy_master, block};
-        if (q == ZERO_OK) q = zero__off_run(e, &p);
-        if ((s = zero__eng_agree(e, q, "read_unit: NVMe offload")) != ZERO_OK) {
-            zero__buf_put(e, full);
-            return s;
+    /* the trainable part's masters, whole: held by every rank (stage 0) or all-gathered */
+    float *tfull = NULL, *full = NULL;
+    void *ffull = NULL, *fbuf = NULL;
+    if (u->numel && e->own.update_whole) {
+        tfull = v->master;
+    } else if (u->numel) {
+        full = zero__buf_get(e, (size_t)u->padded * 4, 0);
+        if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
+        const float *mine;
+        if (!v->master) { /* on NVMe */
+            /* in place: this rank's block of `full` is the all-gather's input */
+            float *block = full + (size_t)e->rank * u->shard;
+            memset(block + u->valid, 0, (size_t)(u->shard - u->valid) * 4);
+            zero_status q = zero__off_quiesce(e);
+            eopass p = {unit, unit + 1, 0, UINT64_MAX, ARR_MASTER, 0, copy_master, block};
+            if (q == ZERO_OK) q = zero__off_run(e, &p);
+            if ((s = zero__eng_agree(e, q, "read_unit: NVMe offload")) != ZERO_OK) {
+                zero__buf_put(e, full);
+                return s;
+            }
+            mine = block;
+        } else {
+            mine = v->master + (v->slo - v->lo);
         }
-        mine = block;
-    } else {
-        mine = v->master + (v->slo - v->lo);
+        s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
+        if (s != ZERO_OK) {
+            zero__buf_put(e, full);
+            return zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name,
+                                  zero_comm_last_error(e->ctrl));
+        }
+        tfull = full;
     }
-    s = zero_comm_all_gather(e->ctrl, mine, full, u->shard, ZERO_DTYPE_FP32);
-    if (s == ZERO_OK) memcpy(dst, full, (size_t)u->numel * 4);
-    else s = zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name, zero_comm_last_error(e->ctrl));
+    /* the frozen part, whole: held (stages 0-2) or all-gathered in its dtype (stage 3) */
+    if (u->fnumel && e->own.k[EK_FROZEN].extent == EXT_WHOLE) {
+        ffull = v->fp;
+    } else if (u->fnumel) {
+        fbuf = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
+        s = fbuf ? zero_comm_all_gather(e->ctrl, v->fp, fbuf, u->fshard, e->fdt) : ZERO_ERR_NOMEM;
+        if (s != ZERO_OK) {
+            zero__buf_put(e, full);
+            zero__buf_put(e, fbuf);
+            return s == ZERO_ERR_NOMEM ? zero__eng_fail(e, s, "read_unit '%s': out of memory", u->name)
+                                       : zero__eng_fail(e, ZERO_ERR_COMM, "read_unit '%s': all-gather failed: %s", u->name,
+                                                        zero_comm_last_error(e->ctrl));
+        }
+        ffull = fbuf;
+    }
+    if (!u->fnumel) {
+        memcpy(dst, tfull, (size_t)u->numel * 4);
+    } else { /* parameter by parameter, from its part */
+        for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
+            const eparam *p = &e->params[pi];
+            if (zero__frozen(p))
+                zero_convert((const char *)ffull + p->soff * e->fsize, e->fdt, dst + p->offset, ZERO_DTYPE_FP32, p->numel,
+                             ZERO_IMPL_AUTO);
+            else
+                memcpy(dst + p->offset, tfull + p->soff, (size_t)p->numel * 4);
+        }
+    }
     zero__buf_put(e, full);
-    return s;
+    zero__buf_put(e, fbuf);
+    return ZERO_OK;
 }

@@ -20,6 +20,7 @@ void zero_plan_setup_default(zero_plan_setup *s) {
     s->aio_block_size = 1 << 20;
     s->param_buffer_count = 5;
     s->param_buffer_size = 100000000;
+    s->frozen_dtype = ZERO_DTYPE_COUNT;
 }
 
 void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world) {
@@ -37,6 +38,7 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->aio_block_size = cfg->aio_block_size;
     s->param_buffer_count = cfg->offload_param.buffer_count;
     s->param_buffer_size = cfg->offload_param.buffer_size;
+    s->frozen_dtype = cfg->frozen_dtype;
 }
 
 const char *zero_plan_offload_name(zero_offload_device d) {
@@ -75,6 +77,11 @@ zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err) {
             zero__plan_err(err, "model: unit %d has 0 elements: expected at least 1", u);
             return ZERO_ERR_INVALID_ARG;
         }
+        if (m->unit_frozen && m->unit_frozen[u] > m->unit_numel[u]) {
+            zero__plan_err(err, "model: unit %d has %llu frozen elements of %llu: expected at most all", u,
+                           (unsigned long long)m->unit_frozen[u], (unsigned long long)m->unit_numel[u]);
+            return ZERO_ERR_INVALID_ARG;
+        }
     }
     return ZERO_OK;
 }
@@ -95,6 +102,11 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
     if (s->precision != ZERO_DTYPE_FP32 && s->precision != ZERO_DTYPE_BF16 &&
         s->precision != ZERO_DTYPE_FP16) {
         zero__plan_err(err, "precision %s: expected fp32, bf16 or fp16", zero_dtype_name(s->precision));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (s->frozen_dtype != ZERO_DTYPE_COUNT && s->frozen_dtype != ZERO_DTYPE_FP32 && s->frozen_dtype != ZERO_DTYPE_BF16 &&
+        s->frozen_dtype != ZERO_DTYPE_FP16) {
+        zero__plan_err(err, "frozen dtype %s: expected fp32, bf16, fp16 or the precision", zero_dtype_name(s->frozen_dtype));
         return ZERO_ERR_INVALID_ARG;
     }
     if (s->optimizer < ZERO_OPTIM_ADAMW || s->optimizer > ZERO_OPTIM_LION) {
@@ -141,11 +153,27 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     memset(&o, 0, sizeof o);
     int ovf = 0;
     const uint64_t N = (uint64_t)s->ranks;
+    const uint64_t w = zero_dtype_size(s->precision);
+    const uint64_t wf = s->frozen_dtype == ZERO_DTYPE_COUNT ? w : zero_dtype_size(s->frozen_dtype);
+    /* per unit: the trainable part (U: the gradient and reduction roles), the frozen part, what
+     * a stage-3 gather holds of both (G), and the fp32 view gather hands out (X) */
+    uint64_t G1 = 0, G2 = 0, X1 = 0;
+    int any_frozen = 0;
     for (int u = 0; u < m->num_units; u++) {
-        uint64_t pu = zero_partition_padded(m->unit_numel[u], s->ranks, s->align);
-        if (pu == 0) ovf = 1;
+        const uint64_t fr = m->unit_frozen ? m->unit_frozen[u] : 0, tr = m->unit_numel[u] - fr;
+        uint64_t pu = zero_partition_padded(tr, s->ranks, s->align);
+        const uint64_t pf = zero_partition_padded(fr, s->ranks, s->align);
+        if ((tr && pu == 0) || (fr && pf == 0)) ovf = 1;
         o.numel = add(o.numel, m->unit_numel[u], &ovf);
         o.padded = add(o.padded, pu, &ovf);
+        o.frozen = add(o.frozen, fr, &ovf);
+        o.frozen_padded = add(o.frozen_padded, pf, &ovf);
+        any_frozen |= fr > 0;
+        const uint64_t g = add(mul(pu, w, &ovf), mul(pf, wf, &ovf), &ovf);
+        if (g > G1) G2 = G1, G1 = g;
+        else if (g > G2) G2 = g;
+        const uint64_t x = fr ? m->unit_numel[u] : pu;
+        if (x > X1) X1 = x;
         if (pu > o.largest_unit) {
             o.third_unit = o.second_unit;
             o.second_unit = o.largest_unit;
@@ -158,24 +186,25 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         }
     }
     o.shard = o.padded / N;
-    const uint64_t w = zero_dtype_size(s->precision);
     const int half = w != 4;
     const int k = zero_optim_state_count(s->optimizer, s->momentum);
     o.state_count = k;
     const uint64_t P = o.padded, S = o.shard, U1 = o.largest_unit, U2 = o.second_unit,
-                   U3 = o.third_unit;
+                   U3 = o.third_unit, Pf = o.frozen_padded;
 
     uint64_t *b = o.bytes;
-    b[ZERO_MEM_PARAMS] = mul(s->stage == 3 ? S : P, w, &ovf);
+    b[ZERO_MEM_PARAMS] = add(mul(s->stage == 3 ? S : P, w, &ovf), mul(s->stage == 3 ? Pf / N : Pf, wf, &ovf), &ovf);
     b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
     b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
     b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
     /* The transient's upper bound (docs/PLANNING.md): the largest distinct units in every role
-     * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. */
+     * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. With
+     * frozen parameters the view and the stage-3 gathers hold both parts. */
     const uint64_t U12 = add(U1, U2, &ovf), U123 = add(U12, U3, &ovf);
     uint64_t t = 0;
-    if (half) t = add(t, add(mul(U1, 4, &ovf), ZERO__PLAN_STEP_CHUNK, &ovf), &ovf);
-    if (s->stage == 3) t = add(t, mul(U12, w, &ovf), &ovf);
+    if (half || any_frozen) t = add(t, mul(X1, 4, &ovf), &ovf);
+    if (half) t = add(t, ZERO__PLAN_STEP_CHUNK, &ovf);
+    if (s->stage == 3) t = add(t, add(G1, G2, &ovf), &ovf);
     if (half || s->stage >= 2) t = add(t, mul(U12, 4, &ovf), &ovf);
     if (s->stage >= 2) {
         /* Half: the starting unit's working-dtype copy joins two in-flight sends, before its
@@ -221,6 +250,16 @@ void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype prec
      * parameters a second time in backward. */
     const double passes = stage == 3 ? 3.0 : 2.0;
     out->volume = passes * (double)padded * w;
+    out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
+    out->counted = 2.0 * out->sent;
+}
+
+void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
+                              zero_dtype frozen_dtype, zero_plan_traffic *out) {
+    zero_plan_traffic_of(stage, ranks, padded, precision, out);
+    if (ranks <= 1 || stage != 3) return;
+    const double wf = (double)zero_dtype_size(frozen_dtype == ZERO_DTYPE_COUNT ? precision : frozen_dtype);
+    out->volume += 2.0 * (double)frozen_padded * wf;
     out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
     out->counted = 2.0 * out->sent;
 }

@@ -121,7 +121,10 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     zero_plan_time t;
     memset(&t, 0, sizeof t);
     const double tokens = (double)micro_batch * (double)c->seq_len;
-    if (fwd > 0) t.compute = 3.0 * tokens * fwd / r->compute_flops;
+    /* forward, then backward's two products per weight (the input's gradient and the weight's);
+     * a frozen weight has no gradient: its share f of the parameters skips the second. */
+    const double frozen_share = mem.numel ? (double)mem.frozen / (double)mem.numel : 0.0;
+    if (fwd > 0) t.compute = (3.0 - frozen_share) * tokens * fwd / r->compute_flops;
     if (checkpointing && refwd > 0) t.recompute = tokens * refwd / r->compute_flops;
 
     /* The step's collectives over M = P*w bytes (every unit's, summed): stage 0 one all-reduce;
@@ -129,7 +132,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * stage 3 the all-gathers of forward and backward and the reduce-scatter. */
     const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
     if (N > 1) {
-        coll_cost cc[3];
+        coll_cost cc[5];
         int n = 0;
         if (s->stage == 0) {
             cc[n++] = collective(M, 2, r->node_all_reduce, K, L, m->num_units, r);
@@ -138,13 +141,20 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
             if (s->stage == 3) cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
         }
+        const int ntrain = n;
+        if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */
+            const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
+            const double Mf = (double)mem.frozen_padded * wf;
+            cc[n++] = collective(Mf, 1, r->node_all_gather, K, L, m->num_units, r);
+            cc[n++] = collective(Mf, 1, r->node_all_gather, K, L, m->num_units, r);
+        }
         for (int i = 0; i < n; i++) {
             t.comm_node += cc[i].node;
             t.comm_cross += cc[i].cross;
             t.cross_bytes += cc[i].cross_bytes;
             t.node_bytes += cc[i].node_bytes;
         }
-        t.collectives = n * m->num_units;
+        t.collectives = ntrain * m->num_units;
     }
     const double busy = t.compute + t.recompute, comm = t.comm_node + t.comm_cross;
     t.comm_hidden = fmin(r->overlap * comm, busy);

@@ -125,6 +125,7 @@ eq r2s3ck --micro-batch 3 --ranks 2 --stage 3 --activation-checkpointing
 check "2 ranks, stage 3, checkpointing: the 1-rank stage-0 losses" same ref r2s3ck 1e-4
 eq r3s2 --micro-batch 2 --ranks 3 --stage 2
 check "3 ranks, stage 2: the same losses" same ref r3s2 1e-4
+mkdir -p "$TMP/nvme1" "$TMP/nvme2" # zero train does not create offload directories
 eq r3s1acc --micro-batch 1 --grad-accum 2 --ranks 3 --stage 1 --offload-optimizer "nvme:$TMP/nvme1"
 check "3 ranks x 2 micro-batches, stage 1, optimizer on NVMe: the same losses" same ref r3s1acc 1e-4
 eq r2s3off --micro-batch 3 --ranks 2 --stage 3 --offload-optimizer "nvme:$TMP/nvme2" --offload-param "nvme:$TMP/nvme2"

@@ -114,6 +114,51 @@ EOF
 check "text table: one line per row" test "$(grep -cE '^[0-3] +(none|cpu|nvme)' "$TMP/text.txt")" -eq 10
 check "--help" bash -c "\"\$0\" estimate --help | grep -q '^usage: zero estimate'" "$ZERO"
 
+# --- LoRA (docs/PLANNING.md, LoRA): llama-3.1-8b on 2 ranks, r=16 on q_proj and v_proj; the base
+# frozen in bf16 with bf16 training, then in fp32 beside it; every row's model states against the
+# formula re-derived here from the preset's shape (each unit's trainable and frozen parts padded
+# on their own to a multiple of 2 x 16 elements)
+for fd in bf16 fp32; do
+    "$ZERO" estimate --model llama-3.1-8b --ranks 2 --lora r=16,alpha=32 --precision bf16 --frozen-dtype $fd --json >"$TMP/lora.json"
+    check "lora $fd: exit 0" test $? -eq 0
+    check "lora $fd: trainable and frozen counts, model states of every row, traffic" "$PY" - "$TMP/lora.json" $fd <<'EOF'
+import json, sys
+d, fd = json.load(open(sys.argv[1])), sys.argv[2]
+L, C, H, G, F, V, r, N = 32, 4096, 32, 8, 14336, 128256, 16, 2
+D = C // H
+layer = 2 * C * H * D + 2 * C * G * D + 3 * C * F + 2 * C           # q, o, k, v, gate/up/down, two norms
+units = [V * C] + [layer] * L + [C + V * C]                          # embeddings, layers, norm + untied head
+adapters = [0] + [r * ((C + H * D) + (C + G * D))] * L + [0]          # q_proj, v_proj: r (in + out)
+pad = lambda n: -(-n // (N * 16)) * (N * 16)
+Pt, Pf = sum(pad(a) for a in adapters), sum(pad(u) for u in units)
+St, Sf = Pt // N, Pf // N
+lo = d["lora"]
+assert lo["r"] == 16 and lo["alpha"] == 32 and lo["targets"] == "q_proj,v_proj" and lo["frozen_dtype"] == fd, lo
+assert lo["trainable_params"] == sum(adapters) == 6815744 and lo["frozen_params"] == sum(units) == 8030261248, lo
+assert d["params"] == sum(units) + sum(adapters), d["params"]
+assert lo["trainable_padded"] == Pt and lo["frozen_padded"] == Pf, (lo, Pt, Pf)
+w, wf = 2, {"bf16": 2, "fp32": 4}[fd]
+for row in d["rows"]:
+    s = row["stage"]
+    if row["offload_param"] != "none":
+        continue
+    params = (St * w + Sf * wf) if s == 3 else (Pt * w + Pf * wf)
+    grads = (Pt if s <= 1 else St) * w                                 # in the working dtype
+    master = (Pt if s == 0 else St) * 4                                # bf16 training: an fp32 master of the adapters
+    optim = 2 * (Pt if s == 0 else St) * 4                             # AdamW: two fp32 states
+    got = (row["params_bytes"], row["grads_bytes"], row["master_bytes"], row["optim_bytes"])
+    assert got == (params, grads, master, optim), (s, row["offload"], got, (params, grads, master, optim))
+    traffic = (3 if s == 3 else 2) * Pt * w + (2 * Pf * wf if s == 3 else 0)
+    assert row["traffic_bytes"] == traffic, (s, row["traffic_bytes"], traffic)
+# the base dominates: stages 0-2 hold it whole, stage 3 halves it
+by = {(r["stage"], r["offload"]): r["device_bytes"] for r in d["rows"]}
+assert by[(3, "none")] < 0.51 * by[(0, "none")], by
+EOF
+done
+"$ZERO" estimate --model llama-3.1-8b --ranks 2 --lora r=16 >"$TMP/lora.txt"
+check "lora text: the LoRA line" grep -q "^LoRA r=16 alpha=8 on q_proj,v_proj: 6815744 trainable parameters (0.085%); the base's 8030261248 frozen" "$TMP/lora.txt"
+check "lora text: traffic of the adapters" grep -q "2Psi of the adapters" "$TMP/lora.txt"
+
 # --- usage errors: exit 2, one line "zero: error: ..." naming the value
 usage_error() { # usage_error EXPECTED_TEXT ARGS...
     local want=$1; shift
@@ -132,5 +177,11 @@ check "model and params" usage_error "not both" --model gpt2 --params 7e9 --rank
 check "no model" usage_error "expected --model" --ranks 2
 check "unknown option" usage_error "--frobnicate" --model gpt2 --ranks 2 --frobnicate
 check "heads not dividing dim" usage_error "n_head" --model gpt2 --dim 100 --ranks 2
+check "lora: bad spec" usage_error "unknown key 'x'" --model llama-3.1-8b --ranks 2 --lora r=16,x=1
+check "lora: r 0" usage_error "--lora r '0'" --model llama-3.1-8b --ranks 2 --lora r=0
+check "lora: a GPT-2 target on Llama" usage_error "'c_attn'" --model llama-3.1-8b --ranks 2 --lora r=16,targets=c_attn
+check "lora: a bare --params model" usage_error "not --params" --params 7e9 --ranks 2 --lora r=16
+check "lora: bad frozen dtype" usage_error "--frozen-dtype 'int4'" --model gpt2 --ranks 2 --lora r=4 --frozen-dtype int4
+check "lora: frozen dtype without --lora" usage_error "expected --lora too" --model gpt2 --ranks 2 --frozen-dtype bf16
 
 exit $fail

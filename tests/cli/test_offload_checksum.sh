@@ -11,6 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 export OMPI_MCA_orte_tmpdir_base="$tmp"
 data=/usr/share/games/fortunes
 nv="$tmp/nvme"
+mkdir -p "$nv" # offload directories are not created by zero train
 fails=0
 check() { # description command...
     local what=$1; shift

@@ -203,6 +203,7 @@ check "no host memory" usage_error "--host-mem" --model gpt2 --ranks 2 --device-
 check "bad size" usage_error "24XB" --model gpt2 --ranks 2 --device-mem 24XB --host-mem 1GiB
 check "bad headroom" usage_error "--headroom" --model gpt2 --ranks 2 --host-mem 1GiB --headroom 2
 check "unknown option" usage_error "--gpus" --model gpt2 --ranks 2 --host-mem 1GiB --gpus 8
+check "--lora is refused until plan models it" usage_error "--lora is not supported yet" --model gpt2 --ranks 2 --host-mem 1GiB --lora r=4
 check "cpu-only without RAM" usage_error "needs its RAM" --model gpt2 --ranks 2 --host-mem 0
 
 exit $fail

@@ -43,7 +43,7 @@ expect 2 "zero_optimization.stage" -- --model tiny --config "$tmp/range.json"
 expect 2 "train_batch_size" -- --model tiny --config "$tmp/batch.json"
 expect 2 "optimizer.params.lr" -- --model tiny --config "$tmp/type.json"
 expect 2 "line 1" -- --model tiny --config "$tmp/broken.json"
-expect 1 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
+expect 2 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
 expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
 expect 2 "needs zero_optimization.stage" -- --model tiny --offload-optimizer nvme:"$tmp"
 expect 2 "--offload-param 'disk'" -- --model tiny --offload-param disk

@@ -218,7 +218,7 @@ static void check_memory(zero_comm *comm, const variant *v, int mode, const resu
     make_cfg(v, mode, &cfg);
     uint64_t numel[MAXU];
     for (int u = 0; u < got->nunits; u++) numel[u] = (uint64_t)(v->big ? big_numel[u] : mlp_unit_numel(u));
-    zero_plan_model m = {got->nunits, numel, NULL, NULL};
+    zero_plan_model m = {got->nunits, numel, NULL, NULL, NULL};
     zero_plan_setup ps;
     zero_plan_setup_from_config(&ps, &cfg, world);
     zero_plan_mem pm;

@@ -560,9 +560,9 @@ static void sample_manifest(zero_manifest *m) {
     memset(m, 0, sizeof *m);
     g_units[0] = (zero_manifest_unit){"a", 10, 0, 2};
     g_units[1] = (zero_manifest_unit){"c", 5, 2, 1};
-    g_params[0] = (zero_manifest_param){"a.w", 2, {2, 3}, 0, 6, 0};
-    g_params[1] = (zero_manifest_param){"a.b", 1, {4}, 6, 4, 1};
-    g_params[2] = (zero_manifest_param){"c.g", 1, {5}, 0, 5, 1};
+    g_params[0] = (zero_manifest_param){"a.w", 2, {2, 3}, 0, 6, 0, 0};
+    g_params[1] = (zero_manifest_param){"a.b", 1, {4}, 6, 4, 1, 0};
+    g_params[2] = (zero_manifest_param){"c.g", 1, {5}, 0, 5, 1, 0};
     m->stage = 3;
     m->precision = ZERO_DTYPE_BF16;
     m->align = 16;

@@ -414,7 +414,8 @@ static void test_norms(void) {
 }
 
 /* Written (accumulate = 0) equals accumulated onto zeros; no weight equals weight 1; no bias
- * equals bias 0; in place (y == x) equals out of place. */
+ * equals bias 0; in place (y == x) equals out of place; a frozen gain (dw NULL) leaves dx as it
+ * is with dw. */
 static void test_norm_modes(void) {
     const size_t rows = 77;
     const int C = 45;
@@ -442,6 +443,19 @@ static void test_norm_modes(void) {
         ZT_OK(mk_layernorm_bwd(dx1, dw1, NULL, dy, x, w, mean, rstd, rows, C, C, C, 0, impl));
         ZT_OK(mk_layernorm_bwd(dx2, dw2, db, dy, x, w, mean, rstd, rows, C, C, C, 1, impl));
         ZT_CHECK(!memcmp(dx1, dx2, 4 * rows * C) && !memcmp(dw1, dw2, 4 * C));
+        /* a frozen gain and bias (LoRA): dw and db NULL, or db alone; dx the same */
+        memset(dx2, 0, 4 * rows * C);
+        ZT_OK(mk_layernorm_bwd(dx2, NULL, NULL, dy, x, w, mean, rstd, rows, C, C, C, 1, impl));
+        ZT_CHECK(!memcmp(dx1, dx2, 4 * rows * C));
+        memset(dw2, 0, 4 * C);
+        memcpy(y1, db, 4 * C), memset(db, 0, 4 * C);
+        ZT_OK(mk_layernorm_bwd(dx2, NULL, db, dy, x, w, mean, rstd, rows, C, C, C, 0, impl));
+        ZT_CHECK(!memcmp(dx1, dx2, 4 * rows * C) && !memcmp(y1, db, 4 * C));
+        /* RMSNorm with a frozen gain: dx as with its gradient */
+        ZT_OK(mk_rmsnorm_fwd(y1, rstd, x, w, rows, C, C, C, 1e-6f, impl));
+        ZT_OK(mk_rmsnorm_bwd(dx1, dw1, dy, x, w, rstd, rows, C, C, C, 0, impl));
+        ZT_OK(mk_rmsnorm_bwd(dx2, NULL, dy, x, w, rstd, rows, C, C, C, 0, impl));
+        ZT_CHECK(!memcmp(dx1, dx2, 4 * rows * C));
         /* RMSNorm: w NULL is w = 1; rstd NULL is allowed in the forward */
         ZT_OK(mk_rmsnorm_fwd(y1, rstd, x, NULL, rows, C, C, C, 1e-6f, impl));
         ZT_OK(mk_rmsnorm_fwd(y2, NULL, x, ones, rows, C, C, C, 1e-6f, impl));
@@ -891,7 +905,7 @@ static void test_args(void) {
     ZT_EQ_INT(mk_layernorm_fwd(y, NULL, NULL, x, x, NULL, 2, 8, 7, 8, 1e-5f, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(mk_layernorm_fwd(y, NULL, NULL, x, NULL, NULL, 2, 8, 8, 8, 1e-5f, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(mk_layernorm_fwd(y, NULL, NULL, x, x, NULL, 2, 8, 8, 8, -1.0f, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
-    ZT_EQ_INT(mk_rmsnorm_bwd(y, NULL, x, x, x, x, 2, 8, 8, 8, 0, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_rmsnorm_bwd(y, y, x, x, NULL, x, 2, 8, 8, 8, 0, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG); /* dw without w */
     ZT_EQ_INT(mk_swiglu_fwd(y, 3, x, x, 4, 2, 4, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(mk_colsum(y, x, 2, 8, 7, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(mk_sum_squares(x, 4, NULL, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);

@@ -9,7 +9,7 @@
 static const uint64_t golden_units[3] = {1000, 30, 5000};
 
 static zero_plan_model golden_model(void) {
-    zero_plan_model m = {3, golden_units, NULL, NULL};
+    zero_plan_model m = {3, golden_units, NULL, NULL, NULL};
     return m;
 }
 
@@ -121,7 +121,7 @@ static void test_one_rank_and_align(void) {
 static void test_paper(void) {
     uint64_t units[32];
     for (int i = 0; i < 32; i++) units[i] = 7500000000ull / 32;
-    zero_plan_model m = {32, units, NULL, NULL};
+    zero_plan_model m = {32, units, NULL, NULL, NULL};
     const double exact[4] = {16 * 7.5e9, (4 + 12.0 / 64) * 7.5e9, (2 + 14.0 / 64) * 7.5e9,
                              16 * 7.5e9 / 64};
     const double paper[4] = {120, 31.4, 16.6, 1.9};
@@ -206,13 +206,13 @@ static void test_errors(void) {
     ZT_CHECKF(strstr(err.msg, "ranks 0") != NULL, "message: %s", err.msg);
     s = golden_setup(0, ZERO_DTYPE_FP32);
     uint64_t zero_unit[2] = {5, 0};
-    zero_plan_model bad = {2, zero_unit, NULL, NULL};
+    zero_plan_model bad = {2, zero_unit, NULL, NULL, NULL};
     ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "unit 1") != NULL, "message: %s", err.msg);
     bad.num_units = 0;
     ZT_EQ_INT(zero_plan_estimate(&bad, &s, &mem, NULL), ZERO_ERR_INVALID_ARG);
     uint64_t huge[2] = {UINT64_MAX / 4, UINT64_MAX / 4};
-    zero_plan_model big = {2, huge, NULL, NULL};
+    zero_plan_model big = {2, huge, NULL, NULL, NULL};
     ZT_EQ_INT(zero_plan_estimate(&big, &s, &mem, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "overflow") != NULL, "message: %s", err.msg);
 }
@@ -238,7 +238,7 @@ static uint64_t linear_act(void *ctx, int64_t mb, int ckpt) {
 
 static zero_plan_model search_model(void) {
     for (int i = 0; i < 100; i++) search_units[i] = 960;
-    zero_plan_model m = {100, search_units, linear_act, NULL};
+    zero_plan_model m = {100, search_units, linear_act, NULL, NULL};
     return m;
 }
 
@@ -422,7 +422,7 @@ static zero_plan_rates round_rates(void) {
 }
 
 static void test_time_hand(void) {
-    zero_plan_model m = {2, time_units, NULL, NULL};
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10};
     zero_plan_rates r = round_rates();
     zero_plan_setup s;
@@ -522,7 +522,7 @@ static void test_time_hand(void) {
 /* Slower links never make a step faster; with several nodes they make it slower, by the cross
  * bytes over the rate; one node does not use the link at all. */
 static void test_time_monotonic(void) {
-    zero_plan_model m = {3, golden_units, NULL, NULL};
+    zero_plan_model m = {3, golden_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 2e4, .recompute_flops_per_token = 1e4, .seq_len = 64};
     for (int stage = 0; stage < 4; stage++) {
         for (int nodes = 1; nodes <= 6; nodes *= 6) {
@@ -638,8 +638,38 @@ static void test_time_per_sample(void) {
     ZT_CHECK(c->sample_seconds < c->variant_seconds[0]);
 }
 
+/* Frozen parts (LoRA): the compute is 3 - f forwards (f: the frozen share of the parameters: no
+ * weight gradient); at stage 3 the frozen parts are gathered in forward and in backward, in their
+ * own dtype; stages 0-2 move the trainable parts only, as a model without the frozen ones. */
+static void test_time_frozen(void) {
+    static const uint64_t numel[2] = {3000000, 1000000}, frozen[2] = {2900000, 1000000};
+    static const uint64_t trainable[1] = {100000}; /* the trainable parts alone (one node: no latency per unit) */
+    const zero_plan_model mf = {2, numel, NULL, NULL, frozen}, mt = {1, trainable, NULL, NULL, NULL};
+    const zero_plan_model ma = {2, numel, NULL, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
+    const zero_plan_rates r = round_rates();
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s;
+        zero_plan_setup_default(&s);
+        s.ranks = 4, s.stage = stage, s.precision = ZERO_DTYPE_BF16, s.frozen_dtype = ZERO_DTYPE_FP16;
+        zero_plan_time tf, tt, ta;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &c, &s, 1, 2, 0, &r, &tf, NULL));
+        ZT_OK(zero_plan_step_time(&mt, &c, &s, 1, 2, 0, &r, &tt, NULL));
+        ZT_OK(zero_plan_step_time(&ma, &c, &s, 1, 2, 0, &r, &ta, NULL));
+        ZT_NEAR(tf.compute / ta.compute, (3.0 - 3.9 / 4.0) / 3.0, 1e-12);
+        ZT_NEAR(tf.optimizer, tt.optimizer, 1e-12);
+        const double extra = stage == 3 ? 2.0 * 3.0 / 4.0 * (double)mem.frozen_padded * 2.0 : 0.0;
+        ZT_CHECKF(mem.frozen_padded >= 3900000 && mem.frozen_padded < 3900000 + 2 * 16 * 4, "Pf %llu",
+                  (unsigned long long)mem.frozen_padded);
+        ZT_NEAR(tf.node_bytes, tt.node_bytes + extra, 1e-9);
+        ZT_NEAR(tf.comm_node, tt.comm_node + extra / r.node_all_gather, 1e-9);
+    }
+}
+
 static void test_time_errors(void) {
-    zero_plan_model m = {2, time_units, NULL, NULL};
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
     zero_plan_setup s;
     zero_plan_setup_default(&s);
@@ -721,7 +751,7 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_conf
         goto done;
     }
     for (int u = 0; u < nu; u++) units[u] = dec_unit_numel(g, u);
-    zero_plan_model pm = {nu, units, NULL, NULL};
+    zero_plan_model pm = {nu, units, NULL, NULL, NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, zero_engine_config(e), world);
     zero_plan_mem mem;
@@ -840,6 +870,7 @@ int main(int argc, char **argv) {
     test_time_monotonic();
     test_time_flip();
     test_time_per_sample();
+    test_time_frozen();
     test_time_errors();
     test_engine();
     return zt_finish("test_plan");
