@@ -51,7 +51,7 @@ test-tsan: deps
 	cd $(TSAN) && ZERO_COMM_ASYNC=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitizers/tsan.supp" \
 		ctest --output-on-failure -j $(JOBS) -R "$(TSAN_REGEX)"
 
-# libFuzzer over every parser of untrusted input (tests/fuzz: ten targets), FUZZ_SECONDS each (CI: 12).
+# libFuzzer over every parser of untrusted input (tests/fuzz: eleven targets), FUZZ_SECONDS each (CI: 12).
 fuzz:
 	@bash scripts/deps.sh ci
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)

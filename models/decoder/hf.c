@@ -64,7 +64,6 @@ static char *slurp(const char *path, uint64_t max, size_t *len, zero_error *err)
     return text;
 }
 
-char *dec__read_text(const char *path, zero_error *err) { return slurp(path, err); }
 
 zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err) {
     if (json) *json = NULL;

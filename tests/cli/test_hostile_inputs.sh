@@ -4,7 +4,8 @@
 # FIFO, never a read of a file larger than its kind may be (sparse files: nothing is allocated),
 # never a symbolic link followed out of a model or tokenizer directory, never a JSON text parsed
 # past its nesting limit — and a data directory's links are skipped. Byte-level and tokenized
-# data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template); and
+# data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template), a
+# LoRA adapter directory (--lora-from: adapter_config.json, adapter_model.safetensors); and
 # `zero export` into a directory where links were planted: replaced, never followed.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -99,6 +100,28 @@ refused "sample --tokenizer DIR whose tokenizer.json links out of it" 1 "t/token
 truncate -s 200M t2.json
 refused "sample --tokenizer FILE of 200 MiB" 1 "209715200 bytes" "refused before reading" -- \
     sample --init-from m --tokenizer t2.json "${Q[@]}"
+
+# --- train --lora-from: a PEFT adapter directory (adapter_config.json, adapter_model.safetensors)
+LB=(--init-from "$SRC/tests/data/decoder/llama_gqa4" --data "$SRC/tests/data/decoder/tokens.bin" "${TR[@]}")
+cp -r "$SRC/tests/data/lora/llama_gqa4" ad
+"$ZERO" train "${LB[@]}" --lora-from ad >out 2>err
+check "the adapter directory trains as it is (exit $?)" test ! -s err
+[ -s err ] && cat err
+cp ad/adapter_config.json ac.json
+rm ad/adapter_config.json
+ln -s "$TMP/ac.json" ad/adapter_config.json
+refused "adapter_config.json a link out of the adapter directory" 2 "ad/adapter_config.json" "outside" -- \
+    train "${LB[@]}" --lora-from ad
+rm ad/adapter_config.json
+truncate -s 2M ad/adapter_config.json
+refused "a 2 MiB adapter_config.json" 2 "2097152 bytes" "refused before reading" -- train "${LB[@]}" --lora-from ad
+python3 -c "print('{\"r\": ' + '[' * 100 + ']' * 100 + '}')" >ad/adapter_config.json
+refused "adapter_config.json nested 101 deep" 2 "nested more than 64" -- train "${LB[@]}" --lora-from ad
+cp ac.json ad/adapter_config.json
+mv ad/adapter_model.safetensors am.safetensors
+ln -s "$TMP/am.safetensors" ad/adapter_model.safetensors
+refused "adapter_model.safetensors a link out of the adapter directory" 1 "adapter_model.safetensors" "outside" -- \
+    train "${LB[@]}" --lora-from ad
 
 # --- export: links planted in the output directory are replaced, never followed
 "$ZERO" train --model tiny "${TR[@]}" --save ck >out 2>err || { echo "FAIL train --save"; cat err; exit 1; }
