@@ -9,7 +9,7 @@ ASAN_MPI_REGEX ?= \.np2$$
 TSAN_TESTS ?= test_comm_async test_comm
 # test_comm_async on 2 and 3 ranks, test_comm on 2 (under TSan it is slow)
 TSAN_REGEX ?= ^mpi\.(test_comm_async\.np[23]|test_comm\.np2)$$
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 12
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PREFIX  ?= /usr/local
@@ -51,7 +51,7 @@ test-tsan: deps
 	cd $(TSAN) && ZERO_COMM_ASYNC=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitizers/tsan.supp" \
 		ctest --output-on-failure -j $(JOBS) -R "$(TSAN_REGEX)"
 
-# libFuzzer over the four input parsers (tests/fuzz), FUZZ_SECONDS each (CI: 15).
+# libFuzzer over every parser of untrusted input (tests/fuzz: eleven targets), FUZZ_SECONDS each (CI: 12).
 fuzz:
 	@bash scripts/deps.sh ci
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)

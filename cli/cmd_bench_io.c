@@ -215,8 +215,8 @@ int cli_bench_io(int argc, char **argv) {
         goto out;
     }
     const int direct = zero_swap_direct(swap);
-    if (zero_io_open(posix, zero_swap_path(swap), ZERO_IO_READ | ZERO_IO_WRITE | (direct ? ZERO_IO_DIRECT : 0), &plain) !=
-        ZERO_OK) {
+    const unsigned pflags = ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_PRIVATE | (direct ? ZERO_IO_DIRECT : 0);
+    if (zero_io_open(posix, zero_swap_path(swap), pflags, &plain) != ZERO_OK) {
         cli_error(CLI_RUNTIME, "bench io: %s", zero_io_last_error(posix));
         goto out;
     }
@@ -258,7 +258,7 @@ int cli_bench_io(int argc, char **argv) {
     /* fio on a file of its own next to ours, created here so that nothing of the user's is hit */
     double fw = NAN, fr = NAN;
     snprintf(fio_path, sizeof fio_path, "%s/zero_%s_fio.tmp", o.dir, job);
-    int fd = open(fio_path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int fd = open(fio_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600); /* scratch: private */
     if (fd >= 0) {
         close(fd);
         fw = fio_gbps(fio_path, "write", &o);

@@ -453,8 +453,16 @@ static int save(const char *path, const rates_opts *o, const cli_sizing_model *m
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return cli_error(CLI_USAGE, "-o '%s': path too long", path);
     if (make_parent(path) != 0) return cli_error(CLI_RUNTIME, "rates file '%s': cannot make its directory: %s", path, strerror(errno));
-    FILE *f = fopen(tmp, "w");
-    if (!f) return cli_error(CLI_RUNTIME, "rates file '%s': %s", path, strerror(errno));
+    zero_error err;
+    /* zero_create_tmp: a link planted at PATH.tmp is removed, never followed (docs/SECURITY.md) */
+    const int fd = zero_create_tmp(path, tmp, sizeof tmp, &err);
+    if (fd < 0) return cli_error(CLI_RUNTIME, "rates file '%s': %s", path, err.msg);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return cli_error(CLI_RUNTIME, "rates file '%s': %s", path, strerror(errno));
+    }
     write_json(f, o, m, w, x);
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;

@@ -180,18 +180,35 @@ static int write_file(const char *path, zero_ckpt *c, const cli_ckpt_params *ps,
     return rc;
 }
 
+/* Opens path.tmp for a file a rename publishes as path (zero_create_tmp: a symbolic link planted
+ * there is removed, never followed; the file is created exclusively, mode 0666 less the umask). */
+static FILE *create_tmp(const char *path, char *tmp, size_t cap) {
+    zero_error err;
+    const int fd = zero_create_tmp(path, tmp, cap, &err);
+    if (fd < 0) {
+        cli_error(CLI_RUNTIME, "export: %s", err.msg);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        cli_error(CLI_RUNTIME, "export: cannot write %s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+    }
+    return f;
+}
+
 /* Writes text to path through path.tmp and a rename. */
 static int write_text(const char *path, const char *text) {
     char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", path, strerror(errno));
+    FILE *f = create_tmp(path, tmp, sizeof tmp);
+    if (!f) return CLI_RUNTIME;
     int bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
     bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
         const int e = errno;
-        remove(tmp);
+        unlink(tmp);
         return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", path, strerror(e ? e : EIO));
     }
     return CLI_OK;
@@ -203,15 +220,15 @@ static const char *const tokenizer_files[] = {
     "tokenizer.model", "added_tokens.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
 };
 
+/* Copies a file of the source directory (already checked by zero_path_in_dir) to `to`. */
 static int copy_file(const char *from, const char *to) {
     FILE *in = fopen(from, "rb");
     if (!in) return cli_error(CLI_RUNTIME, "export: cannot read %s: %s", from, strerror(errno));
     char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", to);
-    FILE *out = fopen(tmp, "wb");
+    FILE *out = create_tmp(to, tmp, sizeof tmp);
     if (!out) {
         fclose(in);
-        return cli_error(CLI_RUNTIME, "export: cannot write %s: %s", to, strerror(errno));
+        return CLI_RUNTIME;
     }
     char buf[65536];
     size_t n;
@@ -222,7 +239,7 @@ static int copy_file(const char *from, const char *to) {
     bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
     bad |= fclose(out) != 0;
     if (bad || rename(tmp, to)) {
-        remove(tmp);
+        unlink(tmp);
         return cli_error(CLI_RUNTIME, "export: cannot copy %s to %s", from, to);
     }
     return CLI_OK;
@@ -361,7 +378,12 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
         } else {
             for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0] && rc == CLI_OK; i++) {
                 char from[4200], to[4200];
-                snprintf(from, sizeof from, "%s/%s", m->source, tokenizer_files[i]);
+                zero_error perr;
+                /* a file the source directory names: never a symbolic link leading out of it */
+                if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
+                    rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg);
+                    break;
+                }
                 snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
                 if (access(from, R_OK)) continue;
                 if (!strcmp(from, to)) continue;

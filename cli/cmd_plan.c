@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -250,10 +251,16 @@ static void json_string(FILE *f, const char *s) {
 static int write_config(const char *path, const cli_sizing_opts *o, const zero_plan_candidate *c,
                         const char *nvme_path) {
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return cli_error(CLI_USAGE, "-o '%s': path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return cli_error(CLI_RUNTIME, "-o '%s': %s", path, strerror(errno));
+    zero_error err;
+    /* zero_create_tmp: a link planted at PATH.tmp is removed, never followed (docs/SECURITY.md) */
+    const int fd = zero_create_tmp(path, tmp, sizeof tmp, &err);
+    if (fd < 0) return cli_error(CLI_RUNTIME, "-o '%s': %s", path, err.msg);
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return cli_error(CLI_RUNTIME, "-o '%s': %s", path, strerror(errno));
+    }
     fprintf(f, "{\n  \"train_micro_batch_size_per_gpu\": %lld,\n  \"gradient_accumulation_steps\": 1,\n",
             (long long)c->micro_batch);
     fprintf(f, "  \"optimizer\": {\"type\": \"%s\"", ds_optimizer(o->optimizer));

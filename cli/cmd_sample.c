@@ -193,8 +193,15 @@ static zero_chat_format recorded_format(const char *path) {
     return f;
 }
 
+/* generation_config.json beside a tokenizer is read like every file of a model directory
+ * (docs/SECURITY.md): a plain file inside it (zero_path_in_dir), at most this large, its JSON
+ * bounded before it is parsed. Real ones are a few hundred bytes. */
+#define GEN_CONFIG_MAX_BYTES (UINT64_C(1) << 20)
+#define GEN_CONFIG_MAX_VALUES (UINT64_C(1) << 14)
+
 /* The tokens generation stops at: the tokenizer's EOS, generation_config.json's eos_token_id (an
- * id or a list, beside the tokenizer), and with --chat the format's end of turn. */
+ * id or a list, beside the tokenizer), and with --chat the format's end of turn. Returns how many,
+ * or -1 with the error printed when generation_config.json is there but refused. */
 static int stop_tokens(zero_tokenizer *tok, const char *tokpath, const sample_opts *o, int V, int32_t *out, int cap) {
     int n = 0;
 #define ADD(id)                                                                          \
@@ -207,27 +214,43 @@ static int stop_tokens(zero_tokenizer *tok, const char *tokpath, const sample_op
     ADD(zero_tokenizer_eos(tok));
     if (o->chat && o->fmt == ZERO_CHAT_CHATML) ADD(zero_tokenizer_token_id(tok, "<|im_end|>"));
     if (o->chat && o->fmt == ZERO_CHAT_LLAMA3) ADD(zero_tokenizer_token_id(tok, "<|eot_id|>"));
-    char gc[4200];
+    char dir[4200], gc[4300];
     struct stat sb;
     if (!stat(tokpath, &sb) && S_ISDIR(sb.st_mode)) {
-        snprintf(gc, sizeof gc, "%s/generation_config.json", tokpath);
+        snprintf(dir, sizeof dir, "%s", tokpath);
     } else {
         const char *slash = strrchr(tokpath, '/');
-        snprintf(gc, sizeof gc, "%.*s/generation_config.json", slash ? (int)(slash - tokpath) : 1, slash ? tokpath : ".");
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - tokpath + (slash == tokpath)) : 1, slash ? tokpath : ".");
     }
-    FILE *f = fopen(gc, "rb");
-    if (f) {
-        char buf[65536];
-        const size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        cJSON *j = cJSON_Parse(buf);
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id"), *x;
-        if (cJSON_IsNumber(e)) ADD((int32_t)e->valuedouble);
-        if (cJSON_IsArray(e))
-            cJSON_ArrayForEach(x, e) if (cJSON_IsNumber(x)) ADD((int32_t)x->valuedouble);
+    zero_error err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    zero_status st = zero_path_in_dir(dir, "generation_config.json", gc, sizeof gc, &err);
+    if (st == ZERO_OK && access(gc, F_OK) != 0 && errno == ENOENT) return n; /* none: the tokenizer's EOS */
+    if (st == ZERO_OK) st = zero_read_file(gc, GEN_CONFIG_MAX_BYTES, &text, &len, &err);
+    if (st == ZERO_OK && zero_json_check(text, len, GEN_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &err) != ZERO_OK) {
+        char why[sizeof err.msg];
+        snprintf(why, sizeof why, "%s", err.msg);
+        snprintf(err.msg, sizeof err.msg, "%.200s: %.250s: refused before parsing", gc, why);
+        st = ZERO_ERR_FORMAT;
+    }
+    cJSON *j = st == ZERO_OK ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    if (st == ZERO_OK && !cJSON_IsObject(j)) {
+        snprintf(err.msg, sizeof err.msg, "%.400s is not a JSON object", gc);
+        st = ZERO_ERR_FORMAT;
+    }
+    if (st != ZERO_OK) {
         cJSON_Delete(j);
+        cli_error(CLI_RUNTIME, "sample: generation_config.json: %s", err.msg);
+        return -1;
     }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id"), *x;
+    /* an id outside the vocabulary is no stop token (and is not converted: a huge double is not an int) */
+    if (cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble < V) ADD((int32_t)e->valuedouble);
+    if (cJSON_IsArray(e))
+        cJSON_ArrayForEach(x, e) if (cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < V) ADD((int32_t)x->valuedouble);
+    cJSON_Delete(j);
 #undef ADD
     return n;
 }
@@ -366,6 +389,10 @@ int cli_sample(int argc, char **argv) {
     } else { /* a token at a time, up to a stop token */
         int32_t stops[16];
         const int ns = stop_tokens(tok, tokpath, &o, g.vocab, stops, 16);
+        if (ns < 0) {
+            rc = CLI_RUNTIME;
+            goto out;
+        }
         memcpy(out, prompt, (size_t)np * sizeof *out);
         for (int i = 0; i < o.tokens && !stopped; i++) {
             dec_sampling s = {(float)o.temperature, o.top_k, draw_seed(o.seed, i)};

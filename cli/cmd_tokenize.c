@@ -123,23 +123,6 @@ static int is_jsonl(const char *p) {
     return (n >= 6 && !strcmp(p + n - 6, ".jsonl")) || (n >= 5 && !strcmp(p + n - 5, ".json"));
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1)) && fread(b, 1, (size_t)n, f) == (size_t)n) {
-        b[n] = 0;
-        *len = (size_t)n;
-    } else {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
-
 static void print_ids(const int32_t *ids, const uint8_t *mask, size_t n, int json) {
     if (json) {
         fputs("{\"ids\": [", stdout);
@@ -169,6 +152,44 @@ static void progress_tick(progress *p, double add) {
             p->done / 1e6 / (now - p->t0 > 1e-9 ? now - p->t0 : 1e-9));
 }
 
+/* --print: one line of ids per input line, read a line at a time (memory: one line). */
+typedef struct print_ctx {
+    const opts *o;
+    const char *path;
+    zero_tokenizer *tok;
+    zero_data *d; /* JSONL input; NULL for text */
+    zero_token_ids *ids;
+} print_ctx;
+
+static zero_status print_line(void *ctx, const char *line, size_t len, uint64_t lineno) {
+    print_ctx *c = ctx;
+    char where[1200];
+    snprintf(where, sizeof where, "%s:%llu", c->path, (unsigned long long)lineno);
+    if (!line) {
+        cli_error(CLI_RUNTIME, "tokenize: %s: a line of more than %zu bytes, longer than the %llu MiB a line may have", where, len,
+                  (unsigned long long)(ZERO_DATA_MAX_LINE >> 20));
+        return ZERO_ERR_FORMAT;
+    }
+    if (c->d) {
+        if (zero_data_add_jsonl_line(c->d, line, len, where)) {
+            cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(c->d));
+            return ZERO_ERR_FORMAT;
+        }
+        const uint8_t *mask;
+        size_t n;
+        const int32_t *x = zero_data_last_example(c->d, &mask, &n);
+        print_ids(x, mask, n, c->o->json);
+        return ZERO_OK;
+    }
+    c->ids->n = 0;
+    if (zero_tokenizer_encode(c->tok, line, len, c->o->no_special ? 0 : ZERO_TOK_ADD_SPECIAL, c->ids)) {
+        cli_error(CLI_RUNTIME, "tokenize: %s", zero_tokenizer_last_error(c->tok));
+        return ZERO_ERR_FORMAT;
+    }
+    print_ids(c->ids->ids, NULL, c->ids->n, c->o->json);
+    return ZERO_OK;
+}
+
 static int run_print(const opts *o, zero_tokenizer *tok) {
     zero_data_opts dopt;
     zero_data_opts_default(&dopt);
@@ -178,50 +199,23 @@ static int run_print(const opts *o, zero_tokenizer *tok) {
     zero_token_ids ids = {0};
     int rc = CLI_OK;
     for (int i = 0; i < o->ninputs && !rc; i++) {
-        size_t len = 0;
-        char *buf = read_all(o->inputs[i], &len);
-        if (!buf) return cli_error(CLI_RUNTIME, "tokenize: cannot read '%s'", o->inputs[i]);
         const int jl = is_jsonl(o->inputs[i]);
-        zero_data *d = NULL;
-        if (jl && zero_data_create(&d, tok, &dopt, &err)) {
-            free(buf);
-            return cli_error(CLI_RUNTIME, "tokenize: %s", err.msg);
+        print_ctx c = {o, o->inputs[i], tok, NULL, &ids};
+        if (jl && zero_data_create(&c.d, tok, &dopt, &err)) {
+            rc = cli_error(CLI_RUNTIME, "tokenize: %s", err.msg);
+            break;
         }
-        size_t start = 0, line = 1;
-        for (size_t k = 0; k <= len && !rc; k++) {
-            if (k < len && buf[k] != '\n') continue;
-            if (k == len && start == len) break; /* a final newline ends the last line */
-            if (jl) {
-                char where[1200];
-                snprintf(where, sizeof where, "%s:%zu", o->inputs[i], line);
-                if (zero_data_add_jsonl_line(d, buf + start, k - start, where)) {
-                    rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
-                    break;
-                }
-                const uint8_t *mask;
-                size_t n;
-                const int32_t *x = zero_data_last_example(d, &mask, &n);
-                print_ids(x, mask, n, o->json);
-            } else {
-                ids.n = 0;
-                if (zero_tokenizer_encode(tok, buf + start, k - start, o->no_special ? 0 : ZERO_TOK_ADD_SPECIAL, &ids)) {
-                    rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_tokenizer_last_error(tok));
-                    break;
-                }
-                print_ids(ids.ids, NULL, ids.n, o->json);
-            }
-            start = k + 1;
-            line++;
-        }
+        err.msg[0] = 0;
+        const zero_status st = zero_data_foreach_line(o->inputs[i], ZERO_DATA_MAX_LINE, print_line, &c, &err);
+        if (st) rc = err.msg[0] ? cli_error(CLI_RUNTIME, "tokenize: %s", err.msg) : CLI_RUNTIME;
         if (jl && !rc && o->skip_bad) {
-            zero_data_stats st;
-            zero_data_get_stats(d, &st);
-            if (st.skipped)
+            zero_data_stats st2;
+            zero_data_get_stats(c.d, &st2);
+            if (st2.skipped)
                 fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->inputs[i],
-                        (unsigned long long)st.skipped, st.skipped == 1 ? "" : "s", st.first_skipped);
+                        (unsigned long long)st2.skipped, st2.skipped == 1 ? "" : "s", st2.first_skipped);
         }
-        zero_data_free(d);
-        free(buf);
+        zero_data_free(c.d);
     }
     zero_token_ids_free(&ids);
     if (fflush(stdout) != 0) return cli_error(CLI_RUNTIME, "tokenize: cannot write to stdout");
@@ -246,33 +240,10 @@ static int run_file(const opts *o, zero_tokenizer *tok) {
     p.t0 = p.last = zero_now();
     int rc = CLI_OK;
     for (int i = 0; i < o->ninputs && !rc; i++) {
+        /* a directory, a JSONL file (a line at a time) or a text document: what zero train reads */
         struct stat sb;
-        if (stat(o->inputs[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            if (zero_data_add_file(d, o->inputs[i])) rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
-            continue;
-        }
-        size_t len = 0;
-        char *buf = read_all(o->inputs[i], &len);
-        if (!buf) {
-            rc = cli_error(CLI_RUNTIME, "tokenize: cannot read '%s'", o->inputs[i]);
-            break;
-        }
-        if (!is_jsonl(o->inputs[i])) {
-            if (zero_data_add_text(d, buf, len)) rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
-            progress_tick(&p, (double)len);
-        } else {
-            size_t start = 0, line = 1;
-            for (size_t k = 0; k <= len && !rc; k++) {
-                if (k < len && buf[k] != '\n') continue;
-                char where[1200];
-                snprintf(where, sizeof where, "%s:%zu", o->inputs[i], line++);
-                if (zero_data_add_jsonl_line(d, buf + start, k - start, where))
-                    rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
-                progress_tick(&p, (double)(k - start + 1));
-                start = k + 1;
-            }
-        }
-        free(buf);
+        if (zero_data_add_file(d, o->inputs[i])) rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
+        else if (stat(o->inputs[i], &sb) == 0 && S_ISREG(sb.st_mode)) progress_tick(&p, (double)sb.st_size);
     }
     if (!rc && zero_data_finish(d)) rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));
     if (!rc && zero_data_write(d, o->out)) rc = cli_error(CLI_RUNTIME, "tokenize: %s", zero_data_last_error(d));

@@ -177,8 +177,14 @@ int export_lora_write_config(const lora_export *x, const char *dir) {
     if (!text) return cli_error(CLI_RUNTIME, "export: out of memory");
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    zero_error err;
+    const int fd = zero_create_tmp(path, tmp, sizeof tmp, &err); /* a planted link is removed, never followed */
+    if (fd < 0) {
+        free(text);
+        return cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) close(fd);
     int bad = !f;
     if (f) {
         bad |= fputs(text, f) < 0 || fputc('\n', f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0;

@@ -179,26 +179,14 @@ int ux_check_memory(const train_opts *o, int world) {
 /* The --config document (NULL without one or when unreadable: the loader reported that). */
 static cJSON *config_doc(const train_opts *o) {
     if (!o->config) return NULL;
-    FILE *f = fopen(o->config, "rb");
-    if (!f) return NULL;
+    /* read as the loader reads it (docs/SECURITY.md): at most 16 MiB, its JSON bounded before parsing */
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            char *t = realloc(text, cap = (cap ? 2 * cap : 8192));
-            if (!t) break;
-            text = t;
-        }
-        const size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (!got) break;
-    }
-    fclose(f);
+    size_t len = 0;
+    zero_error err;
+    if (zero_read_file(o->config, UINT64_C(16) << 20, &text, &len, &err) != ZERO_OK) return NULL;
     cJSON *doc = NULL;
-    if (text) {
-        text[len] = 0;
-        doc = cJSON_Parse(text);
-    }
+    if (zero_json_check(text, len, UINT64_C(1) << 16, ZERO_JSON_MAX_DEPTH, &err) == ZERO_OK)
+        doc = cJSON_ParseWithLength(text, len);
     free(text);
     return doc;
 }

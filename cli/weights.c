@@ -328,6 +328,9 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
     struct stat sb;
     if (stat(path, &sb)) return cli_error(CLI_USAGE, "%s '%s': %s", flag, path, strerror(errno));
     zero_error err = {{0}};
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) /* a FIFO would be waited on (docs/SECURITY.md) */
+        return cli_error(CLI_USAGE, "%s '%s': not a regular file or a directory: expected a checkpoint, a model "
+                         "directory with config.json, or a safetensors file", flag, path);
     if (!S_ISDIR(sb.st_mode)) {
         out->kind = CLI_MODEL_FILE;
         return shape_from_st(path, heads, flag, out);

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan+UBSan, coverage) in build-fuzz/, runs
 # every committed seed of tests/fuzz/corpus/<target>/ once (the regression seeds), then fuzzes each
-# target for SECONDS (default 15) from a copy of its corpus. A crash, a leak or a timeout fails the
+# target for SECONDS (default 12) from a copy of its corpus. A crash, a leak or a timeout fails the
 # script; the input is kept in build-fuzz/crashes/<target>/ (fix the bug, then commit the input to
 # tests/fuzz/corpus/<target>/ as a regression seed).
-# usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]     (CI: bash scripts/fuzz.sh 15)
+# usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]     (CI: bash scripts/fuzz.sh 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-15}
+secs=${1:-12}
 shift || true
-targets=${*:-config safetensors manifest tokens}
+# every target of tests/fuzz (fuzz_NAME.c, its corpus in tests/fuzz/corpus/NAME/)
+all=$(cd tests/fuzz && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//' | tr '\n' ' ')
+targets=${*:-$all}
 B=${FUZZ_BUILD:-build-fuzz}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang)}
 cmake -S . -B "$B" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZERO_FUZZ=ON -DZERO_MPI=OFF \

@@ -192,6 +192,49 @@ size_t zero_rss_peak_bytes(void);
 /* Monotonic wall clock in seconds. */
 double zero_now(void);
 
+/* ---------------------------------------------------------------- untrusted files
+ * Every file zero reads that it did not write in this run — a downloaded model directory
+ * (config.json, safetensors and their index, tokenizer files), a data set, a checkpoint — is
+ * hostile until parsed (docs/SECURITY.md). The checks every reader shares:
+ *  - zero_path_in_dir: the one place that turns a name a directory's file gives (a shard of an
+ *    index, tokenizer.json of a model directory) into a path;
+ *  - zero_read_file: a whole regular file, refused before anything is allocated when it is
+ *    larger than the caller's limit;
+ *  - zero_json_check: the number of values and the nesting of a JSON text, refused before a
+ *    parser allocates a node for it. */
+
+/* The deepest nesting of arrays and objects any JSON file zero reads may have (a tokenizer.json
+ * nests 6 levels, a config.json 3). */
+#define ZERO_JSON_MAX_DEPTH 64
+
+/* out = dir/name when name is a plain file name inside dir: not empty, no '/', not "." or "..",
+ * no control character, at most 255 bytes. When dir/name exists it must be a regular file, or a
+ * symbolic link whose target (resolved all the way) is a regular file inside dir — or, for a
+ * snapshot of the Hugging Face hub cache (dir = .../snapshots/REV), inside that repository's
+ * .../blobs. A missing file is ZERO_OK (the caller's open reports it). Otherwise
+ * ZERO_ERR_FORMAT with err naming the file and the rule, ZERO_ERR_IO when it cannot be
+ * examined, ZERO_ERR_INVALID_ARG when the path does not fit in cap bytes. */
+zero_status zero_path_in_dir(const char *dir, const char *name, char *out, size_t cap, zero_error *err);
+
+/* Reads the regular file path whole into *text (malloc'd, NUL-terminated, *len bytes; free it
+ * with free()). A file larger than max_bytes, or not a regular file (a FIFO, a device, a
+ * directory), is ZERO_ERR_FORMAT before anything is allocated; ZERO_ERR_IO when it cannot be
+ * opened or read (err says which, with the OS's reason), ZERO_ERR_NOMEM. len may be NULL. */
+zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, size_t *len, zero_error *err);
+
+/* ZERO_OK when the JSON text (len bytes) holds at most max_values values (objects, arrays and
+ * scalars, an object member counting once) nested at most max_depth deep; ZERO_ERR_FORMAT with
+ * err saying which limit and where otherwise. It does not validate the JSON: the parser does,
+ * afterwards, with its memory bounded by max_values. */
+zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err);
+
+/* Opens PATH.tmp (its name in tmp) for writing a file that a rename will publish as PATH: a
+ * leftover PATH.tmp — a file, or a symbolic link planted there, never what it points to — is
+ * removed first, then the file is created exclusively (O_EXCL | O_NOFOLLOW: nothing that appears
+ * meanwhile is followed or truncated) with mode 0666 less the umask, as other tools create
+ * their outputs. Returns the descriptor (close-on-exec), or -1 with err set. */
+int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -102,15 +102,34 @@ typedef struct zero_data_stats {
 
 typedef struct zero_data zero_data;
 
+/* What a data file may hold (docs/SECURITY.md): a JSONL line (one example) of at most 64 MiB and
+ * 2^16 JSON values, a text document of at most 4 GiB (what the tokenizer takes). */
+#define ZERO_DATA_MAX_LINE (UINT64_C(64) << 20)
+#define ZERO_DATA_MAX_VALUES (UINT64_C(1) << 16)
+#define ZERO_DATA_MAX_TEXT ((UINT64_C(4) << 30) - 1)
+
+/* Calls fn for each line of the file at path, numbered from 1: the line without its '\n'
+ * (NUL-terminated in a buffer that is valid during the call; the last line counts without a
+ * '\n' too). The file is read 64 KiB at a time and memory is one line: a line longer than
+ * max_line is not held — as soon as more than max_line bytes of it are read, fn gets line NULL
+ * and that count (> max_line), and the rest of the line is skipped unread into memory. A status
+ * other than ZERO_OK from fn stops the reading and is returned; ZERO_ERR_IO (err says why) when
+ * the file cannot be read. A FIFO or a pipe is read as it streams. */
+typedef zero_status (*zero_line_fn)(void *ctx, const char *line, size_t len, uint64_t lineno);
+zero_status zero_data_foreach_line(const char *path, uint64_t max_line, zero_line_fn fn, void *ctx, zero_error *err);
+
 zero_status zero_data_create(zero_data **out, zero_tokenizer *tok, const zero_data_opts *o, zero_error *err);
 void zero_data_free(zero_data *d);
 const char *zero_data_last_error(const zero_data *d);
 /* Adds a file: *.jsonl / *.json are JSONL examples ({"text"}, {"prompt","completion"},
- * {"messages"}); anything else is plain text, one document per file (a directory: its regular
- * files in name order, as zero train reads). Errors name the file and line. */
+ * {"messages"}), read a line at a time (zero_data_foreach_line); anything else is plain text, one
+ * document per file of at most ZERO_DATA_MAX_TEXT bytes (a directory: its regular files in name
+ * order, as zero train reads). Errors name the file and line. */
 zero_status zero_data_add_file(zero_data *d, const char *path);
 /* Adds one JSONL line (for callers that read their own input); `where` names it in errors. A bad
- * example with skip_bad is skipped and counted (ZERO_OK). */
+ * example with skip_bad is skipped and counted (ZERO_OK); a line longer than ZERO_DATA_MAX_LINE,
+ * or whose JSON holds more than ZERO_DATA_MAX_VALUES values or nests deeper than
+ * ZERO_JSON_MAX_DEPTH, is a bad example, refused before it is parsed. */
 zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len, const char *where);
 /* Adds a text document. */
 zero_status zero_data_add_text(zero_data *d, const char *text, size_t len);

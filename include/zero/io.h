@@ -54,10 +54,14 @@ typedef struct zero_io_file zero_io_file;
 enum {
     ZERO_IO_READ = 1u << 0,
     ZERO_IO_WRITE = 1u << 1,
-    ZERO_IO_CREATE = 1u << 2, /* create when missing (mode 0644) */
+    ZERO_IO_CREATE = 1u << 2, /* create when missing (mode 0666 less the umask, as other tools) */
     ZERO_IO_TRUNC = 1u << 3,  /* truncate to 0 on open */
-    ZERO_IO_EXCL = 1u << 4,   /* with CREATE: fail when the file exists */
+    ZERO_IO_EXCL = 1u << 4,   /* with CREATE: fail when the file exists (a symbolic link included) */
     ZERO_IO_DIRECT = 1u << 5, /* O_DIRECT: aligned buffers, offsets and sizes */
+    ZERO_IO_NOFOLLOW = 1u << 6, /* fail when the last component of the path is a symbolic link */
+    ZERO_IO_PRIVATE = 1u << 7,  /* scratch: created owner-only (0600) whatever the umask, never
+                                   through a symbolic link (implies NOFOLLOW), and the file opened
+                                   must be a regular file of this user: ZERO_ERR_IO otherwise */
 };
 
 /* Kinds of operation: what a fault rule counts and what an async request does. */
@@ -132,7 +136,8 @@ zero_io *zero_io_file_io(const zero_io_file *f);
 zero_status zero_io_rename(zero_io *io, const char *from, const char *to);
 /* Removes a file or an empty directory. A missing path is ZERO_OK when missing_ok. */
 zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok);
-/* Creates a directory and its missing parents (mode 0755); an existing directory is ZERO_OK. */
+/* Creates a directory and its missing parents (mode 0777 less the umask); an existing directory
+ * is ZERO_OK. */
 zero_status zero_io_mkdir(zero_io *io, const char *path);
 /* Makes the directory's entries durable (fsync of the directory): after a create or rename. */
 zero_status zero_io_fsync_dir(zero_io *io, const char *path);

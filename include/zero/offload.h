@@ -73,7 +73,7 @@ int zero_swap_checksums(const zero_swap *s);
 /* What a file at `path` is, for the ownership rule. */
 typedef enum zero_swap_owner {
     ZERO_SWAP_ABSENT = 0,  /* no such file */
-    ZERO_SWAP_FOREIGN = 1, /* not a swap file (or unreadable): never touched */
+    ZERO_SWAP_FOREIGN = 1, /* not a swap file (or unreadable, a symbolic link, another user's): never touched */
     ZERO_SWAP_LIVE = 2,    /* a swap file of a live process of this host (this one included) */
     ZERO_SWAP_REMOTE = 3,  /* a swap file written on another host */
     ZERO_SWAP_STALE = 4,   /* a swap file of a process of this host that no longer runs */

@@ -45,44 +45,31 @@ void dec_data_opts_default(dec_data_opts *o) {
 }
 
 /* ---------------------------------------------------------------- text as bytes */
-/* Reads a whole file into a malloc'd buffer (*size bytes; NULL with size 0 for an empty file). */
+/* Reads a whole file into a malloc'd buffer (*size bytes; NULL with size 0 for an empty file). A
+ * data file is untrusted (docs/SECURITY.md): zero_read_file refuses one that is not a regular file
+ * (a FIFO, a device) or is larger than a text document may be (ZERO_DATA_MAX_TEXT) before it
+ * allocates anything. */
 static zero_status read_file(const char *path, unsigned char **out, uint64_t *size, zero_error *err) {
     *out = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dec__errorf(err, "cannot open data file '%s': %s", path, strerror(errno));
-        return ZERO_ERR_IO;
+    char *buf = NULL;
+    size_t len = 0;
+    zero_error rerr = {{0}};
+    zero_status st = zero_read_file(path, ZERO_DATA_MAX_TEXT, &buf, &len, &rerr);
+    if (st) {
+        dec__errorf(err, "data file: %s%s", rerr.msg,
+                    st == ZERO_ERR_FORMAT && strstr(rerr.msg, "bytes, more than")
+                        ? " (split a larger corpus into a directory of smaller files)"
+                        : "");
+        return st;
     }
-    zero_status st = ZERO_OK;
-    unsigned char *buf = NULL;
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        dec__errorf(err, "cannot read data file '%s': %s", path, strerror(errno));
-        st = ZERO_ERR_IO;
-        goto done;
+    if (len == 0) {
+        free(buf);
+        buf = NULL;
     }
-    if (len > 0) {
-        buf = malloc((size_t)len);
-        if (!buf) {
-            dec__errorf(err, "cannot allocate %ld bytes for data file '%s'", len, path);
-            st = ZERO_ERR_NOMEM;
-            goto done;
-        }
-        if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-            dec__errorf(err, "cannot read data file '%s': short read", path);
-            free(buf);
-            buf = NULL;
-            st = ZERO_ERR_IO;
-            goto done;
-        }
-    }
-    *out = buf;
-    *size = (uint64_t)len;
-done:
-    fclose(f);
-    return st;
+    *out = (unsigned char *)buf;
+    *size = len;
+    return ZERO_OK;
 }
 
 static zero_status check_text(const char *path, const unsigned char *buf, uint64_t size, zero_error *err) {
@@ -254,8 +241,8 @@ static zero_status load_tokenized(dec_data *d, const dec_data_opts *o, int is_di
 
 /* ---------------------------------------------------------------- opening */
 int dec_data_is_token_file(const char *path) {
-    struct stat sb;
-    if (!path || stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) return 0;
+    struct stat sb; /* a regular file only: opening a FIFO would wait for a writer */
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "rb");
     char magic[8] = {0};
     const size_t got = f ? fread(magic, 1, 8, f) : 0;
@@ -288,6 +275,12 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
     if (stat(path, &sb) != 0) {
         dec__errorf(err, "cannot open data '%s': %s", path, strerror(errno));
         st = ZERO_ERR_IO;
+        goto done;
+    }
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) { /* a FIFO, a device, a socket */
+        dec__errorf(err, "data '%s' is not a regular file or a directory: expected a text, JSONL or token file, or "
+                    "a directory of them", path);
+        st = ZERO_ERR_FORMAT;
         goto done;
     }
     if (!S_ISDIR(sb.st_mode) && dec_data_is_token_file(path)) {

@@ -34,8 +34,6 @@ static inline double dec__uniform(uint64_t *state) {
 double dec__normal(uint64_t *state);
 
 void dec__errorf(zero_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A text file of at most 64 MiB, NUL-terminated (malloc'd), or NULL with err set (hf.c). */
-char *dec__read_text(const char *path, zero_error *err);
 /* cJSON_Print's text (freed) with two-space indentation, as transformers writes JSON (malloc'd). */
 char *dec__json_indent(char *text);
 

@@ -14,7 +14,6 @@
 #include "zero/ckpt.h"
 
 #define CHUNK ((uint64_t)1 << 20) /* elements per engine write (4 MiB of fp32) */
-#define MAX_FILES 4096
 
 struct dec_hf {
     char dir[4096];
@@ -23,7 +22,6 @@ struct dec_hf {
     const char *dtype;
     int nfiles;
     zero_st_file **files;
-    cJSON *index; /* weight_map, when sharded */
 };
 
 static int is_file(const char *path) {
@@ -58,43 +56,31 @@ void dec_hf_pickle_error(zero_error *err, const char *what) {
                 what);
 }
 
-static char *slurp(const char *path, zero_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dec__errorf(err, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long len = -1;
-    if (!fseek(f, 0, SEEK_END)) len = ftell(f);
-    if (len < 0 || len > (64 << 20) || fseek(f, 0, SEEK_SET)) {
-        dec__errorf(err, "cannot read %s: %s", path, len > (64 << 20) ? "larger than 64 MiB" : strerror(errno));
-    } else if (!(buf = malloc((size_t)len + 1))) {
-        dec__errorf(err, "cannot allocate %ld bytes for %s", len, path);
-    } else if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        dec__errorf(err, "cannot read %s: short read", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[len] = '\0';
-    }
-    fclose(f);
-    return buf;
+/* A file the directory holds, read whole when it is at most max bytes (zero_read_file). */
+static char *slurp(const char *path, uint64_t max, size_t *len, zero_error *err) {
+    char *text = NULL;
+    zero_error e2;
+    if (zero_read_file(path, max, &text, len, &e2) != ZERO_OK) dec__errorf(err, "%s", e2.msg);
+    return text;
 }
 
-char *dec__read_text(const char *path, zero_error *err) { return slurp(path, err); }
 
 zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err) {
     if (json) *json = NULL;
     if (notes) *notes = NULL;
     char p[4200];
-    snprintf(p, sizeof p, "%s/config.json", dir);
+    zero_error pe;
+    const zero_status ps = zero_path_in_dir(dir, "config.json", p, sizeof p, &pe);
+    if (ps != ZERO_OK) {
+        dec__errorf(err, "%s", pe.msg);
+        return ps;
+    }
     if (!is_file(p)) {
         dec__errorf(err, "%s: no config.json: expected a Hugging Face model directory", dir);
         return ZERO_ERR_IO;
     }
-    char *text = slurp(p, err);
-    if (!text) return ZERO_ERR_IO;
+    char *text = slurp(p, DEC_HF_CONFIG_MAX_BYTES, NULL, err);
+    if (!text) return ZERO_ERR_FORMAT;
     zero_error e2 = {{0}};
     zero_status st = dec_config_from_json(cfg, text, notes, &e2);
     if (st) {
@@ -119,7 +105,6 @@ void dec_hf_close(dec_hf *h) {
     if (!h) return;
     for (int i = 0; i < h->nfiles; i++) zero_st_close(h->files[i]);
     free(h->files);
-    cJSON_Delete(h->index);
     free(h->json);
     free(h->notes);
     free(h);
@@ -135,10 +120,11 @@ static const char *dtype_word(const char *s) {
 
 static zero_status open_file(dec_hf *h, const char *name, zero_error *err) {
     char p[8400];
-    snprintf(p, sizeof p, "%s/%s", h->dir, name);
-    if (strchr(name, '/') || !strcmp(name, "..")) {
-        dec__errorf(err, "%s/model.safetensors.index.json: file '%s': expected a file name in the directory", h->dir, name);
-        return ZERO_ERR_FORMAT;
+    zero_error pe;
+    zero_status st = zero_path_in_dir(h->dir, name, p, sizeof p, &pe);
+    if (st != ZERO_OK) {
+        dec__errorf(err, "%s", pe.msg);
+        return st;
     }
     if (dec_hf_is_pickle(p)) {
         dec_hf_pickle_error(err, p);
@@ -150,9 +136,86 @@ static zero_status open_file(dec_hf *h, const char *name, zero_error *err) {
         return ZERO_ERR_NOMEM;
     }
     h->files = fs;
-    zero_status st = zero_st_open(&h->files[h->nfiles], NULL, p, err);
+    st = zero_st_open(&h->files[h->nfiles], NULL, p, err);
     if (st == ZERO_OK) h->nfiles++;
     return st;
+}
+
+void dec_hf_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+}
+
+static uint32_t name_hash(const char *s) {
+    uint32_t x = 2166136261u; /* FNV-1a */
+    for (; *s; s++) x = (x ^ (unsigned char)*s) * 16777619u;
+    return x;
+}
+
+zero_status dec_hf_index_files(const char *dir, const char *what, const char *text, size_t len, char ***names,
+                               int *n, zero_error *err) {
+    *names = NULL;
+    *n = 0;
+    zero_error je;
+    if (zero_json_check(text, len, DEC_HF_INDEX_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+        dec__errorf(err, "%s: %s: refused before parsing", what, je.msg);
+        return ZERO_ERR_FORMAT;
+    }
+    cJSON *idx = cJSON_ParseWithLength(text, len);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    if (!cJSON_IsObject(map) || !map->child) {
+        cJSON_Delete(idx);
+        dec__errorf(err, "%s: expected an object with a non-empty \"weight_map\"", what);
+        return ZERO_ERR_FORMAT;
+    }
+    /* the distinct names through an open-addressed set of twice the most files: linear in the
+     * entries, whatever their number */
+    enum { SLOTS = 2 * DEC_HF_MAX_FILES };
+    int *slot = malloc(SLOTS * sizeof *slot);
+    char **out = calloc(DEC_HF_MAX_FILES, sizeof *out);
+    int k = 0;
+    zero_status st = ZERO_OK;
+    if (!slot || !out) {
+        dec__errorf(err, "out of memory");
+        st = ZERO_ERR_NOMEM;
+    }
+    for (int i = 0; slot && i < SLOTS; i++) slot[i] = -1;
+    for (const cJSON *e = map->child; e && st == ZERO_OK; e = e->next) {
+        if (!cJSON_IsString(e)) {
+            dec__errorf(err, "%s: weight_map[\"%.100s\"]: expected a file name", what, e->string);
+            st = ZERO_ERR_FORMAT;
+            break;
+        }
+        uint32_t h = name_hash(e->valuestring) % SLOTS;
+        while (slot[h] >= 0 && strcmp(out[slot[h]], e->valuestring)) h = (h + 1) % SLOTS;
+        if (slot[h] >= 0) continue;
+        if (k >= DEC_HF_MAX_FILES) {
+            dec__errorf(err, "%s: more than %d weight files", what, DEC_HF_MAX_FILES);
+            st = ZERO_ERR_FORMAT;
+            break;
+        }
+        char p[8400];
+        zero_error pe;
+        if ((st = zero_path_in_dir(dir, e->valuestring, p, sizeof p, &pe)) != ZERO_OK) {
+            dec__errorf(err, "%s: weight_map[\"%.100s\"]: %s", what, e->string, pe.msg);
+            break;
+        }
+        if (!(out[k] = strdup(e->valuestring))) {
+            dec__errorf(err, "out of memory");
+            st = ZERO_ERR_NOMEM;
+            break;
+        }
+        slot[h] = k++;
+    }
+    free(slot);
+    cJSON_Delete(idx);
+    if (st != ZERO_OK) {
+        dec_hf_names_free(out, k);
+        return st;
+    }
+    *names = out;
+    *n = k;
+    return ZERO_OK;
 }
 
 zero_status dec_hf_open(dec_hf **out, const char *dir, zero_error *err) {
@@ -166,40 +229,26 @@ zero_status dec_hf_open(dec_hf **out, const char *dir, zero_error *err) {
     zero_status st = dec_hf_read_config(dir, &h->cfg, &h->json, &h->notes, err);
     if (st) goto fail;
     char p[4200], q[4200];
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-    snprintf(q, sizeof q, "%s/model.safetensors", dir);
+    zero_error pe;
+    if ((st = zero_path_in_dir(dir, "model.safetensors.index.json", p, sizeof p, &pe)) != ZERO_OK ||
+        (st = zero_path_in_dir(dir, "model.safetensors", q, sizeof q, &pe)) != ZERO_OK) {
+        dec__errorf(err, "%s", pe.msg);
+        goto fail;
+    }
     if (is_file(p)) {
-        char *text = slurp(p, err);
+        size_t len = 0;
+        char *text = slurp(p, DEC_HF_INDEX_MAX_BYTES, &len, err);
         if (!text) {
-            st = ZERO_ERR_IO;
-            goto fail;
-        }
-        cJSON *idx = cJSON_Parse(text);
-        free(text);
-        h->index = idx;
-        const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
-        if (!cJSON_IsObject(map) || !map->child) {
-            dec__errorf(err, "%s: expected an object with a non-empty \"weight_map\"", p);
             st = ZERO_ERR_FORMAT;
             goto fail;
         }
-        /* the distinct files, in order of first appearance */
-        for (const cJSON *e = map->child; e; e = e->next) {
-            if (!cJSON_IsString(e)) {
-                dec__errorf(err, "%s: weight_map[\"%s\"]: expected a file name", p, e->string);
-                st = ZERO_ERR_FORMAT;
-                goto fail;
-            }
-            int seen = 0;
-            for (const cJSON *f = map->child; f != e && !seen; f = f->next) seen = !strcmp(f->valuestring, e->valuestring);
-            if (seen) continue;
-            if (h->nfiles >= MAX_FILES) {
-                dec__errorf(err, "%s: more than %d files", p, MAX_FILES);
-                st = ZERO_ERR_FORMAT;
-                goto fail;
-            }
-            if ((st = open_file(h, e->valuestring, err))) goto fail;
-        }
+        char **names = NULL;
+        int n = 0;
+        st = dec_hf_index_files(dir, p, text, len, &names, &n, err);
+        free(text);
+        for (int i = 0; i < n && st == ZERO_OK; i++) st = open_file(h, names[i], err);
+        dec_hf_names_free(names, n);
+        if (st) goto fail;
     } else if (is_file(q)) {
         if ((st = open_file(h, "model.safetensors", err))) goto fail;
     } else {

@@ -36,6 +36,24 @@ void dec_hf_pickle_error(zero_error *err, const char *what);
  * json (optional): the file's text (malloc'd); notes (optional): as dec_config_from_json. */
 zero_status dec_hf_read_config(const char *dir, dec_config *cfg, char **json, char **notes, zero_error *err);
 
+/* What a model directory's JSON files may be (docs/SECURITY.md), refused past these before they
+ * are parsed: config.json (published ones: a few KB), model.safetensors.index.json (DeepSeek-V3's,
+ * 91k tensors: 9 MB), and the weight files an index may name. */
+#define DEC_HF_CONFIG_MAX_BYTES (UINT64_C(4) << 20)
+#define DEC_HF_CONFIG_MAX_VALUES (UINT64_C(1) << 18)
+#define DEC_HF_INDEX_MAX_BYTES (UINT64_C(64) << 20)
+#define DEC_HF_INDEX_MAX_VALUES (UINT64_C(1) << 19)
+#define DEC_HF_MAX_FILES 4096
+
+/* The distinct weight files a model.safetensors.index.json (text, len bytes) names in its
+ * weight_map, in order of first appearance: *names (malloc'd, n of them; free with
+ * dec_hf_names_free). Each is a plain file name inside dir (zero_path_in_dir: no '/', no '..',
+ * no symbolic link leading out of dir). `what` names the file in messages. ZERO_ERR_FORMAT
+ * naming the entry otherwise. */
+zero_status dec_hf_index_files(const char *dir, const char *what, const char *text, size_t len, char ***names,
+                               int *n, zero_error *err);
+void dec_hf_names_free(char **names, int n);
+
 /* Opens a model directory: config.json and the header of every weight file (no tensor data).
  * Errors: no config.json or no weights (ZERO_ERR_IO naming what is missing), a pickle
  * (ZERO_ERR_FORMAT with the conversion advice), a corrupt file or index (ZERO_ERR_FORMAT), a

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "decoder/decoder_internal.h"
+#include "decoder/hf.h"
 
 /* "config.json: FIELD VALUE: expected ..." with the value printed as JSON. */
 static zero_status refuse(zero_error *err, const char *field, const cJSON *v, const char *expected) {
@@ -260,6 +261,11 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
 
 zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes_out, zero_error *err) {
     if (notes_out) *notes_out = NULL;
+    zero_error je;
+    if (json && zero_json_check(json, strlen(json), DEC_HF_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+        dec__errorf(err, "config.json: %s: refused before parsing", je.msg);
+        return ZERO_ERR_FORMAT;
+    }
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);

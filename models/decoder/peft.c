@@ -31,12 +31,28 @@ static const char *show(const cJSON *v, char *buf, size_t cap) {
     return buf;
 }
 
+/* adapter_config.json is untrusted (docs/SECURITY.md): a plain file of the adapter directory, at
+ * most 1 MiB and 2^14 JSON values (PEFT writes ~1 KB), refused before it is parsed. */
+#define PEFT_CONFIG_MAX_BYTES (UINT64_C(1) << 20)
+#define PEFT_CONFIG_MAX_VALUES (UINT64_C(1) << 14)
+
 zero_status dec_peft_read_config(const char *dir, const dec_config *cfg, dec_lora *out, zero_error *err) {
     char path[4200], b[128];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    char *text = dec__read_text(path, err);
-    if (!text) return ZERO_ERR_IO;
-    cJSON *j = cJSON_Parse(text);
+    zero_error pe = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    zero_status rs = zero_path_in_dir(dir, "adapter_config.json", path, sizeof path, &pe);
+    if (rs == ZERO_OK) rs = zero_read_file(path, PEFT_CONFIG_MAX_BYTES, &text, &len, &pe);
+    if (rs == ZERO_OK && zero_json_check(text, len, PEFT_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &pe) != ZERO_OK) {
+        dec__errorf(err, "%.300s: %.300s: refused before parsing", path, pe.msg);
+        free(text);
+        return ZERO_ERR_FORMAT;
+    }
+    if (rs != ZERO_OK) {
+        dec__errorf(err, "%s", pe.msg);
+        return rs;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, len);
     free(text);
     zero_status st = ZERO_ERR_INVALID_ARG;
     if (!cJSON_IsObject(j)) {
@@ -126,9 +142,10 @@ out:
 
 zero_status dec_peft_load(const char *dir, const dec_config *cfg, const dec_lora *l, zero_engine *e, zero_error *err) {
     char path[4200], key[256];
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     zero_st_file *f = NULL;
-    zero_status st = zero_st_open(&f, NULL, path, err);
+    zero_status st = zero_path_in_dir(dir, "adapter_model.safetensors", path, sizeof path, err); /* SECURITY.md */
+    if (st) return st;
+    st = zero_st_open(&f, NULL, path, err);
     if (st) return st;
     const int n = dec_lora_num_tensors(cfg, l);
     /* every tensor of the file is one of the adapters */

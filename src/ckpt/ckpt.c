@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PATH_CAP 4096
 #define CONVERT_CHUNK 65536 /* elements converted per staging step when reading bf16/fp16 as fp32 */
@@ -48,7 +49,8 @@ static zero_status write_small(zero_io *io, const char *path, const char *data, 
     char tmp[PATH_CAP + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     zero_io_file *f = NULL;
-    zero_status s = zero_io_open(io, tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_TRUNC, &f);
+    (void)unlink(tmp); /* a leftover, or a symbolic link planted there: never followed */
+    zero_status s = zero_io_open(io, tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL | ZERO_IO_NOFOLLOW, &f);
     if (s != ZERO_OK) {
         snprintf(err, cap, "%s", zero_io_last_error(io));
         return s;
@@ -663,7 +665,7 @@ zero_status zero_ckpt_open(zero_ckpt **out, zero_io *io, const char *path, unsig
     }
     join(p, sizeof p, c->dir, MANIFEST_NAME);
     size_t len = 0;
-    s = read_small(c->io, p, UINT64_C(1) << 30, &c->text, &len, c->err, sizeof c->err);
+    s = read_small(c->io, p, ZERO__MANIFEST_MAX_BYTES, &c->text, &len, c->err, sizeof c->err);
     if (s != ZERO_OK) goto fail;
     s = zero__manifest_parse(c->text, len, p, &c->m, c->err, sizeof c->err);
     if (s != ZERO_OK) goto fail;

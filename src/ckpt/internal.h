@@ -84,6 +84,13 @@ zero_status zero__manifest_build(const char *engine_json, int64_t step, int worl
                                  int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
 zero_status zero__manifest_build_engine(const zero_manifest *m, int64_t step, int world, const zero__mtensor *t,
                                         int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
+/* JSON values a safetensors header may hold (~8 per tensor: 250,000 tensors; the format itself
+ * caps the header at ZERO_ST_MAX_HEADER bytes). */
+#define ZERO__ST_MAX_VALUES (UINT64_C(1) << 21)
+/* What a manifest.json may be (docs/SECURITY.md): a checkpoint can be downloaded too. A manifest
+ * takes ~150 bytes and ~10 JSON values per tensor: these admit 200,000 tensors. */
+#define ZERO__MANIFEST_MAX_BYTES (UINT64_C(256) << 20)
+#define ZERO__MANIFEST_MAX_VALUES (UINT64_C(1) << 21)
 /* Parses and checks text of len bytes (from `path`, for messages): strict JSON, format and
  * version, the checksum, the layer's keys, and the engine's part when there is one.
  * ZERO_ERR_FORMAT naming the field. */

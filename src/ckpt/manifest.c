@@ -537,6 +537,9 @@ zero_status zero__manifest_parse(const char *text, size_t len, const char *path,
     memset(m, 0, sizeof *m);
     const zero_status F = ZERO_ERR_FORMAT;
     if (strlen(text) != len) return fail(err, cap, F, "%s: a NUL byte at offset %zu", path, strlen(text));
+    zero_error je;
+    if (zero_json_check(text, len, ZERO__MANIFEST_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK)
+        return fail(err, cap, F, "%s: %s", path, je.msg);
     char what[1100];
     snprintf(what, sizeof what, "%s", path);
     m->root = parse_strict(text, what, err, cap);

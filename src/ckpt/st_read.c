@@ -65,6 +65,9 @@ static zero_status parse_header(zero_st_file *f, const char *text, size_t len, u
     while (first < len && (text[first] == ' ' || text[first] == '\n' || text[first] == '\r' || text[first] == '\t')) first++;
     if (first == len || text[first] != '{')
         return rfail(f, ZERO_ERR_FORMAT, "%s: the header does not start with '{': not a safetensors file", P);
+    zero_error je;
+    if (zero_json_check(text, len, ZERO__ST_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK)
+        return rfail(f, ZERO_ERR_FORMAT, "%s: the header: %s: refused before parsing", P, je.msg);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
@@ -171,7 +174,12 @@ static zero_status parse_header(zero_st_file *f, const char *text, size_t len, u
             goto out;
         }
         int64_t nb = zero__st_shape_bytes(t->shape, t->ndim, t->elem_size, &t->numel);
-        if (nb < 0 || (uint64_t)nb != e - b) {
+        if (nb < 0) {
+            rfail(f, s, "%s: tensor '%s': a %s shape of %d dimensions whose bytes pass 2^62: not a tensor any file "
+                  "can hold", P, name, t->dtype, t->ndim);
+            goto out;
+        }
+        if ((uint64_t)nb != e - b) {
             rfail(f, s, "%s: tensor '%s': %s with %d dimensions needs %lld bytes but data_offsets [%llu, %llu] hold %llu",
                   P, name, t->dtype, t->ndim, (long long)nb, (unsigned long long)b, (unsigned long long)e,
                   (unsigned long long)(e - b));

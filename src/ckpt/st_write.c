@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *dir_of(const char *path, char *buf, size_t cap) {
     const char *slash = strrchr(path, '/');
@@ -83,7 +84,10 @@ zero_status zero_st_writer_create(zero_st_writer **out, zero_io *io, const char 
         if (s != ZERO_OK) goto fail_w;
         w->own_io = 1;
     }
-    s = zero_io_open(w->io, w->tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_TRUNC, &w->f);
+    /* a leftover PATH.tmp (or a symbolic link planted there) goes, never what it points to; the
+     * file is then created exclusively: nothing that appears meanwhile is followed or truncated */
+    (void)unlink(w->tmp);
+    s = zero_io_open(w->io, w->tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL | ZERO_IO_NOFOLLOW, &w->f);
     if (s != ZERO_OK) {
         if (err) ZERO__ERR(err, "%s", zero_io_last_error(w->io));
         goto fail_w;

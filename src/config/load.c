@@ -12,6 +12,8 @@
 
 /* A config is a few KiB; anything this large is not one. */
 #define ZC_MAX_FILE (16u << 20)
+/* A DeepSpeed config holds a few dozen values: room for any, and a bound on cJSON's memory. */
+#define ZC_MAX_VALUES (UINT64_C(1) << 16)
 
 void zero__zc_init(zc_ctx *c, zero_error *err) {
     memset(c, 0, sizeof *c);
@@ -298,6 +300,11 @@ static zero_status load_text(zero_config *cfg, const char *text, size_t len, con
     if (nul) return parse_error(err, what, text, len, nul);
     /* a UTF-8 byte-order mark is not JSON, but editors write it */
     size_t skip = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    zero_error je;
+    if (zero_json_check(text + skip, len - skip, ZC_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+        if (err) ZERO__ERR(err, "%s: %s: not a config file", what, je.msg);
+        return ZERO_ERR_CONFIG;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text + skip, len - skip + 1, &end, 1);
     if (!root) {

@@ -207,9 +207,16 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
     if (k == len) return ZERO_OK; /* blank lines are not examples */
     d->st.bytes += len;
     d->last_len = 0;
+    char num[32];
+    if (len > ZERO_DATA_MAX_LINE) {
+        snprintf(num, sizeof num, "%zu", len);
+        return bad(d, where, "a line of %s bytes, longer than the 64 MiB a JSONL example may have", num, NULL);
+    }
+    zero_error je;
+    if (zero_json_check(line, len, ZERO_DATA_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK)
+        return bad(d, where, "%.200s", je.msg, NULL);
     cJSON *o = cJSON_ParseWithLength(line, len);
     zero_status st = ZERO_OK;
-    char num[32];
     if (!o) return bad(d, where, "invalid JSON", NULL, NULL);
     if (!cJSON_IsObject(o)) {
         st = bad(d, where, "expected a JSON object", NULL, NULL);
@@ -323,32 +330,19 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static zero_status read_whole(zero_data *d, const char *path, char **buf, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    *buf = NULL;
-    if (!f) {
-        snprintf(d->err, sizeof d->err, "cannot open data file '%.400s': %s", path, strerror(errno));
-        return ZERO_ERR_IO;
-    }
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    zero_status st = ZERO_OK;
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        snprintf(d->err, sizeof d->err, "cannot read data file '%.400s': %s", path, strerror(errno));
-        st = ZERO_ERR_IO;
-    } else if (!(*buf = malloc((size_t)n + 1))) {
-        st = nomem(d);
-    } else if (fread(*buf, 1, (size_t)n, f) != (size_t)n) {
-        snprintf(d->err, sizeof d->err, "cannot read data file '%.400s': short read", path);
-        free(*buf);
-        *buf = NULL;
-        st = ZERO_ERR_IO;
-    } else {
-        (*buf)[n] = 0;
-        *len = (size_t)n;
-    }
-    fclose(f);
-    return st;
+typedef struct jsonl_ctx {
+    zero_data *d;
+    const char *path;
+} jsonl_ctx;
+
+static zero_status jsonl_line(void *ctx, const char *line, size_t len, uint64_t lineno) {
+    const jsonl_ctx *c = ctx;
+    char where[512], num[32];
+    snprintf(where, sizeof where, "%.400s:%llu", c->path, (unsigned long long)lineno);
+    if (line) return zero_data_add_jsonl_line(c->d, line, len, where);
+    c->d->st.bytes += len;
+    snprintf(num, sizeof num, "%zu", len);
+    return bad(c->d, where, "a line of more than %s bytes, longer than the 64 MiB a JSONL example may have", num, NULL);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -391,23 +385,26 @@ zero_status zero_data_add_file(zero_data *d, const char *path) {
         free(names);
         return st;
     }
+    if (d->finished) {
+        snprintf(d->err, sizeof d->err, "data: add after finish");
+        return ZERO_ERR_STATE;
+    }
+    zero_error e;
+    if (ends_with(path, ".jsonl") || ends_with(path, ".json")) {
+        jsonl_ctx c = {d, path};
+        e.msg[0] = 0;
+        const zero_status st = zero_data_foreach_line(path, ZERO_DATA_MAX_LINE, jsonl_line, &c, &e);
+        if (st && e.msg[0]) snprintf(d->err, sizeof d->err, "%s", e.msg);
+        return st;
+    }
     char *buf;
     size_t len = 0;
-    zero_status st = read_whole(d, path, &buf, &len);
-    if (st) return st;
-    if (ends_with(path, ".jsonl") || ends_with(path, ".json")) {
-        size_t start = 0, line = 1;
-        char where[512];
-        for (size_t i = 0; i <= len && !st; i++) {
-            if (i == len || buf[i] == '\n') {
-                snprintf(where, sizeof where, "%.400s:%zu", path, line++);
-                st = zero_data_add_jsonl_line(d, buf + start, i - start, where);
-                start = i + 1;
-            }
-        }
-    } else {
-        st = zero_data_add_text(d, buf, len);
+    zero_status st = zero_read_file(path, ZERO_DATA_MAX_TEXT, &buf, &len, &e);
+    if (st) {
+        snprintf(d->err, sizeof d->err, "data file: %.480s", e.msg);
+        return st;
     }
+    st = zero_data_add_text(d, buf, len);
     free(buf);
     return st;
 }

@@ -5,6 +5,7 @@
  *             | 28 u32 flags (bit 0: mask) | 32 u32 row | 36 u8[28] 0 | 64 tokens | u8 mask[count]
  * (little-endian; the file is exactly that long; docs/TOKENIZER.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +43,31 @@ static void wr64(unsigned char *p, uint64_t v) {
 zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *err) {
     zero_error dummy;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: a FIFO is refused below, not waited on (docs/SECURITY.md) */
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
         SETERR("cannot open token file '%.400s': %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
     struct stat sb;
     unsigned char h[64] = {0};
     zero_status st = ZERO_ERR_FORMAT;
-    if (fstat(fileno(f), &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         SETERR("cannot stat token file '%.400s': %s", path, strerror(errno));
-        fclose(f);
+        close(fd);
+        return ZERO_ERR_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        SETERR("token file '%.400s' is not a regular file", path);
+        close(fd);
+        return ZERO_ERR_FORMAT;
+    }
+    FILE *f = NULL;
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
+        SETERR("cannot open token file '%.400s': %s", path, strerror(errno));
+        close(fd);
         return ZERO_ERR_IO;
     }
     const uint64_t size = (uint64_t)sb.st_size;
@@ -234,10 +249,16 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
         }
     }
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
+    zero_error terr;
+    const int fd = zero_create_tmp(path, tmp, sizeof tmp, &terr);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        SETERR("cannot create token file '%.400s': %s", tmp, strerror(errno));
+        if (fd >= 0) SETERR("cannot create token file '%.400s': %s", tmp, strerror(errno));
+        else SETERR("token file: %.480s", terr.msg);
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return ZERO_ERR_IO;
     }
     const uint32_t tb = vocab <= 65536 ? 2 : 4;

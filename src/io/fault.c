@@ -6,14 +6,16 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_RULES 16
-#define FLIP (-1) /* not an errno: the call succeeds with one byte of its data changed */
+#define FLIP (-1)  /* not an errno: the call succeeds with one byte of its data changed */
+#define STALL (-2) /* not an errno: the open never returns (the process waits to be killed) */
 
 typedef struct fault_rule {
     zero_io_op op;
     uint64_t n;       /* 1-based index of the failing call among those that match */
-    int err;          /* EIO, ENOSPC or FLIP */
+    int err;          /* EIO, ENOSPC, FLIP or STALL */
     int always;       /* fail call n and every later one */
     char path[256];   /* substring a path must contain to be counted; "" = every path */
     uint64_t seen;    /* matching calls so far */
@@ -68,6 +70,7 @@ static zero_io_file *inner_file(zero_io_file *f) { return f->impl; }
 static zero_status fault_open(zero_io *io, const char *path, unsigned flags, zero_io_file *f) {
     const fault_rule *r = NULL;
     int e = check(io, ZERO_IO_OP_OPEN, path, &r);
+    while (e == STALL) pause(); /* a process held inside a save, for a test to kill it there */
     if (e) return injected(io, e, r, "open", path, -1, 0);
     zero_io_file *in = NULL;
     zero_status s = zero_io_open(state_of(io)->inner, path, flags, &in);
@@ -221,6 +224,7 @@ static int parse_rule(const char *s, size_t len, fault_rule *r, zero_error *err)
     if (nf > 2 && !strcmp(field[2], "eio")) e = EIO;
     else if (nf > 2 && !strcmp(field[2], "enospc")) e = ENOSPC;
     else if (nf > 2 && !strcmp(field[2], "flip") && (op == ZERO_IO_OP_READ || op == ZERO_IO_OP_WRITE)) e = FLIP;
+    else if (nf > 2 && !strcmp(field[2], "stall") && op == ZERO_IO_OP_OPEN) e = STALL;
     int always = 0, bad_mode = 0;
     if (nf > 3) {
         if (!strcmp(field[3], "always")) always = 1;
@@ -231,7 +235,7 @@ static int parse_rule(const char *s, size_t len, fault_rule *r, zero_error *err)
             ZERO__ERR(err,
                       "fault rule '%s': expected OP:N:ERR[:MODE[:PATH]] with OP one of open, read, "
                       "write, fsync, close, truncate, rename, unlink, mkdir; N >= 1; ERR eio, "
-                      "enospc, or flip (read and write only); MODE once or always; PATH not empty",
+                      "enospc, flip (read and write only) or stall (open only); MODE once or always; PATH not empty",
                       r->text);
         return -1;
     }

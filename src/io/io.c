@@ -72,7 +72,7 @@ zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_
     if (!io || !out) return ZERO_ERR_INVALID_ARG;
     *out = NULL;
     if (!path || !*path) return bad_arg(io, "open: empty path%s", "");
-    if (!(flags & (ZERO_IO_READ | ZERO_IO_WRITE)) || (flags & ~0x3fu))
+    if (!(flags & (ZERO_IO_READ | ZERO_IO_WRITE)) || (flags & ~0xffu))
         return bad_arg(io, "open %s: flags must include ZERO_IO_READ or ZERO_IO_WRITE and nothing unknown", path);
     zero_io_file *f = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *f);
     size_t len = strlen(path);

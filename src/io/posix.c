@@ -18,10 +18,34 @@ zero_status zero__posix_open(zero_io *io, const char *path, unsigned flags, zero
     if (flags & ZERO_IO_TRUNC) oflags |= O_TRUNC;
     if (flags & ZERO_IO_EXCL) oflags |= O_EXCL;
     if (flags & ZERO_IO_DIRECT) oflags |= O_DIRECT;
+    if (flags & (ZERO_IO_NOFOLLOW | ZERO_IO_PRIVATE)) oflags |= O_NOFOLLOW;
+    /* a new file: what the umask leaves of 0666 (checkpoints, exports), or 0600 for scratch */
+    const mode_t mode = (flags & ZERO_IO_PRIVATE) ? 0600 : 0666;
     int fd;
-    do fd = open(path, oflags, 0644);
+    do fd = open(path, oflags, mode);
     while (fd < 0 && errno == EINTR);
-    if (fd < 0) return zero__io_errno(io, errno, "open", path, -1, 0);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == ELOOP && (flags & (ZERO_IO_NOFOLLOW | ZERO_IO_PRIVATE))) {
+            zero__errorf(io->err, sizeof io->err, "open %s: a symbolic link: refusing to follow it", path);
+            return ZERO_ERR_IO;
+        }
+        return zero__io_errno(io, e, "open", path, -1, 0);
+    }
+    if (flags & ZERO_IO_PRIVATE) {
+        /* an existing file opened as scratch must be ours and private (umask 0 cannot widen a new one) */
+        struct stat st;
+        const char *why = NULL;
+        if (fstat(fd, &st) != 0) why = strerror(errno);
+        else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+        else if (st.st_uid != geteuid()) why = "owned by another user";
+        else if (st.st_mode & 077) why = "readable or writable by other users";
+        if (why) {
+            close(fd);
+            zero__errorf(io->err, sizeof io->err, "open %s: %s: refusing it as private scratch", path, why);
+            return ZERO_ERR_IO;
+        }
+    }
     f->fd = fd;
     return ZERO_OK;
 }
@@ -113,7 +137,7 @@ zero_status zero__posix_unlink(zero_io *io, const char *path, int missing_ok) {
 }
 
 zero_status zero__posix_mkdir(zero_io *io, const char *path) {
-    if (mkdir(path, 0755) == 0) return ZERO_OK;
+    if (mkdir(path, 0777) == 0) return ZERO_OK; /* what the umask leaves, as other tools */
     int e = errno;
     struct stat st;
     if (e == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return ZERO_OK;

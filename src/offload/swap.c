@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,10 +79,17 @@ static int pid_alive(int64_t pid) {
     return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-/* Reads the header of path into *h; returns the owner class. */
+/* Reads the header of path into *h; returns the owner class. A symbolic link, anything but a
+ * regular file, and a file of another user are foreign whatever they hold: a swap file is never
+ * followed, and another user's file is never removed or reused (docs/SECURITY.md). */
 static zero_swap_owner probe(const char *path, swap_header *h) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return errno == ENOENT ? ZERO_SWAP_ABSENT : ZERO_SWAP_FOREIGN;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+        close(fd);
+        return ZERO_SWAP_FOREIGN;
+    }
     ssize_t got = pread(fd, h, sizeof *h, 0);
     close(fd);
     if (got != (ssize_t)sizeof *h || memcmp(h->magic, swap_magic, sizeof swap_magic) != 0 ||
@@ -124,7 +132,7 @@ static uint64_t free_bytes(const char *path) {
  * free-space check instead. */
 static zero_status reserve(const char *path, const char *dir, uint64_t off, uint64_t bytes, zero_error *err) {
     if (bytes == 0) return ZERO_OK;
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         if (err) ZERO__ERR(err, "open %s to reserve %llu bytes: %s", path, (unsigned long long)bytes, strerror(errno));
         return ZERO_ERR_IO;
@@ -224,9 +232,11 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
         goto fail;
     }
 
-    /* Create exclusively (a file that appears meanwhile is never truncated), header first. */
+    /* Create exclusively (a file that appears meanwhile is never truncated, a symbolic link never
+     * followed), owner-only whatever the umask (it holds the model and its optimizer state),
+     * header first. */
     zero_io_file *f = NULL;
-    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL, &f);
+    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL | ZERO_IO_PRIVATE, &f);
     if (st != ZERO_OK) {
         if (err) ZERO__ERR(err, "creating the swap file: %s", zero_io_last_error(io));
         goto fail;
@@ -255,11 +265,11 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
     if (st != ZERO_OK) goto fail_unlink;
 
     /* The data area goes around the page cache when the file system lets it. */
-    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_DIRECT, &s->f);
+    st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_DIRECT | ZERO_IO_PRIVATE, &s->f);
     s->direct = st == ZERO_OK;
     if (st != ZERO_OK) {
         zero__log(ZERO_LOG_INFO, "offload: %s: O_DIRECT refused (%s); using buffered I/O", path, zero_io_last_error(io));
-        st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE, &s->f);
+        st = zero_io_open(io, path, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_PRIVATE, &s->f);
     }
     if (st != ZERO_OK) {
         if (err) ZERO__ERR(err, "opening the swap file: %s", zero_io_last_error(io));

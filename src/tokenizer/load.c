@@ -10,6 +10,14 @@
 
 #include "tokenizer/internal.h"
 
+/* What a tokenizer.json and a tokenizer_config.json may be (docs/SECURITY.md): the largest
+ * published ones (Gemma 3: 33 MB, ~1.8M JSON values; its tokenizer_config.json 1.2 MB) fit with
+ * room. Past these a file is refused before it is read or parsed. */
+#define TK_MAX_BYTES (UINT64_C(128) << 20)
+#define TK_MAX_VALUES (UINT64_C(1) << 22)
+#define TK_CONFIG_MAX_BYTES (UINT64_C(16) << 20)
+#define TK_CONFIG_MAX_VALUES (UINT64_C(1) << 21)
+
 /* GPT-2's pre-tokenizer regex: ByteLevel with use_regex. */
 static const char GPT2_REGEX[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
@@ -435,6 +443,12 @@ static int load_model(loader *L, const cJSON *m, const cJSON *added) {
         if ((int64_t)id->valuedouble > maxid) maxid = (int64_t)id->valuedouble;
     }
     if (maxid < 0) FAIL("tokenizer.json: model.vocab is empty");
+    /* the tables below have one entry per id up to the largest: ids must be (nearly) dense, or a
+     * file of a few tokens could make zero allocate for 2^24 */
+    const int64_t ntok = (int64_t)cJSON_GetArraySize(vocab) + i;
+    if (maxid >= 2 * ntok + 1024)
+        FAIL("tokenizer.json: id %lld with %lld tokens: expected ids below %lld (dense, as every tokenizer has them)",
+             (long long)maxid, (long long)ntok, (long long)(2 * ntok + 1024));
     t->vocab_size = (int32_t)maxid + 1;
     t->tok = calloc((size_t)t->vocab_size, sizeof *t->tok);
     t->tok_n = calloc((size_t)t->vocab_size, sizeof *t->tok_n);
@@ -654,7 +668,17 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
     t->unk = t->bos = t->eos = -1;
     loader Lv = {t, msg}, *L = &Lv;
     zero_status st = ZERO_ERR_FORMAT;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    zero_error je;
+    cJSON *root = NULL;
+    if (zero_json_check(json, len, TK_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+        zero__tk_errorf(msg, "tokenizer.json: %s: refused before parsing", je.msg);
+        goto done;
+    }
+    if (config && zero_json_check(config, strlen(config), TK_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+        zero__tk_errorf(msg, "tokenizer_config.json: %s: refused before parsing", je.msg);
+        goto done;
+    }
+    root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         zero__tk_errorf(msg, "tokenizer.json is not valid JSON (near byte %ld)",
@@ -710,29 +734,11 @@ done:
     return ZERO_OK;
 }
 
-/* Reads a whole file; NULL with *missing = 1 when it does not exist. */
-static char *slurp(const char *path, size_t *len, int *missing, zero_error *err) {
-    *missing = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = errno == ENOENT;
-        if (err) snprintf(err->msg, sizeof err->msg, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    } else {
-        if (err) snprintf(err->msg, sizeof err->msg, "cannot read '%s': %s", path, n < 0 ? strerror(errno) : "short read");
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
+/* Reads a whole file of at most max bytes into *buf; *missing = 1 when it does not exist. */
+static zero_status slurp(const char *path, uint64_t max, char **buf, size_t *len, int *missing, zero_error *err) {
+    struct stat sb;
+    *missing = stat(path, &sb) != 0 && errno == ENOENT;
+    return zero_read_file(path, max, buf, len, err);
 }
 
 zero_status zero_tokenizer_load(zero_tokenizer **out, const char *path, zero_error *err) {
@@ -742,29 +748,40 @@ zero_status zero_tokenizer_load(zero_tokenizer **out, const char *path, zero_err
         if (err) snprintf(err->msg, sizeof err->msg, "cannot open tokenizer '%s': %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
-    char file[4096], cfgpath[4096];
+    /* tokenizer.json of a directory, and tokenizer_config.json beside it, are files the directory
+     * names: plain names inside it (zero_path_in_dir), never a symbolic link leading out */
+    char file[4096], cfgpath[4096], dir[4096];
+    zero_error perr;
+    zero_status ps;
     if (S_ISDIR(sb.st_mode)) {
-        snprintf(file, sizeof file, "%s/tokenizer.json", path);
-        snprintf(cfgpath, sizeof cfgpath, "%s/tokenizer_config.json", path);
+        snprintf(dir, sizeof dir, "%s", path);
+        ps = zero_path_in_dir(dir, "tokenizer.json", file, sizeof file, &perr);
     } else {
         snprintf(file, sizeof file, "%s", path);
         const char *slash = strrchr(path, '/');
-        snprintf(cfgpath, sizeof cfgpath, "%.*stokenizer_config.json", slash ? (int)(slash - path + 1) : 0, path);
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + (slash == path)) : 1, slash ? path : ".");
+        ps = ZERO_OK;
+    }
+    if (ps == ZERO_OK) ps = zero_path_in_dir(dir, "tokenizer_config.json", cfgpath, sizeof cfgpath, &perr);
+    if (ps != ZERO_OK) {
+        if (err) *err = perr;
+        return ps;
     }
     size_t len = 0, clen = 0;
     int missing;
-    char *json = slurp(file, &len, &missing, err);
-    if (!json) {
+    char *json = NULL, *cfg = NULL;
+    zero_status rs = slurp(file, TK_MAX_BYTES, &json, &len, &missing, err);
+    if (rs != ZERO_OK) {
         if (missing && S_ISDIR(sb.st_mode) && err)
             snprintf(err->msg, sizeof err->msg, "tokenizer directory '%.400s' has no tokenizer.json", path);
-        return ZERO_ERR_IO;
+        return rs;
     }
     zero_error cerr;
-    char *cfg = slurp(cfgpath, &clen, &missing, &cerr);
-    if (!cfg && !missing) {
+    rs = slurp(cfgpath, TK_CONFIG_MAX_BYTES, &cfg, &clen, &missing, &cerr);
+    if (rs != ZERO_OK && !missing) {
         free(json);
         if (err) *err = cerr;
-        return ZERO_ERR_IO;
+        return rs;
     }
     zero_error lerr;
     zero_status st = zero_tokenizer_load_json(out, json, len, cfg, &lerr);
