@@ -227,7 +227,8 @@ zero_status dec_generate(dec_model *m, const float *const *params, const int32_t
  * Unit ids are those above (the engine must be empty: the first unit added gets id 0). */
 zero_status dec_engine_register(const dec_config *cfg, zero_engine *e, zero_error *err);
 /* Sets every unit to dec_init_unit(seed) with zero_engine_set_unit (after finalize; every rank
- * passes the same seed). */
+ * passes the same seed); a unit with LoRA adapters appended gets its base part through
+ * zero_engine_set_unit_range (dec_lora_init sets the adapters). */
 zero_status dec_engine_init(const dec_config *cfg, zero_engine *e, uint64_t seed, zero_error *err);
 /* One micro-batch on the engine (docs/MODEL.md lists the exact gather/release order). The loss
  * gradient is scaled by zero_engine_loss_scale(e). denom: the counted targets of the whole

@@ -41,8 +41,14 @@ zero_status dec_engine_init(const dec_config *cfg, zero_engine *e, uint64_t seed
     zero_status st = ZERO_OK;
     for (int u = 0; u < dec_num_units(cfg) && !st; u++) {
         dec_init_unit(cfg, u, seed, buf);
-        /* the unit's base tensors (a LoRA registration appends adapters after them: dec_lora_init) */
-        st = zero_engine_set_unit_range(e, u, 0, dec_unit_numel(cfg, u), buf);
+        /* the unit's base tensors (a LoRA registration appends adapters after them: dec_lora_init).
+         * The whole unit through set_unit, which every rank calls alike: under hpZ that makes the
+         * secondary copies current, so the first forward's gathers stay inside the group too. */
+        zero_unit_info ui;
+        st = zero_engine_unit_info(e, u, &ui);
+        if (!st)
+            st = ui.numel == dec_unit_numel(cfg, u) ? zero_engine_set_unit(e, u, buf)
+                                                     : zero_engine_set_unit_range(e, u, 0, dec_unit_numel(cfg, u), buf);
         if (st) {
             char name[32];
             dec__errorf(err, "initializing unit '%s': %s", dec_unit_name(cfg, u, name, sizeof name),

@@ -89,7 +89,9 @@ sess=/tmp/ompi.$(hostname).$(id -u "$ua")
 if [ -d "$sess" ]; then
     check "A's MPI session directory $sess: B cannot list it" bash -c "! runuser -u $ub -- ls '$sess' >/dev/null 2>&1"
 fi
-ck=$(find "$S/ck" -name 'rank_*.safetensors' 2>/dev/null | head -1)
+# a complete checkpoint (the one `latest` names): the job was stopped at a random point, maybe
+# inside the next save, whose files are not final yet
+ck=$(find "$S/ck/$(cat "$S/ck/latest" 2>/dev/null)" -name 'rank_*.safetensors' 2>/dev/null | head -1)
 check "the checkpoint follows A's umask: $(basename "${ck:-none}") is 0664" test "$(stat -c %a "${ck:-/nonexistent}" 2>/dev/null)" = 664
 kill -CONT -- "-$job_pid" 2>/dev/null
 sleep 1
