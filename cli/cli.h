@@ -50,6 +50,11 @@ extern int cli_quiet_errors;
  * first pass over the checks that every rank repeats), so that a warning prints once per job. */
 extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* After a step every rank of `comm` took (loading, initializing), with `failed` this rank's
+ * outcome: CLI_OK when no rank failed; otherwise the first failing rank prints `msg` (what =
+ * the step's name, in the message of a failed agreement) and every rank returns CLI_RUNTIME, so
+ * that no rank trains on while another stops. */
+int cli_ranks_agree(zero_comm *comm, int failed, const char *what, const char *msg);
 
 /* Parsers: on a bad value they print a one-line error naming the flag, the value and what was
  * expected, and return -1 (the caller returns CLI_USAGE). */

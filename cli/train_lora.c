@@ -211,14 +211,9 @@ int train_lora_init(const train_opts *o, zero_engine *e) {
     zero_status s = o->lora_from ? dec_peft_load(o->lora_from, &o->model_cfg, &o->lora, e, &err)
                                  : dec_lora_init(&o->model_cfg, &o->lora, e, &err);
     /* every rank reads the adapter; the ranks agree, the first failing one reports */
-    zero_comm *comm = zero_engine_comm(e);
-    const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);
-    int64_t mine = s != ZERO_OK ? world - rank : 0, first = 0;
-    if (zero_comm_all_reduce(comm, &mine, &first, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
-        return cli_error(CLI_RUNTIME, "rank %lld: LoRA: %s", (long long)rank, zero_comm_last_error(comm));
-    if (!first) return CLI_OK;
-    if (world - first == rank) return cli_error(CLI_RUNTIME, "%s%s", o->lora_from ? "--lora-from: " : "LoRA: ", err.msg);
-    return CLI_RUNTIME;
+    char msg[sizeof err.msg + 32];
+    snprintf(msg, sizeof msg, "%s%s", o->lora_from ? "--lora-from: " : "LoRA: ", err.msg);
+    return cli_ranks_agree(zero_engine_comm(e), s != ZERO_OK, "LoRA", msg);
 }
 
 uint64_t train_lora_key(const train_opts *o, int64_t step, int k, int rank) {

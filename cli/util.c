@@ -26,6 +26,16 @@ int cli_error(int code, const char *fmt, ...) {
     return code;
 }
 
+int cli_ranks_agree(zero_comm *comm, int failed, const char *what, const char *msg) {
+    const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);
+    int64_t mine = failed ? world - rank : 0, first = 0; /* the largest: the lowest failing rank */
+    if (zero_comm_all_reduce(comm, &mine, &first, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "rank %lld: %s: %s", (long long)rank, what, zero_comm_last_error(comm));
+    if (!first) return CLI_OK;
+    if (world - first == rank) return cli_error(CLI_RUNTIME, "%s", msg);
+    return CLI_RUNTIME;
+}
+
 int cli_parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
     char *end = NULL;
     errno = 0;

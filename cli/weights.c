@@ -570,12 +570,5 @@ int cli_init_from(zero_engine *e, const char *path) {
     else if (dec_hf_is_pickle(path)) s = (dec_hf_pickle_error(&err, path), wfail(&w, "--init-from: %s", err.msg));
     else s = load_st(e, path, &w);
     /* Agree, so that no rank trains on while another stops; the first failing rank reports. */
-    zero_comm *comm = zero_engine_comm(e);
-    const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);
-    int64_t mine = s != ZERO_OK ? world - rank : 0, first = 0;
-    if (zero_comm_all_reduce(comm, &mine, &first, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
-        return cli_error(CLI_RUNTIME, "rank %lld: --init-from: %s", (long long)rank, zero_comm_last_error(comm));
-    if (!first) return CLI_OK;
-    if (world - first == rank) return cli_error(CLI_RUNTIME, "%s", w.text);
-    return CLI_RUNTIME;
+    return cli_ranks_agree(zero_engine_comm(e), s != ZERO_OK, "--init-from", w.text);
 }
