@@ -128,6 +128,13 @@ def main():
                "--precision", a.precision, "--data", tok, "--seq", "16", "--micro-batch", "1", "--log-json", log]
         if a.offload:
             cmd += ["--offload-optimizer", "nvme:" + a.offload, "--offload-param", "nvme:" + a.offload]
+            # DeepSpeed's default offload_param.buffer_size (1e8 elements) is below a large vocabulary's
+            # embedding shard (llama-3.2-1b: 131M on 2 ranks), which zero refuses: one buffer holds it
+            shard = -(-V * SHAPES[a.model]["hidden_size"] // a.ranks)
+            conf = os.path.join(tmp, "offload.json")
+            with open(conf, "w") as f:
+                json.dump({"zero_optimization": {"offload_param": {"buffer_size": shard + 4096}}}, f)
+            cmd += ["--config", conf]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
         done = [json.loads(l) for l in open(log) if l.strip()][-1]
         res = {"model": a.model, "params": done["params"], "weights_bytes": weights, "ranks": a.ranks, "stage": 3,
