@@ -1,8 +1,9 @@
-/* The Llama-family backward checked without PyTorch, element by element: every gradient element
- * of very small models against central finite differences of the loss, with masked targets —
- * one with every option (GQA 2, explicit head_dim, q/k RMSNorm, q/k/v/o and MLP biases, llama3
- * RoPE, untied head), one tied with MQA and linear RoPE; loss scaling exact; checkpointing
- * bitwise. (The fixtures' gradient norms against PyTorch: test_decoder_hf.) */
+/* The decoder's backward (Llama family and GPT-2) checked without PyTorch, element by element:
+ * every gradient element of very small models against central finite differences of the loss,
+ * with masked targets — one with every option (GQA 2, explicit head_dim, q/k RMSNorm, q/k/v/o and
+ * MLP biases, llama3 RoPE, untied head), one tied with MQA and linear RoPE, and GPT-2; loss
+ * scaling exact; checkpointing bitwise. (The fixtures' gradient norms against PyTorch:
+ * test_decoder_hf.) */
 #include <stdint.h>
 
 #include "decoder/decoder.h"
@@ -129,5 +130,7 @@ int main(void) {
     c.rope_type = DEC_ROPE_LINEAR, c.rope_factor = 2;
     ZT_OK(dec_config_check(&c, NULL));
     finite_differences("tied, MQA, linear RoPE", &c);
+    dec_config_gpt2(&c, 2, 8, 2, 8, 11); /* GPT-2: LayerNorm, fused qkv with biases, GELU, learned positions */
+    finite_differences("gpt2", &c);
     return zt_finish("test_decoder_grad");
 }

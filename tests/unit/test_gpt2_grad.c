@@ -1,6 +1,6 @@
-/* The GPT-2 backward checked without PyTorch: every gradient element of a very small model
- * against central finite differences of the loss; activation checkpointing bitwise equal to the
- * plain run; loss scaling exact; accumulation into non-zero buffers; activation accounting. */
+/* The GPT-2 backward checked without PyTorch: positions past the sequence get no gradient;
+ * activation checkpointing bitwise equal to the plain run; loss scaling exact; accumulation into
+ * non-zero buffers; activation accounting. (Finite differences: test_decoder_grad.c.) */
 #include <stdint.h>
 
 #include "decoder/decoder.h"
@@ -50,7 +50,9 @@ static void random_tokens(int32_t *t, size_t n, int V) {
 
 /* Every element: |fd - g| <= 2e-3 * max|g| of its tensor + 2e-3 |g| + 2e-4. A wrong term in the
  * backward is off by O(|g|), far above these fp32 finite-difference errors. */
-static void test_finite_differences(void) {
+/* Positions past the sequence get no gradient in GPT-2's learned position table (the finite
+ * differences of every GPT-2 tensor are in test_decoder_grad.c, with the other architectures). */
+static void test_unused_positions(void) {
     dec_config cfg;
     dec_config_gpt2(&cfg, 2, 8, 2, 8, 11);
     const int B = 2, T = 5;
@@ -64,40 +66,11 @@ static void test_finite_differences(void) {
     if (!m) return;
     float loss = 0;
     ZT_OK(dec_forward_backward(m, (const float *const *)n.params, n.grads, tok, tgt, B, T, 1.0f, 0, &loss, NULL));
-    const float h = 3e-3f; /* truncation error ~h^2 and fp32 noise ~1/h balance here */
-    double worst = 0;
-    int checked = 0;
-    for (int i = 0; i < dec_num_tensors(&cfg); i++) {
-        dec_param_desc d;
-        dec_tensor_desc(&cfg, i, &d);
-        float *p = n.params[d.unit] + d.offset;
-        const float *g = n.grads[d.unit] + d.offset;
-        double gmax = 0;
-        for (uint64_t k = 0; k < d.numel; k++) gmax = fmax(gmax, fabs(g[k]));
-        int bad = 0;
-        for (uint64_t k = 0; k < d.numel; k++) {
-            const float keep = p[k];
-            float lp = 0, lm = 0;
-            p[k] = keep + h;
-            dec_forward(m, (const float *const *)n.params, tok, tgt, B, T, 0, &lp, NULL);
-            p[k] = keep - h;
-            dec_forward(m, (const float *const *)n.params, tok, tgt, B, T, 0, &lm, NULL);
-            p[k] = keep;
-            const double fd = ((double)lp - lm) / (2.0 * h);
-            const double err = fabs(fd - g[k]), tol = 2e-3 * gmax + 2e-3 * fabs(g[k]) + 2e-4;
-            worst = fmax(worst, err / (gmax + 1e-12));
-            checked++;
-            if (err > tol && bad++ < 3)
-                ZT_FAIL("%s[%llu]: backward %.6g, finite difference %.6g", d.name, (unsigned long long)k,
-                        g[k], fd);
-            zt_checks++;
-        }
-        /* wpe rows at positions >= T get no gradient; every other tensor does */
-        if (strcmp(d.name, "wpe.weight")) ZT_CHECKF(gmax > 1e-4, "%s: gradient is all zero", d.name);
-    }
     const float *dwpe = n.grads[0] + (size_t)cfg.vocab * cfg.n_embd;
+    double used = 0;
+    for (int k = 0; k < T * cfg.n_embd; k++) used = fmax(used, fabs(dwpe[k]));
+    ZT_CHECKF(used > 1e-4, "wpe.weight: the rows of the positions used get no gradient");
     for (int k = T * cfg.n_embd; k < cfg.n_ctx * cfg.n_embd; k++) ZT_CHECK(dwpe[k] == 0.0f);
-    printf("finite differences: %d elements, worst |fd - g| / max|g| = %.3g\n", checked, worst);
     dec_free(m);
     net_free(&n);
 }
@@ -204,7 +177,7 @@ static void test_scale_accumulate(void) {
 }
 
 int main(void) {
-    test_finite_differences();
+    test_unused_positions();
     test_checkpointing();
     test_scale_accumulate();
     return zt_finish("test_gpt2_grad");
