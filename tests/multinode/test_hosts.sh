@@ -21,7 +21,12 @@ check() { # check NAME COMMAND...
 
 # --- without root: a clear refusal (setpriv drops to nobody)
 if command -v setpriv >/dev/null; then
-    why=$(setpriv --reuid=65534 --regid=65534 --clear-groups bash -c '. "$1"; mn_prereq || echo "$MN_WHY"' mn "$here/netns.sh" 2>&1)
+    # a copy that user nobody can read: the checkout may sit in a directory only its owner enters
+    # (a clone into mktemp -d)
+    pub=$(mktemp /tmp/zero_netns.XXXXXX)
+    cp "$here/netns.sh" "$pub" && chmod 644 "$pub"
+    why=$(setpriv --reuid=65534 --regid=65534 --clear-groups bash -c '. "$1"; mn_prereq || echo "$MN_WHY"' mn "$pub" 2>&1)
+    rm -f "$pub"
     check "not root: refused, saying why ($why)" grep -q "needs root" <<<"$why"
 fi
 
