@@ -60,11 +60,12 @@ uint64_t zero_swap_data_bytes(const zero_swap *s);
 
 /* Checksums (on from creation): every ZERO_IO_ALIGN-byte block of the data area has a CRC32C kept
  * in RAM (4 bytes per 4 KiB: 1/1024 of the data), recorded when the pool writes the block and
- * verified when the pool reads it back. A block that changed on disk in between (another program,
- * a failing drive) fails that read with ZERO_ERR_FORMAT, the pool's last_error naming the file and
- * the block's offset in it: never a silently different model. Transfers of a swap file with
- * checksums are whole blocks (offset and bytes multiples of ZERO_IO_ALIGN). Writing the file by
- * other means than the pool (zero_swap_file) bypasses the record. zero_swap_set_checksums(s, 0)
+ * verified when the buffer that read it back is waited for (a pass, or zero_offload_pool_wait). A
+ * block that changed on disk in between (another program, a failing drive) fails that read with
+ * ZERO_ERR_FORMAT, the pool's last_error naming the file and the block's offset in it: never a
+ * silently different model. Transfers of a swap file with checksums are whole blocks (offset and
+ * bytes multiples of ZERO_IO_ALIGN). Writing the file by other means than the pool
+ * (zero_swap_file) bypasses the record. zero_swap_set_checksums(s, 0)
  * turns them off (zero bench io measures their cost); turning them on again forgets what was
  * written meanwhile (every block counts as zeros), so write a block before reading it. */
 zero_status zero_swap_set_checksums(zero_swap *s, int on);

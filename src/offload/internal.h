@@ -16,8 +16,9 @@ void zero__swap_block_crcs_scalar(const void *data, size_t blocks, uint32_t *out
 
 /* The pool's side of the checksums (swap.c). Both do nothing when s has checksums off; offset and
  * bytes are whole blocks of the data area (the pool checks that first). */
-/* Records the checksums of `bytes` at `offset` as they are written from buf. */
-void zero__swap_seal(zero_swap *s, uint64_t offset, const void *buf, size_t bytes);
+/* Records crcs (one per block, from zero__swap_block_crcs of the buffer written) as the checksums
+ * of `bytes` at `offset`, once their write succeeded. */
+void zero__swap_record(zero_swap *s, uint64_t offset, const uint32_t *crcs, size_t bytes);
 /* Checks what a read of `bytes` at `offset` brought into buf: ZERO_OK, or ZERO_ERR_FORMAT with
  * msg naming the file, the block's offset in it and the checksums. */
 zero_status zero__swap_verify(const zero_swap *s, uint64_t offset, const void *buf, size_t bytes, char *msg,

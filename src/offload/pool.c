@@ -4,8 +4,10 @@
  *
  * Every transfer in flight carries a pointer to its request (slot, file, range, buffer) as the io
  * event's `user`, so any pool that reaps an event (pools may share one io) credits the right
- * buffer. A write records the checksums of its blocks and a read verifies its blocks when they
- * are reaped (a changed block fails the transfer, docs/OFFLOAD.md). */
+ * buffer. A write computes the checksums of its blocks as it is submitted (the buffer is final
+ * then) and records them when it succeeds; a read's blocks are verified when the buffer's owner
+ * waits for it, not when the event is reaped, so that the CRC runs while the other buffers' reads
+ * are in flight (a changed block fails the transfer, docs/OFFLOAD.md). */
 #include "offload/internal.h"
 #include "zero/trace.h"
 
@@ -16,6 +18,8 @@ typedef struct pslot pslot;
 typedef struct preq {
     pslot *slot;
     int inflight;
+    int verify;        /* a read arrived and its blocks are not verified yet */
+    uint32_t *crcs;    /* a write: the CRCs of its blocks, computed at submit (NULL: checksums off) */
     zero_io_op op;
     zero_swap *swap;
     uint64_t offset; /* in the data area */
@@ -32,6 +36,7 @@ struct pslot {
     int64_t tile;        /* run: the tile it holds, -1 none */
     int next_req;        /* round-robin over req[] */
     int next;            /* extents described */
+    uint32_t *crcs;      /* one CRC per block of buf: what its writes carry until they complete */
     zero_offload_extent ext[ZERO_OFFLOAD_MAX_EXTENTS];
     preq req[2 * ZERO_OFFLOAD_MAX_EXTENTS]; /* a read and a write of every extent may overlap */
 };
@@ -43,6 +48,7 @@ struct zero_offload_pool {
     size_t bytes;
     char *mem;
     pslot *slots;
+    uint32_t *crcs; /* the slots' CRC arrays, one allocation */
     char err[512];
 };
 
@@ -67,12 +73,16 @@ zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int b
     p->n = buffers;
     p->bytes = bytes;
     p->slots = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)buffers * sizeof *p->slots);
+    /* 4 bytes per 4 KiB block of the buffers (1/1024 of them), next to the swap files' tables */
+    const size_t blocks = bytes / ZERO_IO_ALIGN;
+    p->crcs = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)buffers * blocks * sizeof *p->crcs);
     /* One allocation for all buffers: the pool's RAM is buffers x bytes (+ one alignment page). */
     p->mem = zero_io_buffer_alloc(acct, ZERO_MEM_BUFFERS, (size_t)buffers * bytes);
-    if (!p->slots || !p->mem) goto nomem_p;
+    if (!p->slots || !p->crcs || !p->mem) goto nomem_p;
     for (int i = 0; i < buffers; i++) {
         pslot *s = &p->slots[i];
         s->buf = p->mem + (size_t)i * bytes;
+        s->crcs = p->crcs + (size_t)i * blocks;
         s->tile = -1;
         for (int k = 0; k < 2 * ZERO_OFFLOAD_MAX_EXTENTS; k++) s->req[k].slot = s;
     }
@@ -80,6 +90,7 @@ zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int b
     return ZERO_OK;
 nomem_p:
     zero_mem_free(NULL, p->slots);
+    zero_mem_free(NULL, p->crcs);
     zero_io_buffer_free(acct, p->mem);
     zero_mem_free(NULL, p);
 nomem:
@@ -114,17 +125,33 @@ static zero_status reap_one(zero_offload_pool *p, int block, int *got) {
         slot->status = ev.status;
         snprintf(slot->msg, sizeof slot->msg, "%s", zero_io_last_error(p->io));
     } else if (ev.status == ZERO_OK && r->op == ZERO_IO_OP_WRITE) {
-        /* recorded once the write is done (its buffer is untouched until then): a failed write
-         * leaves the record of what the disk held before */
-        zero__swap_seal(r->swap, r->offset, r->buf, r->bytes);
-    } else if (ev.status == ZERO_OK && r->op == ZERO_IO_OP_READ && slot->status == ZERO_OK) {
-        slot->status = zero__swap_verify(r->swap, r->offset, r->buf, r->bytes, slot->msg, sizeof slot->msg);
+        /* recorded once the write is done: a failed write leaves the record of what the disk held
+         * before */
+        if (r->crcs) zero__swap_record(r->swap, r->offset, r->crcs, r->bytes);
+    } else if (ev.status == ZERO_OK && r->op == ZERO_IO_OP_READ) {
+        r->verify = 1; /* when the owner waits for the buffer (verify_slot) */
     }
     return ZERO_OK;
 }
 
+/* Verifies the reads of slot s that arrived since it was last checked; the first changed block
+ * becomes the slot's failure (unless it has one already). */
+static void verify_slot(pslot *s) {
+    for (int k = 0; k < 2 * ZERO_OFFLOAD_MAX_EXTENTS; k++) {
+        preq *r = &s->req[k];
+        if (!r->verify) continue;
+        r->verify = 0;
+        if (s->status == ZERO_OK)
+            s->status = zero__swap_verify(r->swap, r->offset, r->buf, r->bytes, s->msg, sizeof s->msg);
+    }
+}
+
+/* Waits for every transfer of slot s, then verifies what its reads brought. */
 static zero_status wait_slot(zero_offload_pool *p, pslot *s, double *waited) {
-    if (s->pending == 0) return ZERO_OK;
+    if (s->pending == 0) {
+        verify_slot(s);
+        return ZERO_OK;
+    }
     double t0 = zero_now();
     zero_status st = ZERO_OK;
     while (s->pending > 0 && st == ZERO_OK) {
@@ -138,6 +165,7 @@ static zero_status wait_slot(zero_offload_pool *p, pslot *s, double *waited) {
     const double t1 = zero_now();
     if (waited) *waited += t1 - t0;
     zero_trace_span(ZERO_TRACE_IO, "offload: wait for I/O", t0, t1);
+    if (st == ZERO_OK) verify_slot(s);
     return st;
 }
 
@@ -186,6 +214,13 @@ static zero_status submit(zero_offload_pool *p, pslot *s, const zero_offload_ext
     r->offset = x->offset;
     r->bytes = x->bytes;
     r->buf = s->buf + x->buf_offset;
+    r->verify = 0;
+    r->crcs = NULL;
+    if (op == ZERO_IO_OP_WRITE && zero_swap_checksums(x->swap)) {
+        /* the buffer is final now; computed here, the CRCs overlap the other transfers in flight */
+        r->crcs = s->crcs + x->buf_offset / ZERO_IO_ALIGN;
+        zero__swap_block_crcs(r->buf, r->bytes / ZERO_IO_ALIGN, r->crcs);
+    }
     for (;;) {
         zero_status rc = zero_io_submit(zero_swap_file(x->swap), op, s->buf + x->buf_offset, x->bytes,
                                         ZERO_SWAP_HEADER + x->offset, r);
@@ -410,5 +445,6 @@ void zero_offload_pool_free(zero_offload_pool *p) {
         if (wait_slot(p, &p->slots[i], NULL) != ZERO_OK) break;
     zero_io_buffer_free(p->acct, p->mem);
     zero_mem_free(NULL, p->slots);
+    zero_mem_free(NULL, p->crcs);
     zero_mem_free(NULL, p);
 }

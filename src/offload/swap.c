@@ -313,9 +313,9 @@ zero_status zero_swap_set_checksums(zero_swap *s, int on) {
 
 int zero_swap_checksums(const zero_swap *s) { return s ? s->checksums : 0; }
 
-void zero__swap_seal(zero_swap *s, uint64_t offset, const void *buf, size_t bytes) {
+void zero__swap_record(zero_swap *s, uint64_t offset, const uint32_t *crcs, size_t bytes) {
     if (!s->checksums) return;
-    zero__swap_block_crcs(buf, bytes / ZERO_IO_ALIGN, s->crc + offset / ZERO_IO_ALIGN);
+    memcpy(s->crc + offset / ZERO_IO_ALIGN, crcs, bytes / ZERO_IO_ALIGN * sizeof *crcs);
 }
 
 zero_status zero__swap_verify(const zero_swap *s, uint64_t offset, const void *buf, size_t bytes, char *msg,

@@ -103,6 +103,22 @@ static void test_changed_file(zero_io *io, const char *label) {
     ZT_CHECKF(names_block(zero_offload_pool_last_error(p), zero_swap_path(s), block_at), "%s: %s", label,
               zero_offload_pool_last_error(p));
     zero_offload_pool_release(p, k);
+    /* a read is verified when its own buffer is waited for, also when another pool on the same io
+     * reaped it (q's wait takes p's completion first where it arrives first): q succeeds, p fails */
+    zero_offload_pool *q = NULL;
+    ZT_OK(zero_offload_pool_create(&q, io, 1, TBYTES, NULL, &err));
+    k = zero_offload_pool_acquire(p);
+    const int kq = zero_offload_pool_acquire(q);
+    zero_offload_extent good = {s, 0, TBYTES, 0, ZERO_OFFLOAD_READ};
+    ZT_OK(zero_offload_pool_submit(p, k, &x, 1));
+    ZT_OK(zero_offload_pool_submit(q, kq, &good, 1));
+    ZT_OK(zero_offload_pool_wait(q, kq, NULL));
+    ZT_EQ_INT(zero_offload_pool_wait(p, k, NULL), ZERO_ERR_FORMAT);
+    ZT_CHECKF(names_block(zero_offload_pool_last_error(p), zero_swap_path(s), block_at), "%s: %s", label,
+              zero_offload_pool_last_error(p));
+    zero_offload_pool_release(p, k);
+    zero_offload_pool_release(q, kq);
+    zero_offload_pool_free(q);
     /* the byte restored: the data is what zero wrote again */
     poke(zero_swap_path(s), byte_at, 0x01);
     ZT_OK(pass(p, s, ZERO_OFFLOAD_READ, 0));
