@@ -47,6 +47,8 @@ static void usage(FILE *f) {
             "  link_gbps     (several nodes) each node's link: all_gather across nodes as the engine's\n"
             "                hierarchical collectives do it; latency_us: a 1-element all_gather's time\n"
             "                per step across nodes\n"
+            "  link_*_gbps   (several nodes) the same for all_reduce, reduce_scatter and all_gather each:\n"
+            "                the rate each collective's bytes cross the link at\n"
             "  disk_*_gbps   (--disk DIR) NVMe offload's pool writing, then reading, a file of\n"
             "                --disk-size (256MiB) in DIR (rank 0, best of 3)\n"
             "Writes them to FILE (default $ZERO_RATES, else $XDG_CACHE_HOME/zero/rates.json, else\n"
@@ -385,7 +387,7 @@ out:
 /* ------------------------------------------------------------------ the file */
 
 typedef struct figures {
-    double gemm, model, gemm_flops, mem, node[3], link, latency, disk_read, disk_write;
+    double gemm, model, gemm_flops, mem, node[3], link, link_coll[3], latency, disk_read, disk_write;
     size_t msg;
 } figures;
 
@@ -424,6 +426,10 @@ static void write_json(FILE *f, const rates_opts *o, const cli_sizing_model *m, 
     }
     fprintf(f, ",\n  \"message_bytes\": %zu,\n  \"link_gbps\": ", x->msg);
     json_or_null(f, x->link * 8 / 1e9);
+    for (int k = 0; k < 3; k++) {
+        fprintf(f, ",\n  \"link_%s_gbps\": ", names[k]);
+        json_or_null(f, x->link_coll[k] * 8 / 1e9);
+    }
     fprintf(f, ",\n  \"latency_us\": ");
     json_or_null(f, x->latency * 1e6);
     fprintf(f, ",\n  \"disk_read_gbps\": ");
@@ -505,7 +511,7 @@ static int run(rates_opts *o) {
     figures x;
     memset(&x, 0, sizeof x);
     x.gemm = x.model = x.link = x.latency = x.disk_read = x.disk_write = NAN;
-    for (int k = 0; k < 3; k++) x.node[k] = NAN;
+    for (int k = 0; k < 3; k++) x.node[k] = x.link_coll[k] = NAN;
 #ifdef ZERO_HAVE_MPI
     if (lmin != lmax) {
         rc = cli_error(CLI_USAGE, "bench rates: nodes of %d to %d ranks: expected the same number of ranks on every node "
@@ -562,11 +568,17 @@ static int run(rates_opts *o) {
             rc = cli_error(CLI_RUNTIME, "bench rates: %s", zero_comm_last_error(NULL));
             goto done;
         }
-        double t = 0, ts = 0, bytes = 0, small = 0;
-        if ((rc = time_coll(c, 2, x.msg / (size_t)w.lsize, o->iters, &t, &bytes)) == CLI_OK &&
-            (rc = time_coll(c, 2, 4 * (size_t)w.nodes, o->iters, &ts, &small)) == CLI_OK) {
-            const double K = w.nodes;
-            x.link = (K - 1) / K * bytes * w.lsize / t;
+        /* The same for each collective on its own (the all-gather's is the link's rate): each
+         * node's link carries f (K-1)/K x M each way, f = 2 for the all-reduce. */
+        const double K = w.nodes;
+        for (int k = 0; k < 3 && rc == CLI_OK; k++) {
+            double t = 0, bytes = 0;
+            if ((rc = time_coll(c, k, x.msg / (size_t)w.lsize, o->iters, &t, &bytes)) == CLI_OK)
+                x.link_coll[k] = (k == 0 ? 2.0 : 1.0) * (K - 1) / K * bytes * w.lsize / t;
+        }
+        double ts = 0, small = 0;
+        if (rc == CLI_OK && (rc = time_coll(c, 2, 4 * (size_t)w.nodes, o->iters, &ts, &small)) == CLI_OK) {
+            x.link = x.link_coll[2];
             x.latency = ts / (K - 1);
         }
         zero_comm_free(c);
@@ -610,6 +622,12 @@ static int run(rates_opts *o) {
                        w.lsize == 1 ? "" : "s", x.msg);
             }
             printf("  link_gbps                 %10.3f  Gbit/s each way per node\n", x.link * 8 / 1e9);
+            for (int k = 0; k < 3; k++) {
+                char key[40];
+                snprintf(key, sizeof key, "link_%s_gbps", names[k]);
+                printf("  %-25s %10.3f  Gbit/s each way per node, as %s reaches it\n", key, x.link_coll[k] * 8 / 1e9,
+                       names[k]);
+            }
             printf("  latency_us                %10.3f  per step across nodes\n", x.latency * 1e6);
             printf("  disk_read_gbps            %10.3f\n  disk_write_gbps           %10.3f\n", x.disk_read, x.disk_write);
         }

@@ -56,6 +56,9 @@ static const rate_key rate_keys[] = {
     RK("node_reduce_scatter_gbps", 1e9, node_reduce_scatter),
     RK("node_all_gather_gbps", 1e9, node_all_gather),
     RK("link_gbps", 1e9 / 8, link_bytes),
+    RK("link_all_reduce_gbps", 1e9 / 8, link_all_reduce),
+    RK("link_reduce_scatter_gbps", 1e9 / 8, link_reduce_scatter),
+    RK("link_all_gather_gbps", 1e9 / 8, link_all_gather),
     RK("latency_us", 1e-6, latency),
     RK("host_link_gbps", 1e9, host_link_bytes),
     RK("disk_read_gbps", 1e9, disk_read_bytes),
@@ -141,6 +144,11 @@ int cli_rates_resolve(const cli_time_opts *t, int gpu, cli_rates *out) {
         zero_plan_rates_default(&out->r, gpu);
     }
     if (t->link_gbps > 0) {
+        /* each collective keeps its measured share of the measured link */
+        const double scale = out->link_measured_gbps > 0 ? t->link_gbps / out->link_measured_gbps : 0;
+        out->r.link_all_reduce *= scale;
+        out->r.link_reduce_scatter *= scale;
+        out->r.link_all_gather *= scale;
         out->r.link_bytes = t->link_gbps * 1e9 / 8;
         snprintf(out->link_from, sizeof out->link_from, "--link-gbps");
     } else if (out->link_measured_gbps > 0) {

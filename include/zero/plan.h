@@ -174,6 +174,11 @@ typedef struct zero_plan_rates {
     double disk_read_bytes;     /* one node's drive, bytes/s, shared by the node's ranks */
     double disk_write_bytes;
     double overlap;             /* fraction of the communication time hidden behind compute, [0, 1] */
+    /* Each collective's own rate across nodes (bytes/s each way on a node's link, as that
+     * collective reaches it: MPI's algorithms differ); 0: link_bytes for that collective. */
+    double link_all_reduce;
+    double link_reduce_scatter;
+    double link_all_gather;
 } zero_plan_rates;
 
 /* Documented defaults (docs/PLANNING.md §9) for a CPU-only machine (gpu 0: a rank is a set of

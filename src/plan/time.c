@@ -44,12 +44,13 @@ static zero_status check_rate(const char *name, double v, int need, zero_error *
 
 /* Seconds of one collective of M bytes (the full message: the reduced buffer, or all N blocks) on
  * K nodes of L ranks: the in-node step at the node's busbw, then each node's link carrying
- * f*(K-1)/K*M each way (f = 2 for all-reduce, 1 otherwise; docs/COMM.md, "Between nodes"). */
+ * f*(K-1)/K*M each way (f = 2 for all-reduce, 1 otherwise; docs/COMM.md, "Between nodes") at
+ * that collective's own cross-node rate `link` (0: the link's, link_bytes). */
 typedef struct coll_cost {
     double node, cross, cross_bytes, node_bytes;
 } coll_cost;
 
-static coll_cost collective(double M, double f, double node_busbw, int K, int L, int units,
+static coll_cost collective(double M, double f, double node_busbw, double link, int K, int L, int units,
                             const zero_plan_rates *r) {
     coll_cost c = {0, 0, 0, 0};
     if (L > 1) {
@@ -61,7 +62,7 @@ static coll_cost collective(double M, double f, double node_busbw, int K, int L,
         /* Every unit's collective takes f*(K-1) steps across the nodes and the engine's control
          * exchange before it (the divergence check, a small all-gather) K-1 more, each paying the
          * latency. */
-        c.cross = c.cross_bytes / r->link_bytes + r->latency * (f + 1) * (K - 1) * units;
+        c.cross = c.cross_bytes / (link > 0 ? link : r->link_bytes) + r->latency * (f + 1) * (K - 1) * units;
     }
     return c;
 }
@@ -114,6 +115,9 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         {"node_reduce_scatter", r->node_reduce_scatter, L > 1 && s->stage > 0},
         {"node_all_gather", r->node_all_gather, (L > 1 && s->stage > 0) || H > 1},
         {"link_bytes", r->link_bytes, K > 1},
+        {"link_all_reduce", r->link_all_reduce, 0},
+        {"link_reduce_scatter", r->link_reduce_scatter, 0},
+        {"link_all_gather", r->link_all_gather, 0},
         {"latency", r->latency, 0},
         {"host_link_bytes", r->host_link_bytes, cpu_off},
         {"disk_read_bytes", r->disk_read_bytes, nvme_off},
@@ -144,23 +148,23 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         coll_cost cc[5];
         int n = 0;
         if (s->stage == 0) {
-            cc[n++] = collective(M, 2, r->node_all_reduce, K, L, m->num_units, r);
+            cc[n++] = collective(M, 2, r->node_all_reduce, r->link_all_reduce, K, L, m->num_units, r);
         } else {
-            cc[n++] = collective(M, 1, r->node_reduce_scatter, K, L, m->num_units, r);
-            cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+            cc[n++] = collective(M, 1, r->node_reduce_scatter, r->link_reduce_scatter, K, L, m->num_units, r);
+            cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             if (s->stage == 3 && H) {
                 const int gl = H < L ? H : L;
-                cc[n++] = collective(M, 1, r->node_all_gather, H / gl, gl, m->num_units, r);
+                cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, H / gl, gl, m->num_units, r);
             } else if (s->stage == 3) {
-                cc[n++] = collective(M, 1, r->node_all_gather, K, L, m->num_units, r);
+                cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             }
         }
         const int ntrain = n;
         if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */
             const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
             const double Mf = (double)mem.frozen_padded * wf;
-            cc[n++] = collective(Mf, 1, r->node_all_gather, K, L, m->num_units, r);
-            cc[n++] = collective(Mf, 1, r->node_all_gather, K, L, m->num_units, r);
+            cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
+            cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
         }
         for (int i = 0; i < n; i++) {
             t.comm_node += cc[i].node;

@@ -105,6 +105,30 @@ assert r['source'] == 'defaults' and r['kind'] == 'gpu' and r['compute_gflops'] 
 check "--link-gbps over the file's link, with a note" "$PY" -c "
 import json; d = json.load(open('$TMP/lk.json')); assert d['link_gbps'] == 3 and d['rates']['link_from'] == '--link-gbps', d"
 check "the note" grep -q "the rates file measured the links at 0.8 Gbit/s; --link-gbps 3 is used" "$TMP/lk.txt"
+
+# --- each collective's own cross-node rate (zero bench rates measures them): stage 0's all-reduce
+# at link_all_reduce_gbps; with --link-gbps each keeps its share of the measured link
+sed 's/"link_gbps": 0.8,/"link_gbps": 0.8, "link_all_reduce_gbps": 0.4, "link_reduce_scatter_gbps": 0.8, "link_all_gather_gbps": 0.8,/' \
+    "$TMP/round.json" >"$TMP/coll.json"
+"$ZERO" estimate --model tiny --ranks 4 --nodes 2 --micro-batch 2 --rates "$TMP/coll.json" --json >"$TMP/c4.json"
+"$ZERO" estimate --model tiny --ranks 4 --nodes 2 --micro-batch 2 --rates "$TMP/coll.json" --link-gbps 1.6 --json \
+    >"$TMP/c4n.json"
+check "each collective's cross-node rate" "$PY" - "$TMP/e4.json" "$TMP/c4.json" "$TMP/c4n.json" <<'EOF'
+import json, sys
+a, b, c = (json.load(open(p)) for p in sys.argv[1:4])
+def row(d, s):
+    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1][0]["time"]
+def near(x, y): return abs(x - y) <= 1e-9 * abs(y)
+M = 4.0 * a["padded_params"]
+# stage 0: the all-reduce's 2 x 1/2 x M bytes at 0.05 GB/s instead of the link's 0.1
+assert near(row(b, 0)["comm_cross"] - row(a, 0)["comm_cross"], M / 0.05e9 - M / 0.1e9), (row(a, 0), row(b, 0))
+# stages 1-3: their collectives at the link's own rate: unchanged
+for s in (1, 2, 3):
+    assert near(row(b, s)["comm_cross"], row(a, s)["comm_cross"]), s
+# --link-gbps 1.6, twice the measured 0.8: the all-reduce at twice its measured rate, 0.1 GB/s
+lat = row(a, 0)["comm_cross"] - M / 0.1e9
+assert near(row(c, 0)["comm_cross"], lat + M / 0.1e9), row(c, 0)
+EOF
 rm -rf "$XDG_CACHE_HOME"
 
 # --- the choice flips: gpt2, bf16, 4 ranks on 2 CPU-only nodes, memory sized from estimate's own

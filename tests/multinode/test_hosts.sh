@@ -69,6 +69,20 @@ bw() { # bw: MPI's all_gather busbw in GB/s on hosts (1 1)
 }
 mn_shape 200mbit || fail=1
 shaped=$(bw)
+# zero bench rates across the same shaped hosts: each collective's own rate across the link (what
+# the planner's step time uses), on the 9.7 MB message of small's mean unit (a tiny model's fits in
+# the shaper's burst and can pass faster than the rate): none above the link's 0.2 Gbit/s
+MN_TIMEOUT=180 mn_mpirun "1 1" -- "$ZERO" bench rates --model small --iters 2 -o "$MN_WORK/rates.json" \
+    >"$MN_WORK/rates.out" 2>&1 || tail -5 "$MN_WORK/rates.out"
+check "bench rates across hosts: every collective's link rate, at most the link's" "$PY" - "$MN_WORK/rates.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["nodes"] == 2 and d["ranks_per_node"] == 1, d
+rates = [d["link_%s_gbps" % k] for k in ("all_reduce", "reduce_scatter", "all_gather")]
+assert all(0 < r <= 1.05 * 0.2 for r in rates), rates
+assert d["message_bytes"] > 9e6, d
+assert d["link_gbps"] == d["link_all_gather_gbps"], d
+EOF
 mn_shape off
 free=$(bw)
 echo "     all_gather busbw: $shaped GB/s at 200 Mbit/s (0.025 GB/s), $free GB/s unshaped"

@@ -657,6 +657,40 @@ static void test_time_monotonic(void) {
     }
 }
 
+/* Each collective's own cross-node rate replaces the link's for its bytes only: on 6 ranks over
+ * 6 nodes (M = 6240 x 2 bytes, (K-1)/K = 5/6), stage 0's all-reduce moves 2 x 5/6 x M at
+ * link_all_reduce, stages 1-2 a reduce-scatter and an all-gather of 5/6 x M each, stage 3 one
+ * reduce-scatter and two all-gathers; a rate of 0 falls back to link_bytes. */
+static void test_time_link_per_collective(void) {
+    zero_plan_model m = {3, golden_units, NULL, NULL, NULL};
+    const zero_plan_compute c = {.fwd_flops_per_token = 2e4, .recompute_flops_per_token = 1e4, .seq_len = 64};
+    const double part = 5.0 / 6 * 6240 * 2;
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s = golden_setup(stage, ZERO_DTYPE_BF16);
+        s.ranks = 6;
+        zero_plan_rates r;
+        zero_plan_rates_default(&r, 0);
+        r.link_bytes = 1e8;
+        zero_plan_time base, t;
+        ZT_OK(zero_plan_step_time(&m, &c, &s, 6, 4, 0, &r, &base, NULL));
+        r.link_all_reduce = 2e7;
+        r.link_reduce_scatter = 4e7;
+        r.link_all_gather = 0; /* the link's */
+        ZT_OK(zero_plan_step_time(&m, &c, &s, 6, 4, 0, &r, &t, NULL));
+        const double lat = base.comm_cross - base.cross_bytes / r.link_bytes;
+        const double want = stage == 0   ? 2 * part / 2e7
+                            : stage < 3 ? part / 4e7 + part / 1e8
+                                        : part / 4e7 + 2 * part / 1e8;
+        ZT_NEAR(t.cross_bytes, base.cross_bytes, 0);
+        ZT_NEAR(t.comm_cross, want + lat, 1e-12);
+        ZT_NEAR(t.total - base.total, t.comm_cross - base.comm_cross, 1e-12);
+        r.link_all_reduce = -1;
+        zero_error err = {{0}};
+        ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 6, 4, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(strstr(err.msg, "link_all_reduce -1") != NULL, "message: %s", err.msg);
+    }
+}
+
 /* The choice: stage 1 fits only with activation checkpointing, stage 3 without; the rung that
  * wins flips from stage 3 to stage 1 + checkpointing when the link slows. 100 units of 960 (the
  * search model) on 3 ranks, 3 nodes, bf16: M = 192000 B; stage 3's extra all-gather moves
@@ -979,6 +1013,7 @@ int main(int argc, char **argv) {
     test_search_errors();
     test_time_hand();
     test_time_monotonic();
+    test_time_link_per_collective();
     test_time_flip();
     test_time_per_sample();
     test_time_frozen();
