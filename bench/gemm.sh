@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gemm.sh — sgemm GFLOP/s of every BLAS installed here, on the model's GEMM shapes (512 rows:
 # forward, backward-data, backward-weight of each linear layer of small, gpt2, SmolLM2-135M),
+# and PyTorch 2's torch.mm on the same products where torch is installed (bench/gemm_torch.py),
 # each backend in its own process, interleaved over rounds; prints the best of the rounds and each
 # backend's geometric-mean ratio to the OpenMP build of OpenBLAS (docs/KERNELS.md, "BLAS").
 # Usage: bench/gemm.sh [BUILD_DIR] [THREADS] [ROUNDS] [SECONDS_PER_SHAPE]
@@ -23,12 +24,20 @@ done
 for be in dnnl-sgemm dnnl-matmul dnnl-matmul-bf16 mk-bf16; do
   "$bin" "$be" 0.001 >/dev/null 2>&1 && backends="$backends $be"
 done
+# the peer users run: PyTorch 2 from PyPI (MKL), where it is installed
+here=$(cd "$(dirname "$0")" && pwd)
+if python3 -c 'import torch' 2>/dev/null; then backends="$backends torch"
+else echo "gemm.sh: no torch: the PyTorch peer is left out" >&2; fi
 out=$(mktemp /tmp/gemm_bench.XXXXXX)
 trap 'rm -f "$out"' EXIT
 echo "gemm.sh: $threads thread(s), $rounds rounds, backends:$backends" >&2
 echo "gemm.sh: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq "$rounds"); do
   for be in $backends; do
+    if [ "$be" = torch ]; then
+      OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads python3 "$here/gemm_torch.py" "$secs" >>"$out"
+      continue
+    fi
     OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads \
       "$bin" "$be" "$secs" >>"$out"
   done
