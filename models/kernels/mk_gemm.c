@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/mk_internal.h"
 
@@ -27,6 +28,37 @@ void mk__blas_leave(int prev) {
     openblas_set_num_threads(prev);
 }
 
+#ifdef ZERO_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#ifdef ZERO_HAVE_DNNL
+/* ZERO_GEMM: "blas" (the default) or "dnnl"; read once. */
+static int use_dnnl_sgemm(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("ZERO_GEMM");
+        cached = v && !strcmp(v, "dnnl");
+    }
+    return cached;
+}
+#endif
+
+void mk__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc) {
+    const int pin = mk__blas_enter();
+#ifdef ZERO_HAVE_DNNL
+    if (use_dnnl_sgemm() && dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) ==
+                                dnnl_success) {
+        mk__blas_leave(pin);
+        return;
+    }
+#endif
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
+                B, ldb, beta, C, ldc);
+    mk__blas_leave(pin);
+}
+
 /* Widens rows x cols of a bf16 matrix (ld apart) into a packed fp32 one. */
 static void widen(float *dst, const uint16_t *src, int rows, int cols, int ld) {
     if (ld == cols) {
@@ -47,17 +79,12 @@ static zero_status gemm_convert(int ta, int tb, int M, int N, int K, float alpha
     float *b = a + (size_t)ar * ac;
     widen(a, A, ar, ac, lda);
     widen(b, B, br, bc, ldb);
-    const int pin = mk__blas_enter();
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-                K, alpha, a, ac, b, bc, beta, C, ldc);
-    mk__blas_leave(pin);
+    mk__sgemm(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
     free(a);
     return ZERO_OK;
 }
 
 #ifdef ZERO_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-
 /* oneDNN's bf16 kernels only where the CPU multiplies bf16 itself (AVX512-BF16, AMX): on other
  * AVX-512 CPUs oneDNN would emulate them, slower than widening once and calling sgemm. */
 static int dnnl_native(void) {

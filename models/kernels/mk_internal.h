@@ -33,6 +33,12 @@
 int mk__blas_enter(void);
 void mk__blas_leave(int prev);
 
+/* The fp32 products of the linear layers, row-major C = alpha op(A) op(B) + beta C, on the caller's
+ * thread count (mk__blas_enter/leave inside): OpenBLAS's cblas_sgemm, or oneDNN's dnnl_sgemm in a
+ * build with oneDNN where ZERO_GEMM=dnnl asks for it (docs/KERNELS.md, "GEMM libraries"). */
+void mk__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc);
+
 /* Attention blocks: BR query rows by BC keys. BC is a multiple of 2 * 16 (the widest tile). */
 #define MK_ATT_BR 64
 #define MK_ATT_BC 64

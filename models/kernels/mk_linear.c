@@ -2,7 +2,6 @@
  * operands with fp32 accumulation through mk_gemm_bf16) with the bias and the residual written
  * into the output before the product adds to it, the backward's two products and bias gradient;
  * and the scalar reference (plain loops, sums in double). */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,10 +94,7 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
         }
     }
     if (prec == MK_PREC_FP32) {
-        const int pin = mk__blas_enter();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, tw ? CblasTrans : CblasNoTrans, (int)N, OC, IC, 1.0f, x, IC, W,
-                    tw ? IC : OC, beta, out, OC);
-        mk__blas_leave(pin);
+        mk__sgemm(0, tw, (int)N, OC, IC, 1.0f, x, IC, W, tw ? IC : OC, beta, out, OC);
     } else {
         st = mk_gemm_bf16(0, tw, (int)N, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, beta, out, OC, MK_GEMM_AUTO);
     }
@@ -121,20 +117,18 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
         return dbias ? mk_colsum(dbias, dy, N, (size_t)OC, (size_t)OC, impl) : ZERO_OK;
     }
     if (prec == MK_PREC_FP32) {
-        const int pin = mk__blas_enter();
         if (dx) {
             if (tw) /* W (OC, IC): dx = dy W */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, IC, OC, 1.0f, dy, OC, W, IC, 0.0f, dx, IC);
+                mk__sgemm(0, 0, M, IC, OC, 1.0f, dy, OC, W, IC, 0.0f, dx, IC);
             else /* W (IC, OC): dx = dy W^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, IC, OC, 1.0f, dy, OC, W, OC, 0.0f, dx, IC);
+                mk__sgemm(0, 1, M, IC, OC, 1.0f, dy, OC, W, OC, 0.0f, dx, IC);
         }
         if (dW) {
             if (tw) /* dW (OC, IC) += dy^T x */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, M, 1.0f, dy, OC, x, IC, 1.0f, dW, IC);
+                mk__sgemm(1, 0, OC, IC, M, 1.0f, dy, OC, x, IC, 1.0f, dW, IC);
             else /* dW (IC, OC) += x^T dy */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, M, 1.0f, x, IC, dy, OC, 1.0f, dW, OC);
+                mk__sgemm(1, 0, IC, OC, M, 1.0f, x, IC, dy, OC, 1.0f, dW, OC);
         }
-        mk__blas_leave(pin);
     } else {
         uint16_t *dyb = to_bf16(dy, N * (size_t)OC);
         uint16_t *wb = dx ? to_bf16(W, (size_t)IC * OC) : NULL, *xb = dW ? to_bf16(x, N * (size_t)IC) : NULL;
