@@ -23,15 +23,32 @@ int zero__view_mutation;
 void zero__own_table(zero_engine *e) {
     etable *t = &e->own;
     memset(t, 0, sizeof *t);
-    const int *x = STAGE_EXTENTS[e->cfg.stage];
-    for (int k = 0; k < EK_COUNT; k++) t->k[k] = (eown){x[k], TIER_RAM};
-    if (e->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
-    if (e->nfrozen == 0) t->k[EK_FROZEN].extent = EXT_NONE;
+    int x[EK_COUNT];
+    memcpy(x, STAGE_EXTENTS[e->cfg.stage], sizeof x);
     const int half = e->wdt != ZERO_DTYPE_FP32;
     /* NVMe: the parameter shards (offload_param, stage 3) and the optimizer states with the
      * master (offload_optimizer, stages 1-3); fp32 without optimizer state leaves nothing there */
-    if (e->cfg.offload_param.device == ZERO_OFFLOAD_NVME) t->k[EK_PARAMS].tier = TIER_NVME;
-    if (e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && (e->nstates > 0 || half)) {
+    const int pnvme = e->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
+    const int onvme = e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && (e->nstates > 0 || half);
+    /* fp32: the master is the working parameters' owned slice, so it lives where they do */
+    const int mnvme = half ? onvme : pnvme;
+    /* One rank: its shard is the whole unit (padded / 1), the same bytes, so a row kept in RAM
+     * is kept whole, as at stage 0. A gather then hands out the persistent parameters instead of
+     * copying them, and the gradient accumulates in the persistent buffer and is "reduced" once
+     * a step in place, instead of going through a buffer per micro-batch and a received shard:
+     * stages 1-3 on one rank hold and compute what stage 0 does. Rows on NVMe keep the stage's
+     * extent (their tile passes and read-ahead are written for shards); master and optimizer
+     * states share the update range, so they turn whole together. */
+    if (e->world == 1) {
+        x[EK_GRADS] = EXT_WHOLE;
+        if (!pnvme) x[EK_PARAMS] = x[EK_FROZEN] = EXT_WHOLE;
+        if (!onvme && !mnvme) x[EK_MASTER] = x[EK_OPTIM] = EXT_WHOLE;
+    }
+    for (int k = 0; k < EK_COUNT; k++) t->k[k] = (eown){x[k], TIER_RAM};
+    if (e->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
+    if (e->nfrozen == 0) t->k[EK_FROZEN].extent = EXT_NONE;
+    if (pnvme) t->k[EK_PARAMS].tier = TIER_NVME;
+    if (onvme) {
         t->k[EK_OPTIM].tier = TIER_NVME;
         t->k[EK_MASTER].tier = TIER_NVME;
     }
@@ -130,10 +147,11 @@ int zero__own_views(zero_engine *e, eunit *u) {
         if (a < b) v->slices[v->nslices++] = (eslice){a, b, pi, p->flags};
     }
     /* the test hook's wrong views, at the stages that shard the update (stage 0, the tests'
-     * reference, keeps the right ones) */
-    if (zero__view_mutation == ZERO__MUTATE_DECAY_FLAG && !whole)
+     * reference, keeps the right ones; on one rank, where stages 1-3 update whole units too) */
+    const int mutate = e->cfg.stage > 0;
+    if (zero__view_mutation == ZERO__MUTATE_DECAY_FLAG && mutate)
         for (int k = 0; k < v->nslices; k++) v->slices[k].flags &= ~(unsigned)ZERO_PARAM_NO_DECAY;
-    if (zero__view_mutation == ZERO__MUTATE_SLICE_RANGE && !whole && v->nslices > 0 && v->slices[0].hi - v->slices[0].lo > 1)
+    if (zero__view_mutation == ZERO__MUTATE_SLICE_RANGE && mutate && v->nslices > 0 && v->slices[0].hi - v->slices[0].lo > 1)
         v->slices[0].hi--;
     return 0;
 }

@@ -216,12 +216,17 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
      * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. With
      * frozen parameters the view and the stage-3 gathers hold both parts. */
     const uint64_t U12 = add(U1, U2, &ovf), U123 = add(U12, U3, &ovf);
+    /* On one rank a shard is the whole unit and the engine keeps every row in RAM whole, as at
+     * stage 0: the stage-3 gathers copy only parameters read from NVMe, and the gradients
+     * accumulate in place instead of going through reduction buffers. */
+    const int gathers = s->stage == 3 && (N > 1 || s->offload_param == ZERO_OFFLOAD_NVME);
+    const int sharded_grads = s->stage >= 2 && N > 1;
     uint64_t t = 0;
     if (half || any_frozen) t = add(t, mul(X1, 4, &ovf), &ovf);
     if (half) t = add(t, ZERO__PLAN_STEP_CHUNK, &ovf);
-    if (s->stage == 3) t = add(t, add(G1, G2, &ovf), &ovf);
-    if (half || s->stage >= 2) t = add(t, mul(U12, 4, &ovf), &ovf);
-    if (s->stage >= 2) {
+    if (gathers) t = add(t, add(G1, G2, &ovf), &ovf);
+    if (half || sharded_grads) t = add(t, mul(U12, 4, &ovf), &ovf);
+    if (sharded_grads) {
         /* Half: the starting unit's working-dtype copy joins two in-flight sends, before its
          * fp32 buffer is freed. fp32: the fp32 buffer itself is sent; the starting unit adds its
          * receive buffer to the two in flight. */

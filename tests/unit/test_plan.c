@@ -102,7 +102,7 @@ static void test_optimizers(void) {
 }
 
 static void test_one_rank_and_align(void) {
-    /* One rank, align 1: no padding at all, every stage keeps everything. */
+    /* One rank, align 1: no padding at all, every stage keeps everything, whole. */
     zero_plan_model m = golden_model();
     for (int stage = 0; stage < 4; stage++) {
         zero_plan_setup s = golden_setup(stage, ZERO_DTYPE_BF16);
@@ -113,6 +113,17 @@ static void test_one_rank_and_align(void) {
         ZT_EQ_INT(mem.padded, 6030);
         ZT_EQ_INT(mem.shard, 6030);
         ZT_EQ_INT(mem.model_states, 6030ull * (2 + 2 + 4 + 8));
+        /* the shard is the whole unit: stage 0's transient at every stage (U1 = 5000, U2 = 1000):
+         * the fp32 view and chunk, two fp32 gradient buffers; nothing gathered or in flight */
+        ZT_EQ_INT(mem.transient, 5000 * 4 + 65536 + 6000 * 4);
+        s.precision = ZERO_DTYPE_FP32; /* fp32: the persistent gradient is the buffer: none */
+        ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+        ZT_EQ_INT(mem.transient, 0);
+        if (stage == 3) { /* parameter shards on NVMe still land in gathered copies: U1 + U2 */
+            s.offload_param = ZERO_OFFLOAD_NVME;
+            ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+            ZT_EQ_INT(mem.transient, 6000 * 4);
+        }
     }
 }
 
