@@ -350,6 +350,29 @@ void zero__poff_read_ahead(zero_engine *e);
 void zero__poff_release_all(zero_engine *e);
 /* reduce.c */
 zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits every reduction */
+/* determ_kernels.c: deterministic mode's exact-summation kernels; each fast kernel has its
+ * scalar reference (_ref) that tests/unit/test_determ_kernels.c holds it to, bit for bit. An
+ * accumulator of n elements: n bin bytes (0 empty, B+1 for top bin B, ZERO_DK_NAN after an Inf or
+ * NaN) and 2n int64 limbs. fold adds g into it; set overwrites it with g alone (as fold into an
+ * empty one); merge adds another accumulator (exact); align raises one element's top bin; convert
+ * rounds each element once to fp32 (NaN where marked). A zero__dk_sq is the exact sum of squares:
+ * one unsigned 128-bit sum per fp32 exponent field; sq_add sets *bad on an Inf or NaN; sq_value
+ * rounds it to a double in a fixed order. */
+#define ZERO_DK_NAN 255
+typedef struct zero__dk_sq {
+    unsigned __int128 b[256];
+} zero__dk_sq;
+void zero__dk_fold(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
+void zero__dk_fold_ref(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
+void zero__dk_set(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
+void zero__dk_merge(uint8_t *dbins, int64_t *dl, const uint8_t *sbins, const int64_t *sl, uint64_t n);
+void zero__dk_align(uint8_t *bin, int64_t *limbs, uint8_t b1);
+void zero__dk_convert(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n);
+void zero__dk_convert_ref(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n);
+void zero__dk_sq_add(zero__dk_sq *a, const float *x, uint64_t n, int *bad);
+void zero__dk_sq_add_ref(zero__dk_sq *a, const float *x, uint64_t n, int *bad);
+void zero__dk_sq_merge(zero__dk_sq *a, const zero__dk_sq *o);
+double zero__dk_sq_value(const zero__dk_sq *a);
 /* determ.c: deterministic mode (zero_extensions.deterministic). fold adds one micro-batch's (one
  * atom's) fp32 gradient into u's exact accumulator; reduce_all sums the accumulators exactly over
  * the ranks into the owned gradients (the step's reduction); norm is the exact sum of squares of
