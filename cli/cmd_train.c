@@ -38,6 +38,8 @@ static void usage(FILE *f) {
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
             "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
             "                             global batch and seed (exact gradient sums; docs/CLI.md)\n"
+            "  --det-atom A               deterministic mode: sequences per atom (default 1; any A dividing\n"
+            "                             --micro-batch; runs agree bitwise at the same A)\n"
             "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"
             "  --val-batches N            validation batches each time (default 2)\n"
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
@@ -92,6 +94,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--precision")) { VAL(); o->precision = v; }
         else if (!strcmp(a, "--activation-checkpointing")) o->checkpointing = 1;
         else if (!strcmp(a, "--deterministic")) o->deterministic = 1;
+        else if (!strcmp(a, "--det-atom")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->det_atom)) return -1; }
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }
         else if (!strcmp(a, "--log-json")) { VAL(); o->log_json = v; }

@@ -86,6 +86,10 @@ int train_prepare(train_opts *o, int world) {
     if (o->micro_batch < 0 && !(cfg->auto_fields & ZERO_AUTO_MICRO_BATCH) && cfg->micro_batch <= 0) cfg->micro_batch = 4;
     if (o->lr >= 0) cfg->optim.lr = (float)o->lr;
     if (o->deterministic) cfg->deterministic = 1;
+    if (o->det_atom > 0) cfg->deterministic_atom = o->det_atom;
+    if (cfg->deterministic_atom > 1 && !cfg->deterministic)
+        return cli_error(CLI_USAGE, "--det-atom %d (zero_extensions.deterministic_atom): only with --deterministic",
+                         cfg->deterministic_atom);
     if (o->precision) {
         zero_dtype dt;
         if (zero_dtype_parse(o->precision, &dt) != ZERO_OK ||
@@ -174,6 +178,10 @@ int train_prepare(train_opts *o, int world) {
         return cli_error(CLI_USAGE, "--deterministic with LoRA (--lora, --lora-from or zero_extensions.lora) is not "
                                     "supported yet");
     ux_resume_batch(o, world);
+    if (cfg->deterministic && cfg->micro_batch % cfg->deterministic_atom)
+        return cli_error(CLI_USAGE, "--det-atom %d (zero_extensions.deterministic_atom): the micro-batch of %lld sequences is "
+                                    "not a multiple of it",
+                         cfg->deterministic_atom, (long long)cfg->micro_batch);
     if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
@@ -436,19 +444,20 @@ static int write_trace(run_state *r) {
     return rc;
 }
 
-/* Deterministic mode: the step's K micro-batches of B sequences as B*K micro-batches of one
- * sequence each (the engine's atoms; its gradient_accumulation_steps is B*K), and the step's loss
- * summed exactly over every sequence of every rank: *loss is the same for any world size. */
+/* Deterministic mode: the step's K micro-batches of B sequences as B*K/A micro-batches of A
+ * sequences each (the engine's atoms, A = --det-atom; its gradient_accumulation_steps is B*K/A),
+ * and the step's loss summed exactly over every atom of every rank: *loss is the same for any
+ * world size. */
 static int det_micro_batches(run_state *r, int64_t total, double *loss) {
     const train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
+    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T, A = o->cfg.deterministic_atom;
     int64_t acc[2] = {0, 0}, all[2];
     for (int k = 0; k < K; k++)
-        for (int a = 0; a < B; a++) {
+        for (int a = 0; a < B; a += A) {
             const size_t at = ((size_t)k * B + (size_t)a) * T;
             float l;
             const double tc = zero_now();
-            if (dec_engine_micro_batch(r->model, r->e, r->inputs + at, r->targets + at, 1, T, (double)total, &l) != ZERO_OK)
+            if (dec_engine_micro_batch(r->model, r->e, r->inputs + at, r->targets + at, A, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
             if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
@@ -456,8 +465,9 @@ static int det_micro_batches(run_state *r, int64_t total, double *loss) {
         }
     if (zero_comm_all_reduce(r->comm, acc, all, 2, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
         return fail(r, "the step's loss", zero_comm_last_error(r->comm));
-    /* l_a is the sequence's share of the global sum / count times G: the loss is their mean */
-    *loss = all[1] ? NAN : ldexp((double)all[0], -DET_LOSS_BITS) / (double)r->G;
+    /* l_a is the atom's share of the global sum / count times the number of atoms, G / A: the
+     * loss is their mean */
+    *loss = all[1] ? NAN : ldexp((double)all[0], -DET_LOSS_BITS) / (double)(r->G / o->cfg.deterministic_atom);
     return CLI_OK;
 }
 
@@ -618,11 +628,11 @@ int train_run(train_opts *o, int mpi) {
     if (rc != CLI_OK) goto out;
 
     const double t_init = zero_now();
-    /* deterministic: the engine's micro-batch is one sequence (an atom), B*K of them per step */
+    /* deterministic: the engine's micro-batch is an atom of A sequences, B*K/A of them per step */
     zero_config ecfg = o->cfg;
     if (ecfg.deterministic) {
-        ecfg.grad_accum = o->cfg.micro_batch * o->cfg.grad_accum;
-        ecfg.micro_batch = 1;
+        ecfg.grad_accum = o->cfg.micro_batch * o->cfg.grad_accum / o->cfg.deterministic_atom;
+        ecfg.micro_batch = o->cfg.deterministic_atom;
     }
     if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, NULL, &err)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
@@ -665,7 +675,7 @@ int train_run(train_opts *o, int mpi) {
      * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
      * kernels give the same bits on any thread count: docs/MODEL.md) */
     if (o->cfg.deterministic) dec_set_blas_threads(1);
-    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? 1 : B, o->T, o->checkpointing, &err) != ZERO_OK ||
+    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? o->cfg.deterministic_atom : B, o->T, o->checkpointing, &err) != ZERO_OK ||
         (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
@@ -692,11 +702,14 @@ int train_run(train_opts *o, int mpi) {
             rc = cli_error(CLI_RUNTIME, "--log-json '%s': cannot open for writing", o->log_json);
             goto out;
         }
-        char pb[32];
+        char pb[32], det[48] = "";
         fmt_bytes(pb, sizeof pb, (double)dec_num_params(&o->model_cfg));
+        if (o->cfg.deterministic && o->cfg.deterministic_atom > 1)
+            snprintf(det, sizeof det, " deterministic (atoms of %d sequences)", o->cfg.deterministic_atom);
+        else if (o->cfg.deterministic) snprintf(det, sizeof det, " deterministic");
         fprintf(r.human, "zero train: %s (%llu params), stage %d, %d rank%s, %s%s, micro-batch %lld x %lld, seq %d, %s\n",
                 o->src.name, (unsigned long long)dec_num_params(&o->model_cfg), o->cfg.stage, r.world, r.world > 1 ? "s" : "",
-                zero_dtype_name(o->cfg.precision), o->cfg.deterministic ? " deterministic" : "", (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
+                zero_dtype_name(o->cfg.precision), det, (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
         ux_print_start(o, r.human, r.world);

@@ -18,6 +18,7 @@ typedef struct train_opts {
     const char *chat_template; /* --chat-template NAME, or NULL */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
     int deterministic; /* --deterministic */
+    int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
     double lr;

@@ -150,6 +150,8 @@ typedef struct zero_config {
     zero_lora_config lora;     /* zero_extensions.lora: read by the model, not by the engine */
     int deterministic;         /* bitwise the same training for any world size, stage and offload (default 0;
                                 * docs/ENGINE.md, "Deterministic mode") */
+    int deterministic_atom;    /* zero train: sequences per atom in deterministic mode (default 1); read by
+                                * the trainer, not by the engine (docs/CLI.md) */
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
     unsigned set_fields;       /* ZERO_SET_* */

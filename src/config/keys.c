@@ -666,6 +666,7 @@ static const zc_key extension_keys[] = {
      .check = check_divergence_mode, .save = save_divergence},
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "deterministic", .kind = ZC_BOOL, .off = OFF(deterministic)},
+    {.name = "deterministic_atom", .kind = ZC_INT, .off = OFF(deterministic_atom), .lo = 1, .hi = 1 << 20},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {.name = "frozen_dtype", .kind = ZC_CUSTOM, .off = OFF(frozen_dtype), .load = load_frozen_dtype,
      .check = check_frozen_dtype, .save = save_frozen_dtype},

@@ -62,6 +62,7 @@ void zero_config_default(zero_config *cfg) {
 
     cfg->check_divergence = 1;
     cfg->reuse_buffers = 1;
+    cfg->deterministic_atom = 1;
     cfg->align_bytes = 64;
     cfg->frozen_dtype = ZERO_DTYPE_COUNT;
     cfg->save_frozen = 0;

@@ -3,7 +3,8 @@
 # 2, 3 and 4 ranks give bitwise the losses, gradient norms, validation loss and final weights
 # (a hash of the exported tensors) of 1 rank at stage 0, in fp32 and bf16, with accumulation and
 # with NVMe offload; a checkpoint saved on 2 ranks resumes on 3 (another stage) bitwise; the
-# config key does what the flag does (4 ranks, stage 1); on 1 rank the mode trains the default mode's model (1e-5).
+# config key does what the flag does (4 ranks, stage 1); on 1 rank the mode trains the default mode's model (1e-5);
+# atoms of 3 sequences (--det-atom, zero_extensions.deterministic_atom) are bitwise across layouts too.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -97,6 +98,27 @@ fields ref_fp32 | awk -v h="$half" '$1 == "val" || $1 > h' >"$TMP/ref_tail.f"
 check "saved on 2 ranks stage 1, resumed on 3 ranks stage 3: the same records (bitwise)" \
     cmp -s "$TMP/resumed.f" "$TMP/ref_tail.f"
 check "... and the same final weights" test "$(hash resumed)" = "$(hash ref_fp32)"
+
+# atoms of 3 sequences (--det-atom 3, and the config key): bitwise across layouts with the same
+# atoms; against atoms of one sequence the same run to fp32 rounding
+echo '{"zero_extensions": {"deterministic": true, "deterministic_atom": 3}}' >"$TMP/atom.json"
+run atom_ref 1 0 12 --deterministic --det-atom 3
+run atom_r4s3 4 3 3 --deterministic --det-atom 3
+check "atoms of 3: 4 ranks stage 3 = 1 rank stage 0 (bitwise)" same atom_r4s3 atom_ref
+run atom_r2s1 2 1 3 --config "$TMP/atom.json" --grad-accum 2 --precision fp32
+check "atoms of 3 (config key): 2 ranks stage 1, accumulation 2 = 1 rank stage 0 (bitwise)" same atom_r2s1 atom_ref
+check "the run names its atoms" grep -q "fp32 deterministic (atoms of 3 sequences)" "$TMP/atom_r4s3.out"
+fields atom_ref >"$TMP/a.f"
+fields ref_fp32 >"$TMP/b.f"
+check "atoms of 3 against atoms of 1: losses within 1e-5" \
+    awk 'NR == FNR { ref[$1] = $2; next } { d = $2 - ref[$1]; if (d < 0) d = -d; if (d > 1e-5 * ref[$1]) bad = 1; n++ }
+         END { exit bad || n < 2 }' "$TMP/b.f" "$TMP/a.f"
+"$ZERO" train --model tiny --seq 32 --steps 1 --micro-batch 4 --deterministic --det-atom 3 >"$TMP/atom4.out" 2>&1
+check "--det-atom 3 with --micro-batch 4: exit 2, named" \
+    test $? -eq 2 -a "$(cat "$TMP/atom4.out")" = "zero: error: --det-atom 3 (zero_extensions.deterministic_atom): the micro-batch of 4 sequences is not a multiple of it"
+"$ZERO" train --model tiny --seq 32 --steps 1 --det-atom 2 >"$TMP/atom_nodet.out" 2>&1
+check "--det-atom without --deterministic: exit 2" \
+    test $? -eq 2 -a "$(cat "$TMP/atom_nodet.out")" = "zero: error: --det-atom 2 (zero_extensions.deterministic_atom): only with --deterministic"
 
 # not supported yet: refused, not faked
 "$ZERO" train --model tiny --seq 32 --steps 1 --deterministic --lora r=4 >"$TMP/lora.out" 2>&1
