@@ -118,9 +118,8 @@ static void test_convert_limbs(void) {
     for (int i = 0; i < N; i++) {
         x.bins[i] = (uint8_t)(1 + next() % 8);
         const int hb = (int)(next() % 64), lb = (int)(next() % 63);
-        int64_t hi = (int64_t)(next() >> (64 - hb)), lo = (int64_t)(next() >> (64 - lb));
-        if (hb == 0) hi = 0;
-        if (lb == 0) lo = 0;
+        const uint64_t rh = next(), rl = next();
+        int64_t hi = hb ? (int64_t)(rh >> (64 - hb)) : 0, lo = lb ? (int64_t)(rl >> (64 - lb)) : 0;
         if (i % 5 == 0) lo = ((int64_t)1 << 39) + (i % 10 ? 0 : 1); /* near ties after rounding */
         if (i % 3 == 0) hi = -hi;
         if (i % 7 == 0) lo = -lo;
