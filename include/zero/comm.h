@@ -163,6 +163,12 @@ zero_status zero_request_wait(zero_request *req);
 /* Sets *done; when done the request is freed and must not be used again. */
 zero_status zero_request_test(zero_request *req, int *done);
 
+/* Lets the bytes of the non-blocking collectives in flight move, completing none of them: one
+ * pass of the backend's progress engine (MPI: OpenMPI over TCP advances non-blocking collectives
+ * only inside MPI calls, so a rank that computes between posting and waiting would move them only
+ * in the wait). Cheap (a probe); not collective; a no-op on the self backend. */
+zero_status zero_comm_progress(zero_comm *c);
+
 /* Splits into sub-communicators by color (ranks with equal color), ordered by key then rank.
  * Collective. Used for hybrid sharding and for the engine's control channel (same color for
  * all = a duplicate with its own counters). A negative color joins no group: *out = NULL.

@@ -163,6 +163,13 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit);
  * nothing. */
 zero_status zero_engine_micro_batch_done(zero_engine *e);
 
+/* Lets the collectives the engine has in flight (stage 3's prefetched all-gathers, the
+ * reductions posted at grad_ready) move while the model computes: one pass of the communicator's
+ * progress engine (zero_comm_progress) when any is in flight, nothing otherwise. Over TCP,
+ * OpenMPI moves them only inside MPI calls, so a model that computes for long between engine
+ * calls should call this between its kernels. Not collective; cheap (a probe). */
+zero_status zero_engine_progress(zero_engine *e);
+
 /* Waits for the reductions, unscales, checks overflow on all ranks, clips, updates the shards
  * and refreshes the working copies. Collective. */
 zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats);

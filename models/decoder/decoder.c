@@ -59,6 +59,7 @@ struct dec_model {
     dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
     uint64_t lora_bytes;
     zero_status fail_status; /* set by a provider whose call returned NULL */
+    const dec__units *pass;  /* the provider of the pass running (dec__run), or NULL */
     char err[512];
 };
 
@@ -383,7 +384,8 @@ static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE
     } while (0)
 
 /* A model kernel's failure (scratch it could not allocate; a bad argument would be a bug here):
- * the status, with the kernel named in the model's message. */
+ * the status, with the kernel named in the model's message. After each kernel the provider's
+ * progress hook lets its collectives in flight move (its failure has its own message). */
 #define MK(m, what, expr)                                                                          \
     do {                                                                                           \
         zero_status st_ = (expr);                                                                  \
@@ -391,6 +393,8 @@ static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE
             dec__seterr(m, "%s: %s", what, zero_status_string(st_));                               \
             return st_;                                                                            \
         }                                                                                          \
+        if ((m)->pass && (m)->pass->progress && (st_ = (m)->pass->progress(m, (m)->pass->ctx)))    \
+            return st_;                                                                            \
     } while (0)
 
 /* out = norm(inp) with the gains (and LayerNorm's biases) at w + off; mean unused by RMSNorm. */
@@ -580,7 +584,7 @@ static double sum_losses(const float *x, size_t n) {
     return s;
 }
 
-zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
+static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *p) {
     const int B = p->B, T = p->T, L = m->cfg.n_layer, C = m->d.C;
     if (B < 1 || B > m->Bmax || T < 1 || T > m->Tmax) {
         dec__seterr(m, "micro-batch %d x sequence %d: expected 1 <= B <= %d and 1 <= T <= %d (the sizes the model "
@@ -680,6 +684,13 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
     return ZERO_OK;
 }
 
+zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
+    m->pass = u;
+    zero_status st = run_pass(m, u, p);
+    m->pass = NULL;
+    return st;
+}
+
 /* ---------------------------------------------------------------- raw pointers */
 typedef struct raw_ctx {
     const float *const *params;
@@ -707,7 +718,7 @@ static zero_status raw_pass(dec_model *m, const float *const *params, float *con
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, grads};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL};
     return dec__run(m, &u, p);
 }
 
@@ -807,6 +818,6 @@ zero_status dec_generate(dec_model *m, const float *const *params, const int32_t
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, NULL};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

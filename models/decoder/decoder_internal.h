@@ -103,6 +103,9 @@ typedef struct dec__units {
     float *(*grad)(dec_model *m, void *ctx, int unit);
     zero_status (*grad_ready)(dec_model *m, void *ctx, int unit);
     void *ctx;
+    /* Called after each kernel of the pass (NULL: none): lets the provider's collectives in
+     * flight move while the pass computes (zero_engine_progress). */
+    zero_status (*progress)(dec_model *m, void *ctx);
 } dec__units;
 
 typedef struct dec__pass {

@@ -101,6 +101,12 @@ static zero_status eng_grad_ready(dec_model *m, void *ctx, int unit) {
     return eng_status(m, ctx, zero_engine_grad_ready(ctx, unit), "grad_ready", unit);
 }
 
+static zero_status eng_progress(dec_model *m, void *ctx) {
+    zero_status st = zero_engine_progress(ctx);
+    if (st) dec__seterr(m, "%s", zero_engine_last_error(ctx));
+    return st;
+}
+
 static zero_status check_engine(dec_model *m, zero_engine *e) {
     const dec_config *c = dec_model_config(m);
     if (!e || zero_engine_num_units(e) != dec_num_units(c)) {
@@ -123,7 +129,7 @@ zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *
      * share of the global sum / denom is its sum / (denom / (world * grad_accum)) after that. */
     dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
     const double per = (double)zero_comm_size(zero_engine_comm(e)) * (double)zero_engine_config(e)->grad_accum;
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
     dec__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), denom > 0 ? denom / per : 0.0, loss,
                    NULL, NULL};
     return dec__run(m, &u, &p);
@@ -138,7 +144,7 @@ zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
         return ZERO_ERR_INVALID_ARG;
     }
     dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
     dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL};
     return dec__run(m, &u, &p);
 }
@@ -148,6 +154,6 @@ zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *pro
     zero_status st = check_engine(m, e);
     if (st) return st;
     dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e};
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

@@ -327,6 +327,11 @@ zero_status zero_comm_barrier(zero_comm *c) {
     return c->ops->barrier(c);
 }
 
+zero_status zero_comm_progress(zero_comm *c) {
+    if (!c) return ZERO_ERR_INVALID_ARG;
+    return c->ops->progress ? c->ops->progress(c) : ZERO_OK;
+}
+
 zero_status zero_comm_split(zero_comm *c, int color, int key, zero_comm **out) {
     if (!c) return ZERO_ERR_INVALID_ARG;
     if (!out) {

@@ -295,6 +295,15 @@ static zero_status mpi_test(zero_request *req, int *done) {
     return ZERO_OK;
 }
 
+/* One pass of MPI's progress engine: a probe that matches nothing advances every request in
+ * flight (OpenMPI's point-to-point transfers and its non-blocking collectives' schedules move
+ * only inside MPI calls over TCP) without completing any of them. */
+static zero_status mpi_progress(zero_comm *c) {
+    int flag = 0;
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_of(c), &flag, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "progress: MPI_Iprobe");
+}
+
 /* Called when a communicator goes away or fails to come up: the last one frees the ops, and
  * finalizes MPI if zero initialized it. */
 static void release_process_state(void) {
@@ -391,6 +400,7 @@ static const zero__comm_ops mpi_ops = {
     .split = mpi_split,
     .wait = mpi_wait,
     .test = mpi_test,
+    .progress = mpi_progress,
     .destroy = mpi_destroy,
 };
 
@@ -406,6 +416,7 @@ static const zero__comm_ops mpi_shm_ops = {
     .split = mpi_split,
     .wait = mpi_wait,
     .test = mpi_test,
+    .progress = mpi_progress,
     .destroy = mpi_destroy,
 };
 

@@ -37,6 +37,8 @@ typedef struct zero__comm_ops {
     /* Completes req's backend part (the request itself is freed by comm.c). */
     zero_status (*wait)(zero_request *req);
     zero_status (*test)(zero_request *req, int *done);
+    /* One pass of the library's progress engine, completing nothing (NULL: nothing to do). */
+    zero_status (*progress)(zero_comm *c);
     /* Releases c->impl and whatever the backend holds for c (not c itself). */
     void (*destroy)(zero_comm *c);
 } zero__comm_ops;

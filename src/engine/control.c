@@ -131,6 +131,21 @@ void zero__eng_waited(zero_engine *e, const char *what, double t0) {
     zero_trace_span(ZERO_TRACE_COMM_WAIT, what, t0, t1);
 }
 
+zero_status zero_engine_progress(zero_engine *e) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    if (!e->finalized || e->broken) return ZERO_OK; /* nothing can be in flight */
+    for (int i = 0; i < e->nunits; i++) {
+        const eunit *u = &e->units[i];
+        if (!u->prefetch && !u->fprefetch && !u->reduce) continue;
+        zero_status s = zero_comm_progress(e->data);
+        if (s != ZERO_OK)
+            return zero__eng_fail(e, ZERO_ERR_COMM, "progress of the collectives in flight failed: %s",
+                                  zero_comm_last_error(e->data));
+        return ZERO_OK;
+    }
+    return ZERO_OK;
+}
+
 zero_status zero__eng_wait(zero_engine *e, zero_request **req, double t_issue, const char *what) {
     if (!*req) return ZERO_OK;
     double t0 = zero_now();

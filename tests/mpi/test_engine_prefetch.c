@@ -5,12 +5,15 @@
  * nothing is gathered: the shard is the whole unit). Then ranks
  * that reduce two equal-sized units in different orders after the first step: the default mode
  * (a hash of the sequence, compared at the step) and the diagnostic mode (every collective,
- * naming the unit) both fail on every rank with ZERO_ERR_DIVERGED. */
+ * naming the unit) both fail on every rank with ZERO_ERR_DIVERGED. zero_engine_progress between
+ * gathers (a prefetch in flight) changes no bit. */
 #include "engine/internal.h"
 #include "harness.h"
 
 #define UNITS 6
 #define U 4800 /* a multiple of world * 16 for 1-4 ranks: no padding */
+
+static int g_poll; /* step() calls zero_engine_progress after every gather */
 
 static zero_engine *make(zero_comm *comm, int stage, int check, int64_t bucket, int given, int64_t live_max) {
     zero_config cfg;
@@ -52,6 +55,7 @@ static int step(zero_engine *e, uint64_t *live_peak) {
     for (int i = 0; i < UNITS; i++) {
         if (!zero_engine_gather(e, i)) return -1;
         if (e->live > *live_peak) *live_peak = e->live;
+        if (g_poll && (zero_engine_progress(e) || zero_engine_progress(e))) return -1;
         if (zero_engine_release(e, i)) return -1;
     }
     for (int i = UNITS - 1; i >= 0; i--) {
@@ -59,6 +63,7 @@ static int step(zero_engine *e, uint64_t *live_peak) {
         float *g = p ? zero_engine_grad(e, i) : NULL;
         if (!g) return -1;
         if (e->live > *live_peak) *live_peak = e->live;
+        if (g_poll && zero_engine_progress(e)) return -1;
         for (int k = 0; k < U; k++) g[k] += p[k] * 0.5f + 0.01f * (float)(k % 7);
         if (zero_engine_grad_ready(e, i) || zero_engine_release(e, i)) return -1;
     }
@@ -88,6 +93,11 @@ static void test_prefetch(zero_comm *comm) {
     ZT_EQ_INT(depth(comm, 0, 0, 0, ref), one ? 0 : 2);              /* default: the current unit and the next */
     ZT_EQ_INT(depth(comm, 0, 1, 0, got), one ? 0 : 1);              /* bucket 0 given: no prefetch */
     ZT_CHECK(!memcmp(ref, got, (size_t)UNITS * U * sizeof *ref));
+    g_poll = 1; /* progress with the next unit's all-gather in flight */
+    ZT_EQ_INT(depth(comm, 0, 0, 0, got), one ? 0 : 2);
+    ZT_CHECK(!memcmp(ref, got, (size_t)UNITS * U * sizeof *ref));
+    g_poll = 0;
+    ZT_EQ_INT(zero_engine_progress(NULL), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(depth(comm, 3 * U, 1, 0, got), one ? 0 : 4);          /* three units ahead fit */
     ZT_CHECK(!memcmp(ref, got, (size_t)UNITS * U * sizeof *ref));
     ZT_EQ_INT(depth(comm, 3 * U - 1, 1, 0, got), one ? 0 : 3);      /* the third does not */
