@@ -82,6 +82,7 @@ typedef struct cli_sizing_opts {
     int json;                           /* --json */
     const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
     zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
+    int deterministic;                  /* --deterministic: the exact accumulators in the transient */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {

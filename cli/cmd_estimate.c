@@ -90,6 +90,10 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         o->json = 1;
         return 1;
     }
+    if (!strcmp(a, "--deterministic")) {
+        o->deterministic = 1;
+        return 1;
+    }
     if (a[0] != '-' && a[0]) { /* zero estimate DIR */
         if (o->model) {
             cli_error(CLI_USAGE, "'%s': a second model (already '%s'): expected one preset or directory", a, o->model);
@@ -287,6 +291,8 @@ static void usage(FILE *f) {
             "  --lora r=R[,alpha=A,targets=NAME,...]   LoRA as zero train --lora: the base frozen (no gradient,\n"
             "                       master or optimizer state), the adapters trained (docs/PLANNING.md, LoRA)\n"
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
+            "  --deterministic      zero train --deterministic: the exact gradient accumulators (17 bytes an\n"
+            "                       element) join the transient (docs/ENGINE.md §11)\n"
             "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
             "                       (default: the rates file's measured link, else 10)\n"
             "  --rates FILE|cpu|gpu the machine's rates for the step time (as zero plan; default: the\n"
@@ -390,13 +396,13 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         const uint64_t *b = r->mem.bytes;
         printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
                "\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, "
-               "\"transient_bytes\": %llu, \"params_bytes\": %llu, \"grads_bytes\": %llu, "
+               "\"transient_bytes\": %llu, \"accumulator_bytes\": %llu, \"params_bytes\": %llu, \"grads_bytes\": %llu, "
                "\"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, "
                "\"traffic_bytes\": ",
                i ? "," : "", r->stage, r->hpz, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
                (unsigned long long)r->mem.device, (unsigned long long)r->mem.host,
                (unsigned long long)r->mem.nvme, (unsigned long long)r->mem.transient,
-               (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
+               (unsigned long long)r->mem.accumulator, (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
                (unsigned long long)b[ZERO_MEM_MASTER], (unsigned long long)b[ZERO_MEM_OPTIM],
                (unsigned long long)r->mem.pool);
         cli_json_double(stdout, r->traffic.volume);
@@ -454,6 +460,11 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            any_hpz ? ";\n hpZ H: zero_hpz_partition_size H, the ranks per node: a secondary parameter shard per node" : "");
     if (m->unit_frozen)
         printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
+    if (o->deterministic)
+        printf("(deterministic: the transient includes the exact gradient accumulators, %s at stage 0, %s at "
+               "stage 3: docs/ENGINE.md §11; the step time leaves out their larger reductions)\n",
+               cli_fmt_bytes((double)rows[0].mem.accumulator, a, sizeof a),
+               cli_fmt_bytes((double)rows[nrows - 1].mem.accumulator, b, sizeof b));
     if (act_known)
         printf("\nactivations per rank, micro-batch %lld x %d tokens: %s; with activation "
                "checkpointing: %s\n",
@@ -518,6 +529,7 @@ int cli_estimate(int argc, char **argv) {
         s.offload_param = row_kinds[k].param;
         s.hpz_partition_size = row_kinds[k].hpz ? o.ranks / o.nodes : 1;
         s.frozen_dtype = o.frozen_dtype;
+        s.deterministic = o.deterministic;
         rows[i].stage = s.stage;
         rows[i].hpz = s.hpz_partition_size;
         rows[i].opt = s.offload_optimizer;

@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "  --headroom F          fraction of each memory kept free (0.1)\n"
             "  --precision P         fp32 (default), bf16, fp16;  --optimizer adamw|adam|sgd|lion\n"
             "  --micro-batch B       the largest micro-batch to consider (8)\n"
+            "  --deterministic       for zero train --deterministic: counts the exact gradient accumulators\n"
+            "                        and writes zero_extensions.deterministic into the config\n"
             "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"
             "  --json                the plan as one JSON object (every rung with \"fits\" and\n"
             "                        \"step_seconds\"; \"chosen\": the index of the chosen one)\n"
@@ -268,6 +270,7 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
     fprintf(f, "},\n");
     if (o->precision == ZERO_DTYPE_BF16) fprintf(f, "  \"bf16\": {\"enabled\": true},\n");
     if (o->precision == ZERO_DTYPE_FP16) fprintf(f, "  \"fp16\": {\"enabled\": true},\n");
+    if (o->deterministic) fprintf(f, "  \"zero_extensions\": {\"deterministic\": true},\n");
     fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d", c->stage);
     if (c->hpz_partition_size > 1) fprintf(f, ",\n    \"zero_hpz_partition_size\": %d", c->hpz_partition_size);
     const zero_offload_device dev[2] = {c->offload_optimizer, c->offload_param};
@@ -344,6 +347,7 @@ int cli_plan(int argc, char **argv) {
     req.base.ranks = o.ranks;
     req.base.precision = o.precision;
     req.base.optimizer = o.optimizer;
+    req.base.deterministic = o.deterministic;
     req.nodes = o.nodes;
     req.device_mem = device;
     req.host_mem = host;

@@ -100,6 +100,8 @@ typedef struct zero_plan_setup {
     int hpz_partition_size;          /* ZeRO++ hpZ (stage 3): groups of H consecutive ranks, each
                                       * keeping a secondary shard of P/H elements; 1 off (default),
                                       * H = ranks changes nothing; H must divide the ranks */
+    int deterministic;               /* zero_extensions.deterministic: the exact gradient accumulators
+                                      * (docs/ENGINE.md §11) join the transient; no frozen parts */
 } zero_plan_setup;
 
 /* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
@@ -126,6 +128,10 @@ typedef struct zero_plan_mem {
     uint64_t bytes[ZERO_MEM_COUNT];
     uint64_t model_states;       /* params + grads + master + optim */
     uint64_t transient;          /* == bytes[ZERO_MEM_BUFFERS] */
+    uint64_t accumulator;        /* deterministic mode: the exact accumulators' bytes (in transient):
+                                  * 17 P where gradients are kept whole (stages 0-1, one rank), else
+                                  * 17 S + 17 U1 (the shard's, and one atom's whole unit), plus U1 of
+                                  * bins (N > 1), 64 (units + 1), 4 min(U1, 2^18), 4104 (N + 1) */
     uint64_t pool;               /* host I/O buffers of NVMe offload (counted in `host`) */
     /* Where the model states live on a GPU machine (on a CPU-only machine device and host are
      * the same RAM: add them). device excludes the transient. */
@@ -135,7 +141,8 @@ typedef struct zero_plan_mem {
 /* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)
  * for no units, a zero-sized unit, ranks < 1, a stage outside 0..3, a non-float precision,
  * align 0, offload_param without stage 3, hpz_partition_size < 1, or > 1 without stage 3, not
- * dividing the ranks or with parameters on nvme, or sizes that overflow 64 bits. err may be NULL. */
+ * dividing the ranks or with parameters on nvme, or sizes that overflow 64 bits;
+ * ZERO_ERR_UNSUPPORTED for deterministic with frozen parameters. err may be NULL. */
 zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *s,
                                zero_plan_mem *out, zero_error *err);
 

@@ -152,7 +152,11 @@ zero_status zero__det_reduce_all(zero_engine *e) {
             e, ZERO_ERR_UNSUPPORTED,
             "deterministic: world * gradient_accumulation_steps = %lld: at most %d atoms per step are supported",
             (long long)e->world * (long long)e->cfg.grad_accum, MAX_CONTRIB);
-    const uint64_t tmp_n = 1 << 18;
+    /* the conversion's chunk: 2^18 elements, or the largest update range where that is smaller */
+    uint64_t tmp_n = 1;
+    for (int i = 0; i < e->nunits; i++)
+        if (e->units[i].v.hi - e->units[i].v.lo > tmp_n) tmp_n = e->units[i].v.hi - e->units[i].v.lo;
+    if (tmp_n > (1u << 18)) tmp_n = 1u << 18;
     float *tmp = zero__buf_get(e, tmp_n * 4, 0);
     if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     zero_status s = ZERO_OK;

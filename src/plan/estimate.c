@@ -41,6 +41,7 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->param_buffer_size = cfg->offload_param.buffer_size;
     s->frozen_dtype = cfg->frozen_dtype;
     s->hpz_partition_size = cfg->hpz_partition_size;
+    s->deterministic = cfg->deterministic;
 }
 
 const char *zero_plan_offload_name(zero_offload_device d) {
@@ -194,6 +195,10 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
             o.third_unit = pu;
         }
     }
+    if (s->deterministic && any_frozen) { /* as the engine: refused at finalize */
+        zero__plan_err(err, "deterministic mode with frozen parameters (LoRA): not supported yet");
+        return ZERO_ERR_UNSUPPORTED;
+    }
     o.shard = o.padded / N;
     const int half = w != 4;
     const int k = zero_optim_state_count(s->optimizer, s->momentum);
@@ -232,6 +237,20 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
          * receive buffer to the two in flight. */
         if (half) t = add(t, add(mul(U123, w, &ovf), mul(U12 / N, w, &ovf), &ovf), &ovf);
         else t = add(t, add(mul(U12, w, &ovf), mul(U123 / N, w, &ovf), &ovf), &ovf);
+    }
+    /* Deterministic mode (docs/ENGINE.md §11): an accumulator is 17 bytes an element (two int64
+     * limbs and a bin byte, the limbs 64-byte aligned); kept whole from a unit's first atom to the
+     * step where gradients are (stages 0-1, one rank), else the shard's, plus during grad_ready
+     * the atom's whole unit; a cross-rank sum copies a unit's bin bytes. At the step: the
+     * conversion's fp32 chunk (2^18 elements at most) and the norm's records, 513 int64 a rank
+     * and this rank's. */
+    if (s->deterministic) {
+        const uint64_t units = (uint64_t)m->num_units, bins = N > 1 ? U1 : 0;
+        uint64_t a = sharded_grads ? add(mul(S, 17, &ovf), mul(U1, 17, &ovf), &ovf) : mul(P, 17, &ovf);
+        a = add(a, add(bins, mul(units + 1, 64, &ovf), &ovf), &ovf);
+        a = add(a, mul(U1 < (1u << 18) ? U1 : (1u << 18), 4, &ovf), &ovf);
+        o.accumulator = add(a, mul(8 * 513, N + 1, &ovf), &ovf);
+        t = add(t, o.accumulator, &ovf);
     }
     b[ZERO_MEM_BUFFERS] = t;
     b[ZERO_MEM_COMM] = 0;

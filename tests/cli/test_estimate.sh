@@ -159,6 +159,42 @@ done
 check "lora text: the LoRA line" grep -q "^LoRA r=16 alpha=8 on q_proj,v_proj: 6815744 trainable parameters (0.085%); the base's 8030261248 frozen" "$TMP/lora.txt"
 check "lora text: traffic of the adapters" grep -q "2Psi of the adapters" "$TMP/lora.txt"
 
+# --- --deterministic: the exact accumulators in the transient (17 P at stages 0-1, 17 S + 18 U1 at
+# stages 2-3 on several ranks), and a deterministic run on 3 ranks stays within its row
+det_rows() {
+    "$ZERO" estimate --model tiny --ranks 3 --seq 32 --json >"$TMP/det0.json" &&
+        "$ZERO" estimate --model tiny --ranks 3 --seq 32 --deterministic --json >"$TMP/det1.json" || return 1
+    "$PY" - "$TMP/det0.json" "$TMP/det1.json" <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+P, units = b["padded_params"], b["units"]
+extra = P + 64 * (units + 1) + 4 * min(P, 1 << 18) + 4104 * 4  # bins, alignment, the step's chunk, the norm's records
+for r0, r1 in zip(a["rows"], b["rows"]):
+    assert r0["accumulator_bytes"] == 0, r0
+    acc = r1["accumulator_bytes"]
+    assert r1["transient_bytes"] - r0["transient_bytes"] == acc, (r0, r1)
+    if r1["stage"] <= 1: assert 17 * P < acc <= 17 * P + extra, (acc, P)
+    else: assert 17 * (P // 3) < acc < 17 * P, (acc, P)
+    for k in ("device_bytes", "host_bytes", "nvme_bytes", "params_bytes", "grads_bytes"):
+        assert r0[k] == r1[k], (k, r0, r1)
+EOF
+}
+check "--deterministic: the accumulators in the transient, nothing else changes" det_rows
+det_trains() {
+    (cd "$TMP" && "$ZERO" train --model tiny --ranks 3 --stage 2 --seq 32 --micro-batch 2 --deterministic --steps 2 \
+        --val-every 0 --val-batches 1 --log-json "$TMP/det.log" >"$TMP/det.out" 2>&1) || { tail -3 "$TMP/det.out"; return 1; }
+    "$PY" - "$TMP/det.log" "$TMP/det1.json" <<'EOF'
+import json, sys
+done = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+row = [r for r in json.load(open(sys.argv[2]))["rows"] if r["stage"] == 2 and r["offload"] == "none"][0]
+assert done.get("done") and done["stage"] == 2 and done["ranks"] == 3, done
+for cat in ("params", "grads", "master", "optim"):
+    assert done["mem"][cat] == row[cat + "_bytes"], (cat, done["mem"], row)
+assert 17 * row["grads_bytes"] // 4 <= done["mem"]["buffers"] <= row["transient_bytes"], (done["mem"], row)
+EOF
+}
+check "--deterministic: a 3-rank stage-2 run's buffers hold the accumulators, within the row" det_trains
+
 # --- usage errors: exit 2, one line "zero: error: ..." naming the value
 usage_error() { # usage_error EXPECTED_TEXT ARGS...
     local want=$1; shift
@@ -183,5 +219,7 @@ check "lora: a GPT-2 target on Llama" usage_error "'c_attn'" --model llama-3.1-8
 check "lora: a bare --params model" usage_error "not --params" --params 7e9 --ranks 2 --lora r=16
 check "lora: bad frozen dtype" usage_error "--frozen-dtype 'int4'" --model gpt2 --ranks 2 --lora r=4 --frozen-dtype int4
 check "lora: frozen dtype without --lora" usage_error "expected --lora too" --model gpt2 --ranks 2 --frozen-dtype bf16
+check "lora with --deterministic" usage_error "deterministic mode with frozen parameters (LoRA): not supported yet" \
+    --model gpt2 --ranks 2 --lora r=4 --deterministic
 
 exit $fail

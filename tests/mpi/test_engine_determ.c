@@ -2,7 +2,9 @@
  * trained with one sample per micro-batch (the atom) gives bitwise the parameters, gradient norms
  * and loss scales of a 1-rank stage-0 run over the same global batches (every rank computes it on
  * `self`), at every stage, in fp32, bf16 and fp16, with clipping; on one rank it agrees with the
- * default mode to fp32 rounding. Runs under mpiexec with 1, 2, 3 and 4 ranks. */
+ * default mode to fp32 rounding. The transient memory stays within zero_plan_estimate's bound
+ * with the accumulators counted, and holds at least the accumulators it counts. Runs under
+ * mpiexec with 1, 2, 3 and 4 ranks. */
 #include "harness.h"
 #include "mlp_model.h"
 
@@ -17,6 +19,37 @@ typedef struct run_result {
 
 static void result_free(run_result *r) {
     for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
+}
+
+/* The engine's peak transient bytes against the planner's figures for the same configuration:
+ * at most the estimate's transient; in deterministic mode at least the accumulators that are
+ * alive together at the step (17 bytes a padded element where gradients are kept whole, 17 a
+ * shard element where they are sharded). */
+static void check_transient(zero_engine *e, const zero_config *cfg, int world, int stage, zero_dtype prec) {
+    uint64_t numel[MLP_LAYERS];
+    for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
+    zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
+    zero_plan_setup s;
+    zero_plan_setup_from_config(&s, cfg, world);
+    zero_plan_mem est;
+    ZT_OK(zero_plan_estimate(&pm, &s, &est, NULL));
+    zero_mem_stats m;
+    zero_engine_mem_stats(e, &m);
+    const uint64_t peak = m.peak[ZERO_MEM_BUFFERS];
+    const int whole = stage <= 1 || world == 1;
+    ZT_CHECKF(peak <= est.transient, "det %d stage %d %s on %d ranks: transient peak %llu > the estimate's %llu",
+              cfg->deterministic, stage, zero_dtype_name(prec), world, (unsigned long long)peak,
+              (unsigned long long)est.transient);
+    if (!cfg->deterministic) {
+        ZT_EQ_INT(est.accumulator, 0);
+        return;
+    }
+    const uint64_t U1 = est.largest_unit, chunk = U1 < (1u << 18) ? U1 : 1u << 18;
+    ZT_EQ_INT(est.accumulator, (whole ? 17 * est.padded : 17 * (est.shard + U1)) + (world > 1 ? U1 : 0) +
+                                   64 * (MLP_LAYERS + 1) + 4 * chunk + 4104 * (uint64_t)(world + 1));
+    const uint64_t alive = 17 * (whole ? est.padded : est.shard);
+    ZT_CHECKF(peak >= alive, "stage %d %s on %d ranks: transient peak %llu < the %llu bytes of accumulators", stage,
+              zero_dtype_name(prec), world, (unsigned long long)peak, (unsigned long long)alive);
 }
 
 static int run(zero_comm *comm, int det, int stage, zero_dtype prec, int world, int rank, run_result *out) {
@@ -44,6 +77,7 @@ static int run(zero_comm *comm, int det, int stage, zero_dtype prec, int world, 
         out->scales[s] = st.loss_scale;
         out->skipped += st.skipped;
     }
+    check_transient(e, &cfg, world, stage, prec);
     for (int l = 0; l < MLP_LAYERS; l++) {
         out->params[l] = malloc((size_t)mlp_unit_numel(l) * sizeof(float));
         if (zero_engine_read_unit(e, l, out->params[l])) goto done;
