@@ -134,15 +134,12 @@ void zero__eng_waited(zero_engine *e, const char *what, double t0) {
 zero_status zero_engine_progress(zero_engine *e) {
     if (!e) return ZERO_ERR_INVALID_ARG;
     if (!e->finalized || e->broken) return ZERO_OK; /* nothing can be in flight */
-    for (int i = 0; i < e->nunits; i++) {
-        const eunit *u = &e->units[i];
-        if (!u->prefetch && !u->fprefetch && !u->reduce) continue;
-        zero_status s = zero_comm_progress(e->data);
-        if (s != ZERO_OK)
-            return zero__eng_fail(e, ZERO_ERR_COMM, "progress of the collectives in flight failed: %s",
-                                  zero_comm_last_error(e->data));
-        return ZERO_OK;
-    }
+    int busy = 0;
+    for (int i = 0; i < e->nunits && !busy; i++)
+        busy = e->units[i].prefetch || e->units[i].fprefetch || e->units[i].reduce;
+    if (busy && zero_comm_progress(e->data) != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "progress of the collectives in flight failed: %s",
+                              zero_comm_last_error(e->data));
     return ZERO_OK;
 }
 

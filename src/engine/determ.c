@@ -25,6 +25,7 @@
 #include <string.h>
 
 #define MAX_CONTRIB (1 << 22) /* contributions per element a limb holds without overflow */
+#define CONVERT_CHUNK (1u << 18) /* elements the step converts to fp32 at a time, at most */
 
 /* A kernel of determ_kernels.c over n elements, on the engine's threads where n is large, in
  * chunks: every element is independent, so the split does not change a bit. */
@@ -154,9 +155,11 @@ zero_status zero__det_reduce_all(zero_engine *e) {
             (long long)e->world * (long long)e->cfg.grad_accum, MAX_CONTRIB);
     /* the conversion's chunk: 2^18 elements, or the largest update range where that is smaller */
     uint64_t tmp_n = 1;
-    for (int i = 0; i < e->nunits; i++)
-        if (e->units[i].v.hi - e->units[i].v.lo > tmp_n) tmp_n = e->units[i].v.hi - e->units[i].v.lo;
-    if (tmp_n > (1u << 18)) tmp_n = 1u << 18;
+    for (int i = 0; i < e->nunits; i++) {
+        const uint64_t n = e->units[i].v.hi - e->units[i].v.lo;
+        if (n > tmp_n) tmp_n = n;
+    }
+    if (tmp_n > CONVERT_CHUNK) tmp_n = CONVERT_CHUNK;
     float *tmp = zero__buf_get(e, tmp_n * 4, 0);
     if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     zero_status s = ZERO_OK;

@@ -246,10 +246,11 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
      * and this rank's. */
     if (s->deterministic) {
         const uint64_t units = (uint64_t)m->num_units, bins = N > 1 ? U1 : 0;
-        uint64_t a = sharded_grads ? add(mul(S, 17, &ovf), mul(U1, 17, &ovf), &ovf) : mul(P, 17, &ovf);
+        const uint64_t A = ZERO__PLAN_DET_ACC_BYTES;
+        uint64_t a = mul(sharded_grads ? add(S, U1, &ovf) : P, A, &ovf);
         a = add(a, add(bins, mul(units + 1, 64, &ovf), &ovf), &ovf);
-        a = add(a, mul(U1 < (1u << 18) ? U1 : (1u << 18), 4, &ovf), &ovf);
-        o.accumulator = add(a, mul(8 * 513, N + 1, &ovf), &ovf);
+        a = add(a, mul(U1 < ZERO__PLAN_DET_CHUNK ? U1 : ZERO__PLAN_DET_CHUNK, 4, &ovf), &ovf);
+        o.accumulator = add(a, mul(ZERO__PLAN_DET_NORM_BYTES, N + 1, &ovf), &ovf);
         t = add(t, o.accumulator, &ovf);
     }
     b[ZERO_MEM_BUFFERS] = t;

@@ -17,12 +17,6 @@
 
 static int R, N;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap(void) {
     const struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
@@ -37,15 +31,15 @@ static double round_wait(zero_comm *c, float *send, float *recv, size_t n, int p
     if (R != 0)
         for (int i = 0; i < 50; i++) nap();
     zero_request *req = NULL;
-    const double t0 = now();
+    const double t0 = zero_now();
     ZT_OK(zero_comm_iall_gather(c, send, recv, n, ZERO_DTYPE_FP32, &req));
     if (R == 0)
-        while (now() - t0 < PHASE) {
+        while (zero_now() - t0 < PHASE) {
             nap();
             if (poll) ZT_OK(zero_comm_progress(c));
         }
     ZT_OK(zero_request_wait(req));
-    double waited = R == 0 ? 0.0 : now() - t0, slowest = 0.0;
+    double waited = R == 0 ? 0.0 : zero_now() - t0, slowest = 0.0;
     MPI_Allreduce(&waited, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     int bad = 0;
     for (int r = 0; r < N; r++)
