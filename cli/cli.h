@@ -101,6 +101,8 @@ typedef struct cli_sizing_model {
     double lora_alpha;
     int lora_rslora;
     char lora_targets[256];
+    zero_plan_bwd_piece *bwd; /* with a shape: room for the backward's L + 2 pieces (malloc'd;
+                               * cli_sizing_compute fills them) */
     zero_plan_model plan;    /* points into this struct: do not copy it after building */
 } cli_sizing_model;
 

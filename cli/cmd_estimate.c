@@ -229,6 +229,8 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         out->cfg = malloc(sizeof *out->cfg);
         if (!out->cfg) return cli_error(CLI_RUNTIME, "out of memory");
         *out->cfg = cfg;
+        out->bwd = malloc((size_t)(cfg.n_layer + 2) * sizeof *out->bwd);
+        if (!out->bwd) return cli_error(CLI_RUNTIME, "out of memory");
         out->layers = cfg.n_layer;
         out->dim = cfg.n_embd;
         out->heads = cfg.n_head;
@@ -249,6 +251,8 @@ void cli_sizing_model_free(cli_sizing_model *m) {
     free(m->unit_numel);
     free(m->unit_frozen);
     free(m->cfg);
+    free(m->bwd);
+    m->bwd = NULL;
     m->unit_numel = NULL;
     m->unit_frozen = NULL;
     m->cfg = NULL;

@@ -64,11 +64,19 @@ static const rate_key rate_keys[] = {
     RK("disk_read_gbps", 1e9, disk_read_bytes),
     RK("disk_write_gbps", 1e9, disk_write_bytes),
     RK("overlap", 1, overlap),
+    RK("link_all_reduce_progress", 1, progress_all_reduce),
+    RK("link_reduce_scatter_progress", 1, progress_reduce_scatter),
 };
 #undef RK
 #define NKEYS (sizeof rate_keys / sizeof rate_keys[0])
 
 static double *field(zero_plan_rates *r, size_t off) { return (double *)((char *)r + off); }
+
+/* The keys that are fractions in [0, 1], not rates. */
+static int is_share(size_t off) {
+    return off == offsetof(zero_plan_rates, overlap) || off == offsetof(zero_plan_rates, progress_all_reduce) ||
+           off == offsetof(zero_plan_rates, progress_reduce_scatter);
+}
 
 /* Reads a rates file into out->r over the defaults of its "kind" (cpu when absent). */
 static int load(const char *path, cli_rates *out) {
@@ -102,7 +110,7 @@ static int load(const char *path, cli_rates *out) {
     for (size_t k = 0; k < NKEYS; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, rate_keys[k].key);
         if (!v || cJSON_IsNull(v)) continue;
-        const double hi = !strcmp(rate_keys[k].key, "overlap") ? 1 : 1e12;
+        const double hi = is_share(rate_keys[k].off) ? 1 : 1e12;
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= hi)) {
             rc = cli_error(CLI_USAGE, "--rates '%s': \"%s\": expected a number in [0, %g]", path,
                            rate_keys[k].key, hi);
@@ -188,7 +196,9 @@ void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, 
         if (!strcmp(r->link_from, "--link-gbps")) fprintf(f, " (--link-gbps)");
         else if (!strcmp(r->link_from, "measured")) fprintf(f, " (measured)");
         else fprintf(f, " (default: give --link-gbps)");
-        fprintf(f, " + %.3g us a step", x->latency * 1e6);
+        fprintf(f, " + %.3g us a step, the backward's reductions moving at %.2g (all-reduce) / %.2g "
+                   "(reduce-scatter) of their rate while it computes", x->latency * 1e6, x->progress_all_reduce,
+                x->progress_reduce_scatter);
     }
     fprintf(f, ", overlap %.2g\n", x->overlap);
     if (r->source[0] && r->ranks_per_node > 0 && r->ranks_per_node != ranks_per_node)
@@ -246,6 +256,18 @@ void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zer
         out->fwd_flops_per_token = L * layer + 2 * C * V;
         out->recompute_flops_per_token = (L - 1) * layer;
         out->seq_len = m->seq;
+        /* The backward's order (models/decoder): the head's (two products), after which the final
+         * unit's gradient is complete; the layers from the last (each recomputed under
+         * checkpointing, but the last), each then complete; the embeddings' (no products) last. */
+        if (m->bwd) {
+            int n = 0;
+            m->bwd[n++] = (zero_plan_bwd_piece){2 * 2 * C * V, 0, c->n_layer + 1};
+            for (int l = c->n_layer - 1; l >= 0; l--)
+                m->bwd[n++] = (zero_plan_bwd_piece){2 * layer, l == c->n_layer - 1 ? 0 : layer, 1 + l};
+            m->bwd[n++] = (zero_plan_bwd_piece){0, 0, DEC_UNIT_EMBEDDINGS};
+            out->bwd = m->bwd;
+            out->bwd_pieces = n;
+        }
     } else {
         /* No shape: 2 FLOPs per parameter and token, attention unknown. */
         out->fwd_flops_per_token = 2.0 * (double)m->params;

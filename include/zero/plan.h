@@ -73,6 +73,16 @@ typedef struct zero_plan_model {
     const uint64_t *unit_frozen;
 } zero_plan_model;
 
+/* One piece of the backward, in the order the model runs it: its FLOPs per token (and those it
+ * redoes under activation checkpointing), after which unit ready_unit's gradient is complete and
+ * its reduction is posted (-1: none). Only the shares of the pieces' FLOPs matter: the step time
+ * spreads the backward's and the recomputation's time over them in proportion. */
+typedef struct zero_plan_bwd_piece {
+    double flops_per_token;
+    double recompute_flops_per_token;
+    int ready_unit;
+} zero_plan_bwd_piece;
+
 /* The model's compute, for the step time (apart from zero_plan_model, whose positional
  * initializers stay valid). All 0: compute unknown, left out of the time. */
 typedef struct zero_plan_compute {
@@ -80,6 +90,10 @@ typedef struct zero_plan_compute {
     double recompute_flops_per_token; /* forward FLOPs redone per token in backward under
                                        * activation checkpointing */
     int64_t seq_len;                  /* tokens per sequence (a micro-batch of B holds B*seq_len) */
+    /* The backward's order (NULL / 0: unknown; then no reduction is hidden behind it). A unit
+     * no piece names is taken as ready at the backward's end. */
+    const zero_plan_bwd_piece *bwd;
+    int bwd_pieces;
 } zero_plan_compute;
 
 /* One configuration to estimate. */
@@ -186,6 +200,12 @@ typedef struct zero_plan_rates {
     double link_all_reduce;
     double link_reduce_scatter;
     double link_all_gather;
+    /* The share of its cross-node rate a posted all-reduce / reduce-scatter keeps while the rank
+     * computes the model's kernels (the engine's progress calls between them), [0, 1]; 0: it
+     * moves only in the wait. The step time drains the backward's reductions at this share while
+     * the backward computes (docs/PLANNING.md §9). */
+    double progress_all_reduce;
+    double progress_reduce_scatter;
 } zero_plan_rates;
 
 /* Documented defaults (docs/PLANNING.md §9) for a CPU-only machine (gpu 0: a rank is a set of
@@ -200,7 +220,8 @@ typedef struct zero_plan_time {
     double recompute;    /* the forward redone under activation checkpointing */
     double comm_node;    /* the in-node part of the step's collectives */
     double comm_cross;   /* the part across nodes: link time + latency */
-    double comm_hidden;  /* of comm_node + comm_cross, what `overlap` hides behind compute */
+    double comm_hidden;  /* of comm_node + comm_cross, what runs behind compute: comm_hidden_backward,
+                          * and `overlap` of the rest */
     double optimizer;    /* the update, memory-bound (with nvme offload: pipelined with its I/O) */
     double host_copy;    /* cpu offload: device<->host copies */
     double disk;         /* nvme offload: I/O not hidden behind compute or the update */
@@ -210,14 +231,17 @@ typedef struct zero_plan_time {
     double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
     int collectives;     /* collectives per step (every unit's; stage 3 with frozen parts: their two
                           * gathers are counted in the bytes, not here) */
+    double comm_hidden_backward; /* of comm_cross, the reductions' part that drains while the
+                                  * backward computes (stages 0-2, the backward's order known) */
 } zero_plan_time;
 
 /* Predicts the step of setup s for model m of compute c (NULL: unknown) on `nodes` machines (ranks
  * a multiple of nodes) at micro_batch sequences per rank, activation checkpointing on or off, at
  * rates r (docs/PLANNING.md §9 has the formulas). ZERO_ERR_INVALID_ARG (err says which value) for
  * what zero_plan_estimate refuses, negative or non-finite FLOPs, FLOPs without a sequence length,
- * nodes that do not divide ranks, micro_batch < 1, a negative or non-finite rate, overlap outside
- * [0, 1], or a rate of 0 that the setup needs (compute_flops with FLOPs given, mem_bytes, in-node
+ * nodes that do not divide ranks, micro_batch < 1, a negative or non-finite rate, overlap or a
+ * progress share outside [0, 1], backward pieces with negative or non-finite FLOPs, a unit out of
+ * range or named twice, or a rate of 0 that the setup needs (compute_flops with FLOPs given, mem_bytes, in-node
  * bandwidth with several ranks per node, link_bytes with several nodes, host_link_bytes with cpu
  * offload, disk rates with nvme offload). err may be NULL. */
 zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *c,

@@ -67,6 +67,67 @@ static coll_cost collective(double M, double f, double node_busbw, double link, 
     return c;
 }
 
+/* A unit's trainable elements: its reduction's share of the gradients. */
+static double trainable(const zero_plan_model *m, int u) {
+    return (double)(m->unit_numel[u] - (m->unit_frozen ? m->unit_frozen[u] : 0));
+}
+
+/* The backward's pieces: finite FLOPs >= 0, each unit named at most once. */
+static zero_status check_pieces(const zero_plan_model *m, const zero_plan_compute *c, zero_error *err) {
+    if (c->bwd_pieces < 0 || (c->bwd_pieces > 0 && !c->bwd)) {
+        zero__plan_err(err, "backward pieces: %d at %p: expected a count >= 0 and, with pieces, an array",
+                       c->bwd_pieces, (const void *)c->bwd);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < c->bwd_pieces; i++) {
+        const zero_plan_bwd_piece *p = &c->bwd[i];
+        if (!(p->flops_per_token >= 0) || !(p->recompute_flops_per_token >= 0) ||
+            !isfinite(p->flops_per_token + p->recompute_flops_per_token)) {
+            zero__plan_err(err, "backward piece %d: FLOPs %g (recompute %g): expected finite FLOPs >= 0", i,
+                           p->flops_per_token, p->recompute_flops_per_token);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        if (p->ready_unit < -1 || p->ready_unit >= m->num_units) {
+            zero__plan_err(err, "backward piece %d: unit %d: expected -1 or a unit in [0, %d)", i, p->ready_unit,
+                           m->num_units);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        for (int j = 0; j < i && p->ready_unit >= 0; j++)
+            if (c->bwd[j].ready_unit == p->ready_unit) {
+                zero__plan_err(err, "backward pieces %d and %d: both make unit %d ready: expected it once", j, i,
+                               p->ready_unit);
+                return ZERO_ERR_INVALID_ARG;
+            }
+    }
+    return ZERO_OK;
+}
+
+/* Of `cross` seconds of the backward's reductions across nodes (each unit's share in proportion
+ * to its trainable elements, posted when its piece ends), what drains while the backward computes:
+ * the pieces take `bwd` seconds (and `rec` of recomputation) in proportion to their FLOPs, and
+ * during them the queue of posted reductions moves at share `eta` of its rate, one after the
+ * other. What is left (and a unit no piece names) runs after the backward at the full rate. */
+static double backward_hidden(const zero_plan_model *m, const zero_plan_compute *c, double cross, double eta,
+                              double bwd, double rec) {
+    double total = 0, sf = 0, sr = 0;
+    for (int u = 0; u < m->num_units; u++) total += trainable(m, u);
+    for (int i = 0; i < c->bwd_pieces; i++) {
+        sf += c->bwd[i].flops_per_token;
+        sr += c->bwd[i].recompute_flops_per_token;
+    }
+    if (!(total > 0) || !(eta > 0) || !(cross > 0)) return 0;
+    double queue = 0, hidden = 0;
+    for (int i = 0; i < c->bwd_pieces; i++) {
+        const zero_plan_bwd_piece *p = &c->bwd[i];
+        const double d = (sf > 0 ? bwd * p->flops_per_token / sf : 0) + (sr > 0 ? rec * p->recompute_flops_per_token / sr : 0);
+        const double drain = fmin(queue, eta * d);
+        queue -= drain;
+        hidden += drain;
+        if (p->ready_unit >= 0) queue += cross * trainable(m, p->ready_unit) / total;
+    }
+    return hidden;
+}
+
 zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *cm,
                                 const zero_plan_setup *s, int nodes, int64_t micro_batch,
                                 int checkpointing, const zero_plan_rates *r, zero_plan_time *out,
@@ -86,7 +147,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         zero__plan_err(err, "rates: NULL: expected a zero_plan_rates");
         return ZERO_ERR_INVALID_ARG;
     }
-    const zero_plan_compute none = {0, 0, 0}, *c = cm ? cm : &none;
+    const zero_plan_compute none = {0}, *c = cm ? cm : &none;
     const double fwd = c->fwd_flops_per_token, refwd = c->recompute_flops_per_token;
     if (!(fwd >= 0) || !(refwd >= 0) || !isfinite(fwd + refwd) || c->seq_len < 0 ||
         ((fwd > 0 || refwd > 0) && c->seq_len < 1)) {
@@ -125,10 +186,17 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     };
     for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
         if ((st = check_rate(rates[i].name, rates[i].v, rates[i].need, err)) != ZERO_OK) return st;
-    if (!(r->overlap >= 0 && r->overlap <= 1)) {
-        zero__plan_err(err, "rate overlap %g: expected a fraction in [0, 1]", r->overlap);
-        return ZERO_ERR_INVALID_ARG;
-    }
+    const struct { const char *name; double v; } shares[] = {
+        {"overlap", r->overlap},
+        {"progress_all_reduce", r->progress_all_reduce},
+        {"progress_reduce_scatter", r->progress_reduce_scatter},
+    };
+    for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
+        if (!(shares[i].v >= 0 && shares[i].v <= 1)) {
+            zero__plan_err(err, "rate %s %g: expected a fraction in [0, 1]", shares[i].name, shares[i].v);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    if ((st = check_pieces(m, c, err)) != ZERO_OK) return st;
 
     zero_plan_time t;
     memset(&t, 0, sizeof t);
@@ -144,6 +212,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * stage 3 the all-gathers of forward and backward and the reduce-scatter; under hpZ the
      * backward's runs inside the group: H/L nodes of L ranks, or H ranks of one node. */
     const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
+    double cc0_cross = 0; /* the backward's reduction across nodes */
     if (N > 1) {
         coll_cost cc[5];
         int n = 0;
@@ -160,6 +229,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             }
         }
         const int ntrain = n;
+        cc0_cross = cc[0].cross;
         if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */
             const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
             const double Mf = (double)mem.frozen_padded * wf;
@@ -175,7 +245,17 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         t.collectives = ntrain * m->num_units;
     }
     const double busy = t.compute + t.recompute, comm = t.comm_node + t.comm_cross;
-    t.comm_hidden = fmin(r->overlap * comm, busy);
+    /* Stages 0-2 post each unit's reduction (cc[0]) when the backward has made its gradient; across
+     * nodes it moves while the backward goes on, at its progress share. Stage 3's reductions share
+     * the link with the backward's own gathers, which every unit waits for: none is taken as
+     * hidden there. */
+    if (N > 1 && K > 1 && s->stage < 3 && fwd > 0) {
+        const double bwd = t.compute * (2.0 - frozen_share) / (3.0 - frozen_share);
+        t.comm_hidden_backward = backward_hidden(m, c, cc0_cross, s->stage == 0 ? r->progress_all_reduce
+                                                                                : r->progress_reduce_scatter,
+                                                 bwd, t.recompute);
+    }
+    t.comm_hidden = t.comm_hidden_backward + fmin(r->overlap * (comm - t.comm_hidden_backward), busy - t.comm_hidden_backward);
 
     /* The update streams, per element of the updated shard: the gradient twice (norm, update),
      * the fp32 master in and out, every state in and out, and with a half working dtype the

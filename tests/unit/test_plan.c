@@ -530,6 +530,98 @@ static void test_time_hand(void) {
     ZT_NEAR(t.disk + t.disk_read + t.disk_written, 0, 0);
 }
 
+/* The backward's reductions drain across nodes while the backward computes, at their progress
+ * share (docs/PLANNING.md §9): worked by hand on 2 nodes of 1 rank, no latency. */
+static void test_time_backward_hidden(void) {
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
+    /* the backward: a piece of 2 parts that makes unit 1 ready, one of 1 part (and all the
+     * recomputation) that makes none, one of 1 part that makes unit 0 ready */
+    const zero_plan_bwd_piece pieces[3] = {{2, 0, 1}, {1, 1, -1}, {1, 0, 0}};
+    zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10,
+                           .bwd = pieces, .bwd_pieces = 3};
+    zero_plan_rates r = round_rates();
+    r.latency = 0;
+    r.link_bytes = 2.56e5; /* the all-reduce across: 2 x 1/2 x 25600 B = 0.1 s, 0.05 s a unit */
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 2;
+    s.stage = 0;
+    zero_plan_time t, t0;
+    zero_error err = {{0}};
+    /* share 0: nothing hidden, the step of before */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t0, &err));
+    ZT_NEAR(t0.comm_cross, 0.1, 1e-15);
+    ZT_NEAR(t0.comm_hidden + t0.comm_hidden_backward, 0, 0);
+    /* share 0.5: compute 0.06 s, backward 0.04 s in pieces of 0.02, 0.01, 0.01; unit 1's 0.05 s
+     * posted after the first drains 0.005 in each of the others; unit 0's is posted at the end */
+    r.progress_all_reduce = 0.5;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0.01, 1e-15);
+    ZT_NEAR(t.comm_hidden, 0.01, 1e-15);
+    ZT_NEAR(t.total, t0.total - 0.01, 1e-15);
+    /* checkpointing: the recomputation (20 x 5e5 / 1e9 = 0.01 s) joins the middle piece: 0.02 s
+     * there drains 0.01, the last 0.005 */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0.015, 1e-15);
+    /* share 1: 0.01 + 0.01; with a link 10 times as fast unit 1's 0.005 s all hides in the middle
+     * piece */
+    r.progress_all_reduce = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0.02, 1e-15);
+    r.link_bytes = 2.56e6;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0.005, 1e-15);
+    /* overlap hides a share of what is left, within the compute: (0.01 - 0.005) / 2 */
+    r.overlap = 0.5;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden, 0.005 + 0.0025, 1e-15);
+    r.overlap = 0;
+    r.link_bytes = 2.56e5;
+    /* stages 1-2 use the reduce-scatter's share (its 0.05 s: 0.025 a unit): at 0.5, 0.01 */
+    s.stage = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0, 0);
+    r.progress_reduce_scatter = 0.5;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0.01, 1e-15);
+    /* stage 3 hides nothing (its reductions queue behind the backward's gathers); nor does one
+     * node, a model without the backward's order, or one without FLOPs */
+    s.stage = 3;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0, 0);
+    s.stage = 1;
+    s.ranks = 2;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0, 0);
+    zero_plan_compute bare = c;
+    bare.bwd = NULL, bare.bwd_pieces = 0;
+    ZT_OK(zero_plan_step_time(&m, &bare, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0, 0);
+    ZT_OK(zero_plan_step_time(&m, NULL, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_backward, 0, 0);
+    /* a larger share never makes a step slower */
+    double prev = 1e9;
+    for (int i = 0; i <= 10; i++) {
+        r.progress_reduce_scatter = i / 10.0;
+        ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+        ZT_CHECK(t.total <= prev);
+        prev = t.total;
+    }
+    /* refused: a share outside [0, 1], a unit out of range or named twice, negative FLOPs */
+    r.progress_reduce_scatter = 1.5;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECK(strstr(err.msg, "progress_reduce_scatter") != NULL);
+    r.progress_reduce_scatter = 0.5;
+    const zero_plan_bwd_piece twice[2] = {{1, 0, 1}, {1, 0, 1}}, out[1] = {{1, 0, 2}}, neg[1] = {{-1, 0, 0}};
+    const zero_plan_bwd_piece *bad[3] = {twice, out, neg};
+    const int nbad[3] = {2, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        c.bwd = bad[i], c.bwd_pieces = nbad[i];
+        ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+        ZT_CHECK(strstr(err.msg, "backward piece") != NULL);
+    }
+}
+
 /* hpZ (zero_hpz_partition_size H): the secondary shard P/H in the parameters (on the device);
  * the backward all-gather among the group's ranks (inside a node, or over H/L whole nodes); the
  * 3 + hpZ rung of the search on several nodes of several ranks; bad values refused. */
@@ -747,7 +839,7 @@ static void test_time_flip(void) {
         ZT_EQ_INT(res.chosen, i == 0 ? 4 : 1);
     }
     /* The same without the model's FLOPs: the first rung that fits, whatever the link. */
-    r.compute = (zero_plan_compute){0, 0, 0};
+    r.compute = (zero_plan_compute){0};
     ZT_OK(zero_plan_search(&m, &r, &res, &err));
     ZT_EQ_INT(res.chosen, 1);
     r.rates.link_bytes = 1e9;
@@ -1023,6 +1115,7 @@ int main(int argc, char **argv) {
     test_search_cpu_only();
     test_search_errors();
     test_time_hand();
+    test_time_backward_hidden();
     test_time_monotonic();
     test_time_link_per_collective();
     test_time_flip();
