@@ -50,6 +50,9 @@ static void usage(FILE *f) {
             "  link_*_gbps   (several nodes) the same for all_reduce, reduce_scatter and all_gather each,\n"
             "                posted non-blocking and waited as the engine does: the rate each\n"
             "                collective's bytes cross the link at (link_gbps = the all_gather's)\n"
+            "  link_*_progress  (several nodes) the share of that rate an all_reduce / reduce_scatter\n"
+            "                keeps while the rank computes the layer's products with a progress call\n"
+            "                after each (as the backward does after posting a unit's reduction), [0, 1]\n"
             "  disk_*_gbps   (--disk DIR) NVMe offload's pool writing, then reading, a file of\n"
             "                --disk-size (256MiB) in DIR (rank 0, best of 3)\n"
             "Writes them to FILE (default $ZERO_RATES, else $XDG_CACHE_HOME/zero/rates.json, else\n"
@@ -157,10 +160,14 @@ static dims dims_of(const dec_config *c) {
     return d;
 }
 
+/* After each product with `prog` non-NULL: one pass of its progress engine, as models/decoder
+ * calls zero_engine_progress after every kernel. */
+#define PROGRESS(prog) ((prog) ? (void)zero_comm_progress(prog) : (void)0)
+
 /* One forward + backward of one layer (B sequences of T tokens): the matrix products of
  * models/decoder's kernels with their shapes, weight layouts and strides; returns the FLOPs
  * (2 M N K each). */
-static double layer_pass(const gemm_bufs *g, const dims *d, int B, int T) {
+static double layer_pass(const gemm_bufs *g, const dims *d, int B, int T, zero_comm *prog) {
     const int N = B * T;
     double f = 0;
     const int lin[4][2] = {{d->C, d->QKV}, {d->Q, d->C}, {d->C, d->FC}, {d->F, d->C}}; /* (in, out) */
@@ -168,12 +175,18 @@ static double layer_pass(const gemm_bufs *g, const dims *d, int B, int T) {
         const int IC = lin[l][0], OC = lin[l][1];
         if (d->wt) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, g->x, IC, g->w, IC, 0.0f, g->y, OC);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, g->y, OC, g->w, IC, 0.0f, g->x, IC);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, g->y, OC, g->x, IC, 1.0f, g->w, IC);
+            PROGRESS(prog);
         } else {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, g->x, IC, g->w, OC, 0.0f, g->y, OC);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, g->y, OC, g->w, OC, 0.0f, g->x, IC);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, g->x, IC, g->y, OC, 1.0f, g->w, OC);
+            PROGRESS(prog);
         }
         f += 3 * 2.0 * N * IC * OC;
     }
@@ -184,11 +197,17 @@ static double layer_pass(const gemm_bufs *g, const dims *d, int B, int T) {
             const float *q = g->x + (size_t)b * T * QKV + (size_t)h * D, *k = g->x + (size_t)b * T * QKV + d->Q;
             float *a = g->att + ((size_t)b * d->H + h) * T * T, *o = g->y + (size_t)b * T * QKV + (size_t)h * D;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, q, QKV, k, QKV, 0.0f, a, T);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, k, QKV, 0.0f, o, QKV);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, o, QKV, 0.0f, o, QKV);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, o, QKV, k, QKV, 0.0f, a, T);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, k, QKV, 0.0f, o, QKV);
+            PROGRESS(prog);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, q, QKV, 0.0f, o, QKV);
+            PROGRESS(prog);
             f += 6 * 2.0 * T * T * D;
         }
     }
@@ -220,29 +239,51 @@ static float *fill(size_t n) {
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+static void gemm_bufs_free(gemm_bufs *g) {
+    zero_mem_free(NULL, g->x);
+    zero_mem_free(NULL, g->w);
+    zero_mem_free(NULL, g->y);
+    zero_mem_free(NULL, g->att);
+    zero_mem_free(NULL, g->logits);
+    zero_mem_free(NULL, g->wte);
+    memset(g, 0, sizeof *g);
+}
+
+/* The buffers of layer_pass and head_pass for micro-batch B of model m. */
+static int gemm_bufs_alloc(gemm_bufs *g, const cli_sizing_model *m, int B) {
+    const dims d = dims_of(m->cfg);
+    const int T = m->seq, V = m->cfg->vocab;
+    const size_t N = (size_t)B * T, wide = max3((size_t)d.QKV, (size_t)d.FC, (size_t)d.F);
+    size_t rows = ((size_t)1 << 23) / (size_t)V;
+    if (rows < 1) rows = 1;
+    if (rows > N) rows = N;
+    *g = (gemm_bufs){fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill(wide * max3((size_t)d.C, (size_t)d.Q, (size_t)d.F)),
+                     fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill((size_t)B * d.H * T * T), fill(rows * V),
+                     fill((size_t)V * d.C)};
+    if (g->x && g->w && g->y && g->att && g->logits && g->wte) return CLI_OK;
+    gemm_bufs_free(g);
+    return cli_error(CLI_RUNTIME, "bench rates: out of memory for the GEMM buffers of micro-batch %d x %d tokens", B, T);
+}
+
 /* FLOP/s of one rank's forward + backward products: L layers and the head, the slowest rank's
  * median over rounds; also the FLOPs themselves (*flops), to check against the planner's formula. */
 static int measure_gemm(const cli_sizing_model *m, int B, int iters, double *rate, double *flops) {
     const dims d = dims_of(m->cfg);
     const int T = m->seq, V = m->cfg->vocab, L = m->cfg->n_layer;
-    const size_t N = (size_t)B * T, wide = max3((size_t)d.QKV, (size_t)d.FC, (size_t)d.F);
-    size_t rows = ((size_t)1 << 23) / (size_t)V;
-    if (rows < 1) rows = 1;
-    if (rows > N) rows = N;
-    gemm_bufs g = {fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill(wide * max3((size_t)d.C, (size_t)d.Q, (size_t)d.F)),
-                   fill(N * (wide > (size_t)d.C ? wide : (size_t)d.C)), fill((size_t)B * d.H * T * T), fill(rows * V),
-                   fill((size_t)V * d.C)};
-    int rc = CLI_OK;
+    const size_t N = (size_t)B * T;
+    gemm_bufs g;
+    int rc = gemm_bufs_alloc(&g, m, B);
+    if (rc != CLI_OK) return rc;
     double *t = calloc((size_t)iters, sizeof *t);
-    if (!g.x || !g.w || !g.y || !g.att || !g.logits || !g.wte || !t) {
-        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for the GEMM buffers of micro-batch %d x %d tokens", B, T);
+    if (!t) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory");
         goto out;
     }
-    *flops = L * layer_pass(&g, &d, B, T) + head_pass(&g, (int)N, d.C, V); /* warm-up */
+    *flops = L * layer_pass(&g, &d, B, T, NULL) + head_pass(&g, (int)N, d.C, V); /* warm-up */
     for (int it = 0; it < iters; it++) {
         barrier();
         double t0 = zero_now();
-        layer_pass(&g, &d, B, T);
+        layer_pass(&g, &d, B, T, NULL);
         double tb = zero_now() - t0;
         t0 = zero_now();
         head_pass(&g, (int)N, d.C, V);
@@ -251,12 +292,7 @@ static int measure_gemm(const cli_sizing_model *m, int B, int iters, double *rat
     *rate = *flops / median(t, iters);
 out:
     free(t);
-    zero_mem_free(NULL, g.x);
-    zero_mem_free(NULL, g.w);
-    zero_mem_free(NULL, g.y);
-    zero_mem_free(NULL, g.att);
-    zero_mem_free(NULL, g.logits);
-    zero_mem_free(NULL, g.wte);
+    gemm_bufs_free(&g);
     return rc;
 }
 
@@ -347,6 +383,13 @@ out:
 }
 
 #ifdef ZERO_HAVE_MPI
+/* Posts collective k (0 all_reduce, 1 reduce_scatter, 2 all_gather) of `count` fp32 elements a rank. */
+static zero_status post(zero_comm *c, int k, const float *send, float *recv, size_t count, zero_request **r) {
+    return k == 0   ? zero_comm_iall_reduce(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, r)
+           : k == 1 ? zero_comm_ireduce_scatter(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, r)
+                    : zero_comm_iall_gather(c, send, recv, count, ZERO_DTYPE_FP32, r);
+}
+
 /* Median seconds of collective k (0 all_reduce, 1 reduce_scatter, 2 all_gather) of a full message
  * of about `bytes` (fp32; *msg: the bytes it really is, a multiple of 4 x ranks) on c, the slowest
  * rank of the world, every communicator of its kind at once. */
@@ -370,9 +413,7 @@ static int time_coll(zero_comm *c, int k, int nonblocking, size_t bytes, int ite
         zero_status s;
         if (nonblocking) {
             zero_request *r = NULL;
-            s = k == 0   ? zero_comm_iall_reduce(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, &r)
-                : k == 1 ? zero_comm_ireduce_scatter(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, &r)
-                         : zero_comm_iall_gather(c, send, recv, count, ZERO_DTYPE_FP32, &r);
+            s = post(c, k, send, recv, count, &r);
             if (s == ZERO_OK) s = zero_request_wait(r);
         } else {
             s = k == 0   ? zero_comm_all_reduce(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM)
@@ -392,12 +433,69 @@ out:
     zero_mem_free(NULL, recv);
     return rc;
 }
+
+/* The share of its rate collective k (0 all_reduce, 1 reduce_scatter) of about `bytes` keeps on c
+ * while the rank computes the model's layer products with a progress call after each, as the
+ * backward does after posting a unit's reduction. Alone it takes `alone` seconds; posted, then
+ * about 0.8 x `alone` of products computed (C: they end at C, slowest rank), then waited (ending at
+ * T): what moved during the products is alone - (T - C) of its time, the share (alone - (T - C)) / C
+ * (the rest taken to move at the full rate in the wait); median of the rounds, within [0, 1]. */
+static int measure_progress(zero_comm *c, int k, size_t bytes, double alone, const cli_sizing_model *m, int B,
+                            int iters, double *share) {
+    const int n = zero_comm_size(c);
+    size_t full = bytes / 4 / (size_t)n * (size_t)n;
+    if (full == 0) full = (size_t)n;
+    const size_t count = k == 0 ? full : full / (size_t)n;
+    const dims d = dims_of(m->cfg);
+    gemm_bufs g;
+    int rc = gemm_bufs_alloc(&g, m, B);
+    if (rc != CLI_OK) return rc;
+    float *send = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4), *recv = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4);
+    double *v = calloc((size_t)iters, sizeof *v);
+    if (!send || !recv || !v) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for a collective of %zu bytes", bytes);
+        goto out;
+    }
+    for (size_t i = 0; i <= full; i++) send[i] = (float)(i % 5), recv[i] = 0;
+    /* a layer's products with their progress calls, nothing in flight: how many make 0.8 x alone */
+    layer_pass(&g, &d, B, m->seq, c);
+    barrier();
+    double t0 = zero_now();
+    layer_pass(&g, &d, B, m->seq, c);
+    const double one = max_over_ranks(zero_now() - t0);
+    int passes = (int)lround(0.8 * alone / (one > 0 ? one : 1e-9));
+    if (passes < 1) passes = 1;
+    for (int it = 0; it < iters; it++) {
+        barrier();
+        zero_request *r = NULL;
+        t0 = zero_now();
+        zero_status s = post(c, k, send, recv, count, &r);
+        for (int p = 0; p < passes && s == ZERO_OK; p++) layer_pass(&g, &d, B, m->seq, c);
+        const double busy = zero_now() - t0;
+        if (s == ZERO_OK) s = zero_request_wait(r);
+        const double total = zero_now() - t0;
+        if (max_over_ranks(s != ZERO_OK)) {
+            rc = cli_error(CLI_RUNTIME, "bench rates: %s", zero_comm_last_error(c));
+            goto out;
+        }
+        const double C = max_over_ranks(busy), T = max_over_ranks(total);
+        v[it] = (alone - (T - C)) / C;
+    }
+    const double x = median(v, iters);
+    *share = x < 0 ? 0 : x > 1 ? 1 : x;
+out:
+    free(v);
+    zero_mem_free(NULL, send);
+    zero_mem_free(NULL, recv);
+    gemm_bufs_free(&g);
+    return rc;
+}
 #endif
 
 /* ------------------------------------------------------------------ the file */
 
 typedef struct figures {
-    double gemm, model, gemm_flops, mem, node[3], link, link_coll[3], latency, disk_read, disk_write;
+    double gemm, model, gemm_flops, mem, node[3], link, link_coll[3], progress[2], latency, disk_read, disk_write;
     size_t msg;
 } figures;
 
@@ -439,6 +537,10 @@ static void write_json(FILE *f, const rates_opts *o, const cli_sizing_model *m, 
     for (int k = 0; k < 3; k++) {
         fprintf(f, ",\n  \"link_%s_gbps\": ", names[k]);
         json_or_null(f, x->link_coll[k] * 8 / 1e9);
+    }
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, ",\n  \"link_%s_progress\": ", names[k]);
+        json_or_null(f, x->progress[k]);
     }
     fprintf(f, ",\n  \"latency_us\": ");
     json_or_null(f, x->latency * 1e6);
@@ -522,6 +624,7 @@ static int run(rates_opts *o) {
     memset(&x, 0, sizeof x);
     x.gemm = x.model = x.link = x.latency = x.disk_read = x.disk_write = NAN;
     for (int k = 0; k < 3; k++) x.node[k] = x.link_coll[k] = NAN;
+    x.progress[0] = x.progress[1] = NAN;
 #ifdef ZERO_HAVE_MPI
     if (lmin != lmax) {
         rc = cli_error(CLI_USAGE, "bench rates: nodes of %d to %d ranks: expected the same number of ranks on every node "
@@ -588,6 +691,10 @@ static int run(rates_opts *o) {
             double t = 0, bytes = 0;
             if ((rc = time_coll(c, k, 1, x.msg / (size_t)w.lsize, o->iters, &t, &bytes)) == CLI_OK)
                 x.link_coll[k] = (k == 0 ? 2.0 : 1.0) * (K - 1) / K * bytes * w.lsize / t;
+            /* the backward's reductions: how much of that rate they keep while the model computes */
+            if (rc == CLI_OK && k < 2)
+                rc = measure_progress(c, k, x.msg / (size_t)w.lsize, t, &m, (int)o->s.micro_batch, o->iters,
+                                      &x.progress[k]);
         }
         double ts = 0, small = 0;
         if (rc == CLI_OK && (rc = time_coll(c, 2, 0, 4 * (size_t)w.nodes, o->iters, &ts, &small)) == CLI_OK) {
@@ -640,6 +747,12 @@ static int run(rates_opts *o) {
                 snprintf(key, sizeof key, "link_%s_gbps", names[k]);
                 printf("  %-25s %10.3f  Gbit/s each way per node, as %s reaches it\n", key, x.link_coll[k] * 8 / 1e9,
                        names[k]);
+            }
+            for (int k = 0; k < 2; k++) {
+                char key[40];
+                snprintf(key, sizeof key, "link_%s_progress", names[k]);
+                printf("  %-28s %7.3f  of its rate while the model computes (progress calls between products)\n",
+                       key, x.progress[k]);
             }
             printf("  latency_us                %10.3f  per step across nodes\n", x.latency * 1e6);
             printf("  disk_read_gbps            %10.3f\n  disk_write_gbps           %10.3f\n", x.disk_read, x.disk_write);

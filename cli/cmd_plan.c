@@ -547,7 +547,9 @@ int cli_plan(int argc, char **argv) {
         if (res.chosen >= 0) {
             printf("step time of the choice: ");
             cli_print_time(stdout, &k->time);
-            printf("%s\n", rates.r.overlap > 0 ? "" : " (communication not overlapped with compute: overlap 0)");
+            printf("%s\n", rates.r.overlap > 0           ? ""
+                            : k->time.comm_hidden_backward > 0 ? " (only the backward's reductions overlap compute: overlap 0)"
+                                                                : " (communication not overlapped with compute: overlap 0)");
         }
         printf("traffic per step per rank: %s = %s (each rank sends %s)", k->stage == 3 ? "3 Psi" : "2 Psi",
                cli_fmt_bytes(t.volume, a, sizeof a), cli_fmt_bytes(t.sent, b, sizeof b));

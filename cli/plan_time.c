@@ -286,7 +286,8 @@ const char *cli_fmt_seconds(double s, char *buf, size_t cap) {
 void cli_json_time(FILE *f, const zero_plan_time *t) {
     const struct { const char *k; double v; } v[] = {
         {"compute", t->compute},         {"recompute", t->recompute},   {"comm_node", t->comm_node},
-        {"comm_cross", t->comm_cross},   {"comm_hidden", t->comm_hidden}, {"optimizer", t->optimizer},
+        {"comm_cross", t->comm_cross},   {"comm_hidden", t->comm_hidden}, {"comm_hidden_backward", t->comm_hidden_backward},
+        {"optimizer", t->optimizer},
         {"host_copy", t->host_copy},     {"disk", t->disk},             {"total", t->total},
         {"cross_bytes", t->cross_bytes}, {"node_bytes", t->node_bytes}, {"disk_read", t->disk_read},
         {"disk_written", t->disk_written},
@@ -307,7 +308,10 @@ void cli_print_time(FILE *f, const zero_plan_time *t) {
     if (t->comm_cross > 0)
         fprintf(f, " + across nodes %s (%s per node each way)", cli_fmt_seconds(t->comm_cross, c, sizeof c),
                 cli_fmt_bytes(t->cross_bytes, g, sizeof g));
-    if (t->comm_hidden > 0) fprintf(f, " - overlapped %s", cli_fmt_seconds(t->comm_hidden, d, sizeof d));
+    if (t->comm_hidden_backward > 0)
+        fprintf(f, " - behind the backward %s", cli_fmt_seconds(t->comm_hidden_backward, d, sizeof d));
+    if (t->comm_hidden - t->comm_hidden_backward > 0)
+        fprintf(f, " - overlapped %s", cli_fmt_seconds(t->comm_hidden - t->comm_hidden_backward, d, sizeof d));
     fprintf(f, " + update %s", cli_fmt_seconds(t->optimizer, e, sizeof e));
     if (t->host_copy > 0) fprintf(f, " + host copies %s", cli_fmt_seconds(t->host_copy, a, sizeof a));
     if (t->disk > 0) fprintf(f, " + NVMe %s", cli_fmt_seconds(t->disk, a, sizeof a));

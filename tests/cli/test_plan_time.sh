@@ -131,6 +131,50 @@ assert near(row(c, 0)["comm_cross"], lat + M / 0.1e9), row(c, 0)
 EOF
 rm -rf "$XDG_CACHE_HOME"
 
+# --- what the backward hides (docs/PLANNING.md §9), tiny on 2 nodes x 1 rank, micro-batch 1, by
+# hand: the backward (2/3 of 0.050331648 s) runs the head (4 C V = 65536 FLOPs a token), then
+# layer 1 and layer 0 (2 x 114688 each; under checkpointing layer 0 also redoes its 114688), then
+# the embeddings (none): 0.004194304 s, 0.014680064 s twice (+ 0.007340032), 0. Each unit's
+# reduction joins the queue when its piece ends, in proportion to its elements (final norm 128,
+# layers 49984, embeddings 20480 of 120576), and drains at the progress share while later pieces run.
+sed 's/"overlap": 0}/"overlap": 0, "link_all_reduce_progress": 0.5, "link_reduce_scatter_progress": 0.25}/' \
+    "$TMP/round.json" >"$TMP/prog.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/prog.json" --json >"$TMP/p2.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/prog.json" --link-gbps 0.0008 --json >"$TMP/p2s.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/round.json" --json >"$TMP/p2z.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/prog.json" >"$TMP/p2.txt"
+check "by hand: the reductions the backward hides" "$PY" - "$TMP/p2.json" "$TMP/p2s.json" "$TMP/p2z.json" <<'EOF'
+import json, sys
+fast, slow, none = (json.load(open(p)) for p in sys.argv[1:4])
+def row(d, s):
+    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1][0]
+def near(x, y): return abs(x - y) <= 1e-9 * abs(y)
+M = 4.0 * fast["padded_params"]
+# 0.8 Gbit/s: every reduction drains during the next layer's piece at either share; what the last
+# layer and the embeddings post (after the last piece with FLOPs) stays exposed
+for s, f, lat in ((0, 2, 3), (1, 1, 2), (2, 1, 2)):
+    cc0 = f * 0.5 * M / 0.1e9 + lat * 4 * 10e-6
+    for key in ("time", "time_checkpointed"):
+        t = row(fast, s)[key]
+        assert near(t["comm_hidden_backward"], cc0 * 50112 / 120576), (s, key, t, cc0)
+        assert near(t["comm_hidden"], t["comm_hidden_backward"]), t
+    assert near(row(none, s)["step_seconds"] - row(fast, s)["step_seconds"], cc0 * 50112 / 120576), s
+# 0.0008 Gbit/s (1e5 bytes/s: the queue never empties): the final norm's share drains in layer 1's
+# piece, then layer 0's piece runs at the share: 0.5 x 0.014680064 (+ 0.007340032 recomputed)
+ar = M / 1e5 + 3 * 4 * 10e-6
+assert near(row(slow, 0)["time"]["comm_cross"], ar), row(slow, 0)["time"]
+assert near(row(slow, 0)["time"]["comm_hidden_backward"], ar * 128 / 120576 + 0.5 * 0.014680064), row(slow, 0)["time"]
+assert near(row(slow, 0)["time_checkpointed"]["comm_hidden_backward"], ar * 128 / 120576 + 0.5 * 0.022020096)
+rs = 0.5 * M / 1e5 + 2 * 4 * 10e-6
+assert near(row(slow, 1)["time"]["comm_hidden_backward"], rs * 128 / 120576 + 0.25 * 0.014680064), row(slow, 1)
+# stage 3: every unit waits for its gather, the reduce-scatter shares the link: none hidden
+assert row(fast, 3)["time"]["comm_hidden_backward"] == 0 and row(slow, 3)["time"]["comm_hidden_backward"] == 0
+# no progress shares in the file: nothing hidden (the rates' defaults)
+assert all(r["time"]["comm_hidden_backward"] == 0 for r in none["rows"]), none["rows"]
+assert fast["rates"]["link_all_reduce_progress"] == 0.5 and fast["rates"]["link_reduce_scatter_progress"] == 0.25
+EOF
+check "the rates line names the progress shares" grep -q "the backward's reductions moving at 0.5 (all-reduce) / 0.25 (reduce-scatter)" "$TMP/p2.txt"
+
 # --- the choice flips: gpt2, bf16, 4 ranks on 2 CPU-only nodes, memory sized from estimate's own
 # figures so that stage 3 fits without activation checkpointing and stages 0-2 only with it (stage
 # 0 not at all); micro-batch 1. Checkpointing costs 1024 tokens x 11 blocks' forward at 100
@@ -212,10 +256,12 @@ echo '{"gemm_gflops": -3}' >"$TMP/neg.json"
 echo 'not json' >"$TMP/bad.json"
 echo '{"overlap": 2}' >"$TMP/ov.json"
 echo '{"kind": "tpu"}' >"$TMP/kind.json"
+echo '{"link_reduce_scatter_progress": 1.5}' >"$TMP/prog.json"
 check "missing rates file" usage_error "--rates '$TMP/nope.json': No such file" estimate --model tiny --ranks 2 --rates "$TMP/nope.json"
 check "negative rate" usage_error '"gemm_gflops": expected a number' estimate --model tiny --ranks 2 --rates "$TMP/neg.json"
 check "not JSON" usage_error "expected a JSON object of rates" plan --model tiny --ranks 2 --host-mem 1GiB --rates "$TMP/bad.json"
 check "overlap above 1" usage_error '"overlap": expected a number in \[0, 1\]' estimate --model tiny --ranks 2 --rates "$TMP/ov.json"
+check "a progress share above 1" usage_error '"link_reduce_scatter_progress": expected a number in \[0, 1\]' estimate --model tiny --ranks 2 --rates "$TMP/prog.json"
 check "unknown kind" usage_error '"kind": expected "cpu" or "gpu"' estimate --model tiny --ranks 2 --rates "$TMP/kind.json"
 check "link 0" usage_error "--link-gbps" estimate --model tiny --ranks 2 --link-gbps 0
 check "empty --rates" usage_error "--rates ''" plan --model tiny --ranks 2 --host-mem 1GiB --rates ""
