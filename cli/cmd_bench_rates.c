@@ -390,35 +390,59 @@ static zero_status post(zero_comm *c, int k, const float *send, float *recv, siz
                     : zero_comm_iall_gather(c, send, recv, count, ZERO_DTYPE_FP32, r);
 }
 
+/* The buffers of collective k on c for a full message of about `bytes` (fp32): `full` elements, a
+ * multiple of the ranks (at least one each), `count` of them a rank's call takes. */
+typedef struct coll_msg {
+    size_t full, count;
+    float *send, *recv;
+} coll_msg;
+
+static void coll_msg_free(coll_msg *x) {
+    zero_mem_free(NULL, x->send);
+    zero_mem_free(NULL, x->recv);
+    x->send = x->recv = NULL;
+}
+
+static int coll_msg_alloc(coll_msg *x, const zero_comm *c, int k, size_t bytes) {
+    const size_t n = (size_t)zero_comm_size(c);
+    x->full = bytes / 4 / n * n;
+    if (x->full == 0) x->full = n;
+    x->count = k == 0 ? x->full : x->full / n;
+    x->send = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (x->full + 1) * 4);
+    x->recv = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (x->full + 1) * 4);
+    if (!x->send || !x->recv) {
+        coll_msg_free(x);
+        return cli_error(CLI_RUNTIME, "bench rates: out of memory for a collective of %zu bytes", bytes);
+    }
+    for (size_t i = 0; i <= x->full; i++) x->send[i] = (float)(i % 5), x->recv[i] = 0;
+    return CLI_OK;
+}
+
 /* Median seconds of collective k (0 all_reduce, 1 reduce_scatter, 2 all_gather) of a full message
  * of about `bytes` (fp32; *msg: the bytes it really is, a multiple of 4 x ranks) on c, the slowest
  * rank of the world, every communicator of its kind at once. */
 static int time_coll(zero_comm *c, int k, int nonblocking, size_t bytes, int iters, double *secs, double *msg) {
-    const int n = zero_comm_size(c);
-    size_t full = bytes / 4 / (size_t)n * (size_t)n;
-    if (full == 0) full = (size_t)n;
-    const size_t count = k == 0 ? full : full / (size_t)n;
-    *msg = 4.0 * (double)full;
-    float *send = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4), *recv = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4);
+    coll_msg x;
+    int rc = coll_msg_alloc(&x, c, k, bytes);
+    if (rc != CLI_OK) return rc;
+    *msg = 4.0 * (double)x.full;
     double *t = calloc((size_t)iters + 1, sizeof *t);
-    int rc = CLI_OK;
-    if (!send || !recv || !t) {
-        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for a collective of %zu bytes", bytes);
+    if (!t) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory");
         goto out;
     }
-    for (size_t i = 0; i <= full; i++) send[i] = (float)(i % 5), recv[i] = 0;
     for (int it = 0; it <= iters; it++) { /* the first is a warm-up */
         barrier();
         double t0 = zero_now();
         zero_status s;
         if (nonblocking) {
             zero_request *r = NULL;
-            s = post(c, k, send, recv, count, &r);
+            s = post(c, k, x.send, x.recv, x.count, &r);
             if (s == ZERO_OK) s = zero_request_wait(r);
         } else {
-            s = k == 0   ? zero_comm_all_reduce(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM)
-                : k == 1 ? zero_comm_reduce_scatter(c, send, recv, count, ZERO_DTYPE_FP32, ZERO_OP_SUM)
-                         : zero_comm_all_gather(c, send, recv, count, ZERO_DTYPE_FP32);
+            s = k == 0   ? zero_comm_all_reduce(c, x.send, x.recv, x.count, ZERO_DTYPE_FP32, ZERO_OP_SUM)
+                : k == 1 ? zero_comm_reduce_scatter(c, x.send, x.recv, x.count, ZERO_DTYPE_FP32, ZERO_OP_SUM)
+                         : zero_comm_all_gather(c, x.send, x.recv, x.count, ZERO_DTYPE_FP32);
         }
         if (s != ZERO_OK) {
             rc = cli_error(CLI_RUNTIME, "bench rates: %s", zero_comm_last_error(c));
@@ -429,8 +453,7 @@ static int time_coll(zero_comm *c, int k, int nonblocking, size_t bytes, int ite
     *secs = median(t + 1, iters);
 out:
     free(t);
-    zero_mem_free(NULL, send);
-    zero_mem_free(NULL, recv);
+    coll_msg_free(&x);
     return rc;
 }
 
@@ -442,21 +465,20 @@ out:
  * (the rest taken to move at the full rate in the wait); median of the rounds, within [0, 1]. */
 static int measure_progress(zero_comm *c, int k, size_t bytes, double alone, const cli_sizing_model *m, int B,
                             int iters, double *share) {
-    const int n = zero_comm_size(c);
-    size_t full = bytes / 4 / (size_t)n * (size_t)n;
-    if (full == 0) full = (size_t)n;
-    const size_t count = k == 0 ? full : full / (size_t)n;
     const dims d = dims_of(m->cfg);
     gemm_bufs g;
     int rc = gemm_bufs_alloc(&g, m, B);
     if (rc != CLI_OK) return rc;
-    float *send = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4), *recv = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (full + 1) * 4);
+    coll_msg x;
+    if ((rc = coll_msg_alloc(&x, c, k, bytes)) != CLI_OK) {
+        gemm_bufs_free(&g);
+        return rc;
+    }
     double *v = calloc((size_t)iters, sizeof *v);
-    if (!send || !recv || !v) {
-        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for a collective of %zu bytes", bytes);
+    if (!v) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory");
         goto out;
     }
-    for (size_t i = 0; i <= full; i++) send[i] = (float)(i % 5), recv[i] = 0;
     /* a layer's products with their progress calls, nothing in flight: how many make 0.8 x alone */
     layer_pass(&g, &d, B, m->seq, c);
     barrier();
@@ -469,7 +491,7 @@ static int measure_progress(zero_comm *c, int k, size_t bytes, double alone, con
         barrier();
         zero_request *r = NULL;
         t0 = zero_now();
-        zero_status s = post(c, k, send, recv, count, &r);
+        zero_status s = post(c, k, x.send, x.recv, x.count, &r);
         for (int p = 0; p < passes && s == ZERO_OK; p++) layer_pass(&g, &d, B, m->seq, c);
         const double busy = zero_now() - t0;
         if (s == ZERO_OK) s = zero_request_wait(r);
@@ -481,12 +503,11 @@ static int measure_progress(zero_comm *c, int k, size_t bytes, double alone, con
         const double C = max_over_ranks(busy), T = max_over_ranks(total);
         v[it] = (alone - (T - C)) / C;
     }
-    const double x = median(v, iters);
-    *share = x < 0 ? 0 : x > 1 ? 1 : x;
+    const double eta = median(v, iters);
+    *share = eta < 0 ? 0 : eta > 1 ? 1 : eta;
 out:
     free(v);
-    zero_mem_free(NULL, send);
-    zero_mem_free(NULL, recv);
+    coll_msg_free(&x);
     gemm_bufs_free(&g);
     return rc;
 }
