@@ -2,7 +2,10 @@
  * inspect, bench, plot). Uses only the public API of libzero. */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "decoder/decoder.h"
 
 typedef struct command {
     const char *name;
@@ -25,7 +28,8 @@ static const command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "zero %s — the Zero Redundancy Optimizer in C\n\n", ZERO_VERSION_STRING);
-    fprintf(f, "usage: zero <command> [options]   (zero <command> --help for its options)\n\ncommands:\n");
+    fprintf(f, "usage: zero <command> [options]   (zero <command> --help for its options)\n"
+               "       zero --version [--verbose]   (--verbose: the BLAS, bf16 products and kernels in use)\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
 
@@ -35,6 +39,19 @@ static void log_to_stderr(void *ctx, zero_log_level level, const char *msg) {
     if (cli_quiet_warnings && level != ZERO_LOG_ERROR) return;
     static const char *names[] = {"error", "warning", "info", "debug"};
     fprintf(stderr, "zero: %s: %s\n", names[level <= ZERO_LOG_DEBUG ? level : ZERO_LOG_DEBUG], msg);
+}
+
+static int version(int verbose) {
+    printf("zero %s\n", ZERO_VERSION_STRING);
+    if (!verbose) return CLI_OK;
+    dec_compute_info ci;
+    dec_compute_info_get(&ci);
+    printf("blas: %s\nbf16 products: %s\nkernels: %s\n", ci.blas, ci.bf16_products, ci.kernels);
+    const char *named = getenv("OPENBLAS_CORETYPE");
+    if (ci.blas_core_better)
+        printf("note: OpenBLAS runs AVX2 kernels on this AVX-512 CPU%s%s%s; its AVX-512 ones (%s) are faster\n",
+               named ? " (OPENBLAS_CORETYPE=" : "", named ? named : "", named ? ")" : "", ci.blas_core_better);
+    return CLI_OK;
 }
 
 int main(int argc, char **argv) {
@@ -51,8 +68,10 @@ int main(int argc, char **argv) {
         return CLI_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("zero %s\n", ZERO_VERSION_STRING);
-        return CLI_OK;
+        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--verbose") != 0))
+            return cli_error(CLI_USAGE, "unexpected argument '%s' after --version: expected --verbose or nothing",
+                             argv[2]);
+        return version(argc == 3);
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);

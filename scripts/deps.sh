@@ -11,6 +11,7 @@ gcc g++ make cmake pkg-config
 openmpi-bin libopenmpi-dev
 libopenblas-dev
 libopenblas-openmp-dev
+libdnnl-dev
 libcjson-dev
 libpcre2-dev
 libutf8proc-dev

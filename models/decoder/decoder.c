@@ -351,6 +351,13 @@ void dec_mem_stats(const dec_model *m, zero_mem_stats *out) { *out = m->mem; }
 
 void dec_set_blas_threads(int n) { mk_set_blas_threads(n); }
 
+void dec_compute_info_get(dec_compute_info *out) {
+    out->blas = mk_blas_name();
+    out->blas_core_better = mk_blas_core_better();
+    out->bf16_products = mk_gemm_bf16_path_name();
+    out->kernels = zero_impl_name(zero_impl_best());
+}
+
 zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
     m->prec = want == ZERO_DTYPE_BF16 && mk_gemm_bf16_native() ? MK_PREC_BF16 : MK_PREC_FP32;
     return m->prec == MK_PREC_BF16 ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32;

@@ -192,6 +192,14 @@ zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want);
  * own kernels for any thread count: with a fixed n a sequence's loss and gradient are the same
  * bits whatever the thread count of the rank (zero train --deterministic sets 1). */
 void dec_set_blas_threads(int n);
+/* What the models compute with in this process, for reports (zero --version --verbose): the BLAS
+ * and its core (mk_blas_name), the core to name in $OPENBLAS_CORETYPE where the one in use leaves
+ * AVX-512 unused (NULL where it does not: mk_blas_core_better), the path of bf16 products
+ * (mk_gemm_bf16_path_name) and the element-wise kernels' instruction set (zero_impl_best). */
+typedef struct dec_compute_info {
+    const char *blas, *blas_core_better, *bf16_products, *kernels;
+} dec_compute_info;
+void dec_compute_info_get(dec_compute_info *out);
 
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not

@@ -270,6 +270,17 @@ int mk_blas_threads(void);
 /* 1 when MK_GEMM_AUTO takes the native path (this build has it and the CPU multiplies bf16). */
 int mk_gemm_bf16_native(void);
 
+/* ---------------------------------------------------------------- the BLAS in the process */
+/* OpenBLAS's build line (version, threading) and the core whose kernels it runs, for reports:
+ * "OpenBLAS 0.3.21 ... USE_OPENMP, core SkylakeX". */
+const char *mk_blas_name(void);
+/* Where the OpenBLAS core in use runs AVX2 kernels (Haswell, Zen) on a CPU and OS that run AVX-512
+ * (zero_impl_available): the core to name instead, "SkylakeX"; else NULL. OpenBLAS with
+ * DYNAMIC_ARCH picks its core when it loads, from $OPENBLAS_CORETYPE or else its own table (0.3.21
+ * takes AMD Zen 5 for Cooperlake, an AVX-512 core), so this happens where the environment names an
+ * AVX2 core; its AVX-512 sgemm is 1.9x faster on Zen 5 (docs/KERNELS.md, "BLAS"). */
+const char *mk_blas_core_better(void);
+
 #ifdef __cplusplus
 }
 #endif

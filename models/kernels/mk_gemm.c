@@ -2,8 +2,10 @@
  * the build and the CPU have one, else both operands widened to fp32 (exactly) and cblas_sgemm. */
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/mk_internal.h"
 
@@ -182,6 +184,21 @@ const char *mk_gemm_bf16_path_name(void) {
     if (dnnl_native()) return "native (oneDNN matmul, bf16 x bf16 -> fp32)";
 #endif
     return "convert";
+}
+
+const char *mk_blas_name(void) {
+    static char name[256];
+    if (!name[0]) snprintf(name, sizeof name, "%s, core %s", openblas_get_config(), openblas_get_corename());
+    return name;
+}
+
+const char *mk_blas_core_better(void) {
+    static const char *const avx2_cores[] = {"Haswell", "Zen"};
+    if (!zero_impl_available(ZERO_IMPL_AVX512) || !strstr(openblas_get_config(), "DYNAMIC_ARCH")) return NULL;
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; i < sizeof avx2_cores / sizeof avx2_cores[0]; i++)
+        if (!strcasecmp(core, avx2_cores[i])) return "SkylakeX";
+    return NULL;
 }
 
 int mk_gemm_bf16_native(void) {
