@@ -58,6 +58,7 @@ typedef struct step_opts {
     int nthreads, threads[MAX_LIST]; /* 0: the share of the cores `zero train --ranks` gives */
     double gemm_s;                   /* seconds of each GEMM-rate measurement; 0: none */
     const char *model, *data, *torch_script;
+    const char *precision;           /* fp32 or bf16: zero train's working precision, torch's autocast */
 } step_opts;
 
 /* The figures of one configuration over every repeat. */
@@ -76,9 +77,9 @@ static void usage(FILE *f) {
             "usage: zero bench step [--json] [--ranks-list 1,2,4] [--stages 0,1,2,3] [--threads-list 1,2]\n"
             "                       [--steps N] [--warmup W] [--repeat R] [--model NAME] [--micro-batch B]\n"
             "                       [--seq T] [--data FILE] [--gemm-seconds S] [--no-torch]\n"
-            "                       [--torch-script FILE] [--timeout S]\n"
+            "                       [--torch-script FILE] [--timeout S] [--precision fp32|bf16]\n"
             "\n"
-            "Runs `zero train` (fp32, AdamW) for every thread count, rank count and stage, through\n"
+            "Runs `zero train` (AdamW, --precision) for every thread count, rank count and stage, through\n"
             "--ranks, and reads its --log-json records: the step time (rank 0's, median of the steps\n"
             "after the first W of every repeat; min and max shown as the noise), tokens/s of all ranks\n"
             "at that median, the largest per-rank peak RSS by the last step before the final\n"
@@ -111,6 +112,9 @@ static void usage(FILE *f) {
             "  --torch-script F  the PyTorch peer (default: bench/torch_step.py beside the build dir,\n"
             "                    or $ZERO_TORCH_STEP)\n"
             "  --timeout S       seconds one run may take before it is killed (default 1800)\n"
+            "  --precision P     fp32 (default) or bf16: zero train's working precision (bf16 products\n"
+            "                    where the CPU multiplies bf16) and PyTorch's autocast to bf16; the\n"
+            "                    GEMM rate of the mfu is then that of the same bf16 products\n"
             "  --json            one object a line: \"run\": \"zero\" rows {\"ranks\", \"threads\", \"stage\",\n"
             "                    \"step_ms\", \"step_ms_min\", \"step_ms_max\", \"tokens_per_s\", \"rss_peak\",\n"
             "                    \"model_states\", \"stage0_model_states\", \"mem_total\", \"comm_wait_ms\",\n"
@@ -153,6 +157,7 @@ static int parse(int argc, char **argv, step_opts *o) {
     o->timeout_s = 1800;
     o->gemm_s = 1.0;
     o->model = "small";
+    o->precision = "fp32";
     o->nranks = 3, o->ranks[0] = 1, o->ranks[1] = 2, o->ranks[2] = 4;
     o->nstages = 4;
     for (int s = 0; s < 4; s++) o->stages[s] = s;
@@ -185,10 +190,18 @@ static int parse(int argc, char **argv, step_opts *o) {
         else if (!strcmp(a, "--model")) { VALUE(); o->model = v; }
         else if (!strcmp(a, "--data")) { VALUE(); o->data = v; }
         else if (!strcmp(a, "--torch-script")) { VALUE(); o->torch_script = v; }
+        else if (!strcmp(a, "--precision")) {
+            VALUE();
+            if (strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0) {
+                cli_error(CLI_USAGE, "--precision '%s': expected fp32 or bf16", v);
+                return -1;
+            }
+            o->precision = v;
+        }
         else {
             cli_error(CLI_USAGE, "bench step: unknown option '%s': expected --json, --ranks-list, --stages, --threads-list, "
                       "--steps, --warmup, --repeat, --model, --micro-batch, --seq, --data, --gemm-seconds, --no-torch, "
-                      "--torch-script or --timeout", a);
+                      "--torch-script, --timeout or --precision", a);
             return -1;
         }
 #undef VALUE
@@ -438,9 +451,10 @@ static int run_ours(ctx *c, int ranks, int stage, int threads, figures *f) {
     unlink(log);
     /* --val-every 0: one validation, after the last step (outside every timed step) */
     char *argv[32] = {c->self, "train", "--model", (char *)o->model, "--stage", s_stage, "--ranks", s_ranks,
-                      "--steps", s_steps, "--micro-batch", s_b, "--seq", s_t, "--precision", "fp32",
+                      "--steps", s_steps, "--micro-batch", s_b, "--seq", s_t, "--precision", (char *)o->precision,
                       "--val-every", "0", "--val-batches", "1", "--log-json", log};
-    int k = 22;
+    int k = 0;
+    while (argv[k]) k++;
     if (o->data) argv[k++] = "--data", argv[k++] = (char *)o->data;
     argv[k] = NULL;
     env_save sv;
@@ -570,8 +584,9 @@ static int run_torch(ctx *c, int ranks, int peer, int threads, figures *f) {
                       m.arch == DEC_ARCH_GPT2 ? "gpt2" : "llama", "--layers", a[1], "--dim", a[2], "--heads", a[3],
                       "--kv-heads", a[10], "--head-dim", a[11], "--inner", a[12], "--vocab", a[4], "--n-ctx", a[5],
                       "--rope-theta", a[13], "--eps", eps, "--micro-batch", a[6], "--seq", a[7], "--steps", a[8],
-                      "--threads", a[9]};
-    int k = 34;
+                      "--threads", a[9], "--precision", (char *)o->precision};
+    int k = 0;
+    while (argv[k]) k++; /* after the listed arguments (counting them by hand once dropped --threads) */
     if (!m.tied) argv[k++] = "--untied";
     argv[k] = NULL;
     int rc = run_child(argv, out, err, o->timeout_s);
@@ -620,7 +635,8 @@ static int gemm_rate(ctx *c, int threads, double *out) {
     const int keep = omp_get_max_threads();
     omp_set_num_threads(threads);
 #endif
-    zero_status st = dec_gemm_rate(&c->cfg, c->o->micro_batch, c->o->seq, c->o->gemm_s, out);
+    zero_status st = dec_gemm_rate(&c->cfg, c->o->micro_batch, c->o->seq, c->o->gemm_s,
+                                   strcmp(c->o->precision, "bf16") ? ZERO_DTYPE_FP32 : ZERO_DTYPE_BF16, out);
 #ifdef _OPENMP
     omp_set_num_threads(keep);
 #endif
@@ -698,8 +714,8 @@ static void print_json_row(const ctx *c, int ranks, int threads, int stage, cons
     printf("{\"run\": \"zero\", \"ranks\": %d, \"threads\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, threads, stage,
            o->model);
     jnum("params", f->params);
-    printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
-           o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
+    printf(", \"precision\": \"%s\", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
+           o->precision, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
     jnum("step_ms", f->med);
     jnum("step_ms_min", f->lo);
     jnum("step_ms_max", f->hi);
@@ -743,8 +759,8 @@ static void print_json_peer(const ctx *c, int ranks, int threads, int p, const f
     printf("{\"run\": \"torch_%s\", \"ranks\": %d, \"threads\": %d, \"torch\": \"%s\"", peer_name[p], ranks, threads,
            c->torch_version);
     jnum("params", c->torch_params);
-    printf(", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
-           o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
+    printf(", \"precision\": \"%s\", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
+           o->precision, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
     jnum("step_ms", f->med);
     jnum("step_ms_min", f->lo);
     jnum("step_ms_max", f->hi);
@@ -795,6 +811,7 @@ static int bench(ctx *c) {
 #define PEERS(t, i) (&peers[((size_t)(t) * nr + (i)) * PEER_COUNT])
     const double flops = dec_step_flops(&c->cfg, o->micro_batch, o->seq);
 
+    cli_bench_blas_core_warning();
     const double load0 = load_average();
     int npeers_run = 0;
     for (int i = 0; i < nr; i++)
@@ -838,9 +855,10 @@ static int bench(ctx *c) {
     for (int k = 0; k < nt * nr; k++) rate[k] = o->gemm_s > 0 ? median(&rates[(size_t)k * o->repeat], o->repeat) : NAN;
 
     if (!o->json) {
-        printf("zero bench step: model %s (%.0f params), fp32 AdamW, micro-batch %d per rank, seq %d; %d steps a run, "
+        printf("zero bench step: model %s (%.0f params), %s AdamW, micro-batch %d per rank, seq %d; %d steps a run, "
                "first %d dropped, %d repeat%s; load average %.2f before, %.2f after\n",
-               o->model, ours[0].params, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, o->repeat > 1 ? "s" : "",
+               o->model, ours[0].params, o->precision, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat,
+               o->repeat > 1 ? "s" : "",
                load0, load1);
         printf("model FLOPs per rank and step %.4g; GEMM rate on the model's products:", flops);
         for (int t = 0; t < nt; t++)

@@ -5,7 +5,8 @@
 
 Usage: torch_step.py --mode plain|ddp|zero|fsdp --ranks N [--arch gpt2|llama --layers 6 --dim 512
        --heads 8 --kv-heads 8 --head-dim 64 --inner 2048 --vocab 256 --n-ctx 512 --rope-theta 1e4
-       --eps 1e-5 --untied --micro-batch 4 --seq 128 --steps 6 --threads T --lr 1e-3]
+       --eps 1e-5 --untied --micro-batch 4 --seq 128 --steps 6 --threads T --lr 1e-3
+       --precision fp32|bf16]
 
 Modes: plain (one process, no wrapper: PyTorch as a single-process user runs it), ddp
 (DistributedDataParallel, ~ zero stage 0), zero (DDP + ZeroRedundancyOptimizer, ~ stage 1), fsdp
@@ -19,7 +20,8 @@ The model is zero's: GPT-2 (LayerNorm, fused qkv with biases, tanh GELU, learned
 Llama (RMSNorm, fused q/k/v and gate/up projections without biases, RoPE in transformers'
 rotate-half convention, grouped key/value heads, SwiGLU), the LM head tied to the token embedding
 unless --untied; attention by F.scaled_dot_product_attention (causal, PyTorch 2's fused kernel).
-Each rank runs micro-batch B of T tokens per step, fp32, AdamW (weight decay 0.01 on 2-D tensors
+Each rank runs micro-batch B of T tokens per step, fp32 (or the forward under bf16 autocast,
+PyTorch's mixed precision on CPU: --precision bf16), AdamW (weight decay 0.01 on 2-D tensors
 only, as zero registers them), loss averaged over ranks at the end of each step (zero train does
 the same for its progress line). The tokens are random: a step's time does not depend on them.
 """
@@ -53,6 +55,8 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=0, help="threads per rank (0: cores / ranks, at least 1)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: the forward under torch.autocast('cpu', torch.bfloat16), fp32 weights and AdamW")
     # worker mode (set by the launcher)
     p.add_argument("--worker-rank", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -237,7 +241,8 @@ def worker(a):
     for _ in range(a.steps):
         t0 = time.perf_counter()
         tok = torch.randint(0, a.vocab, (a.micro_batch, a.seq + 1), generator=g)
-        loss = model(tok[:, :-1].contiguous(), tok[:, 1:].contiguous())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(tok[:, :-1].contiguous(), tok[:, 1:].contiguous())
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=False)

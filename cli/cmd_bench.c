@@ -6,11 +6,7 @@
 
 #include "decoder/decoder.h"
 
-/* The rates of the GEMM benchmarks are those of the BLAS core in use: say so, once a job, where
- * it leaves AVX-512 unused (an AVX2 core named in $OPENBLAS_CORETYPE on an AVX-512 CPU). */
-static void blas_core_warning(void) {
-    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-    if (rank && strcmp(rank, "0") != 0) return;
+void cli_bench_blas_core_warning(void) {
     dec_compute_info ci;
     dec_compute_info_get(&ci);
     if (!ci.blas_core_better) return;
@@ -31,7 +27,6 @@ int cli_bench(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
     if (!strcmp(argv[1], "adam")) return cli_bench_adam(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "step") || !strcmp(argv[1], "rates")) blas_core_warning();
     if (!strcmp(argv[1], "step")) return cli_bench_step(argc - 1, argv + 1);
     if (!strcmp(argv[1], "io")) return cli_bench_io(argc - 1, argv + 1);
     if (!strcmp(argv[1], "rates")) return cli_bench_rates(argc - 1, argv + 1);

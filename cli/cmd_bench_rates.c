@@ -667,6 +667,7 @@ static int run(rates_opts *o) {
     }
     if (!o->s.seq && m.seq > 256) m.seq = 256; /* zero train's default: min(256, the context) */
 
+    if (w.rank == 0) cli_bench_blas_core_warning();
     if ((rc = measure_gemm(&m, (int)o->s.micro_batch, o->iters, &x.gemm, &x.gemm_flops)) != CLI_OK) goto done;
     if ((rc = measure_model(&m, (int)o->s.micro_batch, o->iters, w.lsize, x.gemm_flops, &x.model)) != CLI_OK) goto done;
     /* memcpy: 64 MiB a rank, less when the node's ranks would take over a quarter of its memory */

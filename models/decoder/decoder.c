@@ -147,7 +147,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, double *flops_per_s) {
+/* One linear layer's three products as the model makes them (mk_linear_fwd/bwd's shapes), bf16
+ * operands already rounded: the GEMM alone, without the rounding of the operands. */
+static zero_status bf16_products(float *y, float *dx, float *dW, const uint16_t *yb, const uint16_t *xb,
+                                 const uint16_t *wb, int M, int IC, int OC, int tw) {
+    zero_status st = mk_gemm_bf16(0, tw, M, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, 0.0f, y, OC, MK_GEMM_AUTO);
+    if (!st) st = mk_gemm_bf16(0, !tw, M, IC, OC, 1.0f, yb, OC, wb, tw ? IC : OC, 0.0f, dx, IC, MK_GEMM_AUTO);
+    if (!st)
+        st = tw ? mk_gemm_bf16(1, 0, OC, IC, M, 1.0f, yb, OC, xb, IC, 1.0f, dW, IC, MK_GEMM_AUTO)
+                : mk_gemm_bf16(1, 0, IC, OC, M, 1.0f, xb, IC, yb, OC, 1.0f, dW, OC, MK_GEMM_AUTO);
+    return st;
+}
+
+zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, zero_dtype products,
+                          double *flops_per_s) {
+    /* bf16 products where dec_set_matmul_dtype would take them, else fp32 (as the model) */
+    const int bf = products == ZERO_DTYPE_BF16 && mk_gemm_bf16_native();
     dec__dims d;
     dec__dims_of(c, &d);
     const size_t N = (size_t)B * T, V = (size_t)c->vocab, hrows = (size_t)head_rows_of(N, c->vocab);
@@ -161,29 +176,40 @@ zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, dou
         ymax = N * (size_t)outs[i] > ymax ? N * (size_t)outs[i] : ymax;
     }
     float *W = calloc(wmax, 4), *dW = calloc(wmax, 4), *x = calloc(xmax, 4), *dx = calloc(xmax, 4), *y = calloc(ymax, 4);
-    zero_status st = W && dW && x && dx && y ? ZERO_OK : ZERO_ERR_NOMEM;
+    uint16_t *hb = bf ? calloc(wmax + xmax + ymax, 2) : NULL; /* bf16 copies of W, x and y */
+    zero_status st = W && dW && x && dx && y && (hb || !bf) ? ZERO_OK : ZERO_ERR_NOMEM;
     for (size_t i = 0; !st && i < wmax; i++) W[i] = (float)((i % 97) * 1e-3);
     for (size_t i = 0; !st && i < xmax; i++) x[i] = (float)((i % 89) * 1e-3);
     for (size_t i = 0; !st && i < ymax; i++) y[i] = (float)((i % 83) * 1e-4);
+    uint16_t *wb = hb, *xb = hb ? hb + wmax : NULL, *yb = hb ? hb + wmax + xmax : NULL;
+    if (!st && bf) {
+        zero_convert(W, ZERO_DTYPE_FP32, wb, ZERO_DTYPE_BF16, wmax, ZERO_IMPL_AUTO);
+        zero_convert(x, ZERO_DTYPE_FP32, xb, ZERO_DTYPE_BF16, xmax, ZERO_IMPL_AUTO);
+        zero_convert(y, ZERO_DTYPE_FP32, yb, ZERO_DTYPE_BF16, ymax, ZERO_IMPL_AUTO);
+    }
     double best = 0.0, flops = 0.0;
     const double t_end = now_s() + seconds;
     for (int round = 0; !st && (round < 2 || now_s() < t_end); round++) {
         const double t0 = now_s();
         flops = 0.0;
         for (int i = 0; i < 5 && !st; i++) {
-            const int IC = i < 4 ? ins[i] : d.C, OC = i < 4 ? outs[i] : c->vocab;
+            const int IC = i < 4 ? ins[i] : d.C, OC = i < 4 ? outs[i] : c->vocab, tw = i == 4 || d.llama;
             const size_t step = i < 4 ? N : hrows;
             for (size_t r0 = 0; r0 < N && !st; r0 += step) {
                 const size_t nr = N - r0 < step ? N - r0 : step;
-                st = mk_linear_fwd(y, x, W, NULL, NULL, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
-                if (!st) st = mk_linear_bwd(dx, dW, NULL, y, x, W, nr, IC, OC, i == 4 || d.llama, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                if (bf) {
+                    st = bf16_products(y, dx, dW, yb, xb, wb, (int)nr, IC, OC, tw);
+                } else {
+                    st = mk_linear_fwd(y, x, W, NULL, NULL, nr, IC, OC, tw, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                    if (!st) st = mk_linear_bwd(dx, dW, NULL, y, x, W, nr, IC, OC, tw, MK_PREC_FP32, ZERO_IMPL_AUTO);
+                }
                 flops += 6.0 * (double)nr * IC * OC;
             }
         }
         const double r = flops / (now_s() - t0);
         best = r > best ? r : best;
     }
-    free(W), free(dW), free(x), free(dx), free(y);
+    free(W), free(dW), free(x), free(dx), free(y), free(hb);
     if (!st) *flops_per_s = best;
     return st;
 }

@@ -37,6 +37,12 @@ void zero__reduce_avx2(zero_dtype dt, int max, const void *const *src, int nsrc,
 void zero__accumulate(zero_dtype dt, void *dst, const float *src, size_t n, zero_impl impl);
 void zero__accumulate_scalar(zero_dtype dt, void *dst, const float *src, size_t n);
 void zero__accumulate_avx2(zero_dtype dt, void *dst, const float *src, size_t n);
+/* Σ x[i]² in double over n values of dt (fp32, bf16, fp16), in a fixed order (16 lanes, then a
+ * pairwise tree): the same bits from every body; a NaN or infinity in x gives a sum that is not
+ * finite (a finite float's square cannot overflow a double). The gradient norm's kernel. */
+double zero__sumsq(zero_dtype dt, const void *x, size_t n, zero_impl impl);
+double zero__sumsq_scalar(zero_dtype dt, const void *x, size_t n);
+double zero__sumsq_avx2(zero_dtype dt, const void *x, size_t n);
 /* memcpy with non-temporal stores (x86-64; plain memcpy elsewhere), fenced before it returns.
  * For what another core reads next (a shared window) it avoids pulling dirty lines out of this
  * core's cache; for results too large to stay in cache, reading dst's lines before writing. */

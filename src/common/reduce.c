@@ -31,6 +31,10 @@ void zero__accumulate_scalar(zero_dtype dt, void *dst, const float *src, size_t 
     zero__accumulate_body(dt, dst, src, n, bf ? widen_bf16 : widen_fp16, bf ? narrow_bf16 : narrow_fp16);
 }
 
+double zero__sumsq_scalar(zero_dtype dt, const void *x, size_t n) {
+    return zero__sumsq_body(dt, x, n, dt == ZERO_DTYPE_BF16 ? widen_bf16 : widen_fp16);
+}
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -81,4 +85,8 @@ void zero__reduce(zero_dtype dt, int max, const void *const *src, int nsrc, void
 void zero__accumulate(zero_dtype dt, void *dst, const float *src, size_t n, zero_impl impl) {
     if (use_avx2(impl)) zero__accumulate_avx2(dt, dst, src, n);
     else zero__accumulate_scalar(dt, dst, src, n);
+}
+
+double zero__sumsq(zero_dtype dt, const void *x, size_t n, zero_impl impl) {
+    return use_avx2(impl) ? zero__sumsq_avx2(dt, x, n) : zero__sumsq_scalar(dt, x, n);
 }

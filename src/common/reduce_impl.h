@@ -128,4 +128,41 @@ static inline void zero__accumulate_body(zero_dtype dt, void *dst, const float *
     }
 }
 
+/* Σ x[i]² in double: lane j of ZERO__SUMSQ_LANES takes the elements i ≡ j (mod lanes) in order,
+ * the lanes are then added pairwise in a fixed tree. A float's square is exact in double, so a
+ * fused multiply-add rounds as the plain add does: every body and compiler gives the same bits. */
+#define ZERO__SUMSQ_LANES 16
+static inline void zero__sumsq_lanes(double *restrict acc, const float *restrict x, size_t n) {
+    size_t i = 0;
+    for (; i + ZERO__SUMSQ_LANES <= n; i += ZERO__SUMSQ_LANES) {
+#pragma omp simd
+        for (int j = 0; j < ZERO__SUMSQ_LANES; j++) {
+            const double v = x[i + j];
+            acc[j] += v * v;
+        }
+    }
+    for (int j = 0; i + (size_t)j < n; j++) {
+        const double v = x[i + (size_t)j];
+        acc[j] += v * v;
+    }
+}
+
+static inline double zero__sumsq_body(zero_dtype dt, const void *x, size_t n, zero__widen_fn widen) {
+    double acc[ZERO__SUMSQ_LANES] = {0};
+    if (dt == ZERO_DTYPE_FP32) {
+        zero__sumsq_lanes(acc, x, n);
+    } else { /* a tile at a time (a multiple of the lanes: element i stays in lane i mod lanes) */
+        float tile[ZERO__REDUCE_TILE];
+        const uint16_t *h = x;
+        for (size_t off = 0; off < n; off += ZERO__REDUCE_TILE) {
+            const size_t len = n - off < ZERO__REDUCE_TILE ? n - off : ZERO__REDUCE_TILE;
+            widen(h + off, tile, len);
+            zero__sumsq_lanes(acc, tile, len);
+        }
+    }
+    for (int w = ZERO__SUMSQ_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0];
+}
+
 #endif

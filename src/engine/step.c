@@ -18,28 +18,26 @@ static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t
     *n = v->shi - v->slo;
 }
 
+/* Σ g² of n working-dtype elements into *sumsq: blocks of SUMSQ_BLOCK elements summed in parallel
+ * (zero__sumsq, vectorized), their sums added in block order, so the figure does not depend on
+ * the thread count; a NaN or infinity sets *overflow. */
+enum { SUMSQ_BLOCK = 1 << 15, SUMSQ_BATCH = 64 };
 static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double *sumsq, int *overflow) {
+    const size_t es = zero_dtype_size(e->wdt);
+    const uint64_t nblocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double acc = 0;
-    int bad = 0;
-    if (e->wdt == ZERO_DTYPE_FP32) {
-        const float *f = g;
-#pragma omp parallel for reduction(+ : acc) reduction(| : bad) schedule(static)
-        for (int64_t i = 0; i < (int64_t)n; i++) {
-            bad |= !isfinite(f[i]);
-            acc += (double)f[i] * (double)f[i];
+    for (uint64_t b0 = 0; b0 < nblocks; b0 += SUMSQ_BATCH) {
+        double part[SUMSQ_BATCH];
+        const int nb = (int)(nblocks - b0 < SUMSQ_BATCH ? nblocks - b0 : SUMSQ_BATCH);
+#pragma omp parallel for schedule(static) if (nb > 1)
+        for (int k = 0; k < nb; k++) {
+            const uint64_t lo = (b0 + (uint64_t)k) * SUMSQ_BLOCK, cnt = n - lo < SUMSQ_BLOCK ? n - lo : SUMSQ_BLOCK;
+            part[k] = zero__sumsq(e->wdt, (const char *)g + lo * es, (size_t)cnt, ZERO_IMPL_AUTO);
         }
-    } else {
-        const uint16_t *h = g;
-        const int bf = e->wdt == ZERO_DTYPE_BF16;
-#pragma omp parallel for reduction(+ : acc) reduction(| : bad) schedule(static)
-        for (int64_t i = 0; i < (int64_t)n; i++) {
-            float x = bf ? zero_bf16_to_fp32(h[i]) : zero_fp16_to_fp32(h[i]);
-            bad |= !isfinite(x);
-            acc += (double)x * (double)x;
-        }
+        for (int k = 0; k < nb; k++) acc += part[k];
     }
     *sumsq += acc;
-    *overflow |= bad;
+    *overflow |= !isfinite(acc);
 }
 
 /* Runs the optimizer on unit elements [lo, hi) (unit coordinates) of the owned slices, with

@@ -137,6 +137,23 @@ check "scripted peer: exit 0" test $rc -eq 0
 [ $rc -eq 0 ] || tail -5 "$TMP/b.err"
 check "scripted peer: ratios and targets" "$PY" "$TMP/check.py" "$TMP/b.json" 1,2 0,1,3 4 1 fake 1,2
 
+# --precision bf16: zero train runs bf16 (where the CPU has no bf16 products it computes them in
+# fp32, and the rate of the mfu is then fp32's too), the peer is asked for bf16 autocast, the rows
+# say bf16.
+printf '#!/bin/sh\n[ "$1" = -c ] || echo "$@" >>"%s"\nexec "%s" "$@"\n' "$TMP/peer.args" "$TMP/fakepy" >"$TMP/argpy"
+chmod +x "$TMP/argpy"
+ZERO_PYTHON="$TMP/argpy" "$ZERO" bench step "${TINY[@]}" --ranks-list 1 --stages 0 --threads-list 1 --steps 2 \
+    --gemm-seconds 0.05 --precision bf16 --json >"$TMP/bf.json" 2>"$TMP/bf.err"
+check "bf16: exit 0" test $? -eq 0
+check "bf16: the peer is asked for bf16 on the run's 1 thread" grep -q -- "--mode plain .*--threads 1 .*--precision bf16" \
+    "$TMP/peer.args"
+check "bf16: every row says bf16, with an mfu" "$PY" -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+assert len(rows) == 2 and all(r["precision"] == "bf16" for r in rows), rows
+z = [r for r in rows if r["run"] == "zero"][0]
+assert z["mfu"] is not None and z["mfu"] > 0, z' "$TMP/bf.json"
+
 # The real PyTorch peer, when torch imports (python3 on PATH, as the bench finds it): one 2-rank
 # run of FSDP2 (fully_shard) of a Llama over gloo (the bench's handling of its output is covered
 # by the scripted peer above; a torch start costs seconds, so one run). Same architecture: torch
@@ -159,6 +176,13 @@ assert r["mode"] == "fsdp" and r["ranks"] == 2 and r["arch"] == "llama" and r["p
 assert len(r["step_ms"]) == 2 and all(t > 0 for t in r["step_ms"]), r
 assert len(r["rss_per_rank"]) == 2 and r["rss_peak"] == max(r["rss_per_rank"]) > 0, r
 assert abs(r["loss"][0] - math.log(256)) < 0.05, r' "$TMP/c.json"
+    "$TPY" "$script" --mode plain --ranks 1 --arch gpt2 --layers 2 --dim 64 --heads 4 --vocab 256 --n-ctx 64 \
+        --micro-batch 2 --seq 32 --steps 2 --threads 1 --precision bf16 >"$TMP/d.json" 2>"$TMP/d.err"
+    check "torch peer, bf16 autocast: exit 0" test $? -eq 0
+    check "torch peer, bf16 autocast: sane loss" "$PY" -c '
+import json, math, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["mode"] == "plain" and len(r["step_ms"]) == 2 and abs(r["loss"][0] - math.log(256)) < 0.1, r' "$TMP/d.json"
 else
     echo "note: torch does not import: the real-peer case is not run (the scripted peer covers the ratios)"
 fi
@@ -215,6 +239,7 @@ usage_error "missing data" "--data '/nonexistent/x'" --data /nonexistent/x
 usage_error "missing script" "--torch-script '/nonexistent/t.py'" --torch-script /nonexistent/t.py
 usage_error "zero threads" "--threads-list '0'" --threads-list 0
 usage_error "bad gemm seconds" "--gemm-seconds 'x'" --gemm-seconds x
+usage_error "fp16" "--precision 'fp16': expected fp32 or bf16" --precision fp16
 
 [ $fail -eq 0 ] && echo "test_bench_step: all passed" || echo "test_bench_step: FAILED"
 exit $fail

@@ -1,7 +1,9 @@
 /* The engine's gradient accumulation kernel (src/common/reduce.c, zero__accumulate: a working-
  * dtype buffer += an fp32 one, one rounding): scalar and AVX2 bodies against an independent
  * element-by-element reference (tests/ref_half.h) and each other bit for bit, fp32/bf16/fp16,
- * lengths around the tile, specials included. */
+ * lengths around the tile, specials included. The gradient norm's sum of squares
+ * (zero__sumsq): scalar and AVX2 bit for bit, within 4 n 2^-53 of a long-double sum in
+ * sequence, a NaN or infinity anywhere giving a sum that is not finite. */
 #include "common/internal.h"
 #include "harness.h"
 #include "ref_half.h"
@@ -91,6 +93,38 @@ int main(void) {
             free(ref);
             free(a);
             free(b);
+        }
+    /* the sum of squares */
+    const size_t slens[10] = {0, 1, 7, 15, 16, 17, 1023, 1024, 1025, 70001};
+    for (int d = 0; d < 3; d++)
+        for (int li = 0; li < 10; li++) {
+            const zero_dtype dt = dts[d];
+            const size_t n = slens[li], es = zero_dtype_size(dt);
+            unsigned char *x = malloc((n + 1) * es);
+            long double ref = 0;
+            for (size_t i = 0; i < n; i++) {
+                float v = ((float)(int32_t)rnd() / 2147483648.0f) * (float)(1 << (rnd() % 12));
+                if (dt == ZERO_DTYPE_FP32) ((float *)x)[i] = v;
+                else ((uint16_t *)x)[i] = to_half(dt, v), v = from_half(dt, ((uint16_t *)x)[i]);
+                ref += (long double)v * v;
+            }
+            const double a = zero__sumsq_scalar(dt, x, n);
+            const double b = have_avx2 ? zero__sumsq_avx2(dt, x, n) : zero__sumsq(dt, x, n, ZERO_IMPL_AUTO);
+            ZT_CHECKF(!memcmp(&a, &b, sizeof a), "sumsq %s n=%zu: scalar %.17g, %s %.17g", zero_dtype_name(dt), n, a,
+                     have_avx2 ? "avx2" : "auto", b);
+            ZT_CHECKF(fabsl((long double)a - ref) <= 4.0L * (long double)n * 0x1p-53L * ref,
+                     "sumsq %s n=%zu: %.17g against the long-double sum %.17Lg", zero_dtype_name(dt), n, a, ref);
+            if (n) { /* one special anywhere spoils the sum */
+                const float sp[3] = {INFINITY, -INFINITY, NAN};
+                const size_t at = n / 2;
+                for (int k = 0; k < 3; k++) {
+                    if (dt == ZERO_DTYPE_FP32) ((float *)x)[at] = sp[k];
+                    else ((uint16_t *)x)[at] = to_half(dt, sp[k]);
+                    ZT_CHECKF(!isfinite(zero__sumsq_scalar(dt, x, n)) && !isfinite(zero__sumsq(dt, x, n, ZERO_IMPL_AUTO)),
+                             "sumsq %s n=%zu: a %g at %zu gave a finite sum", zero_dtype_name(dt), n, (double)sp[k], at);
+                }
+            }
+            free(x);
         }
     return zt_finish("test_accumulate");
 }
