@@ -50,9 +50,12 @@ extern int cli_quiet_errors;
  * first pass over the checks that every rank repeats), so that a warning prints once per job. */
 extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The rates the GEMM benchmarks (bench step, bench rates) time are those of the BLAS core in use:
- * one warning line on stderr where it leaves AVX-512 unused (an AVX2 core
- * named in $OPENBLAS_CORETYPE on an AVX-512 CPU); nothing otherwise. */
+/* Where the OpenBLAS core in use leaves AVX-512 unused (an AVX2 core named in $OPENBLAS_CORETYPE
+ * on an AVX-512 CPU): "OpenBLAS runs AVX2 kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=X); its
+ * AVX-512 ones (Y) are faster" (a static buffer); NULL otherwise. zero --version --verbose prints
+ * it as a note; the GEMM benchmarks (bench step, bench rates), whose rates are those of the core
+ * in use, as one warning line on stderr (cli_bench_blas_core_warning). */
+const char *cli_blas_core_note(void);
 void cli_bench_blas_core_warning(void);
 /* After a step every rank of `comm` took (loading, initializing), with `failed` this rank's
  * outcome: CLI_OK when no rank failed; otherwise the first failing rank prints `msg` (what =

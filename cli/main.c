@@ -2,7 +2,6 @@
  * inspect, bench, plot). Uses only the public API of libzero. */
 #include "cli.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "decoder/decoder.h"
@@ -47,10 +46,8 @@ static int version(int verbose) {
     dec_compute_info ci;
     dec_compute_info_get(&ci);
     printf("blas: %s\nbf16 products: %s\nkernels: %s\n", ci.blas, ci.bf16_products, ci.kernels);
-    const char *named = getenv("OPENBLAS_CORETYPE");
-    if (ci.blas_core_better)
-        printf("note: OpenBLAS runs AVX2 kernels on this AVX-512 CPU%s%s%s; its AVX-512 ones (%s) are faster\n",
-               named ? " (OPENBLAS_CORETYPE=" : "", named ? named : "", named ? ")" : "", ci.blas_core_better);
+    const char *note = cli_blas_core_note();
+    if (note) printf("note: %s\n", note);
     return CLI_OK;
 }
 

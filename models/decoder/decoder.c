@@ -147,18 +147,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One linear layer's three products as the model makes them (mk_linear_fwd/bwd's shapes), bf16
- * operands already rounded: the GEMM alone, without the rounding of the operands. */
-static zero_status bf16_products(float *y, float *dx, float *dW, const uint16_t *yb, const uint16_t *xb,
-                                 const uint16_t *wb, int M, int IC, int OC, int tw) {
-    zero_status st = mk_gemm_bf16(0, tw, M, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, 0.0f, y, OC, MK_GEMM_AUTO);
-    if (!st) st = mk_gemm_bf16(0, !tw, M, IC, OC, 1.0f, yb, OC, wb, tw ? IC : OC, 0.0f, dx, IC, MK_GEMM_AUTO);
-    if (!st)
-        st = tw ? mk_gemm_bf16(1, 0, OC, IC, M, 1.0f, yb, OC, xb, IC, 1.0f, dW, IC, MK_GEMM_AUTO)
-                : mk_gemm_bf16(1, 0, IC, OC, M, 1.0f, xb, IC, yb, OC, 1.0f, dW, OC, MK_GEMM_AUTO);
-    return st;
-}
-
 zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, zero_dtype products,
                           double *flops_per_s) {
     /* bf16 products where dec_set_matmul_dtype would take them, else fp32 (as the model) */
@@ -198,7 +186,8 @@ zero_status dec_gemm_rate(const dec_config *c, int B, int T, double seconds, zer
             for (size_t r0 = 0; r0 < N && !st; r0 += step) {
                 const size_t nr = N - r0 < step ? N - r0 : step;
                 if (bf) {
-                    st = bf16_products(y, dx, dW, yb, xb, wb, (int)nr, IC, OC, tw);
+                    st = mk_linear_fwd_bf16(y, xb, wb, (int)nr, IC, OC, tw, 0.0f);
+                    if (!st) st = mk_linear_bwd_bf16(dx, dW, yb, xb, wb, (int)nr, IC, OC, tw);
                 } else {
                     st = mk_linear_fwd(y, x, W, NULL, NULL, nr, IC, OC, tw, MK_PREC_FP32, ZERO_IMPL_AUTO);
                     if (!st) st = mk_linear_bwd(dx, dW, NULL, y, x, W, nr, IC, OC, tw, MK_PREC_FP32, ZERO_IMPL_AUTO);

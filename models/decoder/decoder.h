@@ -132,8 +132,8 @@ double dec_step_flops(const dec_config *cfg, int B, int T);
  * at B*T rows, on the calling thread's OpenMP team; the best of rounds run for about `seconds`.
  * `products` ZERO_DTYPE_BF16: bf16 products (mk_gemm_bf16 on operands rounded to bf16 once,
  * before the timing: the GEMM's own rate, which the model's rounding of its operands at every
- * product falls short of) where dec_set_matmul_dtype takes them, else fp32. The denominator of zero bench step's model FLOP utilization. ZERO_ERR_NOMEM when the
- * operands cannot be allocated. */
+ * product falls short of) where dec_set_matmul_dtype takes them, else fp32. The denominator of
+ * zero bench step's model FLOP utilization. ZERO_ERR_NOMEM when the operands cannot be allocated. */
 zero_status dec_gemm_rate(const dec_config *cfg, int B, int T, double seconds, zero_dtype products,
                           double *flops_per_s);
 

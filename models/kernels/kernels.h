@@ -243,6 +243,14 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
 zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x,
                           const float *W, size_t N, int IC, int OC, int trans_w, mk_prec prec,
                           zero_impl impl);
+/* The products of mk_linear_fwd / mk_linear_bwd at bf16 on operands already rounded to bf16 (raw
+ * bits; the same layouts, N rows): out = beta·out + x·W'; dx = dy·W'^T (skipped when dx is NULL),
+ * dW += x^T·dy in W's layout (skipped when NULL); through mk_gemm_bf16 (MK_GEMM_AUTO). No checks
+ * beyond mk_gemm_bf16's. For callers that time the products alone (dec_gemm_rate). */
+zero_status mk_linear_fwd_bf16(float *out, const uint16_t *xb, const uint16_t *wb, int N, int IC, int OC,
+                               int trans_w, float beta);
+zero_status mk_linear_bwd_bf16(float *dx, float *dW, const uint16_t *dyb, const uint16_t *xb, const uint16_t *wb,
+                               int N, int IC, int OC, int trans_w);
 
 /* ---------------------------------------------------------------- bf16 GEMM */
 typedef enum mk_gemm_path {
@@ -278,7 +286,7 @@ const char *mk_blas_name(void);
  * (zero_impl_available): the core to name instead, "SkylakeX"; else NULL. OpenBLAS with
  * DYNAMIC_ARCH picks its core when it loads, from $OPENBLAS_CORETYPE or else its own table (0.3.21
  * takes AMD Zen 5 for Cooperlake, an AVX-512 core), so this happens where the environment names an
- * AVX2 core; its AVX-512 sgemm is 1.9x faster on Zen 5 (docs/KERNELS.md, "BLAS"). */
+ * AVX2 core; its AVX-512 sgemm is 1.9x faster on Zen 5 (docs/KERNELS.md, "The OpenBLAS core"). */
 const char *mk_blas_core_better(void);
 
 #ifdef __cplusplus

@@ -57,6 +57,23 @@ static uint16_t *to_bf16(const float *x, size_t n) {
 }
 
 /* ---------------------------------------------------------------- entry points */
+zero_status mk_linear_fwd_bf16(float *out, const uint16_t *xb, const uint16_t *wb, int N, int IC, int OC,
+                               int trans_w, float beta) {
+    const int tw = trans_w ? 1 : 0;
+    return mk_gemm_bf16(0, tw, N, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, beta, out, OC, MK_GEMM_AUTO);
+}
+
+zero_status mk_linear_bwd_bf16(float *dx, float *dW, const uint16_t *dyb, const uint16_t *xb, const uint16_t *wb,
+                               int N, int IC, int OC, int trans_w) {
+    const int tw = trans_w ? 1 : 0;
+    zero_status st = ZERO_OK;
+    if (dx) st = mk_gemm_bf16(0, !tw, N, IC, OC, 1.0f, dyb, OC, wb, tw ? IC : OC, 0.0f, dx, IC, MK_GEMM_AUTO);
+    if (!st && dW)
+        st = tw ? mk_gemm_bf16(1, 0, OC, IC, N, 1.0f, dyb, OC, xb, IC, 1.0f, dW, IC, MK_GEMM_AUTO)
+                : mk_gemm_bf16(1, 0, IC, OC, N, 1.0f, xb, IC, dyb, OC, 1.0f, dW, OC, MK_GEMM_AUTO);
+    return st;
+}
+
 static int bad_sizes(size_t N, int IC, int OC) { return N < 1 || N > (size_t)INT32_MAX || IC < 1 || OC < 1; }
 
 zero_status mk_linear_fwd(float *out, const float *x, const float *W, const float *bias,
@@ -96,7 +113,7 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
     if (prec == MK_PREC_FP32) {
         mk__sgemm(0, tw, (int)N, OC, IC, 1.0f, x, IC, W, tw ? IC : OC, beta, out, OC);
     } else {
-        st = mk_gemm_bf16(0, tw, (int)N, OC, IC, 1.0f, xb, IC, wb, tw ? IC : OC, beta, out, OC, MK_GEMM_AUTO);
+        st = mk_linear_fwd_bf16(out, xb, wb, (int)N, IC, OC, tw, beta);
     }
     free(xb), free(wb);
     return st;
@@ -133,11 +150,7 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
         uint16_t *dyb = to_bf16(dy, N * (size_t)OC);
         uint16_t *wb = dx ? to_bf16(W, (size_t)IC * OC) : NULL, *xb = dW ? to_bf16(x, N * (size_t)IC) : NULL;
         if (!dyb || (dx && !wb) || (dW && !xb)) st = ZERO_ERR_NOMEM;
-        if (!st && dx) st = mk_gemm_bf16(0, !tw, M, IC, OC, 1.0f, dyb, OC, wb, tw ? IC : OC, 0.0f, dx, IC, MK_GEMM_AUTO);
-        if (!st && dW) {
-            if (tw) st = mk_gemm_bf16(1, 0, OC, IC, M, 1.0f, dyb, OC, xb, IC, 1.0f, dW, IC, MK_GEMM_AUTO);
-            else st = mk_gemm_bf16(1, 0, IC, OC, M, 1.0f, xb, IC, dyb, OC, 1.0f, dW, OC, MK_GEMM_AUTO);
-        }
+        if (!st) st = mk_linear_bwd_bf16(dx, dW, dyb, xb, wb, M, IC, OC, tw);
         free(dyb), free(wb), free(xb);
         if (st) return st;
     }
