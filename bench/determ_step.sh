@@ -32,16 +32,19 @@ done
 "$py" - "$tmp" "$stages" "$rounds" <<'PY'
 import json, statistics, sys
 tmp, stages, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
-def one(path):
+redone = {}
+def one(path, mode):
     recs = [json.loads(l) for l in open(path)]
     steps = [d for d in recs if "step" in d]
     ms = statistics.median(d["step_ms"] for d in steps[2:] or steps)
     grads = max(d["mem"]["grads"] for d in steps); bufs = max(d["mem"]["buffers"] for d in steps)
+    redone.setdefault(mode, []).append(sum(1 for d in steps if d.get("redone")))
     return ms, grads, bufs
 print(f"{'stage':>5} {'default ms':>11} {'det ms':>9} {'time x':>7} {'detA ms':>9} {'time x':>7} {'grads B':>12} {'buffers B (def)':>16} {'buffers B (det)':>16} {'(grads+buf) x':>14}")
 for s in stages:
-    d, x, y = ([one(f"{tmp}/{m}.s{s}.r{r}.json") for r in range(1, rounds + 1)] for m in ("default", "det", "detA"))
+    d, x, y = ([one(f"{tmp}/{m}.s{s}.r{r}.json", m) for r in range(1, rounds + 1)] for m in ("default", "det", "detA"))
     dm, xm, ym = (statistics.median(a[0] for a in v) for v in (d, x, y))
     g, bd, bx = d[0][1], d[0][2], x[0][2]
     print(f"{s:>5} {dm:>11.1f} {xm:>9.1f} {xm / dm:>7.2f} {ym:>9.1f} {ym / dm:>7.2f} {g:>12} {bd:>16} {bx:>16} {(x[0][1] + bx) / (g + bd):>14.2f}")
+print("steps redone per run (deterministic, atoms of 1 / of A):", redone.get("det"), "/", redone.get("detA"))
 PY

@@ -295,8 +295,8 @@ static void usage(FILE *f) {
             "  --lora r=R[,alpha=A,targets=NAME,...]   LoRA as zero train --lora: the base frozen (no gradient,\n"
             "                       master or optimizer state), the adapters trained (docs/PLANNING.md, LoRA)\n"
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
-            "  --deterministic      zero train --deterministic: the exact gradient accumulators (17 bytes an\n"
-            "                       element) join the transient (docs/ENGINE.md §11)\n"
+            "  --deterministic      zero train --deterministic: the grids join the gradients and the mode's\n"
+            "                       fixed-point sums and buffers the transient (docs/ENGINE.md §11)\n"
             "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
             "                       (default: the rates file's measured link, else 10)\n"
             "  --rates FILE|cpu|gpu the machine's rates for the step time (as zero plan; default: the\n"
@@ -465,8 +465,8 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     if (m->unit_frozen)
         printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
     if (o->deterministic)
-        printf("(deterministic: the transient includes the exact gradient accumulators, %s at stage 0, %s at "
-               "stage 3: docs/ENGINE.md §11; the step time leaves out their larger reductions)\n",
+        printf("(deterministic: the gradients include the grids; the transient the mode's buffers, %s at stage 0, %s at "
+               "stage 3: docs/ENGINE.md §11; the step time leaves out its extra passes and the first step's redo)\n",
                cli_fmt_bytes((double)rows[0].mem.accumulator, a, sizeof a),
                cli_fmt_bytes((double)rows[nrows - 1].mem.accumulator, b, sizeof b));
     if (act_known)

@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --precision fp32|bf16|fp16 working precision (default fp32)\n"
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
             "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
-            "                             global batch and seed (exact gradient sums; docs/CLI.md)\n"
+            "                             global batch and seed (fixed-point gradient sums; docs/CLI.md)\n"
             "  --det-atom A               deterministic mode: sequences per atom (default 1; any A dividing\n"
             "                             --micro-batch; runs agree bitwise at the same A)\n"
             "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"

@@ -499,25 +499,33 @@ static int train_loop(run_state *r) {
         }
         if (zero_comm_all_reduce(r->comm, &counted, &total, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
             return fail(r, "counting the targets", zero_comm_last_error(r->comm));
-        if (o->cfg.deterministic) {
-            int rc = det_micro_batches(r, total, &loss);
-            if (rc != CLI_OK) return rc;
-        }
-        for (int k = 0; k < K && !o->cfg.deterministic; k++) {
-            const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
-            float l;
-            const double tc = zero_now();
-            if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
-            if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
-                return fail(r, "forward/backward", zero_engine_last_error(r->e));
-            zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-            if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
-            loss += l / K;
-        }
         zero_step_stats st;
-        const double ts = zero_now();
-        if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
-        zero_trace_span(ZERO_TRACE_COMPUTE, "optimizer step", ts, zero_now());
+        int redone = 0; /* deterministic: the step computed again after its gradients outgrew their grids */
+        for (;;) {
+            loss = 0;
+            if (o->cfg.deterministic) {
+                int rc = det_micro_batches(r, total, &loss);
+                if (rc != CLI_OK) return rc;
+            }
+            for (int k = 0; k < K && !o->cfg.deterministic; k++) {
+                const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
+                float l;
+                const double tc = zero_now();
+                if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
+                if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
+                    return fail(r, "forward/backward", zero_engine_last_error(r->e));
+                zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
+                if (zero_engine_micro_batch_done(r->e) != ZERO_OK)
+                    return fail(r, "micro-batch", zero_engine_last_error(r->e));
+                loss += l / K;
+            }
+            const double ts = zero_now();
+            if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
+            zero_trace_span(ZERO_TRACE_COMPUTE, st.redo ? "optimizer step (redo)" : "optimizer step", ts, zero_now());
+            if (!st.redo) break;
+            if (redone++) /* the same atoms gave other gradients: the grids cannot settle */
+                return fail(r, "step", "deterministic: the step's gradients outgrew their grids twice in a row");
+        }
         const double dt = zero_now() - t0;
         int64_t io[3] = {0, 0, 0};
         if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
@@ -558,6 +566,7 @@ static int train_loop(run_state *r) {
             cli_json_double(r->json, st.grad_norm);
             fprintf(r->json, ",\"loss_scale\":%.9g,\"skipped\":%s,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"comm_wait_ms\":%.3f,",
                     st.loss_scale, st.skipped ? "true" : "false", dt * 1e3, tps, st.comm_wait_ms);
+            if (o->cfg.deterministic) fprintf(r->json, "\"redone\":%s,", redone ? "true" : "false");
             json_mem(r->json, m);
             fputc(',', r->json);
             json_comm(r->json, &c);

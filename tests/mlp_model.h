@@ -134,19 +134,30 @@ out:
 /* One optimizer step over `accum` micro-batches of `bsz` samples on each of `world` ranks; the
  * global batch of step s is samples [s*G, (s+1)*G), G = world*accum*bsz, and rank r's micro-batch
  * k is global micro-batch k*world + r, so any (world, accum) with equal G sees the same data. */
+static int mlp_redos; /* deterministic mode: steps computed again (mlp_train_step) */
+
 static inline int mlp_train_step(zero_engine *e, int64_t s, int world, int rank, int accum, int bsz,
                                  double *loss_out, zero_step_stats *st, float inject) {
     const int64_t G = (int64_t)world * accum * bsz;
-    double loss = 0;
-    for (int k = 0; k < accum; k++) {
-        int64_t m = (int64_t)k * world + rank;
-        double l = mlp_micro_batch(e, s * G + m * bsz, bsz, inject);
-        if (isnan(l)) return -1;
-        loss += l / accum;
-        if (zero_engine_micro_batch_done(e)) return -1;
+    /* deterministic mode (counted in mlp_redos): a step whose gradients outgrew their grids (the first, always) asks for
+     * the same samples again; twice in a row would mean the samples changed */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        double loss = 0;
+        for (int k = 0; k < accum; k++) {
+            int64_t m = (int64_t)k * world + rank;
+            double l = mlp_micro_batch(e, s * G + m * bsz, bsz, inject);
+            if (isnan(l)) return -1;
+            loss += l / accum;
+            if (zero_engine_micro_batch_done(e)) return -1;
+        }
+        if (loss_out) *loss_out = loss;
+        zero_step_stats mine;
+        if (!st) st = &mine;
+        if (zero_engine_step(e, st)) return -1;
+        if (!st->redo) return 0;
+        mlp_redos++;
     }
-    if (loss_out) *loss_out = loss;
-    return zero_engine_step(e, st);
+    return -1;
 }
 
 #endif

@@ -115,6 +115,10 @@ void zero_st_metadata_at(const zero_st_file *f, int i, const char **key, const c
 
 /* ================================================================ sharded checkpoints */
 #define ZERO_CKPT_FORMAT_VERSION 1
+/* Elements per grid block of deterministic mode: a checkpoint saved in that mode has, per unit
+ * with a trainable part, "<unit>/det_grid" (F32, ceil(trainable / 32) elements: each block's grid
+ * exponent, an integer in [-126, 96], or -128 for none yet; docs/CHECKPOINT.md). */
+#define ZERO_CKPT_DET_GRID_BLOCK 32
 
 typedef struct zero_ckpt_writer zero_ckpt_writer;
 

@@ -66,6 +66,10 @@ typedef struct zero_step_stats {
     double grad_norm;    /* global L2 norm of the averaged, unscaled gradient (before clipping) */
     double loss_scale;   /* scale used by this step's micro-batches */
     int skipped;         /* 1 when an overflow (Inf/NaN) skipped the update on every rank */
+    int redo;            /* deterministic mode: 1 when this step's gradients outgrew their fixed-point
+                          * grids (always the first step of a run: no grids yet). Nothing was updated
+                          * and `step` did not advance; the grids now fit these atoms: compute the
+                          * same global batch again (docs/ENGINE.md §11). grad_norm is NaN. */
     double comm_wait_ms; /* time this step spent waiting on communication (exposed comm) */
     double step_ms;      /* wall time of zero_engine_step */
 } zero_step_stats;

@@ -114,8 +114,9 @@ typedef struct zero_plan_setup {
     int hpz_partition_size;          /* ZeRO++ hpZ (stage 3): groups of H consecutive ranks, each
                                       * keeping a secondary shard of P/H elements; 1 off (default),
                                       * H = ranks changes nothing; H must divide the ranks */
-    int deterministic;               /* zero_extensions.deterministic: the exact gradient accumulators
-                                      * (docs/ENGINE.md §11) join the transient; no frozen parts */
+    int deterministic;               /* zero_extensions.deterministic: the grids join the gradients and
+                                      * the fixed-point sums the transient (docs/ENGINE.md §11); no
+                                      * frozen parts */
 } zero_plan_setup;
 
 /* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
@@ -142,10 +143,13 @@ typedef struct zero_plan_mem {
     uint64_t bytes[ZERO_MEM_COUNT];
     uint64_t model_states;       /* params + grads + master + optim */
     uint64_t transient;          /* == bytes[ZERO_MEM_BUFFERS] */
-    uint64_t accumulator;        /* deterministic mode: the exact accumulators' bytes (in transient):
-                                  * 17 P where gradients are kept whole (stages 0-1, one rank), else
-                                  * 17 S + 17 U1 (the shard's, and one atom's whole unit), plus U1 of
-                                  * bins (N > 1), 64 (units + 1), 4 min(U1, 2^18), 4104 (N + 1) */
+    uint64_t accumulator;        /* deterministic mode: its transient bytes (in transient): a seen
+                                  * byte and an int64 mass per grid block of 32 elements (9 B, B =
+                                  * sum of ceil(padded/32)),
+                                  * half precision the int32 sums, 4 P where gradients are kept whole
+                                  * (stages 0-1, one rank), else 4 S, and 4 min(U1, 2^18); fp32 kept
+                                  * whole 4 (U1 + U2) (the buffers handed to the model); 4104 (N + 1).
+                                  * The grids, B bytes, are in bytes[ZERO_MEM_GRADS] */
     uint64_t pool;               /* host I/O buffers of NVMe offload (counted in `host`) */
     /* Where the model states live on a GPU machine (on a CPU-only machine device and host are
      * the same RAM: add them). device excludes the transient. */

@@ -148,8 +148,9 @@ static void unit_parts(const zero_manifest *m, const zero_manifest_unit *u, uint
 }
 
 /* The tensors the engine declares (any order): per unit with a trainable part its master and
- * `states` optimizer states, F32, the trainable part's size; with frozen parameters optionally
- * "<unit>/frozen" (F32, BF16 or F16, the frozen part's size); all of the manifest's align. */
+ * `states` optimizer states, F32, the trainable part's size, and optionally (deterministic mode)
+ * "<unit>/det_grid", F32, ceil(trainable part / ZERO_CKPT_DET_GRID_BLOCK); with frozen parameters
+ * optionally "<unit>/frozen" (F32, BF16 or F16, the frozen part's size); all of the manifest's align. */
 static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t, int nt, char *err, size_t cap) {
     const zero_status F = ZERO_ERR_FORMAT;
     int want_nt = 0;
@@ -158,7 +159,7 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
         unit_parts(m, &m->units[k], &tr, &fr);
         want_nt += tr ? 1 + m->states : 0;
     }
-    int nfrozen = 0;
+    int nfrozen = 0, ngrids = 0;
     for (int i = 0; i < nt; i++) {
         const char *slash = strrchr(t[i].name, '/');
         const zero_manifest_unit *u = NULL;
@@ -168,8 +169,8 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
         if (!u) return fail(err, cap, F, "tensor '%s' belongs to no unit", t[i].name);
         uint64_t tr, fr;
         unit_parts(m, u, &tr, &fr);
-        const int fz = !strcmp(slash + 1, "frozen");
-        const uint64_t want = fz ? fr : tr;
+        const int fz = !strcmp(slash + 1, "frozen"), dg = !strcmp(slash + 1, "det_grid");
+        const uint64_t want = fz ? fr : dg ? (tr + ZERO_CKPT_DET_GRID_BLOCK - 1) / ZERO_CKPT_DET_GRID_BLOCK : tr;
         const int dt_ok = fz ? t[i].dtype == ZERO_DTYPE_FP32 || t[i].dtype == ZERO_DTYPE_BF16 || t[i].dtype == ZERO_DTYPE_FP16
                              : t[i].dtype == ZERO_DTYPE_FP32;
         if (!dt_ok || want == 0 || t[i].numel != want || t[i].align != m->align)
@@ -178,10 +179,11 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
                         (unsigned long long)t[i].numel, (unsigned long long)t[i].align, u->name,
                         fz ? "F32/BF16/F16" : "F32", (unsigned long long)want, (unsigned long long)m->align);
         nfrozen += fz;
+        ngrids += dg;
     }
-    if (nt != want_nt + nfrozen)
+    if (nt != want_nt + nfrozen + ngrids)
         return fail(err, cap, F, "%d tensors for %d units with %d optimizer states: expected %d (and a \"frozen\" one per unit "
-                    "with frozen parameters, when saved)", nt, m->nunits, m->states, want_nt);
+                    "with frozen parameters, and a \"det_grid\" one per unit, when saved)", nt, m->nunits, m->states, want_nt);
     for (int k = 0; k < m->nunits; k++) {
         uint64_t tr, fr;
         unit_parts(m, &m->units[k], &tr, &fr);

@@ -1,173 +1,244 @@
-/* Deterministic mode (zero_extensions.deterministic): gradients and the gradient norm summed
- * exactly, so that the step is bitwise the same for any world size, stage and offload.
+/* Deterministic mode (zero_extensions.deterministic): gradients summed in fixed point and the
+ * gradient norm summed exactly, so that the step is bitwise the same for any world size, stage
+ * and offload.
  *
- * Every micro-batch is one atom (docs/ENGINE.md, "Deterministic mode"). Its fp32 gradient is not
- * added as floats: each element is folded into a binned fixed-point accumulator, the manner of
- * reproducible (binned) summation. The exponent axis is cut into bins of W = 40 bits at fixed
- * places; an element keeps the index B of the highest bin any contribution reached so far and
- * two int64 limbs: the exact integer sum of every contribution's bits inside bin B, and inside
- * bin B-1 (bits below are dropped). When a larger contribution raises B, the limbs of the bins
- * that fall below B-1 are dropped; since a limb is the exact sum of the same bin's bits of every
- * contribution, that is what would have been kept had B been known from the start. So the
- * result depends only on the multiset of contributions: integer sums are associative, the bins
- * are fixed, and the top bin is a max. Ranks combine their accumulators the same way (an
- * all-reduce MAX of the bin indices, the alignment, an int64 SUM all-reduce or reduce-scatter),
- * then convert to fp32 once (rounded to nearest even). Precision: at least 41 bits below the
- * element's largest contribution, before the one rounding to fp32. Headroom: a limb holds up to
- * 2^22 contributions of 2^40, more than any world * gradient_accumulation_steps this accepts.
- * The norm's sum of squares is exact: one 128-bit integer sum per fp32 exponent field, per thread
- * and per rank, added over the ranks and rounded once per field. The kernels, with their scalar
- * references, are in determ_kernels.c. */
+ * Every micro-batch is one atom (docs/ENGINE.md §11). Its fp32 gradient is not added as floats:
+ * each element is rounded once onto its block's grid (a multiple of 2^e, e per block of
+ * ZERO_DQ_BLOCK elements, the same on every rank) and added as an int32. Integer sums are
+ * associative, so the sum depends only on the multiset of atoms, whatever their order, grouping
+ * or rank; ranks combine them with an int32 SUM, and the step converts each sum once to fp32.
+ * A block's grid comes from the previous step: from its "mass" (the sum over the atoms of the
+ * block's largest |q|, which bounds every sum of the block), with GROWTH bits of room, so the
+ * accumulator is the gradient buffer itself (fp32 training; a transient int32 buffer in half
+ * precision): no wider type. When a step's contributions outgrow their grid (a block's mass
+ * reaches 2^31; the first step always: no grid yet), every rank learns it (the seen bytes and
+ * masses are combined over the ranks, so the verdict is the same everywhere), the grids are set
+ * from what was seen, nothing
+ * is updated, and the step reports `redo`: the program computes the same atoms again, which now
+ * fit. The grids are part of the run's state: checkpoints save them (save.c). The kernels, with
+ * their scalar references, are in determ_kernels.c. */
 #include "engine/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CONTRIB (1 << 22) /* contributions per element a limb holds without overflow */
-#define CONVERT_CHUNK (1u << 18) /* elements the step converts to fp32 at a time, at most */
+#define MAX_ATOMS   (1 << 20) /* world * gradient_accumulation_steps at most: a mass stays below 2^63 */
+#define GROWTH      3         /* bits a block's mass may grow by from one step to the next */
+#define MASS_LIMIT  ((uint64_t)1 << 31)
+#define REFINE_EVERY 8 /* a grid refines by one bit at most every REFINE_EVERY steps */
+#define FLOOR        4 /* no grid of a unit is finer than its coarsest by more than FLOOR bits */
+#define CHUNK       (1 << 14)
+#define CONVERT_TMP (1u << 18) /* half precision: elements the step converts at a time, at most */
 
-/* A kernel of determ_kernels.c over n elements, on the engine's threads where n is large, in
- * chunks: every element is independent, so the split does not change a bit. */
-enum { DK_FOLD, DK_SET, DK_MERGE };
-static void acc_apply(int op, uint8_t *bins, int64_t *limbs, const float *g, const uint8_t *sbins,
-                      const int64_t *slimbs, uint64_t n) {
-    const int64_t ch = 1 << 14;
+uint64_t zero__det_blocks(uint64_t n) { return (n + ZERO_DQ_BLOCK - 1) / ZERO_DQ_BLOCK; }
+
+/* Headroom bits: 1 + ceil(log2(atoms)), for a block without a usable mass: atoms * 2^(31 - L)
+ * <= 2^30. */
+int zero__det_headroom(const zero_engine *e) {
+    const int64_t n = (int64_t)e->world * e->cfg.grad_accum;
+    int L = 1;
+    while (((int64_t)1 << (L - 1)) < n) L++;
+    return L;
+}
+
+static int bit_length(uint64_t v) { return v ? 64 - __builtin_clzll(v) : 0; }
+
+static int clamp_grid(int g) { return g < ZERO_DQ_EMIN ? ZERO_DQ_EMIN : g; }
+
+/* The grid a block needs for this step's contributions (before the room for growth): from its
+ * mass where its grid is set and the mass is below 2^31 (mass < 2^m: the grid 2^(e + m - 31)
+ * keeps it below 2^31), else from its largest field f (every atom's contributions are below
+ * 2^(f - 126): L bits of headroom hold the sum of every atom's). Above ZERO_DQ_EMAX no grid
+ * holds them. */
+static int grid_needed(int8_t g, int f, uint64_t mass, int L) {
+    if (g != ZERO_DQ_UNSET && mass && mass < MASS_LIMIT) return g + bit_length(mass) - 31;
+    return f - 126 + L - 31;
+}
+
+/* The accumulator: fp32 training sums in the persistent gradient buffer itself (whole at stages
+ * 0-1, the shard at 2-3; zeroed after every step); half precision in a transient int32 buffer of
+ * the same elements. */
+static int32_t *acc_of(zero_engine *e, eunit *u) {
+    if (e->wdt == ZERO_DTYPE_FP32) return (int32_t *)u->grads;
+    if (!u->dacc) u->dacc = zero__buf_get(e, (size_t)u->v.gelems * 4, 1);
+    return u->dacc;
+}
+
+/* The step's seen bytes and masses of u, zeroed at the unit's first atom: 0 when out of memory. */
+static int marks_of(zero_engine *e, eunit *u) {
+    const size_t nb = (size_t)zero__det_blocks(u->padded);
+    if (!u->dseen) u->dseen = zero__buf_get(e, nb, 1);
+    if (!u->dmass) u->dmass = zero__buf_get(e, nb * 8, 1);
+    return u->dseen && u->dmass;
+}
+
+static zero_status no_mem(zero_engine *e, const eunit *u) {
+    return zero__eng_fail(e, ZERO_ERR_NOMEM, "'%s': out of memory for the deterministic gradient accumulator", u->name);
+}
+
+/* Elements [0, n) of g onto u's grids into dst (add) or in place, on the engine's threads in
+ * chunks of whole blocks: every block is independent, so the split does not change a bit. */
+static void quantize(eunit *u, const float *g, int32_t *dst, uint64_t n, int add) {
 #pragma omp parallel for schedule(static) if (n > (1u << 16))
-    for (int64_t c = 0; c < (int64_t)n; c += ch) {
-        const uint64_t k = (uint64_t)((int64_t)n - c < ch ? (int64_t)n - c : ch);
-        if (op == DK_FOLD) zero__dk_fold(bins + c, limbs + 2 * c, g + c, k);
-        else if (op == DK_SET) zero__dk_set(bins + c, limbs + 2 * c, g + c, k);
-        else zero__dk_merge(bins + c, limbs + 2 * c, sbins + c, slimbs + 2 * c, k);
+    for (int64_t c = 0; c < (int64_t)n; c += CHUNK) {
+        const uint64_t k = (uint64_t)((int64_t)n - c < CHUNK ? (int64_t)n - c : CHUNK);
+        zero__dq_quantize(g + c, dst + c, (uint64_t)c, k, u->dgrid, u->dseen, u->dmass, add);
     }
-}
-
-/* ------------------------------------------------------------ the per-element accumulator */
-
-/* An accumulator of n elements: n bin bytes, then 2n int64 limbs (determ_kernels.c). One
- * transient block, charged to buffers. A unit's is whole (padded) where the gradient is reduced
- * once a step (stages 0-1), its shard where every atom is reduced at grad_ready (stages 2-3). */
-static size_t acc_bytes(uint64_t n) { return (((size_t)n + 63) & ~(size_t)63) + (size_t)n * 16; }
-static uint8_t *acc_bins(void *acc) { return acc; }
-static int64_t *acc_limbs(void *acc, uint64_t n) { return (int64_t *)((char *)acc + (((size_t)n + 63) & ~(size_t)63)); }
-static uint64_t acc_elems(const zero_engine *e, const eunit *u) { return e->own.reduce_each_mb ? u->shard : u->padded; }
-
-/* A new accumulator of a whole unit holding g alone (zeros if g is NULL), without zeroing it first. */
-static void *acc_new(zero_engine *e, const eunit *u, const float *g) {
-    const uint64_t P = u->padded;
-    void *acc = zero__buf_get(e, acc_bytes(P), g == NULL);
-    if (!acc || !g) return acc;
-    acc_apply(DK_SET, acc_bins(acc), acc_limbs(acc, P), g, NULL, NULL, u->numel);
-    memset(acc_bins(acc) + u->numel, 0, (size_t)(P - u->numel));
-    memset(acc_limbs(acc, P) + 2 * u->numel, 0, (size_t)(P - u->numel) * 16);
-    return acc;
-}
-
-/* The exact cross-rank sum of an accumulator of a whole unit, in place: the global top bins (an
- * all-reduce MAX of the bin bytes), every rank's limbs aligned to them, then an int64 SUM: an
- * all-reduce, or a reduce-scatter whose result is this rank's block [offset, offset + shard). */
-static zero_status exact_sum(zero_engine *e, eunit *u, void *acc, int all) {
-    const uint64_t P = u->padded;
-    uint8_t *bins = acc_bins(acc);
-    int64_t *limbs = acc_limbs(acc, P);
-    zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, (int)(u - e->units), 0, 0);
-    if (s != ZERO_OK || e->world == 1) return s;
-    const double t0 = zero_now();
-    uint8_t *local = zero__buf_get(e, (size_t)P, 0);
-    if (!local) return zero__eng_fail(e, ZERO_ERR_NOMEM, "exact reduction of '%s': out of memory", u->name);
-    memcpy(local, bins, (size_t)P);
-    s = zero_comm_all_reduce(e->data, bins, bins, (size_t)P, ZERO_DTYPE_UINT8, ZERO_OP_MAX);
-    if (s == ZERO_OK) {
-#pragma omp parallel for schedule(static) if (P > (1u << 16))
-        for (int64_t i = 0; i < (int64_t)P; i++) {
-            if (bins[i] == ZERO_DK_NAN || local[i] == bins[i]) continue;
-            uint8_t b = local[i];
-            zero__dk_align(&b, limbs + 2 * i, bins[i]);
-        }
-        if (all) s = zero_comm_all_reduce(e->data, limbs, limbs, (size_t)(2 * P), ZERO_DTYPE_INT64, ZERO_OP_SUM);
-        else
-            s = zero_comm_reduce_scatter(e->data, limbs, limbs + 2 * u->offset, (size_t)(2 * u->shard),
-                                         ZERO_DTYPE_INT64, ZERO_OP_SUM);
-    }
-    zero__buf_put(e, local);
-    zero__eng_waited(e, "exact reduction", t0);
-    if (s != ZERO_OK)
-        return zero__eng_fail(e, ZERO_ERR_COMM, "exact reduction of unit '%s' failed: %s", u->name,
-                              zero_comm_last_error(e->data));
-    return ZERO_OK;
-}
-
-static zero_status no_acc(zero_engine *e, const eunit *u) {
-    return zero__eng_fail(e, ZERO_ERR_NOMEM, "'%s': out of memory for the exact gradient accumulator", u->name);
 }
 
 zero_status zero__det_fold(zero_engine *e, eunit *u, const float *g) {
-    if (!e->own.reduce_each_mb) {                 /* kept whole: reduced once, at the step */
-        if (!u->dacc) u->dacc = acc_new(e, u, g); /* the step's first atom sets it */
-        else if (g) acc_apply(DK_FOLD, acc_bins(u->dacc), acc_limbs(u->dacc, u->padded), g, NULL, NULL, u->numel);
-        return u->dacc ? ZERO_OK : no_acc(e, u);
+    if (!marks_of(e, u)) return no_mem(e, u);
+    int32_t *acc = acc_of(e, u);
+    if (!acc) return no_mem(e, u);
+    if (!e->own.reduce_each_mb) { /* kept whole: summed over the ranks once, at the step */
+        if (g) quantize(u, g, acc, u->numel, 1);
+        return ZERO_OK;
     }
-    /* gradients sharded: this atom's exact sum over the ranks lands in the owned shard now, so
-     * only the shard's accumulator persists (every rank reduces, with or without a gradient) */
-    if (!u->dacc && !(u->dacc = zero__buf_get(e, acc_bytes(u->shard), 1))) return no_acc(e, u);
-    void *t = acc_new(e, u, g);
-    if (!t) return no_acc(e, u);
-    zero_status s = exact_sum(e, u, t, 0);
-    if (s == ZERO_OK)
-        acc_apply(DK_MERGE, acc_bins(u->dacc), acc_limbs(u->dacc, u->shard), NULL, acc_bins(t) + u->offset,
-                  acc_limbs(t, u->padded) + 2 * u->offset, u->shard);
-    zero__buf_put(e, t);
+    /* gradients sharded: this atom's sum over the ranks lands in the owned shard now, so only the
+     * shard persists (every rank reduces, with or without a gradient); quantized in place */
+    int32_t *t = (int32_t *)g;
+    if (g) quantize(u, g, t, u->numel, 0);
+    else if (!(t = zero__buf_get(e, (size_t)u->padded * 4, 1))) return no_mem(e, u);
+    zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, (int)(u - e->units), 0, 0);
+    if (s == ZERO_OK && e->world > 1) {
+        const double t0 = zero_now();
+        s = zero_comm_reduce_scatter(e->data, t, t + u->offset, (size_t)u->shard, ZERO_DTYPE_INT32, ZERO_OP_SUM);
+        zero__eng_waited(e, "reduce-scatter (deterministic)", t0);
+        if (s != ZERO_OK)
+            s = zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
+                               zero_comm_last_error(e->data));
+    }
+    if (s == ZERO_OK) {
+        const int32_t *mine = t + u->offset;
+        for (uint64_t i = 0; i < u->shard; i++) acc[i] = (int32_t)((uint32_t)acc[i] + (uint32_t)mine[i]);
+    }
+    if (!g) zero__buf_put(e, t);
     return s;
 }
 
-/* One unit at the step: its exact sum over the ranks (kept whole: now; sharded: already made
- * atom by atom), converted once into the owned gradient (working dtype). */
+/* Every rank's seen bytes and masses of u: their MAX and SUM over the ranks, in place. */
+static zero_status marks_everywhere(zero_engine *e, eunit *u) {
+    if (!marks_of(e, u)) return no_mem(e, u);
+    if (e->world == 1) return ZERO_OK;
+    const size_t nb = (size_t)zero__det_blocks(u->padded);
+    const double t0 = zero_now();
+    zero_status s = zero_comm_all_reduce(e->data, u->dseen, u->dseen, nb, ZERO_DTYPE_UINT8, ZERO_OP_MAX);
+    if (s == ZERO_OK) s = zero_comm_all_reduce(e->data, u->dmass, u->dmass, nb, ZERO_DTYPE_INT64, ZERO_OP_SUM);
+    zero__eng_waited(e, "deterministic grids", t0);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, ZERO_ERR_COMM, "all-reduce of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
+    return ZERO_OK;
+}
+
+/* The verdict on u's blocks (the same on every rank: from the global seen bytes and masses). A
+ * block whose contributions are too large for any grid is marked as an Inf or NaN would be (the
+ * step is then skipped as an overflow); *outgrown when a block's sums may have left int32 (its
+ * mass reached 2^31, or a contribution was clamped) or it has no grid yet. */
+static void verdict(const zero_engine *e, eunit *u, int *nan, int *outgrown) {
+    const int L = zero__det_headroom(e);
+    const uint64_t nb = zero__det_blocks(u->padded);
+    for (uint64_t b = 0; b < nb; b++) {
+        const int f = u->dseen[b];
+        if (f == ZERO_DQ_NAN) *nan = 1;
+        if (f == 0 || f == ZERO_DQ_NAN) continue;
+        const uint64_t m = u->dmass[b];
+        if (grid_needed(u->dgrid[b], f, m, L) > ZERO_DQ_EMAX) {
+            u->dseen[b] = ZERO_DQ_NAN;
+            *nan = 1;
+        } else if (u->dgrid[b] == ZERO_DQ_UNSET || m >= MASS_LIMIT) {
+            *outgrown = 1;
+        }
+    }
+}
+
+/* The next step's grids of u from this step's seen bytes and masses. A block that saw something
+ * gets the grid it needed with GROWTH bits of room; a coarser grid is taken at once, a finer one
+ * by one bit every REFINE_EVERY steps (e->step: the same on every rank, and saved), so that a
+ * block keeps room for what it held in recent steps. No block's grid is finer than the unit's
+ * coarsest by more than FLOOR bits, and a block that never saw anything takes that floor: a
+ * block whose values jump (a row of an embedding whose token was rare and is now frequent)
+ * seldom outgrows it. Measured: docs/BENCHMARKS.md, "Deterministic mode". */
+static void regrid(const zero_engine *e, eunit *u) {
+    const int L = zero__det_headroom(e);
+    const uint64_t nb = zero__det_blocks(u->padded);
+    const int refine = e->step % REFINE_EVERY == 0;
+    int coarsest = ZERO_DQ_UNSET;
+    for (uint64_t b = 0; b < nb; b++) {
+        const int f = u->dseen[b], old = u->dgrid[b];
+        if (f != 0 && f != ZERO_DQ_NAN) {
+            int g = clamp_grid(grid_needed(u->dgrid[b], f, u->dmass[b], L) + GROWTH);
+            if (old != ZERO_DQ_UNSET && g < old) g = refine ? old - 1 : old;
+            u->dgrid[b] = (int8_t)(g > ZERO_DQ_EMAX ? ZERO_DQ_EMAX : g);
+        }
+        if (u->dgrid[b] > coarsest) coarsest = u->dgrid[b];
+    }
+    for (uint64_t b = 0; b < nb && coarsest != ZERO_DQ_UNSET; b++)
+        if (u->dgrid[b] == ZERO_DQ_UNSET || u->dgrid[b] < coarsest - FLOOR)
+            u->dgrid[b] = (int8_t)clamp_grid(coarsest - FLOOR);
+}
+
+/* Frees the step's transients of u. */
+static void drop_marks(zero_engine *e, eunit *u) {
+    zero__buf_put(e, u->dacc);
+    zero__buf_put(e, u->dseen);
+    zero__buf_put(e, u->dmass);
+    u->dacc = NULL;
+    u->dseen = NULL;
+    u->dmass = NULL;
+}
+
+/* One unit at the step: its sum over the ranks (kept whole: now; sharded: already made atom by
+ * atom), converted once into the owned gradient (working dtype). */
 static zero_status reduce_unit(zero_engine *e, eunit *u, float *tmp, uint64_t tmp_n) {
-    if (!u->dacc && !(u->dacc = zero__buf_get(e, acc_bytes(acc_elems(e, u)), 1))) /* no gradient: zeros */
-        return no_acc(e, u);
-    const uint64_t n0 = acc_elems(e, u), base = e->own.reduce_each_mb ? u->offset : 0;
-    zero_status s = ZERO_OK;
-    if (!e->own.reduce_each_mb && (s = exact_sum(e, u, u->dacc, e->own.update_whole)) != ZERO_OK) return s;
-    const uint8_t *bins = acc_bins(u->dacc);
-    const int64_t *limbs = acc_limbs(u->dacc, n0);
-    /* convert the update range [lo, hi) into the owned gradient, a chunk at a time */
+    int32_t *acc = acc_of(e, u);
+    if (!acc) return no_mem(e, u);
+    if (!e->own.reduce_each_mb) {
+        zero_status s = zero__ctrl_exchange(e, CTRL_REDUCE, (int)(u - e->units), 0, 0);
+        if (s == ZERO_OK && e->world > 1) {
+            const double t0 = zero_now();
+            if (e->own.update_whole)
+                s = zero_comm_all_reduce(e->data, acc, acc, (size_t)u->padded, ZERO_DTYPE_INT32, ZERO_OP_SUM);
+            else
+                s = zero_comm_reduce_scatter(e->data, acc, acc + u->offset, (size_t)u->shard, ZERO_DTYPE_INT32,
+                                             ZERO_OP_SUM);
+            zero__eng_waited(e, e->own.update_whole ? "all-reduce (deterministic)" : "reduce-scatter (deterministic)", t0);
+            if (s != ZERO_OK)
+                s = zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name,
+                                   zero_comm_last_error(e->data));
+        }
+        if (s != ZERO_OK) return s;
+    }
+    /* the update range [lo, hi), a chunk at a time (fp32: in place, the sums are the gradient buffer) */
     const eview *v = &u->v;
-    for (uint64_t c = v->lo; c < v->hi; c += tmp_n) {
-        const uint64_t n = v->hi - c < tmp_n ? v->hi - c : tmp_n, i0 = c - base;
+    const uint64_t base = e->own.reduce_each_mb ? u->offset : 0, step = tmp ? tmp_n : CHUNK;
+    for (uint64_t c = v->lo; c < v->hi; c += step) {
+        const uint64_t n = v->hi - c < step ? v->hi - c : step;
+        float *out = tmp ? tmp : (float *)v->grad + (c - v->lo);
         const int64_t ch = 1 << 12;
 #pragma omp parallel for schedule(static) if (n > (1u << 16))
         for (int64_t k = 0; k < (int64_t)n; k += ch) {
             const uint64_t m = (uint64_t)((int64_t)n - k < ch ? (int64_t)n - k : ch);
-            zero__dk_convert(bins + i0 + k, limbs + 2 * (i0 + k), tmp + k, m);
+            zero__dq_convert(acc + (c - base) + (uint64_t)k, out + k, c + (uint64_t)k, m, u->dgrid, u->dseen);
         }
-        zero_convert(tmp, ZERO_DTYPE_FP32, zero__wptr(e, v->grad, c - v->lo), e->wdt, n, ZERO_IMPL_AUTO);
+        if (tmp) zero_convert(tmp, ZERO_DTYPE_FP32, zero__wptr(e, v->grad, c - v->lo), e->wdt, n, ZERO_IMPL_AUTO);
     }
-    zero__buf_put(e, u->dacc);
-    u->dacc = NULL;
     return ZERO_OK;
 }
 
-zero_status zero__det_reduce_all(zero_engine *e) {
-    if ((int64_t)e->world * e->cfg.grad_accum > MAX_CONTRIB)
+zero_status zero__det_reduce_all(zero_engine *e, int *redo) {
+    *redo = 0;
+    if ((int64_t)e->world * e->cfg.grad_accum > MAX_ATOMS)
         return zero__eng_fail(
             e, ZERO_ERR_UNSUPPORTED,
             "deterministic: world * gradient_accumulation_steps = %lld: at most %d atoms per step are supported",
-            (long long)e->world * (long long)e->cfg.grad_accum, MAX_CONTRIB);
-    /* the conversion's chunk: 2^18 elements, or the largest update range where that is smaller */
-    uint64_t tmp_n = 1;
-    for (int i = 0; i < e->nunits; i++) {
-        const uint64_t n = e->units[i].v.hi - e->units[i].v.lo;
-        if (n > tmp_n) tmp_n = n;
-    }
-    if (tmp_n > CONVERT_CHUNK) tmp_n = CONVERT_CHUNK;
-    float *tmp = zero__buf_get(e, tmp_n * 4, 0);
-    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+            (long long)e->world * (long long)e->cfg.grad_accum, MAX_ATOMS);
     zero_status s = ZERO_OK;
+    int nan = 0, outgrown = 0;
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
+        if (!u->numel) continue;
         if (u->gscratch && e->own.reduce_each_mb) { /* as in the default mode: a caller error */
-            zero__buf_put(e, u->gscratch);
-            u->gscratch = NULL;
             s = zero__eng_fail(e, ZERO_ERR_STATE, "step: unit '%s' has a gradient that was never passed to grad_ready",
                                u->name);
             break;
@@ -176,23 +247,39 @@ zero_status zero__det_reduce_all(zero_engine *e) {
             s = zero__det_fold(e, u, u->gscratch);
             zero__buf_put(e, u->gscratch);
             u->gscratch = NULL;
-            if (s != ZERO_OK) break;
         }
-        s = reduce_unit(e, u, tmp, tmp_n);
+        if (s == ZERO_OK && (s = marks_everywhere(e, u)) == ZERO_OK) verdict(e, u, &nan, &outgrown);
+    }
+    /* half precision converts through an fp32 chunk: 2^18 elements, or the largest update range */
+    float *tmp = NULL;
+    uint64_t tmp_n = 1;
+    for (int i = 0; i < e->nunits; i++) {
+        const uint64_t n = e->units[i].v.hi - e->units[i].v.lo;
+        if (n > tmp_n) tmp_n = n;
+    }
+    if (tmp_n > CONVERT_TMP) tmp_n = CONVERT_TMP;
+    if (s == ZERO_OK && !(outgrown && !nan) && e->wdt != ZERO_DTYPE_FP32 && !(tmp = zero__buf_get(e, tmp_n * 4, 0)))
+        s = zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+    for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
+        eunit *u = &e->units[i];
+        if (!u->numel) continue;
+        if (!(outgrown && !nan)) s = reduce_unit(e, u, tmp, tmp_n);
+        regrid(e, u);
     }
     zero__buf_put(e, tmp);
     for (int i = 0; i < e->nunits; i++) {
-        e->units[i].reduced_step = 0;
-        e->units[i].ready_mb = -1;
+        eunit *u = &e->units[i];
+        u->reduced_step = 0;
+        u->ready_mb = -1;
+        zero__buf_put(e, u->gscratch);
+        u->gscratch = NULL;
+        /* a redo (or a failure) drops the sums: the persistent buffer is zeroed */
+        if ((s != ZERO_OK || (outgrown && !nan)) && e->wdt == ZERO_DTYPE_FP32 && u->grads)
+            memset(u->grads, 0, (size_t)u->v.gelems * 4);
+        drop_marks(e, u);
     }
+    *redo = s == ZERO_OK && outgrown && !nan;
     return s;
-}
-
-void zero__det_drop(zero_engine *e) {
-    for (int i = 0; i < e->nunits; i++) {
-        zero__buf_put(e, e->units[i].dacc);
-        e->units[i].dacc = NULL;
-    }
 }
 
 /* ------------------------------------------------------------ the exact sum of squares */

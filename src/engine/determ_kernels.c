@@ -1,14 +1,20 @@
-/* The exact-summation kernels of deterministic mode (determ.c, docs/ENGINE.md §11), each with its
- * scalar reference, which tests/unit/test_determ_kernels.c checks it against bit for bit.
+/* The kernels of deterministic mode (determ.c, docs/ENGINE.md §11), each fast one beside its
+ * scalar reference, which tests/unit/test_determ_kernels.c holds it to bit for bit.
  *
- * An accumulator of n elements is n bin bytes (0 empty, B+1 for top bin B, ZERO_DK_NAN) and 2n
- * int64 limbs [bin B, bin B-1] per element; bins are W = 40 bits wide, bin 0 starts at 2^-160
- * (every fp32 is in bins 0..7). A contribution x = m * 2^E is cut at bin B-1:
- * q = |x| / 2^(W(B-1) - 160) truncated, < 2^(2W); the limbs gain q's two 40-bit halves.
+ * Fixed-point accumulation on a grid: a unit's elements are cut into blocks of ZERO_DQ_BLOCK; a
+ * block has a grid exponent e (the same on every rank, set from earlier steps by determ.c). An
+ * atom's contribution x is rounded once to a multiple of 2^e, q = rint(x * 2^-e) (nearest, ties to
+ * even), clamped to |q| <= ZERO_DQ_CLAMP, and added as an int32. Integer addition is associative,
+ * so the sum depends only on the multiset of contributions: on no order, grouping or world size.
+ * While it quantizes, a kernel records per block the largest fp32 exponent field (the "seen"
+ * byte: 0 for zeros and subnormals only, 255 after an Inf or NaN) and adds the largest |q| to the
+ * block's "mass": while a block's mass, summed over every atom on every rank, stays below 2^31,
+ * no element's sum (nor any partial sum, in any order) can leave int32, and determ.c knows it
+ * from the mass alone.
+ * convert rounds a sum S once to fp32, S * 2^e (NaN where a block saw an Inf or NaN).
  *
- * The references compute the cut in 128 bits, as the derivation reads; the fast kernels use
- * 64-bit shifts only (m < 2^24, and the shift is below 57 once the top bin holds x), and convert
- * with one int64 -> fp32 rounding where the value fits in 63 bits.
+ * The references compute in double (x * 2^-e is exact there); the fast kernels in float with
+ * SSE2's conversion (round to nearest even, as the references' nearbyint).
  *
  * The sum of squares (the gradient norm) is kept exactly: x^2 = m^2 * 4^E with m^2 < 2^48, so one
  * unsigned 128-bit sum per fp32 exponent field holds every square's exact sum (a zero__dk_sq);
@@ -18,115 +24,62 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
-#define W    40 /* bits per bin */
-#define MASK ((1ULL << W) - 1)
-#define OFF  (-160) /* bin 0 starts at 2^-160 */
-
-typedef __int128 i128;
 typedef unsigned __int128 u128;
 
-static int msb64(uint64_t m) { return 63 - __builtin_clzll(m); }
-
-/* Raises an element's top bin to b1 - 1 (bins byte b1), dropping the bins below the new B-1. */
-static inline void raise_to(uint8_t *bin, int64_t *l, uint8_t b1) {
-    const int d = *bin ? b1 - *bin : 2;
-    if (d == 1) {
-        l[1] = l[0];
-        l[0] = 0;
-    } else if (d >= 2) {
-        l[0] = l[1] = 0;
-    }
-    *bin = b1;
+static inline uint32_t f_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
 }
 
-void zero__dk_align(uint8_t *bin, int64_t *l, uint8_t b1) { raise_to(bin, l, b1); }
+static inline float bits_f(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
 
-void zero__dk_merge(uint8_t *dbins, int64_t *dl, const uint8_t *sbins, const int64_t *sl, uint64_t n) {
+/* 2^k as a float, for -126 <= k <= 127. */
+static inline float pow2f(int k) { return bits_f((uint32_t)(127 + k) << 23); }
+
+/* The exponent a block quantizes with: its grid, or the coarsest where none is set (a block
+ * without a grid may only hold zeros and subnormals, which then round to 0). */
+static inline int grid_of(int8_t g) { return g == ZERO_DQ_UNSET ? ZERO_DQ_EMAX : g; }
+
+/* ------------------------------------------------------------ scalar references */
+
+void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
+                           uint64_t *mass, int add) {
+    const double C = (double)ZERO_DQ_CLAMP;
+    uint64_t bmax = 0, cur = UINT64_MAX;
     for (uint64_t i = 0; i < n; i++) {
-        const uint8_t sb = sbins[i];
-        if (dbins[i] == ZERO_DK_NAN || !sb) continue;
-        if (sb == ZERO_DK_NAN) {
-            dbins[i] = ZERO_DK_NAN;
-            continue;
+        const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK;
+        if (b != cur) { /* a new block: the last one's largest |q| joins its mass */
+            if (cur != UINT64_MAX) mass[cur] += bmax;
+            cur = b;
+            bmax = 0;
         }
-        int64_t *d = dl + 2 * i, s[2] = {sl[2 * i], sl[2 * i + 1]};
-        if (!dbins[i] || sb > dbins[i]) raise_to(&dbins[i], d, sb);
-        else if (sb < dbins[i]) {
-            uint8_t b = sb;
-            raise_to(&b, s, dbins[i]);
-        }
-        d[0] += s[0];
-        d[1] += s[1];
+        const float v = x[i];
+        const uint8_t f = (uint8_t)((f_bits(v) >> 23) & 0xff);
+        if (f > seen[b]) seen[b] = f;
+        double y = isnan(v) ? 0.0 : ldexp((double)v, -grid_of(grid[b]));
+        y = y > C ? C : y < -C ? -C : y;
+        const int32_t q = (int32_t)nearbyint(y);
+        const uint64_t aq = (uint64_t)(q < 0 ? -(int64_t)q : q);
+        if (aq > bmax) bmax = aq;
+        dst[i] = add ? (int32_t)((uint32_t)dst[i] + (uint32_t)q) : q;
     }
+    if (cur != UINT64_MAX) mass[cur] += bmax;
 }
 
-/* ------------------------------------------------------------ references (128-bit) */
-
-/* |x| = m * 2^E (m < 2^53) cut at the bins of top index B: q = |x| / 2^(W(B-1)+OFF) truncated. */
-static u128 cut(uint64_t m, int E, int B) {
-    const int s = E - (W * (B - 1) + OFF);
-    if (s >= 0) return (u128)m << s;
-    return -s >= 64 ? 0 : (u128)(m >> -s);
-}
-
-void zero__dk_fold_ref(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n) {
+void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid,
+                          const uint8_t *seen) {
     for (uint64_t i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, &g[i], 4);
-        const uint32_t ef = (x >> 23) & 0xff, fr = x & 0x7fffff;
-        if (bins[i] == ZERO_DK_NAN) continue;
-        if (ef == 0xff) {
-            bins[i] = ZERO_DK_NAN;
-            continue;
-        }
-        if (ef == 0 && fr == 0) continue;
-        const uint64_t m = ef ? (fr | 0x800000u) : fr;
-        const int E = ef ? (int)ef - 150 : -149;
-        const int b = (msb64(m) + E - OFF) / W;
-        int64_t *l = limbs + 2 * i;
-        if (!bins[i] || b + 1 > bins[i]) raise_to(&bins[i], l, (uint8_t)(b + 1));
-        const u128 q = cut(m, E, bins[i] - 1);
-        const int64_t hi = (int64_t)(q >> W), lo = (int64_t)(q & MASK);
-        if (x >> 31) {
-            l[0] -= hi;
-            l[1] -= lo;
-        } else {
-            l[0] += hi;
-            l[1] += lo;
-        }
-    }
-}
-
-/* Rounds u (> 0) to `bits` significant bits, nearest even: returns the mantissa and adds the
- * shift to *e (the value is mantissa * 2^*e). */
-static uint64_t round_bits(u128 u, int bits, int *e) {
-    const uint64_t hi = (uint64_t)(u >> 64);
-    const int p = hi ? 64 + msb64(hi) : msb64((uint64_t)u);
-    if (p < bits) return (uint64_t)u;
-    const int sh = p - bits + 1;
-    u128 m = u >> sh;
-    const u128 rem = u & (((u128)1 << sh) - 1), half = (u128)1 << (sh - 1);
-    if (rem > half || (rem == half && (m & 1))) m++;
-    *e += sh; /* m may have become 2^bits: still exact as a float mantissa */
-    return (uint64_t)m;
-}
-
-/* The value of limbs (hi, lo) under bins byte b: rounded once to 24 bits (then to fp32's range). */
-static float value_ref(int64_t hi, int64_t lo, uint8_t b) {
-    const i128 t = (i128)hi * ((i128)1 << W) + lo;
-    if (t == 0) return 0.0f;
-    const int neg = t < 0;
-    int e = W * (b - 2) + OFF;
-    const uint64_t m = round_bits(neg ? (u128)(-t) : (u128)t, 24, &e);
-    const double v = ldexp((double)m, e);
-    return (float)(neg ? -v : v);
-}
-
-void zero__dk_convert_ref(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n) {
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t b = bins[i];
-        out[i] = b == ZERO_DK_NAN ? NAN : !b ? 0.0f : value_ref(limbs[2 * i], limbs[2 * i + 1], b);
+        const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK;
+        out[i] = seen[b] == ZERO_DQ_NAN ? NAN : (float)ldexp((double)acc[i], grid_of(grid[b]));
     }
 }
 
@@ -144,97 +97,86 @@ void zero__dk_sq_add_ref(zero__dk_sq *a, const float *x, uint64_t n, int *bad) {
     }
 }
 
-/* ------------------------------------------------------------ fast kernels (64-bit) */
+/* ------------------------------------------------------------ fast kernels */
 
-/* The two limb increments of |x| = m * 2^E under bins byte bb (the top bin holds x). */
-static inline void cut64(uint64_t m, int E, uint8_t bb, uint64_t *hi, uint64_t *lo) {
-    const int s = E - (W * (bb - 2) + OFF); /* < 57: m < 2^24 and its msb is at most bin bb-1's top */
-    if (s >= 0) {
-        *lo = (m << s) & MASK;
-        *hi = s >= W ? m << (s - W) : m >> (W - s);
-    } else {
-        *hi = 0;
-        *lo = -s >= 64 ? 0 : m >> -s;
+/* Elements [i, i + m) of one block: quantized with scale s; the block's largest exponent field
+ * and largest |q| returned. */
+static inline void quantize_run(const float *x, int32_t *dst, uint64_t m, float s, int add, uint32_t *field,
+                                uint32_t *qmax) {
+    const float c = (float)ZERO_DQ_CLAMP;
+    uint32_t fmax = 0, amax = 0;
+    uint64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(s), vc = _mm_set1_ps(c), vnc = _mm_set1_ps(-c);
+    const __m128i emask = _mm_set1_epi32(0x7f800000);
+    __m128i vf = _mm_setzero_si128(), va = _mm_setzero_si128();
+    for (; i + 4 <= m; i += 4) {
+        const __m128 v = _mm_loadu_ps(x + i);
+        /* the exponent fields, compared as non-negative int32 (a field, shifted, is < 2^31) */
+        const __m128i e = _mm_and_si128(_mm_castps_si128(v), emask);
+        const __m128i gt = _mm_cmpgt_epi32(e, vf);
+        vf = _mm_or_si128(_mm_and_si128(gt, e), _mm_andnot_si128(gt, vf));
+        __m128 y = _mm_mul_ps(v, vs);
+        y = _mm_and_ps(y, _mm_cmpord_ps(y, y)); /* NaN -> 0 */
+        y = _mm_min_ps(_mm_max_ps(y, vnc), vc);
+        __m128i q = _mm_cvtps_epi32(y);
+        /* |q| (< 2^31 after the clamp), its running max as non-negative int32 */
+        const __m128i sg = _mm_srai_epi32(q, 31), aq = _mm_sub_epi32(_mm_xor_si128(q, sg), sg);
+        const __m128i ga = _mm_cmpgt_epi32(aq, va);
+        va = _mm_or_si128(_mm_and_si128(ga, aq), _mm_andnot_si128(ga, va));
+        if (add) q = _mm_add_epi32(q, _mm_loadu_si128((const __m128i *)(dst + i)));
+        _mm_storeu_si128((__m128i *)(dst + i), q);
+    }
+    uint32_t lf[4], la[4];
+    _mm_storeu_si128((__m128i *)lf, vf);
+    _mm_storeu_si128((__m128i *)la, va);
+    for (int k = 0; k < 4; k++) {
+        if (lf[k] > fmax) fmax = lf[k];
+        if (la[k] > amax) amax = la[k];
+    }
+    fmax >>= 23;
+#endif
+    for (; i < m; i++) {
+        const float v = x[i];
+        const uint32_t f = (f_bits(v) >> 23) & 0xff;
+        if (f > fmax) fmax = f;
+        float y = v != v ? 0.0f : v * s;
+        y = y > c ? c : y < -c ? -c : y;
+        const int32_t q = (int32_t)lrintf(y);
+        const uint32_t aq = (uint32_t)(q < 0 ? -(int64_t)q : q);
+        if (aq > amax) amax = aq;
+        dst[i] = add ? (int32_t)((uint32_t)dst[i] + (uint32_t)q) : q;
+    }
+    *field = fmax;
+    *qmax = amax;
+}
+
+void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
+                       uint64_t *mass, int add) {
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK, end = (b + 1) * ZERO_DQ_BLOCK - i0;
+        const uint64_t m = (end < n ? end : n) - i;
+        uint32_t f, a;
+        quantize_run(x + i, dst + i, m, pow2f(-grid_of(grid[b])), add, &f, &a);
+        if (f > seen[b]) seen[b] = (uint8_t)f;
+        mass[b] += a;
+        i += m;
     }
 }
 
-void zero__dk_fold(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n) {
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, &g[i], 4);
-        const uint32_t ef = (x >> 23) & 0xff, fr = x & 0x7fffff;
-        uint8_t bb = bins[i];
-        if (ef == 0xff || bb == ZERO_DK_NAN) {
-            bins[i] = ZERO_DK_NAN;
-            continue;
-        }
-        if (!(x << 1)) continue;
-        const uint64_t m = ef ? (fr | 0x800000u) : fr;
-        const int E = ef ? (int)ef - 150 : -149;
-        /* top bin of x: (msb + E - OFF) / W, i.e. (ef + 33) / W for a normal x, 0 for a subnormal */
-        const uint8_t need = (uint8_t)((ef ? (ef + 33) / W : 0) + 1);
-        int64_t *l = limbs + 2 * i;
-        if (need > bb) {
-            raise_to(&bins[i], l, need);
-            bb = need;
-        }
-        uint64_t hi, lo;
-        cut64(m, E, bb, &hi, &lo);
-        if (x >> 31) {
-            l[0] -= (int64_t)hi;
-            l[1] -= (int64_t)lo;
+void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, const uint8_t *seen) {
+    for (uint64_t i = 0; i < n;) {
+        const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK, end = (b + 1) * ZERO_DQ_BLOCK - i0;
+        const uint64_t m = (end < n ? end : n) - i;
+        if (seen[b] == ZERO_DQ_NAN) {
+            for (uint64_t k = 0; k < m; k++) out[i + k] = NAN;
         } else {
-            l[0] += (int64_t)hi;
-            l[1] += (int64_t)lo;
+            const float s = pow2f(grid_of(grid[b]));
+            /* int32 -> fp32 rounds to nearest even; the power of two then scales exactly (|S| <= 2^30
+             * and -126 <= e <= ZERO_DQ_EMAX keep every nonzero result normal and finite) */
+            for (uint64_t k = 0; k < m; k++) out[i + k] = (float)acc[i + k] * s;
         }
-    }
-}
-
-void zero__dk_set(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n) {
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, &g[i], 4);
-        const uint32_t ef = (x >> 23) & 0xff, fr = x & 0x7fffff;
-        int64_t *l = limbs + 2 * i;
-        l[0] = l[1] = 0;
-        if (ef == 0xff || !(x << 1)) {
-            bins[i] = ef == 0xff ? ZERO_DK_NAN : 0;
-            continue;
-        }
-        const uint64_t m = ef ? (fr | 0x800000u) : fr;
-        const int E = ef ? (int)ef - 150 : -149;
-        const uint8_t bb = (uint8_t)((ef ? (ef + 33) / W : 0) + 1);
-        uint64_t hi, lo;
-        cut64(m, E, bb, &hi, &lo);
-        bins[i] = bb;
-        l[0] = x >> 31 ? -(int64_t)hi : (int64_t)hi;
-        l[1] = x >> 31 ? -(int64_t)lo : (int64_t)lo;
-    }
-}
-
-void zero__dk_convert(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n) {
-    double scale[9];
-    for (int b = 1; b < 9; b++) scale[b] = ldexp(1.0, W * (b - 2) + OFF);
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t b = bins[i];
-        if (b == ZERO_DK_NAN || !b || b > 8) {
-            out[i] = b == ZERO_DK_NAN ? NAN : 0.0f;
-            continue;
-        }
-        const i128 t = (i128)limbs[2 * i] * ((i128)1 << W) + limbs[2 * i + 1];
-        const int64_t t64 = (int64_t)t;
-        if ((i128)t64 == t) { /* one rounding to 24 bits, then an exact scaling by 2^k */
-            out[i] = (float)((double)(float)t64 * scale[b]);
-            continue;
-        }
-        /* |t| >= 2^63: kept to 63 bits rounded to odd (a sticky last bit), so that the rounding
-         * to 24 bits is the one |t| itself would get */
-        const u128 u = t < 0 ? -(u128)t : (u128)t;
-        const uint64_t uh = (uint64_t)(u >> 64);
-        const int sh = (uh ? 64 + msb64(uh) : msb64((uint64_t)u)) - 62; /* 1..40 */
-        const uint64_t v = (uint64_t)(u >> sh) | (uint64_t)((u & (((u128)1 << sh) - 1)) != 0);
-        const float f = (float)(int64_t)v;
-        out[i] = (float)((double)(t < 0 ? -f : f) * scale[b] * (double)(1ULL << sh));
+        i += m;
     }
 }
 

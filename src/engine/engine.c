@@ -158,6 +158,10 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
     zero__buf_put(e, u->gsend);
     zero__buf_put(e, u->grecv);
     zero__buf_put(e, u->dacc);
+    zero__buf_put(e, u->dseen);
+    zero__buf_put(e, u->dmass);
+    u->dseen = NULL;
+    u->dmass = NULL;
     u->gathered = u->gsend = u->grecv = u->dacc = NULL;
     u->view = u->gscratch = NULL;
 }
@@ -173,6 +177,7 @@ void zero_engine_free(zero_engine *e) {
         eunit *u = &e->units[i];
         zero_mem_free(&e->acct, u->params);
         zero_mem_free(&e->acct, u->grads);
+        zero_mem_free(&e->acct, u->dgrid);
         zero_mem_free(&e->acct, u->master);
         zero_mem_free(&e->acct, u->s0);
         zero_mem_free(&e->acct, u->s1);
@@ -325,6 +330,10 @@ zero_status zero_engine_finalize(zero_engine *e) {
         if (t->k[EK_PARAMS].tier == TIER_RAM)
             u->params = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_PARAMS), e->wsize, &fail);
         u->grads = alloc_or_null(e, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
+        if (e->cfg.deterministic && u->numel) { /* the grids of determ.c: none set yet */
+            u->dgrid = alloc_or_null(e, ZERO_MEM_GRADS, zero__det_blocks(u->padded), 1, &fail);
+            if (u->dgrid) memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
+        }
         if (t->k[EK_MASTER].tier == TIER_RAM)
             u->master = alloc_or_null(e, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
         if (t->k[EK_OPTIM].tier == TIER_RAM) {

@@ -144,7 +144,10 @@ typedef struct eunit {
     int ready_mb;       /* micro-batch index of the last grad_ready, -1 none */
     int pf_mark;        /* the prefetch walk that last counted this unit (gather.c) */
     int reduced_step;   /* stages 0-1: the reduction of this step was started */
-    void *dacc;         /* deterministic mode: the unit's exact gradient accumulator of this step (determ.c) */
+    void *dacc;         /* deterministic mode, half precision: the int32 sums of this step (determ.c) */
+    uint8_t *dseen;     /* deterministic mode: this step's largest exponent field per grid block (determ.c) */
+    uint64_t *dmass;    /* deterministic mode: this step's sum over the atoms of each block's largest |q| */
+    int8_t *dgrid;      /* deterministic mode: each block's grid exponent (persistent, charged to grads) */
 
     /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
     uint64_t obase;     /* optimizer file: the unit's tile records */
@@ -225,6 +228,7 @@ struct zero_engine {
     int64_t step;         /* optimizer steps taken (skipped included) */
     int mb;               /* micro-batch index inside the step */
     int mb_open;          /* a gradient call happened in micro-batch `mb` */
+    int det_redo;         /* deterministic mode: the step's gradients outgrew their grids (determ.c) */
     int64_t ctrl_seq;     /* collectives announced so far (exchanged or only hashed) */
     uint64_t ctrl_hash;   /* running hash of the announced sequence (control.c) */
     int64_t steps_run;    /* steps this engine took (a loaded step count not included) */
@@ -350,37 +354,47 @@ void zero__poff_read_ahead(zero_engine *e);
 void zero__poff_release_all(zero_engine *e);
 /* reduce.c */
 zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits every reduction */
-/* determ_kernels.c: deterministic mode's exact-summation kernels; each fast kernel has its
- * scalar reference (_ref) that tests/unit/test_determ_kernels.c holds it to, bit for bit. An
- * accumulator of n elements: n bin bytes (0 empty, B+1 for top bin B, ZERO_DK_NAN after an Inf or
- * NaN) and 2n int64 limbs. fold adds g into it; set overwrites it with g alone (as fold into an
- * empty one); merge adds another accumulator (exact); align raises one element's top bin; convert
- * rounds each element once to fp32 (NaN where marked). A zero__dk_sq is the exact sum of squares:
- * one unsigned 128-bit sum per fp32 exponent field; sq_add sets *bad on an Inf or NaN; sq_value
- * rounds it to a double in a fixed order. */
-#define ZERO_DK_NAN 255
+/* determ_kernels.c: deterministic mode's kernels; each fast kernel has its scalar reference (_ref)
+ * that tests/unit/test_determ_kernels.c holds it to, bit for bit. A unit's elements are cut into
+ * blocks of ZERO_DQ_BLOCK, each with a grid exponent (int8: ZERO_DQ_EMIN..ZERO_DQ_EMAX, or
+ * ZERO_DQ_UNSET), a "seen" byte (the largest fp32 exponent field quantized into it this step;
+ * ZERO_DQ_NAN after an Inf or NaN) and a "mass" (the sum over the atoms of the block's largest
+ * |q|). quantize rounds elements [i0, i0 + n) of x (unit element indices; i0 a multiple of the
+ * block) to int32 multiples of 2^grid, clamped to |q| <= ZERO_DQ_CLAMP, and writes (add = 0; dst
+ * may be x) or adds them into dst, raising `seen` and adding to `mass`; convert turns sums back
+ * into fp32, once rounded (NaN where seen says so; out may be acc). A zero__dk_sq is the exact
+ * sum of squares: one unsigned 128-bit sum per fp32 exponent field; sq_add sets *bad on an Inf
+ * or NaN; sq_value rounds it to a double in a fixed order. */
+#define ZERO_DQ_BLOCK 32
+#define ZERO_DQ_UNSET INT8_MIN
+#define ZERO_DQ_EMIN  (-126)
+#define ZERO_DQ_EMAX  96
+#define ZERO_DQ_NAN   255
+#define ZERO_DQ_CLAMP 2147483520 /* 2^31 - 128: the largest float below 2^31 */
+void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
+                       uint64_t *mass, int add);
+void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
+                           uint64_t *mass, int add);
+void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, const uint8_t *seen);
+void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid,
+                          const uint8_t *seen);
 typedef struct zero__dk_sq {
     unsigned __int128 b[256];
 } zero__dk_sq;
-void zero__dk_fold(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
-void zero__dk_fold_ref(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
-void zero__dk_set(uint8_t *bins, int64_t *limbs, const float *g, uint64_t n);
-void zero__dk_merge(uint8_t *dbins, int64_t *dl, const uint8_t *sbins, const int64_t *sl, uint64_t n);
-void zero__dk_align(uint8_t *bin, int64_t *limbs, uint8_t b1);
-void zero__dk_convert(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n);
-void zero__dk_convert_ref(const uint8_t *bins, const int64_t *limbs, float *out, uint64_t n);
 void zero__dk_sq_add(zero__dk_sq *a, const float *x, uint64_t n, int *bad);
 void zero__dk_sq_add_ref(zero__dk_sq *a, const float *x, uint64_t n, int *bad);
 void zero__dk_sq_merge(zero__dk_sq *a, const zero__dk_sq *o);
 double zero__dk_sq_value(const zero__dk_sq *a);
 /* determ.c: deterministic mode (zero_extensions.deterministic). fold adds one micro-batch's (one
- * atom's) fp32 gradient into u's exact accumulator; reduce_all sums the accumulators exactly over
- * the ranks into the owned gradients (the step's reduction); norm is the exact sum of squares of
- * the owned gradients over every rank (and the Inf/NaN flag); drop frees the accumulators. */
+ * atom's) fp32 gradient onto u's grids into its int32 sums; reduce_all sums them over the ranks
+ * into the owned gradients (the step's reduction), or, where a block outgrew its grid, sets the
+ * grids, drops the sums and sets *redo; norm is the exact sum of squares of the owned gradients
+ * over every rank (and the Inf/NaN flag). blocks: grid blocks of n elements; headroom: L bits. */
 zero_status zero__det_fold(zero_engine *e, eunit *u, const float *g);
-zero_status zero__det_reduce_all(zero_engine *e);
+zero_status zero__det_reduce_all(zero_engine *e, int *redo);
 zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow);
-void zero__det_drop(zero_engine *e);
+uint64_t zero__det_blocks(uint64_t n);
+int zero__det_headroom(const zero_engine *e);
 /* Pointer to element i of a working-dtype buffer. */
 static inline void *zero__wptr(const zero_engine *e, void *base, uint64_t i) {
     return (char *)base + i * e->wsize;

@@ -156,7 +156,7 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
                               u->name, e->mb + 1, (long long)e->cfg.grad_accum);
     e->mb_open = 1;
     u->ready_mb = e->mb;
-    if (e->cfg.deterministic) { /* folded exactly now, reduced at the step (determ.c) */
+    if (e->cfg.deterministic) { /* onto the grids now, summed over the ranks at the step (determ.c) */
         s = zero__det_fold(e, u, u->gscratch); /* NULL: no gradient, zeros (stages 2-3 still reduce) */
         zero__buf_put(e, u->gscratch);
         u->gscratch = NULL;
@@ -192,7 +192,7 @@ zero_status zero_engine_micro_batch_done(zero_engine *e) {
 
 zero_status zero__reduce_finish_all(zero_engine *e) {
     zero_status s;
-    if (e->cfg.deterministic) return zero__det_reduce_all(e);
+    if (e->cfg.deterministic) return zero__det_reduce_all(e, &e->det_redo);
     if (!e->own.reduce_each_mb) {
         for (int i = 0; i < e->nunits; i++) {
             eunit *u = &e->units[i];

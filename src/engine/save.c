@@ -7,6 +7,7 @@
 #include "engine/internal.h"
 #include "zero/ckpt.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,22 @@ static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float 
     return ZERO_OK;
 }
 
+/* Deterministic mode's grids of u (every rank holds them whole): this rank's slice of
+ * "<unit>/det_grid", as fp32 integers. */
+static zero_status write_grid(zero_engine *e, zero_ckpt_writer *w, const eunit *u) {
+    const uint64_t nb = zero__det_blocks(u->numel);
+    const uint64_t per = zero_partition_padded(nb, e->world, e->align) / (uint64_t)e->world;
+    const uint64_t lo = per * (uint64_t)e->rank, hi = lo + per < nb ? lo + per : nb;
+    float buf[1024];
+    for (uint64_t b = lo; b < hi; b += 1024) {
+        const uint64_t n = hi - b < 1024 ? hi - b : 1024;
+        for (uint64_t k = 0; k < n; k++) buf[k] = (float)u->dgrid[b + k];
+        zero_status s = zero_ckpt_writer_write(w, buf, (size_t)n * 4);
+        if (s != ZERO_OK) return s;
+    }
+    return ZERO_OK;
+}
+
 /* An offloaded array on its way to or from a checkpoint, a tile at a time. */
 typedef struct stream_ctx {
     zero_ckpt_writer *w;
@@ -125,6 +142,10 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
             snprintf(name, sizeof name, "%s/%s", u->name, state_name(e, k));
             s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, u->numel, e->align);
         }
+        if (u->dgrid && s == ZERO_OK) {
+            snprintf(name, sizeof name, "%s/det_grid", u->name);
+            s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, zero__det_blocks(u->numel), e->align);
+        }
         if (frozen && u->fnumel && s == ZERO_OK) {
             snprintf(name, sizeof name, "%s/frozen", u->name);
             s = zero_ckpt_writer_add(w, name, e->fdt, u->fnumel, e->align);
@@ -145,6 +166,7 @@ static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer 
             if (c.ck != ZERO_OK) s = c.ck;
             else if (s != ZERO_OK) return s; /* the offload's message */
         }
+        if (u->dgrid && s == ZERO_OK) s = write_grid(e, w, u);
         if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) /* this rank's slice of the frozen part */
             s = zero_ckpt_writer_write(w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize,
                                        (size_t)(u->fvalid * e->fsize));
@@ -272,10 +294,37 @@ static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *ch
     return s;
 }
 
+/* Deterministic mode's grids of u from "<unit>/det_grid" where the checkpoint has them (saved in
+ * that mode), else none (the first step sets them: a redo); the padding's blocks have none. */
+static zero_status load_grid(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/det_grid", u->name);
+    memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
+    if (zero_ckpt_find(c, name) < 0) return ZERO_OK;
+    const uint64_t nb = zero__det_blocks(u->numel);
+    for (uint64_t b = 0; b < nb; b += CHUNK) {
+        const uint64_t n = nb - b < CHUNK ? nb - b : CHUNK;
+        zero_status s = read_range(e, c, name, b, b + n, chunk);
+        if (s != ZERO_OK) return s;
+        for (uint64_t k = 0; k < n; k++) {
+            const float g = chunk[k];
+            if (!(g == (float)ZERO_DQ_UNSET || (g >= ZERO_DQ_EMIN && g <= ZERO_DQ_EMAX && g == floorf(g)))) {
+                memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
+                return zero__eng_fail(e, ZERO_ERR_FORMAT,
+                                      "load: %s: %g at block %llu: expected an integer in [%d, %d], or %d (no grid)", name,
+                                      (double)g, (unsigned long long)(b + k), ZERO_DQ_EMIN, ZERO_DQ_EMAX, ZERO_DQ_UNSET);
+            }
+            u->dgrid[b + k] = (int8_t)g;
+        }
+    }
+    return ZERO_OK;
+}
+
 static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
     const eview *v = &u->v;
     zero_status fs = load_frozen(e, c, u, chunk);
+    if (fs == ZERO_OK && u->dgrid) fs = load_grid(e, c, u, chunk);
     if (fs != ZERO_OK || u->numel == 0) return fs;
     const uint64_t lo = v->lo, hi = v->hi; /* what the rank updates: master and states */
     snprintf(name, sizeof name, "%s/master", u->name);

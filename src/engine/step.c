@@ -145,13 +145,15 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
     return s;
 }
 
-static void end_step(zero_engine *e) {
-    for (int i = 0; i < e->nunits; i++) {
+/* The step is over (advance), or is to be computed again (a deterministic redo: the sums were
+ * dropped already, nothing was updated). */
+static void end_step(zero_engine *e, int advance) {
+    for (int i = 0; i < e->nunits && advance; i++) {
         eunit *u = &e->units[i];
         if (u->grads) memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
     }
-    e->step++;
-    e->steps_run++;
+    e->step += advance;
+    e->steps_run += advance;
     e->mb = 0;
     e->mb_open = 0;
     e->recording = 0;
@@ -174,6 +176,22 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
                               (long long)e->cfg.grad_accum);
     if ((s = zero__gather_drain(e)) != ZERO_OK) return s;
     if ((s = zero__reduce_finish_all(e)) != ZERO_OK) return s;
+    if (e->det_redo) { /* deterministic: the grids fit these atoms now; the program computes them again */
+        e->det_redo = 0;
+        end_step(e, 0);
+        if (stats) {
+            memset(stats, 0, sizeof *stats);
+            stats->step = e->step;
+            stats->lr = e->cfg.sched_enabled ? zero_sched_lr(&e->cfg.sched, e->cfg.optim.lr, e->step) : e->cfg.optim.lr;
+            stats->grad_norm = NAN;
+            stats->loss_scale = e->scaler.scale;
+            stats->redo = 1;
+            stats->comm_wait_ms = e->comm_wait * 1e3;
+            stats->step_ms = (zero_now() - t0) * 1e3;
+        }
+        e->comm_wait = 0;
+        return ZERO_OK;
+    }
 
     double sumsq = 0;
     int overflow = 0;
@@ -230,13 +248,14 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
         zero__sec_stale(e, NULL); /* hpZ: the next gather of each unit goes over the world */
         if (s != ZERO_OK) return s;
     }
-    end_step(e);
+    end_step(e, 1);
     if (stats) {
         stats->step = e->step;
         stats->lr = lr;
         stats->grad_norm = norm;
         stats->loss_scale = scale;
         stats->skipped = skipped;
+        stats->redo = 0;
         stats->comm_wait_ms = e->comm_wait * 1e3;
         stats->step_ms = (zero_now() - t0) * 1e3;
     }

@@ -167,7 +167,7 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     const uint64_t wf = s->frozen_dtype == ZERO_DTYPE_COUNT ? w : zero_dtype_size(s->frozen_dtype);
     /* per unit: the trainable part (U: the gradient and reduction roles), the frozen part, what
      * a stage-3 gather holds of both (G), and the fp32 view gather hands out (X) */
-    uint64_t G1 = 0, G2 = 0, X1 = 0;
+    uint64_t G1 = 0, G2 = 0, X1 = 0, blocks = 0; /* blocks: deterministic mode's grid blocks */
     int any_frozen = 0;
     for (int u = 0; u < m->num_units; u++) {
         const uint64_t fr = m->unit_frozen ? m->unit_frozen[u] : 0, tr = m->unit_numel[u] - fr;
@@ -176,6 +176,7 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         if ((tr && pu == 0) || (fr && pf == 0)) ovf = 1;
         o.numel = add(o.numel, m->unit_numel[u], &ovf);
         o.padded = add(o.padded, pu, &ovf);
+        blocks = add(blocks, pu / ZERO__PLAN_DET_BLOCK + (pu % ZERO__PLAN_DET_BLOCK != 0), &ovf);
         o.frozen = add(o.frozen, fr, &ovf);
         o.frozen_padded = add(o.frozen_padded, pf, &ovf);
         any_frozen |= fr > 0;
@@ -215,6 +216,7 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     const uint64_t sec_bytes = mul(o.secondary, w, &ovf);
     b[ZERO_MEM_PARAMS] = add(b[ZERO_MEM_PARAMS], sec_bytes, &ovf);
     b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
+    if (s->deterministic) b[ZERO_MEM_GRADS] = add(b[ZERO_MEM_GRADS], blocks, &ovf); /* a grid byte per block */
     b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
     b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
     /* The transient's upper bound (docs/PLANNING.md): the largest distinct units in every role
@@ -238,18 +240,16 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         if (half) t = add(t, add(mul(U123, w, &ovf), mul(U12 / N, w, &ovf), &ovf), &ovf);
         else t = add(t, add(mul(U12, w, &ovf), mul(U123 / N, w, &ovf), &ovf), &ovf);
     }
-    /* Deterministic mode (docs/ENGINE.md §11): an accumulator is 17 bytes an element (two int64
-     * limbs and a bin byte, the limbs 64-byte aligned); kept whole from a unit's first atom to the
-     * step where gradients are (stages 0-1, one rank), else the shard's, plus during grad_ready
-     * the atom's whole unit; a cross-rank sum copies a unit's bin bytes. At the step: the
-     * conversion's fp32 chunk (2^18 elements at most) and the norm's records, 513 int64 a rank
-     * and this rank's. */
+    /* Deterministic mode (docs/ENGINE.md §11): from a unit's first atom to the step, a seen byte
+     * and an int64 mass per grid block, and in half precision the int32 sums (4 bytes a padded element where
+     * gradients are kept whole, a shard element where they are sharded; fp32 sums in the gradient
+     * buffer itself); fp32 gradients kept whole go through the fp32 buffers handed to the model
+     * (two units' at most, as where they are sharded). At the step: half precision's conversion
+     * chunk (2^18 elements at most) and the norm's records, 513 int64 a rank and this rank's. */
     if (s->deterministic) {
-        const uint64_t units = (uint64_t)m->num_units, bins = N > 1 ? U1 : 0;
-        const uint64_t A = ZERO__PLAN_DET_ACC_BYTES;
-        uint64_t a = mul(sharded_grads ? add(S, U1, &ovf) : P, A, &ovf);
-        a = add(a, add(bins, mul(units + 1, 64, &ovf), &ovf), &ovf);
-        a = add(a, mul(U1 < ZERO__PLAN_DET_CHUNK ? U1 : ZERO__PLAN_DET_CHUNK, 4, &ovf), &ovf);
+        uint64_t a = mul(blocks, 9, &ovf);
+        if (half) a = add(a, mul(add(sharded_grads ? S : P, U1 < ZERO__PLAN_DET_CHUNK ? U1 : ZERO__PLAN_DET_CHUNK, &ovf), 4, &ovf), &ovf);
+        else if (!sharded_grads) a = add(a, mul(U12, 4, &ovf), &ovf);
         o.accumulator = add(a, mul(ZERO__PLAN_DET_NORM_BYTES, N + 1, &ovf), &ovf);
         t = add(t, o.accumulator, &ovf);
     }

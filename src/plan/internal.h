@@ -16,10 +16,10 @@
 /* Bytes of the fp32 chunk the engine's step converts half-precision gradients through. */
 #define ZERO__PLAN_STEP_CHUNK ((uint64_t)16384 * 4)
 
-/* Deterministic mode (src/engine/determ.c): bytes of an exact accumulator per element (two int64
- * limbs and a bin byte), the most elements the step converts to fp32 at a time, and the bytes of
- * one rank's record of the gradient norm (a flag and 256 128-bit sums). */
-#define ZERO__PLAN_DET_ACC_BYTES 17
+/* Deterministic mode (src/engine/determ.c): elements per grid block, the most elements the step
+ * converts to fp32 at a time (half precision), and the bytes of one rank's record of the gradient
+ * norm (a flag and 256 128-bit sums). */
+#define ZERO__PLAN_DET_BLOCK 32 /* elements per grid block (src/engine: ZERO_DQ_BLOCK) */
 #define ZERO__PLAN_DET_CHUNK ((uint64_t)1 << 18)
 #define ZERO__PLAN_DET_NORM_BYTES ((uint64_t)8 * 513)
 

@@ -24,15 +24,16 @@ run() { # run NAME RANKS STAGE MICRO [args...]: global batch RANKS*MICRO*accum; 
         >"$TMP/$name.out" 2>"$TMP/$name.err" || {
         echo "FAIL run $name: zero train --ranks $r --stage $s --micro-batch $b $*"; cat "$TMP/$name.err"; exit 1; }
 }
-# fields NAME: "step loss grad_norm loss_scale skipped" of each step record as printed (%.17g), then
-# the closing val_loss
+# fields NAME: "step loss grad_norm loss_scale skipped redone" of each step record as printed
+# (%.17g), then the closing val_loss
 fields() {
     "$PY" -c '
 import json, sys
 for l in open(sys.argv[1]):
     d = json.loads(l)
     if "step" in d:
-        print(d["step"], l.split("\"loss\":")[1].split(",")[0], repr(d["grad_norm"]), d["loss_scale"], d["skipped"])
+        print(d["step"], l.split("\"loss\":")[1].split(",")[0], repr(d["grad_norm"]), d["loss_scale"], d["skipped"],
+              d.get("redone"))
     elif d.get("done"):
         print("val", l.split("\"val_loss\":")[1].split(",")[0])' "$TMP/$1.json"
 }
@@ -106,6 +107,41 @@ fields ref_fp32 | awk -v h="$half" '$1 == "val" || $1 > h' >"$TMP/ref_tail.f"
 check "saved on 2 ranks stage 1, resumed on 3 ranks stage 3: the same records (bitwise)" \
     cmp -s "$TMP/resumed.f" "$TMP/ref_tail.f"
 check "... and the same final weights" test "$(hash resumed)" = "$(hash ref_fp32)"
+check "the first step was computed twice (it set the grids), the second once" \
+    test "$(awk '$1 <= 2 { printf "%s ", $6 }' "$TMP/ref_fp32.f")" = "True False "
+# the grids are checked at load: a value that is no grid exponent is refused, naming it
+grid_ckpt=$(ls -d "$TMP/half.ckpt"/step_* | tail -1)
+cp -r "$grid_ckpt" "$TMP/badgrid"
+"$PY" - "$TMP/badgrid/rank_00000.safetensors" <<'EOF'
+import json, struct, sys
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+path = sys.argv[1]
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+name = sorted(k for k in head if k.endswith("/det_grid"))[0]
+lo, hi = head[name]["data_offsets"]
+base = 8 + n
+raw[base + lo:base + lo + 4] = struct.pack("<f", 100.0)  # 100: above the largest grid exponent, 96
+old = head["__metadata__"]["crc32c." + name]
+new = "%08x" % crc32c(bytes(raw[base + lo:base + hi]))
+text = raw[8:8 + n].decode().replace('"crc32c.%s":"%s"' % (name, old), '"crc32c.%s":"%s"' % (name, new))
+assert len(text) == n and new in text, "the checksum entry was not found"
+raw[8:8 + n] = text.encode()
+open(path, "wb").write(raw)
+EOF
+"$ZERO" train --model tiny --seq 32 --lr 3e-3 --val-every 0 --steps "$STEPS" --ranks 1 --micro-batch 12 --deterministic \
+    --resume "$TMP/badgrid" >"$TMP/badgrid.out" 2>&1
+rc=$?
+check "a checkpoint's grid of 100 is refused at load, named" test $rc -ne 0
+check "... in one line naming the tensor, the value and the block" \
+    grep -q "det_grid: 100 at block 0: expected an integer in \[-126, 96\], or -128" "$TMP/badgrid.out"
 
 # atoms of 3 sequences (--det-atom 3, and the config key): bitwise across layouts with the same
 # atoms; against atoms of one sequence the same run to fp32 rounding

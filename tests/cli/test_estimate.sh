@@ -159,41 +159,46 @@ done
 check "lora text: the LoRA line" grep -q "^LoRA r=16 alpha=8 on q_proj,v_proj: 6815744 trainable parameters (0.085%); the base's 8030261248 frozen" "$TMP/lora.txt"
 check "lora text: traffic of the adapters" grep -q "2Psi of the adapters" "$TMP/lora.txt"
 
-# --- --deterministic: the exact accumulators in the transient (17 P at stages 0-1, 17 S + 18 U1 at
-# stages 2-3 on several ranks), and a deterministic run on 3 ranks stays within its row
+# --- --deterministic: a grid byte per block of 32 elements joins the gradients; the transient gains
+# the seen bytes and masses (9 bytes a block), the norm's records and, fp32 gradients kept whole, the two units' buffers handed
+# to the model; a deterministic run on 3 ranks stays within its row
 det_rows() {
     "$ZERO" estimate --model tiny --ranks 3 --seq 32 --json >"$TMP/det0.json" &&
         "$ZERO" estimate --model tiny --ranks 3 --seq 32 --deterministic --json >"$TMP/det1.json" || return 1
     "$PY" - "$TMP/det0.json" "$TMP/det1.json" <<'EOF'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
-P, units = b["padded_params"], b["units"]
-extra = P + 64 * (units + 1) + 4 * min(P, 1 << 18) + 4104 * 4  # bins, alignment, the step's chunk, the norm's records
+P, units, U1, N = b["padded_params"], b["units"], b["largest_unit"], b["ranks"]
+norm = 4104 * (N + 1)  # the norm's records, 513 int64 a rank and this rank's
 for r0, r1 in zip(a["rows"], b["rows"]):
     assert r0["accumulator_bytes"] == 0, r0
-    acc = r1["accumulator_bytes"]
+    acc, B = r1["accumulator_bytes"], r1["grads_bytes"] - r0["grads_bytes"]
+    assert P // 32 <= B <= P // 32 + units, (B, P)  # the grids: ceil(padded / 32) bytes a unit
     assert r1["transient_bytes"] - r0["transient_bytes"] == acc, (r0, r1)
-    if r1["stage"] <= 1: assert 17 * P < acc <= 17 * P + extra, (acc, P)
-    else: assert 17 * (P // 3) < acc < 17 * P, (acc, P)
-    for k in ("device_bytes", "host_bytes", "nvme_bytes", "params_bytes", "grads_bytes"):
+    if r1["stage"] <= 1: assert 9 * B + norm + 4 * U1 < acc <= 9 * B + norm + 8 * U1, (acc, B, U1)
+    else: assert acc == 9 * B + norm, (acc, B)  # seen bytes and masses; fp32 sharded: the sums are the gradients
+    for k in ("params_bytes", "master_bytes", "optim_bytes", "nvme_bytes"):
         assert r0[k] == r1[k], (k, r0, r1)
+    assert r1["device_bytes"] + r1["host_bytes"] - r0["device_bytes"] - r0["host_bytes"] == B, (r0, r1)
 EOF
 }
-check "--deterministic: the accumulators in the transient, nothing else changes" det_rows
+check "--deterministic: the grids in the gradients, the sums' bytes in the transient, nothing else changes" det_rows
 det_trains() {
     (cd "$TMP" && "$ZERO" train --model tiny --ranks 3 --stage 2 --seq 32 --micro-batch 2 --deterministic --steps 2 \
         --val-every 0 --val-batches 1 --log-json "$TMP/det.log" >"$TMP/det.out" 2>&1) || { tail -3 "$TMP/det.out"; return 1; }
-    "$PY" - "$TMP/det.log" "$TMP/det1.json" <<'EOF'
+    "$PY" - "$TMP/det.log" "$TMP/det1.json" "$TMP/det0.json" <<'EOF'
 import json, sys
 done = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
 row = [r for r in json.load(open(sys.argv[2]))["rows"] if r["stage"] == 2 and r["offload"] == "none"][0]
+row0 = [r for r in json.load(open(sys.argv[3]))["rows"] if r["stage"] == 2 and r["offload"] == "none"][0]
 assert done.get("done") and done["stage"] == 2 and done["ranks"] == 3, done
 for cat in ("params", "grads", "master", "optim"):
     assert done["mem"][cat] == row[cat + "_bytes"], (cat, done["mem"], row)
-assert 17 * row["grads_bytes"] // 4 <= done["mem"]["buffers"] <= row["transient_bytes"], (done["mem"], row)
+B = row["grads_bytes"] - row0["grads_bytes"]
+assert 9 * B <= done["mem"]["buffers"] <= row["transient_bytes"], (done["mem"], row)
 EOF
 }
-check "--deterministic: a 3-rank stage-2 run's buffers hold the accumulators, within the row" det_trains
+check "--deterministic: a 3-rank stage-2 run's gradients as estimated, its buffers within the row" det_trains
 
 # --- usage errors: exit 2, one line "zero: error: ..." naming the value
 usage_error() { # usage_error EXPECTED_TEXT ARGS...

@@ -1,7 +1,8 @@
 /* Deterministic mode (zero_extensions.deterministic) in the engine: the MLP of tests/mlp_model.h
  * trained with one sample per micro-batch (the atom) gives bitwise the parameters, gradient norms
  * and loss scales of a 1-rank stage-0 run over the same global batches (every rank computes it on
- * `self`), at every stage, in fp32, bf16 and fp16, with clipping; on one rank it agrees with the
+ * `self`), at every stage, in fp32, bf16 and fp16, with clipping, and redoes the same steps (the
+ * first, and one whose gradients grow 64-fold); on one rank it agrees with the
  * default mode to fp32 rounding. The transient memory stays within zero_plan_estimate's bound
  * with the accumulators counted, and holds at least the accumulators it counts. Runs under
  * mpiexec with 1, 2, 3 and 4 ranks. */
@@ -10,45 +11,54 @@
 
 #define STEPS 12
 #define ATOMS 12 /* samples per step, all ranks: divisible by 1, 2, 3 and 4 */
+#define GROW  7  /* the step whose gradients grow 64-fold */
 
 typedef struct run_result {
     float *params[MLP_LAYERS];
     double norms[STEPS], scales[STEPS];
-    int skipped;
+    int skipped, redos;
 } run_result;
 
 static void result_free(run_result *r) {
     for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
 }
 
-/* The engine's peak transient bytes against the planner's figures for the same configuration:
- * at most the estimate's transient; in deterministic mode at least the accumulators that are
- * alive together at the step (17 bytes a padded element where gradients are kept whole, 17 a
- * shard element where they are sharded). */
+/* The engine's peak memory against the planner's figures for the same configuration: the
+ * gradients (with deterministic mode's grid bytes) exactly; the transient at most the estimate's;
+ * in deterministic mode at least what is alive together at the step (the seen bytes and masses,
+ * and in half precision the int32 sums: 4 bytes a padded element where gradients are kept whole, a shard
+ * element where they are sharded). */
 static void check_transient(zero_engine *e, const zero_config *cfg, int world, int stage, zero_dtype prec) {
-    uint64_t numel[MLP_LAYERS];
-    for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
+    uint64_t numel[MLP_LAYERS], blocks = 0;
     zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, cfg, world);
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        numel[l] = (uint64_t)mlp_unit_numel(l);
+        blocks += (zero_partition_padded(numel[l], world, s.align) + 31) / 32;
+    }
     zero_plan_mem est;
     ZT_OK(zero_plan_estimate(&pm, &s, &est, NULL));
     zero_mem_stats m;
     zero_engine_mem_stats(e, &m);
     const uint64_t peak = m.peak[ZERO_MEM_BUFFERS];
-    const int whole = stage <= 1 || world == 1;
+    const int whole = stage <= 1 || world == 1, half = prec != ZERO_DTYPE_FP32;
     ZT_CHECKF(peak <= est.transient, "det %d stage %d %s on %d ranks: transient peak %llu > the estimate's %llu",
               cfg->deterministic, stage, zero_dtype_name(prec), world, (unsigned long long)peak,
               (unsigned long long)est.transient);
+    ZT_CHECKF(m.peak[ZERO_MEM_GRADS] == est.bytes[ZERO_MEM_GRADS], "det %d stage %d %s on %d ranks: grads %llu, estimate %llu",
+              cfg->deterministic, stage, zero_dtype_name(prec), world, (unsigned long long)m.peak[ZERO_MEM_GRADS],
+              (unsigned long long)est.bytes[ZERO_MEM_GRADS]);
     if (!cfg->deterministic) {
         ZT_EQ_INT(est.accumulator, 0);
         return;
     }
     const uint64_t U1 = est.largest_unit, chunk = U1 < (1u << 18) ? U1 : 1u << 18;
-    ZT_EQ_INT(est.accumulator, (whole ? 17 * est.padded : 17 * (est.shard + U1)) + (world > 1 ? U1 : 0) +
-                                   64 * (MLP_LAYERS + 1) + 4 * chunk + 4104 * (uint64_t)(world + 1));
-    const uint64_t alive = 17 * (whole ? est.padded : est.shard);
-    ZT_CHECKF(peak >= alive, "stage %d %s on %d ranks: transient peak %llu < the %llu bytes of accumulators", stage,
+    const uint64_t sums = half ? 4 * (whole ? est.padded : est.shard) : 0;
+    ZT_EQ_INT(est.accumulator, 9 * blocks + (half ? sums + 4 * chunk : whole ? 4 * (U1 + est.second_unit) : 0) +
+                                   4104 * (uint64_t)(world + 1));
+    const uint64_t alive = 9 * blocks + sums; /* the seen bytes and masses, the int32 sums */
+    ZT_CHECKF(peak >= alive, "stage %d %s on %d ranks: transient peak %llu < the %llu bytes of the sums", stage,
               zero_dtype_name(prec), world, (unsigned long long)peak, (unsigned long long)alive);
 }
 
@@ -70,13 +80,16 @@ static int run(zero_comm *comm, int det, int stage, zero_dtype prec, int world, 
     memset(out, 0, sizeof *out);
     if (zero_engine_create(&e, comm, &cfg) != ZERO_OK) goto done;
     if (mlp_register(e) || mlp_init(e, 7)) goto done;
+    mlp_redos = 0;
     for (int s = 0; s < STEPS; s++) {
         zero_step_stats st;
-        if (mlp_train_step(e, s, world, rank, ATOMS / world, 1, NULL, &st, 1.0f)) goto done;
+        /* step GROW's gradients 64 times the others: they outgrow their grids (a redo) */
+        if (mlp_train_step(e, s, world, rank, ATOMS / world, 1, NULL, &st, s == GROW ? 64.0f : 1.0f)) goto done;
         out->norms[s] = st.grad_norm;
         out->scales[s] = st.loss_scale;
         out->skipped += st.skipped;
     }
+    out->redos = mlp_redos;
     check_transient(e, &cfg, world, stage, prec);
     for (int l = 0; l < MLP_LAYERS; l++) {
         out->params[l] = malloc((size_t)mlp_unit_numel(l) * sizeof(float));
@@ -114,10 +127,14 @@ int main(int argc, char **argv) {
         run_result ref;
         if (run(self, 1, 0, precs[pi], 1, 0, &ref)) continue;
         if (precs[pi] == ZERO_DTYPE_FP16) ZT_CHECKF(ref.skipped > 0, "fp16: no step skipped: the scaler is not tested");
+        else /* the first step (no grids yet) and step GROW */
+            ZT_CHECKF(ref.redos == 2, "%s: %d steps redone, expected 2", zero_dtype_name(precs[pi]), ref.redos);
         for (int stage = 0; stage <= 3; stage++) {
             run_result got;
             if (run(world_comm, 1, stage, precs[pi], world, rank, &got)) continue;
             const int d = differing(&got, &ref);
+            ZT_CHECKF(got.redos == ref.redos, "stage %d %s on %d ranks: %d steps redone, 1 rank %d", stage,
+                      zero_dtype_name(precs[pi]), world, got.redos, ref.redos);
             ZT_CHECKF(d == 0, "deterministic stage %d %s on %d ranks: %d parameters differ from 1 rank's bits", stage,
                       zero_dtype_name(precs[pi]), world, d);
             for (int s = 0; s < STEPS; s++) {

@@ -1,14 +1,16 @@
-/* Deterministic mode's exact-summation kernels (src/engine/determ_kernels.c): the fast fold, set,
- * convert and sum of squares equal their 128-bit scalar references bit for bit, on values that
- * cover every exponent, subnormals, signed zeros, Inf and NaN, and top bins raised by one and by
- * several bins; accumulators of the same atoms folded in any order and grouping (merged) are the
- * same bits; where the kept bits cover every contribution, the converted sum is the correctly
- * rounded exact sum; the sum of squares is exact per exponent (any chunking) and its value agrees
- * with a double sum. */
+/* Deterministic mode's kernels (src/engine/determ_kernels.c): the fast quantize and convert equal
+ * their double-precision scalar references bit for bit (the int32 results and the blocks' seen
+ * bytes), on values that cover every exponent, subnormals, signed zeros, Inf and NaN, values past
+ * the clamp, unset grids and the grid's bounds, and any chunking on block boundaries; the sums
+ * of the same atoms added in any order and grouping are the same bits; where every contribution
+ * fits its grid, the converted sum is the correctly rounded sum of the rounded contributions and
+ * lies within atoms/2 grid steps of the exact sum; the sum of squares is exact per exponent (any
+ * chunking) and its value agrees with a double sum. */
 #include "engine/internal.h"
 #include "harness.h"
 
-#define N     4099 /* not a multiple of any vector width */
+#define N     4099 /* not a multiple of any vector width nor of the block */
+#define NB    ((N + ZERO_DQ_BLOCK - 1) / ZERO_DQ_BLOCK)
 #define ATOMS 9
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -23,8 +25,8 @@ static float bits_f(uint32_t u) {
     return f;
 }
 
-/* Atom a's value at i: kind of element by i % 8 (wide exponents, narrow, subnormal, zero, one
- * NaN/Inf, large late contributions that raise the top bin by one or several bins). */
+/* Atom a's value at i: kind of element by i % 8 (any exponent, near 1, subnormal, signed zero, one
+ * NaN and one Inf, rising per atom, a late jump, cancellation near 1). */
 static float value(int a, int i) {
     const uint32_t r = (uint32_t)next(), sign = (r & 1u) << 31, fr = (r >> 1) & 0x7fffff;
     switch (i % 8) {
@@ -33,133 +35,147 @@ static float value(int a, int i) {
     case 2: return bits_f(sign | fr);                                            /* subnormal */
     case 3: return a % 2 ? 0.0f : -0.0f;
     case 4: return i == 4 && a == 5 ? NAN : i == 12 && a == 3 ? -INFINITY : bits_f(sign | (100u << 23) | fr);
-    case 5: return bits_f(sign | ((uint32_t)(20 + 25 * a) << 23) | fr); /* rising: a raise per atom or two */
-    case 6: return bits_f(sign | ((uint32_t)(a == ATOMS - 1 ? 250 : 30) << 23) | fr); /* a late jump of 5 bins */
+    case 5: return bits_f(sign | ((uint32_t)(20 + 25 * a) << 23) | fr); /* rising */
+    case 6: return bits_f(sign | ((uint32_t)(a == ATOMS - 1 ? 250 : 30) << 23) | fr); /* a late jump */
     default: return bits_f(sign | ((uint32_t)(125 + a % 3) << 23) | fr);              /* cancellation near 1 */
     }
 }
 
-typedef struct acc {
-    uint8_t bins[N];
-    int64_t limbs[2 * N];
-} acc;
-
-/* The same bins, and the same limbs where they count (not under a NaN mark). */
-static int acc_eq(const acc *x, const acc *y) {
-    for (int i = 0; i < N; i++)
-        if (x->bins[i] != y->bins[i] || (x->bins[i] != ZERO_DK_NAN && memcmp(x->limbs + 2 * i, y->limbs + 2 * i, 16))) {
-            fprintf(stderr, "element %d: bins %d/%d limbs %lld %lld / %lld %lld\n", i, x->bins[i], y->bins[i],
-                    (long long)x->limbs[2 * i], (long long)x->limbs[2 * i + 1], (long long)y->limbs[2 * i],
-                    (long long)y->limbs[2 * i + 1]);
-            return 0;
-        }
-    return 1;
-}
-
-static int f32_same(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, 4); }
-
 static float g[ATOMS][N];
+static int8_t grid[NB];
 
-static void test_fold_set_merge(void) {
-    for (int a = 0; a < ATOMS; a++)
-        for (int i = 0; i < N; i++) g[a][i] = value(a, i);
-    static acc ref, fast, rev, part1, part2, set;
-    memset(&ref, 0, sizeof ref);
-    memset(&rev, 0, sizeof rev);
-    memset(&part1, 0, sizeof part1);
-    zero__dk_set(fast.bins, fast.limbs, g[0], N); /* set on garbage: overwrites everything */
-    zero__dk_fold_ref(ref.bins, ref.limbs, g[0], N);
-    ZT_CHECKF(acc_eq(&fast, &ref), "set differs from fold_ref into an empty accumulator");
-    memset(&set, 0xA5, sizeof set);
-    zero__dk_set(set.bins, set.limbs, g[0], N);
-    ZT_CHECKF(acc_eq(&set, &ref), "set leaves old bytes behind");
-    for (int a = 1; a < ATOMS; a++) {
-        zero__dk_fold_ref(ref.bins, ref.limbs, g[a], N);
-        zero__dk_fold(fast.bins, fast.limbs, g[a], N);
-        ZT_CHECKF(acc_eq(&fast, &ref), "fold differs from fold_ref after atom %d", a);
-    }
-    /* any order and grouping: reversed; atoms 0-3 and 4-8 in two accumulators, merged */
-    for (int a = ATOMS - 1; a >= 0; a--) zero__dk_fold(rev.bins, rev.limbs, g[a], N);
-    ZT_CHECKF(acc_eq(&rev, &ref), "reversed order changes the accumulator");
-    for (int a = 3; a >= 0; a--) zero__dk_fold(part1.bins, part1.limbs, g[a], N);
-    zero__dk_set(part2.bins, part2.limbs, g[ATOMS - 1], N);
-    for (int a = 4; a < ATOMS - 1; a++) zero__dk_fold(part2.bins, part2.limbs, g[a], N);
-    static acc m1, m2;
-    m1 = part1;
-    zero__dk_merge(m1.bins, m1.limbs, part2.bins, part2.limbs, N);
-    m2 = part2;
-    zero__dk_merge(m2.bins, m2.limbs, part1.bins, part1.limbs, N);
-    ZT_CHECKF(acc_eq(&m1, &ref), "merged groups differ from one accumulator");
-    ZT_CHECKF(acc_eq(&m2, &ref), "the merge's order changes the result");
-    int nan = 0, raised = 0;
-    for (int i = 0; i < N; i++) {
-        nan += ref.bins[i] == ZERO_DK_NAN;
-        raised += i % 8 == 6 && ref.bins[i] == 8;
-    }
-    ZT_EQ_INT(nan, 2);
-    ZT_CHECKF(raised > N / 8 - 2, "the late jump raised %d elements", raised);
-
-    /* convert: the fast kernel equals the reference, on every accumulator above */
-    static float out[N], out_ref[N];
-    const acc *all[] = {&ref, &part1, &part2, &set};
-    for (int k = 0; k < 4; k++) {
-        zero__dk_convert(all[k]->bins, all[k]->limbs, out, N);
-        zero__dk_convert_ref(all[k]->bins, all[k]->limbs, out_ref, N);
-        int bad = 0;
-        for (int i = 0; i < N; i++) bad += !f32_same(out[i], out_ref[i]);
-        ZT_CHECKF(!bad, "convert differs from convert_ref at %d elements (accumulator %d)", bad, k);
+/* Grids over the whole range, block by block: unset, the bounds, and ordinary ones. */
+static void some_grids(void) {
+    for (int b = 0; b < NB; b++) {
+        const int k = b % 7;
+        grid[b] = k == 0   ? ZERO_DQ_UNSET
+                  : k == 1 ? ZERO_DQ_EMIN
+                  : k == 2 ? ZERO_DQ_EMAX
+                           : (int8_t)(-60 + (int)(next() % 100));
     }
 }
 
-/* Limbs of every size the fast convert may meet: t = hi * 2^40 + lo up to 2^103, ties. */
-static void test_convert_limbs(void) {
-    static acc x;
-    static float out[N], out_ref[N];
-    for (int i = 0; i < N; i++) {
-        x.bins[i] = (uint8_t)(1 + next() % 8);
-        const int hb = (int)(next() % 64), lb = (int)(next() % 63);
-        const uint64_t rh = next(), rl = next();
-        int64_t hi = hb ? (int64_t)(rh >> (64 - hb)) : 0, lo = lb ? (int64_t)(rl >> (64 - lb)) : 0;
-        if (i % 5 == 0) lo = ((int64_t)1 << 39) + (i % 10 ? 0 : 1); /* near ties after rounding */
-        if (i % 3 == 0) hi = -hi;
-        if (i % 7 == 0) lo = -lo;
-        if (hb == 63) hi >>= 1; /* |hi| < 2^62: headroom the engine keeps */
-        x.limbs[2 * i] = hi;
-        x.limbs[2 * i + 1] = lo;
-    }
-    x.bins[0] = 0;
-    x.bins[1] = ZERO_DK_NAN;
-    x.limbs[2 * 2] = (int64_t)1 << 23, x.limbs[2 * 2 + 1] = 0; /* |t| = 2^63 exactly */
-    x.limbs[2 * 3] = -((int64_t)1 << 23), x.limbs[2 * 3 + 1] = 0;
-    zero__dk_convert(x.bins, x.limbs, out, N);
-    zero__dk_convert_ref(x.bins, x.limbs, out_ref, N);
-    int bad = 0;
-    for (int i = 0; i < N; i++) bad += !f32_same(out[i], out_ref[i]);
-    ZT_CHECKF(!bad, "convert differs from convert_ref at %d of %d limb pairs", bad, N);
-    ZT_CHECK(out[0] == 0.0f && !signbit(out[0]) && isnan(out[1]));
-}
-
-/* Where every contribution's bits are kept (exponents within 40 bits of the top bin's bottom),
- * the result is the exact sum rounded once: here the double sum is exact (spans < 53 bits). */
-static void test_exact_rounding(void) {
-    static acc x;
-    static float h[ATOMS][N], out[N];
-    static double exact[N];
-    memset(&x, 0, sizeof x);
-    memset(exact, 0, sizeof exact);
-    for (int a = 0; a < ATOMS; a++) {
-        for (int i = 0; i < N; i++) {
-            const uint32_t r = (uint32_t)next();
-            /* exponents 2^-8 .. 2^8 (bins 3-4): one bin below the top keeps every bit */
-            h[a][i] = bits_f(((r & 1u) << 31) | ((uint32_t)(119 + (r >> 1) % 17) << 23) | ((r >> 6) & 0x7fffff));
-            exact[i] += h[a][i];
+static void test_quantize_matches_reference(void) {
+    some_grids();
+    for (int add = 0; add <= 1; add++) {
+        static int32_t qa[N], qb[N], qc[N];
+        uint8_t sa[NB] = {0}, sb[NB] = {0}, sc[NB] = {0};
+        uint64_t ma[NB] = {0}, mb[NB] = {0}, mc[NB] = {0};
+        for (int i = 0; i < N; i++) qa[i] = qb[i] = qc[i] = add ? (int32_t)(next() % 2001) - 1000 : 0;
+        for (int a = 0; a < ATOMS; a++) {
+            zero__dq_quantize(g[a], qa, 0, N, grid, sa, ma, add || a);
+            zero__dq_quantize_ref(g[a], qb, 0, N, grid, sb, mb, add || a);
+            /* chunked on block boundaries, the later chunk first */
+            const uint64_t k = ZERO_DQ_BLOCK * (uint64_t)(1 + a * 11);
+            zero__dq_quantize(g[a] + k, qc + k, k, N - k, grid, sc, mc, add || a);
+            zero__dq_quantize(g[a], qc, 0, k, grid, sc, mc, add || a);
         }
-        zero__dk_fold(x.bins, x.limbs, h[a], N);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0; i++)
+            if (qa[i] != qb[i] || qa[i] != qc[i]) bad = i;
+        ZT_CHECKF(bad < 0, "add %d: element %d: fast %d, reference %d, chunked %d (grid %d)", add, bad,
+                  bad < 0 ? 0 : qa[bad], bad < 0 ? 0 : qb[bad], bad < 0 ? 0 : qc[bad],
+                  bad < 0 ? 0 : grid[bad / ZERO_DQ_BLOCK]);
+        ZT_CHECKF(!memcmp(sa, sb, NB) && !memcmp(sa, sc, NB), "add %d: the seen bytes differ", add);
+        ZT_CHECKF(!memcmp(ma, mb, sizeof ma) && !memcmp(ma, mc, sizeof ma), "add %d: the masses differ", add);
     }
-    zero__dk_convert(x.bins, x.limbs, out, N);
-    int bad = 0;
-    for (int i = 0; i < N; i++) bad += !f32_same(out[i], (float)exact[i]);
-    ZT_CHECKF(!bad, "%d of %d sums are not the correctly rounded exact sum", bad, N);
+    /* in place (the stage 2-3 path) equals into another buffer */
+    static float x[N];
+    static int32_t q[N];
+    uint8_t s1[NB] = {0}, s2[NB] = {0};
+    uint64_t m1[NB] = {0}, m2[NB] = {0};
+    memcpy(x, g[2], sizeof x);
+    zero__dq_quantize(g[2], q, 0, N, grid, s1, m1, 0);
+    zero__dq_quantize(x, (int32_t *)x, 0, N, grid, s2, m2, 0);
+    ZT_CHECKF(!memcmp(x, q, sizeof q), "quantizing in place differs");
+}
+
+static void test_seen_and_clamp(void) {
+    float x[2 * ZERO_DQ_BLOCK] = {0};
+    int32_t q[2 * ZERO_DQ_BLOCK];
+    int8_t gr[2] = {-20, ZERO_DQ_UNSET};
+    uint8_t seen[2] = {0, 0};
+    uint64_t mass[2] = {0, 0};
+    x[3] = 0x1p-20f * 5;    /* 5 grid steps */
+    x[4] = -0x1p-20f * 2.5f; /* a tie: to even, -2 */
+    x[5] = 0x1p-20f * 3.5f;  /* a tie: to even, 4 */
+    x[6] = 1e30f;            /* past the clamp */
+    x[7] = -INFINITY;
+    x[8] = NAN;
+    x[ZERO_DQ_BLOCK + 1] = bits_f(0x00000123); /* a subnormal in an unset block: rounds to 0, seen 0 */
+    zero__dq_quantize(x, q, 0, 2 * ZERO_DQ_BLOCK, gr, seen, mass, 0);
+    ZT_CHECK(q[3] == 5 && q[4] == -2 && q[5] == 4);
+    ZT_CHECK(q[6] == ZERO_DQ_CLAMP && q[7] == -ZERO_DQ_CLAMP && q[8] == 0);
+    ZT_CHECKF(mass[0] == ZERO_DQ_CLAMP && mass[1] == 0, "mass %llu %llu", (unsigned long long)mass[0],
+              (unsigned long long)mass[1]);
+    ZT_CHECKF(seen[0] == 255 && seen[1] == 0 && q[ZERO_DQ_BLOCK + 1] == 0, "seen %d %d", seen[0], seen[1]);
+    x[7] = -1.0f, x[8] = 0;
+    seen[0] = 0;
+    zero__dq_quantize(x, q, 0, ZERO_DQ_BLOCK, gr, seen, mass, 0);
+    ZT_CHECKF(mass[0] == 2 * (uint64_t)ZERO_DQ_CLAMP, "mass %llu: the largest |q| of two atoms", (unsigned long long)mass[0]);
+    uint32_t big;
+    memcpy(&big, &x[6], 4);
+    ZT_CHECKF(seen[0] == ((big >> 23) & 0xff), "seen %d: not 1e30f's exponent field", seen[0]);
+    /* convert: NaN where seen says so; an unset grid's zeros stay zero */
+    float out[2 * ZERO_DQ_BLOCK];
+    uint8_t marks[2] = {255, 0};
+    zero__dq_convert(q, out, 0, 2 * ZERO_DQ_BLOCK, gr, marks);
+    ZT_CHECK(isnan(out[0]) && isnan(out[3]) && out[ZERO_DQ_BLOCK + 1] == 0.0f);
+}
+
+/* Any order and grouping of the same atoms: the same int32 sums; where nothing is clamped, the
+ * conversion is the correctly rounded sum of the rounded contributions, within ATOMS/2 grid
+ * steps of the exact sum. */
+static void test_order_and_rounding(void) {
+    const int L = 5; /* 1 + ceil(log2(9)): every atom below 2^(31 - L) grid steps */
+    /* finite values only, and grids that fit every block (as determ.c sets them) */
+    static float v[ATOMS][N];
+    for (int a = 0; a < ATOMS; a++)
+        for (int i = 0; i < N; i++) v[a][i] = isfinite(g[a][i]) && fabsf(g[a][i]) < 0x1p70f ? g[a][i] : 1.0f;
+    uint8_t seen[NB] = {0};
+    uint64_t mass[NB] = {0};
+    static int32_t tmp[N];
+    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], tmp, 0, N, grid, seen, mass, 0);
+    for (int b = 0; b < NB; b++) {
+        int e = seen[b] - 126 + 3 + L - 31;
+        grid[b] = (int8_t)(seen[b] == 0 ? ZERO_DQ_UNSET : e < ZERO_DQ_EMIN ? ZERO_DQ_EMIN : e);
+    }
+    static int32_t s1[N], s2[N], part[N];
+    uint8_t x1[NB] = {0}, x2[NB] = {0};
+    uint64_t m1[NB] = {0}, m2[NB] = {0};
+    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], s1, 0, N, grid, x1, m1, a > 0);
+    /* reversed, in two groups summed apart and then added (two ranks) */
+    for (int a = ATOMS - 1; a >= 4; a--) zero__dq_quantize(v[a], s2, 0, N, grid, x2, m2, a < ATOMS - 1);
+    for (int a = 3; a >= 0; a--) zero__dq_quantize(v[a], part, 0, N, grid, x2, m2, a < 3);
+    for (int i = 0; i < N; i++) s2[i] = (int32_t)((uint32_t)s2[i] + (uint32_t)part[i]);
+    ZT_CHECKF(!memcmp(s1, s2, sizeof s1) && !memcmp(x1, x2, NB) && !memcmp(m1, m2, sizeof m1),
+              "the order of the atoms changes the sums");
+    for (int b = 0; b < NB; b++) /* the mass bounds every sum of the block, and stays below 2^31 here */
+        for (int i = b * ZERO_DQ_BLOCK; i < N && i < (b + 1) * ZERO_DQ_BLOCK; i++)
+            if ((uint64_t)llabs((long long)s1[i]) > m1[b] || m1[b] >= (1ull << 31)) {
+                ZT_FAIL("block %d: sum %d, mass %llu", b, s1[i], (unsigned long long)m1[b]);
+                b = NB;
+                break;
+            }
+    static float f1[N], f2[N];
+    zero__dq_convert(s1, f1, 0, N, grid, x1);
+    zero__dq_convert_ref(s1, f2, 0, N, grid, x1);
+    ZT_CHECKF(!memcmp(f1, f2, sizeof f1), "convert differs from its reference");
+    int worst = -1;
+    for (int i = 0; i < N; i++) {
+        const int b = i / ZERO_DQ_BLOCK;
+        if (x1[b] == 0 || x1[b] == 255) continue;
+        int64_t q = 0;
+        double exact = 0;
+        for (int a = 0; a < ATOMS; a++) {
+            q += (int64_t)nearbyint(ldexp((double)v[a][i], -grid[b]));
+            exact += (double)v[a][i]; /* the values of one element span < 2^53: a double holds it */
+        }
+        const float want = (float)ldexp((double)q, grid[b]);
+        const double err = fabs((double)f1[i] - exact), bound = ATOMS * 0.5 * ldexp(1.0, grid[b]) + fabs(exact) * 0x1p-24;
+        if (memcmp(&want, &f1[i], 4) || err > bound) worst = i;
+    }
+    ZT_CHECKF(worst < 0, "element %d: converted %.9g", worst, worst < 0 ? 0.0 : (double)f1[worst]);
 }
 
 static void test_squares(void) {
@@ -195,9 +211,11 @@ static void test_squares(void) {
 }
 
 int main(void) {
-    test_fold_set_merge();
-    test_convert_limbs();
-    test_exact_rounding();
+    for (int a = 0; a < ATOMS; a++)
+        for (int i = 0; i < N; i++) g[a][i] = value(a, i);
+    test_quantize_matches_reference();
+    test_seen_and_clamp();
+    test_order_and_rounding();
     test_squares();
     return zt_finish("test_determ_kernels");
 }
