@@ -51,9 +51,20 @@ static int clamp_grid(int g) { return g < ZERO_DQ_EMIN ? ZERO_DQ_EMIN : g; }
  * keeps it below 2^31), else from its largest field f (every atom's contributions are below
  * 2^(f - 126): L bits of headroom hold the sum of every atom's). Above ZERO_DQ_EMAX no grid
  * holds them. */
-static int grid_needed(int8_t g, int f, uint64_t mass, int L) {
+static int grid_needed(int g, int f, uint64_t mass, int L) {
     if (g != ZERO_DQ_UNSET && mass && mass < MASS_LIMIT) return g + bit_length(mass) - 31;
     return f - 126 + L - 31;
+}
+
+/* The grid block b quantized with: its own, or the unit's floor where that is coarser. */
+static int effective(const eunit *u, uint64_t b) { return u->dgrid[b] > u->dfloor ? u->dgrid[b] : u->dfloor; }
+
+void zero__det_set_floor(eunit *u) {
+    const uint64_t nb = zero__det_blocks(u->padded);
+    int coarsest = ZERO_DQ_UNSET;
+    for (uint64_t b = 0; b < nb; b++)
+        if (u->dgrid[b] > coarsest) coarsest = u->dgrid[b];
+    u->dfloor = coarsest == ZERO_DQ_UNSET ? ZERO_DQ_UNSET : clamp_grid(coarsest - FLOOR);
 }
 
 /* The accumulator: fp32 training sums in the persistent gradient buffer itself (whole at stages
@@ -83,7 +94,7 @@ static void quantize(eunit *u, const float *g, int32_t *dst, uint64_t n, int add
 #pragma omp parallel for schedule(static) if (n > (1u << 16))
     for (int64_t c = 0; c < (int64_t)n; c += CHUNK) {
         const uint64_t k = (uint64_t)((int64_t)n - c < CHUNK ? (int64_t)n - c : CHUNK);
-        zero__dq_quantize(g + c, dst + c, (uint64_t)c, k, u->dgrid, u->dseen, u->dmass, add);
+        zero__dq_quantize(g + c, dst + c, (uint64_t)c, k, u->dgrid, u->dfloor, u->dseen, u->dmass, add);
     }
 }
 
@@ -143,10 +154,11 @@ static void verdict(const zero_engine *e, eunit *u, int *nan, int *outgrown) {
         if (f == ZERO_DQ_NAN) *nan = 1;
         if (f == 0 || f == ZERO_DQ_NAN) continue;
         const uint64_t m = u->dmass[b];
-        if (grid_needed(u->dgrid[b], f, m, L) > ZERO_DQ_EMAX) {
+        const int g = effective(u, b);
+        if (grid_needed(g, f, m, L) > ZERO_DQ_EMAX) {
             u->dseen[b] = ZERO_DQ_NAN;
             *nan = 1;
-        } else if (u->dgrid[b] == ZERO_DQ_UNSET || m >= MASS_LIMIT) {
+        } else if (g == ZERO_DQ_UNSET || m >= MASS_LIMIT) {
             *outgrown = 1;
         }
     }
@@ -155,27 +167,27 @@ static void verdict(const zero_engine *e, eunit *u, int *nan, int *outgrown) {
 /* The next step's grids of u from this step's seen bytes and masses. A block that saw something
  * gets the grid it needed with GROWTH bits of room; a coarser grid is taken at once, a finer one
  * by one bit every REFINE_EVERY steps (e->step: the same on every rank, and saved), so that a
- * block keeps room for what it held in recent steps. No block's grid is finer than the unit's
- * coarsest by more than FLOOR bits, and a block that never saw anything takes that floor: a
- * block whose values jump (a row of an embedding whose token was rare and is now frequent)
- * seldom outgrows it. Measured: docs/BENCHMARKS.md, "Deterministic mode". */
+ * block keeps room for what it held in recent steps; a block that saw nothing refines then too
+ * (its grid forgets old values). The unit's floor follows its coarsest own grid, FLOOR bits
+ * below: a block quantizes with the coarser of the two, and a block that never saw anything (a
+ * row of a rare token, the padding: the same on every world size, as none has a grid of its
+ * own) with the floor, so a block whose values jump seldom outgrows its grid. Measured:
+ * docs/BENCHMARKS.md, "Deterministic mode". */
 static void regrid(const zero_engine *e, eunit *u) {
     const int L = zero__det_headroom(e);
     const uint64_t nb = zero__det_blocks(u->padded);
     const int refine = e->step % REFINE_EVERY == 0;
-    int coarsest = ZERO_DQ_UNSET;
     for (uint64_t b = 0; b < nb; b++) {
         const int f = u->dseen[b], old = u->dgrid[b];
         if (f != 0 && f != ZERO_DQ_NAN) {
-            int g = clamp_grid(grid_needed(u->dgrid[b], f, u->dmass[b], L) + GROWTH);
+            int g = clamp_grid(grid_needed(effective(u, b), f, u->dmass[b], L) + GROWTH);
             if (old != ZERO_DQ_UNSET && g < old) g = refine ? old - 1 : old;
             u->dgrid[b] = (int8_t)(g > ZERO_DQ_EMAX ? ZERO_DQ_EMAX : g);
+        } else if (f == 0 && refine && old != ZERO_DQ_UNSET) {
+            u->dgrid[b] = (int8_t)clamp_grid(old - 1);
         }
-        if (u->dgrid[b] > coarsest) coarsest = u->dgrid[b];
     }
-    for (uint64_t b = 0; b < nb && coarsest != ZERO_DQ_UNSET; b++)
-        if (u->dgrid[b] == ZERO_DQ_UNSET || u->dgrid[b] < coarsest - FLOOR)
-            u->dgrid[b] = (int8_t)clamp_grid(coarsest - FLOOR);
+    zero__det_set_floor(u);
 }
 
 /* Frees the step's transients of u. */
@@ -219,7 +231,8 @@ static zero_status reduce_unit(zero_engine *e, eunit *u, float *tmp, uint64_t tm
 #pragma omp parallel for schedule(static) if (n > (1u << 16))
         for (int64_t k = 0; k < (int64_t)n; k += ch) {
             const uint64_t m = (uint64_t)((int64_t)n - k < ch ? (int64_t)n - k : ch);
-            zero__dq_convert(acc + (c - base) + (uint64_t)k, out + k, c + (uint64_t)k, m, u->dgrid, u->dseen);
+            zero__dq_convert(acc + (c - base) + (uint64_t)k, out + k, c + (uint64_t)k, m, u->dgrid, u->dfloor,
+                             u->dseen);
         }
         if (tmp) zero_convert(tmp, ZERO_DTYPE_FP32, zero__wptr(e, v->grad, c - v->lo), e->wdt, n, ZERO_IMPL_AUTO);
     }

@@ -45,14 +45,18 @@ static inline float bits_f(uint32_t u) {
 /* 2^k as a float, for -126 <= k <= 127. */
 static inline float pow2f(int k) { return bits_f((uint32_t)(127 + k) << 23); }
 
-/* The exponent a block quantizes with: its grid, or the coarsest where none is set (a block
- * without a grid may only hold zeros and subnormals, which then round to 0). */
-static inline int grid_of(int8_t g) { return g == ZERO_DQ_UNSET ? ZERO_DQ_EMAX : g; }
+/* The exponent a block quantizes with: its grid, or the unit's floor where that is coarser or the
+ * block has none; the coarsest of all where neither is set (such a block may only hold zeros and
+ * subnormals, which then round to 0). */
+static inline int grid_of(int8_t g, int floor) {
+    const int e = g > floor ? g : floor;
+    return e == ZERO_DQ_UNSET ? ZERO_DQ_EMAX : e;
+}
 
 /* ------------------------------------------------------------ scalar references */
 
-void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
-                           uint64_t *mass, int add) {
+void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                           uint8_t *seen, uint64_t *mass, int add) {
     const double C = (double)ZERO_DQ_CLAMP;
     uint64_t bmax = 0, cur = UINT64_MAX;
     for (uint64_t i = 0; i < n; i++) {
@@ -65,7 +69,7 @@ void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n
         const float v = x[i];
         const uint8_t f = (uint8_t)((f_bits(v) >> 23) & 0xff);
         if (f > seen[b]) seen[b] = f;
-        double y = isnan(v) ? 0.0 : ldexp((double)v, -grid_of(grid[b]));
+        double y = isnan(v) ? 0.0 : ldexp((double)v, -grid_of(grid[b], floor));
         y = y > C ? C : y < -C ? -C : y;
         const int32_t q = (int32_t)nearbyint(y);
         const uint64_t aq = (uint64_t)(q < 0 ? -(int64_t)q : q);
@@ -75,11 +79,11 @@ void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n
     if (cur != UINT64_MAX) mass[cur] += bmax;
 }
 
-void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid,
+void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
                           const uint8_t *seen) {
     for (uint64_t i = 0; i < n; i++) {
         const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK;
-        out[i] = seen[b] == ZERO_DQ_NAN ? NAN : (float)ldexp((double)acc[i], grid_of(grid[b]));
+        out[i] = seen[b] == ZERO_DQ_NAN ? NAN : (float)ldexp((double)acc[i], grid_of(grid[b], floor));
     }
 }
 
@@ -151,27 +155,28 @@ static inline void quantize_run(const float *x, int32_t *dst, uint64_t m, float 
     *qmax = amax;
 }
 
-void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
-                       uint64_t *mass, int add) {
+void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                       uint8_t *seen, uint64_t *mass, int add) {
     for (uint64_t i = 0; i < n;) {
         const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK, end = (b + 1) * ZERO_DQ_BLOCK - i0;
         const uint64_t m = (end < n ? end : n) - i;
         uint32_t f, a;
-        quantize_run(x + i, dst + i, m, pow2f(-grid_of(grid[b])), add, &f, &a);
+        quantize_run(x + i, dst + i, m, pow2f(-grid_of(grid[b], floor)), add, &f, &a);
         if (f > seen[b]) seen[b] = (uint8_t)f;
         mass[b] += a;
         i += m;
     }
 }
 
-void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, const uint8_t *seen) {
+void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                      const uint8_t *seen) {
     for (uint64_t i = 0; i < n;) {
         const uint64_t b = (i0 + i) / ZERO_DQ_BLOCK, end = (b + 1) * ZERO_DQ_BLOCK - i0;
         const uint64_t m = (end < n ? end : n) - i;
         if (seen[b] == ZERO_DQ_NAN) {
             for (uint64_t k = 0; k < m; k++) out[i + k] = NAN;
         } else {
-            const float s = pow2f(grid_of(grid[b]));
+            const float s = pow2f(grid_of(grid[b], floor));
             /* int32 -> fp32 rounds to nearest even; the power of two then scales exactly (|S| <= 2^30
              * and -126 <= e <= ZERO_DQ_EMAX keep every nonzero result normal and finite) */
             for (uint64_t k = 0; k < m; k++) out[i + k] = (float)acc[i + k] * s;

@@ -147,7 +147,8 @@ typedef struct eunit {
     void *dacc;         /* deterministic mode, half precision: the int32 sums of this step (determ.c) */
     uint8_t *dseen;     /* deterministic mode: this step's largest exponent field per grid block (determ.c) */
     uint64_t *dmass;    /* deterministic mode: this step's sum over the atoms of each block's largest |q| */
-    int8_t *dgrid;      /* deterministic mode: each block's grid exponent (persistent, charged to grads) */
+    int8_t *dgrid;      /* deterministic mode: each block's own grid exponent (persistent, charged to grads) */
+    int dfloor;         /* deterministic mode: the unit's floor, its coarsest own grid - FLOOR (determ.c) */
 
     /* NVMe offload (offload.c): where this unit's data areas start in the swap files */
     uint64_t obase;     /* optimizer file: the unit's tile records */
@@ -357,7 +358,7 @@ zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits
 /* determ_kernels.c: deterministic mode's kernels; each fast kernel has its scalar reference (_ref)
  * that tests/unit/test_determ_kernels.c holds it to, bit for bit. A unit's elements are cut into
  * blocks of ZERO_DQ_BLOCK, each with a grid exponent (int8: ZERO_DQ_EMIN..ZERO_DQ_EMAX, or
- * ZERO_DQ_UNSET), a "seen" byte (the largest fp32 exponent field quantized into it this step;
+ * ZERO_DQ_UNSET; a block quantizes with the coarser of its grid and the unit's floor), a "seen" byte (the largest fp32 exponent field quantized into it this step;
  * ZERO_DQ_NAN after an Inf or NaN) and a "mass" (the sum over the atoms of the block's largest
  * |q|). quantize rounds elements [i0, i0 + n) of x (unit element indices; i0 a multiple of the
  * block) to int32 multiples of 2^grid, clamped to |q| <= ZERO_DQ_CLAMP, and writes (add = 0; dst
@@ -371,12 +372,13 @@ zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits
 #define ZERO_DQ_EMAX  96
 #define ZERO_DQ_NAN   255
 #define ZERO_DQ_CLAMP 2147483520 /* 2^31 - 128: the largest float below 2^31 */
-void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
-                       uint64_t *mass, int add);
-void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, uint8_t *seen,
-                           uint64_t *mass, int add);
-void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, const uint8_t *seen);
-void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid,
+void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                       uint8_t *seen, uint64_t *mass, int add);
+void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                           uint8_t *seen, uint64_t *mass, int add);
+void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
+                      const uint8_t *seen);
+void zero__dq_convert_ref(const int32_t *acc, float *out, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
                           const uint8_t *seen);
 typedef struct zero__dk_sq {
     unsigned __int128 b[256];
@@ -389,12 +391,14 @@ double zero__dk_sq_value(const zero__dk_sq *a);
  * atom's) fp32 gradient onto u's grids into its int32 sums; reduce_all sums them over the ranks
  * into the owned gradients (the step's reduction), or, where a block outgrew its grid, sets the
  * grids, drops the sums and sets *redo; norm is the exact sum of squares of the owned gradients
- * over every rank (and the Inf/NaN flag). blocks: grid blocks of n elements; headroom: L bits. */
+ * over every rank (and the Inf/NaN flag). blocks: grid blocks of n elements; headroom: L bits;
+ * set_floor: the unit's floor from its grids. */
 zero_status zero__det_fold(zero_engine *e, eunit *u, const float *g);
 zero_status zero__det_reduce_all(zero_engine *e, int *redo);
 zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow);
 uint64_t zero__det_blocks(uint64_t n);
 int zero__det_headroom(const zero_engine *e);
+void zero__det_set_floor(eunit *u); /* from u's grids (after a load) */
 /* Pointer to element i of a working-dtype buffer. */
 static inline void *zero__wptr(const zero_engine *e, void *base, uint64_t i) {
     return (char *)base + i * e->wsize;

@@ -300,6 +300,7 @@ static zero_status load_grid(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
     char name[512];
     snprintf(name, sizeof name, "%s/det_grid", u->name);
     memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
+    u->dfloor = ZERO_DQ_UNSET;
     if (zero_ckpt_find(c, name) < 0) return ZERO_OK;
     const uint64_t nb = zero__det_blocks(u->numel);
     for (uint64_t b = 0; b < nb; b += CHUNK) {
@@ -317,6 +318,7 @@ static zero_status load_grid(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
             u->dgrid[b + k] = (int8_t)g;
         }
     }
+    zero__det_set_floor(u);
     return ZERO_OK;
 }
 

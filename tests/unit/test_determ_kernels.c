@@ -58,17 +58,18 @@ static void some_grids(void) {
 static void test_quantize_matches_reference(void) {
     some_grids();
     for (int add = 0; add <= 1; add++) {
+        const int FL = add ? -40 : ZERO_DQ_UNSET; /* a floor: blocks with finer grids quantize with it */
         static int32_t qa[N], qb[N], qc[N];
         uint8_t sa[NB] = {0}, sb[NB] = {0}, sc[NB] = {0};
         uint64_t ma[NB] = {0}, mb[NB] = {0}, mc[NB] = {0};
         for (int i = 0; i < N; i++) qa[i] = qb[i] = qc[i] = add ? (int32_t)(next() % 2001) - 1000 : 0;
         for (int a = 0; a < ATOMS; a++) {
-            zero__dq_quantize(g[a], qa, 0, N, grid, sa, ma, add || a);
-            zero__dq_quantize_ref(g[a], qb, 0, N, grid, sb, mb, add || a);
+            zero__dq_quantize(g[a], qa, 0, N, grid, FL, sa, ma, add || a);
+            zero__dq_quantize_ref(g[a], qb, 0, N, grid, FL, sb, mb, add || a);
             /* chunked on block boundaries, the later chunk first */
             const uint64_t k = ZERO_DQ_BLOCK * (uint64_t)(1 + a * 11);
-            zero__dq_quantize(g[a] + k, qc + k, k, N - k, grid, sc, mc, add || a);
-            zero__dq_quantize(g[a], qc, 0, k, grid, sc, mc, add || a);
+            zero__dq_quantize(g[a] + k, qc + k, k, N - k, grid, FL, sc, mc, add || a);
+            zero__dq_quantize(g[a], qc, 0, k, grid, FL, sc, mc, add || a);
         }
         int bad = -1;
         for (int i = 0; i < N && bad < 0; i++)
@@ -80,17 +81,19 @@ static void test_quantize_matches_reference(void) {
         ZT_CHECKF(!memcmp(ma, mb, sizeof ma) && !memcmp(ma, mc, sizeof ma), "add %d: the masses differ", add);
     }
     /* in place (the stage 2-3 path) equals into another buffer */
+    const int FL = ZERO_DQ_UNSET;
     static float x[N];
     static int32_t q[N];
     uint8_t s1[NB] = {0}, s2[NB] = {0};
     uint64_t m1[NB] = {0}, m2[NB] = {0};
     memcpy(x, g[2], sizeof x);
-    zero__dq_quantize(g[2], q, 0, N, grid, s1, m1, 0);
-    zero__dq_quantize(x, (int32_t *)x, 0, N, grid, s2, m2, 0);
+    zero__dq_quantize(g[2], q, 0, N, grid, FL, s1, m1, 0);
+    zero__dq_quantize(x, (int32_t *)x, 0, N, grid, FL, s2, m2, 0);
     ZT_CHECKF(!memcmp(x, q, sizeof q), "quantizing in place differs");
 }
 
 static void test_seen_and_clamp(void) {
+    const int FL = ZERO_DQ_UNSET;
     float x[2 * ZERO_DQ_BLOCK] = {0};
     int32_t q[2 * ZERO_DQ_BLOCK];
     int8_t gr[2] = {-20, ZERO_DQ_UNSET};
@@ -103,7 +106,7 @@ static void test_seen_and_clamp(void) {
     x[7] = -INFINITY;
     x[8] = NAN;
     x[ZERO_DQ_BLOCK + 1] = bits_f(0x00000123); /* a subnormal in an unset block: rounds to 0, seen 0 */
-    zero__dq_quantize(x, q, 0, 2 * ZERO_DQ_BLOCK, gr, seen, mass, 0);
+    zero__dq_quantize(x, q, 0, 2 * ZERO_DQ_BLOCK, gr, FL, seen, mass, 0);
     ZT_CHECK(q[3] == 5 && q[4] == -2 && q[5] == 4);
     ZT_CHECK(q[6] == ZERO_DQ_CLAMP && q[7] == -ZERO_DQ_CLAMP && q[8] == 0);
     ZT_CHECKF(mass[0] == ZERO_DQ_CLAMP && mass[1] == 0, "mass %llu %llu", (unsigned long long)mass[0],
@@ -111,7 +114,7 @@ static void test_seen_and_clamp(void) {
     ZT_CHECKF(seen[0] == 255 && seen[1] == 0 && q[ZERO_DQ_BLOCK + 1] == 0, "seen %d %d", seen[0], seen[1]);
     x[7] = -1.0f, x[8] = 0;
     seen[0] = 0;
-    zero__dq_quantize(x, q, 0, ZERO_DQ_BLOCK, gr, seen, mass, 0);
+    zero__dq_quantize(x, q, 0, ZERO_DQ_BLOCK, gr, FL, seen, mass, 0);
     ZT_CHECKF(mass[0] == 2 * (uint64_t)ZERO_DQ_CLAMP, "mass %llu: the largest |q| of two atoms", (unsigned long long)mass[0]);
     uint32_t big;
     memcpy(&big, &x[6], 4);
@@ -119,7 +122,7 @@ static void test_seen_and_clamp(void) {
     /* convert: NaN where seen says so; an unset grid's zeros stay zero */
     float out[2 * ZERO_DQ_BLOCK];
     uint8_t marks[2] = {255, 0};
-    zero__dq_convert(q, out, 0, 2 * ZERO_DQ_BLOCK, gr, marks);
+    zero__dq_convert(q, out, 0, 2 * ZERO_DQ_BLOCK, gr, FL, marks);
     ZT_CHECK(isnan(out[0]) && isnan(out[3]) && out[ZERO_DQ_BLOCK + 1] == 0.0f);
 }
 
@@ -127,6 +130,7 @@ static void test_seen_and_clamp(void) {
  * conversion is the correctly rounded sum of the rounded contributions, within ATOMS/2 grid
  * steps of the exact sum. */
 static void test_order_and_rounding(void) {
+    const int FL = ZERO_DQ_UNSET;
     const int L = 5; /* 1 + ceil(log2(9)): every atom below 2^(31 - L) grid steps */
     /* finite values only, and grids that fit every block (as determ.c sets them) */
     static float v[ATOMS][N];
@@ -135,7 +139,7 @@ static void test_order_and_rounding(void) {
     uint8_t seen[NB] = {0};
     uint64_t mass[NB] = {0};
     static int32_t tmp[N];
-    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], tmp, 0, N, grid, seen, mass, 0);
+    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], tmp, 0, N, grid, FL, seen, mass, 0);
     for (int b = 0; b < NB; b++) {
         int e = seen[b] - 126 + 3 + L - 31;
         grid[b] = (int8_t)(seen[b] == 0 ? ZERO_DQ_UNSET : e < ZERO_DQ_EMIN ? ZERO_DQ_EMIN : e);
@@ -143,10 +147,10 @@ static void test_order_and_rounding(void) {
     static int32_t s1[N], s2[N], part[N];
     uint8_t x1[NB] = {0}, x2[NB] = {0};
     uint64_t m1[NB] = {0}, m2[NB] = {0};
-    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], s1, 0, N, grid, x1, m1, a > 0);
+    for (int a = 0; a < ATOMS; a++) zero__dq_quantize(v[a], s1, 0, N, grid, FL, x1, m1, a > 0);
     /* reversed, in two groups summed apart and then added (two ranks) */
-    for (int a = ATOMS - 1; a >= 4; a--) zero__dq_quantize(v[a], s2, 0, N, grid, x2, m2, a < ATOMS - 1);
-    for (int a = 3; a >= 0; a--) zero__dq_quantize(v[a], part, 0, N, grid, x2, m2, a < 3);
+    for (int a = ATOMS - 1; a >= 4; a--) zero__dq_quantize(v[a], s2, 0, N, grid, FL, x2, m2, a < ATOMS - 1);
+    for (int a = 3; a >= 0; a--) zero__dq_quantize(v[a], part, 0, N, grid, FL, x2, m2, a < 3);
     for (int i = 0; i < N; i++) s2[i] = (int32_t)((uint32_t)s2[i] + (uint32_t)part[i]);
     ZT_CHECKF(!memcmp(s1, s2, sizeof s1) && !memcmp(x1, x2, NB) && !memcmp(m1, m2, sizeof m1),
               "the order of the atoms changes the sums");
@@ -158,8 +162,8 @@ static void test_order_and_rounding(void) {
                 break;
             }
     static float f1[N], f2[N];
-    zero__dq_convert(s1, f1, 0, N, grid, x1);
-    zero__dq_convert_ref(s1, f2, 0, N, grid, x1);
+    zero__dq_convert(s1, f1, 0, N, grid, FL, x1);
+    zero__dq_convert_ref(s1, f2, 0, N, grid, FL, x1);
     ZT_CHECKF(!memcmp(f1, f2, sizeof f1), "convert differs from its reference");
     int worst = -1;
     for (int i = 0; i < N; i++) {
