@@ -129,7 +129,8 @@ uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpoin
 double dec_step_flops(const dec_config *cfg, int B, int T);
 /* The rate of the BLAS on this model's products (FLOP/s): every linear layer's forward, backward-
  * data and backward-weight product of one layer and the LM head's (in the model's row chunks),
- * at B*T rows, on the calling thread's OpenMP team; the best of rounds run for about `seconds`.
+ * at B*T rows, on the calling thread's OpenMP team; after one round not counted (page faults,
+ * the BLAS's warm-up), the best of at least 3 rounds run for about `seconds`.
  * `products` ZERO_DTYPE_BF16: bf16 products (mk_gemm_bf16 on operands rounded to bf16 once,
  * before the timing: the GEMM's own rate, which the model's rounding of its operands at every
  * product falls short of) where dec_set_matmul_dtype takes them, else fp32. The denominator of
