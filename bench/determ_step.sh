@@ -3,8 +3,8 @@
 # default mode, in interleaved runs (per round and stage: default, deterministic with atoms of one
 # sequence, deterministic with atoms of DET_ATOM sequences (default 4, the micro-batch), so that
 # load from elsewhere falls on all three): the median step time over the steps after the first
-# two, the peak gradient memory (grads) and transient buffers (buffers, where the exact
-# accumulator lives) of the largest rank, and the ratios deterministic / default per stage.
+# two, the peak gradient memory (grads, with the grids) and transient buffers (buffers: the
+# mode's seen bytes, masses and exchange buffers) of the largest rank, and the ratios deterministic / default per stage.
 #
 # usage: [DET_ATOM=A] bench/determ_step.sh [BUILD_DIR] [RANKS] [STAGES] [ROUNDS] [STEPS] [extra zero train flags...]
 #        defaults: build 2 "0 1 2 3" 3 8 (model small, micro-batch 4, seq 256: zero train's defaults)
