@@ -27,7 +27,7 @@
 #define GROWTH      3         /* bits a block's mass may grow by from one step to the next */
 #define MASS_LIMIT  ((uint64_t)1 << 31)
 #define REFINE_EVERY 8 /* a grid refines by one bit at most every REFINE_EVERY steps */
-#define FLOOR        4 /* no grid of a unit is finer than its coarsest by more than FLOOR bits */
+#define FLOOR        4 /* no block quantizes finer than its unit's coarsest grid by more than FLOOR bits */
 #define CHUNK       (1 << 14)
 #define CONVERT_TMP (1u << 18) /* half precision: elements the step converts at a time, at most */
 
