@@ -56,9 +56,6 @@ static int grid_needed(int g, int f, uint64_t mass, int L) {
     return f - 126 + L - 31;
 }
 
-/* The grid block b quantized with: its own, or the unit's floor where that is coarser. */
-static int effective(const eunit *u, uint64_t b) { return u->dgrid[b] > u->dfloor ? u->dgrid[b] : u->dfloor; }
-
 void zero__det_set_floor(eunit *u) {
     const uint64_t nb = zero__det_blocks(u->padded);
     int coarsest = ZERO_DQ_UNSET;
@@ -154,7 +151,7 @@ static void verdict(const zero_engine *e, eunit *u, int *nan, int *outgrown) {
         if (f == ZERO_DQ_NAN) *nan = 1;
         if (f == 0 || f == ZERO_DQ_NAN) continue;
         const uint64_t m = u->dmass[b];
-        const int g = effective(u, b);
+        const int g = zero__dq_grid(u->dgrid[b], u->dfloor);
         if (grid_needed(g, f, m, L) > ZERO_DQ_EMAX) {
             u->dseen[b] = ZERO_DQ_NAN;
             *nan = 1;
@@ -180,7 +177,7 @@ static void regrid(const zero_engine *e, eunit *u) {
     for (uint64_t b = 0; b < nb; b++) {
         const int f = u->dseen[b], old = u->dgrid[b];
         if (f != 0 && f != ZERO_DQ_NAN) {
-            int g = clamp_grid(grid_needed(effective(u, b), f, u->dmass[b], L) + GROWTH);
+            int g = clamp_grid(grid_needed(zero__dq_grid(u->dgrid[b], u->dfloor), f, u->dmass[b], L) + GROWTH);
             if (old != ZERO_DQ_UNSET && g < old) g = refine ? old - 1 : old;
             u->dgrid[b] = (int8_t)(g > ZERO_DQ_EMAX ? ZERO_DQ_EMAX : g);
         } else if (f == 0 && refine && old != ZERO_DQ_UNSET) {

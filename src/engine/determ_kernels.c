@@ -49,7 +49,7 @@ static inline float pow2f(int k) { return bits_f((uint32_t)(127 + k) << 23); }
  * block has none; the coarsest of all where neither is set (such a block may only hold zeros and
  * subnormals, which then round to 0). */
 static inline int grid_of(int8_t g, int floor) {
-    const int e = g > floor ? g : floor;
+    const int e = zero__dq_grid(g, floor);
     return e == ZERO_DQ_UNSET ? ZERO_DQ_EMAX : e;
 }
 

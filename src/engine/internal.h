@@ -358,7 +358,8 @@ zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits
 /* determ_kernels.c: deterministic mode's kernels; each fast kernel has its scalar reference (_ref)
  * that tests/unit/test_determ_kernels.c holds it to, bit for bit. A unit's elements are cut into
  * blocks of ZERO_DQ_BLOCK, each with a grid exponent (int8: ZERO_DQ_EMIN..ZERO_DQ_EMAX, or
- * ZERO_DQ_UNSET; a block quantizes with the coarser of its grid and the unit's floor), a "seen" byte (the largest fp32 exponent field quantized into it this step;
+ * ZERO_DQ_UNSET; a block quantizes with zero__dq_grid: the coarser of its grid and the unit's
+ * floor), a "seen" byte (the largest fp32 exponent field quantized into it this step;
  * ZERO_DQ_NAN after an Inf or NaN) and a "mass" (the sum over the atoms of the block's largest
  * |q|). quantize rounds elements [i0, i0 + n) of x (unit element indices; i0 a multiple of the
  * block) to int32 multiples of 2^grid, clamped to |q| <= ZERO_DQ_CLAMP, and writes (add = 0; dst
@@ -372,6 +373,9 @@ zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits
 #define ZERO_DQ_EMAX  96
 #define ZERO_DQ_NAN   255
 #define ZERO_DQ_CLAMP 2147483520 /* 2^31 - 128: the largest float below 2^31 */
+/* The grid a block with own grid g quantizes with in a unit whose floor is `floor`: the coarser
+ * (ZERO_DQ_UNSET where neither is set). */
+static inline int zero__dq_grid(int g, int floor) { return g > floor ? g : floor; }
 void zero__dq_quantize(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,
                        uint8_t *seen, uint64_t *mass, int add);
 void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n, const int8_t *grid, int floor,

@@ -79,6 +79,11 @@ static void test_quantize_matches_reference(void) {
                   bad < 0 ? 0 : grid[bad / ZERO_DQ_BLOCK]);
         ZT_CHECKF(!memcmp(sa, sb, NB) && !memcmp(sa, sc, NB), "add %d: the seen bytes differ", add);
         ZT_CHECKF(!memcmp(ma, mb, sizeof ma) && !memcmp(ma, mc, sizeof ma), "add %d: the masses differ", add);
+        /* the conversion with the same floor, against its reference */
+        static float fa[N], fb[N];
+        zero__dq_convert(qa, fa, 0, N, grid, FL, sa);
+        zero__dq_convert_ref(qa, fb, 0, N, grid, FL, sa);
+        ZT_CHECKF(!memcmp(fa, fb, sizeof fa), "add %d: convert differs from its reference", add);
     }
     /* in place (the stage 2-3 path) equals into another buffer */
     const int FL = ZERO_DQ_UNSET;
