@@ -36,6 +36,7 @@ struct dec_model {
     dec__layout lay;
     int Bmax, Tmax, ckpt;
     size_t head_rows; /* rows of logits computed at once */
+    size_t head_cap;  /* the rows the logits buffer holds (head_rows unless a test lowered it) */
     zero_impl impl;   /* the model kernels' implementation (zero_impl_best at create) */
     mk_prec prec;     /* the linear layers' products (dec_set_matmul_dtype) */
     zero_mem_stats mem; /* the buffers below, as ZERO_MEM_BUFFERS */
@@ -257,7 +258,7 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     m->prec = MK_PREC_FP32;
     plan p;
     plan_of(cfg, B, T, m->ckpt, &p);
-    m->head_rows = (size_t)p.head_rows;
+    m->head_rows = m->head_cap = (size_t)p.head_rows;
     const dec__dims *d = &m->d;
     const size_t N = (size_t)B * T, C = (size_t)d->C, L = (size_t)cfg->n_layer;
     const size_t NC = N * C;
@@ -383,6 +384,12 @@ zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
 }
 
 void dec__set_matmul_prec(dec_model *m, mk_prec prec) { m->prec = prec; }
+
+zero_status dec__set_head_rows(dec_model *m, size_t rows) {
+    if (rows < 1 || rows > m->head_cap) return ZERO_ERR_INVALID_ARG;
+    m->head_rows = rows;
+    return ZERO_OK;
+}
 
 zero_status dec__set_impl(dec_model *m, zero_impl impl) {
     if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
@@ -556,25 +563,63 @@ static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, floa
     return norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
+/* The bf16 operands of the LM head's products (NULL: fp32 products, or bf16 through mk_linear's
+ * own copies under the scalar references): W rounded once for every chunk and both directions,
+ * and one chunk's x (rounded for its forward, reused by its backward) and d logits. */
+typedef struct head16 {
+    uint16_t *w, *x, *dy;
+} head16;
+
 /* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with bwd the backward
  * (d x into dx, d W into gW unless it is NULL: frozen) — fused, so the full (rows, V) logits never
  * exist at once. */
-static zero_status head(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
-                        const int32_t *targets, float dscale, float *dx, float *logits_out) {
+static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
+                               const int32_t *targets, float dscale, float *dx, float *logits_out, const head16 *h) {
     const int C = m->d.C, V = m->cfg.vocab;
     for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
         const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
         const float *xr = x + r0 * C;
-        MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
+        if (h) {
+            zero_convert(xr, ZERO_DTYPE_FP32, h->x, ZERO_DTYPE_BF16, nr * C, ZERO_IMPL_AUTO);
+            MK(m, "lm head", mk_linear_fwd_bf16(m->logits, h->x, h->w, (int)nr, C, V, 1, 0.0f));
+        } else {
+            MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
+        }
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
         MK(m, "cross-entropy",
            mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, bwd ? dscale : 0.0f, m->impl));
         if (!bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
-        MK(m, "lm head backward", mk_linear_bwd(dx + r0 * C, gW, NULL, m->logits, xr, W, nr, C, V, 1, m->prec, m->impl));
+        if (h) {
+            zero_convert(m->logits, ZERO_DTYPE_FP32, h->dy, ZERO_DTYPE_BF16, nr * V, ZERO_IMPL_AUTO);
+            MK(m, "lm head backward", mk_linear_bwd_bf16(dx + r0 * C, gW, h->dy, h->x, h->w, (int)nr, C, V, 1));
+        } else {
+            MK(m, "lm head backward",
+               mk_linear_bwd(dx + r0 * C, gW, NULL, m->logits, xr, W, nr, C, V, 1, m->prec, m->impl));
+        }
     }
     return ZERO_OK;
+}
+
+/* head_chunks, with its bf16 operands where the products are bf16: a transient copy per call, as
+ * mk_linear's, but W rounded once instead of once per chunk and direction (GPT-2's head at 512
+ * rows: 4 roundings of its 38.6 M weights into fresh 77 MB copies became 1). */
+static zero_status head(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
+                        const int32_t *targets, float dscale, float *dx, float *logits_out) {
+    if (m->prec != MK_PREC_BF16 || m->impl == ZERO_IMPL_SCALAR)
+        return head_chunks(m, W, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL);
+    const size_t C = (size_t)m->d.C, V = (size_t)m->cfg.vocab, hr = rows < m->head_rows ? rows : m->head_rows;
+    uint16_t *b = malloc(sizeof(uint16_t) * (V * C + hr * C + (bwd && targets ? hr * V : 0)));
+    if (!b) {
+        dec__seterr(m, "lm head: out of memory for its bf16 operands");
+        return ZERO_ERR_NOMEM;
+    }
+    const head16 h = {b, b + V * C, b + V * C + hr * C};
+    zero_convert(W, ZERO_DTYPE_FP32, h.w, ZERO_DTYPE_BF16, V * C, ZERO_IMPL_AUTO);
+    const zero_status st = head_chunks(m, W, gW, bwd, x, rows, targets, dscale, dx, logits_out, &h);
+    free(b);
+    return st;
 }
 
 /* ---------------------------------------------------------------- the pass */

@@ -70,6 +70,9 @@ void dec__layout_of(const dec_config *c, dec__layout *out);
 /* Sets the precision of the linear layers' products as asked, native or not (tests: the bf16
  * arithmetic on a CPU without bf16 instructions). dec_set_matmul_dtype falls back instead. */
 void dec__set_matmul_prec(dec_model *m, mk_prec prec);
+/* Computes the LM head's logits `rows` rows at a time (tests: several chunks on a small
+ * vocabulary); ZERO_ERR_INVALID_ARG outside [1, the rows dec_create sized its buffer for]. */
+zero_status dec__set_head_rows(dec_model *m, size_t rows);
 /* Sets the model kernels' implementation (tests: ZERO_IMPL_SCALAR runs every reference);
  * ZERO_ERR_UNSUPPORTED for one this CPU cannot run. */
 zero_status dec__set_impl(dec_model *m, zero_impl impl);

@@ -246,7 +246,8 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
 /* The products of mk_linear_fwd / mk_linear_bwd at bf16 on operands already rounded to bf16 (raw
  * bits; the same layouts, N rows): out = beta·out + x·W'; dx = dy·W'^T (skipped when dx is NULL),
  * dW += x^T·dy in W's layout (skipped when NULL); through mk_gemm_bf16 (MK_GEMM_AUTO). No checks
- * beyond mk_gemm_bf16's. For callers that time the products alone (dec_gemm_rate). */
+ * beyond mk_gemm_bf16's. For callers that keep operands rounded across products (the decoder's LM
+ * head rounds its weight once for all its chunks) or time the products alone (dec_gemm_rate). */
 zero_status mk_linear_fwd_bf16(float *out, const uint16_t *xb, const uint16_t *wb, int N, int IC, int OC,
                                int trans_w, float beta);
 zero_status mk_linear_bwd_bf16(float *dx, float *dW, const uint16_t *dyb, const uint16_t *xb, const uint16_t *wb,

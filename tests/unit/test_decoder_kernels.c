@@ -48,8 +48,9 @@ static void net_init(net *n, const dec_config *cfg, int B, int T) {
 
 static void net_free(net *n) { free(n->flat), free(n->tok), free(n->tgt); }
 
-/* One forward + backward with the given kernels and product precision. */
-static run do_run(const net *n, zero_impl impl, int prec, int ckpt) {
+/* One forward + backward with the given kernels and product precision; head_rows > 0: the LM
+ * head's logits that many rows at a time (several chunks, the last ragged). */
+static run do_run_rows(const net *n, zero_impl impl, int prec, int ckpt, size_t head_rows) {
     run r = {0, calloc((size_t)n->B * n->T * n->cfg.vocab, 4), calloc(n->P, 4)};
     float *grads[16];
     for (int u = 0; u < dec_num_units(&n->cfg); u++) grads[u] = r.g + dec_unit_offset(&n->cfg, u);
@@ -57,12 +58,15 @@ static run do_run(const net *n, zero_impl impl, int prec, int ckpt) {
     ZT_OK(dec_create(&m, &n->cfg, n->B, n->T, ckpt, NULL));
     if (!m) return r;
     ZT_OK(dec__set_impl(m, impl));
+    if (head_rows) ZT_OK(dec__set_head_rows(m, head_rows));
     if (prec >= 0) dec__set_matmul_prec(m, (mk_prec)prec);
     else ZT_EQ_INT(dec_set_matmul_dtype(m, ZERO_DTYPE_BF16), mk_gemm_bf16_native() ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32);
     ZT_OK(dec_forward_backward(m, n->params, grads, n->tok, n->tgt, n->B, n->T, 1.0f, 0, &r.loss, r.logits));
     dec_free(m);
     return r;
 }
+
+static run do_run(const net *n, zero_impl impl, int prec, int ckpt) { return do_run_rows(n, impl, prec, ckpt, 0); }
 
 static void run_free(run *r) { free(r->logits), free(r->g); }
 
@@ -131,7 +135,25 @@ static void check_model(const char *what, const dec_config *cfg, int B, int T) {
         ZT_CHECKF(same(&n, &ask, &best), "%s: bf16 asked without native bf16 is not the fp32 result", what);
         printf("  bf16 asked: no native bf16 here (%s): the fp32 products, bitwise\n", mk_gemm_bf16_path_name());
     }
+    /* the LM head in chunks of 7 rows, the last ragged: fp32 against the references; bf16 (its
+     * weight rounded once for every chunk and both directions, each chunk's x once for both)
+     * against bf16 in one chunk: the chunks' products differ in the last fp32 bit, which a later
+     * rounding to bf16 can turn into one bf16 step (2^-8) of a gradient, far below a wrong or
+     * stale operand's error */
+    const size_t N = (size_t)B * T;
+    run c16 = do_run_rows(&n, ZERO_IMPL_AUTO, MK_PREC_BF16, 0, 7), c32 = do_run_rows(&n, ZERO_IMPL_AUTO, MK_PREC_FP32, 0, 7);
+    compare("fp32, head in 7-row chunks", &n, &c32, &ref, 5e-6, 2e-5);
+    compare("bf16, head in 7-row chunks vs 1", &n, &c16, &b16, 1e-6, 4e-3);
+    dec_model *m = NULL;
+    ZT_OK(dec_create(&m, &n.cfg, B, T, 0, NULL));
+    if (m) {
+        ZT_EQ_INT(dec__set_head_rows(m, 0), ZERO_ERR_INVALID_ARG);
+        ZT_EQ_INT(dec__set_head_rows(m, N + 1), ZERO_ERR_INVALID_ARG);
+        ZT_OK(dec__set_head_rows(m, N));
+    }
+    dec_free(m);
     run_free(&best), run_free(&ref), run_free(&b16), run_free(&b16c), run_free(&ask);
+    run_free(&c16), run_free(&c32);
     net_free(&n);
 }
 
