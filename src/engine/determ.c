@@ -56,6 +56,11 @@ static int grid_needed(int g, int f, uint64_t mass, int L) {
     return f - 126 + L - 31;
 }
 
+void zero__det_clear_grids(eunit *u) {
+    memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
+    u->dfloor = ZERO_DQ_UNSET;
+}
+
 void zero__det_set_floor(eunit *u) {
     const uint64_t nb = zero__det_blocks(u->padded);
     int coarsest = ZERO_DQ_UNSET;

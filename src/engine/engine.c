@@ -332,8 +332,7 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->grads = alloc_or_null(e, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
         if (e->cfg.deterministic && u->numel) { /* the grids of determ.c: none set yet */
             u->dgrid = alloc_or_null(e, ZERO_MEM_GRADS, zero__det_blocks(u->padded), 1, &fail);
-            if (u->dgrid) memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
-            u->dfloor = ZERO_DQ_UNSET;
+            if (u->dgrid) zero__det_clear_grids(u);
         }
         if (t->k[EK_MASTER].tier == TIER_RAM)
             u->master = alloc_or_null(e, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);

@@ -403,6 +403,7 @@ zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow);
 uint64_t zero__det_blocks(uint64_t n);
 int zero__det_headroom(const zero_engine *e);
 void zero__det_set_floor(eunit *u); /* from u's grids (after a load) */
+void zero__det_clear_grids(eunit *u); /* no block has a grid, so no floor either */
 /* Pointer to element i of a working-dtype buffer. */
 static inline void *zero__wptr(const zero_engine *e, void *base, uint64_t i) {
     return (char *)base + i * e->wsize;

@@ -299,8 +299,7 @@ static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *ch
 static zero_status load_grid(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
     char name[512];
     snprintf(name, sizeof name, "%s/det_grid", u->name);
-    memset(u->dgrid, ZERO_DQ_UNSET, (size_t)zero__det_blocks(u->padded));
-    u->dfloor = ZERO_DQ_UNSET;
+    zero__det_clear_grids(u);
     if (zero_ckpt_find(c, name) < 0) return ZERO_OK;
     const uint64_t nb = zero__det_blocks(u->numel);
     for (uint64_t b = 0; b < nb; b += CHUNK) {
