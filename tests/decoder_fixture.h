@@ -82,9 +82,10 @@ static inline int zt_golden_load(const char *name, zt_golden *g) {
 static inline void zt_golden_free(zt_golden *g) { free(g->logits); }
 
 /* An engine on comm with the fixture's model loaded (dec_hf_load: at stage 3 each rank reads only
- * its shards), configured for AdamW with the golden's hyperparameters. NULL on failure. */
-static inline zero_engine *zt_fixture_engine(zero_comm *comm, const char *name, const zt_golden *g, int stage, int B,
-                                             int K, dec_config *cfg_out) {
+ * its shards), configured for AdamW with the golden's hyperparameters, in this working precision.
+ * NULL on failure. */
+static inline zero_engine *zt_fixture_engine_prec(zero_comm *comm, const char *name, const zt_golden *g, int stage,
+                                                  int B, int K, zero_dtype precision, dec_config *cfg_out) {
     char dir[1024];
     zt_fixture_path(name, "", dir, sizeof dir);
     zero_error err = {{0}};
@@ -98,6 +99,7 @@ static inline zero_engine *zt_fixture_engine(zero_comm *comm, const char *name, 
     c.stage = stage;
     c.micro_batch = B;
     c.grad_accum = K;
+    c.precision = precision;
     zero_optim_hparams_default(&c.optim, ZERO_OPTIM_ADAMW);
     c.optim.lr = (float)g->lr;
     c.optim.beta1 = (float)g->beta1;
@@ -118,6 +120,12 @@ static inline zero_engine *zt_fixture_engine(zero_comm *comm, const char *name, 
     if (cfg_out) *cfg_out = *dec_hf_config(h);
     dec_hf_close(h);
     return e;
+}
+
+/* The same in fp32. */
+static inline zero_engine *zt_fixture_engine(zero_comm *comm, const char *name, const zt_golden *g, int stage, int B,
+                                             int K, dec_config *cfg_out) {
+    return zt_fixture_engine_prec(comm, name, g, stage, B, K, ZERO_DTYPE_FP32, cfg_out);
 }
 
 #endif

@@ -149,6 +149,14 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
  * collective (all-gather). Returns NULL on error. Gathering a unit twice without release is
  * allowed (the second returns the same pointer; release once per gather). */
 const float *zero_engine_gather(zero_engine *e, int unit);
+/* The unit's parameters in the working dtype, as the engine keeps them (*dtype: fp32, bf16 or
+ * fp16): numel values in the gathered view's layout, read-only, valid until release. A gather
+ * like zero_engine_gather (collective at stage 3, the same in the call sequence, released once),
+ * without the fp32 copy that one makes of a half working dtype: a model whose products take bf16
+ * operands reads the weights from here and widens only what it needs in fp32. zero_engine_gather
+ * of the same unit while it is held makes that copy then. Only for a unit without frozen
+ * parameters (its two parts may differ in dtype): ZERO_ERR_UNSUPPORTED. NULL on error. */
+const void *zero_engine_gather_working(zero_engine *e, int unit, zero_dtype *dtype);
 zero_status zero_engine_release(zero_engine *e, int unit);
 
 /* The unit's fp32 gradient buffer for this micro-batch (its `trainable` values: every parameter

@@ -39,6 +39,9 @@ struct dec_model {
     size_t head_cap;  /* the rows the logits buffer holds (head_rows unless a test lowered it) */
     zero_impl impl;   /* the model kernels' implementation (zero_impl_best at create) */
     mk_prec prec;     /* the linear layers' products (dec_set_matmul_dtype) */
+    int prec_forced;  /* dec__set_matmul_prec: the engine's passes keep prec as set */
+    int no_working;   /* dec__set_working_copy(0): bf16 products on the fp32 view, as without one */
+    int working_reads; /* units of the last pass resolved from a bf16 working copy (tests) */
     zero_mem_stats mem; /* the buffers below, as ZERO_MEM_BUFFERS */
     float *resid;     /* (L+1, N, C): resid[l] = input of layer l, resid[L] = input of the final norm */
     float *actbuf;    /* L sets of dec__acts (checkpointing: one set, shared) */
@@ -56,6 +59,7 @@ struct dec_model {
     float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
     float *rope_cos;  /* (Tmax, D/2) Llama family only */
     float *rope_sin;  /* (Tmax, D/2) */
+    float *vec;       /* a unit's vectors (norm gains, biases) widened from its bf16 working copy */
     mk_rope rope;     /* the table above */
     dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
     uint64_t lora_bytes;
@@ -83,7 +87,7 @@ void dec__fail(dec_model *m, zero_status st, const char *fmt, ...) {
 /* The one place that sizes the buffers: dec_create allocates exactly these, and
  * dec_activation_bytes adds them up. Sizes are in floats. */
 typedef struct plan {
-    uint64_t resid, act_set, nsets, lnf, head_rows, head, grads, rope;
+    uint64_t resid, act_set, nsets, lnf, head_rows, head, grads, rope, vec;
 } plan;
 
 static uint64_t head_rows_of(uint64_t N, int V) {
@@ -118,13 +122,16 @@ static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
     p->head = p->head_rows * (uint64_t)c->vocab + N;
     p->grads = NC + N * (C > Q ? C : Q) + N * QKV + N * dfch_cols(c, &d) + (d.llama ? N * F : 0);
     p->rope = d.llama ? (uint64_t)T * (uint64_t)d.D : 0;
+    /* a layer's vectors at most (the final unit's are 2C): the norms' gains and biases, the
+     * products' biases and the q/k norms' gains, read in fp32 beside a bf16 working copy */
+    p->vec = 6 * C + QKV + FC + 2 * (uint64_t)d.D;
 }
 
 uint64_t dec_activation_bytes(const dec_config *c, int B, int T, int checkpointing) {
     if (B < 1 || T < 1) return 0;
     plan p;
     plan_of(c, B, T, checkpointing, &p);
-    return 4 * (p.resid + p.act_set * p.nsets + p.lnf + p.head + p.grads + p.rope);
+    return 4 * (p.resid + p.act_set * p.nsets + p.lnf + p.head + p.grads + p.rope + p.vec);
 }
 
 /* ---------------------------------------------------------------- FLOPs and the GEMM rate */
@@ -269,7 +276,9 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     m->logits = buf_alloc(m, p.head);
     m->dres = buf_alloc(m, p.grads);
     if (p.rope) m->rope_cos = buf_alloc(m, p.rope);
-    if (!m->acts || !m->resid || !m->actbuf || !m->lnf || !m->logits || !m->dres || (p.rope && !m->rope_cos))
+    m->vec = buf_alloc(m, p.vec);
+    if (!m->acts || !m->resid || !m->actbuf || !m->lnf || !m->logits || !m->dres || (p.rope && !m->rope_cos) ||
+        !m->vec)
         goto nomem;
     for (size_t l = 0; l < L; l++) {
         float *s = m->actbuf + (m->ckpt ? 0 : l * p.act_set);
@@ -333,6 +342,7 @@ void dec_free(dec_model *m) {
     buf_free(m, m->logits, p.head);
     buf_free(m, m->dres, p.grads);
     buf_free(m, m->rope_cos, p.rope);
+    buf_free(m, m->vec, p.vec);
     if (m->lora) {
         m->mem.current[ZERO_MEM_BUFFERS] -= m->lora_bytes;
         m->mem.total_current -= m->lora_bytes;
@@ -380,10 +390,21 @@ void dec_compute_info_get(dec_compute_info *out) {
 
 zero_dtype dec_set_matmul_dtype(dec_model *m, zero_dtype want) {
     m->prec = want == ZERO_DTYPE_BF16 && mk_gemm_bf16_native() ? MK_PREC_BF16 : MK_PREC_FP32;
+    m->prec_forced = 0;
     return m->prec == MK_PREC_BF16 ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32;
 }
 
-void dec__set_matmul_prec(dec_model *m, mk_prec prec) { m->prec = prec; }
+void dec__set_matmul_prec(dec_model *m, mk_prec prec) {
+    m->prec = prec;
+    m->prec_forced = 1;
+}
+
+void dec__matmul_for_engine(dec_model *m, zero_dtype precision) {
+    if (!m->prec_forced) dec_set_matmul_dtype(m, precision);
+}
+
+void dec__set_working_copy(dec_model *m, int on) { m->no_working = !on; }
+int dec__working_reads(const dec_model *m) { return m->working_reads; }
 
 zero_status dec__set_head_rows(dec_model *m, size_t rows) {
     if (rows < 1 || rows > m->head_cap) return ZERO_ERR_INVALID_ARG;
@@ -430,27 +451,136 @@ static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE
             return st_;                                                                            \
     } while (0)
 
-/* out = norm(inp) with the gains (and LayerNorm's biases) at w + off; mean unused by RMSNorm. */
-static zero_status norm_fwd(dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            uint64_t w_off, uint64_t b_off, size_t N) {
+/* ---------------------------------------------------------------- a unit's tensors */
+/* A matrix as the pass reads it: fp32 (f), or bf16 (b: the working copy as the engine keeps it,
+ * which the bf16 products read as it is). Both NULL: absent. */
+typedef struct dmat {
+    const float *f;
+    const uint16_t *b;
+} dmat;
+
+/* A unit's tensors as the pass reads them (gather_unit): the vectors (norm gains, biases) in fp32,
+ * the matrices in fp32 or bf16. p: the fp32 unit (NULL on the working copy), for LoRA's adapters
+ * and the embeddings' forward. */
+typedef struct dec__uw {
+    const float *p;
+    const uint16_t *b; /* the bf16 unit (NULL on the fp32 one) */
+    const float *ln1_w, *ln1_b, *qkv_b, *q_norm, *k_norm, *o_b, *ln2_w, *ln2_b, *fc_b, *proj_b; /* a layer */
+    dmat qkv, o, fc, proj;
+    const float *lnf_w, *lnf_b; /* the final unit */
+    dmat head;                  /* its lm_head, or the tied head's wte */
+} dec__uw;
+
+/* A vector of n at offset off: in the fp32 unit, or widened from the bf16 one into m->vec at *at. */
+static const float *vec_of(dec_model *m, const dec__uw *o, uint64_t off, size_t n, size_t *at) {
+    if (off == DEC__NONE) return NULL;
+    if (o->p) return o->p + off;
+    float *v = m->vec + *at;
+    zero_convert(o->b + off, ZERO_DTYPE_BF16, v, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+    *at += n;
+    return v;
+}
+
+static dmat mat_of(const dec__uw *o, uint64_t off) {
+    dmat x = {NULL, NULL};
+    if (off == DEC__NONE) return x;
+    if (o->p) x.f = o->p + off;
+    else x.b = o->b + off;
+    return x;
+}
+
+/* Resolves unit `unit`'s tensors from its fp32 values p or its bf16 working copy b (one of them). */
+static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t *b, dec__uw *o) {
+    const dec__layout *w = &m->lay;
+    const dec__dims *d = &m->d;
+    const size_t C = (size_t)d->C;
+    size_t at = 0;
+    memset(o, 0, sizeof *o);
+    o->p = p, o->b = b;
+    if (unit == DEC_UNIT_EMBEDDINGS) {
+        o->head = mat_of(o, 0); /* wte */
+    } else if (unit <= m->cfg.n_layer) {
+        o->ln1_w = vec_of(m, o, w->ln1_w, C, &at);
+        o->ln1_b = vec_of(m, o, w->ln1_b, C, &at);
+        o->qkv_b = vec_of(m, o, w->qkv_b, (size_t)d->QKV, &at);
+        o->q_norm = vec_of(m, o, w->q_norm, (size_t)d->D, &at);
+        o->k_norm = vec_of(m, o, w->k_norm, (size_t)d->D, &at);
+        o->o_b = vec_of(m, o, w->o_b, C, &at);
+        o->ln2_w = vec_of(m, o, w->ln2_w, C, &at);
+        o->ln2_b = vec_of(m, o, w->ln2_b, C, &at);
+        o->fc_b = vec_of(m, o, w->fc_b, (size_t)d->FC, &at);
+        o->proj_b = vec_of(m, o, w->proj_b, C, &at);
+        o->qkv = mat_of(o, w->qkv_w), o->o = mat_of(o, w->o_w);
+        o->fc = mat_of(o, w->fc_w), o->proj = mat_of(o, w->proj_w);
+    } else {
+        o->lnf_w = vec_of(m, o, w->lnf_w, C, &at);
+        o->lnf_b = vec_of(m, o, w->lnf_b, C, &at);
+        o->head = mat_of(o, w->head_w);
+    }
+}
+
+/* Gathers a unit and resolves its tensors: from its bf16 working copy where the products are bf16
+ * and the provider has one (no fp32 copy of the matrices is made; LoRA's units mix frozen and
+ * trainable parts and take the fp32 view), else from its fp32 values. */
+static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec__uw *o) {
+    if (m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_working && !m->lora && !m->no_working) {
+        zero_dtype dt = ZERO_DTYPE_FP32;
+        const void *v;
+        TRY_PTR(u->gather_working(m, u->ctx, unit, &dt), v);
+        if (dt == ZERO_DTYPE_BF16) {
+            resolve_unit(m, unit, NULL, v, o);
+            m->working_reads++;
+        } else if (dt == ZERO_DTYPE_FP32) resolve_unit(m, unit, v, NULL, o);
+        else {
+            dec__seterr(m, "unit %d's working copy is %s: expected bf16 or fp32", unit, zero_dtype_name(dt));
+            return ZERO_ERR_INTERNAL;
+        }
+        return ZERO_OK;
+    }
+    const float *p;
+    TRY_PTR(u->gather(m, u->ctx, unit), p);
+    resolve_unit(m, unit, p, NULL, o);
+    return ZERO_OK;
+}
+
+/* out = x W' (+ bias, + resid) on the layer's matrix W (mk_linear_fwd, or _wb on bf16). */
+static zero_status lin_fwd(dec_model *m, const char *what, float *out, const float *x, dmat W, const float *bias,
+                           const float *resid, size_t N, int IC, int OC) {
+    const int wt = m->d.llama;
+    if (W.b) MK(m, what, mk_linear_fwd_wb(out, x, W.b, bias, resid, N, IC, OC, wt, m->impl));
+    else MK(m, what, mk_linear_fwd(out, x, W.f, bias, resid, N, IC, OC, wt, m->prec, m->impl));
+    return ZERO_OK;
+}
+
+static zero_status lin_bwd(dec_model *m, const char *what, float *dx, float *dW, float *dbias, const float *dy,
+                           const float *x, dmat W, size_t N, int IC, int OC) {
+    const int wt = m->d.llama;
+    if (W.b) MK(m, what, mk_linear_bwd_wb(dx, dW, dbias, dy, x, W.b, N, IC, OC, wt, m->impl));
+    else MK(m, what, mk_linear_bwd(dx, dW, dbias, dy, x, W.f, N, IC, OC, wt, m->prec, m->impl));
+    return ZERO_OK;
+}
+
+/* out = norm(inp) with the gain and (LayerNorm) the bias; mean unused by RMSNorm. */
+static zero_status norm_fwd(dec_model *m, float *out, float *mean, float *rstd, const float *inp, const float *gain,
+                            const float *bias, size_t N) {
     const int C = m->d.C;
     const float eps = (float)m->cfg.norm_eps;
-    if (m->d.llama) MK(m, "rmsnorm", mk_rmsnorm_fwd(out, rstd, inp, w + w_off, N, C, C, C, eps, m->impl));
-    else MK(m, "layernorm", mk_layernorm_fwd(out, mean, rstd, inp, w + w_off, opt(w, b_off), N, C, C, C, eps, m->impl));
+    if (m->d.llama) MK(m, "rmsnorm", mk_rmsnorm_fwd(out, rstd, inp, gain, N, C, C, C, eps, m->impl));
+    else MK(m, "layernorm", mk_layernorm_fwd(out, mean, rstd, inp, gain, bias, N, C, C, C, eps, m->impl));
     return ZERO_OK;
 }
 
 /* dinp (+)= the norm's input gradient from dout (added when acc); the gain (and bias) gradients
- * added into g. */
-static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const float *inp, const float *w, float *g,
-                            uint64_t w_off, uint64_t b_off, const float *mean, const float *rstd, size_t N, int acc) {
+ * added into g at g_off and b_off. */
+static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const float *inp, const float *gain,
+                            float *g, uint64_t g_off, uint64_t b_off, const float *mean, const float *rstd, size_t N,
+                            int acc) {
     const int C = m->d.C;
     if (m->d.llama)
-        MK(m, "rmsnorm backward",
-           mk_rmsnorm_bwd(dinp, optw(g, w_off), dout, inp, w + w_off, rstd, N, C, C, C, acc, m->impl));
+        MK(m, "rmsnorm backward", mk_rmsnorm_bwd(dinp, optw(g, g_off), dout, inp, gain, rstd, N, C, C, C, acc, m->impl));
     else
-        MK(m, "layernorm backward", mk_layernorm_bwd(dinp, optw(g, w_off), optw(g, b_off), dout, inp, w + w_off, mean,
-                                                     rstd, N, C, C, C, acc, m->impl));
+        MK(m, "layernorm backward", mk_layernorm_bwd(dinp, optw(g, g_off), optw(g, b_off), dout, inp, gain, mean, rstd,
+                                                     N, C, C, C, acc, m->impl));
     return ZERO_OK;
 }
 
@@ -462,48 +592,47 @@ static mk_attn attn_of(const dec_model *m, int B, int T, size_t ld_qk) {
     return a;
 }
 
-static zero_status layer_fwd(dec_model *m, int l, const float *p, int B, int T) {
-    const dec__layout *w = &m->lay;
+static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T) {
     const dec__dims *d = &m->d;
-    const int C = d->C, wt = d->llama;
+    const int C = d->C;
     const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
     const zero_impl im = m->impl;
-    const mk_prec pr = m->prec;
+    const float *p = w->p; /* LoRA's adapters (the fp32 unit: gather_unit takes it under LoRA) */
     const float *x = m->resid + (size_t)l * NC;
     float *y = m->resid + (size_t)(l + 1) * NC;
     dec__acts *a = &m->acts[l];
-    TRY(norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, p, w->ln1_w, w->ln1_b, N));
-    MK(m, "qkv projection", mk_linear_fwd(a->qkv, a->ln1, p + w->qkv_w, opt(p, w->qkv_b), NULL, N, C, d->QKV, wt, pr, im));
+    TRY(norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N));
+    TRY(lin_fwd(m, "qkv projection", a->qkv, a->ln1, w->qkv, w->qkv_b, NULL, N, C, d->QKV));
     if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_QKV, p, a->ln1, a->qkv, N, l);
     float *qk = a->qkv; /* q heads then k heads, H + G adjacent heads of D */
     size_t ld_qk = (size_t)d->QKV;
     if (m->cfg.qk_norm) { /* the projection stays as it is: the norms' backward reads it */
         const float eps = (float)m->cfg.norm_eps;
-        MK(m, "q norm", mk_rmsnorm_heads_fwd(a->qkn, a->qk_rstd, a->qkv, p + w->q_norm, N, d->H, d->D, d->QKV, QK, eps, im));
-        MK(m, "k norm", mk_rmsnorm_heads_fwd(a->qkn + d->Q, a->qk_rstd + N * (size_t)d->H, a->qkv + d->Q, p + w->k_norm, N,
+        MK(m, "q norm", mk_rmsnorm_heads_fwd(a->qkn, a->qk_rstd, a->qkv, w->q_norm, N, d->H, d->D, d->QKV, QK, eps, im));
+        MK(m, "k norm", mk_rmsnorm_heads_fwd(a->qkn + d->Q, a->qk_rstd + N * (size_t)d->H, a->qkv + d->Q, w->k_norm, N,
                                              d->G, d->D, d->QKV, QK, eps, im));
         qk = a->qkn, ld_qk = QK;
     }
     if (d->llama) MK(m, "rope", mk_rope_fwd(&m->rope, qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
     const mk_attn at = attn_of(m, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
-    MK(m, "attention projection", mk_linear_fwd(a->res2, a->atty, p + w->o_w, opt(p, w->o_b), x, N, d->Q, C, wt, pr, im));
+    TRY(lin_fwd(m, "attention projection", a->res2, a->atty, w->o, w->o_b, x, N, d->Q, C));
     if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->res2, N, l);
-    TRY(norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p, w->ln2_w, w->ln2_b, N));
+    TRY(norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N));
     if (d->llama) {
-        MK(m, "gate/up projection", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, opt(p, w->fc_b), NULL, N, C, d->FC, wt, pr, im));
+        TRY(lin_fwd(m, "gate/up projection", a->fch, a->ln2, w->fc, w->fc_b, NULL, N, C, d->FC));
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "swiglu", mk_swiglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
-    } else if (w->fc_b != DEC__NONE) { /* the bias added in GELU's pass */
-        MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+    } else if (w->fc_b) { /* the bias added in GELU's pass */
+        TRY(lin_fwd(m, "fc", a->fch, a->ln2, w->fc, NULL, NULL, N, C, d->FC));
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
-        MK(m, "bias + gelu", mk_bias_gelu_fwd(a->fch_act, d->F, a->fch, d->F, p + w->fc_b, N, d->F, im));
+        MK(m, "bias + gelu", mk_bias_gelu_fwd(a->fch_act, d->F, a->fch, d->F, w->fc_b, N, d->F, im));
     } else {
-        MK(m, "fc", mk_linear_fwd(a->fch, a->ln2, p + w->fc_w, NULL, NULL, N, C, d->FC, wt, pr, im));
+        TRY(lin_fwd(m, "fc", a->fch, a->ln2, w->fc, NULL, NULL, N, C, d->FC));
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "gelu", mk_gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F, im));
     }
-    MK(m, "mlp projection", mk_linear_fwd(y, a->fch_act, p + w->proj_w, opt(p, w->proj_b), a->res2, N, d->F, C, wt, pr, im));
+    TRY(lin_fwd(m, "mlp projection", y, a->fch_act, w->proj, w->proj_b, a->res2, N, d->F, C));
     if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, y, N, l);
     if (m->ckpt) m->shared_holds = l;
     return ZERO_OK;
@@ -511,36 +640,36 @@ static zero_status layer_fwd(dec_model *m, int l, const float *p, int B, int T) 
 
 /* m->dres holds d loss / d (layer output); on return, d loss / d (layer input). g: the base's
  * gradients (NULL when frozen); gl: the adapters' (LoRA; NULL without). */
-static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, float *gl, int B, int T) {
-    const dec__layout *w = &m->lay;
+static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, float *gl, int B, int T) {
+    const dec__layout *lo = &m->lay;
     const dec__dims *d = &m->d;
-    const int C = d->C, wt = d->llama;
+    const int C = d->C;
     const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
     const zero_impl im = m->impl;
-    const mk_prec pr = m->prec;
+    const float *p = w->p;
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
     if (d->llama) {
-        MK(m, "mlp projection backward", mk_linear_bwd(m->dact, optw(g, w->proj_w), optw(g, w->proj_b), m->dres,
-                                                       a->fch_act, p + w->proj_w, N, d->F, C, wt, pr, im));
+        TRY(lin_bwd(m, "mlp projection backward", m->dact, optw(g, lo->proj_w), optw(g, lo->proj_b), m->dres,
+                    a->fch_act, w->proj, N, d->F, C));
         if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, m->dact, N, l);
         MK(m, "swiglu backward", mk_swiglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC, N,
                                                d->F, im));
     } else {
-        MK(m, "mlp projection backward", mk_linear_bwd(m->dfch, optw(g, w->proj_w), optw(g, w->proj_b), m->dres,
-                                                       a->fch_act, p + w->proj_w, N, d->F, C, wt, pr, im));
+        TRY(lin_bwd(m, "mlp projection backward", m->dfch, optw(g, lo->proj_w), optw(g, lo->proj_b), m->dres,
+                    a->fch_act, w->proj, N, d->F, C));
         if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, m->dfch, N, l);
-        if (w->fc_b != DEC__NONE && g) /* with the fc bias gradient in the same pass */
-            MK(m, "gelu backward", mk_gelu_bwd_bias(m->dfch, optw(g, w->fc_b), m->dfch, a->fch, N, d->F, d->F, im));
+        if (lo->fc_b != DEC__NONE && g) /* with the fc bias gradient in the same pass */
+            MK(m, "gelu backward", mk_gelu_bwd_bias(m->dfch, optw(g, lo->fc_b), m->dfch, a->fch, N, d->F, d->F, im));
         else
             MK(m, "gelu backward", mk_gelu_bwd(m->dfch, m->dfch, a->fch, N * (size_t)d->F, im));
     }
-    MK(m, "fc backward", mk_linear_bwd(m->dbuf, optw(g, w->fc_w), d->llama ? optw(g, w->fc_b) : NULL, m->dfch, a->ln2,
-                                       p + w->fc_w, N, C, d->FC, wt, pr, im));
+    TRY(lin_bwd(m, "fc backward", m->dbuf, optw(g, lo->fc_w), d->llama ? optw(g, lo->fc_b) : NULL, m->dfch, a->ln2,
+                w->fc, N, C, d->FC));
     if (gl) dec__lora_bwd(m->lora, DEC__SITE_FC, p, gl, a->ln2, m->dfch, m->dbuf, N, l);
-    TRY(norm_bwd(m, m->dres, m->dbuf, a->res2, p, g, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd, N, 1));
-    MK(m, "attention projection backward", mk_linear_bwd(m->dbuf, optw(g, w->o_w), optw(g, w->o_b), m->dres, a->atty,
-                                                         p + w->o_w, N, d->Q, C, wt, pr, im));
+    TRY(norm_bwd(m, m->dres, m->dbuf, a->res2, w->ln2_w, g, lo->ln2_w, lo->ln2_b, a->ln2_mean, a->ln2_rstd, N, 1));
+    TRY(lin_bwd(m, "attention projection backward", m->dbuf, optw(g, lo->o_w), optw(g, lo->o_b), m->dres, a->atty,
+                w->o, N, d->Q, C));
     if (gl) dec__lora_bwd(m->lora, DEC__SITE_O, p, gl, a->atty, m->dres, m->dbuf, N, l);
     /* d q and d k: into dqkv, or (qk_norm) into dfch, the gradient after the norms */
     const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
@@ -551,23 +680,25 @@ static zero_status layer_bwd(dec_model *m, int l, const float *p, float *g, floa
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
     if (d->llama) MK(m, "rope backward", mk_rope_bwd(&m->rope, dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
     if (m->cfg.qk_norm) { /* dqkv's q and k columns: the gradients before the norms */
-        MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, optw(g, w->q_norm), dqk, a->qkv, p + w->q_norm,
+        MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, optw(g, lo->q_norm), dqk, a->qkv, w->q_norm,
                                                       a->qk_rstd, N, d->H, d->D, d->QKV, QK, 0, im));
-        MK(m, "k norm backward", mk_rmsnorm_heads_bwd(m->dqkv + d->Q, optw(g, w->k_norm), dqk + d->Q, a->qkv + d->Q,
-                                                      p + w->k_norm, a->qk_rstd + N * (size_t)d->H, N, d->G, d->D,
+        MK(m, "k norm backward", mk_rmsnorm_heads_bwd(m->dqkv + d->Q, optw(g, lo->k_norm), dqk + d->Q, a->qkv + d->Q,
+                                                      w->k_norm, a->qk_rstd + N * (size_t)d->H, N, d->G, d->D,
                                                       d->QKV, QK, 0, im));
     }
-    MK(m, "qkv projection backward", mk_linear_bwd(m->dbuf, optw(g, w->qkv_w), optw(g, w->qkv_b), m->dqkv, a->ln1,
-                                                   p + w->qkv_w, N, C, d->QKV, wt, pr, im));
+    TRY(lin_bwd(m, "qkv projection backward", m->dbuf, optw(g, lo->qkv_w), optw(g, lo->qkv_b), m->dqkv, a->ln1,
+                w->qkv, N, C, d->QKV));
     if (gl) dec__lora_bwd(m->lora, DEC__SITE_QKV, p, gl, a->ln1, m->dqkv, m->dbuf, N, l);
-    return norm_bwd(m, m->dres, m->dbuf, x, p, g, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
+    return norm_bwd(m, m->dres, m->dbuf, x, w->ln1_w, g, lo->ln1_w, lo->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
 /* The bf16 operands of the LM head's products (NULL: fp32 products, or bf16 through mk_linear's
- * own copies under the scalar references): W rounded once for every chunk and both directions,
- * and one chunk's x (rounded for its forward, reused by its backward) and d logits. */
+ * own copies under the scalar references): W rounded once for every chunk and both directions
+ * (or the working copy itself), and one chunk's x (rounded for its forward, reused by its
+ * backward) and d logits. */
 typedef struct head16 {
-    uint16_t *w, *x, *dy;
+    const uint16_t *w;
+    uint16_t *x, *dy;
 } head16;
 
 /* The LM head W (V, C) over `rows` rows of x (rows, C): logits, loss, and with bwd the backward
@@ -604,22 +735,49 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
 
 /* head_chunks, with its bf16 operands where the products are bf16: a transient copy per call, as
  * mk_linear's, but W rounded once instead of once per chunk and direction (GPT-2's head at 512
- * rows: 4 roundings of its 38.6 M weights into fresh 77 MB copies became 1). */
-static zero_status head(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
+ * rows: 4 roundings of its 38.6 M weights into fresh 77 MB copies became 1), and not at all when
+ * it is the bf16 working copy. */
+static zero_status head(dec_model *m, dmat W, float *gW, int bwd, const float *x, size_t rows,
                         const int32_t *targets, float dscale, float *dx, float *logits_out) {
-    if (m->prec != MK_PREC_BF16 || m->impl == ZERO_IMPL_SCALAR)
-        return head_chunks(m, W, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL);
+    if (!W.b && (m->prec != MK_PREC_BF16 || m->impl == ZERO_IMPL_SCALAR))
+        return head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL);
     const size_t C = (size_t)m->d.C, V = (size_t)m->cfg.vocab, hr = rows < m->head_rows ? rows : m->head_rows;
-    uint16_t *b = malloc(sizeof(uint16_t) * (V * C + hr * C + (bwd && targets ? hr * V : 0)));
+    const size_t wn = W.b ? 0 : V * C;
+    uint16_t *b = malloc(sizeof(uint16_t) * (wn + hr * C + (bwd && targets ? hr * V : 0)));
     if (!b) {
         dec__seterr(m, "lm head: out of memory for its bf16 operands");
         return ZERO_ERR_NOMEM;
     }
-    const head16 h = {b, b + V * C, b + V * C + hr * C};
-    zero_convert(W, ZERO_DTYPE_FP32, h.w, ZERO_DTYPE_BF16, V * C, ZERO_IMPL_AUTO);
-    const zero_status st = head_chunks(m, W, gW, bwd, x, rows, targets, dscale, dx, logits_out, &h);
+    const head16 h = {W.b ? W.b : b, b + wn, b + wn + hr * C};
+    if (!W.b) zero_convert(W.f, ZERO_DTYPE_FP32, b, ZERO_DTYPE_BF16, V * C, ZERO_IMPL_AUTO);
+    const zero_status st = head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, &h);
     free(b);
     return st;
+}
+
+/* The embeddings' forward on the resolved unit: mk_embed_fwd on fp32, else each token's row of the
+ * bf16 wte widened and the position's row of wpe (widened into m->dbuf, free until the backward)
+ * added: the same single addition per element, so the same bits as on the widened table. */
+static zero_status embed_fwd(dec_model *m, const dec__uw *w, const int32_t *tokens, size_t N, int T) {
+    const size_t C = (size_t)m->d.C;
+    const uint64_t wpe = m->lay.wpe;
+    if (w->p) {
+        MK(m, "embedding", mk_embed_fwd(m->resid, tokens, w->p, opt(w->p, wpe), N, T, (int)C, m->impl));
+        return ZERO_OK;
+    }
+    for (size_t n = 0; n < N; n++)
+        zero_convert(w->b + (size_t)tokens[n] * C, ZERO_DTYPE_BF16, m->resid + n * C, ZERO_DTYPE_FP32, C,
+                     ZERO_IMPL_AUTO);
+    if (wpe != DEC__NONE) {
+        const size_t rows = N < (size_t)T ? N : (size_t)T;
+        zero_convert(w->b + wpe, ZERO_DTYPE_BF16, m->dbuf, ZERO_DTYPE_FP32, rows * C, ZERO_IMPL_AUTO);
+        for (size_t n = 0; n < N; n++) {
+            float *o = m->resid + n * C;
+            const float *q = m->dbuf + (n % (size_t)T) * C;
+            for (size_t c = 0; c < C; c++) o[c] += q[c];
+        }
+    }
+    return ZERO_OK;
 }
 
 /* ---------------------------------------------------------------- the pass */
@@ -642,9 +800,9 @@ int64_t dec_count_targets(const int32_t *targets, size_t n) {
 }
 
 /* The final norm's backward: dres = d loss / d (final norm input), from m->dbuf = d lnf. */
-static zero_status final_norm_bwd(dec_model *m, const float *w, float *g, size_t N) {
+static zero_status final_norm_bwd(dec_model *m, const dec__uw *w, float *g, size_t N) {
     const int L = m->cfg.n_layer;
-    return norm_bwd(m, m->dres, m->dbuf, m->resid + (size_t)L * N * m->d.C, w, g, m->lay.lnf_w, m->lay.lnf_b,
+    return norm_bwd(m, m->dres, m->dbuf, m->resid + (size_t)L * N * m->d.C, w->lnf_w, g, m->lay.lnf_w, m->lay.lnf_b,
                     m->lnf_mean, m->lnf_rstd, N, 0);
 }
 
@@ -676,25 +834,26 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     const double denom = p->targets ? (p->denom > 0 ? p->denom : (double)dec_count_targets(p->targets, N)) : 0.0;
     const float dscale = denom > 0 ? (float)((double)p->loss_scale / denom) : 0.0f;
     const dec__layout *lay = &m->lay;
-    const float *w;
+    dec__uw w;
     float *g;
     m->shared_holds = -1;
+    m->working_reads = 0;
     /* LoRA: the base is frozen (no gradient for the embeddings and the final unit, the layers'
      * buffers hold their adapters' gradients only) */
     const int frozen = m->lora != NULL;
     if (m->lora) dec__lora_begin(m->lora, p->backward);
 
     /* forward */
-    TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
-    MK(m, "embedding", mk_embed_fwd(m->resid, p->tokens, w, opt(w, lay->wpe), N, T, C, m->impl));
+    TRY(gather_unit(m, u, DEC_UNIT_EMBEDDINGS, &w));
+    TRY(embed_fwd(m, &w, p->tokens, N, T));
     TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     for (int l = 0; l < L; l++) {
-        TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
-        TRY(layer_fwd(m, l, w, B, T));
+        TRY(gather_unit(m, u, 1 + l, &w));
+        TRY(layer_fwd(m, l, &w, B, T));
         TRY(u->release(m, u->ctx, 1 + l));
     }
-    TRY_PTR(u->gather(m, u->ctx, L + 1), w);
-    TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w, lay->lnf_w, lay->lnf_b, N));
+    TRY(gather_unit(m, u, L + 1, &w));
+    TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w.lnf_w, w.lnf_b, N));
 
     /* the head: its input rows, targets and outputs */
     const float *hx = m->lnf;
@@ -713,24 +872,24 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     if (!m->cfg.tied) { /* lm_head is in the final unit: norm, head and their backward in one gather */
         g = NULL;
         if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-        TRY(head(m, w + lay->head_w, optw(g, lay->head_w), bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        TRY(head(m, w.head, optw(g, lay->head_w), bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
         if (bwd) {
-            TRY(final_norm_bwd(m, w, g, N));
+            TRY(final_norm_bwd(m, &w, g, N));
             if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
         }
         TRY(u->release(m, u->ctx, L + 1));
     } else { /* the tied head reads wte: the embeddings again; their gradient buffer stays open */
         TRY(u->release(m, u->ctx, L + 1));
-        TRY_PTR(u->gather(m, u->ctx, DEC_UNIT_EMBEDDINGS), w);
+        TRY(gather_unit(m, u, DEC_UNIT_EMBEDDINGS, &w));
         g = NULL;
         if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
-        TRY(head(m, w, g, bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        TRY(head(m, w.head, g, bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
         TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
         if (bwd) {
-            TRY_PTR(u->gather(m, u->ctx, L + 1), w);
+            TRY(gather_unit(m, u, L + 1, &w));
             g = NULL;
             if (!frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
-            TRY(final_norm_bwd(m, w, g, N));
+            TRY(final_norm_bwd(m, &w, g, N));
             if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
             TRY(u->release(m, u->ctx, L + 1));
         }
@@ -740,10 +899,10 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
 
     /* backward: m->dres holds d loss / d (final norm input) */
     for (int l = L - 1; l >= 0; l--) {
-        TRY_PTR(u->gather(m, u->ctx, 1 + l), w);
+        TRY(gather_unit(m, u, 1 + l, &w));
         TRY_PTR(u->grad(m, u->ctx, 1 + l), g);
-        if (m->ckpt && m->shared_holds != l) TRY(layer_fwd(m, l, w, B, T));
-        TRY(layer_bwd(m, l, w, frozen ? NULL : g, frozen ? g : NULL, B, T));
+        if (m->ckpt && m->shared_holds != l) TRY(layer_fwd(m, l, &w, B, T));
+        TRY(layer_bwd(m, l, &w, frozen ? NULL : g, frozen ? g : NULL, B, T));
         TRY(u->grad_ready(m, u->ctx, 1 + l));
         TRY(u->release(m, u->ctx, 1 + l));
     }
@@ -789,7 +948,7 @@ static zero_status raw_pass(dec_model *m, const float *const *params, float *con
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, grads};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL};
     return dec__run(m, &u, p);
 }
 
@@ -889,6 +1048,6 @@ zero_status dec_generate(dec_model *m, const float *const *params, const int32_t
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, NULL};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

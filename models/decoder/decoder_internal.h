@@ -70,6 +70,14 @@ void dec__layout_of(const dec_config *c, dec__layout *out);
 /* Sets the precision of the linear layers' products as asked, native or not (tests: the bf16
  * arithmetic on a CPU without bf16 instructions). dec_set_matmul_dtype falls back instead. */
 void dec__set_matmul_prec(dec_model *m, mk_prec prec);
+/* The engine's passes: the products for the engine's working precision (dec_set_matmul_dtype),
+ * unless dec__set_matmul_prec forced them. */
+void dec__matmul_for_engine(dec_model *m, zero_dtype precision);
+/* Whether bf16 products read a bf16 working copy as it is (1, the default) or the fp32 view
+ * (tests: both must give the same bits). */
+void dec__set_working_copy(dec_model *m, int on);
+/* The gathers of the last pass that read a bf16 working copy (tests: the path was taken). */
+int dec__working_reads(const dec_model *m);
 /* Computes the LM head's logits `rows` rows at a time (tests: several chunks on a small
  * vocabulary); ZERO_ERR_INVALID_ARG outside [1, the rows dec_create sized its buffer for]. */
 zero_status dec__set_head_rows(dec_model *m, size_t rows);
@@ -109,6 +117,9 @@ typedef struct dec__units {
     /* Called after each kernel of the pass (NULL: none): lets the provider's collectives in
      * flight move while the pass computes (zero_engine_progress). */
     zero_status (*progress)(dec_model *m, void *ctx);
+    /* The unit's working copy as it is, *dt its dtype (NULL: none). Taken instead of gather where
+     * the products are bf16 (gather_unit in decoder.c); released by release. */
+    const void *(*gather_working)(dec_model *m, void *ctx, int unit, zero_dtype *dt);
 } dec__units;
 
 typedef struct dec__pass {

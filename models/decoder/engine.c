@@ -107,6 +107,27 @@ static zero_status eng_progress(dec_model *m, void *ctx) {
     return st;
 }
 
+static const void *eng_gather_working(dec_model *m, void *ctx, int unit, zero_dtype *dt) {
+    zero_engine *e = ctx;
+    const void *p = zero_engine_gather_working(e, unit, dt);
+    if (!p) {
+        char name[32];
+        dec__fail(m, ZERO_ERR_STATE, "gathering unit '%s': %s",
+                  dec_unit_name(dec_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
+    }
+    return p;
+}
+
+/* The engine as the pass's provider, the products set for its working precision; a bf16 working
+ * copy is read as it is where the products are bf16 (gather_working). */
+static dec__units eng_units(dec_model *m, zero_engine *e) {
+    const zero_dtype prec = zero_engine_config(e)->precision;
+    dec__matmul_for_engine(m, prec);
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress,
+                    prec == ZERO_DTYPE_BF16 ? eng_gather_working : NULL};
+    return u;
+}
+
 static zero_status check_engine(dec_model *m, zero_engine *e) {
     const dec_config *c = dec_model_config(m);
     if (!e || zero_engine_num_units(e) != dec_num_units(c)) {
@@ -127,9 +148,8 @@ zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *
     }
     /* The engine averages the gradients over world * grad_accum micro-batches: a micro-batch's
      * share of the global sum / denom is its sum / (denom / (world * grad_accum)) after that. */
-    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
+    const dec__units u = eng_units(m, e);
     const double per = (double)zero_comm_size(zero_engine_comm(e)) * (double)zero_engine_config(e)->grad_accum;
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
     dec__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), denom > 0 ? denom / per : 0.0, loss,
                    NULL, NULL};
     return dec__run(m, &u, &p);
@@ -143,8 +163,7 @@ zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
         dec__seterr(m, "eval needs tokens and targets (got NULL)");
         return ZERO_ERR_INVALID_ARG;
     }
-    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
+    const dec__units u = eng_units(m, e);
     dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL};
     return dec__run(m, &u, &p);
 }
@@ -153,7 +172,6 @@ zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *pro
                                  int n_new, const dec_sampling *s, int32_t *out) {
     zero_status st = check_engine(m, e);
     if (st) return st;
-    dec_set_matmul_dtype(m, zero_engine_config(e)->precision);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress};
+    const dec__units u = eng_units(m, e);
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

@@ -243,6 +243,14 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
 zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x,
                           const float *W, size_t N, int IC, int OC, int trans_w, mk_prec prec,
                           zero_impl impl);
+/* mk_linear_fwd / mk_linear_bwd at bf16 with the weight already in bf16 (raw bits, W's layout:
+ * a bf16 working copy, read as it is): the same results as those given the weight widened to
+ * fp32 (rounding a widened bf16 value gives it back), without rounding the weight again; x and dy
+ * are rounded as there. The scalar reference widens wb into a copy (ZERO_ERR_NOMEM without one). */
+zero_status mk_linear_fwd_wb(float *out, const float *x, const uint16_t *wb, const float *bias, const float *resid,
+                             size_t N, int IC, int OC, int trans_w, zero_impl impl);
+zero_status mk_linear_bwd_wb(float *dx, float *dW, float *dbias, const float *dy, const float *x, const uint16_t *wb,
+                             size_t N, int IC, int OC, int trans_w, zero_impl impl);
 /* The products of mk_linear_fwd / mk_linear_bwd at bf16 on operands already rounded to bf16 (raw
  * bits; the same layouts, N rows): out = beta·out + x·W'; dx = dy·W'^T (skipped when dx is NULL),
  * dW += x^T·dy in W's layout (skipped when NULL); through mk_gemm_bf16 (MK_GEMM_AUTO). No checks

@@ -76,26 +76,36 @@ zero_status mk_linear_bwd_bf16(float *dx, float *dW, const uint16_t *dyb, const 
 
 static int bad_sizes(size_t N, int IC, int OC) { return N < 1 || N > (size_t)INT32_MAX || IC < 1 || OC < 1; }
 
-zero_status mk_linear_fwd(float *out, const float *x, const float *W, const float *bias,
-                          const float *resid, size_t N, int IC, int OC, int trans_w, mk_prec prec,
-                          zero_impl impl) {
+/* n bf16 values widened into a new fp32 array (NULL when out of memory): the scalar references
+ * read a weight given in bf16 this way (rounding it again for the products changes nothing). */
+static float *widened(const uint16_t *b, size_t n) {
+    float *f = malloc(sizeof(float) * (n ? n : 1));
+    if (f) zero_convert(b, ZERO_DTYPE_BF16, f, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+    return f;
+}
+
+/* mk_linear_fwd with the weight in fp32 (W) or already rounded to bf16 (wb, bf16 products). */
+static zero_status linear_fwd(float *out, const float *x, const float *W, const uint16_t *wb, const float *bias,
+                              const float *resid, size_t N, int IC, int OC, int tw, mk_prec prec, zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
     zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
-    if (bad_sizes(N, IC, OC) || !out || !x || !W || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
+    if (bad_sizes(N, IC, OC) || !out || !x || (!W && !wb) || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
         return ZERO_ERR_INVALID_ARG;
-    const int tw = trans_w ? 1 : 0;
     if (which == ZERO_IMPL_SCALAR) {
-        ref_fwd(out, x, W, bias, resid, N, IC, OC, tw, prec == MK_PREC_BF16);
+        float *Wf = wb ? widened(wb, (size_t)IC * OC) : NULL;
+        if (wb && !Wf) return ZERO_ERR_NOMEM;
+        ref_fwd(out, x, wb ? Wf : W, bias, resid, N, IC, OC, tw, prec == MK_PREC_BF16);
+        free(Wf);
         return ZERO_OK;
     }
-    uint16_t *xb = NULL, *wb = NULL;
+    uint16_t *xb = NULL, *wown = NULL;
     if (prec == MK_PREC_BF16) {
         xb = to_bf16(x, N * (size_t)IC);
-        wb = to_bf16(W, (size_t)IC * OC);
+        if (!wb) wb = wown = to_bf16(W, (size_t)IC * OC);
         if (!xb || !wb) {
-            free(xb), free(wb);
+            free(xb), free(wown);
             return ZERO_ERR_NOMEM;
         }
     }
@@ -115,22 +125,25 @@ zero_status mk_linear_fwd(float *out, const float *x, const float *W, const floa
     } else {
         st = mk_linear_fwd_bf16(out, xb, wb, (int)N, IC, OC, tw, beta);
     }
-    free(xb), free(wb);
+    free(xb), free(wown);
     return st;
 }
 
-zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x,
-                          const float *W, size_t N, int IC, int OC, int trans_w, mk_prec prec,
-                          zero_impl impl) {
+/* mk_linear_bwd with the weight in fp32 (W) or already rounded to bf16 (wb, bf16 products). */
+static zero_status linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x, const float *W,
+                              const uint16_t *wb, size_t N, int IC, int OC, int tw, mk_prec prec, zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
     zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
-    if (bad_sizes(N, IC, OC) || !dy || (dx && !W) || (dW && !x) || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
+    if (bad_sizes(N, IC, OC) || !dy || (dx && !W && !wb) || (dW && !x) || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
         return ZERO_ERR_INVALID_ARG;
-    const int tw = trans_w ? 1 : 0, M = (int)N;
+    const int M = (int)N;
     if (which == ZERO_IMPL_SCALAR) {
-        ref_bwd(dx, dW, dy, x, W, N, IC, OC, tw, prec == MK_PREC_BF16);
+        float *Wf = dx && wb ? widened(wb, (size_t)IC * OC) : NULL;
+        if (dx && wb && !Wf) return ZERO_ERR_NOMEM;
+        ref_bwd(dx, dW, dy, x, Wf ? Wf : W, N, IC, OC, tw, prec == MK_PREC_BF16);
+        free(Wf);
         return dbias ? mk_colsum(dbias, dy, N, (size_t)OC, (size_t)OC, impl) : ZERO_OK;
     }
     if (prec == MK_PREC_FP32) {
@@ -147,12 +160,39 @@ zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, c
                 mk__sgemm(1, 0, IC, OC, M, 1.0f, x, IC, dy, OC, 1.0f, dW, OC);
         }
     } else {
-        uint16_t *dyb = to_bf16(dy, N * (size_t)OC);
-        uint16_t *wb = dx ? to_bf16(W, (size_t)IC * OC) : NULL, *xb = dW ? to_bf16(x, N * (size_t)IC) : NULL;
+        uint16_t *dyb = to_bf16(dy, N * (size_t)OC), *wown = NULL;
+        uint16_t *xb = dW ? to_bf16(x, N * (size_t)IC) : NULL;
+        if (dx && !wb) wb = wown = to_bf16(W, (size_t)IC * OC);
         if (!dyb || (dx && !wb) || (dW && !xb)) st = ZERO_ERR_NOMEM;
         if (!st) st = mk_linear_bwd_bf16(dx, dW, dyb, xb, wb, M, IC, OC, tw);
-        free(dyb), free(wb), free(xb);
+        free(dyb), free(wown), free(xb);
         if (st) return st;
     }
     return dbias ? mk_colsum(dbias, dy, N, (size_t)OC, (size_t)OC, impl) : ZERO_OK;
+}
+
+zero_status mk_linear_fwd(float *out, const float *x, const float *W, const float *bias,
+                          const float *resid, size_t N, int IC, int OC, int trans_w, mk_prec prec,
+                          zero_impl impl) {
+    if (!W) return ZERO_ERR_INVALID_ARG;
+    return linear_fwd(out, x, W, NULL, bias, resid, N, IC, OC, trans_w ? 1 : 0, prec, impl);
+}
+
+zero_status mk_linear_bwd(float *dx, float *dW, float *dbias, const float *dy, const float *x,
+                          const float *W, size_t N, int IC, int OC, int trans_w, mk_prec prec,
+                          zero_impl impl) {
+    if (dx && !W) return ZERO_ERR_INVALID_ARG;
+    return linear_bwd(dx, dW, dbias, dy, x, W, NULL, N, IC, OC, trans_w ? 1 : 0, prec, impl);
+}
+
+zero_status mk_linear_fwd_wb(float *out, const float *x, const uint16_t *wb, const float *bias, const float *resid,
+                             size_t N, int IC, int OC, int trans_w, zero_impl impl) {
+    if (!wb) return ZERO_ERR_INVALID_ARG;
+    return linear_fwd(out, x, NULL, wb, bias, resid, N, IC, OC, trans_w ? 1 : 0, MK_PREC_BF16, impl);
+}
+
+zero_status mk_linear_bwd_wb(float *dx, float *dW, float *dbias, const float *dy, const float *x, const uint16_t *wb,
+                             size_t N, int IC, int OC, int trans_w, zero_impl impl) {
+    if (dx && !wb) return ZERO_ERR_INVALID_ARG;
+    return linear_bwd(dx, dW, dbias, dy, x, NULL, wb, N, IC, OC, trans_w ? 1 : 0, MK_PREC_BF16, impl);
 }

@@ -1,4 +1,5 @@
-/* gather/release: hand the model a unit's full fp32 parameters. Stage 3 all-gathers the unit's
+/* gather/release: hand the model a unit's full fp32 parameters (or, gather_working, its working
+ * copy as it is). Stage 3 all-gathers the unit's
  * shards into a transient buffer and, from the second step on, prefetches the next units of the
  * gather order recorded in the first step (as many as stage3_prefetch_bucket_size holds) while
  * the model computes with the current one. Under
@@ -195,44 +196,63 @@ static void assemble_view(const zero_engine *e, const eunit *u, const void *tful
     }
 }
 
+/* The trainable part in the working dtype while u is gathered. */
+static const void *working_of(const zero_engine *e, const eunit *u) {
+    return e->own.gather_collective ? u->gathered : u->v.wp;
+}
+
+/* The first gather of u (nothing held): stage 3 all-gathers its shards. */
+static zero_status gather_first(zero_engine *e, eunit *u) {
+    return u->gathers == 0 && e->own.gather_collective ? gather_shards(e, u) : ZERO_OK;
+}
+
 const float *zero_engine_gather(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "gather") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
     const int sharded = e->own.gather_collective;
-    /* a unit of frozen parameters only is its frozen part; otherwise the trainable part */
-    const int fonly = u->numel == 0;
-    if (u->gathers > 0) {
-        u->gathers++;
-        if (u->view) return u->view;
-        return (const float *)(fonly ? (sharded ? u->fgathered : u->v.fp) : (sharded ? u->gathered : u->v.wp));
-    }
-    const int half = e->wdt != ZERO_DTYPE_FP32;
-    if (sharded && gather_shards(e, u) != ZERO_OK) return NULL;
-    const void *full = sharded ? u->gathered : u->v.wp;
-    if (fonly && e->fdt == ZERO_DTYPE_FP32) { /* the fp32 frozen part is the view: no copy */
-        u->gathers = 1;
-        return (const float *)(sharded ? u->fgathered : u->v.fp);
-    }
-    if (u->fnumel) { /* frozen parameters: the view is assembled from both parts */
-        u->view = zero__buf_get(e, (size_t)u->vnumel * 4, 0);
+    if (gather_first(e, u) != ZERO_OK) return NULL;
+    const float *out;
+    if (u->numel == 0 && e->fdt == ZERO_DTYPE_FP32) { /* only an fp32 frozen part: it is the view, no copy */
+        out = (const float *)(sharded ? u->fgathered : u->v.fp);
+    } else if (!u->fnumel && e->wdt == ZERO_DTYPE_FP32) { /* the working copy is the view */
+        out = working_of(e, u);
+    } else { /* an fp32 view, made at the first gather that asks for it and kept until release */
         if (!u->view) {
-            zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
-            return NULL;
+            /* with frozen parameters assembled from both parts; else the working copy widened, in a
+             * buffer of the padded size (the gradient buffers', which the cache then shares) */
+            u->view = zero__buf_get(e, (size_t)(u->fnumel ? u->vnumel : u->padded) * 4, 0);
+            if (!u->view) {
+                zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
+                return NULL;
+            }
+            if (u->fnumel)
+                assemble_view(e, u, working_of(e, u), e->wdt, sharded ? u->fgathered : u->v.fp, e->fdt, u->view);
+            else
+                zero_convert(working_of(e, u), e->wdt, u->view, ZERO_DTYPE_FP32, u->numel, ZERO_IMPL_AUTO);
         }
-        assemble_view(e, u, full, e->wdt, sharded ? u->fgathered : u->v.fp, e->fdt, u->view);
-        u->gathers = 1;
-        return u->view;
+        out = u->view;
     }
-    if (half) {
-        u->view = zero__buf_get(e, (size_t)u->padded * 4, 0); /* padded: the gradient buffers' size */
-        if (!u->view) {
-            zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
-            return NULL;
-        }
-        zero_convert(full, e->wdt, u->view, ZERO_DTYPE_FP32, u->numel, ZERO_IMPL_AUTO);
+    u->gathers++;
+    return out;
+}
+
+const void *zero_engine_gather_working(zero_engine *e, int unit, zero_dtype *dtype) {
+    if (!e || zero__eng_check_unit(e, unit, "gather_working") != ZERO_OK) return NULL;
+    eunit *u = &e->units[unit];
+    if (u->fnumel) {
+        zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
+                       "gather_working '%s': the unit has frozen parameters (two dtypes): expected "
+                       "zero_engine_gather", u->name);
+        return NULL;
     }
-    u->gathers = 1;
-    return half ? u->view : (const float *)full;
+    if (!dtype) {
+        zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "gather_working '%s': dtype is NULL", u->name);
+        return NULL;
+    }
+    if (gather_first(e, u) != ZERO_OK) return NULL;
+    u->gathers++;
+    *dtype = e->wdt;
+    return working_of(e, u);
 }
 
 zero_status zero_engine_release(zero_engine *e, int unit) {

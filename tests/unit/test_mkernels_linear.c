@@ -1,7 +1,8 @@
 /* Tests of the model kernels the decoder adds to the element-wise ones: linear layers (fp32 and
  * bf16 products, bias and residual fused, both weight layouts), embeddings and the per-head
  * RMSNorm, each impl against the scalar reference; the bf16 arithmetic against fp32 within the
- * documented bound, and its fallback (bitwise convert + sgemm where the CPU has no bf16). */
+ * documented bound, and its fallback (bitwise convert + sgemm where the CPU has no bf16); the
+ * weight given in bf16 against it widened. */
 #include <cblas.h>
 
 #include "mkernels_util.h"
@@ -151,6 +152,63 @@ static void test_linear_bf16_bound(void) {
     free(x), free(W), free(y16), free(y32);
 }
 
+/* The weight given in bf16 (mk_linear_fwd_wb / _bwd_wb, the decoder on a bf16 working copy)
+ * against the same weight widened to fp32 with bf16 products: the same bits in every impl (the
+ * rounding of a widened bf16 value gives it back), the bias and residual fused alike, dx written,
+ * dW and dbias accumulated, NULL outputs skipped. */
+static void test_linear_wb(void) {
+    printf("linear layers, the weight in bf16 against it widened (bitwise, every impl):\n");
+    int compared = 0;
+    for (int ci = 0; ci < NLIN; ci++) {
+        const lin_case *c = &lin_cases[ci];
+        const size_t N = c->N, nx = N * c->IC, ny = N * c->OC, nw = (size_t)c->IC * c->OC;
+        float *x = mt_alloc(nx), *W = mt_alloc(nw), *bias = mt_alloc(c->OC), *res = mt_alloc(ny), *dy = mt_alloc(ny);
+        mt_fill(x, nx, 1.0f), mt_fill(W, nw, 1.0f), mt_fill(bias, c->OC, 1.0f), mt_fill(res, ny, 2.0f);
+        mt_fill(dy, ny, 1.0f);
+        uint16_t *wb = malloc(2 * nw);
+        zero_convert(W, ZERO_DTYPE_FP32, wb, ZERO_DTYPE_BF16, nw, ZERO_IMPL_SCALAR);
+        zero_convert(wb, ZERO_DTYPE_BF16, W, ZERO_DTYPE_FP32, nw, ZERO_IMPL_SCALAR); /* W: wb widened */
+        for (int v = 0; v < 3; v++) {
+            const zero_impl im = all_impls[v];
+            if (!mt_impl_runs(im)) continue;
+            for (int tw = 0; tw < 2; tw++) {
+                float *a = mt_alloc(ny), *b = mt_alloc(ny);
+                memcpy(a, res, 4 * ny), memcpy(b, res, 4 * ny);
+                ZT_OK(mk_linear_fwd_wb(a, x, wb, bias, a, N, c->IC, c->OC, tw, im));
+                ZT_OK(mk_linear_fwd(b, x, W, bias, b, N, c->IC, c->OC, tw, MK_PREC_BF16, im));
+                ZT_CHECKF(!memcmp(a, b, 4 * ny), "fwd_wb (%zu, %d, %d) trans_w %d %s: not the widened weight's bits", N,
+                          c->IC, c->OC, tw, zero_impl_name(im));
+                float *gx[2], *gw[2], *gb[2];
+                for (int k = 0; k < 2; k++) {
+                    gx[k] = mt_alloc(nx), gw[k] = mt_alloc(nw), gb[k] = mt_alloc(c->OC);
+                    for (size_t i = 0; i < nx; i++) gx[k][i] = 99.0f;
+                    for (size_t i = 0; i < nw; i++) gw[k][i] = 0.5f;
+                    for (int i = 0; i < c->OC; i++) gb[k][i] = -0.25f;
+                }
+                ZT_OK(mk_linear_bwd_wb(gx[0], gw[0], gb[0], dy, x, wb, N, c->IC, c->OC, tw, im));
+                ZT_OK(mk_linear_bwd(gx[1], gw[1], gb[1], dy, x, W, N, c->IC, c->OC, tw, MK_PREC_BF16, im));
+                ZT_CHECKF(!memcmp(gx[0], gx[1], 4 * nx) && !memcmp(gw[0], gw[1], 4 * nw) &&
+                              !memcmp(gb[0], gb[1], 4 * (size_t)c->OC),
+                          "bwd_wb (%zu, %d, %d) trans_w %d %s: not the widened weight's bits", N, c->IC, c->OC, tw,
+                          zero_impl_name(im));
+                /* dW alone (no weight needed), and dx alone */
+                ZT_OK(mk_linear_bwd_wb(NULL, gw[1], NULL, dy, x, NULL, N, c->IC, c->OC, tw, im));
+                ZT_OK(mk_linear_bwd_wb(gx[1], NULL, NULL, dy, NULL, wb, N, c->IC, c->OC, tw, im));
+                ZT_CHECK(!memcmp(gx[0], gx[1], 4 * nx));
+                compared++;
+                for (int k = 0; k < 2; k++) free(gx[k]), free(gw[k]), free(gb[k]);
+                free(a), free(b);
+            }
+        }
+        free(x), free(W), free(bias), free(res), free(dy), free(wb);
+    }
+    printf("  %d cases\n", compared);
+    float z = 0.0f;
+    ZT_EQ_INT(mk_linear_fwd_wb(&z, &z, NULL, NULL, NULL, 1, 1, 1, 0, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_linear_bwd_wb(&z, NULL, NULL, &z, &z, NULL, 1, 1, 1, 0, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_linear_fwd(&z, &z, NULL, NULL, NULL, 1, 1, 1, 0, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+}
+
 /* ---------------------------------------------------------------- embeddings */
 static void test_embed(void) {
     printf("embeddings (every impl bitwise the reference, 1 and 3 threads):\n");
@@ -260,6 +318,7 @@ int main(void) {
     test_linear(MK_PREC_FP32);
     test_linear(MK_PREC_BF16);
     test_linear_bf16_bound();
+    test_linear_wb();
     test_embed();
     test_rmsnorm_heads();
     return zt_finish("test_mkernels_linear");
