@@ -10,6 +10,7 @@
 
 #include "decoder/decoder.h"
 #include "decoder/hf.h"
+#include "decoder/lora.h"
 #include "harness.h"
 #include "zero/ckpt.h"
 
@@ -82,10 +83,12 @@ static inline int zt_golden_load(const char *name, zt_golden *g) {
 static inline void zt_golden_free(zt_golden *g) { free(g->logits); }
 
 /* An engine on comm with the fixture's model loaded (dec_hf_load: at stage 3 each rank reads only
- * its shards), configured for AdamW with the golden's hyperparameters, in this working precision.
- * NULL on failure. */
+ * its shards), configured for AdamW with the golden's hyperparameters, in this working precision;
+ * with lora (not NULL: its targets are set to the default ones) the base is frozen and the
+ * adapters are registered and initialized. NULL on failure. */
 static inline zero_engine *zt_fixture_engine_prec(zero_comm *comm, const char *name, const zt_golden *g, int stage,
-                                                  int B, int K, zero_dtype precision, dec_config *cfg_out) {
+                                                  int B, int K, zero_dtype precision, dec_lora *lora,
+                                                  dec_config *cfg_out) {
     char dir[1024];
     zt_fixture_path(name, "", dir, sizeof dir);
     zero_error err = {{0}};
@@ -109,9 +112,12 @@ static inline zero_engine *zt_fixture_engine_prec(zero_comm *comm, const char *n
     zero_engine *e = NULL;
     zero_status st = zero_config_resolve(&c, zero_comm_size(comm), &err);
     if (!st) st = zero_engine_create(&e, comm, &c);
-    if (!st) st = dec_engine_register(dec_hf_config(h), e, &err);
+    const dec_config *dc = dec_hf_config(h);
+    if (!st && lora) st = dec_lora_targets(dc, NULL, &lora->targets, &err);
+    if (!st) st = lora ? dec_lora_register(dc, lora, e, &err) : dec_engine_register(dc, e, &err);
     if (!st) st = zero_engine_finalize(e);
     if (!st) st = dec_hf_load(h, e, &err);
+    if (!st && lora) st = dec_lora_init(dc, lora, e, &err);
     if (st) {
         ZT_FAIL("%s: engine setup: %s / %s", name, err.msg, e ? zero_engine_last_error(e) : "");
         zero_engine_free(e);
@@ -125,7 +131,7 @@ static inline zero_engine *zt_fixture_engine_prec(zero_comm *comm, const char *n
 /* The same in fp32. */
 static inline zero_engine *zt_fixture_engine(zero_comm *comm, const char *name, const zt_golden *g, int stage, int B,
                                              int K, dec_config *cfg_out) {
-    return zt_fixture_engine_prec(comm, name, g, stage, B, K, ZERO_DTYPE_FP32, cfg_out);
+    return zt_fixture_engine_prec(comm, name, g, stage, B, K, ZERO_DTYPE_FP32, NULL, cfg_out);
 }
 
 #endif

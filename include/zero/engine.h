@@ -98,8 +98,10 @@ typedef struct zero_param_info {
     int ndim;
     int64_t shape[8];
     unsigned flags;
-    uint64_t grad_offset; /* in elements, inside the unit's gradient buffer (zero_engine_grad):
-                           * `offset` when the unit has no frozen parameter; UINT64_MAX when frozen */
+    uint64_t grad_offset; /* in elements, inside the unit's gradient buffer (zero_engine_grad) and
+                           * its trainable part (zero_engine_gather_parts): `offset` when the unit
+                           * has no frozen parameter; UINT64_MAX when frozen */
+    uint64_t frozen_offset; /* in elements, inside the unit's frozen part; UINT64_MAX when trainable */
     uint64_t own_lo, own_hi; /* the elements [own_lo, own_hi) of this parameter that this rank keeps
                               * (stage 3: its shard's part, possibly empty; otherwise all): what a
                               * loader must pass to zero_engine_set_unit_range on this rank */
@@ -149,14 +151,22 @@ zero_status zero_engine_set_unit_range(zero_engine *e, int unit, uint64_t lo, ui
  * collective (all-gather). Returns NULL on error. Gathering a unit twice without release is
  * allowed (the second returns the same pointer; release once per gather). */
 const float *zero_engine_gather(zero_engine *e, int unit);
-/* The unit's parameters in the working dtype, as the engine keeps them (*dtype: fp32, bf16 or
- * fp16): numel values in the gathered view's layout, read-only, valid until release. A gather
- * like zero_engine_gather (collective at stage 3, the same in the call sequence, released once),
- * without the fp32 copy that one makes of a half working dtype: a model whose products take bf16
- * operands reads the weights from here and widens only what it needs in fp32. zero_engine_gather
- * of the same unit while it is held makes that copy then. Only for a unit without frozen
- * parameters (its two parts may differ in dtype): ZERO_ERR_UNSUPPORTED. NULL on error. */
-const void *zero_engine_gather_working(zero_engine *e, int unit, zero_dtype *dtype);
+/* A unit's two parts as the engine keeps them, read-only, valid until release (zero_unit_info). */
+typedef struct zero_unit_parts {
+    const void *trainable;      /* the trainable parameters back to back (their grad_offset), NULL when none */
+    uint64_t trainable_numel;
+    zero_dtype trainable_dtype; /* the working dtype */
+    const void *frozen;         /* the frozen parameters back to back (their frozen_offset), NULL when none */
+    uint64_t frozen_numel;
+    zero_dtype frozen_dtype;    /* zero_config.frozen_dtype: the working dtype by default */
+} zero_unit_parts;
+/* The unit's parameters in their stored dtypes: a gather like zero_engine_gather (collective at
+ * stage 3, the same in the call sequence, released once), without the fp32 view that one makes
+ * of half parameters. A model whose products take bf16 operands reads its weights from here and
+ * widens only what it needs in fp32. Without frozen parameters the trainable part is the whole
+ * unit in the view's layout. zero_engine_gather of the same unit while it is held makes the
+ * fp32 view then. */
+zero_status zero_engine_gather_parts(zero_engine *e, int unit, zero_unit_parts *out);
 zero_status zero_engine_release(zero_engine *e, int unit);
 
 /* The unit's fp32 gradient buffer for this micro-batch (its `trainable` values: every parameter

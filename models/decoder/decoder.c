@@ -460,11 +460,11 @@ typedef struct dmat {
 } dmat;
 
 /* A unit's tensors as the pass reads them (gather_unit): the vectors (norm gains, biases) in fp32,
- * the matrices in fp32 or bf16. p: the fp32 unit (NULL on the working copy), for LoRA's adapters
- * and the embeddings' forward. */
+ * the matrices in fp32 or bf16. p: the fp32 base (NULL when it is read in bf16), b: the bf16 one. */
 typedef struct dec__uw {
     const float *p;
-    const uint16_t *b; /* the bf16 unit (NULL on the fp32 one) */
+    const uint16_t *b;
+    const float *ad; /* a layer's LoRA adapters in fp32 (dec__lora_fwd), NULL without LoRA */
     const float *ln1_w, *ln1_b, *qkv_b, *q_norm, *k_norm, *o_b, *ln2_w, *ln2_b, *fc_b, *proj_b; /* a layer */
     dmat qkv, o, fc, proj;
     const float *lnf_w, *lnf_b; /* the final unit */
@@ -519,27 +519,45 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
     }
 }
 
-/* Gathers a unit and resolves its tensors: from its bf16 working copy where the products are bf16
- * and the provider has one (no fp32 copy of the matrices is made; LoRA's units mix frozen and
- * trainable parts and take the fp32 view), else from its fp32 values. */
+/* The base tensors' elements of a unit (without LoRA's adapters). */
+static uint64_t base_numel(const dec_model *m, int unit) {
+    return unit == DEC_UNIT_EMBEDDINGS ? m->lay.emb_numel : unit <= m->cfg.n_layer ? m->lay.numel : m->lay.final_numel;
+}
+
+/* Gathers a unit and resolves its tensors. Where the products are bf16 and the provider has
+ * them, from the unit's parts as they are kept (no fp32 view of the matrices is made): the base
+ * is the trainable part, or under LoRA the frozen part (dec_lora_register: every base tensor
+ * frozen, in order, the adapters the trainable part); bf16 or fp32 each. Else from its fp32 view. */
 static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec__uw *o) {
-    if (m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_working && !m->lora && !m->no_working) {
-        zero_dtype dt = ZERO_DTYPE_FP32;
-        const void *v;
-        TRY_PTR(u->gather_working(m, u->ctx, unit, &dt), v);
-        if (dt == ZERO_DTYPE_BF16) {
-            resolve_unit(m, unit, NULL, v, o);
-            m->working_reads++;
-        } else if (dt == ZERO_DTYPE_FP32) resolve_unit(m, unit, v, NULL, o);
-        else {
-            dec__seterr(m, "unit %d's working copy is %s: expected bf16 or fp32", unit, zero_dtype_name(dt));
-            return ZERO_ERR_INTERNAL;
-        }
+    const int layer = unit >= 1 && unit <= m->cfg.n_layer;
+    if (!(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
+        const float *p;
+        TRY_PTR(u->gather(m, u->ctx, unit), p);
+        resolve_unit(m, unit, p, NULL, o);
+        if (m->lora && layer) o->ad = p + base_numel(m, unit);
         return ZERO_OK;
     }
-    const float *p;
-    TRY_PTR(u->gather(m, u->ctx, unit), p);
-    resolve_unit(m, unit, p, NULL, o);
+    zero_unit_parts pt;
+    TRY(u->gather_parts(m, u->ctx, unit, &pt));
+    const int lora = m->lora != NULL;
+    const void *bp = lora ? pt.frozen : pt.trainable;
+    const zero_dtype bdt = lora ? pt.frozen_dtype : pt.trainable_dtype;
+    const uint64_t bn = lora ? pt.frozen_numel : pt.trainable_numel, an = lora ? pt.trainable_numel : pt.frozen_numel;
+    const uint64_t want_an = lora && layer ? dec__lora_numel(m->lora) : 0;
+    const int fp = bdt == ZERO_DTYPE_FP32, adt_ok = !an || pt.trainable_dtype == ZERO_DTYPE_FP32 ||
+                                                        pt.trainable_dtype == ZERO_DTYPE_BF16;
+    if (bn != base_numel(m, unit) || an != want_an || !(fp || bdt == ZERO_DTYPE_BF16) || !adt_ok) {
+        dec__seterr(m, "unit %d: parts of %llu trainable (%s) and %llu frozen (%s) elements: expected the %llu of the "
+                    "base%s and %llu of adapters, in fp32 or bf16", unit, (unsigned long long)pt.trainable_numel,
+                    zero_dtype_name(pt.trainable_dtype), (unsigned long long)pt.frozen_numel,
+                    zero_dtype_name(pt.frozen_dtype), (unsigned long long)base_numel(m, unit),
+                    lora ? " (frozen)" : "", (unsigned long long)want_an);
+        return ZERO_ERR_STATE;
+    }
+    resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, o);
+    if (!fp) m->working_reads++;
+    if (an)
+        o->ad = pt.trainable_dtype == ZERO_DTYPE_FP32 ? pt.trainable : dec__lora_adapters(m->lora, pt.trainable);
     return ZERO_OK;
 }
 
@@ -597,7 +615,7 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
     const int C = d->C;
     const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
     const zero_impl im = m->impl;
-    const float *p = w->p; /* LoRA's adapters (the fp32 unit: gather_unit takes it under LoRA) */
+    const float *p = w->ad; /* LoRA's adapters */
     const float *x = m->resid + (size_t)l * NC;
     float *y = m->resid + (size_t)(l + 1) * NC;
     dec__acts *a = &m->acts[l];
@@ -646,7 +664,7 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const int C = d->C;
     const size_t N = (size_t)B * T, NC = N * C, QK = (size_t)(d->Q + d->KV);
     const zero_impl im = m->impl;
-    const float *p = w->p;
+    const float *p = w->ad; /* LoRA's adapters */
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
     if (d->llama) {

@@ -73,10 +73,10 @@ void dec__set_matmul_prec(dec_model *m, mk_prec prec);
 /* The engine's passes: the products for the engine's working precision (dec_set_matmul_dtype),
  * unless dec__set_matmul_prec forced them. */
 void dec__matmul_for_engine(dec_model *m, zero_dtype precision);
-/* Whether bf16 products read a bf16 working copy as it is (1, the default) or the fp32 view
+/* Whether bf16 products read the units' bf16 parts as they are (1, the default) or the fp32 view
  * (tests: both must give the same bits). */
 void dec__set_working_copy(dec_model *m, int on);
-/* The gathers of the last pass that read a bf16 working copy (tests: the path was taken). */
+/* The gathers of the last pass whose weights were read in bf16 as kept (tests: the path was taken). */
 int dec__working_reads(const dec_model *m);
 /* Computes the LM head's logits `rows` rows at a time (tests: several chunks on a small
  * vocabulary); ZERO_ERR_INVALID_ARG outside [1, the rows dec_create sized its buffer for]. */
@@ -99,10 +99,16 @@ void dec__lora_begin(dec__lora *x, int training);
 void dec__lora_key(dec__lora *x, uint64_t key);
 /* y (N rows; the site's output) += the adapters of `site` on input in (N rows), with layer
  * unit view p. */
-void dec__lora_fwd(dec__lora *x, int site, const float *p, const float *in, float *y, size_t N, int layer);
+/* A layer's adapter elements (dec_lora_unit_numel), and them widened from a bf16 trainable part
+ * into the LoRA scratch (valid until the next call). */
+uint64_t dec__lora_numel(const dec__lora *x);
+const float *dec__lora_adapters(dec__lora *x, const uint16_t *b);
+/* The adapters' elements back to back in fp32 (a layer's dec_lora_unit_numel): the base unit's view
+ * after its base tensors, or its trainable part widened (the same layout: the gradient buffer's). */
+void dec__lora_fwd(dec__lora *x, int site, const float *ad, const float *in, float *y, size_t N, int layer);
 /* From dy (the site's output gradient): the adapters' gradients added into g (the layer's
  * gradient buffer: adapters only) and d in added into dinp. */
-void dec__lora_bwd(dec__lora *x, int site, const float *p, float *g, const float *in, const float *dy, float *dinp,
+void dec__lora_bwd(dec__lora *x, int site, const float *ad, float *g, const float *in, const float *dy, float *dinp,
                    size_t N, int layer);
 
 /* ---------------------------------------------------------------- the pass over units */
@@ -117,9 +123,9 @@ typedef struct dec__units {
     /* Called after each kernel of the pass (NULL: none): lets the provider's collectives in
      * flight move while the pass computes (zero_engine_progress). */
     zero_status (*progress)(dec_model *m, void *ctx);
-    /* The unit's working copy as it is, *dt its dtype (NULL: none). Taken instead of gather where
-     * the products are bf16 (gather_unit in decoder.c); released by release. */
-    const void *(*gather_working)(dec_model *m, void *ctx, int unit, zero_dtype *dt);
+    /* The unit's parts as they are kept (zero_engine_gather_parts; NULL: none). Taken instead of
+     * gather where the products are bf16 (gather_unit in decoder.c); released by release. */
+    zero_status (*gather_parts)(dec_model *m, void *ctx, int unit, zero_unit_parts *out);
 } dec__units;
 
 typedef struct dec__pass {

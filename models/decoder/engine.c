@@ -107,24 +107,15 @@ static zero_status eng_progress(dec_model *m, void *ctx) {
     return st;
 }
 
-static const void *eng_gather_working(dec_model *m, void *ctx, int unit, zero_dtype *dt) {
-    zero_engine *e = ctx;
-    const void *p = zero_engine_gather_working(e, unit, dt);
-    if (!p) {
-        char name[32];
-        dec__fail(m, ZERO_ERR_STATE, "gathering unit '%s': %s",
-                  dec_unit_name(dec_model_config(m), unit, name, sizeof name), zero_engine_last_error(e));
-    }
-    return p;
+static zero_status eng_gather_parts(dec_model *m, void *ctx, int unit, zero_unit_parts *out) {
+    return eng_status(m, ctx, zero_engine_gather_parts(ctx, unit, out), "gather", unit);
 }
 
-/* The engine as the pass's provider, the products set for its working precision; a bf16 working
- * copy is read as it is where the products are bf16 (gather_working). */
+/* The engine as the pass's provider, the products set for its working precision; where they are
+ * bf16 the pass reads the units' parts as they are kept (gather_parts). */
 static dec__units eng_units(dec_model *m, zero_engine *e) {
-    const zero_dtype prec = zero_engine_config(e)->precision;
-    dec__matmul_for_engine(m, prec);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress,
-                    prec == ZERO_DTYPE_BF16 ? eng_gather_working : NULL};
+    dec__matmul_for_engine(m, zero_engine_config(e)->precision);
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress, eng_gather_parts};
     return u;
 }
 

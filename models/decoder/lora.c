@@ -309,8 +309,7 @@ typedef struct lsite {
     struct {
         int k;         /* the target's index among the set ones (dropout stream) */
         int col0, out, in, ld;
-        uint64_t a, b; /* offsets of A and B in the unit's view */
-        uint64_t ga, gb; /* ... and in its gradient buffer */
+        uint64_t ga, gb; /* offsets of A and B among the adapters (the gradient buffer's layout) */
     } t[4];
 } lsite;
 
@@ -325,6 +324,8 @@ struct dec__lora {
     float *h, *dh; /* (N, r) */
     float *xd;     /* (N, maxin): the dropped input (dropout > 0) */
     float *dxd;    /* (N, maxin): its gradient */
+    float *ad;     /* a layer's adapters widened from a bf16 trainable part (dec__lora_adapters) */
+    uint64_t nad;  /* their elements (dec_lora_unit_numel of a layer) */
     uint64_t bytes;
 };
 
@@ -333,7 +334,7 @@ uint64_t dec_lora_activation_bytes(const dec_config *cfg, const dec_lora *l, int
     dec__dims d;
     dec__dims_of(cfg, &d);
     const uint64_t maxin = (uint64_t)(d.F > d.C ? (d.F > d.Q ? d.F : d.Q) : (d.C > d.Q ? d.C : d.Q));
-    return 4 * (2 * N * (uint64_t)l->r + (l->dropout > 0 ? 2 * N * maxin : 0));
+    return 4 * (2 * N * (uint64_t)l->r + (l->dropout > 0 ? 2 * N * maxin : 0) + dec_lora_unit_numel(cfg, l, 1));
 }
 
 dec__lora *dec__lora_create(const dec_config *c, const dec_lora *l, int B, int T, uint64_t *bytes, zero_error *err) {
@@ -346,9 +347,8 @@ dec__lora *dec__lora_create(const dec_config *c, const dec_lora *l, int B, int T
     dec__dims d;
     dec__dims_of(c, &d);
     x->maxin = d.F > d.C ? (d.F > d.Q ? d.F : d.Q) : (d.C > d.Q ? d.C : d.Q);
-    /* the targets by site, with their offsets (the layer's base first, frozen: the gradient
-     * buffer holds the adapters only, in the same order) */
-    const uint64_t base = dec_unit_numel(c, 1);
+    /* the targets by site, with their offsets among the adapters (the layer's base first, frozen:
+     * the gradient buffer holds the adapters only, in the same order) */
     const tdesc *tt;
     const int nt = ntargets(c, l, &tt);
     uint64_t off = 0;
@@ -362,17 +362,17 @@ dec__lora *dec__lora_create(const dec_config *c, const dec_lora *l, int B, int T
         s->t[j].col0 = col0, s->t[j].out = out, s->t[j].in = in, s->t[j].ld = ld;
         s->t[j].ga = off;
         s->t[j].gb = off + (uint64_t)l->r * (uint64_t)in;
-        s->t[j].a = base + s->t[j].ga;
-        s->t[j].b = base + s->t[j].gb;
         off += (uint64_t)l->r * ((uint64_t)in + (uint64_t)out);
     }
     const size_t nr = x->N * (size_t)l->r, nx = l->dropout > 0 ? x->N * (size_t)x->maxin : 0;
+    x->nad = off;
     x->h = malloc(2 * nr * sizeof(float));
     if (nx) x->xd = malloc(2 * nx * sizeof(float));
-    if (!x->h || (nx && !x->xd)) goto nomem;
+    x->ad = malloc((size_t)(off ? off : 1) * sizeof(float));
+    if (!x->h || (nx && !x->xd) || !x->ad) goto nomem;
     x->dh = x->h + nr;
     if (nx) x->dxd = x->xd + nx;
-    x->bytes = (2 * nr + 2 * nx) * sizeof(float);
+    x->bytes = (2 * nr + 2 * nx + (size_t)off) * sizeof(float);
     *bytes = x->bytes;
     return x;
 nomem:
@@ -385,6 +385,7 @@ void dec__lora_free(dec__lora *x) {
     if (!x) return;
     free(x->h);
     free(x->xd);
+    free(x->ad);
     free(x);
 }
 
@@ -415,26 +416,33 @@ static const float *dropped(dec__lora *x, int layer, int k, const float *in, int
     return x->xd;
 }
 
-void dec__lora_fwd(dec__lora *x, int site, const float *p, const float *in, float *y, size_t N, int layer) {
+uint64_t dec__lora_numel(const dec__lora *x) { return x->nad; }
+
+const float *dec__lora_adapters(dec__lora *x, const uint16_t *b) {
+    zero_convert(b, ZERO_DTYPE_BF16, x->ad, ZERO_DTYPE_FP32, (size_t)x->nad, ZERO_IMPL_AUTO);
+    return x->ad;
+}
+
+void dec__lora_fwd(dec__lora *x, int site, const float *ad, const float *in, float *y, size_t N, int layer) {
     const lsite *s = &x->site[site];
     const int r = x->l.r;
     for (int j = 0; j < s->n; j++) {
         const int IC = s->t[j].in, OC = s->t[j].out, ld = s->t[j].ld;
         const float *xin = dropped(x, layer, s->t[j].k, in, IC, N);
         /* h = x A^T (N, r); y[:, col0 : col0 + out] += s h B^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, r, IC, 1.0f, xin, IC, p + s->t[j].a, IC, 0.0f, x->h, r);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, r, x->s, x->h, r, p + s->t[j].b, r, 1.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, r, IC, 1.0f, xin, IC, ad + s->t[j].ga, IC, 0.0f, x->h, r);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, OC, r, x->s, x->h, r, ad + s->t[j].gb, r, 1.0f,
                     y + s->t[j].col0, ld);
     }
 }
 
-void dec__lora_bwd(dec__lora *x, int site, const float *p, float *g, const float *in, const float *dy, float *dinp,
+void dec__lora_bwd(dec__lora *x, int site, const float *ad, float *g, const float *in, const float *dy, float *dinp,
                    size_t N, int layer) {
     const lsite *s = &x->site[site];
     const int r = x->l.r;
     for (int j = 0; j < s->n; j++) {
         const int IC = s->t[j].in, OC = s->t[j].out, ld = s->t[j].ld;
-        const float *A = p + s->t[j].a, *B = p + s->t[j].b, *d = dy + s->t[j].col0;
+        const float *A = ad + s->t[j].ga, *B = ad + s->t[j].gb, *d = dy + s->t[j].col0;
         const float *xin = dropped(x, layer, s->t[j].k, in, IC, N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, r, IC, 1.0f, xin, IC, A, IC, 0.0f, x->h, r);
         /* dB += s dy^T h (out, r); dh = s dy B (N, r); dA += dh^T x (r, in) */

@@ -98,7 +98,9 @@ zero_status dec_set_lora(dec_model *m, const dec_lora *l, zero_error *err);
  * target, element) only: give each micro-batch of each rank its own key (zero train: rank, step
  * and micro-batch), and a pass recomputed or resumed gets the same masks again. */
 void dec_lora_set_key(dec_model *m, uint64_t key);
-/* Bytes of that scratch for micro-batch B and sequence length T (added to dec_activation_bytes). */
+/* Bytes of that scratch for micro-batch B and sequence length T (added to dec_activation_bytes):
+ * the r-wide products and their gradients, with dropout the dropped inputs and their gradients,
+ * and one layer's adapters in fp32 (widened from a bf16 trainable part). */
 uint64_t dec_lora_activation_bytes(const dec_config *cfg, const dec_lora *l, int B, int T);
 
 #ifdef __cplusplus

@@ -524,6 +524,7 @@ zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_i
     const eunit *u = &e->units[p->unit];
     const int frozen = zero__frozen(p);
     out->grad_offset = frozen ? UINT64_MAX : p->soff;
+    out->frozen_offset = frozen ? p->soff : UINT64_MAX;
     out->own_lo = 0;
     out->own_hi = p->numel;
     if (e->finalized && e->own.k[frozen ? EK_FROZEN : EK_PARAMS].extent == EXT_SHARD) {

@@ -1,5 +1,5 @@
-/* gather/release: hand the model a unit's full fp32 parameters (or, gather_working, its working
- * copy as it is). Stage 3 all-gathers the unit's
+/* gather/release: hand the model a unit's full fp32 parameters (or, gather_parts, its two parts
+ * as they are kept). Stage 3 all-gathers the unit's
  * shards into a transient buffer and, from the second step on, prefetches the next units of the
  * gather order recorded in the first step (as many as stage3_prefetch_bucket_size holds) while
  * the model computes with the current one. Under
@@ -236,23 +236,21 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
     return out;
 }
 
-const void *zero_engine_gather_working(zero_engine *e, int unit, zero_dtype *dtype) {
-    if (!e || zero__eng_check_unit(e, unit, "gather_working") != ZERO_OK) return NULL;
+zero_status zero_engine_gather_parts(zero_engine *e, int unit, zero_unit_parts *out) {
+    if (!e) return ZERO_ERR_INVALID_ARG;
+    zero_status s = zero__eng_check_unit(e, unit, "gather_parts");
+    if (s != ZERO_OK) return s;
     eunit *u = &e->units[unit];
-    if (u->fnumel) {
-        zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
-                       "gather_working '%s': the unit has frozen parameters (two dtypes): expected "
-                       "zero_engine_gather", u->name);
-        return NULL;
-    }
-    if (!dtype) {
-        zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "gather_working '%s': dtype is NULL", u->name);
-        return NULL;
-    }
-    if (gather_first(e, u) != ZERO_OK) return NULL;
+    if (!out) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "gather_parts '%s': out is NULL", u->name);
+    if ((s = gather_first(e, u)) != ZERO_OK) return s;
     u->gathers++;
-    *dtype = e->wdt;
-    return working_of(e, u);
+    out->trainable = u->numel ? working_of(e, u) : NULL;
+    out->trainable_numel = u->numel;
+    out->trainable_dtype = e->wdt;
+    out->frozen = u->fnumel ? (e->own.gather_collective ? u->fgathered : u->v.fp) : NULL;
+    out->frozen_numel = u->fnumel;
+    out->frozen_dtype = e->fdt;
+    return ZERO_OK;
 }
 
 zero_status zero_engine_release(zero_engine *e, int unit) {
