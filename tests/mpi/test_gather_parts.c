@@ -15,7 +15,8 @@
  * bf16, the adapters bf16 trainable), bf16 working precision with the products forced to bf16 (the
  * convert path where the CPU has no bf16 instructions), at stages 0 and 3 (with activation
  * checkpointing: the recomputed forward reads them too): two AdamW steps reading the parts give the
- * same losses, gradient norms and masters, bit for bit, as reading the fp32 view; every gather of
+ * same losses, gradient norms and masters, bit for bit, as reading the fp32 view (and then an
+ * evaluation pass the same loss, sampling the same tokens); every gather of
  * the pass read its weights in bf16 (none with it off), and the engine's transient buffers peak no
  * higher. */
 #include <stdint.h>
@@ -161,9 +162,11 @@ typedef struct run {
     float *params; /* every unit's masters, back to back */
     size_t nparams;
     size_t buffers_peak;
-    int reads;   /* the last pass's gathers that read the bf16 working copy */
-    int gathers; /* a pass's gathers: the embeddings, each layer and the final unit, each layer again in
-                  * the backward; the tied head the embeddings again and the final unit after it */
+    float eval;     /* an evaluation pass after the steps (forward only) */
+    int32_t gen[4]; /* tokens sampled after it (the head on the last positions only) */
+    int reads;      /* the training pass's gathers that read the bf16 working copy */
+    int gathers;    /* a pass's gathers: the embeddings, each layer and the final unit, each layer again in
+                     * the backward; the tied head the embeddings again and the final unit after it */
 } run;
 
 static int train(zero_comm *world, const char *name, const zt_golden *g, int stage, int ckpt, int lora, int working,
@@ -192,6 +195,10 @@ static int train(zero_comm *world, const char *name, const zt_golden *g, int sta
     }
     r->reads = dec__working_reads(m);
     r->gathers = 2 + 2 * c.n_layer + (c.tied ? 2 : 0);
+    const dec_sampling samp = {1.0f, 0, 7};
+    if (dec_engine_eval(m, e, g->tokens + first, g->targets + first, B, ZT_FT, &r->eval) ||
+        dec_engine_generate(m, e, g->tokens + first, 3, 4, &samp, r->gen))
+        goto done;
     zero_mem_stats ms;
     zero_engine_mem_stats(e, &ms);
     r->buffers_peak = ms.peak[ZERO_MEM_BUFFERS];
@@ -238,6 +245,10 @@ static void check_decoder(zero_comm *world, const char *name, const zt_golden *g
             ZT_CHECKF(on.norm[s] == off.norm[s], "%s stage %d step %d: gradient norm %.17g against %.17g", what, stage,
                       s, on.norm[s], off.norm[s]);
         }
+        ZT_CHECKF(same_bits(on.eval, off.eval), "%s stage %d: evaluation loss %.9g against %.9g", what, stage, on.eval,
+                  off.eval);
+        ZT_CHECKF(!memcmp(on.gen, off.gen, sizeof on.gen), "%s stage %d: sampled %d %d %d %d against %d %d %d %d", what,
+                  stage, on.gen[0], on.gen[1], on.gen[2], on.gen[3], off.gen[0], off.gen[1], off.gen[2], off.gen[3]);
         size_t diff = 0;
         for (size_t i = 0; i < on.nparams; i++) diff += !same_bits(on.params[i], off.params[i]);
         ZT_CHECKF(diff == 0, "%s stage %d: %zu of %zu masters differ after %d steps", what, stage, diff, on.nparams,
