@@ -97,14 +97,13 @@ void dec__lora_free(dec__lora *x);
 /* A pass begins: dropout applies only to training passes. */
 void dec__lora_begin(dec__lora *x, int training);
 void dec__lora_key(dec__lora *x, uint64_t key);
-/* y (N rows; the site's output) += the adapters of `site` on input in (N rows), with layer
- * unit view p. */
 /* A layer's adapter elements (dec_lora_unit_numel), and them widened from a bf16 trainable part
  * into the LoRA scratch (valid until the next call). */
 uint64_t dec__lora_numel(const dec__lora *x);
 const float *dec__lora_adapters(dec__lora *x, const uint16_t *b);
-/* The adapters' elements back to back in fp32 (a layer's dec_lora_unit_numel): the base unit's view
- * after its base tensors, or its trainable part widened (the same layout: the gradient buffer's). */
+/* y (N rows; the site's output) += the adapters of `site` on input in (N rows). ad: the layer's
+ * adapters back to back in fp32 (the gradient buffer's layout): the unit's view after its base
+ * tensors, or its trainable part (widened by dec__lora_adapters when bf16). */
 void dec__lora_fwd(dec__lora *x, int site, const float *ad, const float *in, float *y, size_t N, int layer);
 /* From dy (the site's output gradient): the adapters' gradients added into g (the layer's
  * gradient buffer: adapters only) and d in added into dinp. */
