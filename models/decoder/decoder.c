@@ -524,6 +524,8 @@ static uint64_t base_numel(const dec_model *m, int unit) {
     return unit == DEC_UNIT_EMBEDDINGS ? m->lay.emb_numel : unit <= m->cfg.n_layer ? m->lay.numel : m->lay.final_numel;
 }
 
+static int fp32_or_bf16(zero_dtype d) { return d == ZERO_DTYPE_FP32 || d == ZERO_DTYPE_BF16; }
+
 /* Gathers a unit and resolves its tensors. Where the products are bf16 and the provider has
  * them, from the unit's parts as they are kept (no fp32 view of the matrices is made): the base
  * is the trainable part, or under LoRA the frozen part (dec_lora_register: every base tensor
@@ -544,9 +546,7 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
     const zero_dtype bdt = lora ? pt.frozen_dtype : pt.trainable_dtype;
     const uint64_t bn = lora ? pt.frozen_numel : pt.trainable_numel, an = lora ? pt.trainable_numel : pt.frozen_numel;
     const uint64_t want_an = lora && layer ? dec__lora_numel(m->lora) : 0;
-    const int fp = bdt == ZERO_DTYPE_FP32, adt_ok = !an || pt.trainable_dtype == ZERO_DTYPE_FP32 ||
-                                                        pt.trainable_dtype == ZERO_DTYPE_BF16;
-    if (bn != base_numel(m, unit) || an != want_an || !(fp || bdt == ZERO_DTYPE_BF16) || !adt_ok) {
+    if (bn != base_numel(m, unit) || an != want_an || !fp32_or_bf16(bdt) || (an && !fp32_or_bf16(pt.trainable_dtype))) {
         dec__seterr(m, "unit %d: parts of %llu trainable (%s) and %llu frozen (%s) elements: expected the %llu of the "
                     "base%s and %llu of adapters, in fp32 or bf16", unit, (unsigned long long)pt.trainable_numel,
                     zero_dtype_name(pt.trainable_dtype), (unsigned long long)pt.frozen_numel,
@@ -554,6 +554,7 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
                     lora ? " (frozen)" : "", (unsigned long long)want_an);
         return ZERO_ERR_STATE;
     }
+    const int fp = bdt == ZERO_DTYPE_FP32;
     resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, o);
     if (!fp) m->working_reads++;
     if (an)
@@ -787,8 +788,8 @@ static zero_status embed_fwd(dec_model *m, const dec__uw *w, const int32_t *toke
         zero_convert(w->b + (size_t)tokens[n] * C, ZERO_DTYPE_BF16, m->resid + n * C, ZERO_DTYPE_FP32, C,
                      ZERO_IMPL_AUTO);
     if (wpe != DEC__NONE) {
-        const size_t rows = N < (size_t)T ? N : (size_t)T;
-        zero_convert(w->b + wpe, ZERO_DTYPE_BF16, m->dbuf, ZERO_DTYPE_FP32, rows * C, ZERO_IMPL_AUTO);
+        /* the T positions' rows (N = B·T holds at least T rows) */
+        zero_convert(w->b + wpe, ZERO_DTYPE_BF16, m->dbuf, ZERO_DTYPE_FP32, (size_t)T * C, ZERO_IMPL_AUTO);
         for (size_t n = 0; n < N; n++) {
             float *o = m->resid + n * C;
             const float *q = m->dbuf + (n % (size_t)T) * C;

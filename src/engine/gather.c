@@ -201,6 +201,11 @@ static const void *working_of(const zero_engine *e, const eunit *u) {
     return e->own.gather_collective ? u->gathered : u->v.wp;
 }
 
+/* The frozen part in the frozen dtype while u is gathered. */
+static const void *frozen_of(const zero_engine *e, const eunit *u) {
+    return e->own.gather_collective ? u->fgathered : u->v.fp;
+}
+
 /* The first gather of u (nothing held): stage 3 all-gathers its shards. */
 static zero_status gather_first(zero_engine *e, eunit *u) {
     return u->gathers == 0 && e->own.gather_collective ? gather_shards(e, u) : ZERO_OK;
@@ -209,11 +214,10 @@ static zero_status gather_first(zero_engine *e, eunit *u) {
 const float *zero_engine_gather(zero_engine *e, int unit) {
     if (!e || zero__eng_check_unit(e, unit, "gather") != ZERO_OK) return NULL;
     eunit *u = &e->units[unit];
-    const int sharded = e->own.gather_collective;
     if (gather_first(e, u) != ZERO_OK) return NULL;
     const float *out;
     if (u->numel == 0 && e->fdt == ZERO_DTYPE_FP32) { /* only an fp32 frozen part: it is the view, no copy */
-        out = (const float *)(sharded ? u->fgathered : u->v.fp);
+        out = frozen_of(e, u);
     } else if (!u->fnumel && e->wdt == ZERO_DTYPE_FP32) { /* the working copy is the view */
         out = working_of(e, u);
     } else { /* an fp32 view, made at the first gather that asks for it and kept until release */
@@ -226,7 +230,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
                 return NULL;
             }
             if (u->fnumel)
-                assemble_view(e, u, working_of(e, u), e->wdt, sharded ? u->fgathered : u->v.fp, e->fdt, u->view);
+                assemble_view(e, u, working_of(e, u), e->wdt, frozen_of(e, u), e->fdt, u->view);
             else
                 zero_convert(working_of(e, u), e->wdt, u->view, ZERO_DTYPE_FP32, u->numel, ZERO_IMPL_AUTO);
         }
@@ -247,7 +251,7 @@ zero_status zero_engine_gather_parts(zero_engine *e, int unit, zero_unit_parts *
     out->trainable = u->numel ? working_of(e, u) : NULL;
     out->trainable_numel = u->numel;
     out->trainable_dtype = e->wdt;
-    out->frozen = u->fnumel ? (e->own.gather_collective ? u->fgathered : u->v.fp) : NULL;
+    out->frozen = u->fnumel ? frozen_of(e, u) : NULL;
     out->frozen_numel = u->fnumel;
     out->frozen_dtype = e->fdt;
     return ZERO_OK;

@@ -18,7 +18,7 @@
  * same losses, gradient norms and masters, bit for bit, as reading the fp32 view (and then an
  * evaluation pass the same loss, sampling the same tokens); every gather of
  * the pass read its weights in bf16 (none with it off), and the engine's transient buffers peak no
- * higher. */
+ * higher. A LoRA model on an engine without adapters fails with a one-line error. */
 #include <stdint.h>
 
 #include "decoder/decoder_internal.h"
@@ -267,6 +267,34 @@ static void check_decoder(zero_comm *world, const char *name, const zt_golden *g
     free(on.params), free(off.params);
 }
 
+/* A LoRA model on an engine registered without adapters (its layers all trainable, nothing
+ * frozen): the embeddings' parts are not the frozen base the pass reads, and the
+ * micro-batch fails with a one-line error naming them instead of reading past the unit. */
+static void check_mismatch(zero_comm *world, const zt_golden *g) {
+    const int W = zero_comm_size(world), B = ZT_FB / W;
+    dec_config c;
+    dec_lora l;
+    dec_lora_default(&l);
+    zero_error err = {{0}};
+    zero_engine *e = zt_fixture_engine_prec(world, zt_fixtures[0], g, 0, B, 1, ZERO_DTYPE_BF16, NULL, &c);
+    dec_model *m = NULL;
+    if (!e || dec_lora_targets(&c, NULL, &l.targets, &err) || dec_create(&m, &c, B, ZT_FT, 0, &err) ||
+        dec_set_lora(m, &l, &err)) {
+        ZT_FAIL("mismatch: setup: %s", err.msg);
+    } else {
+        dec__set_matmul_prec(m, MK_PREC_BF16);
+        const size_t first = (size_t)zero_comm_rank(world) * B * ZT_FT;
+        float loss = 0;
+        ZT_EQ_INT(dec_engine_micro_batch(m, e, g->tokens + first, g->targets + first, B, ZT_FT, 0, &loss),
+                  ZERO_ERR_STATE);
+        ZT_CHECKF(strstr(dec_last_error(m), "unit 0: parts of 1920 trainable") &&
+                      strstr(dec_last_error(m), "base (frozen)"),
+                  "%s", dec_last_error(m));
+    }
+    dec_free(m);
+    zero_engine_free(e);
+}
+
 int main(void) {
     zero_comm *world = NULL;
     if (zero_comm_init_mpi(&world, NULL) != ZERO_OK) {
@@ -287,6 +315,7 @@ int main(void) {
     for (int i = 0; i < ZT_NFIXTURES; i++) {
         zt_golden g;
         if (zt_golden_load(zt_fixtures[i], &g)) continue;
+        if (i == 0) check_mismatch(world, &g);
         for (int lora = 0; lora <= 1; lora++) {
             check_decoder(world, zt_fixtures[i], &g, 0, 0, lora);
             check_decoder(world, zt_fixtures[i], &g, 3, 1, lora);
