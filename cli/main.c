@@ -13,14 +13,14 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"train", cli_train, "train a GPT model with ZeRO (stages 0-3) on one or more ranks"},
+    {"train", cli_train, "train or fine-tune GPT-2 or a Llama-family model (fully or LoRA) with ZeRO stages 0-3"},
     {"sample", cli_sample, "generate text from a trained model"},
     {"estimate", cli_estimate, "per-rank memory of each stage and offload for a model"},
     {"plan", cli_plan, "the cheapest stage/offload/micro-batch that fits your hardware"},
-    {"export", cli_export, "write a checkpoint as one consolidated safetensors file"},
+    {"export", cli_export, "a checkpoint as a Hugging Face model directory, a PEFT adapter or one safetensors file"},
     {"inspect", cli_inspect, "summarize and verify a checkpoint"},
     {"tokenize", cli_tokenize, "text and JSONL through a tokenizer.json into a token file (or ids)"},
-    {"bench", cli_bench, "benchmarks: adam | comm | io | step"},
+    {"bench", cli_bench, "benchmarks: adam | comm | io | rates | step | tokenize"},
     {"plot", cli_plot, "loss, lr, step time and memory of --log-json logs as a PNG or SVG"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
