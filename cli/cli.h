@@ -50,6 +50,11 @@ extern int cli_quiet_errors;
  * first pass over the checks that every rank repeats), so that a warning prints once per job. */
 extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* In a command with peers (world > 1): a peer that dies closes its sockets, and a write to one
+ * would kill this rank by SIGPIPE, so the launcher (ours or a user's mpirun) could name this rank's
+ * signal instead of the peer's death. Ignored, the write fails and the collective returns its
+ * error. A no-op for one rank. */
+void cli_ignore_sigpipe(int world);
 /* Where the OpenBLAS core in use leaves AVX-512 unused (an AVX2 core named in $OPENBLAS_CORETYPE
  * on an AVX-512 CPU): "OpenBLAS runs AVX2 kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=X); its
  * AVX-512 ones (Y) are faster" (a static buffer); NULL otherwise. zero --version --verbose prints

@@ -201,6 +201,7 @@ static int bench(const bench_opts *o) {
     if (zero_comm_init_self_with(&c, &err)) return cli_error(CLI_RUNTIME, "bench comm: %s", err.msg);
 #endif
     int rc = CLI_RUNTIME, n = zero_comm_size(c), rank = zero_comm_rank(c);
+    cli_ignore_sigpipe(n);
     float *send = NULL, *recv = NULL;
     if (o->ranks && o->ranks != n) {
         rc = cli_error(CLI_USAGE, "--ranks %d: launched with %d ranks: expected the same number", o->ranks, n);

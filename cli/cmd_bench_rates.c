@@ -638,6 +638,7 @@ static int run(rates_opts *o) {
     MPI_Allreduce(&w.lsize, &lmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 #endif
     cli_quiet_errors = w.rank != 0;
+    cli_ignore_sigpipe(w.size);
     int rc = CLI_OK;
     cli_sizing_model m;
     memset(&m, 0, sizeof m);

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -624,10 +623,7 @@ int train_run(train_opts *o, int mpi) {
     if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", err.msg);
     r.rank = zero_comm_rank(r.comm);
     r.world = zero_comm_size(r.comm);
-    /* A peer that dies closes its sockets; a write to one would kill this rank by SIGPIPE, and
-     * the launcher (ours or a user's mpirun) could then name this rank's signal instead of the
-     * peer's death. Ignored, the write fails and the collective returns its error. */
-    if (r.world > 1) signal(SIGPIPE, SIG_IGN);
+    cli_ignore_sigpipe(r.world);
     int rc = CLI_OK;
     if (o->ranks > 0 && o->ranks != r.world) {
         rc = cli_error(CLI_USAGE, "--ranks %d: the MPI world has %d ranks", o->ranks, r.world);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,10 @@ const char *cli_flag_value(int argc, char **argv, int *i) {
     }
     *i += 1;
     return argv[*i];
+}
+
+void cli_ignore_sigpipe(int world) {
+    if (world > 1) signal(SIGPIPE, SIG_IGN);
 }
 
 void cli_json_double(FILE *f, double v) {
