@@ -201,7 +201,8 @@ double zero_now(void);
  *  - zero_read_file: a whole regular file, refused before anything is allocated when it is
  *    larger than the caller's limit;
  *  - zero_json_check: the number of values and the nesting of a JSON text, refused before a
- *    parser allocates a node for it. */
+ *    parser allocates a node for it, then its grammar, so that every reader refuses what
+ *    another tool would refuse or read otherwise. */
 
 /* The deepest nesting of arrays and objects any JSON file zero reads may have (a tokenizer.json
  * nests 6 levels, a config.json 3). */
@@ -223,9 +224,13 @@ zero_status zero_path_in_dir(const char *dir, const char *name, char *out, size_
 zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, size_t *len, zero_error *err);
 
 /* ZERO_OK when the JSON text (len bytes) holds at most max_values values (objects, arrays and
- * scalars, an object member counting once) nested at most max_depth deep; ZERO_ERR_FORMAT with
- * err saying which limit and where otherwise. It does not validate the JSON: the parser does,
- * afterwards, with its memory bounded by max_values. */
+ * scalars, an object member counting once) nested at most max_depth deep — checked first, without
+ * allocating — and is one JSON value (RFC 8259: no NaN, no leading zeros, no trailing commas)
+ * with nothing but whitespace after it, whose strings are UTF-8 without raw control characters
+ * and whose objects name no key twice ("\u0041" and "A" are the same key). ZERO_ERR_FORMAT with
+ * err saying what and where (line — for a text of more than one —, column and byte, and the text
+ * around it) otherwise; ZERO_ERR_NOMEM. Its memory is the
+ * keys' (bounded by max_values); a parser given the text afterwards allocates within it too. */
 zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err);
 
 /* Opens PATH.tmp (its name in tmp) for writing a file that a rename will publish as PATH: a

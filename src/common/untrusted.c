@@ -1,11 +1,14 @@
 /* The checks every reader of a file zero did not write shares (docs/SECURITY.md): plain names
- * inside a directory, whole-file reads bounded before they allocate, JSON size and depth. */
+ * inside a directory, whole-file reads bounded before they allocate, JSON size, depth and grammar. */
 #define _GNU_SOURCE /* O_NOCTTY, realpath */
 #include "common/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -147,12 +150,328 @@ zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, si
     return ZERO_OK;
 }
 
+/* ---- the strict JSON grammar (RFC 8259) a reader's parser is then given: one value, only
+ * whitespace after it, strings of UTF-8 without raw control characters, no key twice in an
+ * object. Every reader of an untrusted JSON file calls zero_json_check, so a file another tool
+ * would refuse, or read otherwise (Python's json keeps the last of two equal keys, cJSON the
+ * first; trailing bytes and invalid UTF-8 are errors there), is refused here in one place. */
+
+typedef struct {
+    size_t raw;      /* offset of the key's opening quote in the text */
+    size_t off;      /* its decoded bytes: in the text (no escapes) or in the arena */
+    uint32_t len;
+    uint32_t arena;
+} jkey;
+
+typedef struct {
+    const char *t;
+    size_t n, i;
+    jkey *keys;
+    size_t nkeys, capkeys;
+    char *arena;
+    size_t narena, caparena;
+    zero_error *err;
+    zero_status st;
+} jscan;
+
+static int jfail(jscan *p, size_t at, const char *what, ...) __attribute__((format(printf, 3, 4)));
+static int jfail(jscan *p, size_t at, const char *what, ...) {
+    if (p->st != ZERO_OK) return -1;
+    p->st = ZERO_ERR_FORMAT;
+    if (!p->err) return -1;
+    size_t line = 1, start = 0;
+    if (at > p->n) at = p->n;
+    for (size_t k = 0; k < at; k++)
+        if (p->t[k] == '\n') line++, start = k + 1;
+    char why[200];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(why, sizeof why, what, ap);
+    va_end(ap);
+    /* the text around it on its line, up to 24 bytes before and 16 after, so the reader sees it */
+    char near[48];
+    size_t nn = 0;
+    for (size_t k = at - start > 24 ? at - 24 : start; k < p->n && k < at + 16 && (k < at || p->t[k] != '\n'); k++)
+        near[nn++] = p->t[k] >= 32 && p->t[k] < 127 ? p->t[k] : ' ';
+    near[nn] = 0;
+    char where[64] = ""; /* a text of one line (a JSONL example) has no line number to give */
+    if (memchr(p->t, '\n', p->n)) snprintf(where, sizeof where, "line %zu, ", line);
+    ZERO__ERR(p->err, "not valid JSON at %scolumn %zu (byte %zu): %s%s%s%s", where, at - start + 1, at, why,
+              nn ? ", near \"" : "", near, nn ? "\"" : "");
+    return -1;
+}
+
+static int jnomem(jscan *p) {
+    if (p->st == ZERO_OK) {
+        p->st = ZERO_ERR_NOMEM;
+        if (p->err) ZERO__ERR(p->err, "out of memory checking a JSON text");
+    }
+    return -1;
+}
+
+static void jws(jscan *p) {
+    while (p->i < p->n && (p->t[p->i] == ' ' || p->t[p->i] == '\t' || p->t[p->i] == '\n' || p->t[p->i] == '\r'))
+        p->i++;
+}
+
+/* The length of the UTF-8 sequence at s (at most n bytes), 0 when it is not one (overlong
+ * forms, UTF-16 surrogates and code points past U+10FFFF are not). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    const unsigned c = s[0];
+    size_t k;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) k = 2;
+    else if (c >= 0xE0 && c <= 0xEF) k = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) k = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return 0;
+    if (n < k || s[1] < lo || s[1] > hi) return 0;
+    for (size_t j = 2; j < k; j++)
+        if (s[j] < 0x80 || s[j] > 0xBF) return 0;
+    return k;
+}
+
+static int hex4(const char *s, unsigned *v) {
+    *v = 0;
+    for (int j = 0; j < 4; j++) {
+        const char c = s[j];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        *v = *v << 4 | (unsigned)d;
+    }
+    return 0;
+}
+
+static int jput(jscan *p, const char *b, size_t k) {
+    if (p->narena + k > p->caparena) {
+        size_t cap = p->caparena ? 2 * p->caparena : 4096;
+        while (cap < p->narena + k) cap *= 2;
+        char *a = realloc(p->arena, cap);
+        if (!a) return jnomem(p);
+        p->arena = a, p->caparena = cap;
+    }
+    memcpy(p->arena + p->narena, b, k);
+    p->narena += k;
+    return 0;
+}
+
+/* A string at p->i (its quote); a key is recorded with its decoded bytes. */
+static int jstring(jscan *p, int key) {
+    const size_t q = p->i++;
+    int escaped = 0;
+    for (;;) {
+        if (p->i >= p->n) return jfail(p, q, "a string that does not end");
+        const unsigned char c = (unsigned char)p->t[p->i];
+        if (c == '"') break;
+        if (c < 0x20) return jfail(p, p->i, "a control character (0x%02x) inside a string: expected it escaped", c);
+        if (c == '\\') {
+            escaped = 1;
+            const size_t at = p->i;
+            const char e = p->i + 1 < p->n ? p->t[p->i + 1] : 0;
+            if (e && strchr("\"\\/bfnrt", e)) {
+                p->i += 2;
+                continue;
+            }
+            unsigned u, u2;
+            if (e != 'u' || p->i + 6 > p->n || hex4(p->t + p->i + 2, &u))
+                return jfail(p, at, "an escape that is not \\\", \\\\, \\/, \\b, \\f, \\n, \\r, \\t or \\u and 4 hex digits");
+            p->i += 6;
+            if (!u) /* the parser's strings end at a NUL: what follows would be dropped without a word */
+                return jfail(p, at, "\\u0000 (a NUL character) inside a string is not supported");
+            if (u >= 0xDC00 && u <= 0xDFFF) return jfail(p, at, "\\u%04X, a UTF-16 low surrogate without its high one", u);
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (p->i + 6 > p->n || p->t[p->i] != '\\' || p->t[p->i + 1] != 'u' || hex4(p->t + p->i + 2, &u2) ||
+                    u2 < 0xDC00 || u2 > 0xDFFF)
+                    return jfail(p, at, "\\u%04X, a UTF-16 high surrogate without its low one", u);
+                p->i += 6;
+            }
+            continue;
+        }
+        if (c < 0x80) {
+            p->i++;
+            continue;
+        }
+        const size_t k = utf8_len((const unsigned char *)p->t + p->i, p->n - p->i);
+        if (!k) return jfail(p, p->i, "byte 0x%02x inside a string is not UTF-8", c);
+        p->i += k;
+    }
+    const size_t end = p->i++;
+    if (!key) return 0;
+    if (p->nkeys == p->capkeys) {
+        const size_t cap = p->capkeys ? 2 * p->capkeys : 64;
+        jkey *k = realloc(p->keys, cap * sizeof *k);
+        if (!k) return jnomem(p);
+        p->keys = k, p->capkeys = cap;
+    }
+    jkey *k = &p->keys[p->nkeys];
+    k->raw = q;
+    if (!escaped) {
+        k->off = q + 1, k->len = (uint32_t)(end - q - 1), k->arena = 0;
+    } else { /* decoded, so that "\u0041" and "A" are the same key */
+        const size_t a0 = p->narena;
+        for (size_t j = q + 1; j < end;) {
+            if (p->t[j] != '\\') {
+                if (jput(p, p->t + j, 1)) return -1;
+                j++;
+                continue;
+            }
+            const char e = p->t[j + 1];
+            if (e != 'u') {
+                const char *map = "\"\"\\\\//b\bf\fn\nr\rt\t";
+                const char ch = strchr(map, e)[1];
+                if (jput(p, &ch, 1)) return -1;
+                j += 2;
+                continue;
+            }
+            unsigned u, u2;
+            hex4(p->t + j + 2, &u);
+            j += 6;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                hex4(p->t + j + 2, &u2);
+                u = 0x10000 + ((u - 0xD800) << 10) + (u2 - 0xDC00);
+                j += 6;
+            }
+            char b[4];
+            size_t nb;
+            if (u < 0x80) b[0] = (char)u, nb = 1;
+            else if (u < 0x800) b[0] = (char)(0xC0 | u >> 6), b[1] = (char)(0x80 | (u & 63)), nb = 2;
+            else if (u < 0x10000)
+                b[0] = (char)(0xE0 | u >> 12), b[1] = (char)(0x80 | (u >> 6 & 63)), b[2] = (char)(0x80 | (u & 63)), nb = 3;
+            else
+                b[0] = (char)(0xF0 | u >> 18), b[1] = (char)(0x80 | (u >> 12 & 63)), b[2] = (char)(0x80 | (u >> 6 & 63)),
+                b[3] = (char)(0x80 | (u & 63)), nb = 4;
+            if (jput(p, b, nb)) return -1;
+        }
+        k->off = a0, k->len = (uint32_t)(p->narena - a0), k->arena = 1;
+    }
+    p->nkeys++;
+    return 0;
+}
+
+static const char *jkey_bytes(const jscan *p, const jkey *k) { return (k->arena ? p->arena : p->t) + k->off; }
+
+static int jkey_cmp(const void *a, const void *b, void *ctx) {
+    const jscan *p = ctx;
+    const jkey *x = a, *y = b;
+    const uint32_t n = x->len < y->len ? x->len : y->len;
+    const int c = memcmp(jkey_bytes(p, x), jkey_bytes(p, y), n);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->raw > y->raw) - (x->raw < y->raw);
+}
+
+static int jnumber(jscan *p) {
+    const size_t at = p->i;
+    if (p->t[p->i] == '-') p->i++;
+#define JDIGIT (p->i < p->n && p->t[p->i] >= '0' && p->t[p->i] <= '9')
+    if (p->i < p->n && p->t[p->i] == '0') p->i++;
+    else if (JDIGIT) while (JDIGIT) p->i++;
+    else return jfail(p, at, "a number without digits");
+    if (p->i < p->n && p->t[p->i] == '.') {
+        p->i++;
+        if (!JDIGIT) return jfail(p, at, "a number without digits after its '.'");
+        while (JDIGIT) p->i++;
+    }
+    if (p->i < p->n && (p->t[p->i] == 'e' || p->t[p->i] == 'E')) {
+        p->i++;
+        if (p->i < p->n && (p->t[p->i] == '+' || p->t[p->i] == '-')) p->i++;
+        if (!JDIGIT) return jfail(p, at, "a number without digits in its exponent");
+        while (JDIGIT) p->i++;
+    }
+    if (JDIGIT) return jfail(p, at, "a number with a leading zero");
+#undef JDIGIT
+    return 0;
+}
+
+static int jvalue(jscan *p, int depth);
+
+static int jobject(jscan *p, int depth) {
+    const size_t k0 = p->nkeys, a0 = p->narena;
+    p->i++;
+    jws(p);
+    if (p->i < p->n && p->t[p->i] == '}') {
+        p->i++;
+        return 0;
+    }
+    for (;;) {
+        jws(p);
+        if (p->i >= p->n || p->t[p->i] != '"') return jfail(p, p->i, "expected a key (a string)");
+        if (jstring(p, 1)) return -1;
+        jws(p);
+        if (p->i >= p->n || p->t[p->i] != ':') return jfail(p, p->i, "expected ':' after the key");
+        p->i++;
+        if (jvalue(p, depth + 1)) return -1;
+        jws(p);
+        if (p->i < p->n && p->t[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->i < p->n && p->t[p->i] == '}') break;
+        return jfail(p, p->i, "expected ',' or '}' in an object");
+    }
+    p->i++;
+    if (p->nkeys - k0 > 1) {
+        qsort_r(p->keys + k0, p->nkeys - k0, sizeof *p->keys, jkey_cmp, p);
+        for (size_t j = k0 + 1; j < p->nkeys; j++) {
+            const jkey *x = &p->keys[j - 1], *y = &p->keys[j];
+            if (x->len == y->len && !memcmp(jkey_bytes(p, x), jkey_bytes(p, y), x->len)) {
+                const size_t rawlen = strcspn(p->t + y->raw + 1, "\"") + 2; /* to the first quote: enough to name it */
+                return jfail(p, y->raw, "the key %.*s%s appears twice in one object (first at byte %zu)",
+                             (int)(rawlen < 80 ? rawlen : 80), p->t + y->raw, rawlen > 80 ? "..." : "", x->raw);
+            }
+        }
+    }
+    p->nkeys = k0, p->narena = a0;
+    return 0;
+}
+
+static int jvalue(jscan *p, int depth) {
+    jws(p);
+    if (p->i >= p->n) return jfail(p, p->i, "the text ends where a value was expected");
+    if (depth > ZERO_JSON_MAX_DEPTH) return jfail(p, p->i, "nested more than %d levels", ZERO_JSON_MAX_DEPTH);
+    const char c = p->t[p->i];
+    if (c == '{') return jobject(p, depth);
+    if (c == '[') {
+        p->i++;
+        jws(p);
+        if (p->i < p->n && p->t[p->i] == ']') {
+            p->i++;
+            return 0;
+        }
+        for (;;) {
+            if (jvalue(p, depth + 1)) return -1;
+            jws(p);
+            if (p->i < p->n && p->t[p->i] == ',') {
+                p->i++;
+                continue;
+            }
+            if (p->i < p->n && p->t[p->i] == ']') break;
+            return jfail(p, p->i, "expected ',' or ']' in an array");
+        }
+        p->i++;
+        return 0;
+    }
+    if (c == '"') return jstring(p, 0);
+    if (c == '-' || (c >= '0' && c <= '9')) return jnumber(p);
+    static const char *const lit[] = {"true", "false", "null"};
+    for (int j = 0; j < 3; j++) {
+        const size_t k = strlen(lit[j]);
+        if (p->n - p->i >= k && !memcmp(p->t + p->i, lit[j], k)) {
+            p->i += k;
+            return 0;
+        }
+    }
+    if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7f)
+        return jfail(p, p->i, "'%c' where a value was expected", c);
+    return jfail(p, p->i, "byte 0x%02x where a value was expected", (unsigned char)c);
+}
+
 zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err) {
     if (!text && len) {
         if (err) ZERO__ERR(err, "zero_json_check: no text");
         return ZERO_ERR_INVALID_ARG;
     }
-    /* values <= 1 + brackets + commas: each value but the first of a container follows a comma */
+    /* First the bounds, without allocating: values <= 1 + brackets + commas (each value but the
+     * first of a container follows a comma). */
     uint64_t values = 1;
     int depth = 0;
     for (size_t i = 0; i < len; i++) {
@@ -178,7 +497,15 @@ zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, i
             return ZERO_ERR_FORMAT;
         }
     }
-    return ZERO_OK;
+    /* Then the grammar; its keys (at most the values counted) are what it allocates. */
+    jscan p = {.t = text, .n = len, .err = err};
+    if (!jvalue(&p, 0)) {
+        jws(&p);
+        if (p.i < p.n) jfail(&p, p.i, "bytes after the JSON value");
+    }
+    free(p.keys);
+    free(p.arena);
+    return p.st;
 }
 
 int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err) {

@@ -238,15 +238,7 @@ static zero_status wrong_type_key(zc_ctx *c, const zc_key *k) {
 
 zero_status zero__zc_walk(zc_ctx *c, const zc_key *keys, const cJSON *obj, zero_config *cfg) {
     for (const cJSON *it = obj->child; it; it = it->next) {
-        const char *name = it->string ? it->string : "";
-        for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
-            if (prev->string && !strcmp(prev->string, name)) {
-                size_t old = zero__zc_push(c, name);
-                zero_status st = zero__zc_fail(c, ZERO_ERR_CONFIG, "duplicate key (each key may appear once)");
-                zero__zc_pop(c, old);
-                return st;
-            }
-        }
+        const char *name = it->string ? it->string : ""; /* no key twice: zero_json_check refused that */
         const zc_key *k = keys;
         while (k->name && strcmp(k->name, name)) k++;
         if (!k->name) return unknown_key(c, keys, name);
@@ -302,7 +294,7 @@ static zero_status load_text(zero_config *cfg, const char *text, size_t len, con
     size_t skip = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
     zero_error je;
     if (zero_json_check(text + skip, len - skip, ZC_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
-        if (err) ZERO__ERR(err, "%s: %s: not a config file", what, je.msg);
+        if (err) ZERO__ERR(err, "%s: %s", what, je.msg);
         return ZERO_ERR_CONFIG;
     }
     const char *end = NULL;

@@ -217,7 +217,7 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
         return bad(d, where, "%.200s", je.msg, NULL);
     cJSON *o = cJSON_ParseWithLength(line, len);
     zero_status st = ZERO_OK;
-    if (!o) return bad(d, where, "invalid JSON", NULL, NULL);
+    if (!o) return bad(d, where, "out of memory parsing the line", NULL, NULL); /* zero_json_check took the rest */
     if (!cJSON_IsObject(o)) {
         st = bad(d, where, "expected a JSON object", NULL, NULL);
         goto done;

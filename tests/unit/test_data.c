@@ -204,7 +204,11 @@ static void test_text_and_bad_lines(void) {
     zero_token_ids_free(&ref);
     /* every bad line: refused with file:line and the reason */
     static const struct { const char *line, *needle; } bad[] = {
-        {"{\"text\": \"unterminated", "x.jsonl:7: invalid JSON"},
+        {"{\"text\": \"unterminated", "x.jsonl:7: not valid JSON at column 10 (byte 9): a string that does not end"},
+        {"{\"text\": \"a\"}{\"text\": \"b\"}", "bytes after the JSON value"},
+        {"{\"text\": \"a\", \"text\": \"b\"}", "the key \"text\" appears twice"},
+        {"{\"text\": \"a\xff\"}", "0xff inside a string is not UTF-8"},
+        {"{\"text\": \"a\\u0000b\"}", "NUL character"},
         {"[1, 2]", "x.jsonl:7: expected a JSON object"},
         {"{\"txt\": \"a\"}", "expected \"text\", \"prompt\" and \"completion\", or \"messages\""},
         {"{\"prompt\": \"a\"}", "expected both \"prompt\" and \"completion\""},
@@ -230,7 +234,7 @@ static void test_text_and_bad_lines(void) {
     zero_data_get_stats(d, &st);
     ZT_EQ_INT(st.skipped, sizeof bad / sizeof bad[0]);
     ZT_EQ_INT(st.examples, 0);
-    ZT_CHECKF(strstr(st.first_skipped, "y.jsonl:3: invalid JSON"), "%s", st.first_skipped);
+    ZT_CHECKF(strstr(st.first_skipped, "y.jsonl:3: not valid JSON"), "%s", st.first_skipped);
     ZT_EQ_INT(zero_data_finish(d), ZERO_ERR_FORMAT);
     ZT_CHECK(strstr(zero_data_last_error(d), "every one was skipped"));
     zero_data_free(d);

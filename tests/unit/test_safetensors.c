@@ -454,7 +454,7 @@ static void test_corrupt(void) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,80]}}", 8, "offsets out of range", "need"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, "hole", "hole"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap", "overlap"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, "duplicate", "twice"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16, "duplicate", "appears twice in one object"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "reversed offsets", "end before"},
         {"{\"a\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype", "F31"},
         {"{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype/shape mismatch", "needs 4 bytes"},
@@ -465,13 +465,13 @@ static void test_corrupt(void) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, "too many dims", "dimensions"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8, "overflowing shape", "bytes pass 2^62"},
         {"{\"a\":[1,2]}", 8, "tensor not an object", "not an object"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "bad JSON", "does not parse"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "bad JSON", "not valid JSON"},
         {"[1,2,3]", 0, "not an object", "start with '{'"},
         {"{\"__metadata__\":{\"k\":1}}", 0, "metadata not strings", "not a string"},
         {"{\"__metadata__\":[]}", 0, "metadata not an object", "not an object of strings"},
         {"{\"__metadata__\":{\"crc32c.a\":\"12\"}, \"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "short crc", "8 hex digits"},
         {"{\"__metadata__\":{\"crc32c.zz\":\"12345678\"}, \"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "crc of nothing", "existing tensor"},
-        {"{} x", 0, "garbage after JSON", "only spaces"},
+        {"{} x", 0, "garbage after JSON", "bytes after the JSON value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         make_file(p, cases[i].header, cases[i].ndata);

@@ -161,7 +161,64 @@ static void test_json(void) {
     ZT_CHECK(strstr(e.msg, "nested more than 2 levels") != NULL);
     const char *s = "[\"[[[[,,,,\\\"[[[\", 1]"; /* brackets and commas inside strings count for nothing */
     ZT_OK(zero_json_check(s, strlen(s), 3, 1, &e));
-    ZT_OK(zero_json_check("", 0, 1, 1, &e));
+    /* the grammar: what another reader would refuse, or read otherwise, is refused here */
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"", "ends where a value was expected"},
+        {"  \n ", "ends where a value was expected"},
+        {"{\"a\": 1} x", "bytes after the JSON value"},
+        {"{\"a\": 1}{}", "bytes after the JSON value"},
+        {"[1,]", "where a value was expected"},
+        {"{\"a\":1,}", "expected a key"},
+        {"{\"a\" 1}", "expected ':'"},
+        {"[1 2]", "expected ',' or ']'"},
+        {"{\"a\":1 \"b\":2}", "expected ',' or '}'"},
+        {"[01]", "leading zero"},
+        {"[1.]", "after its '.'"},
+        {"[1e]", "exponent"},
+        {"[-]", "without digits"},
+        {"[+1]", "'+' where a value was expected"},
+        {"[NaN]", "'N' where a value was expected"},
+        {"[tru]", "'t' where a value was expected"},
+        {"[\"ab", "does not end"},
+        {"[\"a\tb\"]", "control character (0x09)"},
+        {"[\"\\x\"]", "an escape that is not"},
+        {"[\"\\u12G4\"]", "an escape that is not"},
+        {"[\"\\udc00\"]", "low surrogate"},
+        {"{\"text\": \"a\\u0000b\"}", "\\u0000 (a NUL character) inside a string is not supported"},
+        {"[\"\\ud800x\"]", "high surrogate"},
+        {"[\"\xff\"]", "0xff inside a string is not UTF-8"},
+        {"[\"\xc0\xaf\"]", "0xc0 inside a string"},         /* overlong '/' */
+        {"[\"\xed\xa0\x80\"]", "0xed inside a string"},     /* a surrogate in UTF-8 */
+        {"[\"\xf4\x90\x80\x80\"]", "0xf4 inside a string"}, /* past U+10FFFF */
+        {"[\"\xe2\x82\"]", "0xe2 inside a string"},          /* cut short */
+        {"{\"a\":1,\"b\":{\"a\":2},\"a\":3}", "the key \"a\" appears twice in one object (first at byte 1)"},
+        {"{\"A\":1,\"\\u0041\":2}", "appears twice"},
+        {"{\"\\ud83d\\ude00\":1,\"\xf0\x9f\x98\x80\":2}", "appears twice"},
+        {"{\"x\":1}\n\n  {", "line 3, column 3 (byte 11)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const size_t n = strlen(bad[i].text);
+        e.msg[0] = 0;
+        const zero_status st = zero_json_check(bad[i].text, n, 1000, 8, &e);
+        if (st != ZERO_ERR_FORMAT || !strstr(e.msg, bad[i].why) || !strstr(e.msg, "not valid JSON at "))
+            printf("  json case %zu: status %d, '%s' (expected '%s')\n", i, (int)st, e.msg, bad[i].why);
+        ZT_CHECK(st == ZERO_ERR_FORMAT && strstr(e.msg, bad[i].why) != NULL);
+    }
+    ZT_EQ_INT(zero_json_check("[1]\0", 4, 10, 2, &e), ZERO_ERR_FORMAT); /* a NUL inside the length counts */
+    ZT_CHECK(strstr(e.msg, "bytes after the JSON value (") == NULL && strstr(e.msg, "bytes after the JSON value") != NULL);
+    static const char *const good[] = {
+        " {\"a\": [1, -0, 0.5, 1e9, -2.5E-3, true, false, null, \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\"]}\r\n",
+        "{\"\xc3\xa9\": {\"a\": 1}, \"b\": {\"a\": 2}, \"\\u00e9x\": 3}", /* equal keys in different objects */
+        "{\"\\ud83d\\ude00\":1,\"\xf0\x9f\x98\x81\":2}",
+        "\"\xef\xbf\xbf\xf4\x8f\xbf\xbf\"", "0", "[[[]]]", "{}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        const zero_status st = zero_json_check(good[i], strlen(good[i]), 1000, 8, &e);
+        if (st != ZERO_OK) printf("  good json %zu: %s\n", i, e.msg);
+        ZT_OK(st);
+    }
 }
 
 static void test_tmp_and_private(void) {
