@@ -55,6 +55,13 @@ int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
  * signal instead of the peer's death. Ignored, the write fails and the collective returns its
  * error. A no-op for one rank. */
 void cli_ignore_sigpipe(int world);
+/* An output that would overwrite an input (or another output) is refused before anything runs.
+ * cli_same_path: 1 when a and b name the same file — the same inode when both exist, the same
+ * canonical directory and name when neither does (two outputs not written yet).
+ * cli_path_under: where path (existing or about to be written) lies in or under the existing
+ * directory dir, its part below dir ("" for dir itself) in rest, returned; NULL elsewhere. */
+int cli_same_path(const char *a, const char *b);
+const char *cli_path_under(const char *path, const char *dir, char *rest, size_t cap);
 /* Where the OpenBLAS core in use leaves AVX-512 unused (an AVX2 core named in $OPENBLAS_CORETYPE
  * on an AVX-512 CPU): "OpenBLAS runs AVX2 kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=X); its
  * AVX-512 ones (Y) are faster" (a static buffer); NULL otherwise. zero --version --verbose prints

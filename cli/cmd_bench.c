@@ -24,12 +24,12 @@ void cli_bench_blas_core_warning(void) {
 }
 
 int cli_bench(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f,
-                "usage: zero bench adam|comm|io|rates|step|tokenize [--json] [options]   (zero bench comm --help)\n");
-        return argc < 2 ? cli_error(CLI_USAGE, "expected a benchmark: adam, comm, io, rates, step or tokenize")
-                        : CLI_OK;
+    if (argc < 2)
+        return cli_error(CLI_USAGE, "bench: expected a benchmark: adam, comm, io, rates, step or tokenize (zero bench "
+                         "--help)");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: zero bench adam|comm|io|rates|step|tokenize [--json] [options]   (zero bench comm --help)\n");
+        return CLI_OK;
     }
     if (!strcmp(argv[1], "comm")) return cli_bench_comm(argc - 1, argv + 1);
     if (!strcmp(argv[1], "adam")) return cli_bench_adam(argc - 1, argv + 1);

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -306,9 +307,36 @@ static int export_adapter(const export_opts *o, zero_ckpt *c, const cli_ckpt_par
     return rc == CLI_OK ? export_lora_write_config(lx, o->out) : rc;
 }
 
+/* The tokenizer files export_dir will copy from the model's source directory, checked before
+ * anything is written: a file that cannot be copied fails the export while the directory still
+ * holds the earlier export whole. 1 when there is a source directory to copy from. */
+static int tokenizer_sources(const cli_model *m, int *rc) {
+    struct stat ss;
+    *rc = CLI_OK;
+    if (!m->source || stat(m->source, &ss) || !S_ISDIR(ss.st_mode)) return 0;
+    for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+        char from[4200];
+        zero_error perr;
+        /* a file the source directory names: never a symbolic link leading out of it */
+        if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
+            *rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg);
+            return 1;
+        }
+        if (access(from, F_OK)) continue;
+        if (access(from, R_OK)) {
+            *rc = cli_error(CLI_RUNTIME, "export: cannot read %s: %s", from, strerror(errno));
+            return 1;
+        }
+    }
+    return 1;
+}
+
 static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, zero_dtype dt,
                       result *res, lora_export *lx) {
     struct stat sb;
+    int rc = CLI_OK;
+    const int copy_tokenizer = tokenizer_sources(m, &rc);
+    if (rc != CLI_OK) return rc;
     if (!stat(o->out, &sb) && !S_ISDIR(sb.st_mode))
         return cli_error(CLI_USAGE, "-o '%s': exists and is not a directory (a file must be named *.safetensors)", o->out);
     if (stat(o->out, &sb) && mkdir(o->out, 0777))
@@ -337,7 +365,6 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
     char step[32];
     snprintf(step, sizeof step, "%lld", (long long)zero_ckpt_step(c));
     const char *meta[] = {"format", "pt", "zero.step", step};
-    int rc = CLI_OK;
     for (int s = 0; s < nsh && rc == CLI_OK; s++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", o->out, names[s]);
@@ -371,26 +398,20 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
         free(text);
     }
     if (rc == CLI_OK) remove_stale(o->out, names, nwritten);
-    if (rc == CLI_OK && m->source) {
-        struct stat ss;
-        if (stat(m->source, &ss) || !S_ISDIR(ss.st_mode)) {
-            fprintf(stderr, "zero: note: the model's source directory %s is gone: no tokenizer files copied\n", m->source);
-        } else {
-            for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0] && rc == CLI_OK; i++) {
-                char from[4200], to[4200];
-                zero_error perr;
-                /* a file the source directory names: never a symbolic link leading out of it */
-                if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
-                    rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg);
-                    break;
-                }
-                snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
-                if (access(from, R_OK)) continue;
-                if (!strcmp(from, to)) continue;
-                rc = copy_file(from, to);
-                res->tokenizer_files++;
-            }
+    if (rc == CLI_OK && m->source && !copy_tokenizer)
+        fprintf(stderr, "zero: note: the model's source directory %s is gone: no tokenizer files copied\n", m->source);
+    for (size_t i = 0; rc == CLI_OK && copy_tokenizer && i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+        char from[4200], to[4200];
+        zero_error perr;
+        if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg); /* changed since tokenizer_sources looked */
+            break;
         }
+        snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
+        if (access(from, F_OK)) continue;
+        if (!strcmp(from, to)) continue;
+        rc = copy_file(from, to);
+        res->tokenizer_files++;
     }
     free(first);
     free(names);
@@ -407,6 +428,10 @@ int cli_export(int argc, char **argv) {
     if (p < 0) return CLI_USAGE;
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
+    char rest[PATH_MAX];
+    if (cli_path_under(o.out, o.ckpt, rest, sizeof rest))
+        return cli_error(CLI_USAGE, "export: -o '%s' is inside the checkpoint '%s': expected a path outside it (the "
+                         "export would overwrite or mix with its files)", o.out, o.ckpt);
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
     cli_ckpt_params ps = {0}, lps = {0}, *sel = &ps;
     lora_export *lx = NULL;

@@ -47,18 +47,15 @@ int cli_inspect(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            usage(stderr);
             return cli_error(CLI_USAGE, "unknown option '%s' for inspect: expected --json or --help", argv[i]);
         } else if (path) {
-            usage(stderr);
             return cli_error(CLI_USAGE, "inspect takes one checkpoint, got '%s' and '%s'", path, argv[i]);
         } else {
             path = argv[i];
         }
     }
     if (!path) {
-        usage(stderr);
-        return cli_error(CLI_USAGE, "inspect: expected a checkpoint directory");
+        return cli_error(CLI_USAGE, "inspect: expected a checkpoint directory (zero inspect --help)");
     }
     zero_ckpt *c = NULL;
     zero_error err;

@@ -2,6 +2,8 @@
  * tokenizer.json into a token file with a loss mask (ZEROTOK2), or ids printed line by line. */
 #include "cli.h"
 
+#include <limits.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,6 +109,13 @@ static int parse(int argc, char **argv, opts *o) {
         }
         if (o->print && S_ISDIR(sb.st_mode)) {
             cli_error(CLI_USAGE, "tokenize: --print takes files, '%s' is a directory", o->inputs[i]);
+            return -1;
+        }
+        char rest[PATH_MAX];
+        if (o->out && (cli_same_path(o->out, o->inputs[i]) ||
+                       (S_ISDIR(sb.st_mode) && cli_path_under(o->out, o->inputs[i], rest, sizeof rest)))) {
+            cli_error(CLI_USAGE, "tokenize: -o '%s' %s input '%s': expected another path (it would be overwritten or "
+                      "read)", o->out, S_ISDIR(sb.st_mode) ? "is inside the" : "is the", o->inputs[i]);
             return -1;
         }
     }

@@ -2,6 +2,8 @@
  * inspect, bench, plot). Uses only the public API of libzero. */
 #include "cli.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "decoder/decoder.h"
@@ -51,26 +53,35 @@ static int version(int verbose) {
     return CLI_OK;
 }
 
+/* What a command printed must have reached standard output: a full disk or a closed pipe behind
+ * it makes the command fail, not report success with its output lost. */
+static int finish(int rc) {
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == CLI_OK)
+        return cli_error(CLI_RUNTIME, "cannot write to standard output: %s",
+                         errno ? strerror(errno) : "a write failed (a full disk, a closed pipe)");
+    return rc;
+}
+
 int main(int argc, char **argv) {
     cli_rank_monitor();
     cli_argc = argc;
     cli_argv = argv;
     zero_log_set_callback(log_to_stderr, NULL);
-    if (argc < 2) {
-        usage(stderr);
-        return cli_error(CLI_USAGE, "expected a command (train, estimate, plan, ...)");
-    }
+    if (argc < 2)
+        return cli_error(CLI_USAGE, "expected a command: train, sample, estimate, plan, export, inspect, tokenize, "
+                         "bench or plot (zero --help says what each does)");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return CLI_OK;
+        return finish(CLI_OK);
     }
     if (!strcmp(argv[1], "--version")) {
         if (argc > 3 || (argc == 3 && strcmp(argv[2], "--verbose") != 0))
             return cli_error(CLI_USAGE, "unexpected argument '%s' after --version: expected --verbose or nothing",
                              argv[2]);
-        return version(argc == 3);
+        return finish(version(argc == 3));
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return finish(commands[i].run(argc - 1, argv + 1));
     return cli_error(CLI_USAGE, "unknown command '%s': expected one of train, sample, estimate, plan, export, inspect, tokenize, bench, plot", argv[1]);
 }

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -74,12 +75,40 @@ static int check_output(const char *flag, const char *path, int is_dir) {
     return CLI_OK;
 }
 
+/* The files a run writes (--log-json, --trace) must not be what it reads, each other, or the
+ * names a checkpoint directory keeps for itself (latest, step_*): a typo would overwrite the
+ * training data or a checkpoint when the first step is logged. */
+static int check_aliases(const train_opts *o) {
+    const char *oflag[2] = {"--log-json", "--trace"};
+    const char *out[2] = {o->log_json && strcmp(o->log_json, "-") ? o->log_json : NULL, o->trace};
+    if (out[0] && out[1] && cli_same_path(out[0], out[1]))
+        return cli_error(CLI_USAGE, "--log-json '%s' and --trace '%s' name the same file: expected two", out[0], out[1]);
+    const char *iflag[5] = {"--config", "--data", "--resume", "--init-from", "--save"};
+    const char *in[5] = {o->config, o->data, o->resume, o->init_from, o->save};
+    for (int k = 0; k < 2; k++) {
+        if (!out[k]) continue;
+        for (int i = 0; i < 5; i++) {
+            char rest[PATH_MAX];
+            if (!in[i]) continue;
+            if (i < 4 && cli_same_path(out[k], in[i]))
+                return cli_error(CLI_USAGE, "%s '%s' is the file %s '%s' names: expected another path (it would be "
+                                 "overwritten)", oflag[k], out[k], iflag[i], in[i]);
+            const char *r = cli_path_under(out[k], in[i], rest, sizeof rest);
+            if (r && (i == 1 || !*r || !strcmp(r, "latest") || !strncmp(r, "step_", 5)))
+                return cli_error(CLI_USAGE, "%s '%s': inside %s '%s'%s: expected a path outside it", oflag[k], out[k],
+                                 iflag[i], in[i], i == 1 ? ", which is read as data" : ", where a checkpoint keeps latest and step_*");
+        }
+    }
+    return CLI_OK;
+}
+
 int ux_check_outputs(const train_opts *o) {
     int rc;
     if (o->save && (rc = check_output("--save", o->save, 1)) != CLI_OK) return rc;
     if (o->log_json && strcmp(o->log_json, "-") != 0 && (rc = check_output("--log-json", o->log_json, 0)) != CLI_OK)
         return rc;
     if (o->trace && (rc = check_output("--trace", o->trace, 0)) != CLI_OK) return rc;
+    if ((rc = check_aliases(o)) != CLI_OK) return rc;
     /* Offload directories are never created: a typo would put the swap files on the wrong disk. */
     const zero_offload_config *oc[2] = {&o->cfg.offload_optimizer, &o->cfg.offload_param};
     const char *what[2] = {"optimizer", "param"};

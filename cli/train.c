@@ -755,7 +755,11 @@ int train_run(train_opts *o, int mpi) {
     }
     rc = train_loop(&r);
 out:
-    if (r.json && r.json != stdout) fclose(r.json);
+    if (r.json && r.json != stdout) { /* the log's records reached the disk, or the run fails saying so */
+        const int bad = ferror(r.json) | (fclose(r.json) != 0);
+        if (bad && rc == CLI_OK)
+            rc = cli_error(CLI_RUNTIME, "--log-json '%s': write failed: %s", o->log_json, strerror(errno ? errno : EIO));
+    }
     free(r.inputs);
     free(r.targets);
     free(r.user_json);

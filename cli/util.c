@@ -3,11 +3,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cli_quiet_errors;
 
@@ -98,6 +100,43 @@ const char *cli_flag_value(int argc, char **argv, int *i) {
     }
     *i += 1;
     return argv[*i];
+}
+
+/* path made canonical for comparing: realpath when it exists, else its directory's realpath and
+ * its last name (a file about to be written). 0, or -1 when neither resolves. */
+static int canon(const char *path, char *out, size_t cap) {
+    char buf[PATH_MAX];
+    if (realpath(path, buf)) return (size_t)snprintf(out, cap, "%s", buf) < cap ? 0 : -1;
+    char d[PATH_MAX];
+    if ((size_t)snprintf(d, sizeof d, "%s", path) >= sizeof d) return -1;
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/') d[--n] = 0;
+    char *slash = strrchr(d, '/');
+    const char *base = slash ? slash + 1 : d;
+    const char *dir = slash ? (slash == d ? "/" : d) : ".";
+    if (slash) *slash = 0;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || !realpath(dir, buf)) return -1;
+    return (size_t)snprintf(out, cap, "%s%s%s", buf, strcmp(buf, "/") ? "/" : "", base) < cap ? 0 : -1;
+}
+
+int cli_same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    const int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb) return 0;
+    char ca[PATH_MAX], cb[PATH_MAX];
+    return !canon(a, ca, sizeof ca) && !canon(b, cb, sizeof cb) && !strcmp(ca, cb);
+}
+
+const char *cli_path_under(const char *path, const char *dir, char *rest, size_t cap) {
+    char cp[PATH_MAX], cd[PATH_MAX];
+    struct stat sd;
+    if (stat(dir, &sd) || !S_ISDIR(sd.st_mode) || !realpath(dir, cd) || canon(path, cp, sizeof cp)) return NULL;
+    const size_t n = strlen(cd);
+    if (!strcmp(cp, cd)) return snprintf(rest, cap, "%s", ""), rest;
+    if (strncmp(cp, cd, n) || (n > 1 && cp[n] != '/')) return NULL;
+    snprintf(rest, cap, "%s", cp + n + (n > 1));
+    return rest;
 }
 
 void cli_ignore_sigpipe(int world) {

@@ -227,4 +227,25 @@ print("     export peak RSS: %.1f MiB for %d params (fp32 %.1f MiB), %.1f MiB fo
 assert model > 24 * 2**20 and grow < 6 * 2**20, (model, grow)
 EOF
 
+# --- -o inside the checkpoint is refused: it would overwrite (a rank file) or mix with its files
+cp -r "$TMP/ck" "$TMP/ck_keep"
+step=$(cat "$TMP/ck/latest")
+rc=0; "$ZERO" export "$TMP/ck" -o "$TMP/ck/$step/rank_00000.safetensors" >/dev/null 2>"$TMP/err" || rc=$?
+expect_error "-o a rank file of the checkpoint" 2 "is inside the checkpoint '$TMP/ck'"
+check "-o a rank file of the checkpoint: the checkpoint is intact" diff -r "$TMP/ck" "$TMP/ck_keep"
+rc=0; "$ZERO" export "$TMP/ck" -o "$TMP/ck" >/dev/null 2>"$TMP/err" || rc=$?
+expect_error "-o the checkpoint itself" 2 "is inside the checkpoint"
+check "-o the checkpoint itself: nothing added" diff -r "$TMP/ck" "$TMP/ck_keep"
+
+# --- a tokenizer file that cannot be copied fails the export before anything is written: the
+# earlier export in the directory stays whole
+cp -r "$DATA_DIR/finetune/qwen2_chat" "$TMP/src"
+run ft --init-from "$TMP/src" --steps 1 --micro-batch 2 --save "$TMP/ftck"
+"$ZERO" export "$TMP/ftck" -o "$TMP/ftout" >/dev/null 2>"$TMP/err" || echo "FAIL export of the fine-tune: $(cat "$TMP/err")"
+(cd "$TMP/ftout" && md5sum ./* >"$TMP/ftout.md5")
+rm "$TMP/src/tokenizer.json" && mkdir "$TMP/src/tokenizer.json"
+rc=0; "$ZERO" export "$TMP/ftck" -o "$TMP/ftout" --dtype bf16 >/dev/null 2>"$TMP/err" || rc=$?
+expect_error "a source tokenizer.json that is a directory" 1 "tokenizer.json: not a regular file"
+check "a failed export leaves the earlier one whole" sh -c "cd '$TMP/ftout' && md5sum -c --quiet '$TMP/ftout.md5'"
+
 exit $fail

@@ -141,4 +141,15 @@ import json; s = json.load(open('$TMP/out')); assert s['mbps'] > 0 and s['tokens
 run bench tokenize --data "$D/fortunes.txt"
 expect_error "bench without --tokenizer" 2 "expected --tokenizer"
 
+# --- -o naming an input (or a file inside an input directory) is refused before anything is written
+printf '{"text": "keep me"}\n' >"$TMP/in.jsonl"
+cp "$TMP/in.jsonl" "$TMP/in.keep"
+run tokenize --tokenizer "$D/gpt2" "$TMP/in.jsonl" -o "$TMP/./in.jsonl"
+expect_error "-o is the input" 2 "-o '$TMP/./in.jsonl' is the input '$TMP/in.jsonl'"
+check "-o is the input: the input is intact" cmp -s "$TMP/in.jsonl" "$TMP/in.keep"
+mkdir -p "$TMP/indir" && cp "$TMP/in.jsonl" "$TMP/indir/"
+run tokenize --tokenizer "$D/gpt2" "$TMP/indir" -o "$TMP/indir/out.bin"
+expect_error "-o inside an input directory" 2 "is inside the input '$TMP/indir'"
+check "-o inside an input directory: nothing written" test ! -e "$TMP/indir/out.bin"
+
 exit $fail

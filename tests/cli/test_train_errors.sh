@@ -42,7 +42,7 @@ expect 2 'did you mean "zero_optimization.stage"' -- --model tiny --config "$tmp
 expect 2 "zero_optimization.stage" -- --model tiny --config "$tmp/range.json"
 expect 2 "train_batch_size" -- --model tiny --config "$tmp/batch.json"
 expect 2 "optimizer.params.lr" -- --model tiny --config "$tmp/type.json"
-expect 2 "line 1" -- --model tiny --config "$tmp/broken.json"
+expect 2 "not valid JSON at column 24" -- --model tiny --config "$tmp/broken.json"
 expect 2 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
 expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
 expect 2 "needs zero_optimization.stage" -- --model tiny --offload-optimizer nvme:"$tmp"
@@ -50,6 +50,33 @@ expect 2 "--offload-param 'disk'" -- --model tiny --offload-param disk
 # the same usage errors come back from a multi-rank launch, once
 expect 2 "--stage '9'" -- --ranks 2 --stage 9
 expect 2 "empty" -- --ranks 3 --model tiny --data "$tmp/empty.txt"
+# an output that would overwrite an input, or the other output, is refused before anything runs
+printf 'the training text, which must survive the mistakes below\n' > "$tmp/d.txt"
+cp "$tmp/d.txt" "$tmp/d.keep"
+mkdir -p "$tmp/dd" "$tmp/ck" && cp "$tmp/d.txt" "$tmp/dd/"
+expect 2 "--log-json '$tmp/d.txt' is the file --data '$tmp/d.txt' names" -- --model tiny --data "$tmp/d.txt" --log-json "$tmp/d.txt"
+expect 2 "--trace '$tmp/./d.txt' is the file --data" -- --model tiny --data "$tmp/d.txt" --trace "$tmp/./d.txt"
+expect 2 "name the same file" -- --model tiny --log-json "$tmp/x.json" --trace "$tmp/dd/../x.json"
+expect 2 "inside --data '$tmp/dd', which is read as data" -- --model tiny --data "$tmp/dd" --log-json "$tmp/dd/log.json"
+expect 2 "where a checkpoint keeps latest and step_" -- --model tiny --save "$tmp/ck" --log-json "$tmp/ck/latest"
+cmp -s "$tmp/d.txt" "$tmp/d.keep" || { echo "FAIL: the training text was changed"; fails=$((fails + 1)); }
+[ ! -e "$tmp/x.json" ] && [ ! -e "$tmp/dd/log.json" ] && [ ! -e "$tmp/ck/latest" ] ||
+  { echo "FAIL: a refused run wrote a file"; fails=$((fails + 1)); }
+# output that cannot be written fails the command (exit 1, one line) instead of a silent success
+for args in "--help" "train --model tiny --steps 1 --val-every 0 --log-json -"; do
+  # shellcheck disable=SC2086
+  out=$(timeout 60 "$Z" $args 2>&1 >/dev/full); code=$?
+  if [ "$code" -ne 1 ] || ! printf '%s' "$out" | grep -q "^zero: error: cannot write to standard output"; then
+    echo "FAIL: zero $args >/dev/full: exit $code, stderr:"; printf '%s\n' "$out"; fails=$((fails + 1))
+  fi
+done
+if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/full" && mount -t tmpfs -o size=64k tmpfs "$tmp/full" 2>/dev/null; then
+  head -c 65536 /dev/zero > "$tmp/full/fill" 2>/dev/null
+  expect 1 "--log-json '$tmp/full/log.json': write failed: No space left on device" -- --model tiny --steps 2 --val-every 0 --log-json "$tmp/full/log.json"
+  umount "$tmp/full"
+else
+  echo "skip: a full --log-json disk (needs root for a small tmpfs)"
+fi
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
