@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -67,6 +68,11 @@ void train_release(train_opts *o) {
     zero_tokenizer_free(o->tok);
     o->tok = NULL;
     cli_model_free(&o->src);
+}
+
+static int is_dir(const char *path) {
+    struct stat sb;
+    return !stat(path, &sb) && S_ISDIR(sb.st_mode);
 }
 
 int train_prepare(train_opts *o, int world) {
@@ -137,9 +143,14 @@ int train_prepare(train_opts *o, int world) {
         if ((rc = cli_model_check_flags(&o->src, o->model_given ? o->model : NULL, o->layers, o->dim, o->heads,
                                         o->vocab)) != CLI_OK)
             return rc;
-    } else if (o->init_from && !shape_flags) {
-        /* a checkpoint or a file: it says what model it holds (--heads may help a GPT-2 file) */
+    } else if (o->init_from && (!shape_flags || is_dir(o->init_from))) {
+        /* a checkpoint or a file: it says what model it holds (--heads may help a GPT-2 file); a
+         * checkpoint's record says it all, and flags may only agree with it */
         if ((rc = cli_model_from_path(o->init_from, o->heads, "--init-from", &o->src)) != CLI_OK) return rc;
+        if (o->src.kind == CLI_MODEL_CKPT &&
+            (rc = cli_model_check_flags(&o->src, o->model_given ? o->model : NULL, o->layers, o->dim, o->heads,
+                                        o->vocab)) != CLI_OK)
+            return rc;
     } else {
         if ((rc = cli_model_from_name(o->model, "--model", &o->src)) != CLI_OK) return rc;
         if (o->src.kind == CLI_MODEL_HF) {

@@ -23,6 +23,7 @@ typedef struct train_opts {
     int64_t steps, val_every, save_every;
     double lr;
     uint64_t seed;
+    int seed_given; /* --seed on the command line (a resumed run must agree with its checkpoint) */
     const char *lora_spec, *lora_from; /* --lora SPEC, --lora-from ADAPTER_DIR */
     int save_frozen;                   /* --save-frozen */
 

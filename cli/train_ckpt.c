@@ -82,6 +82,18 @@ int train_resume_settings(train_opts *o) {
         cli_model_free(&saved);
         goto out;
     }
+    if (o->seed_given && (double)o->seed != seed) {
+        rc = cli_error(CLI_USAGE, "--seed %llu: the checkpoint's run uses seed %.0f (its data order follows it)",
+                       (unsigned long long)o->seed, seed);
+        cli_model_free(&saved);
+        goto out;
+    }
+    if (o->steps < zero_ckpt_step(c)) {
+        rc = cli_error(CLI_USAGE, "--steps %lld: the checkpoint is at step %lld: expected at least that many (--steps "
+                       "counts the steps done)", (long long)o->steps, (long long)zero_ckpt_step(c));
+        cli_model_free(&saved);
+        goto out;
+    }
     const char *name = NULL;
     if (zero_ckpt_user_string(c, "model_name", &name) == ZERO_OK) snprintf(saved.name, sizeof saved.name, "%s", name);
     cli_model_free(&o->src);

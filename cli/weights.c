@@ -359,12 +359,10 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
     } else {
         out->kind = CLI_MODEL_CKPT;
         snprintf(out->name, sizeof out->name, "%s", path);
-        if (heads > 0 && out->cfg.arch == DEC_ARCH_GPT2 && heads != out->cfg.n_head) {
-            dec_config g = out->cfg;
-            dec_config_gpt2(&out->cfg, g.n_layer, g.n_embd, heads, g.n_ctx, g.vocab);
-            if (dec_config_check(&out->cfg, &err) != ZERO_OK)
-                rc = cli_error(CLI_RUNTIME, "%s %s: the model it holds: %s", flag, zero_ckpt_dir(c), err.msg);
-        }
+        /* the record says how many heads the model has: another count would be another model */
+        if (heads > 0 && heads != out->cfg.n_head)
+            rc = cli_error(CLI_USAGE, "--heads %d: the model in %s has attention heads %d (its record)", heads,
+                           zero_ckpt_dir(c), out->cfg.n_head);
     }
     zero_ckpt_close(c);
     return rc;

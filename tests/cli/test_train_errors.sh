@@ -77,6 +77,17 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/full" && mount -t tmpfs -o size=64k tmpf
 else
   echo "skip: a full --log-json disk (needs root for a small tmpfs)"
 fi
+# a checkpoint's record says what model it holds: flags that disagree are refused, --init-from and
+# --resume alike (and sample's --heads); a resumed run keeps its seed and cannot end before it starts
+timeout 60 "$Z" train --model tiny --layers 1 --heads 4 --steps 2 --val-every 0 --save "$tmp/rec" >/dev/null 2>&1 ||
+  { echo "FAIL: the checkpoint for the record checks"; fails=$((fails + 1)); }
+expect 2 "--heads 2: the model in $tmp/rec/step_00000002 has attention heads 4 (its record)" -- --init-from "$tmp/rec" --heads 2 --steps 1
+expect 2 "--layers 3: the model in $tmp/rec has layers 1 (its record)" -- --init-from "$tmp/rec" --layers 3 --steps 1
+expect 2 "--steps 1: the checkpoint is at step 2" -- --resume "$tmp/rec" --steps 1
+expect 2 "--seed 9: the checkpoint's run uses seed 1" -- --resume "$tmp/rec" --seed 9 --steps 3
+out=$(timeout 60 "$Z" sample --init-from "$tmp/rec" --heads 2 --prompt hi --tokens 2 2>&1 >/dev/null); code=$?
+[ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads 2: the model in .* has attention heads 4" ||
+  { echo "FAIL: sample --heads against the record: exit $code: $out"; fails=$((fails + 1)); }
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
