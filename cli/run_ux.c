@@ -185,7 +185,8 @@ int ux_check_memory(const train_opts *o, int world) {
     if (ls && atoi(ls) > 0 && atoi(ls) < world) local = atoi(ls);
     const double ram = machine_ram();
     if (ram <= 0 || rank * local <= ram) return CLI_OK;
-    char a[32], b[32], c[32], d[32], e[32], f[32];
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    cli_fmt_bytes(batch, g, sizeof g);
     cli_fmt_bytes(rank, a, sizeof a);
     cli_fmt_bytes(act, b, sizeof b);
     cli_fmt_bytes(states, c, sizeof c);
@@ -196,11 +197,16 @@ int ux_check_memory(const train_opts *o, int world) {
     if (local > 1) snprintf(ranks, sizeof ranks, ", %d ranks on this machine %s", local, d);
     if (!o->checkpointing && act_ck < act)
         snprintf(hint, sizeof hint, "--activation-checkpointing (a rank would need %s), ", f);
+    if (batch > act + states) /* the step's tokens, all its micro-batches at once: --grad-accum's doing */
+        return cli_error(CLI_USAGE,
+                         "--grad-accum %lld (gradient_accumulation_steps) x --micro-batch %lld x --seq %d: the step's "
+                         "tokens would need %s a rank, more than this machine's %s of RAM: expected fewer "
+                         "accumulation steps", (long long)K, (long long)B, o->T, g, e);
     return cli_error(CLI_USAGE,
-                     "--micro-batch %lld --seq %d: a rank would need %s (activations %s, model states %s)%s, more than "
-                     "this machine's %s of RAM: try %sa smaller --micro-batch (with --grad-accum) or --seq, or "
-                     "zero plan --model %s --ranks %d --host-mem %.0fGiB",
-                     (long long)B, o->T, a, b, c, ranks, e, hint, o->src.name, world, floor(ram / 1073741824.0));
+                     "--micro-batch %lld --seq %d: a rank would need %s (activations %s, model states %s, the step's "
+                     "tokens %s)%s, more than this machine's %s of RAM: try %sa smaller --micro-batch (with "
+                     "--grad-accum) or --seq, or zero plan --model %s --ranks %d --host-mem %.0fGiB",
+                     (long long)B, o->T, a, b, c, g, ranks, e, hint, o->src.name, world, floor(ram / 1073741824.0));
 }
 
 /* ------------------------------------------------------------------ the config file */

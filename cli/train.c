@@ -86,7 +86,8 @@ int train_prepare(train_opts *o, int world) {
         if (s != ZERO_OK) return cli_error(s == ZERO_ERR_IO ? CLI_RUNTIME : CLI_USAGE, "%s: %s", o->config, err.msg);
     }
     if (o->stage >= 0) cfg->stage = o->stage;
-    if (o->micro_batch > 0 || o->grad_accum > 0) cfg->train_batch_size = 0; /* flags win: derive the total */
+    /* the flags replace the config's micro-batch and accumulation; a train_batch_size it gives stays
+     * and must agree (resolve derives the missing one, as DeepSpeed does, or names the mismatch) */
     if (o->micro_batch > 0) cfg->micro_batch = o->micro_batch;
     if (o->grad_accum > 0) cfg->grad_accum = o->grad_accum;
     if (o->micro_batch < 0 && !(cfg->auto_fields & ZERO_AUTO_MICRO_BATCH) && cfg->micro_batch <= 0) cfg->micro_batch = 4;
@@ -129,7 +130,11 @@ int train_prepare(train_opts *o, int world) {
     if ((rc = ux_check_outputs(o)) != CLI_OK) return rc; /* fail now, not after the run */
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);
-        if (s != ZERO_OK) return cli_error(CLI_USAGE, "%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg);
+        if (s != ZERO_OK)
+            return cli_error(CLI_USAGE, "%s%s%s%s", o->config ? o->config : "", o->config ? ": " : "", err.msg,
+                             o->micro_batch > 0 || o->grad_accum > 0
+                                 ? " (--micro-batch and --grad-accum replace the config's; its train_batch_size stays)"
+                                 : "");
     }
 
     dec_config *m = &o->model_cfg;

@@ -615,6 +615,10 @@ static zero_status load_lora_targets(zc_ctx *c, const zc_key *k, const cJSON *v,
     char buf[sizeof cfg->lora.targets];
     size_t at = 0;
     const cJSON *it;
+    /* none named is a mistake, not a wish for the defaults (that is the key left out) */
+    if ((cJSON_IsString(v) && !*v->valuestring) || (cJSON_IsArray(v) && !v->child))
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "no module named: expected at least one (leave the key out for the "
+                             "default targets)");
     if (cJSON_IsString(v)) {
         if (strlen(v->valuestring) >= sizeof buf)
             return zero__zc_fail(c, ZERO_ERR_CONFIG, "%zu bytes: expected at most %zu", strlen(v->valuestring), sizeof buf - 1);

@@ -25,6 +25,9 @@ printf '{"zero_optimization": {"stage": 7}}' > "$tmp/range.json"
 printf '{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1}' > "$tmp/batch.json"
 printf '{"optimizer": {"type": "AdamW", "params": {"lr": "fast"}}}' > "$tmp/type.json"
 printf '{"zero_optimization": {' > "$tmp/broken.json"
+printf '{"gradient_accumulation_steps": 2147483647}' > "$tmp/accum.json"
+printf '{"train_batch_size": 8}' > "$tmp/tb8.json"
+printf '{"zero_extensions": {"lora": {"r": 4, "targets": []}}}' > "$tmp/lora_none.json"
 
 expect 2 "unknown option '--bogus'" -- --bogus
 expect 2 "--stage '5'" -- --stage 5
@@ -43,6 +46,9 @@ expect 2 "zero_optimization.stage" -- --model tiny --config "$tmp/range.json"
 expect 2 "train_batch_size" -- --model tiny --config "$tmp/batch.json"
 expect 2 "optimizer.params.lr" -- --model tiny --config "$tmp/type.json"
 expect 2 "not valid JSON at column 24" -- --model tiny --config "$tmp/broken.json"
+expect 2 "--grad-accum 2147483647 (gradient_accumulation_steps) x --micro-batch 4 x --seq 64: the step's tokens" -- --model tiny --config "$tmp/accum.json"
+expect 2 "train_batch_size 8 is not divisible by train_micro_batch_size_per_gpu 3 .*its train_batch_size stays" -- --model tiny --config "$tmp/tb8.json" --micro-batch 3
+expect 2 "zero_extensions.lora.targets: no module named" -- --model tiny --config "$tmp/lora_none.json"
 expect 2 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
 expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
 expect 2 "needs zero_optimization.stage" -- --model tiny --offload-optimizer nvme:"$tmp"
@@ -88,6 +94,10 @@ expect 2 "--seed 9: the checkpoint's run uses seed 1" -- --resume "$tmp/rec" --s
 out=$(timeout 60 "$Z" sample --init-from "$tmp/rec" --heads 2 --prompt hi --tokens 2 2>&1 >/dev/null); code=$?
 [ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads 2: the model in .* has attention heads 4" ||
   { echo "FAIL: sample --heads against the record: exit $code: $out"; fails=$((fails + 1)); }
+# the flags replace the config's micro-batch; its train_batch_size stays, the accumulation derived
+out=$(timeout 60 "$Z" train --model tiny --config "$tmp/tb8.json" --micro-batch 2 --steps 1 --val-every 0 2>&1)
+printf '%s' "$out" | grep -q "global batch 8 = 1 rank x micro-batch 2 x accumulation 4" ||
+  { echo "FAIL: train_batch_size 8 with --micro-batch 2"; fails=$((fails + 1)); }
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
