@@ -223,6 +223,19 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
         goto done;
     }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    {   /* one shape a line: the others' keys beside it would be dropped without a word */
+        const int has_m = msgs != NULL, has_pc = cJSON_GetObjectItemCaseSensitive(o, "prompt") ||
+                                                 cJSON_GetObjectItemCaseSensitive(o, "completion"),
+                  has_t = cJSON_GetObjectItemCaseSensitive(o, "text") != NULL;
+        if (has_m + has_pc + has_t > 1) {
+            st = bad(d, where, "expected one of \"messages\", \"prompt\" + \"completion\" or \"text\", found %s",
+                     has_m && has_pc ? "\"messages\" and \"prompt\"/\"completion\""
+                     : has_m         ? "\"messages\" and \"text\""
+                                     : "\"prompt\"/\"completion\" and \"text\"",
+                     NULL);
+            goto done;
+        }
+    }
     const uint64_t before = d->st.examples;
     int too_long = 0;
     if (msgs) {
