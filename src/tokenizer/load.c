@@ -541,12 +541,52 @@ static int load_model(loader *L, const cJSON *m, const cJSON *added) {
 }
 
 /* ---------------------------------------------------------------- added tokens */
-static int load_added(loader *L, const cJSON *a) {
+/* Whether added content c (n bytes) is the vocabulary's token v written as text (1, 0, or -1 out of
+ * memory): the same string, or in a byte-level tokenizer the bytes v stands for (GPT-NeoX lists its
+ * runs of spaces both as "ĠĠ" in model.vocab and as "  " in added_tokens, under one id). */
+static int same_token(const zero_tokenizer *t, const char *c, size_t n, const char *v, size_t vn) {
+    if (n == vn && !memcmp(c, v, n)) return 1;
+    if (!t->byte_level || n > vn) return 0;
+    char small[256], *raw = vn <= sizeof small ? small : malloc(vn);
+    if (!raw) return -1;
+    const long k = bytelevel_raw(v, vn, raw);
+    const int same = k >= 0 && (size_t)k == n && !memcmp(raw, c, n);
+    if (raw != small) free(raw);
+    return same;
+}
+
+/* An added token may name a vocabulary token again (its id and string, as every SentencePiece
+ * tokenizer lists <unk>, <s>, </s>), but one id is one string: an id the vocabulary or an earlier
+ * entry gives to another string, or a string under two ids, is refused. A tokenizer.json that
+ * `tokenizers` writes has neither (its added vocabulary is a map both ways); `tokenizers` itself
+ * only warns, and then encodes the string to one id and decodes the id to the other. */
+static int check_added(loader *L, const int32_t *entry, int i, const char *c, size_t n, int32_t id) {
+    const zero_tokenizer *t = L->t;
+    if (entry[id] >= 0) {
+        if (t->tok_n[id] == n && !memcmp(t->tok[id], c, n))
+            FAIL("tokenizer.json: added_tokens[%d]: added token '%.100s' with id %d is listed twice (also "
+                 "added_tokens[%d])", i, c, id, entry[id]);
+        FAIL("tokenizer.json: added_tokens[%d]: added token '%.100s' has id %d, which added_tokens[%d] gives to "
+             "'%.100s'", i, c, id, entry[id], t->tok[id]);
+    }
+    const int same = t->tok[id] ? same_token(t, c, n, t->tok[id], t->tok_n[id]) : 1;
+    if (same < 0) return nomem(L);
+    if (!same)
+        FAIL("tokenizer.json: added_tokens[%d]: added token '%.100s' has id %d, which the vocabulary gives to "
+             "'%.100s'", i, c, id, t->tok[id]);
+    const int32_t other = zero__tk_strmap_get(&t->content, c, n);
+    if (other >= 0 && other != id) {
+        if (entry[other] >= 0)
+            FAIL("tokenizer.json: added_tokens[%d]: added token '%.100s' has id %d, and id %d in added_tokens[%d]",
+                 i, c, id, other, entry[other]);
+        FAIL("tokenizer.json: added_tokens[%d]: added token '%.100s' has id %d, but the vocabulary gives it id %d",
+             i, c, id, other);
+    }
+    return 0;
+}
+
+static int load_added_entries(loader *L, const cJSON *a, int32_t *entry) {
     zero_tokenizer *t = L->t;
-    if (!a || cJSON_IsNull(a)) return 0;
-    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array");
-    const int n = cJSON_GetArraySize(a);
-    if (!(t->added = calloc((size_t)n + 1, sizeof *t->added))) return nomem(L);
     int i = 0;
     char path[64];
     for (const cJSON *e = a->child; e; e = e->next, i++) {
@@ -554,6 +594,9 @@ static int load_added(loader *L, const cJSON *a) {
         const char *c = get_str(L, e, path, "content", 1);
         if (!c) return -1;
         if (!*c) continue; /* HF ignores empty added tokens */
+        const int32_t id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble; /* load_model checked it */
+        if (check_added(L, entry, i, c, strlen(c), id)) return -1;
+        entry[id] = i;
         tk_added *x = &t->added[t->nadded];
         int sw, ls, rs, no, sp;
         if (get_bool(L, e, path, "single_word", 0, &sw) || get_bool(L, e, path, "lstrip", 0, &ls) ||
@@ -562,7 +605,7 @@ static int load_added(loader *L, const cJSON *a) {
             return -1;
         x->single_word = (unsigned)sw, x->lstrip = (unsigned)ls, x->rstrip = (unsigned)rs;
         x->normalized = (unsigned)no, x->special = (unsigned)sp;
-        x->id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
+        x->id = id;
         x->n = strlen(c);
         if (!(x->content = strdup(c))) return nomem(L);
         t->nadded++;
@@ -570,6 +613,21 @@ static int load_added(loader *L, const cJSON *a) {
         t->special[x->id] = (unsigned char)sp;
     }
     return 0;
+}
+
+static int load_added(loader *L, const cJSON *a) {
+    zero_tokenizer *t = L->t;
+    if (!a || cJSON_IsNull(a)) return 0;
+    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array");
+    const int n = cJSON_GetArraySize(a);
+    if (!(t->added = calloc((size_t)n + 1, sizeof *t->added))) return nomem(L);
+    /* entry[id]: the added_tokens index that took id, -1 for none */
+    int32_t *entry = malloc((size_t)t->vocab_size * sizeof *entry);
+    if (!entry) return nomem(L);
+    for (int32_t k = 0; k < t->vocab_size; k++) entry[k] = -1;
+    const int rc = load_added_entries(L, a, entry);
+    free(entry);
+    return rc;
 }
 
 /* Normalized forms of the added tokens with normalized = true, and the first-byte tables. */

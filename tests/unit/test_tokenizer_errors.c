@@ -1,7 +1,8 @@
 /* tests/unit/test_tokenizer_errors.c — every refusal of a tokenizer.json: malformed JSON, fields of
- * the wrong type, and each unsupported normalizer, pre-tokenizer, model option, post-processor and
- * decoder, each with a message that names the field; and a small tokenizer that does load, built by
- * hand, checked id by id (merges by rank, unk fusing, byte fallback, Split behaviors). */
+ * the wrong type, added tokens that share an id or a string, and each unsupported normalizer,
+ * pre-tokenizer, model option, post-processor and decoder, each with a message that names the field;
+ * and a small tokenizer that does load, built by hand, checked id by id (merges by rank, unk fusing,
+ * byte fallback, Split behaviors). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +24,22 @@ static const char BASE[] =
     "\"end_of_word_suffix\":null,\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,"
     "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}";
 
-/* BASE with `from` replaced by `to` (once; the case fails when `from` is absent). */
-static char *variant(const char *from, const char *to) {
-    const char *p = strstr(BASE, from);
+/* src with `from` replaced by `to` (once; the case fails when `from` is absent). */
+static char *replaced(const char *src, const char *from, const char *to) {
+    const char *p = strstr(src, from);
     if (!p) {
-        fprintf(stderr, "test bug: '%s' not in BASE\n", from);
+        fprintf(stderr, "test bug: '%s' not in '%.80s...'\n", from, src);
         exit(2);
     }
-    const size_t a = (size_t)(p - BASE), fl = strlen(from), tl = strlen(to), n = strlen(BASE);
+    const size_t a = (size_t)(p - src), fl = strlen(from), tl = strlen(to), n = strlen(src);
     char *s = malloc(n - fl + tl + 1);
-    memcpy(s, BASE, a);
+    memcpy(s, src, a);
     memcpy(s + a, to, tl);
     memcpy(s + a + tl, p + fl, n - a - fl + 1);
     return s;
 }
+
+static char *variant(const char *from, const char *to) { return replaced(BASE, from, to); }
 
 static void refused(const char *json, const char *config, const char *needle) {
     zero_tokenizer *t = (zero_tokenizer *)1;
@@ -51,6 +54,15 @@ static void refused_variant(const char *from, const char *to, const char *needle
     char *s = variant(from, to);
     refused(s, NULL, needle);
     free(s);
+}
+
+/* json (with config) loads; the tokenizer, or NULL after a failed check. */
+static zero_tokenizer *loads(const char *json, const char *config) {
+    zero_tokenizer *t = NULL;
+    zero_error err;
+    const zero_status st = zero_tokenizer_load_json(&t, json, strlen(json), config, &err);
+    ZT_CHECKF(st == ZERO_OK, "refused: '%s'", st ? err.msg : "");
+    return st ? NULL : t;
 }
 
 static void test_refusals(void) {
@@ -143,6 +155,19 @@ static void test_refusals(void) {
     refused_variant("\"special\":true", "\"special\":\"true\"", "added_tokens[0].special: expected true or false");
     refused("{\"added_tokens\":{\"x\":1},\"model\":{\"vocab\":{\"a\":0},\"merges\":[]}}", NULL,
             "added_tokens: expected an array");
+    /* one id is one string: an added token may repeat a vocabulary token (same id, same string), not
+     * take another's id, nor give its string a second id */
+    const char *ADDED_END = "\"special\":true}]";
+    refused_variant(ADDED_END, "\"special\":true},{\"id\":1,\"content\":\"<x>\",\"special\":true}]",
+                    "added_tokens[1]: added token '<x>' has id 1, which the vocabulary gives to 'b'");
+    refused_variant(ADDED_END, "\"special\":true},{\"id\":3,\"content\":\"</s>\",\"special\":true}]",
+                    "added_tokens[1]: added token '</s>' has id 3, which added_tokens[0] gives to '<s>'");
+    refused_variant(ADDED_END, "\"special\":true},{\"id\":4,\"content\":\"<s>\",\"special\":true}]",
+                    "added_tokens[1]: added token '<s>' has id 4, and id 3 in added_tokens[0]");
+    refused_variant(ADDED_END, "\"special\":true},{\"id\":3,\"content\":\"<s>\",\"special\":true}]",
+                    "added_tokens[1]: added token '<s>' with id 3 is listed twice (also added_tokens[0])");
+    refused_variant(ADDED_END, "\"special\":true},{\"id\":4,\"content\":\"ab\",\"special\":false}]",
+                    "added_tokens[1]: added token 'ab' has id 4, but the vocabulary gives it id 2");
     /* tokenizer_config.json */
     refused(BASE, "{\"eos_token\": \"<nope>\"}", "tokenizer_config.json: eos_token '<nope>' is not a token");
     refused(BASE, "{\"bos_token\": {\"content\": \"<nope>\"}}", "tokenizer_config.json: bos_token '<nope>' is not a token");
@@ -194,6 +219,23 @@ static void expect_ids(zero_tokenizer *t, const char *text, const int32_t *want,
     zero_token_ids_free(&got);
 }
 
+/* What does load: an added token repeating its vocabulary entry (as a byte-level tokenizer may write
+ * it, in bytes). */
+static void test_accepted(void) {
+    char *same = variant("\"special\":true}]", "\"special\":true},{\"id\":2,\"content\":\"ab\",\"special\":false}]");
+    zero_tokenizer *t = loads(same, NULL);
+    if (t) ZT_EQ_INT(zero_tokenizer_token_id(t, "ab"), 2);
+    zero_tokenizer_free(t);
+    free(same);
+    /* "\u0120a" (UTF-8 c4 a0 61) in model.vocab is the byte-level form of " a" */
+    char *spaced = variant("\"special\":true}]", "\"special\":true},{\"id\":4,\"content\":\" a\",\"special\":false}]");
+    char *json = replaced(spaced, "\"ab\":2}", "\"ab\":2,\"\xc4\xa0" "a\":4}");
+    if ((t = loads(json, NULL))) expect_ids(t, " a", (int32_t[]){4}, 1);
+    zero_tokenizer_free(t);
+    free(json);
+    free(spaced);
+}
+
 /* A SentencePiece-style tokenizer written by hand: merges apply by rank (not left to right),
  * unknown characters fuse into one <unk>, bytes fall back to <0xXX>. */
 static void test_hand_made(void) {
@@ -228,6 +270,7 @@ static void test_hand_made(void) {
 
 int main(void) {
     test_refusals();
+    test_accepted();
     test_files();
     test_hand_made();
     return zt_finish("test_tokenizer_errors");
