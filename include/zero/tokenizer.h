@@ -62,7 +62,8 @@ int zero_tokenizer_is_special(const zero_tokenizer *tok, int32_t id);
  * <|im_end|>, <|eot_id|> that is a token. */
 int32_t zero_tokenizer_bos(const zero_tokenizer *tok);
 int32_t zero_tokenizer_eos(const zero_tokenizer *tok);
-/* tokenizer_config.json's chat_template (Jinja source; never executed), NULL when absent. */
+/* tokenizer_config.json's chat_template (Jinja source; never executed): the string, or of a list of
+ * named templates the one named "default", else the first; NULL when absent. */
 const char *zero_tokenizer_chat_template(const zero_tokenizer *tok);
 
 /* A growable list of ids, and optionally each token's start offset in the encoded text (bytes).

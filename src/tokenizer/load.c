@@ -661,11 +661,84 @@ static int prepare_added(loader *L) {
 }
 
 /* ---------------------------------------------------------------- tokenizer_config.json */
-static const char *config_token(const cJSON *cfg, const char *key) {
+/* What a JSON value is, for a message: "a number (5)", "an array", ... */
+static const char *json_kind(const cJSON *v, char *buf, size_t n) {
+    if (cJSON_IsNumber(v)) snprintf(buf, n, "a number (%.17g)", v->valuedouble);
+    else if (cJSON_IsBool(v)) snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsString(v)) snprintf(buf, n, "a string");
+    else if (cJSON_IsArray(v)) snprintf(buf, n, "an array");
+    else if (cJSON_IsObject(v)) snprintf(buf, n, "an object");
+    else snprintf(buf, n, "null");
+    return buf;
+}
+
+/* bos_token or eos_token: absent or null (*out = NULL), a string, or the object transformers
+ * writes for an AddedToken ({"__type": "AddedToken", "content": "</s>", "lstrip": false, ...});
+ * anything else is refused rather than read as no token (EOS would then be guessed). */
+static int config_token(loader *L, const cJSON *cfg, const char *key, const char **out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (cJSON_IsString(v)) return v->valuestring;
-    const cJSON *c = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "content") : NULL;
-    return cJSON_IsString(c) ? c->valuestring : NULL;
+    char kind[64];
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (cJSON_IsString(v)) {
+        *out = v->valuestring;
+        return 0;
+    }
+    if (!cJSON_IsObject(v))
+        FAIL("tokenizer_config.json: %s is %s: expected a string, null or an AddedToken object {\"content\": ...}",
+             key, json_kind(v, kind, sizeof kind));
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "__type");
+    if (cJSON_IsString(ty) && strcmp(ty->valuestring, "AddedToken"))
+        FAIL("tokenizer_config.json: %s.__type '%.60s': expected \"AddedToken\"", key, ty->valuestring);
+    if (ty && !cJSON_IsString(ty))
+        FAIL("tokenizer_config.json: %s.__type is %s: expected \"AddedToken\"", key, json_kind(ty, kind, sizeof kind));
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(v, "content");
+    if (!cJSON_IsString(c))
+        FAIL("tokenizer_config.json: %s.content is %s: expected a string (the token)", key,
+             c ? json_kind(c, kind, sizeof kind) : "missing");
+    *out = c->valuestring;
+    return 0;
+}
+
+/* chat_template: absent or null (*out = NULL), the Jinja source as a string, or transformers' named
+ * templates [{"name": "default", "template": ...}, {"name": "tool_use", ...}]: the one named
+ * "default" (what apply_chat_template uses), else the first. Only its markers are read
+ * (zero_chat_format_detect); it is never executed. */
+static int config_template(loader *L, const cJSON *cfg, const char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    char kind[64];
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (cJSON_IsString(v)) {
+        *out = v->valuestring;
+        return 0;
+    }
+    if (!cJSON_IsArray(v))
+        FAIL("tokenizer_config.json: chat_template is %s: expected a string, null or a list of "
+             "{\"name\": ..., \"template\": ...}", json_kind(v, kind, sizeof kind));
+    int i = 0, dflt = -1;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *tp = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (!cJSON_IsObject(e))
+            FAIL("tokenizer_config.json: chat_template[%d] is %s: expected {\"name\": ..., \"template\": ...}", i,
+                 json_kind(e, kind, sizeof kind));
+        if (!cJSON_IsString(nm))
+            FAIL("tokenizer_config.json: chat_template[%d].name is %s: expected a string", i,
+                 nm ? json_kind(nm, kind, sizeof kind) : "missing");
+        if (!cJSON_IsString(tp))
+            FAIL("tokenizer_config.json: chat_template[%d].template is %s: expected a string", i,
+                 tp ? json_kind(tp, kind, sizeof kind) : "missing");
+        if (!strcmp(nm->valuestring, "default")) {
+            if (dflt >= 0)
+                FAIL("tokenizer_config.json: chat_template[%d]: a second template named 'default' (also "
+                     "chat_template[%d]): expected one", i, dflt);
+            dflt = i;
+            *out = tp->valuestring;
+        } else if (dflt < 0 && !*out) {
+            *out = tp->valuestring;
+        }
+    }
+    return 0;
 }
 
 static int load_config(loader *L, const char *text) {
@@ -676,8 +749,12 @@ static int load_config(loader *L, const char *text) {
         cJSON_Delete(cfg);
         FAIL("tokenizer_config.json is not a JSON object");
     }
-    const char *bos = cfg ? config_token(cfg, "bos_token") : NULL;
-    const char *eos = cfg ? config_token(cfg, "eos_token") : NULL;
+    const char *bos = NULL, *eos = NULL, *tmpl = NULL;
+    if (cfg && (config_token(L, cfg, "bos_token", &bos) || config_token(L, cfg, "eos_token", &eos) ||
+                config_template(L, cfg, &tmpl))) {
+        cJSON_Delete(cfg);
+        return -1;
+    }
     if (bos && (t->bos = zero__tk_strmap_get(&t->content, bos, strlen(bos))) < 0) {
         zero__tk_errorf(L->msg, "tokenizer_config.json: bos_token '%.100s' is not a token", bos);
         cJSON_Delete(cfg);
@@ -687,15 +764,6 @@ static int load_config(loader *L, const char *text) {
         zero__tk_errorf(L->msg, "tokenizer_config.json: eos_token '%.100s' is not a token", eos);
         cJSON_Delete(cfg);
         return -1;
-    }
-    const cJSON *ct = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "chat_template") : NULL;
-    const char *tmpl = cJSON_IsString(ct) ? ct->valuestring : NULL;
-    if (cJSON_IsArray(ct)) { /* [{"name": "default", "template": ...}, ...] */
-        for (const cJSON *e = ct->child; e; e = e->next) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"), *tp = cJSON_GetObjectItemCaseSensitive(e, "template");
-            if (cJSON_IsString(tp) && (!tmpl || (cJSON_IsString(nm) && !strcmp(nm->valuestring, "default"))))
-                tmpl = tp->valuestring;
-        }
     }
     if (tmpl && !(t->chat_template = strdup(tmpl))) {
         cJSON_Delete(cfg);

@@ -168,6 +168,28 @@ static void test_refusals(void) {
                     "added_tokens[1]: added token '<s>' with id 3 is listed twice (also added_tokens[0])");
     refused_variant(ADDED_END, "\"special\":true},{\"id\":4,\"content\":\"ab\",\"special\":false}]",
                     "added_tokens[1]: added token 'ab' has id 4, but the vocabulary gives it id 2");
+    /* tokenizer_config.json: the special tokens and the chat template as transformers writes them,
+     * anything else named with its type */
+    const char *NOT_TOKEN = "expected a string, null or an AddedToken object {\"content\": ...}";
+    refused(BASE, "{\"eos_token\": 5}", "tokenizer_config.json: eos_token is a number (5): ");
+    refused(BASE, "{\"eos_token\": [\"<s>\"]}", "tokenizer_config.json: eos_token is an array: ");
+    refused(BASE, "{\"eos_token\": true}", NOT_TOKEN);
+    refused(BASE, "{\"eos_token\": {\"foo\": 1}}", "tokenizer_config.json: eos_token.content is missing: expected a string");
+    refused(BASE, "{\"bos_token\": 7}", "tokenizer_config.json: bos_token is a number (7): expected a string, null");
+    refused(BASE, "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": 3}}",
+            "tokenizer_config.json: bos_token.content is a number (3): expected a string");
+    refused(BASE, "{\"bos_token\": {\"__type\": \"Token\", \"content\": \"<s>\"}}",
+            "tokenizer_config.json: bos_token.__type 'Token': expected \"AddedToken\"");
+    refused(BASE, "{\"chat_template\": 5}",
+            "tokenizer_config.json: chat_template is a number (5): expected a string, null or a list of {\"name\": ..., "
+            "\"template\": ...}");
+    refused(BASE, "{\"chat_template\": [1, 2]}", "tokenizer_config.json: chat_template[0] is a number (1): expected {");
+    refused(BASE, "{\"chat_template\": [{\"name\": \"default\"}]}",
+            "tokenizer_config.json: chat_template[0].template is missing: expected a string");
+    refused(BASE, "{\"chat_template\": [{\"name\": 1, \"template\": \"x\"}]}",
+            "tokenizer_config.json: chat_template[0].name is a number (1): expected a string");
+    refused(BASE, "{\"chat_template\": [{\"name\": \"default\", \"template\": \"x\"}, {\"name\": \"default\", \"template\": \"y\"}]}",
+            "tokenizer_config.json: chat_template[1]: a second template named 'default'");
     /* tokenizer_config.json */
     refused(BASE, "{\"eos_token\": \"<nope>\"}", "tokenizer_config.json: eos_token '<nope>' is not a token");
     refused(BASE, "{\"bos_token\": {\"content\": \"<nope>\"}}", "tokenizer_config.json: bos_token '<nope>' is not a token");
@@ -220,7 +242,8 @@ static void expect_ids(zero_tokenizer *t, const char *text, const int32_t *want,
 }
 
 /* What does load: an added token repeating its vocabulary entry (as a byte-level tokenizer may write
- * it, in bytes). */
+ * it, in bytes), the special tokens as strings, null or AddedToken objects, and chat templates as a
+ * string or a list of named ones ("default" picked, else the first). */
 static void test_accepted(void) {
     char *same = variant("\"special\":true}]", "\"special\":true},{\"id\":2,\"content\":\"ab\",\"special\":false}]");
     zero_tokenizer *t = loads(same, NULL);
@@ -234,6 +257,30 @@ static void test_accepted(void) {
     zero_tokenizer_free(t);
     free(json);
     free(spaced);
+    static const struct {
+        const char *config;
+        int32_t bos, eos;
+        const char *tmpl;
+    } OK[] = {
+        {"{\"bos_token\": null, \"eos_token\": \"<s>\", \"chat_template\": null}", -1, 3, NULL},
+        {"{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<s>\", \"lstrip\": false, \"normalized\": false, "
+         "\"rstrip\": false, \"single_word\": false}, \"eos_token\": {\"content\": \"ab\"}}", 3, 2, NULL},
+        {"{\"chat_template\": \"{{ '<|im_start|>' }}\"}", -1, -1, "{{ '<|im_start|>' }}"},
+        {"{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]}",
+         -1, -1, "D"},
+        {"{\"chat_template\": [{\"name\": \"rag\", \"template\": \"R\"}, {\"name\": \"tool_use\", \"template\": \"T\"}]}",
+         -1, -1, "R"},
+        {"{\"chat_template\": []}", -1, -1, NULL},
+    };
+    for (size_t i = 0; i < sizeof OK / sizeof OK[0]; i++) {
+        if (!(t = loads(BASE, OK[i].config))) continue;
+        const char *got = zero_tokenizer_chat_template(t);
+        ZT_CHECKF(zero_tokenizer_bos(t) == OK[i].bos && zero_tokenizer_eos(t) == OK[i].eos &&
+                      (OK[i].tmpl ? got && !strcmp(got, OK[i].tmpl) : !got),
+                  "%s: bos %d eos %d template '%s'", OK[i].config, zero_tokenizer_bos(t), zero_tokenizer_eos(t),
+                  got ? got : "(none)");
+        zero_tokenizer_free(t);
+    }
 }
 
 /* A SentencePiece-style tokenizer written by hand: merges apply by rank (not left to right),
