@@ -111,6 +111,10 @@ static int parse(int argc, char **argv, opts *o) {
             cli_error(CLI_USAGE, "tokenize: --print takes files, '%s' is a directory", o->inputs[i]);
             return -1;
         }
+        if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
+            cli_error(CLI_USAGE, "tokenize: input '%s' is empty: expected text or JSONL", o->inputs[i]);
+            return -1;
+        }
         char rest[PATH_MAX];
         if (o->out && (cli_same_path(o->out, o->inputs[i]) ||
                        (S_ISDIR(sb.st_mode) && cli_path_under(o->out, o->inputs[i], rest, sizeof rest)))) {

@@ -417,6 +417,13 @@ zero_status zero_data_add_file(zero_data *d, const char *path) {
         snprintf(d->err, sizeof d->err, "data file: %.480s", e.msg);
         return st;
     }
+    const char *nul = memchr(buf, 0, len); /* a token file or another binary file is not text */
+    if (nul) {
+        snprintf(d->err, sizeof d->err, "data file '%.300s' looks binary (NUL byte at offset %zu): expected text or "
+                 "JSONL (a token file is read by zero train as it is, not tokenized again)", path, (size_t)(nul - buf));
+        free(buf);
+        return ZERO_ERR_FORMAT;
+    }
     st = zero_data_add_text(d, buf, len);
     free(buf);
     return st;

@@ -151,5 +151,14 @@ mkdir -p "$TMP/indir" && cp "$TMP/in.jsonl" "$TMP/indir/"
 run tokenize --tokenizer "$D/gpt2" "$TMP/indir" -o "$TMP/indir/out.bin"
 expect_error "-o inside an input directory" 2 "is inside the input '$TMP/indir'"
 check "-o inside an input directory: nothing written" test ! -e "$TMP/indir/out.bin"
+# --- an empty input and a binary one (a token file given again) are refused, not tokenized
+: >"$TMP/empty.txt"
+run tokenize --tokenizer "$D/gpt2" "$TMP/empty.txt" -o "$TMP/e.bin"
+expect_error "an empty input" 2 "input '$TMP/empty.txt' is empty"
+printf 'some text to tokenize\n' >"$TMP/t.txt"
+run tokenize --tokenizer "$D/gpt2" "$TMP/t.txt" -o "$TMP/t.bin"
+check "a text file tokenizes" test "$rc" -eq 0
+run tokenize --tokenizer "$D/gpt2" "$TMP/t.bin" -o "$TMP/t2.bin"
+expect_error "a token file as input" 1 "data file '$TMP/t.bin' looks binary (NUL byte at offset"
 
 exit $fail
