@@ -36,7 +36,9 @@ extern "C" {
 /* ---------------------------------------------------------------- token files */
 typedef struct zero_tokfile zero_tokfile;
 
-/* Opens a token file (ZEROTOK1 or ZEROTOK2) and checks its header against its size. */
+/* Opens a token file (ZEROTOK1 or ZEROTOK2), checks its header against its size and reads it once
+ * through: every token < vocab, every mask byte 0 or 1 (ZERO_ERR_FORMAT naming the first that is
+ * not), so that training does not meet a bad one late. */
 zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *err);
 void zero_tokfile_close(zero_tokfile *f); /* NULL is a no-op */
 const char *zero_tokfile_last_error(const zero_tokfile *f);

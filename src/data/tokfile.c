@@ -40,6 +40,8 @@ static void wr64(unsigned char *p, uint64_t v) {
 
 #define SETERR(...) snprintf(err ? err->msg : dummy.msg, sizeof dummy.msg, __VA_ARGS__)
 
+static zero_status scan(zero_tokfile *t);
+
 zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *err) {
     zero_error dummy;
     *out = NULL;
@@ -152,6 +154,12 @@ zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *
         goto fail;
     }
     t->mask_off = t->data_off + t->token_bytes * t->count;
+    /* Every token < vocab and every mask byte 0 or 1, checked now (one pass, a chunk at a time): a
+     * bad one found when a batch reaches it would end a long run late. */
+    if ((st = scan(t)) != ZERO_OK) {
+        SETERR("%s", t->err);
+        goto fail;
+    }
     *out = t;
     return ZERO_OK;
 fail:
@@ -290,4 +298,20 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
         return errno == ENOSPC ? ZERO_ERR_NOSPACE : ZERO_ERR_IO;
     }
     return ZERO_OK;
+}
+
+static zero_status scan(zero_tokfile *t) {
+    const uint64_t chunk = t->count < (1u << 20) ? t->count : (1u << 20);
+    int32_t *tokens = malloc((size_t)chunk * sizeof *tokens);
+    uint8_t *mask = t->has_mask ? malloc((size_t)chunk) : NULL;
+    zero_status st = ZERO_OK;
+    if (!tokens || (t->has_mask && !mask)) {
+        snprintf(t->err, sizeof t->err, "token file '%.300s': out of memory checking its tokens", t->path);
+        st = ZERO_ERR_NOMEM;
+    }
+    for (uint64_t at = 0; st == ZERO_OK && at < t->count; at += chunk)
+        st = zero_tokfile_read(t, at, t->count - at < chunk ? t->count - at : chunk, tokens, mask);
+    free(tokens);
+    free(mask);
+    return st;
 }

@@ -420,16 +420,11 @@ static void test_tokfile(void) {
         }
         write_bytes(path, c, faults[i].trunc ? (size_t)faults[i].trunc : n);
         free(c);
+        /* refused when opened, the tokens and mask bytes too: not when a batch reaches them */
         zero_status st = zero_tokfile_open(&f, path, &err);
-        const char *msg = err.msg;
-        const int opened = st == ZERO_OK;
-        if (opened) {
-            st = zero_tokfile_read(f, 0, 4, got, m);
-            msg = zero_tokfile_last_error(f);
-        }
-        ZT_CHECKF(st == ZERO_ERR_FORMAT && strstr(msg, faults[i].needle), "fault %zu: status %d, '%s' lacks '%s'", i,
-                  st, msg, faults[i].needle);
-        if (opened) zero_tokfile_close(f);
+        ZT_CHECKF(st == ZERO_ERR_FORMAT && f == NULL && strstr(err.msg, faults[i].needle),
+                  "fault %zu: status %d, '%s' lacks '%s'", i, st, err.msg, faults[i].needle);
+        if (st == ZERO_OK) zero_tokfile_close(f);
     }
     free(img);
     unlink(path);
