@@ -57,6 +57,7 @@ static void dir_of(const char *path, char *buf, size_t cap) {
  * must be of that kind and writable, else its parent directory must exist and be writable. */
 static int check_output(const char *flag, const char *path, int is_dir) {
     struct stat st;
+    if (!*path) return cli_error(CLI_USAGE, "%s '': expected a path", flag);
     if (stat(path, &st) == 0) {
         if (is_dir && !S_ISDIR(st.st_mode))
             return cli_error(CLI_USAGE, "%s '%s': exists and is not a directory", flag, path);

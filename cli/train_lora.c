@@ -19,11 +19,20 @@ int train_lora_parse(const char *spec, zero_lora_config *out) {
     if (strlen(spec) >= sizeof buf) return cli_error(CLI_USAGE, "--lora: %zu bytes: expected a shorter list", strlen(spec)), -1;
     snprintf(buf, sizeof buf, "%s", spec);
     int in_targets = 0, targets_given = 0;
+    unsigned seen = 0;
     char targets[sizeof l.targets] = "";
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         char *eq = strchr(tok, '=');
         const char *v = eq ? eq + 1 : NULL;
         if (eq) *eq = 0;
+        if (eq || !strcmp(tok, "rslora")) { /* a key given twice: the last would win without a word */
+            static const char *const keys[] = {"r", "alpha", "dropout", "rslora", "targets"};
+            for (unsigned k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+                if (strcmp(tok, keys[k])) continue;
+                if (seen & 1u << k) return cli_error(CLI_USAGE, "--lora '%s': %s given twice: expected it once", spec, tok), -1;
+                seen |= 1u << k;
+            }
+        }
         double x;
         if (!eq && !strcmp(tok, "rslora")) {
             l.rslora = 1;

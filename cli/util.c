@@ -43,7 +43,8 @@ int cli_parse_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64
     char *end = NULL;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > hi) {
+    /* strtoll skips leading spaces: ' 1' is not what a flag's value is written as */
+    if (!v || !*v || isspace((unsigned char)*v) || *end || errno || x < lo || x > hi) {
         cli_error(CLI_USAGE, "%s '%s': expected an integer in [%lld, %lld]", flag, v ? v : "",
                   (long long)lo, (long long)hi);
         return -1;
@@ -63,7 +64,7 @@ int cli_parse_double(const char *flag, const char *v, double lo, double hi, doub
     char *end = NULL;
     errno = 0;
     double x = v ? strtod(v, &end) : 0;
-    if (!v || !*v || *end || errno || !isfinite(x) || x < lo || x > hi) {
+    if (!v || !*v || isspace((unsigned char)*v) || *end || errno || !isfinite(x) || x < lo || x > hi) {
         cli_error(CLI_USAGE, "%s '%s': expected a number in [%g, %g]", flag, v ? v : "", lo, hi);
         return -1;
     }

@@ -511,7 +511,8 @@ zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, i
 int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err) {
     if (!path || !*path || !tmp || (size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) {
         if (tmp && cap) tmp[0] = 0;
-        if (err) ZERO__ERR(err, "%.400s: path too long for its temporary file", path ? path : "");
+        if (err && (!path || !*path)) ZERO__ERR(err, "'': expected a file name to write");
+        else if (err) ZERO__ERR(err, "%.400s: path too long for its temporary file", path);
         return -1;
     }
     if (unlink(tmp) != 0 && errno != ENOENT && errno != EISDIR && errno != EPERM) {

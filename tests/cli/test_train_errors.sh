@@ -53,6 +53,10 @@ expect 2 "$tmp/none.json" -- --model tiny --config "$tmp/none.json"
 expect 2 "--log-json" -- --model tiny --log-json /nonexistent/dir/log.json
 expect 2 "needs zero_optimization.stage" -- --model tiny --offload-optimizer nvme:"$tmp"
 expect 2 "--offload-param 'disk'" -- --model tiny --offload-param disk
+expect 2 "--save '': expected a path" -- --model tiny --save ''
+expect 2 "--stage ' 1'" -- --model tiny --stage ' 1'
+expect 2 "--lr ' 0.1'" -- --model tiny --lr ' 0.1'
+expect 2 "r given twice" -- --model tiny --lora r=4,r=8,targets=c_attn
 # the same usage errors come back from a multi-rank launch, once
 expect 2 "--stage '9'" -- --ranks 2 --stage 9
 expect 2 "empty" -- --ranks 3 --model tiny --data "$tmp/empty.txt"
