@@ -3,6 +3,7 @@
  * takes it back, so a resumed run is the same computation and export and sample need nothing but
  * the checkpoint (and the model directory it came from, for the tokenizer). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,9 +64,23 @@ int train_resume_settings(train_opts *o) {
     char msg[1024];
     int T = 0, rc = CLI_OK;
     double seed = 0;
-    if (cli_ckpt_model(c, &saved, msg, sizeof msg) || get_int(c, "seq", &T) || zero_ckpt_user_number(c, "seed", &seed) != ZERO_OK) {
+    if (cli_ckpt_model(c, &saved, msg, sizeof msg)) {
         rc = cli_error(CLI_RUNTIME, "--resume %s: the checkpoint does not record a `zero train` run (no user.model)",
                        zero_ckpt_dir(c));
+        goto out;
+    }
+    /* what the run recorded, each checked: a value out of range names its field */
+    double gb = 0; /* absent from checkpoints of older runs: nothing to keep */
+    const zero_status gst = zero_ckpt_user_number(c, "global_batch", &gb);
+    const char *field = get_int(c, "seq", &T) ? "user.seq: expected a whole number in [1, 1e9]"
+                        : zero_ckpt_user_number(c, "seed", &seed) != ZERO_OK || seed < 0 || seed > 0x1p53 || seed != floor(seed)
+                            ? "user.seed: expected a whole number in [0, 2^53]"
+                        : gst == ZERO_OK && (gb < 1 || gb > 1e12 || gb != floor(gb))
+                            ? "user.global_batch: expected a whole number in [1, 1e12]"
+                            : NULL;
+    if (field) {
+        rc = cli_error(CLI_RUNTIME, "--resume %s: the checkpoint's record of its run: %s", zero_ckpt_dir(c), field);
+        cli_model_free(&saved);
         goto out;
     }
     const dec_config *cur = &o->model_cfg;
@@ -101,8 +116,7 @@ int train_resume_settings(train_opts *o) {
     o->model_cfg = saved.cfg;
     o->T = T;
     o->seed = (uint64_t)seed;
-    double gb = 0; /* absent from checkpoints of older runs: nothing to keep */
-    o->ux.resume_global = zero_ckpt_user_number(c, "global_batch", &gb) == ZERO_OK && gb >= 1 && gb <= 1e12 ? (int64_t)gb : 0;
+    o->ux.resume_global = gst == ZERO_OK ? (int64_t)gb : 0;
     rc = train_lora_resume(o, c);
 out:
     zero_ckpt_close(c);

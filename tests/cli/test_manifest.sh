@@ -115,6 +115,16 @@ for off in $(cat "$TMP/offsets"); do
     n=$((n + 1))
 done
 check "$n single-byte edits all refused by inspect" test $n -gt 10
+# the run's record, signed again with a value out of range: --resume names the field
+for edit in "user.seq=0:m['user']['seq'] = 0" "user.seed=-1:m['user']['seed'] = -1" \
+            "user.global_batch=0:m['user']['global_batch'] = 0" "user.global_batch=2^62:m['user']['global_batch'] = 2**62"; do
+    cp "$TMP/good.json" "$STEP/manifest.json"
+    "$PY" "$TOOL" edit "$STEP/manifest.json" "${edit#*:}"
+    run resume
+    field=${edit%%=*}
+    check "$field out of range: resume exits 1 (got $rc)" test $rc -eq 1
+    check "$field out of range: one line naming it" sh -c "test \$(wc -l <'$TMP/err') -eq 1 && grep -qF '$field: expected a whole number' '$TMP/err'"
+done
 cp "$TMP/good.json" "$STEP/manifest.json"
 run inspect
 check "restored: inspect succeeds" test $rc -eq 0
