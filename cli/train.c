@@ -636,7 +636,11 @@ int train_run(train_opts *o, int mpi) {
     r.o = o;
     zero_error err = {{0}};
     zero_status s = mpi ? zero_comm_init_mpi_with(&r.comm, NULL, NULL, &err) : zero_comm_init_self_with(&r.comm, &err);
-    if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", err.msg);
+    if (s != ZERO_OK) { /* every rank fails alike (rank 0's settings rule): the launcher's rank 0 says it */
+        const char *lr = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK");
+        if (mpi && lr && strcmp(lr, "0")) cli_quiet_errors = 1;
+        return cli_error(CLI_RUNTIME, "cannot start the communicator: %s", err.msg);
+    }
     r.rank = zero_comm_rank(r.comm);
     r.world = zero_comm_size(r.comm);
     cli_ignore_sigpipe(r.world);

@@ -15,7 +15,9 @@
  *        — takes a `zero_error *err` as its last argument (may be NULL) and writes the text there;
  *    the older constructors without one (zero_engine_create, zero_comm_init_self/_mpi) return
  *    the status and send the text to the log callback only;
- *  - the library never prints, never exits, never aborts on bad input;
+ *  - the library never prints, never exits, never aborts on bad input (one exit, not on input:
+ *    the collective watchdog ends a rank that has waited ZERO_COMM_TIMEOUT seconds for stopped
+ *    peers, comm.h; 0 turns it off);
  *  - handles are opaque, created by a create or init call and released by a free call, which accepts NULL;
  *  - what an environment variable sets (ZERO_LOG, ZERO_HUGEPAGES, ZERO_IMPL here; ZERO_COMM_* in
  *    comm.h, ZERO_IO and ZERO_FAULT in io.h, ZERO_JOB_ID in engine.h) an embedding program sets

@@ -364,6 +364,10 @@ static zero_status wrap(MPI_Comm comm, const zero__cerr *e, const zero_comm_opti
     }
     ctx->comm = comm;
     c->impl = ctx;
+    if ((s = zero__comm_timeout(opts, e, fn, &c->timeout_ns))) {
+        zero__comm_delete(c);
+        goto fail_shm;
+    }
     g_live++;
     *out = c;
     return ZERO_OK;

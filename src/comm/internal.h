@@ -53,8 +53,10 @@ struct zero_comm {
     int rank;
     int size;
     zero_comm_counters counters;
+    int64_t timeout_ns; /* zero_comm_options.timeout_s; 0: no watchdog */
     char err[512]; /* last-error text */
 };
+
 
 struct zero_request {
     zero_comm *comm;
@@ -95,6 +97,9 @@ typedef struct zero__cerr {
     zero_error *err;
 } zero__cerr;
 void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) ZERO__PRINTF(2, 3);
+/* zero_comm_options.timeout_s, or ZERO_COMM_TIMEOUT, or the default, in ns; ZERO_ERR_INVALID_ARG
+ * with e set on a bad value. */
+zero_status zero__comm_timeout(const zero_comm_options *o, const zero__cerr *e, const char *fn, int64_t *ns);
 
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;

@@ -88,6 +88,26 @@ for sig in KILL SEGV; do
     check "SIG$sig of rank 1: no process left" wait_for leftovers
 done
 
+# --- a rank that stops without dying (SIGSTOP closes no socket): its peer ends after
+# ZERO_COMM_TIMEOUT seconds in a collective with one line naming the call, and the job goes down
+export ZERO_COMM_TIMEOUT=3
+train_bg
+unset ZERO_COMM_TIMEOUT
+wait_for running && pid=$(rank_pid 1)
+check "SIGSTOP: rank 1 found (pid ${pid:-none})" test -n "${pid:-}" || { kill $job; wait $job; }
+if [ -n "${pid:-}" ]; then
+    start=$(date +%s)
+    kill -STOP "$pid"
+    wait $job; rc=$?
+    took=$(($(date +%s) - start))
+    check "SIGSTOP of rank 1: exit 1 (got $rc)" test $rc -eq 1
+    check "SIGSTOP of rank 1: rank 0 says what waited, for how long and why" \
+        grep -q "^zero: error: rank 0 of 2: [a-z_ -]* has waited [0-9]* s for the other ranks, more than the 3 s of ZERO_COMM_TIMEOUT" "$TMP/err" ||
+        cat "$TMP/err"
+    check "SIGSTOP of rank 1: ended in ${took} s (3 s of timeout, at most 30)" test "$took" -le 30
+    check "SIGSTOP of rank 1: no process left (the stopped one killed)" wait_for leftovers
+fi
+
 # --- the launcher stopped: where the last checkpoint is
 for sig in TERM INT; do
     rm -rf "$TMP/ck"
