@@ -218,6 +218,99 @@ zero_status dec_hf_index_files(const char *dir, const char *what, const char *te
     return ZERO_OK;
 }
 
+/* ---------------------------------------------------------------- one tensor, one file */
+/* The name a tensor is the parameter of: GPT-2's body is saved with or without "transformer.". */
+static const char *param_key(const dec_hf *h, const char *name) {
+    return h->cfg.arch == DEC_ARCH_GPT2 && !strncmp(name, "transformer.", 12) ? name + 12 : name;
+}
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Each tensor of the weight files once: a name in two files, or GPT-2's "transformer.X" beside
+ * "X", is refused, because which copy a loader takes would be a matter of order (transformers
+ * takes the one the index names; zero would take the first file's). With an index (its
+ * weight_map already checked by dec_hf_index_files), every entry must name the file that holds
+ * its tensor and every tensor of a shard must have an entry, so that the index and the shards
+ * describe one model. Linear in tensors plus entries: an open-addressed table of the tensors. */
+static zero_status check_tensors(dec_hf *h, const char *index_path, const char *index_text, size_t index_len,
+                                 zero_error *err) {
+    size_t total = 0;
+    for (int f = 0; f < h->nfiles; f++) total += (size_t)zero_st_count(h->files[f]);
+    const size_t nslots = 2 * total + 1;
+    int(*slot)[2] = malloc(nslots * sizeof *slot); /* (file, tensor), file -1: empty */
+    unsigned char *listed = calloc(nslots, 1);     /* the index has the tensor's entry */
+    cJSON *idx = NULL;
+    zero_status st = ZERO_OK;
+    if (!slot || !listed) {
+        dec__errorf(err, "out of memory for the table of %zu tensors", total);
+        st = ZERO_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < nslots; k++) slot[k][0] = -1;
+    for (int f = 0; f < h->nfiles && !st; f++)
+        for (int i = 0; i < zero_st_count(h->files[f]); i++) {
+            const char *n = zero_st_tensor_at(h->files[f], i)->name, *key = param_key(h, n);
+            size_t k = name_hash(key) % nslots;
+            while (slot[k][0] >= 0 &&
+                   strcmp(param_key(h, zero_st_tensor_at(h->files[slot[k][0]], slot[k][1])->name), key))
+                k = (k + 1) % nslots;
+            if (slot[k][0] < 0) {
+                slot[k][0] = f;
+                slot[k][1] = i;
+                continue;
+            }
+            const zero_st_file *g = h->files[slot[k][0]];
+            const char *m = zero_st_tensor_at(g, slot[k][1])->name;
+            if (!strcmp(m, n))
+                dec__errorf(err, "%s: tensor '%s' is in %s and %s: expected one", h->dir, n, base_name(zero_st_path(g)),
+                            base_name(zero_st_path(h->files[f])));
+            else
+                dec__errorf(err, "%s: tensors '%s' (%s) and '%s' (%s) are both the parameter '%s': expected one",
+                            h->dir, m, base_name(zero_st_path(g)), n, base_name(zero_st_path(h->files[f])), key);
+            st = ZERO_ERR_FORMAT;
+            break;
+        }
+    if (st || !index_text) goto out;
+    idx = cJSON_ParseWithLength(index_text, index_len);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+    size_t nlisted = 0;
+    for (const cJSON *e = map ? map->child : NULL; e; e = e->next) {
+        const char *key = param_key(h, e->string);
+        size_t k = name_hash(key) % nslots;
+        while (slot[k][0] >= 0 && strcmp(param_key(h, zero_st_tensor_at(h->files[slot[k][0]], slot[k][1])->name), key))
+            k = (k + 1) % nslots;
+        const zero_st_file *g = slot[k][0] >= 0 ? h->files[slot[k][0]] : NULL;
+        if (!g || strcmp(zero_st_tensor_at(g, slot[k][1])->name, e->string)) {
+            dec__errorf(err, "%s: the index lists '%.200s', which no shard holds", index_path, e->string);
+            st = ZERO_ERR_FORMAT;
+            break;
+        }
+        if (strcmp(base_name(zero_st_path(g)), e->valuestring)) {
+            dec__errorf(err, "%s: the index maps '%s' to %.200s but %.200s does not hold it (%s does)", index_path,
+                        e->string, e->valuestring, e->valuestring, base_name(zero_st_path(g)));
+            st = ZERO_ERR_FORMAT;
+            break;
+        }
+        listed[k] = 1;
+        nlisted++;
+    }
+    for (size_t k = 0; !st && nlisted < total && k < nslots; k++)
+        if (slot[k][0] >= 0 && !listed[k]) {
+            const zero_st_file *g = h->files[slot[k][0]];
+            dec__errorf(err, "%s: tensor '%s' is not in the index %s (it lists what each shard holds)", zero_st_path(g),
+                        zero_st_tensor_at(g, slot[k][1])->name, index_path);
+            st = ZERO_ERR_FORMAT;
+        }
+out:
+    cJSON_Delete(idx);
+    free(listed);
+    free(slot);
+    return st;
+}
+
 zero_status dec_hf_open(dec_hf **out, const char *dir, zero_error *err) {
     *out = NULL;
     dec_hf *h = calloc(1, sizeof *h);
@@ -245,12 +338,13 @@ zero_status dec_hf_open(dec_hf **out, const char *dir, zero_error *err) {
         char **names = NULL;
         int n = 0;
         st = dec_hf_index_files(dir, p, text, len, &names, &n, err);
-        free(text);
         for (int i = 0; i < n && st == ZERO_OK; i++) st = open_file(h, names[i], err);
         dec_hf_names_free(names, n);
+        if (!st) st = check_tensors(h, p, text, len, err);
+        free(text);
         if (st) goto fail;
     } else if (is_file(q)) {
-        if ((st = open_file(h, "model.safetensors", err))) goto fail;
+        if ((st = open_file(h, "model.safetensors", err)) || (st = check_tensors(h, NULL, NULL, 0, err))) goto fail;
     } else {
         const char *pick[] = {"pytorch_model.bin", "pytorch_model.bin.index.json"};
         for (int i = 0; i < 2; i++) {
@@ -280,7 +374,8 @@ fail:
 
 /* ---------------------------------------------------------------- names */
 /* Tensors of a checkpoint that are not parameters: GPT-2's causal-mask buffers, RoPE's cached
- * inverse frequencies, and the LM head of a tied model (transformers ties it on load). */
+ * inverse frequencies, and the LM head of a tied model (transformers ties it on load; dec_hf_load
+ * checks that it equals the embeddings). */
 static int ignorable(const dec_config *c, const char *name) {
     if (!strncmp(name, "transformer.", 12)) name += 12;
     if (c->tied && !strcmp(name, "lm_head.weight")) return 1;
@@ -319,14 +414,20 @@ static const char *fmt_shape(const int64_t *shape, int ndim, char *buf, size_t c
 }
 
 /* Every parameter has a tensor of its shape and a float dtype; every tensor is a parameter or
- * ignorable. Fills where[p] = (file, index). */
-static zero_status match(dec_hf *h, zero_engine *e, int (*where)[2], zero_error *err) {
+ * ignorable. Fills where[p] = (file, index), and head[] with the lm_head.weight a tied model's
+ * files hold (file -1: none). */
+static zero_status match(dec_hf *h, zero_engine *e, int (*where)[2], int head[2], zero_error *err) {
     const int np = zero_engine_num_params(e);
     char s1[160], s2[160];
+    head[0] = -1;
     for (int f = 0; f < h->nfiles; f++)
         for (int i = 0; i < zero_st_count(h->files[f]); i++) {
             const char *n = zero_st_tensor_at(h->files[f], i)->name;
-            const char *bare = h->cfg.arch == DEC_ARCH_GPT2 && !strncmp(n, "transformer.", 12) ? n + 12 : n;
+            const char *bare = param_key(h, n);
+            if (h->cfg.tied && !strcmp(bare, "lm_head.weight")) {
+                head[0] = f;
+                head[1] = i;
+            }
             if (!ignorable(&h->cfg, n) && zero_engine_find_param(e, bare) < 0) {
                 dec__errorf(err, "%s: tensor '%s' is not a parameter of this %s (config.json and the weights "
                             "disagree?)", zero_st_path(h->files[f]), n, dec_arch_name(h->cfg.arch));
@@ -392,6 +493,52 @@ static zero_status read_elems(zero_st_file *f, int i, uint64_t a, uint64_t b, fl
     return st;
 }
 
+/* A tied model whose files also hold lm_head.weight: transformers makes the head and the
+ * embeddings one tensor, so which of the two copies survives the load is a matter of order; zero
+ * skips the head, which is only right when it holds the embeddings' values. Both are read whole
+ * (on every rank, so that every rank comes to the same answer) and compared as fp32 bits: an
+ * export that saved both copies passes, an untied head under a tied config.json is refused. */
+static zero_status check_tied_head(dec_hf *h, zero_engine *e, int (*where)[2], const int head[2], float *buf,
+                                   uint16_t *stage, zero_error *err) {
+    const char *emb = h->cfg.arch == DEC_ARCH_GPT2 ? "wte.weight" : "model.embed_tokens.weight";
+    const int p = zero_engine_find_param(e, emb);
+    if (head[0] < 0 || p < 0 || where[p][0] < 0) return ZERO_OK;
+    zero_st_file *fh = h->files[head[0]], *fe = h->files[where[p][0]];
+    const zero_st_tensor *th = zero_st_tensor_at(fh, head[1]), *te = zero_st_tensor_at(fe, where[p][1]);
+    const char *why = "config.json ties the LM head to the embeddings (tie_word_embeddings)";
+    char s1[160], s2[160];
+    int same = th->ndim == te->ndim;
+    for (int d = 0; same && d < th->ndim; d++) same = th->shape[d] == te->shape[d];
+    if (!same) {
+        dec__errorf(err, "%s: %s but %s has shape %s and %s %s", zero_st_path(fh), why, th->name,
+                    fmt_shape(th->shape, th->ndim, s1, sizeof s1), te->name,
+                    fmt_shape(te->shape, te->ndim, s2, sizeof s2));
+        return ZERO_ERR_FORMAT;
+    }
+    if (th->zdtype != ZERO_DTYPE_FP32 && th->zdtype != ZERO_DTYPE_BF16 && th->zdtype != ZERO_DTYPE_FP16) {
+        dec__errorf(err, "%s: tensor '%s' has dtype %s: expected F32, BF16 or F16", zero_st_path(fh), th->name,
+                    th->dtype);
+        return ZERO_ERR_FORMAT;
+    }
+    const uint64_t half = CHUNK / 2;
+    float *a = buf, *b = buf + half;
+    for (uint64_t x = 0; x < te->numel;) {
+        const uint64_t n = te->numel - x < half ? te->numel - x : half;
+        zero_status st = read_elems(fh, head[1], x, x + n, a, stage, NULL, err);
+        if (!st) st = read_elems(fe, where[p][1], x, x + n, b, stage, NULL, err);
+        if (st) return st;
+        for (uint64_t k = 0; k < n; k++)
+            if (memcmp(&a[k], &b[k], sizeof a[k])) {
+                dec__errorf(err, "%s: %s but %s differs from %s (element %llu: %.9g, not %.9g): untie them in "
+                            "config.json or remove %s", zero_st_path(fh), why, th->name, te->name,
+                            (unsigned long long)(x + k), (double)a[k], (double)b[k], th->name);
+                return ZERO_ERR_FORMAT;
+            }
+        x += n;
+    }
+    return ZERO_OK;
+}
+
 zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
     const int np = zero_engine_num_params(e), nu = zero_engine_num_units(e);
     int(*where)[2] = calloc((size_t)(np > 0 ? np : 1), sizeof *where);
@@ -403,7 +550,8 @@ zero_status dec_hf_load(dec_hf *h, zero_engine *e, zero_error *err) {
         st = ZERO_ERR_NOMEM;
         goto out;
     }
-    if ((st = match(h, e, where, err))) goto out;
+    int head[2] = {-1, -1};
+    if ((st = match(h, e, where, head, err)) || (st = check_tied_head(h, e, where, head, buf, stage, err))) goto out;
     for (int u = 0; u < nu && !st; u++) {
         uint64_t at = 0;   /* the unit element buf[0] holds */
         uint64_t fill = 0; /* buf holds unit elements [at, at + fill) */

@@ -10,8 +10,10 @@
  * Tensor names are Hugging Face's: the decoder's own (docs/MODEL.md), and for GPT-2 also with the
  * "transformer." prefix GPT2LMHeadModel saves. Tensors that are not parameters are skipped:
  * GPT-2's attn.bias / attn.masked_bias buffers, rotary_emb.inv_freq buffers, and lm_head.weight
- * of a model whose head is tied. Any other tensor, a missing one, or a shape that differs from
- * the configuration's is refused with a message naming the tensor, the file and both shapes.
+ * of a model whose head is tied (when it equals the embeddings; refused otherwise). Any other
+ * tensor, a missing one, or a shape that differs from the configuration's is refused with a
+ * message naming the tensor, the file and both shapes; so are a tensor in two files (or GPT-2's
+ * "transformer.X" beside "X") and an index that disagrees with its shards.
  * pytorch_model.bin (a pickle) is refused with a message that says how to convert it. */
 #ifndef ZERO_MODELS_DECODER_HF_H
 #define ZERO_MODELS_DECODER_HF_H

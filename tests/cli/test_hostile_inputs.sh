@@ -5,7 +5,9 @@
 # never a symbolic link followed out of a model or tokenizer directory, never a JSON text parsed
 # past its nesting limit — and a data directory's links are skipped. Byte-level and tokenized
 # data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template), a
-# LoRA adapter directory (--lora-from: adapter_config.json, adapter_model.safetensors); and
+# LoRA adapter directory (--lora-from: adapter_config.json, adapter_model.safetensors); a model
+# directory's weights that contradict themselves (a tensor in two shards or under two names, an
+# index that disagrees with its shards, a tied config.json beside a different lm_head.weight); and
 # `zero export` into a directory where links were planted: replaced, never followed.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -122,6 +124,76 @@ mv ad/adapter_model.safetensors am.safetensors
 ln -s "$TMP/am.safetensors" ad/adapter_model.safetensors
 refused "adapter_model.safetensors a link out of the adapter directory" 1 "adapter_model.safetensors" "outside" -- \
     train "${LB[@]}" --lora-from ad
+
+# --- a model directory's weights: each tensor in one file, an index that agrees with its shards, a
+# tied head only when it holds the embeddings
+# stedit FILE CODE: rewrites a safetensors file after CODE changed h (its header) and d (its data)
+stedit() {
+    python3 - "$1" "$2" <<'EOF'
+import json, struct, sys
+def rd(p): b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; return json.loads(b[8:8 + n]), b[8 + n:]
+h, d = rd(sys.argv[1])
+def data(name): lo, hi = h[name]["data_offsets"]; return d[lo:hi]
+def add(name, like, data):  # a tensor of the dtype and shape of header entry `like`, holding data, last
+    global d
+    h[name] = dict(like, data_offsets=[len(d), len(d) + len(data)]); d += data
+exec(sys.argv[2])
+hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + d)
+EOF
+}
+# ixedit DIR CODE: rewrites DIR's index after CODE changed m (its weight_map)
+ixedit() {
+    python3 -c "import json, sys; p = sys.argv[1]; x = json.load(open(p)); m = x['weight_map']; $2; json.dump(x, open(p, 'w'))" \
+        "$1/model.safetensors.index.json"
+}
+DEC="$SRC/tests/data/decoder"
+S=(--prompt-ids "1 2 3" --tokens 3 --temperature 0)
+S1=model-00001-of-00004.safetensors S4=model-00004-of-00004.safetensors
+fresh() { rm -rf "$2" && cp -r "$DEC/$1" "$2"; } # fresh FIXTURE DIR
+# model.norm.weight (in shard 4) also in shard 1, as zeros: the index names one, transformers
+# loads that one, zero read the first file's
+fresh llama_mqa_sharded w
+stedit w/$S1 "h4 = rd('w/$S4')[0]; t = h4['model.norm.weight']; add('model.norm.weight', t, bytes(t['data_offsets'][1] - t['data_offsets'][0]))"
+refused "a tensor in two shards" 1 "tensor 'model.norm.weight' is in" "$S1" "$S4" "expected one" -- \
+    sample --init-from w "${S[@]}"
+fresh llama_mqa_sharded w
+ixedit w "m['model.norm.weight'] = '$S1'"
+refused "the index names a shard that lacks the tensor" 1 "maps 'model.norm.weight' to $S1 but $S1 does not hold it ($S4 does)" -- \
+    sample --init-from w "${S[@]}"
+fresh llama_mqa_sharded w
+ixedit w "m['foo.bar'] = '$S1'"
+refused "the index lists a tensor no shard holds" 1 "model.safetensors.index.json: the index lists 'foo.bar', which no shard holds" -- \
+    sample --init-from w "${S[@]}"
+fresh llama_mqa_sharded w
+ixedit w "del m['model.norm.weight']"
+refused "a shard holds a tensor the index does not list" 1 "$S4: tensor 'model.norm.weight' is not in the index" -- \
+    sample --init-from w "${S[@]}"
+# GPT-2's body under both names ("transformer.wte.weight" and "wte.weight", as zeros)
+fresh gpt2 w
+stedit w/model.safetensors "add('wte.weight', h['transformer.wte.weight'], bytes(len(data('transformer.wte.weight'))))"
+refused "GPT-2: one parameter under two names" 1 "tensors 'transformer.wte.weight' (model.safetensors) and 'wte.weight'" \
+    "both the parameter 'wte.weight': expected one" -- sample --init-from w "${S[@]}"
+# a tied config.json beside an lm_head.weight: accepted when it is the embeddings bit for bit, else
+# refused (transformers would keep one of the two)
+"$ZERO" sample --init-from "$DEC/llama3_bias" "${S[@]}" >want 2>err
+fresh llama3_bias w
+stedit w/model.safetensors "add('lm_head.weight', h['model.embed_tokens.weight'], data('model.embed_tokens.weight'))"
+"$ZERO" sample --init-from w "${S[@]}" >out 2>err
+check "a tied model whose files also hold the head, equal to the embeddings: samples as without it" \
+    test -s want -a ! -s err -a "$(cat out)" = "$(cat want)"
+[ -s err ] && cat err
+stedit w/model.safetensors "x = bytearray(d); x[h['lm_head.weight']['data_offsets'][0] + 5] ^= 1; d = bytes(x)"
+refused "a tied config.json, an lm_head.weight that differs from the embeddings" 1 "config.json ties" \
+    "lm_head.weight differs from model.embed_tokens.weight (element 2:" -- sample --init-from w "${S[@]}"
+fresh llama_gqa4 w
+python3 -c "import json; p = 'w/config.json'; c = json.load(open(p)); c['tie_word_embeddings'] = True; json.dump(c, open(p, 'w'))"
+refused "tie_word_embeddings true over an untied Llama's weights" 1 "config.json ties" \
+    "lm_head.weight differs from model.embed_tokens.weight" -- sample --init-from w "${S[@]}"
+fresh gpt2 w
+stedit w/model.safetensors "add('lm_head.weight', h['transformer.wte.weight'], bytes(len(data('transformer.wte.weight'))))"
+refused "GPT-2 (tied by default) with an lm_head.weight of zeros" 1 "lm_head.weight differs from transformer.wte.weight" -- \
+    sample --init-from w "${S[@]}"
 
 # --- export: links planted in the output directory are replaced, never followed
 "$ZERO" train --model tiny "${TR[@]}" --save ck >out 2>err || { echo "FAIL train --save"; cat err; exit 1; }
