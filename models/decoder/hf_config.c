@@ -114,23 +114,9 @@ static zero_status parse_gpt2(const cJSON *o, dec_config *c, char *notes, size_t
     return ZERO_OK;
 }
 
-/* RoPE: rope_scaling (the published form) or rope_parameters (transformers 5), rope_theta inside
- * it or at the top level (default 10000). */
-static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
-    const char *which = "rope_scaling";
-    const cJSON *r = get(o, "rope_scaling");
-    if (!r || cJSON_IsNull(r) || (cJSON_IsObject(r) && !r->child)) {
-        which = "rope_parameters";
-        r = get(o, "rope_parameters");
-    }
-    if (r && cJSON_IsNull(r)) r = NULL;
-    if (r && !cJSON_IsObject(r)) return refuse(err, which, r, "expected an object or null");
-    TRY(get_num(o, "rope_theta", 10000.0, 1.0000001, 1e12, &c->rope_theta, err));
-    c->rope_type = DEC_ROPE_DEFAULT;
-    const cJSON *prf = get(o, "partial_rotary_factor");
-    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0)
-        return refuse(err, "partial_rotary_factor", prf, "expected 1 (RoPE on the whole head)");
-    if (!r) return ZERO_OK;
+/* One RoPE object, `which` (rope_scaling or rope_parameters), into c's rope fields; c already
+ * holds the top level's rope_theta, which the object's own wins over. */
+static zero_status parse_rope_obj(const cJSON *r, const char *which, dec_config *c, zero_error *err) {
     char field[96];
     if (present(r, "rope_theta")) {
         snprintf(field, sizeof field, "%s.rope_theta", which);
@@ -139,7 +125,7 @@ static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
             return refuse(err, field, t, "expected a number > 1");
         c->rope_theta = t->valuedouble;
     }
-    prf = get(r, "partial_rotary_factor");
+    const cJSON *prf = get(r, "partial_rotary_factor");
     if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0) {
         snprintf(field, sizeof field, "%s.partial_rotary_factor", which);
         return refuse(err, field, prf, "expected 1 (RoPE on the whole head)");
@@ -149,19 +135,28 @@ static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
     snprintf(field, sizeof field, "%s.%s", which, get(r, "rope_type") ? "rope_type" : "type");
     const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
     if (type && !cJSON_IsNull(type) && !t) return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\"");
-    if (!t || !strcmp(t, "default")) return ZERO_OK;
+    if (!t) {
+        /* scaling keys without a type: transformers 4 cannot build the rotary embedding, 5 takes
+         * the default one and drops the factor; neither is a scaling to compute */
+        for (const cJSON *k = r->child; k; k = k->next)
+            if (strcmp(k->string, "rope_theta") && strcmp(k->string, "partial_rotary_factor") &&
+                strcmp(k->string, "rope_type") && strcmp(k->string, "type"))
+                return refuse(err, which, r,
+                              "expected a \"rope_type\" (or \"type\"): \"default\", \"linear\" or \"llama3\"");
+        return ZERO_OK;
+    }
+    if (!strcmp(t, "default")) return ZERO_OK;
     if (strcmp(t, "linear") && strcmp(t, "llama3"))
         return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\" (zero computes no other RoPE scaling)");
     c->rope_type = !strcmp(t, "linear") ? DEC_ROPE_LINEAR : DEC_ROPE_LLAMA3;
+    /* every key transformers' validation requires of the type (transformers 4 refuses a llama3
+     * object without original_max_position_embeddings; 5 fills in max_position_embeddings, and
+     * writes it out, so only a hand-made file lacks it) */
     const char *keys[4] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
     const int nkeys = c->rope_type == DEC_ROPE_LINEAR ? 1 : 4;
     for (int k = 0; k < nkeys; k++) {
         snprintf(field, sizeof field, "%s.%s", which, keys[k]);
         const cJSON *v = get(r, keys[k]);
-        if (k == 3 && (!v || cJSON_IsNull(v))) { /* transformers falls back to max_position_embeddings */
-            c->rope_orig_ctx = c->n_ctx;
-            continue;
-        }
         if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble) ||
             (k == 3 && (v->valuedouble != floor(v->valuedouble) || v->valuedouble > 1 << 30)))
             return refuse(err, field, v, k == 3 ? "expected a whole number >= 1" : "expected a number > 0");
@@ -174,6 +169,44 @@ static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
         snprintf(field, sizeof field, "%s.high_freq_factor", which);
         return refuse(err, field, get(r, "high_freq_factor"), "expected more than low_freq_factor");
     }
+    return ZERO_OK;
+}
+
+static int same_rope(const dec_config *a, const dec_config *b) {
+    return a->rope_type == b->rope_type && a->rope_theta == b->rope_theta && a->rope_factor == b->rope_factor &&
+           a->rope_low_freq == b->rope_low_freq && a->rope_high_freq == b->rope_high_freq &&
+           a->rope_orig_ctx == b->rope_orig_ctx;
+}
+
+/* RoPE: rope_scaling (the published form) or rope_parameters (transformers 5), rope_theta inside
+ * it or at the top level (default 10000). A file with both is read when they give the same RoPE
+ * (a config written for both versions) and refused when they differ: transformers 5 reads
+ * rope_scaling there, and a reader that takes rope_parameters would compute another model. */
+static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
+    const char *which[2] = {"rope_scaling", "rope_parameters"};
+    const cJSON *r[2];
+    for (int k = 0; k < 2; k++) {
+        r[k] = get(o, which[k]);
+        if (r[k] && !cJSON_IsNull(r[k]) && !cJSON_IsObject(r[k]))
+            return refuse(err, which[k], r[k], "expected an object or null");
+        if (r[k] && !r[k]->child) r[k] = NULL; /* null or {} */
+    }
+    TRY(get_num(o, "rope_theta", 10000.0, 1.0000001, 1e12, &c->rope_theta, err));
+    c->rope_type = DEC_ROPE_DEFAULT;
+    const cJSON *prf = get(o, "partial_rotary_factor");
+    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0)
+        return refuse(err, "partial_rotary_factor", prf, "expected 1 (RoPE on the whole head)");
+    dec_config d = *c;
+    if (r[0]) TRY(parse_rope_obj(r[0], which[0], c, err));
+    if (r[1]) TRY(parse_rope_obj(r[1], which[1], &d, err));
+    if (r[0] && r[1] && !same_rope(c, &d)) {
+        char *txt = cJSON_PrintUnformatted(r[0]), exp[400];
+        snprintf(exp, sizeof exp, "expected the RoPE of rope_scaling %.300s (give one of the two, or both alike)",
+                 txt ? txt : "");
+        cJSON_free(txt);
+        return refuse(err, which[1], r[1], exp);
+    }
+    if (!r[0]) *c = d;
     return ZERO_OK;
 }
 
@@ -259,6 +292,33 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
     return ZERO_OK;
 }
 
+/* The stored dtype, torch_dtype (transformers 4) or dtype (5): what transformers loads the weights
+ * as and what `zero export` writes back (dec_hf_dtype), so a value that is not one of the three
+ * dtypes zero reads and writes is refused, not replaced by the weights'. float64 is refused with
+ * them (zero reads no F64 tensor), and "auto" is an argument of from_pretrained, not a stored
+ * dtype. Both present: they must agree, since each version reads another one. */
+static zero_status check_dtype(const cJSON *o, zero_error *err) {
+    const char *keys[2] = {"torch_dtype", "dtype"};
+    const cJSON *v[2];
+    for (int k = 0; k < 2; k++) {
+        v[k] = get(o, keys[k]);
+        if (!v[k] || cJSON_IsNull(v[k])) {
+            v[k] = NULL;
+            continue;
+        }
+        const char *t = cJSON_IsString(v[k]) ? v[k]->valuestring : "";
+        if (strcmp(t, "float32") && strcmp(t, "bfloat16") && strcmp(t, "float16"))
+            return refuse(err, keys[k], v[k], "expected \"float32\", \"bfloat16\" or \"float16\" (or null)");
+    }
+    if (v[0] && v[1] && strcmp(v[0]->valuestring, v[1]->valuestring)) {
+        char exp[96];
+        snprintf(exp, sizeof exp, "expected torch_dtype's \"%s\" (transformers 5 reads dtype, 4 torch_dtype)",
+                 v[0]->valuestring);
+        return refuse(err, "dtype", v[1], exp);
+    }
+    return ZERO_OK;
+}
+
 zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes_out, zero_error *err) {
     if (notes_out) *notes_out = NULL;
     zero_error je;
@@ -298,6 +358,7 @@ zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes
                     "expected none (quantized weights are not supported; use a bf16, fp16 or fp32 checkpoint)");
         goto out;
     }
+    if ((st = check_dtype(o, err))) goto out;
     c.arch = (dec_arch)found;
     st = c.arch == DEC_ARCH_GPT2 ? parse_gpt2(o, &c, notes, sizeof notes, err)
                                  : parse_llama(o, &c, notes, sizeof notes, err);

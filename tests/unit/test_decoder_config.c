@@ -90,10 +90,19 @@ static void test_parse(void) {
     a = parse_ok("{" LLAMA ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}}");
     b = parse_ok("{" LLAMA ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 4, \"rope_theta\": 10000}}");
     ZT_CHECK(dec_config_equal(&a, &b) && a.rope_type == DEC_ROPE_LINEAR && a.rope_factor == 4.0);
-    /* llama3 without original_max_position_embeddings: transformers takes max_position_embeddings */
-    a = parse_ok("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
-                 "\"high_freq_factor\": 4}}");
-    ZT_EQ_INT(a.rope_orig_ctx, 128);
+    /* both forms in one file (written for transformers 4 and 5): read when they agree, rope_theta
+     * inside one and at the top level alike */
+    a = parse_ok("{" LLAMA ", \"rope_theta\": 500, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, "
+                 "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 500}}");
+    ZT_CHECK(a.rope_type == DEC_ROPE_LINEAR && a.rope_factor == 2.0 && a.rope_theta == 500.0);
+    a = parse_ok("{" LLAMA ", \"rope_scaling\": null, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 3}}");
+    ZT_CHECK(a.rope_type == DEC_ROPE_LINEAR && a.rope_factor == 3.0);
+    /* no type: only rope_theta (and partial_rotary_factor 1) may stand without one */
+    a = parse_ok("{" LLAMA ", \"rope_parameters\": {\"rope_theta\": 1e6}}");
+    ZT_CHECK(a.rope_type == DEC_ROPE_DEFAULT && a.rope_theta == 1e6);
+    /* the stored dtype: one of the three, or null */
+    parse_ok("{" LLAMA ", \"torch_dtype\": \"bfloat16\", \"dtype\": \"bfloat16\"}");
+    parse_ok("{" LLAMA ", \"torch_dtype\": null, \"dtype\": \"float16\"}");
     a = parse_ok("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"default\"}, \"rope_theta\": 1e6}");
     ZT_CHECK(a.rope_type == DEC_ROPE_DEFAULT && a.rope_theta == 1e6);
     /* sliding windows: Mistral's default 4096, null none; Qwen's only with use_sliding_window,
@@ -151,7 +160,29 @@ static void test_refusals(void) {
     parse_bad("{" LLAMA ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", "rope_scaling.type \"dynamic\"", NULL);
     parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"linear\"}}", "rope_scaling.factor (missing)", NULL);
     parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4, "
-              "\"high_freq_factor\": 1}}", "high_freq_factor 1", "low_freq_factor");
+              "\"high_freq_factor\": 1, \"original_max_position_embeddings\": 16}}", "high_freq_factor 1", "low_freq_factor");
+    /* a factor without a type: transformers 4 cannot build it, 5 drops the factor */
+    parse_bad("{" LLAMA ", \"rope_scaling\": {\"factor\": 8.0}}", "rope_scaling {\"factor\":8}", "\"rope_type\"");
+    parse_bad("{" LLAMA ", \"rope_parameters\": {\"rope_type\": null, \"factor\": 2}}", "rope_parameters {", "\"linear\"");
+    /* llama3 needs every key transformers' validation requires, original_max_position_embeddings too */
+    parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+              "\"high_freq_factor\": 4}}", "rope_scaling.original_max_position_embeddings (missing)", "whole number");
+    /* both forms that disagree: in the type, the factor, or the theta one of them holds */
+    parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+              "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 16}, "
+              "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+              "rope_parameters {\"rope_type\":\"linear\",\"factor\":2}", "rope_scaling {\"rope_type\":\"llama3\"");
+    parse_bad("{" LLAMA ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}, "
+              "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 4}}", "rope_parameters", "rope_scaling");
+    parse_bad("{" LLAMA ", \"rope_theta\": 500, \"rope_scaling\": {\"rope_type\": \"default\"}, "
+              "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}}", "rope_parameters", "rope_scaling");
+    /* the stored dtype */
+    parse_bad("{" LLAMA ", \"dtype\": \"float7\"}", "dtype \"float7\"", "\"float32\", \"bfloat16\" or \"float16\"");
+    parse_bad("{" LLAMA ", \"torch_dtype\": 5}", "torch_dtype 5", "\"float16\"");
+    parse_bad("{" LLAMA ", \"torch_dtype\": \"float64\"}", "torch_dtype \"float64\"", NULL);
+    parse_bad("{" LLAMA ", \"torch_dtype\": \"auto\"}", "torch_dtype \"auto\"", NULL);
+    parse_bad("{" LLAMA ", \"torch_dtype\": \"float32\", \"dtype\": \"bfloat16\"}", "dtype \"bfloat16\"",
+              "torch_dtype's \"float32\"");
     parse_bad("{" LLAMA ", \"partial_rotary_factor\": 0.5}", "partial_rotary_factor 0.5", NULL);
     parse_bad("{" LLAMA ", \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.25}}",
               "rope_parameters.partial_rotary_factor 0.25", NULL);
