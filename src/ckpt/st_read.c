@@ -39,6 +39,37 @@ static int json_u64(const cJSON *n, uint64_t *out) {
     return 1;
 }
 
+/* A JSON value for a message: a whole number in full (cJSON would print 2^62 as 4.6e+18),
+ * anything else as its JSON text, cut to cap. */
+static const char *value_text(const cJSON *v, char *buf, size_t cap) {
+    if (cJSON_IsNumber(v) && v->valuedouble >= -9.2e18 && v->valuedouble <= 9.2e18 &&
+        v->valuedouble == (double)(int64_t)v->valuedouble) {
+        snprintf(buf, cap, "%lld", (long long)v->valuedouble);
+        return buf;
+    }
+    char *t = cJSON_PrintUnformatted(v);
+    snprintf(buf, cap, "%s", t ? t : "?");
+    cJSON_free(t);
+    return buf;
+}
+
+/* A tensor name with its control characters as \xNN: the JSON check lets escaped ones (\u001b)
+ * through, and a message must not carry them raw to a terminal. 1 when there was one. */
+static int escape_name(const char *name, char *buf, size_t cap) {
+    int ctl = 0;
+    size_t at = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c && at + 5 < cap; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            at += (size_t)snprintf(buf + at, cap - at, "\\x%02x", *c);
+            ctl = 1;
+        } else {
+            buf[at++] = (char)*c;
+        }
+    }
+    buf[at] = 0;
+    return ctl;
+}
+
 static int cmp_offset(const void *a, const void *b) {
     const zero_st_tensor *x = a, *y = b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
@@ -118,6 +149,11 @@ static zero_status parse_header(zero_st_file *f, const char *text, size_t len, u
         if (it == meta) continue;
         zero_st_tensor *t = &f->t[f->nt];
         const char *name = it->string;
+        char esc[160], val[80];
+        if (escape_name(name, esc, sizeof esc)) {
+            rfail(f, s, "%s: tensor name '%s' holds a control character: expected printable text", P, esc);
+            goto out;
+        }
         if (!cJSON_IsObject(it)) {
             rfail(f, s, "%s: tensor '%s' is not an object with dtype, shape and data_offsets", P, name);
             goto out;
@@ -143,14 +179,16 @@ static zero_status parse_header(zero_st_file *f, const char *text, size_t len, u
         for (const cJSON *d = sh->child; d; d = d->next) {
             uint64_t v;
             if (!json_u64(d, &v)) {
-                rfail(f, s, "%s: tensor '%s': shape entry %d is not a whole number >= 0", P, name, t->ndim);
+                rfail(f, s, "%s: tensor '%s': shape entry %d is %s: expected a whole number in [0, 2^53]", P, name,
+                      t->ndim, value_text(d, val, sizeof val));
                 goto out;
             }
             t->shape[t->ndim++] = (int64_t)v;
         }
         uint64_t b = 0, e = 0;
         if (cJSON_GetArraySize(off) != 2 || !json_u64(off->child, &b) || !json_u64(off->child->next, &e)) {
-            rfail(f, s, "%s: tensor '%s': data_offsets must be two whole numbers [begin, end]", P, name);
+            rfail(f, s, "%s: tensor '%s': data_offsets %s: expected two whole numbers [begin, end] in [0, 2^53]", P,
+                  name, value_text(off, val, sizeof val));
             goto out;
         }
         if (e < b) {
