@@ -427,6 +427,9 @@ static zero_status read_tensor(zero_st_file *f, int i, float *dst, void *stage, 
     if (t->has_crc && crc != t->crc)
         return wfail(w, "--init-from %s: tensor '%s': checksum mismatch (stored %08x, computed %08x): the file is "
                      "corrupt", zero_st_path(f), t->name, (unsigned)t->crc, (unsigned)crc);
+    zero_error err;
+    if (dec_check_finite(dst, (size_t)(t->nbytes / t->elem_size), 0, zero_st_path(f), t->name, &err) != ZERO_OK)
+        return wfail(w, "--init-from %s", err.msg);
     return ZERO_OK;
 }
 

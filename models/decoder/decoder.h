@@ -100,6 +100,12 @@ void dec_config_gpt2(dec_config *cfg, int n_layer, int n_embd, int n_head, int n
  * RoPE, GPT-2's n_embd = n_head * head_dim, sizes that keep every index below 2^62). err names
  * the field, its value and what was expected. */
 zero_status dec_config_check(const dec_config *cfg, zero_error *err);
+/* Weights read from a file must be finite: a NaN or an infinity (a corrupt or diverged model)
+ * would make every step's loss non-finite, each step skipped, and the run "succeed" having trained
+ * nothing. ZERO_OK, or ZERO_ERR_FORMAT with err naming the file, the tensor and the element (x
+ * holds elements [first, first + n) of it). */
+zero_status dec_check_finite(const float *x, size_t n, uint64_t first, const char *file, const char *tensor,
+                              zero_error *err);
 /* Checks that sequences of T tokens are allowed: T <= n_ctx, and T <= sliding_window when the
  * model has one (a shorter window would mask keys the pass does not mask). */
 zero_status dec_config_check_seq(const dec_config *cfg, int T, zero_error *err);

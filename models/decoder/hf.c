@@ -490,6 +490,7 @@ static zero_status read_elems(zero_st_file *f, int i, uint64_t a, uint64_t b, fl
         }
     }
     if (st) dec__errorf(err, "%s", zero_st_last_error(f));
+    else st = dec_check_finite(dst, (size_t)(b - a), a, zero_st_path(f), t->name, err);
     return st;
 }
 

@@ -15,6 +15,18 @@ void dec__errorf(zero_error *err, const char *fmt, ...) {
     va_end(ap);
 }
 
+zero_status dec_check_finite(const float *x, size_t n, uint64_t first, const char *file, const char *tensor,
+                              zero_error *err) {
+    for (size_t k = 0; k < n; k++) {
+        if (isfinite(x[k])) continue;
+        dec__errorf(err, "%s: tensor '%s' holds %s at element %llu: expected finite weights (a corrupt or diverged "
+                    "model)", file, tensor, isnan(x[k]) ? "NaN" : x[k] > 0 ? "+inf" : "-inf",
+                    (unsigned long long)(first + k));
+        return ZERO_ERR_FORMAT;
+    }
+    return ZERO_OK;
+}
+
 static const char *const arch_names[DEC_ARCH_COUNT] = {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM",
                                                         "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
 static const char *const model_types[DEC_ARCH_COUNT] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};

@@ -203,6 +203,8 @@ zero_status dec_peft_load(const char *dir, const dec_config *cfg, const dec_lora
         else if (t->has_crc && zero_crc32c(0, t->zdtype == ZERO_DTYPE_FP32 ? (void *)buf : (void *)half, (size_t)t->nbytes) != t->crc) {
             dec__errorf(err, "%s: tensor '%s': checksum mismatch: the file is corrupt", path, key);
             st = ZERO_ERR_FORMAT;
+        } else if ((st = dec_check_finite(buf, (size_t)d.numel, 0, path, key, err))) {
+            break;
         } else if ((st = zero_engine_set_param(e, d.name, buf))) {
             dec__errorf(err, "%s: %s", key, zero_engine_last_error(e));
         }

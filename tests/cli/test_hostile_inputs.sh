@@ -195,6 +195,27 @@ stedit w/model.safetensors "add('lm_head.weight', h['transformer.wte.weight'], b
 refused "GPT-2 (tied by default) with an lm_head.weight of zeros" 1 "lm_head.weight differs from transformer.wte.weight" -- \
     sample --init-from w "${S[@]}"
 
+# --- weights that are not finite (a corrupt or diverged model) are refused naming the tensor and
+# the element, instead of every step's loss non-finite and skipped: a model directory (F32 NaN), a
+# safetensors file (F16 +inf), a PEFT adapter (F32 NaN)
+nonfinite() { # nonfinite FILE TENSOR ELEMENT BYTES(python): overwrites that element (and drops the
+    # checksum zero's writer stores for it, which would refuse the file first)
+    stedit "$1" "t = h['$2']; s = {'F32': 4, 'F16': 2, 'BF16': 2}[t['dtype']]; o = t['data_offsets'][0] + $3 * s; x = bytearray(d); x[o:o + s] = $4; d = bytes(x); h.get('__metadata__', {}).pop('crc32c.$2', None)"
+}
+fresh llama_gqa4 w
+nonfinite w/model.safetensors model.layers.0.self_attn.q_proj.weight 2 "struct.pack('<f', float('nan'))"
+refused "a NaN weight in a model directory" 1 "tensor 'model.layers.0.self_attn.q_proj.weight' holds NaN at element 2" \
+    "expected finite weights" -- train --init-from w --data "$DEC/tokens.bin" "${TR[@]}"
+refused "a NaN weight in a model directory, sample" 1 "holds NaN at element 2" -- sample --init-from w "${S[@]}"
+"$ZERO" train --model tiny "${TR[@]}" --save ckn >out 2>err || { echo "FAIL train --save"; cat err; }
+"$ZERO" export ckn -o inf.safetensors --dtype fp16 >out 2>err || { echo "FAIL export"; cat err; }
+nonfinite inf.safetensors ln_f.bias 1 "struct.pack('<H', 0x7c00)"
+refused "+inf in a safetensors file" 1 "tensor 'ln_f.bias' holds +inf at element 1" -- train --init-from inf.safetensors "${TR[@]}"
+cp -r "$SRC/tests/data/lora/llama_gqa4" adn
+A0=$(python3 -c "import json, struct; b = open('adn/adapter_model.safetensors', 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; print(sorted(k for k in json.loads(b[8:8 + n]) if k != '__metadata__')[0])")
+nonfinite adn/adapter_model.safetensors "$A0" 0 "struct.pack('<f', float('nan'))"
+refused "a NaN in a PEFT adapter" 1 "adapter_model.safetensors: tensor '$A0' holds NaN at element 0" -- train "${LB[@]}" --lora-from adn
+
 # --- export: links planted in the output directory are replaced, never followed
 "$ZERO" train --model tiny "${TR[@]}" --save ck >out 2>err || { echo "FAIL train --save"; cat err; exit 1; }
 mkdir ex

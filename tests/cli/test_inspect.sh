@@ -59,7 +59,7 @@ check "help: exit 0" test $rc -eq 0
 check "help: usage" grep -q 'usage: zero inspect CKPT' "$TMP/out"
 "$ZERO" inspect >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "no argument: exit 2" test $rc -eq 2
-check "no argument: says what is expected" grep -q '^zero: error: inspect: expected a checkpoint directory$' "$TMP/err"
+check "no argument: says what is expected" grep -q '^zero: error: inspect: expected a checkpoint directory (zero inspect --help)$' "$TMP/err"
 "$ZERO" inspect "$TMP/ck" --frobnicate >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "unknown flag: exit 2" test $rc -eq 2
 check "unknown flag: named" grep -q "'--frobnicate'" "$TMP/err"

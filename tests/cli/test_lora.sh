@@ -205,7 +205,7 @@ badcfg r8 'd["r"] = 8'
 expect_error "adapter_config.json r 8 for r-4 tensors" 1 "adapter_model.safetensors" "[4, 32]" "[8, 32]"
 mkdir -p "$TMP/bad_json" && echo '{"r": 4,' >"$TMP/bad_json/adapter_config.json"
 "$ZERO" "${T[@]}" --lora-from "$TMP/bad_json" >/dev/null 2>"$TMP/err"; rc=$?
-expect_error "adapter_config.json not JSON" 2 "not a JSON object"
+expect_error "adapter_config.json not JSON" 2 "adapter_config.json: not valid JSON at line 2"
 # bases that are not the run's: another model directory, the same one with one value changed
 cp -r "$L" "$TMP/other"
 "$PY" -c "import json, sys; p = sys.argv[1]; c = json.load(open(p)); c['rms_norm_eps'] = 1e-5; json.dump(c, open(p, 'w'))" "$TMP/other/config.json"
