@@ -26,7 +26,7 @@ void cli_bench_blas_core_warning(void) {
 int cli_bench(int argc, char **argv) {
     if (argc < 2)
         return cli_error(CLI_USAGE, "bench: expected a benchmark: adam, comm, io, rates, step or tokenize (zero bench "
-                         "--help)");
+                                    "--help)");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: zero bench adam|comm|io|rates|step|tokenize [--json] [options]   (zero bench comm --help)\n");
         return CLI_OK;

@@ -81,9 +81,10 @@ static int check_output(const char *flag, const char *path, int is_dir) {
  * training data or a checkpoint when the first step is logged. */
 static int check_aliases(const train_opts *o) {
     const char *oflag[2] = {"--log-json", "--trace"};
-    const char *out[2] = {o->log_json && strcmp(o->log_json, "-") ? o->log_json : NULL, o->trace};
+    const char *out[2] = {o->log_json && strcmp(o->log_json, "-") != 0 ? o->log_json : NULL, o->trace};
     if (out[0] && out[1] && cli_same_path(out[0], out[1]))
-        return cli_error(CLI_USAGE, "--log-json '%s' and --trace '%s' name the same file: expected two", out[0], out[1]);
+        return cli_error(CLI_USAGE, "--log-json '%s' and --trace '%s' name the same file: expected two", out[0],
+                         out[1]);
     const char *iflag[5] = {"--config", "--data", "--resume", "--init-from", "--save"};
     const char *in[5] = {o->config, o->data, o->resume, o->init_from, o->save};
     for (int k = 0; k < 2; k++) {
@@ -92,12 +93,15 @@ static int check_aliases(const train_opts *o) {
             char rest[PATH_MAX];
             if (!in[i]) continue;
             if (i < 4 && cli_same_path(out[k], in[i]))
-                return cli_error(CLI_USAGE, "%s '%s' is the file %s '%s' names: expected another path (it would be "
-                                 "overwritten)", oflag[k], out[k], iflag[i], in[i]);
+                return cli_error(CLI_USAGE,
+                                 "%s '%s' is the file %s '%s' names: expected another path (it would be "
+                                 "overwritten)",
+                                 oflag[k], out[k], iflag[i], in[i]);
             const char *r = cli_path_under(out[k], in[i], rest, sizeof rest);
             if (r && (i == 1 || !*r || !strcmp(r, "latest") || !strncmp(r, "step_", 5)))
                 return cli_error(CLI_USAGE, "%s '%s': inside %s '%s'%s: expected a path outside it", oflag[k], out[k],
-                                 iflag[i], in[i], i == 1 ? ", which is read as data" : ", where a checkpoint keeps latest and step_*");
+                                 iflag[i], in[i],
+                                 i == 1 ? ", which is read as data" : ", where a checkpoint keeps latest and step_*");
         }
     }
     return CLI_OK;
@@ -202,7 +206,8 @@ int ux_check_memory(const train_opts *o, int world) {
         return cli_error(CLI_USAGE,
                          "--grad-accum %lld (gradient_accumulation_steps) x --micro-batch %lld x --seq %d: the step's "
                          "tokens would need %s a rank, more than this machine's %s of RAM: expected fewer "
-                         "accumulation steps", (long long)K, (long long)B, o->T, g, e);
+                         "accumulation steps",
+                         (long long)K, (long long)B, o->T, g, e);
     return cli_error(CLI_USAGE,
                      "--micro-batch %lld --seq %d: a rank would need %s (activations %s, model states %s, the step's "
                      "tokens %s)%s, more than this machine's %s of RAM: try %sa smaller --micro-batch (with "
