@@ -34,7 +34,9 @@ int dec_hf_is_dir(const char *dir) {
     struct stat sb;
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) return 0;
     snprintf(p, sizeof p, "%s/config.json", dir);
-    return is_file(p);
+    /* a config.json of any kind (a directory, a link that loops): the reader then says what is wrong
+     * with it, instead of the directory being taken for a checkpoint */
+    return lstat(p, &sb) == 0;
 }
 
 int dec_hf_is_pickle(const char *path) {

@@ -195,6 +195,14 @@ stedit w/model.safetensors "add('lm_head.weight', h['transformer.wte.weight'], b
 refused "GPT-2 (tied by default) with an lm_head.weight of zeros" 1 "lm_head.weight differs from transformer.wte.weight" -- \
     sample --init-from w "${S[@]}"
 
+# --- a config.json that is not a file is named as such (not the directory taken for a checkpoint)
+fresh llama_gqa4 w
+rm w/config.json && mkdir w/config.json
+refused "config.json a directory, sample" 1 "w/config.json: not a regular file" -- sample --init-from w "${S[@]}"
+refused "config.json a directory, estimate" 1 "w/config.json: not a regular file" -- estimate --model w --ranks 1
+rmdir w/config.json && ln -s config.json w/config.json
+refused "config.json a link to itself" 1 "w/config.json: a symbolic link that cannot be followed" -- sample --init-from w "${S[@]}"
+
 # --- weights that are not finite (a corrupt or diverged model) are refused naming the tensor and
 # the element, instead of every step's loss non-finite and skipped: a model directory (F32 NaN), a
 # safetensors file (F16 +inf), a PEFT adapter (F32 NaN)
