@@ -541,6 +541,20 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
         }
     }
     cJSON_Delete(doc);
+    /* another run's checkpoints in --save: its step directories of the numbers this run saves
+     * are replaced (docs/CHECKPOINT.md, step 9), as DeepSpeed's save of the same tag replaces it */
+    char latest[PATH_MAX], step[64] = "";
+    if (o->save && (!o->resume || !cli_same_path(o->resume, o->save)) &&
+        (size_t)snprintf(latest, sizeof latest, "%s/latest", o->save) < sizeof latest) {
+        FILE *f = fopen(latest, "r");
+        if (f) {
+            if (fgets(step, sizeof step, f)) step[strcspn(step, "\r\n")] = 0;
+            fclose(f);
+            fprintf(stderr, "zero: warning: --save %s already holds a checkpoint (latest %s) that this run does not "
+                    "resume: its saves replace the step directories of the same numbers (--resume %s continues it)\n",
+                    o->save, step[0] ? step : "?", o->save);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ progress */

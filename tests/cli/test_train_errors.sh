@@ -98,6 +98,10 @@ expect 2 "--seed 9: the checkpoint's run uses seed 1" -- --resume "$tmp/rec" --s
 out=$(timeout 60 "$Z" sample --init-from "$tmp/rec" --heads 2 --prompt hi --tokens 2 2>&1 >/dev/null); code=$?
 [ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads 2: the model in .* has attention heads 4" ||
   { echo "FAIL: sample --heads against the record: exit $code: $out"; fails=$((fails + 1)); }
+# a fresh run saving where another run's checkpoints are says that it replaces them
+out=$(timeout 60 "$Z" train --model tiny --steps 1 --val-every 0 --save "$tmp/rec" 2>&1 >/dev/null)
+printf '%s' "$out" | grep -q "^zero: warning: --save $tmp/rec already holds a checkpoint (latest step_00000002) that this run does not resume" ||
+  { echo "FAIL: no warning saving over another run: $out"; fails=$((fails + 1)); }
 # the flags replace the config's micro-batch; its train_batch_size stays, the accumulation derived
 out=$(timeout 60 "$Z" train --model tiny --config "$tmp/tb8.json" --micro-batch 2 --steps 1 --val-every 0 2>&1)
 printf '%s' "$out" | grep -q "global batch 8 = 1 rank x micro-batch 2 x accumulation 4" ||
