@@ -400,7 +400,9 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
     if (rc == CLI_OK) remove_stale(o->out, names, nwritten);
     if (rc == CLI_OK && m->source && !copy_tokenizer)
         fprintf(stderr, "zero: note: the model's source directory %s is gone: no tokenizer files copied\n", m->source);
-    for (size_t i = 0; rc == CLI_OK && copy_tokenizer && i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+    enum { NTOK = sizeof tokenizer_files / sizeof tokenizer_files[0] };
+    int copied[NTOK] = {0};
+    for (size_t i = 0; rc == CLI_OK && copy_tokenizer && i < NTOK; i++) {
         char from[4200], to[4200];
         zero_error perr;
         if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
@@ -409,9 +411,16 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
         }
         snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
         if (access(from, F_OK)) continue;
-        if (!strcmp(from, to)) continue;
         rc = copy_file(from, to);
+        copied[i] = rc == CLI_OK;
         res->tokenizer_files++;
+    }
+    /* an earlier export's tokenizer files that this model does not have would be read as its own */
+    for (size_t i = 0; rc == CLI_OK && i < NTOK; i++) {
+        char to[4200];
+        snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
+        if (!copied[i] && unlink(to) != 0 && errno != ENOENT)
+            rc = cli_error(CLI_RUNTIME, "export: cannot remove the stale %s: %s", to, strerror(errno));
     }
     free(first);
     free(names);
@@ -455,6 +464,13 @@ int cli_export(int argc, char **argv) {
         rc = cli_error(CLI_RUNTIME, "export: %s: %s", o.adapter ? "--adapter" : o.merge ? "--merge" : "--base", msg);
         goto out;
     }
+    /* the model directories the export reads (the source of the model, a LoRA run's base) stay as they are */
+    const char *reads[2] = {have_model ? m.source : NULL, export_lora_base_dir(lx)};
+    for (int k = 0; k < 2 && rc == CLI_OK; k++)
+        if (reads[k] && (cli_same_path(o.out, reads[k]) || cli_path_under(o.out, reads[k], rest, sizeof rest)))
+            rc = cli_error(CLI_USAGE, "export: -o '%s' is inside %s '%s', which the export reads: expected a path outside it",
+                           o.out, k ? "the LoRA run's base" : "the model's source directory", reads[k]);
+    if (rc != CLI_OK) goto out;
     if (lx && (rc = export_lora_params(lx, &ps, &lps)) != CLI_OK) goto out;
     if (lx) sel = &lps;
     if (export_lora_adapter(lx)) { /* PEFT's adapter directory */

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -331,6 +332,12 @@ int cli_plan(int argc, char **argv) {
     if (o.lora || o.frozen_dtype != ZERO_DTYPE_COUNT)
         return cli_error(CLI_USAGE, "plan: %s is not supported yet (zero estimate --lora shows a LoRA run's memory)",
                          o.lora ? "--lora" : "--frozen-dtype");
+    char rest[PATH_MAX];
+    if (out_path && o.model && (cli_same_path(out_path, o.model) || cli_path_under(out_path, o.model, rest, sizeof rest)))
+        return cli_error(CLI_USAGE, "plan: -o '%s' is inside the model directory '%s': expected a path outside it (it "
+                         "would overwrite or mix with its files)", out_path, o.model);
+    if (out_path && !strcmp(nvme_path, ""))
+        return cli_error(CLI_USAGE, "plan: --nvme-path '': expected the directory of the NVMe swap files");
     if (host < 0) return cli_error(CLI_USAGE, "plan: --host-mem: expected the host RAM per node (e.g. 64GiB)");
     if (device == 0 && host == 0)
         return cli_error(CLI_USAGE, "plan: --host-mem 0 without --device-mem: a CPU-only machine needs its RAM size");

@@ -346,6 +346,8 @@ static void draw(cairo_t *cr, const run *runs, int nruns, double W, double H, co
 /* Draws into path (PNG or SVG) through path.tmp, renamed when complete. */
 static int render(const char *path, int svg, const run *runs, int nruns, int W, int H, const char *title) {
     size_t n = strlen(path) + 5;
+    zero_error perr;
+    if (zero_check_replaceable(path, &perr) != ZERO_OK) return cli_error(CLI_USAGE, "plot: -o %s", perr.msg);
     char *tmp = malloc(n);
     if (!tmp) return cli_error(CLI_RUNTIME, "plot: out of memory");
     snprintf(tmp, n, "%s.tmp", path);
@@ -437,6 +439,10 @@ int cli_plot(int argc, char **argv) {
     const int svg = dot && (!slash || dot > slash) && !strcasecmp(dot, ".svg");
     if (!(dot && (!slash || dot > slash) && (svg || !strcasecmp(dot, ".png"))))
         return cli_error(CLI_USAGE, "plot: -o '%s': expected a file name ending in .png or .svg", out);
+    for (int i = 0; i < nlogs; i++)
+        if (cli_same_path(out, logs[i]))
+            return cli_error(CLI_USAGE, "plot: -o '%s' is the log '%s': expected another path (it would be "
+                             "overwritten)", out, logs[i]);
     /* the output's directory must exist now: a typo costs a second, not the reading of the logs */
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");

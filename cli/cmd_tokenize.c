@@ -101,6 +101,12 @@ static int parse(int argc, char **argv, opts *o) {
         cli_error(CLI_USAGE, "tokenize: --seq packs a token file: it does not go with --print");
         return -1;
     }
+    char trest[PATH_MAX];
+    if (o->out && (cli_same_path(o->out, o->tokenizer) || cli_path_under(o->out, o->tokenizer, trest, sizeof trest))) {
+        cli_error(CLI_USAGE, "tokenize: -o '%s' is %s the tokenizer '%s': expected another path (it would be "
+                  "overwritten)", o->out, cli_same_path(o->out, o->tokenizer) ? "the file of" : "inside", o->tokenizer);
+        return -1;
+    }
     for (int i = 0; i < o->ninputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) {

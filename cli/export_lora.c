@@ -74,7 +74,11 @@ int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m
     x->l.dropout = zero_ckpt_user_number(c, "lora.dropout", &v) == ZERO_OK ? v : 0;
     x->l.rslora = zero_ckpt_user_number(c, "lora.rslora", &v) == ZERO_OK && v != 0;
     int rc = CLI_OK;
-    if (dec_lora_targets(&x->cfg, targets, &x->l.targets, &err) != ZERO_OK || dec_lora_check(&x->cfg, &x->l, &err) != ZERO_OK)
+    if (base && !(merge && !saved))
+        rc = cli_error(CLI_USAGE, "export --base %s: only --merge of a checkpoint saved without --save-frozen reads a "
+                       "base, and this export %s", base, merge ? "reads the one the checkpoint holds" : "writes the adapters");
+    if (rc == CLI_OK &&
+        (dec_lora_targets(&x->cfg, targets, &x->l.targets, &err) != ZERO_OK || dec_lora_check(&x->cfg, &x->l, &err) != ZERO_OK))
         rc = cli_error(CLI_RUNTIME, "export: %s: its LoRA record: %s", zero_ckpt_dir(c), err.msg);
     x->s = dec_lora_scaling(&x->l);
     /* the base, for --merge without a saved one: the recorded or given directory, the run's */
@@ -198,3 +202,5 @@ int export_lora_write_config(const lora_export *x, const char *dir) {
     }
     return CLI_OK;
 }
+
+const char *export_lora_base_dir(const lora_export *x) { return x && x->base_dir[0] ? x->base_dir : NULL; }

@@ -16,6 +16,8 @@ int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m
                      const char *base, lora_export **out);
 void export_lora_free(lora_export *x);
 int export_lora_adapter(const lora_export *x); /* 1: --adapter */
+/* The base model directory the run recorded (or --base gave); NULL when none. */
+const char *export_lora_base_dir(const lora_export *x);
 /* The parameters the export writes (the adapters, or the base's), into out (storage shared with ps). */
 int export_lora_params(const lora_export *x, const cli_ckpt_params *ps, cli_ckpt_params *out);
 /* The name a parameter gets in the output: PEFT's key of an adapter; NULL: the caller's rule. */

@@ -263,6 +263,9 @@ static int shape_from_st(const char *path, int heads, const char *flag, cli_mode
         } else {
             out->config_json = dup_str(conf);
             out->notes = notes;
+            if (heads > 0 && heads != out->cfg.n_head)
+                rc = cli_error(CLI_USAGE, "--heads %d: the model in %s has attention heads %d (its metadata zero.config)",
+                               heads, path, out->cfg.n_head);
         }
         goto out;
     }
@@ -287,6 +290,10 @@ static int shape_from_st(const char *path, int heads, const char *flag, cli_mode
         L = count_blocks(f);
         if (parse_meta_int(f, "n_head", &H)) H = 0;
     }
+    if (heads > 0 && H > 0 && heads != H) { /* recorded: another count would be another model */
+        rc = cli_error(CLI_USAGE, "--heads %d: the model in %s has attention heads %d (its metadata n_head)", heads, path, H);
+        goto out;
+    }
     if (heads > 0) H = heads;
     if (H <= 0) {
         if (C % 64) {
@@ -297,7 +304,10 @@ static int shape_from_st(const char *path, int heads, const char *flag, cli_mode
         H = C / 64;
     }
     dec_config_gpt2(&out->cfg, L, C, H, ctx, V);
-    if (dec_config_check(&out->cfg, &err) != ZERO_OK) rc = cli_error(CLI_RUNTIME, "%s %s: the model it holds: %s", flag, path, err.msg);
+    if (dec_config_check(&out->cfg, &err) != ZERO_OK) {
+        if (heads > 0) rc = cli_error(CLI_USAGE, "--heads %d: the model in %s (width %d) with it: %s", heads, path, C, err.msg);
+        else rc = cli_error(CLI_RUNTIME, "%s %s: the model it holds: %s", flag, path, err.msg);
+    }
 out:
     zero_st_close(f);
     return rc;
@@ -340,6 +350,9 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
         zero_status s = dec_hf_read_config(path, &out->cfg, &out->config_json, &out->notes, &err);
         if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
         out->source = dup_str(path);
+        if (heads > 0 && heads != out->cfg.n_head)
+            return cli_error(CLI_USAGE, "--heads %d: the model in %s has attention heads %d (config.json)", heads, path,
+                             out->cfg.n_head);
         return CLI_OK;
     }
     char p[4200];

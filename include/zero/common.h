@@ -235,11 +235,18 @@ zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, si
  * keys' (bounded by max_values); a parser given the text afterwards allocates within it too. */
 zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err);
 
+/* ZERO_OK when a file written to PATH.tmp may be renamed over PATH: PATH does not exist, or is a
+ * regular file or a symbolic link (the link is replaced, its target untouched); a directory, a
+ * device, a FIFO or a socket is ZERO_ERR_INVALID_ARG naming it (as root, `-o /dev/null` would
+ * otherwise replace the device with a file), and so is an empty name. */
+zero_status zero_check_replaceable(const char *path, zero_error *err);
+
 /* Opens PATH.tmp (its name in tmp) for writing a file that a rename will publish as PATH: a
  * leftover PATH.tmp — a file, or a symbolic link planted there, never what it points to — is
  * removed first, then the file is created exclusively (O_EXCL | O_NOFOLLOW: nothing that appears
  * meanwhile is followed or truncated) with mode 0666 less the umask, as other tools create
- * their outputs. Returns the descriptor (close-on-exec), or -1 with err set. */
+ * their outputs; a PATH that zero_check_replaceable refuses is refused. Returns the descriptor
+ * (close-on-exec), or -1 with err set. */
 int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err);
 
 #ifdef __cplusplus

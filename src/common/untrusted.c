@@ -508,11 +508,33 @@ zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, i
     return p.st;
 }
 
+zero_status zero_check_replaceable(const char *path, zero_error *err) {
+    struct stat sb;
+    if (!path || !*path) {
+        if (err) ZERO__ERR(err, "'': expected a file name to write");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)) return ZERO_OK;
+    const char *kind = S_ISDIR(sb.st_mode)    ? "a directory"
+                       : S_ISCHR(sb.st_mode)  ? "a character device"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "not a regular file";
+    if (err)
+        ZERO__ERR(err, "%.400s is %s: expected a regular file to replace, or a new name (a rename would put a "
+                  "file in its place)", path, kind);
+    return ZERO_ERR_INVALID_ARG;
+}
+
 int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err) {
-    if (!path || !*path || !tmp || (size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) {
+    if (zero_check_replaceable(path, err) != ZERO_OK) {
         if (tmp && cap) tmp[0] = 0;
-        if (err && (!path || !*path)) ZERO__ERR(err, "'': expected a file name to write");
-        else if (err) ZERO__ERR(err, "%.400s: path too long for its temporary file", path);
+        return -1;
+    }
+    if (!tmp || (size_t)snprintf(tmp, cap, "%s.tmp", path) >= cap) {
+        if (tmp && cap) tmp[0] = 0;
+        if (err) ZERO__ERR(err, "%.400s: path too long for its temporary file", path);
         return -1;
     }
     if (unlink(tmp) != 0 && errno != ENOENT && errno != EISDIR && errno != EPERM) {

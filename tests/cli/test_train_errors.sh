@@ -106,6 +106,15 @@ printf '%s' "$out" | grep -q "^zero: warning: --save $tmp/rec already holds a ch
 out=$(timeout 60 "$Z" train --model tiny --config "$tmp/tb8.json" --micro-batch 2 --steps 1 --val-every 0 2>&1)
 printf '%s' "$out" | grep -q "global batch 8 = 1 rank x micro-batch 2 x accumulation 4" ||
   { echo "FAIL: train_batch_size 8 with --micro-batch 2"; fails=$((fails + 1)); }
+# sample's --heads must agree with what the model records: a model directory, an exported file
+src=$(cd "$(dirname "$0")/../.." && pwd)
+timeout 60 "$Z" export "$tmp/rec" -o "$tmp/rec.safetensors" >/dev/null 2>&1 || { echo "FAIL: export for --heads"; fails=$((fails + 1)); }
+for args in "$src/tests/data/decoder/llama_gqa4:4:config.json" "$tmp/rec.safetensors:2:its metadata zero.config"; do
+  IFS=: read -r m h why <<<"$args"
+  out=$(timeout 60 "$Z" sample --init-from "$m" --heads "$h" --prompt-ids "1 2" --tokens 1 2>&1 >/dev/null); code=$?
+  [ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads $h: the model in .* has attention heads [0-9]* ($why)" ||
+    { echo "FAIL: sample --init-from $m --heads $h: exit $code: $out"; fails=$((fails + 1)); }
+done
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
