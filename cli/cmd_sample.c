@@ -63,7 +63,11 @@ static int parse(int argc, char **argv, sample_opts *o) {
 #define VAL() \
     if (!(v = cli_flag_value(argc, argv, &i))) return -1
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        else if (!strcmp(a, "--init-from") || !strcmp(a, "--resume")) { VAL(); o->init_from = v; }
+        else if (!strcmp(a, "--init-from") || !strcmp(a, "--resume")) {
+            VAL();
+            if (o->init_from) return cli_error(CLI_USAGE, "sample: %s '%s' after '%s': expected one model", a, v, o->init_from), -1;
+            o->init_from = v;
+        }
         else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
         else if (!strcmp(a, "--prompt-ids")) { VAL(); o->prompt_ids = v; }
         else if (!strcmp(a, "--chat")) o->chat = 1;

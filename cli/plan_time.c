@@ -79,23 +79,36 @@ static int is_share(size_t off) {
 }
 
 /* Reads a rates file into out->r over the defaults of its "kind" (cpu when absent). */
+/* What zero bench rates writes besides the rates: a key of neither kind is a typo or another file. */
+static const char *const info_keys[] = {"kind", "version", "measured_at", "host", "ranks", "ranks_per_node", "nodes",
+                                        "threads_per_rank", "shape", "message_bytes"};
+
 static int load(const char *path, cli_rates *out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_error(CLI_USAGE, "--rates '%s': %s", path, strerror(errno));
-    char *text = malloc(1 << 20);
-    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-    int big = text && n == (1 << 20) - 1 && fgetc(f) != EOF;
-    fclose(f);
-    if (!text) return cli_error(CLI_RUNTIME, "out of memory");
-    text[n] = 0;
-    cJSON *j = big ? NULL : cJSON_Parse(text);
+    char *text = NULL;
+    size_t n = 0;
+    zero_error err;
+    zero_status st = zero_read_file(path, 1 << 20, &text, &n, &err);
+    if (st != ZERO_OK) return cli_error(CLI_USAGE, "--rates '%s': %s", path, err.msg);
+    st = zero_json_check(text, n, 1 << 12, ZERO_JSON_MAX_DEPTH, &err);
+    cJSON *j = st == ZERO_OK ? cJSON_ParseWithLength(text, n) : NULL;
     free(text);
+    if (st != ZERO_OK) return cli_error(CLI_USAGE, "--rates '%s': %s", path, err.msg);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return cli_error(CLI_USAGE, "--rates '%s': expected a JSON object of rates (zero bench rates writes one; "
                          "docs/PLANNING.md §9)", path);
     }
     int rc = CLI_OK;
+    for (const cJSON *it = j->child; it; it = it->next) {
+        int known = 0;
+        for (size_t k = 0; k < NKEYS && !known; k++) known = !strcmp(it->string, rate_keys[k].key);
+        for (size_t k = 0; k < sizeof info_keys / sizeof info_keys[0] && !known; k++) known = !strcmp(it->string, info_keys[k]);
+        if (!known) {
+            rc = cli_error(CLI_USAGE, "--rates '%s': unknown key \"%.100s\": expected the keys zero bench rates writes "
+                           "(docs/PLANNING.md §9)", path, it->string);
+            goto done;
+        }
+    }
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
     int gpu = 0;
     if (kind && !cJSON_IsNull(kind)) {

@@ -513,6 +513,11 @@ static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
     if (s != ZERO_OK) s = wfail(w, "--init-from %s", m);
     const char *dir = zero_ckpt_dir(c);
     uint64_t most = 0;
+    double lora_r;
+    if (s == ZERO_OK && zero_ckpt_user_number(c, "lora.r", &lora_r) == ZERO_OK) /* adapters, not a whole model */
+        s = wfail(w, "--init-from %s: a LoRA run's checkpoint (its adapters, r %g) is not supported here yet: export the "
+                  "model with the adapters folded in (zero export %s -o DIR --merge) and give DIR, or continue the run "
+                  "with --resume", dir, lora_r, dir);
     for (int k = 0; k < ps.n && s == ZERO_OK; k++)
         if (zero_engine_find_param(e, ps.p[k].name) < 0)
             s = wfail(w, "--init-from %s: parameter '%s' of the checkpoint is not one of this model's (another model?)",
