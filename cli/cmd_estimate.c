@@ -180,6 +180,11 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         snprintf(out->name, sizeof out->name, "%s", o->params > 0 ? "params" : "custom");
         /* A bare parameter count has no shape: units only, activations unknown. */
         have_shape = o->layers && o->dim;
+        if (o->params > 0 && !have_shape && (o->dim || o->heads || o->vocab || o->seq))
+            return cli_error(CLI_USAGE, "--params with --%s but not --layers and --dim: a shape needs both (it gives "
+                             "the activations), and without one --%s would change nothing",
+                             o->dim ? "dim" : o->heads ? "heads" : o->vocab ? "vocab" : "seq",
+                             o->dim ? "dim" : o->heads ? "heads" : o->vocab ? "vocab" : "seq");
     }
     if (!out->from_dir) {
         if (o->layers) cfg.n_layer = o->layers;
@@ -201,7 +206,25 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     if (have_shape && dec_config_check(&cfg, &err) != ZERO_OK)
         return cli_error(CLI_USAGE, "model shape: %s", err.msg);
 
-    if (o->params > 0) {
+    if (o->params > 0 && have_shape) {
+        /* --params with a shape: the shape's units (their activations, its pieces), the count
+         * given shared among them as the shape shares its own */
+        const uint64_t total = (uint64_t)llround(o->params), own = dec_num_params(&cfg);
+        const int n = dec_num_units(&cfg);
+        out->unit_numel = malloc((size_t)n * sizeof *out->unit_numel);
+        if (!out->unit_numel) return cli_error(CLI_RUNTIME, "out of memory");
+        uint64_t given = 0;
+        for (int u = 0; u < n; u++) {
+            out->unit_numel[u] = (uint64_t)((double)total * (double)dec_unit_numel(&cfg, u) / (double)own);
+            if (!out->unit_numel[u]) out->unit_numel[u] = 1;
+            given += out->unit_numel[u];
+        }
+        if (given < total) out->unit_numel[n - 1] += total - given; /* the rounding, to the head */
+        else if (given > total && out->unit_numel[n - 1] > given - total) out->unit_numel[n - 1] -= given - total;
+        out->num_units = n;
+        out->params = 0;
+        for (int u = 0; u < n; u++) out->params += out->unit_numel[u];
+    } else if (o->params > 0) {
         const uint64_t total = (uint64_t)llround(o->params);
         int n = o->layers ? o->layers : PARAMS_DEFAULT_UNITS;
         if ((uint64_t)n > total) n = (int)total;
@@ -283,7 +306,8 @@ static void usage(FILE *f) {
             "                       llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b,\n"
             "                       qwen3-8b, mistral-7b, smollm2-135m, smollm2-1.7b) or a Hugging Face\n"
             "                       model directory (its config.json; also as a plain argument)\n"
-            "  --params N           a model of N parameters in --layers (32) equal units\n"
+            "  --params N           a model of N parameters in --layers (32) equal units; with --layers\n"
+            "                       and --dim, that shape's units and activations, N shared as it shares\n"
             "  --layers L --dim C --heads H --vocab V   the shape (overrides a preset's; a directory's\n"
             "                       must agree with its config.json)\n"
             "  --seq T              tokens per sequence for the activation figure (the context, at most 4096)\n"

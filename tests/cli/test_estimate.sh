@@ -227,4 +227,11 @@ check "lora: frozen dtype without --lora" usage_error "expected --lora too" --mo
 check "lora with --deterministic" usage_error "deterministic mode with frozen parameters (LoRA): not supported yet" \
     --model gpt2 --ranks 2 --lora r=4 --deterministic
 
+# --params with a shape: the shape's units, the count shared among them; half a shape is refused
+"$ZERO" estimate --params 1B --layers 2 --dim 64 --ranks 1 --json >"$TMP/pshape.json" 2>"$TMP/err"
+check "--params with --layers and --dim: the shape's units, 1e9 parameters" "$PY" -c "
+import json; e = json.load(open('$TMP/pshape.json')); assert e['params'] == 10**9 and e['units'] == 4, (e['params'], e['units'])"
+check "--params with --dim alone" usage_error "--params with --dim but not --layers and --dim" --params 1B --dim 64 --ranks 1
+check "--params with --vocab alone" usage_error "without one --vocab would change nothing" --params 1B --vocab 7 --ranks 1
+
 exit $fail
