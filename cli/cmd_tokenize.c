@@ -47,6 +47,11 @@ typedef struct opts {
     zero_chat_format chat;
 } opts;
 
+static int is_jsonl(const char *p) {
+    const size_t n = strlen(p);
+    return (n >= 6 && !strcmp(p + n - 6, ".jsonl")) || (n >= 5 && !strcmp(p + n - 5, ".json"));
+}
+
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->inputs = calloc((size_t)argc, sizeof *o->inputs);
@@ -101,10 +106,25 @@ static int parse(int argc, char **argv, opts *o) {
         cli_error(CLI_USAGE, "tokenize: --seq packs a token file: it does not go with --print");
         return -1;
     }
+    if (o->out && o->no_special) {
+        cli_error(CLI_USAGE, "tokenize: --no-special goes with --print: a token file holds what zero train reads (the "
+                  "tokenizer's BOS/EOS around each document and example)");
+        return -1;
+    }
     char trest[PATH_MAX];
     if (o->out && (cli_same_path(o->out, o->tokenizer) || cli_path_under(o->out, o->tokenizer, trest, sizeof trest))) {
         cli_error(CLI_USAGE, "tokenize: -o '%s' is %s the tokenizer '%s': expected another path (it would be "
                   "overwritten)", o->out, cli_same_path(o->out, o->tokenizer) ? "the file of" : "inside", o->tokenizer);
+        return -1;
+    }
+    int examples = 0; /* an input that may hold JSONL examples: a .jsonl/.json file or a directory */
+    for (int i = 0; i < o->ninputs; i++) {
+        struct stat sb;
+        examples |= is_jsonl(o->inputs[i]) || (stat(o->inputs[i], &sb) == 0 && S_ISDIR(sb.st_mode));
+    }
+    if (!examples && (o->chat != ZERO_CHAT_NONE || o->skip_bad)) {
+        cli_error(CLI_USAGE, "tokenize: %s applies to JSONL examples, and no input is JSONL (*.jsonl, *.json) or a "
+                  "directory", o->chat != ZERO_CHAT_NONE ? "--chat-template" : "--skip-bad-examples");
         return -1;
     }
     for (int i = 0; i < o->ninputs; i++) {
@@ -135,11 +155,6 @@ static int parse(int argc, char **argv, opts *o) {
         return -1;
     }
     return 0;
-}
-
-static int is_jsonl(const char *p) {
-    const size_t n = strlen(p);
-    return (n >= 6 && !strcmp(p + n - 6, ".jsonl")) || (n >= 5 && !strcmp(p + n - 5, ".json"));
 }
 
 static void print_ids(const int32_t *ids, const uint8_t *mask, size_t n, int json) {

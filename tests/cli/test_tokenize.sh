@@ -151,6 +151,16 @@ mkdir -p "$TMP/indir" && cp "$TMP/in.jsonl" "$TMP/indir/"
 run tokenize --tokenizer "$D/gpt2" "$TMP/indir" -o "$TMP/indir/out.bin"
 expect_error "-o inside an input directory" 2 "is inside the input '$TMP/indir'"
 check "-o inside an input directory: nothing written" test ! -e "$TMP/indir/out.bin"
+printf 'some text to tokenize\n' >"$TMP/t.txt"
+# --- options that would change nothing are refused: --no-special for a token file, the JSONL
+# options without a JSONL input
+run tokenize --tokenizer "$D/llama3" "$TMP/t.txt" -o "$TMP/ns.bin" --no-special
+expect_error "--no-special with -o" 2 "--no-special goes with --print"
+run tokenize --tokenizer "$D/llama3" "$TMP/t.txt" -o "$TMP/ct.bin" --chat-template chatml
+expect_error "--chat-template on text" 2 "--chat-template applies to JSONL examples"
+run tokenize --tokenizer "$D/llama3" "$TMP/t.txt" -o "$TMP/sb.bin" --skip-bad-examples
+expect_error "--skip-bad-examples on text" 2 "--skip-bad-examples applies to JSONL examples"
+
 # --- an empty input and a binary one (a token file given again) are refused, not tokenized
 : >"$TMP/empty.txt"
 run tokenize --tokenizer "$D/gpt2" "$TMP/empty.txt" -o "$TMP/e.bin"
