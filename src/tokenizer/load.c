@@ -836,6 +836,11 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
         zero__tk_errorf(msg, "tokenizer.json: model: missing");
         goto done;
     }
+    /* the match data first: prepare_added normalizes added tokens, and a Regex Replace needs it */
+    if (!(t->md = pcre2_match_data_create(4, NULL))) {
+        zero__tk_errorf(msg, "out of memory loading a tokenizer");
+        goto done;
+    }
     if (load_model(L, model, added) || load_added(L, added) || prepare_added(L)) goto done;
     for (int i = 0; i < t->ntmpl; i++)
         if (t->tmpl[i] >= t->vocab_size || (t->tmpl[i] >= 0 && !t->tok[t->tmpl[i]])) {
@@ -843,10 +848,6 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
             goto done;
         }
     if (load_config(L, config)) goto done;
-    if (!(t->md = pcre2_match_data_create(4, NULL))) {
-        zero__tk_errorf(msg, "out of memory loading a tokenizer");
-        goto done;
-    }
     st = ZERO_OK;
 done:
     cJSON_Delete(root);

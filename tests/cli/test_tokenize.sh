@@ -151,6 +151,23 @@ mkdir -p "$TMP/indir" && cp "$TMP/in.jsonl" "$TMP/indir/"
 run tokenize --tokenizer "$D/gpt2" "$TMP/indir" -o "$TMP/indir/out.bin"
 expect_error "-o inside an input directory" 2 "is inside the input '$TMP/indir'"
 check "-o inside an input directory: nothing written" test ! -e "$TMP/indir/out.bin"
+# --- a normalized added token under a Regex Replace normalizer matches the normalized text, as in
+# HF tokenizers ("aqa" -> "bqb" both ways: one token; tokenizers 0.23.3 encodes it to the added id)
+mkdir -p "$TMP/rx"
+"$PY" - "$D/gpt2/tokenizer.json" "$TMP/rx/tokenizer.json" <<'EOF2'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["normalizer"] = {"type": "Replace", "pattern": {"Regex": "a"}, "content": "b"}
+n = max(list(t["model"]["vocab"].values()) + [a["id"] for a in t.get("added_tokens") or []]) + 1
+t["added_tokens"] = list(t.get("added_tokens") or []) + [{"id": n, "content": "aqa", "single_word": False, "lstrip": False,
+                                                             "rstrip": False, "normalized": True, "special": False}]
+json.dump(t, open(sys.argv[2], "w"))
+print(n, file=open(sys.argv[2] + ".id", "w"))
+EOF2
+printf 'aqa\n' >"$TMP/aqa.txt"
+run tokenize --tokenizer "$TMP/rx" "$TMP/aqa.txt" --print --no-special
+check "a Regex Replace normalizer reaches the normalized added tokens" test "$(cat "$TMP/out")" = "$(cat "$TMP/rx/tokenizer.json.id")"
+
 printf 'some text to tokenize\n' >"$TMP/t.txt"
 # --- options that would change nothing are refused: --no-special for a token file, the JSONL
 # options without a JSONL input
