@@ -441,8 +441,10 @@ int cli_plot(int argc, char **argv) {
         return cli_error(CLI_USAGE, "plot: -o '%s': expected a file name ending in .png or .svg", out);
     for (int i = 0; i < nlogs; i++)
         if (cli_same_path(out, logs[i]))
-            return cli_error(CLI_USAGE, "plot: -o '%s' is the log '%s': expected another path (it would be "
-                             "overwritten)", out, logs[i]);
+            return cli_error(CLI_USAGE,
+                             "plot: -o '%s' is the log '%s': expected another path (it would be "
+                             "overwritten)",
+                             out, logs[i]);
     /* the output's directory must exist now: a typo costs a second, not the reading of the logs */
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1, slash ? out : ".");

@@ -550,7 +550,8 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
         if (f) {
             if (fgets(step, sizeof step, f)) step[strcspn(step, "\r\n")] = 0;
             fclose(f);
-            fprintf(stderr, "zero: warning: --save %s already holds a checkpoint (latest %s) that this run does not "
+            fprintf(stderr,
+                    "zero: warning: --save %s already holds a checkpoint (latest %s) that this run does not "
                     "resume: its saves replace the step directories of the same numbers (--resume %s continues it)\n",
                     o->save, step[0] ? step : "?", o->save);
         }
