@@ -94,7 +94,8 @@ void zero_comm_options_default(zero_comm_options *o) {
 
 /* ------------------------------------------------------------------ the watchdog
  * A rank that stops (SIGSTOP, a swap storm, a hung file system) without dying closes no socket:
- * its peers would wait in their next collective forever. Every blocking call and every wait of
+ * its peers would wait in their next collective forever. Every collective call (the non-blocking
+ * ones run on the caller's thread when there is no progress thread) and every wait of
  * a communicator of more than one rank takes a slot with its start time; a thread looks at the
  * slots every quarter second and, when one has waited longer than its communicator's timeout,
  * logs one error line naming the call and ends the process (exit status 1), as PyTorch's
@@ -363,14 +364,22 @@ zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv,
     return s;
 }
 
+/* The non-blocking forms are watched too: without a progress thread they run on the caller's thread
+ * (docs/COMM.md) and wait for the peers as a blocking call does. */
 zero_status zero_comm_iall_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request **req) {
-    return reduce_common(c, ZERO_COLL_ALL_REDUCE, send, recv, count, dt, op, req, 1);
+    const int w = watch_enter(c, "iall_reduce");
+    const zero_status s = reduce_common(c, ZERO_COLL_ALL_REDUCE, send, recv, count, dt, op, req, 1);
+    watch_leave(w);
+    return s;
 }
 
 zero_status zero_comm_ireduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                       zero_dtype dt, zero_op op, zero_request **req) {
-    return reduce_common(c, ZERO_COLL_REDUCE_SCATTER, send, recv, count, dt, op, req, 1);
+    const int w = watch_enter(c, "ireduce_scatter");
+    const zero_status s = reduce_common(c, ZERO_COLL_REDUCE_SCATTER, send, recv, count, dt, op, req, 1);
+    watch_leave(w);
+    return s;
 }
 
 /* ------------------------------------------------------------------ data movement */
@@ -415,7 +424,10 @@ zero_status zero_comm_all_gather(zero_comm *c, const void *send, void *recv, siz
 
 zero_status zero_comm_iall_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_request **req) {
-    return gather_common(c, send, recv, count, dt, req, 1);
+    const int w = watch_enter(c, "iall_gather");
+    const zero_status s = gather_common(c, send, recv, count, dt, req, 1);
+    watch_leave(w);
+    return s;
 }
 
 zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {

@@ -98,6 +98,11 @@ check "SIGSTOP: rank 1 found (pid ${pid:-none})" test -n "${pid:-}" || { kill $j
 if [ -n "${pid:-}" ]; then
     start=$(date +%s)
     kill -STOP "$pid"
+    for _ in $(seq 1 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then # the watchdog missed: fail, and leave nothing hanging
+        echo "FAIL SIGSTOP of rank 1: the job still runs 60 s later"; fail=1
+        kill -9 "$pid"; kill $job
+    fi
     wait $job; rc=$?
     took=$(($(date +%s) - start))
     check "SIGSTOP of rank 1: exit 1 (got $rc)" test $rc -eq 1
