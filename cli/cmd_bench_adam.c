@@ -335,7 +335,9 @@ int cli_bench_adam(int argc, char **argv) {
     if (!o.json) {
         printf("zero bench adam: AdamW step, %d thread%s, best impl %s; memory copy %.1f GB/s (read+write)\n",
                threads, threads == 1 ? "" : "s", zero_impl_name(best), copy);
-        printf("torch.optim.AdamW: %s\n", torch_mode ? torch_mode : "not available (torch_ratio null)");
+        printf("torch.optim.AdamW: %s\n", torch_mode ? torch_mode
+                                       : o.torch ? "not available (torch_ratio null)"
+                                                 : "skipped (--no-torch; torch_ratio null)");
         printf("%12s %5s %12s %12s %7s %10s %10s %11s\n", "n", "dtype", "scalar GB/s", "best GB/s", "ratio",
                "ms/step", "torch ms", "torch_ratio");
     }

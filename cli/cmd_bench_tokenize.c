@@ -262,7 +262,8 @@ int cli_bench_tokenize(int argc, char **argv) {
                 printf("tokenizers: %10lld tokens  %8.3f s  %8.2f MB/s   ratio %.2fx%s\n", hf_tokens, hf,
                        (double)c.n / hf / 1e6, ratio, hf_tokens == tokens ? "" : "   (token counts differ!)");
             else
-                printf("tokenizers: not available (python3 cannot import tokenizers; ratio null)\n");
+                printf("tokenizers: %s; ratio null\n", python ? "not available (python3 cannot import tokenizers)"
+                                                              : "skipped (--no-python)");
         }
         if (hf_tokens >= 0 && hf_tokens != tokens)
             rc = cli_error(CLI_RUNTIME, "bench tokenize: zero made %lld tokens, tokenizers %lld: they must agree", tokens,

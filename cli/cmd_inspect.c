@@ -5,7 +5,9 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -57,6 +59,9 @@ int cli_inspect(int argc, char **argv) {
     if (!path) {
         return cli_error(CLI_USAGE, "inspect: expected a checkpoint directory (zero inspect --help)");
     }
+    struct stat sb;
+    if (stat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR)) /* a name on the command line: usage */
+        return cli_error(CLI_USAGE, "inspect '%s': %s", path, strerror(errno));
     zero_ckpt *c = NULL;
     zero_error err;
     if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);

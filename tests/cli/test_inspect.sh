@@ -66,7 +66,7 @@ check "unknown flag: named" grep -q "'--frobnicate'" "$TMP/err"
 "$ZERO" inspect "$TMP/ck" "$TMP/ck" >"$TMP/out" 2>"$TMP/err"; rc=$?
 check "two checkpoints: exit 2" test $rc -eq 2
 "$ZERO" inspect "$TMP/nothing" >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "no such path" 1 "$TMP/nothing" "No such file"
+expect_error "no such path" 2 "$TMP/nothing" "No such file"
 "$ZERO" inspect "$TMP" >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "not a checkpoint" 1 "neither a step directory"
 
