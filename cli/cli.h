@@ -62,6 +62,8 @@ void cli_ignore_sigpipe(int world);
  * directory dir, its part below dir ("" for dir itself) in rest, returned; NULL elsewhere. */
 int cli_same_path(const char *a, const char *b);
 const char *cli_path_under(const char *path, const char *dir, char *rest, size_t cap);
+/* 1 when path is the file `in` names, or lies in or under the directory `in`. */
+int cli_path_within(const char *path, const char *in);
 /* Where the OpenBLAS core in use leaves AVX-512 unused (an AVX2 core named in $OPENBLAS_CORETYPE
  * on an AVX-512 CPU): "OpenBLAS runs AVX2 kernels on this AVX-512 CPU (OPENBLAS_CORETYPE=X); its
  * AVX-512 ones (Y) are faster" (a static buffer); NULL otherwise. zero --version --verbose prints

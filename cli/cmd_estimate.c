@@ -180,11 +180,10 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         snprintf(out->name, sizeof out->name, "%s", o->params > 0 ? "params" : "custom");
         /* A bare parameter count has no shape: units only, activations unknown. */
         have_shape = o->layers && o->dim;
-        if (o->params > 0 && !have_shape && (o->dim || o->heads || o->vocab || o->seq))
+        const char *idle = o->dim ? "dim" : o->heads ? "heads" : o->vocab ? "vocab" : o->seq ? "seq" : NULL;
+        if (o->params > 0 && !have_shape && idle)
             return cli_error(CLI_USAGE, "--params with --%s but not --layers and --dim: a shape needs both (it gives "
-                             "the activations), and without one --%s would change nothing",
-                             o->dim ? "dim" : o->heads ? "heads" : o->vocab ? "vocab" : "seq",
-                             o->dim ? "dim" : o->heads ? "heads" : o->vocab ? "vocab" : "seq");
+                             "the activations), and without one --%s would change nothing", idle, idle);
     }
     if (!out->from_dir) {
         if (o->layers) cfg.n_layer = o->layers;

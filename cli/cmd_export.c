@@ -7,7 +7,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -307,24 +306,29 @@ static int export_adapter(const export_opts *o, zero_ckpt *c, const cli_ckpt_par
     return rc == CLI_OK ? export_lora_write_config(lx, o->out) : rc;
 }
 
-/* The tokenizer files export_dir will copy from the model's source directory, checked before
- * anything is written: a file that cannot be copied fails the export while the directory still
- * holds the earlier export whole. 1 when there is a source directory to copy from. */
-static int tokenizer_sources(const cli_model *m, int *rc) {
+#define NTOK (sizeof tokenizer_files / sizeof tokenizer_files[0])
+
+/* The tokenizer files export_dir will copy from the model's source directory, found and checked
+ * before anything is written (from[i]: the file, "" when the directory has none): a file that
+ * cannot be copied fails the export while the directory still holds the earlier export whole. 1
+ * when there is a source directory to copy from. */
+static int tokenizer_sources(const cli_model *m, char (*from)[4200], int *rc) {
     struct stat ss;
     *rc = CLI_OK;
     if (!m->source || stat(m->source, &ss) || !S_ISDIR(ss.st_mode)) return 0;
-    for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
-        char from[4200];
+    for (size_t i = 0; i < NTOK; i++) {
         zero_error perr;
         /* a file the source directory names: never a symbolic link leading out of it */
-        if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
+        if (zero_path_in_dir(m->source, tokenizer_files[i], from[i], sizeof from[i], &perr) != ZERO_OK) {
             *rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg);
             return 1;
         }
-        if (access(from, F_OK)) continue;
-        if (access(from, R_OK)) {
-            *rc = cli_error(CLI_RUNTIME, "export: cannot read %s: %s", from, strerror(errno));
+        if (access(from[i], F_OK)) {
+            from[i][0] = 0;
+            continue;
+        }
+        if (access(from[i], R_OK)) {
+            *rc = cli_error(CLI_RUNTIME, "export: cannot read %s: %s", from[i], strerror(errno));
             return 1;
         }
     }
@@ -335,7 +339,8 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
                       result *res, lora_export *lx) {
     struct stat sb;
     int rc = CLI_OK;
-    const int copy_tokenizer = tokenizer_sources(m, &rc);
+    char from[NTOK][4200];
+    const int copy_tokenizer = tokenizer_sources(m, from, &rc);
     if (rc != CLI_OK) return rc;
     if (!stat(o->out, &sb) && !S_ISDIR(sb.st_mode))
         return cli_error(CLI_USAGE, "-o '%s': exists and is not a directory (a file must be named *.safetensors)", o->out);
@@ -400,18 +405,12 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
     if (rc == CLI_OK) remove_stale(o->out, names, nwritten);
     if (rc == CLI_OK && m->source && !copy_tokenizer)
         fprintf(stderr, "zero: note: the model's source directory %s is gone: no tokenizer files copied\n", m->source);
-    enum { NTOK = sizeof tokenizer_files / sizeof tokenizer_files[0] };
     int copied[NTOK] = {0};
     for (size_t i = 0; rc == CLI_OK && copy_tokenizer && i < NTOK; i++) {
-        char from[4200], to[4200];
-        zero_error perr;
-        if (zero_path_in_dir(m->source, tokenizer_files[i], from, sizeof from, &perr) != ZERO_OK) {
-            rc = cli_error(CLI_RUNTIME, "export: %s", perr.msg); /* changed since tokenizer_sources looked */
-            break;
-        }
+        char to[4200];
+        if (!from[i][0]) continue;
         snprintf(to, sizeof to, "%s/%s", o->out, tokenizer_files[i]);
-        if (access(from, F_OK)) continue;
-        rc = copy_file(from, to);
+        rc = copy_file(from[i], to);
         copied[i] = rc == CLI_OK;
         res->tokenizer_files++;
     }
@@ -437,8 +436,7 @@ int cli_export(int argc, char **argv) {
     if (p < 0) return CLI_USAGE;
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
-    char rest[PATH_MAX];
-    if (cli_path_under(o.out, o.ckpt, rest, sizeof rest))
+    if (cli_path_within(o.out, o.ckpt))
         return cli_error(CLI_USAGE, "export: -o '%s' is inside the checkpoint '%s': expected a path outside it (the "
                          "export would overwrite or mix with its files)", o.out, o.ckpt);
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
@@ -467,7 +465,7 @@ int cli_export(int argc, char **argv) {
     /* the model directories the export reads (the source of the model, a LoRA run's base) stay as they are */
     const char *reads[2] = {have_model ? m.source : NULL, export_lora_base_dir(lx)};
     for (int k = 0; k < 2 && rc == CLI_OK; k++)
-        if (reads[k] && (cli_same_path(o.out, reads[k]) || cli_path_under(o.out, reads[k], rest, sizeof rest)))
+        if (reads[k] && cli_path_within(o.out, reads[k]))
             rc = cli_error(CLI_USAGE, "export: -o '%s' is inside %s '%s', which the export reads: expected a path outside it",
                            o.out, k ? "the LoRA run's base" : "the model's source directory", reads[k]);
     if (rc != CLI_OK) goto out;

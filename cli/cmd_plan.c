@@ -3,7 +3,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -332,8 +331,7 @@ int cli_plan(int argc, char **argv) {
     if (o.lora || o.frozen_dtype != ZERO_DTYPE_COUNT)
         return cli_error(CLI_USAGE, "plan: %s is not supported yet (zero estimate --lora shows a LoRA run's memory)",
                          o.lora ? "--lora" : "--frozen-dtype");
-    char rest[PATH_MAX];
-    if (out_path && o.model && (cli_same_path(out_path, o.model) || cli_path_under(out_path, o.model, rest, sizeof rest)))
+    if (out_path && o.model && cli_path_within(out_path, o.model))
         return cli_error(CLI_USAGE, "plan: -o '%s' is inside the model directory '%s': expected a path outside it (it "
                          "would overwrite or mix with its files)", out_path, o.model);
     if (out_path && !strcmp(nvme_path, ""))

@@ -2,8 +2,6 @@
  * tokenizer.json into a token file with a loss mask (ZEROTOK2), or ids printed line by line. */
 #include "cli.h"
 
-#include <limits.h>
-
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,22 +109,12 @@ static int parse(int argc, char **argv, opts *o) {
                   "tokenizer's BOS/EOS around each document and example)");
         return -1;
     }
-    char trest[PATH_MAX];
-    if (o->out && (cli_same_path(o->out, o->tokenizer) || cli_path_under(o->out, o->tokenizer, trest, sizeof trest))) {
+    if (o->out && cli_path_within(o->out, o->tokenizer)) {
         cli_error(CLI_USAGE, "tokenize: -o '%s' is %s the tokenizer '%s': expected another path (it would be "
                   "overwritten)", o->out, cli_same_path(o->out, o->tokenizer) ? "the file of" : "inside", o->tokenizer);
         return -1;
     }
     int examples = 0; /* an input that may hold JSONL examples: a .jsonl/.json file or a directory */
-    for (int i = 0; i < o->ninputs; i++) {
-        struct stat sb;
-        examples |= is_jsonl(o->inputs[i]) || (stat(o->inputs[i], &sb) == 0 && S_ISDIR(sb.st_mode));
-    }
-    if (!examples && (o->chat != ZERO_CHAT_NONE || o->skip_bad)) {
-        cli_error(CLI_USAGE, "tokenize: %s applies to JSONL examples, and no input is JSONL (*.jsonl, *.json) or a "
-                  "directory", o->chat != ZERO_CHAT_NONE ? "--chat-template" : "--skip-bad-examples");
-        return -1;
-    }
     for (int i = 0; i < o->ninputs; i++) {
         struct stat sb;
         if (stat(o->inputs[i], &sb) != 0) {
@@ -141,13 +129,17 @@ static int parse(int argc, char **argv, opts *o) {
             cli_error(CLI_USAGE, "tokenize: input '%s' is empty: expected text or JSONL", o->inputs[i]);
             return -1;
         }
-        char rest[PATH_MAX];
-        if (o->out && (cli_same_path(o->out, o->inputs[i]) ||
-                       (S_ISDIR(sb.st_mode) && cli_path_under(o->out, o->inputs[i], rest, sizeof rest)))) {
+        if (o->out && cli_path_within(o->out, o->inputs[i])) {
             cli_error(CLI_USAGE, "tokenize: -o '%s' %s input '%s': expected another path (it would be overwritten or "
                       "read)", o->out, S_ISDIR(sb.st_mode) ? "is inside the" : "is the", o->inputs[i]);
             return -1;
         }
+        examples |= is_jsonl(o->inputs[i]) || S_ISDIR(sb.st_mode);
+    }
+    if (!examples && (o->chat != ZERO_CHAT_NONE || o->skip_bad)) {
+        cli_error(CLI_USAGE, "tokenize: %s applies to JSONL examples, and no input is JSONL (*.jsonl, *.json) or a "
+                  "directory", o->chat != ZERO_CHAT_NONE ? "--chat-template" : "--skip-bad-examples");
+        return -1;
     }
     struct stat sb;
     if (stat(o->tokenizer, &sb) != 0) {

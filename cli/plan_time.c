@@ -78,11 +78,11 @@ static int is_share(size_t off) {
            off == offsetof(zero_plan_rates, progress_reduce_scatter);
 }
 
-/* Reads a rates file into out->r over the defaults of its "kind" (cpu when absent). */
 /* What zero bench rates writes besides the rates: a key of neither kind is a typo or another file. */
 static const char *const info_keys[] = {"kind", "version", "measured_at", "host", "ranks", "ranks_per_node", "nodes",
                                         "threads_per_rank", "shape", "message_bytes"};
 
+/* Reads a rates file into out->r over the defaults of its "kind" (cpu when absent). */
 static int load(const char *path, cli_rates *out) {
     char *text = NULL;
     size_t n = 0;

@@ -140,6 +140,11 @@ const char *cli_path_under(const char *path, const char *dir, char *rest, size_t
     return rest;
 }
 
+int cli_path_within(const char *path, const char *in) {
+    char rest[PATH_MAX];
+    return cli_same_path(path, in) || cli_path_under(path, in, rest, sizeof rest) != NULL;
+}
+
 void cli_ignore_sigpipe(int world) {
     if (world > 1) signal(SIGPIPE, SIG_IGN);
 }

@@ -350,10 +350,7 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
         zero_status s = dec_hf_read_config(path, &out->cfg, &out->config_json, &out->notes, &err);
         if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
         out->source = dup_str(path);
-        if (heads > 0 && heads != out->cfg.n_head)
-            return cli_error(CLI_USAGE, "--heads %d: the model in %s has attention heads %d (config.json)", heads, path,
-                             out->cfg.n_head);
-        return CLI_OK;
+        return cli_model_check_flags(out, NULL, 0, 0, heads, 0); /* config.json says the heads */
     }
     char p[4200];
     snprintf(p, sizeof p, "%s/pytorch_model.bin", path);

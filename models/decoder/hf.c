@@ -231,6 +231,15 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
+/* The slot of `key` in check_tensors' open-addressed table of (file, tensor): its own, or the
+ * empty one where it would go. */
+static size_t slot_of(const dec_hf *h, int (*slot)[2], size_t nslots, const char *key) {
+    size_t k = name_hash(key) % nslots;
+    while (slot[k][0] >= 0 && strcmp(param_key(h, zero_st_tensor_at(h->files[slot[k][0]], slot[k][1])->name), key))
+        k = (k + 1) % nslots;
+    return k;
+}
+
 /* Each tensor of the weight files once: a name in two files, or GPT-2's "transformer.X" beside
  * "X", is refused, because which copy a loader takes would be a matter of order (transformers
  * takes the one the index names; zero would take the first file's). With an index (its
@@ -255,10 +264,7 @@ static zero_status check_tensors(dec_hf *h, const char *index_path, const char *
     for (int f = 0; f < h->nfiles && !st; f++)
         for (int i = 0; i < zero_st_count(h->files[f]); i++) {
             const char *n = zero_st_tensor_at(h->files[f], i)->name, *key = param_key(h, n);
-            size_t k = name_hash(key) % nslots;
-            while (slot[k][0] >= 0 &&
-                   strcmp(param_key(h, zero_st_tensor_at(h->files[slot[k][0]], slot[k][1])->name), key))
-                k = (k + 1) % nslots;
+            const size_t k = slot_of(h, slot, nslots, key);
             if (slot[k][0] < 0) {
                 slot[k][0] = f;
                 slot[k][1] = i;
@@ -280,10 +286,7 @@ static zero_status check_tensors(dec_hf *h, const char *index_path, const char *
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
     size_t nlisted = 0;
     for (const cJSON *e = map ? map->child : NULL; e; e = e->next) {
-        const char *key = param_key(h, e->string);
-        size_t k = name_hash(key) % nslots;
-        while (slot[k][0] >= 0 && strcmp(param_key(h, zero_st_tensor_at(h->files[slot[k][0]], slot[k][1])->name), key))
-            k = (k + 1) % nslots;
+        const size_t k = slot_of(h, slot, nslots, param_key(h, e->string));
         const zero_st_file *g = slot[k][0] >= 0 ? h->files[slot[k][0]] : NULL;
         if (!g || strcmp(zero_st_tensor_at(g, slot[k][1])->name, e->string)) {
             dec__errorf(err, "%s: the index lists '%.200s', which no shard holds", index_path, e->string);

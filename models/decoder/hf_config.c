@@ -293,7 +293,7 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
 }
 
 /* The stored dtype, torch_dtype (transformers 4) or dtype (5): what transformers loads the weights
- * as and what `zero export` writes back (dec_hf_dtype), so a value that is not one of the three
+ * as and what `zero export` writes back (its source_dtype), so a value that is not one of the three
  * dtypes zero reads and writes is refused, not replaced by the weights'. float64 is refused with
  * them (zero reads no F64 tensor), and "auto" is an argument of from_pretrained, not a stored
  * dtype. Both present: they must agree, since each version reads another one. */
