@@ -50,6 +50,9 @@ extern int cli_quiet_errors;
  * first pass over the checks that every rank repeats), so that a warning prints once per job. */
 extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "zero: note: ..." on stderr for what zero_ckpt_open chose on the user's behalf (a newer step
+ * than `latest` names), unless warnings are quiet; nothing when it chose nothing. */
+void cli_ckpt_note(const zero_ckpt *c);
 /* In a command with peers (world > 1): a peer that dies closes its sockets, and a write to one
  * would kill this rank by SIGPIPE, so the launcher (ours or a user's mpirun) could name this rank's
  * signal instead of the peer's death. Ignored, the write fails and the collective returns its

@@ -440,6 +440,7 @@ int cli_export(int argc, char **argv) {
         return cli_error(CLI_USAGE, "export: -o '%s' is inside the checkpoint '%s': expected a path outside it (the "
                          "export would overwrite or mix with its files)", o.out, o.ckpt);
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
+    cli_ckpt_note(c);
     cli_ckpt_params ps = {0}, lps = {0}, *sel = &ps;
     lora_export *lx = NULL;
     zero_dtype dt = ZERO_DTYPE_FP32;

@@ -65,6 +65,7 @@ int cli_inspect(int argc, char **argv) {
     zero_ckpt *c = NULL;
     zero_error err;
     if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
+    cli_ckpt_note(c);
     zero_status vs = zero_ckpt_verify(c);
     char verr[1024] = "";
     if (vs != ZERO_OK) snprintf(verr, sizeof verr, "%s", zero_ckpt_last_error(c));

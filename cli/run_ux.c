@@ -550,6 +550,8 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
         if (f) {
             if (fgets(step, sizeof step, f)) step[strcspn(step, "\r\n")] = 0;
             fclose(f);
+            /* the file's bytes are shown only when they are a step directory's name */
+            if (strncmp(step, "step_", 5) != 0 || strspn(step + 5, "0123456789.") != strlen(step + 5)) step[0] = 0;
             fprintf(stderr,
                     "zero: warning: --save %s already holds a checkpoint (latest %s) that this run does not "
                     "resume: its saves replace the step directories of the same numbers (--resume %s continues it)\n",

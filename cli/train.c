@@ -215,6 +215,7 @@ typedef struct run_state {
     dec_model *model;
     int rank, world;
     FILE *json, *human; /* rank 0 only */
+    zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
     int32_t *inputs, *targets;
     int64_t G;          /* sequences per step, all ranks */
     zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
@@ -656,6 +657,15 @@ int train_run(train_opts *o, int mpi) {
     rc = train_prepare(o, r.world);
     cli_quiet_errors = 0;
     if (rc != CLI_OK) goto out;
+    /* --save: the directory belongs to this run (rank 0 holds its lock until the run ends, however
+     * it ends), and holds nothing a save would follow or remove: both said before anything trains */
+    if (o->save) {
+        const int bad = r.rank == 0 && (zero_ckpt_lock_acquire(&r.lock, o->save, &err) != ZERO_OK ||
+                                        zero_ckpt_save_dir_check(o->save, &err) != ZERO_OK);
+        char msg[sizeof err.msg + 16];
+        snprintf(msg, sizeof msg, "--save: %s", err.msg);
+        if ((rc = cli_ranks_agree(r.comm, bad, "--save", msg)) != CLI_OK) goto out;
+    }
 
     const double t_init = zero_now();
     /* deterministic: the engine's micro-batch is an atom of A sequences, B*K/A of them per step */
@@ -786,6 +796,7 @@ out:
     dec_free(r.model);
     zero_engine_free(r.e);
     train_release(o);
+    zero_ckpt_lock_release(r.lock);
     zero_comm_free(r.comm);
     return rc;
 }

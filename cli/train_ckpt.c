@@ -60,6 +60,7 @@ int train_resume_settings(train_opts *o) {
      * The open checks the manifest's own checksum and its engine part. */
     if (zero_ckpt_open(&c, NULL, o->resume, ZERO_CKPT_VERIFY, &err) != ZERO_OK)
         return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
+    cli_ckpt_note(c);
     cli_model saved;
     char msg[1024];
     int T = 0, rc = CLI_OK;

@@ -29,6 +29,10 @@ int cli_error(int code, const char *fmt, ...) {
     return code;
 }
 
+void cli_ckpt_note(const zero_ckpt *c) {
+    if (!cli_quiet_warnings && zero_ckpt_note(c)[0]) fprintf(stderr, "zero: note: %s\n", zero_ckpt_note(c));
+}
+
 int cli_ranks_agree(zero_comm *comm, int failed, const char *what, const char *msg) {
     const int64_t rank = zero_comm_rank(comm), world = zero_comm_size(comm);
     int64_t mine = failed ? world - rank : 0, first = 0; /* the largest: the lowest failing rank */

@@ -362,6 +362,7 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
     if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK)
         return cli_error(CLI_RUNTIME, "%s: %s (expected a checkpoint, a model directory with config.json, or a "
                          "safetensors file)", flag, err.msg);
+    cli_ckpt_note(c);
     char msg[1024];
     int rc = CLI_OK;
     if (cli_ckpt_model(c, out, msg, sizeof msg)) {

@@ -56,6 +56,10 @@ typedef struct zero_st_writer zero_st_writer;
 /* Starts PATH (written as PATH.tmp until finish). io: the backend to use (not owned); NULL uses
  * zero_io_create_default (so $ZERO_FAULT applies). */
 zero_status zero_st_writer_create(zero_st_writer **out, zero_io *io, const char *path, zero_error *err);
+/* The same for NAME (one component) inside the open directory dir (not owned: keep it open until
+ * the writer is freed), with dir's io: NAME.tmp and NAME are never reached through a link. The
+ * path form opens PATH's directory (as the caller names it) and does this. */
+zero_status zero_st_writer_create_at(zero_st_writer **out, zero_io_dir *dir, const char *name, zero_error *err);
 /* Declares the next tensor (before any write). ndim 0..ZERO_ST_MAX_DIMS (0: a scalar), dims >= 0;
  * names unique, not empty, not "__metadata__". Data follows in declaration order. */
 zero_status zero_st_writer_add(zero_st_writer *w, const char *name, zero_dtype dt, const int64_t *shape,
@@ -95,6 +99,8 @@ typedef struct zero_st_tensor {
  * file with no gap or overlap, names are unique, checksum entries are well formed. Anything
  * else is ZERO_ERR_FORMAT with a message naming the file and what is wrong. io: as above. */
 zero_status zero_st_open(zero_st_file **out, zero_io *io, const char *path, zero_error *err);
+/* The same for NAME inside dir (dir's io), refusing a symbolic link at NAME. */
+zero_status zero_st_open_at(zero_st_file **out, zero_io_dir *dir, const char *name, zero_error *err);
 void zero_st_close(zero_st_file *f); /* NULL is a no-op */
 const char *zero_st_last_error(const zero_st_file *f);
 const char *zero_st_path(const zero_st_file *f);
@@ -114,7 +120,11 @@ int zero_st_metadata_count(const zero_st_file *f);
 void zero_st_metadata_at(const zero_st_file *f, int i, const char **key, const char **value);
 
 /* ================================================================ sharded checkpoints */
-#define ZERO_CKPT_FORMAT_VERSION 1
+/* 2: the manifest and every rank file carry the save's id ("save_id", "zero.save_id"); version 1
+ * checkpoints (without it) are still read. */
+#define ZERO_CKPT_FORMAT_VERSION 2
+/* A save's id: this many lowercase hex digits (128 random bits). */
+#define ZERO_CKPT_ID_CHARS 32
 /* Elements per grid block of deterministic mode: a checkpoint saved in that mode has, per unit
  * with a trainable part, "<unit>/det_grid" (F32, ceil(trainable / 32) elements: each block's grid
  * exponent, an integer in [-126, 96], or -128 for none yet; docs/CHECKPOINT.md). */
@@ -122,10 +132,28 @@ void zero_st_metadata_at(const zero_st_file *f, int i, const char **key, const c
 
 typedef struct zero_ckpt_writer zero_ckpt_writer;
 
+/* A new save id (ZERO_CKPT_ID_CHARS hex digits and a NUL into out, cap > ZERO_CKPT_ID_CHARS) from
+ * the system's random source. One rank makes it and sends it to the others. */
+zero_status zero_ckpt_new_id(char *out, size_t cap);
+
 /* Every rank: starts DIR/step_%08lld.tmp/rank_%05d.safetensors (creating DIR and the staging
- * directory as needed). step >= 0, 0 <= rank < world. io: not owned; NULL: the default. */
+ * directory as needed). step >= 0, 0 <= rank < world. save_id: the save's id, the same on every
+ * rank (zero_ckpt_new_id on one rank, broadcast); NULL makes one, for a world of 1 only. The rank
+ * file records it, and the commit and every later open check that each rank file is of this
+ * save. io: not owned; NULL: the default.
+ * The save directory DIR is the caller's path, followed as given; inside it zero works relative
+ * to the directory opened once, creates with O_EXCL | O_NOFOLLOW, renames and removes without
+ * following a link, and touches only names it gives (latest, lock, step_*): rank 0 first checks
+ * that each of them is what zero made (latest and lock regular files, step_* directories of this
+ * user, holding only zero's files where this save writes or may remove) and refuses otherwise
+ * (ZERO_ERR_STATE naming the entry) before anything is written. */
 zero_status zero_ckpt_writer_begin(zero_ckpt_writer **out, zero_io *io, const char *dir, int64_t step,
-                                   int rank, int world, zero_error *err);
+                                   int rank, int world, const char *save_id, zero_error *err);
+/* The check zero_ckpt_writer_begin makes of a save directory, for a program to run before it
+ * trains (for a save of any step): ZERO_OK, also when dir does not exist yet. */
+zero_status zero_ckpt_save_dir_check(const char *dir, zero_error *err);
+/* The save's id (save_id, or the one begin made). */
+const char *zero_ckpt_writer_save_id(const zero_ckpt_writer *w);
 /* Declares a logical tensor of numel elements, sharded as partition.h says with `align`: this
  * rank's file holds its valid slice [rank*S, rank*S + valid) as a 1-D tensor of that name.
  * Every rank declares the same tensors in the same order (e.g. "h.0/master", "h.0/exp_avg"). */
@@ -152,6 +180,13 @@ const char *zero_ckpt_writer_last_error(const zero_ckpt_writer *w);
 /* After a successful commit: the step directory's name ("step_00000100"), else "". */
 const char *zero_ckpt_writer_committed_name(const zero_ckpt_writer *w);
 
+/* One save directory belongs to one run: the run (its rank 0) holds DIR/lock (created when
+ * missing, never through a link), an advisory lock held until released or the process ends,
+ * however it ends. A lock another process holds is ZERO_ERR_STATE naming that run's pid and host. */
+typedef struct zero_ckpt_lock zero_ckpt_lock;
+zero_status zero_ckpt_lock_acquire(zero_ckpt_lock **out, const char *dir, zero_error *err);
+void zero_ckpt_lock_release(zero_ckpt_lock *l); /* NULL is a no-op */
+
 typedef struct zero_ckpt zero_ckpt;
 
 typedef struct zero_ckpt_tensor {
@@ -165,7 +200,11 @@ enum {
     ZERO_CKPT_VERIFY = 1u << 0, /* open verifies every checksum of every file (reads it all) */
 };
 
-/* Opens a step directory, or a save directory (follows its `latest`). Refuses, with
+/* Opens a step directory, or a save directory (follows its `latest`; see zero_ckpt_note). The
+ * directory given is followed as given; what it names (latest, the step directory, manifest.json,
+ * COMMIT, the rank files) must be what it claims or a symbolic link resolving inside the
+ * directory that names it (docs/SECURITY.md, rule 1). Each rank file must carry the manifest's
+ * save id (format_version 2). Refuses, with
  * ZERO_ERR_FORMAT and a message naming the file: no COMMIT, another format_version, a manifest
  * that is not one JSON object with nothing after it, whose checksum ("manifest_crc32c", its last
  * key) does not match its bytes, or whose engine part is invalid (above), a missing,
@@ -175,6 +214,11 @@ zero_status zero_ckpt_open(zero_ckpt **out, zero_io *io, const char *path, unsig
 void zero_ckpt_close(zero_ckpt *c); /* NULL is a no-op */
 const char *zero_ckpt_last_error(const zero_ckpt *c);
 const char *zero_ckpt_dir(const zero_ckpt *c);      /* the step directory opened */
+/* What open chose that a program should tell its user, or "": a save directory whose `latest`
+ * is missing, or older than a step committed after it (a run stopped between publishing a step
+ * and replacing `latest`), opens that newest committed step, and says so here. */
+const char *zero_ckpt_note(const zero_ckpt *c);
+const char *zero_ckpt_save_id(const zero_ckpt *c);  /* the save's id ("" for format_version 1) */
 int64_t zero_ckpt_step(const zero_ckpt *c);
 int zero_ckpt_world(const zero_ckpt *c);            /* world size it was saved with */
 const char *zero_ckpt_manifest(const zero_ckpt *c); /* manifest.json's text (for display: read fields with zero_ckpt_engine_manifest) */

@@ -62,6 +62,7 @@ enum {
     ZERO_IO_PRIVATE = 1u << 7,  /* scratch: created owner-only (0600) whatever the umask, never
                                    through a symbolic link (implies NOFOLLOW), and the file opened
                                    must be a regular file of this user: ZERO_ERR_IO otherwise */
+    ZERO_IO_OWNED = 1u << 8,    /* zero_io_dir_open*: the directory must belong to this user */
 };
 
 /* Kinds of operation: what a fault rule counts and what an async request does. */
@@ -129,6 +130,9 @@ zero_status zero_io_fsync(zero_io_file *f);
 zero_status zero_io_truncate(zero_io_file *f, uint64_t size);
 zero_status zero_io_size(zero_io_file *f, uint64_t *size);
 const char *zero_io_file_path(const zero_io_file *f);
+/* An exclusive advisory lock on the open file (flock, without waiting): ZERO_ERR_STATE when
+ * another open file holds it. It is released when f is closed or the process ends, however. */
+zero_status zero_io_lock(zero_io_file *f);
 zero_io *zero_io_file_io(const zero_io_file *f);
 
 /* ---------------------------------------------------------------- names */
@@ -141,6 +145,53 @@ zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok);
 zero_status zero_io_mkdir(zero_io *io, const char *path);
 /* Makes the directory's entries durable (fsync of the directory): after a create or rename. */
 zero_status zero_io_fsync_dir(zero_io *io, const char *path);
+
+/* ---------------------------------------------------------------- directories */
+/* A directory opened once, the base of the *_at calls: work inside it is relative to its
+ * descriptor, so no path is resolved again through a symbolic link planted after it was opened.
+ * Every NAME given to an *_at call is one component (no '/', not "." or ".."; ZERO_ERR_INVALID_ARG
+ * otherwise), and no *_at call follows a symbolic link at NAME: open_at (with NOFOLLOW, implied
+ * for directories) and dir_open_at refuse one, rename_at and unlink_at act on the link itself.
+ * This is how zero works in directories others may write to (docs/SECURITY.md): its saves.
+ * Messages and fault rules see the whole path, DIR/NAME. Renames, unlinks, mkdirs and fsyncs go
+ * through the backend (and so through the fault shim) as their path forms do; opening a
+ * directory, stat and listing go straight to the OS. */
+typedef struct zero_io_dir zero_io_dir;
+
+/* Opens the directory at path (followed as given: the caller's choice), creating it and its
+ * missing parents first with ZERO_IO_CREATE; with ZERO_IO_OWNED it must belong to this user. */
+zero_status zero_io_dir_open(zero_io *io, const char *path, unsigned flags, zero_io_dir **out);
+/* Opens the directory NAME inside d (with ZERO_IO_CREATE: made first when missing), never
+ * through a symbolic link: a link or anything but a directory at NAME is ZERO_ERR_IO naming it. */
+zero_status zero_io_dir_open_at(zero_io_dir *d, const char *name, unsigned flags, zero_io_dir **out);
+void zero_io_dir_close(zero_io_dir *d); /* NULL is a no-op */
+const char *zero_io_dir_path(const zero_io_dir *d);
+zero_io *zero_io_dir_io(const zero_io_dir *d);
+zero_status zero_io_open_at(zero_io_dir *d, const char *name, unsigned flags, zero_io_file **out);
+/* renameat(2) between two directories of the same io; a link at `to` is replaced, not followed. */
+zero_status zero_io_rename_at(zero_io_dir *from_dir, const char *from, zero_io_dir *to_dir, const char *to);
+/* Removes the file, link or empty directory NAME (a link itself, never its target). */
+zero_status zero_io_unlink_at(zero_io_dir *d, const char *name, int missing_ok);
+zero_status zero_io_dir_fsync(zero_io_dir *d);
+
+typedef enum zero_io_entry_kind {
+    ZERO_IO_ENTRY_MISSING = 0,
+    ZERO_IO_ENTRY_FILE,  /* a regular file */
+    ZERO_IO_ENTRY_DIR,
+    ZERO_IO_ENTRY_LINK,  /* a symbolic link (not followed) */
+    ZERO_IO_ENTRY_OTHER  /* a FIFO, a socket, a device */
+} zero_io_entry_kind;
+typedef struct zero_io_entry {
+    zero_io_entry_kind kind;
+    uint64_t size;
+    unsigned uid;
+    int64_t mtime_ns;
+} zero_io_entry;
+/* What NAME in d is, without following a link; a missing NAME is ZERO_OK with kind MISSING. */
+zero_status zero_io_stat_at(zero_io_dir *d, const char *name, zero_io_entry *out);
+/* Calls fn for every entry of d but "." and ".." (in the directory's order) until fn returns
+ * non-zero. Entries made or removed meanwhile may or may not be seen. */
+zero_status zero_io_dir_list(zero_io_dir *d, int (*fn)(void *ctx, const char *name), void *ctx);
 
 /* ---------------------------------------------------------------- asynchronous */
 typedef struct zero_io_event {

@@ -27,9 +27,6 @@ void zero__sbuf_printf(zero__sbuf *b, const char *fmt, ...) ZERO__PRINTF(2, 3);
 void zero__sbuf_json_string(zero__sbuf *b, const char *s);
 void zero__sbuf_free(zero__sbuf *b);
 
-/* A zero_mem_alloc'd copy of s (NULL on failure). */
-char *zero__strdup(const char *s);
-
 /* st_dtype.c: a safetensors dtype name's canonical spelling, element size and zero dtype
  * (ZERO_DTYPE_COUNT when there is none); 0 when the name is not a dtype of the format. */
 int zero__st_dtype_lookup(const char *name, const char **canonical, size_t *size, zero_dtype *z);
@@ -58,6 +55,7 @@ typedef struct zero__manifest {
     int version;
     int64_t step;
     int world;
+    char save_id[ZERO_CKPT_ID_CHARS + 1]; /* "" in a format_version 1 manifest (no ids then) */
     zero__mtensor *t;
     int nt;
     zero__mfile *f; /* world entries, rank order */
@@ -80,10 +78,18 @@ extern const char *const zero__manifest_reserved[];
 /* The manifest text: the engine's object (NULL or "" = {}) with the layer's keys first and the
  * checksum last. On error returns a status and writes the message (naming the offending key)
  * into err. _engine: from the typed manifest, validated first (with the tensors declared). */
-zero_status zero__manifest_build(const char *engine_json, int64_t step, int world, const zero__mtensor *t,
-                                 int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
-zero_status zero__manifest_build_engine(const zero_manifest *m, int64_t step, int world, const zero__mtensor *t,
-                                        int nt, const zero__mfile *f, zero__sbuf *out, char *err, size_t cap);
+/* The layer's part of a manifest: what the commit knows of the save. */
+typedef struct zero__mhead {
+    int64_t step;
+    int world;
+    const char *save_id; /* ZERO_CKPT_ID_CHARS hex digits: every rank file carries it too */
+    const zero__mtensor *t;
+    int nt;
+    const zero__mfile *f;
+} zero__mhead;
+zero_status zero__manifest_build(const char *engine_json, const zero__mhead *h, zero__sbuf *out, char *err, size_t cap);
+zero_status zero__manifest_build_engine(const zero_manifest *m, const zero__mhead *h, zero__sbuf *out, char *err,
+                                        size_t cap);
 /* JSON values a safetensors header may hold (~8 per tensor: 250,000 tensors; the format itself
  * caps the header at ZERO_ST_MAX_HEADER bytes). */
 #define ZERO__ST_MAX_VALUES (UINT64_C(1) << 21)
@@ -101,6 +107,18 @@ const cJSON *zero__manifest_user_at(const zero__manifest *m, const char *path);
 
 /* "rank_%05d.safetensors" */
 void zero__ckpt_rank_file(char *dst, size_t cap, int rank);
+
+/* The names zero gives the entries of a save directory and of a step directory. */
+#define ZERO__CKPT_COMMIT "COMMIT"
+#define ZERO__CKPT_MANIFEST "manifest.json"
+#define ZERO__CKPT_LATEST "latest"
+#define ZERO__CKPT_LOCK "lock"
+/* 1 when name is a step directory's: "step_" then 8 to 12 digits (*step), then nothing
+ * (ZERO__STEP_EXACT), ".tmp" (a staging directory) or ".N", N in 1..999 (a later save of a step). */
+enum { ZERO__STEP_EXACT = 0, ZERO__STEP_STAGING = 1, ZERO__STEP_NUMBERED = 2 };
+int zero__ckpt_step_name(const char *name, int64_t *step, int *suffix);
+/* 1 when id is ZERO_CKPT_ID_CHARS lowercase hex digits. */
+int zero__ckpt_id_ok(const char *id);
 
 /* The opened checkpoint's manifest as parsed (owned by c; do not free). For the engine's load. */
 const cJSON *zero__ckpt_manifest_json(const zero_ckpt *c);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const zero__manifest_reserved[] = {"format", "format_version", "step", "world", "files",
+const char *const zero__manifest_reserved[] = {"format", "format_version", "step", "world", "save_id", "files",
                                                "tensors", ZERO__MANIFEST_CRC_KEY, NULL};
 
 /* The engine's part is recognized by this writer tag. */
@@ -266,8 +266,11 @@ nomem:
 
 /* The manifest text: the layer's keys, then the engine's (moved out of `eng`, which is freed),
  * then the checksum as the last key. */
-static zero_status build(cJSON *eng, int64_t step, int world, const zero__mtensor *t, int nt, const zero__mfile *f,
-                         zero__sbuf *out, char *err, size_t cap) {
+static zero_status build(cJSON *eng, const zero__mhead *h, zero__sbuf *out, char *err, size_t cap) {
+    const int64_t step = h->step;
+    const int world = h->world, nt = h->nt;
+    const zero__mtensor *t = h->t;
+    const zero__mfile *f = h->f;
     zero_status s = ZERO_ERR_NOMEM;
     cJSON *root = cJSON_CreateObject();
     cJSON *files = cJSON_CreateArray();
@@ -277,7 +280,8 @@ static zero_status build(cJSON *eng, int64_t step, int world, const zero__mtenso
     /* Numbers: cJSON prints whole doubles below 1e15 exactly, far above any real count. */
     if (!cJSON_AddStringToObject(root, "format", "zero-checkpoint") ||
         !cJSON_AddNumberToObject(root, "format_version", ZERO_CKPT_FORMAT_VERSION) ||
-        !cJSON_AddNumberToObject(root, "step", (double)step) || !cJSON_AddNumberToObject(root, "world", world))
+        !cJSON_AddNumberToObject(root, "step", (double)step) || !cJSON_AddNumberToObject(root, "world", world) ||
+        !cJSON_AddStringToObject(root, "save_id", h->save_id))
         goto fail_nomem;
     for (int r = 0; r < world; r++) {
         cJSON *o = cJSON_CreateObject();
@@ -335,8 +339,7 @@ done:
     return s;
 }
 
-zero_status zero__manifest_build(const char *engine_json, int64_t step, int world, const zero__mtensor *t, int nt,
-                                 const zero__mfile *f, zero__sbuf *out, char *err, size_t cap) {
+zero_status zero__manifest_build(const char *engine_json, const zero__mhead *h, zero__sbuf *out, char *err, size_t cap) {
     cJSON *eng = NULL;
     if (engine_json && *engine_json) {
         eng = cJSON_Parse(engine_json);
@@ -349,7 +352,7 @@ zero_status zero__manifest_build(const char *engine_json, int64_t step, int worl
                 if (!strcmp(it->string, zero__manifest_reserved[k])) {
                     zero_status s = fail(err, cap, ZERO_ERR_INVALID_ARG,
                                          "manifest: the engine's JSON uses the key '%s', which the checkpoint layer writes "
-                                         "(reserved: format, format_version, step, world, files, tensors, %s)",
+                                         "(reserved: format, format_version, step, world, save_id, files, tensors, %s)",
                                          it->string, ZERO__MANIFEST_CRC_KEY);
                     cJSON_Delete(eng);
                     return s;
@@ -363,25 +366,26 @@ zero_status zero__manifest_build(const char *engine_json, int64_t step, int worl
                         "manifest: \"writer\": \"" ENGINE_WRITER "\" is the engine's part: commit it with zero_ckpt_commit_engine");
         }
     }
-    return build(eng, step, world, t, nt, f, out, err, cap);
+    return build(eng, h, out, err, cap);
 }
 
-zero_status zero__manifest_build_engine(const zero_manifest *m, int64_t step, int world, const zero__mtensor *t, int nt,
-                                        const zero__mfile *f, zero__sbuf *out, char *err, size_t cap) {
+zero_status zero__manifest_build_engine(const zero_manifest *m, const zero__mhead *h, zero__sbuf *out, char *err,
+                                        size_t cap) {
+    const int64_t step = h->step;
     zero_error e;
     zero_status s = zero_manifest_validate(m, &e);
     if (s != ZERO_OK) return fail(err, cap, s, "%s", e.msg);
     if (m->engine_step != step)
         return fail(err, cap, ZERO_ERR_INVALID_ARG, "manifest: engine_step %lld: the checkpoint is of step %lld",
                     (long long)m->engine_step, (long long)step);
-    if ((s = check_tensors(m, t, nt, err, cap)) != ZERO_OK) {
+    if ((s = check_tensors(m, h->t, h->nt, err, cap)) != ZERO_OK) {
         char tmp[512];
         snprintf(tmp, sizeof tmp, "%s", err);
         return fail(err, cap, ZERO_ERR_INVALID_ARG, "manifest: %s", tmp);
     }
     cJSON *eng = engine_json(m);
     if (!eng) return fail(err, cap, ZERO_ERR_NOMEM, "manifest: out of memory");
-    return build(eng, step, world, t, nt, f, out, err, cap);
+    return build(eng, h, out, err, cap);
 }
 
 /* ------------------------------------------------------------------ parsing */
@@ -554,8 +558,9 @@ zero_status zero__manifest_parse(const char *text, size_t len, const char *path,
     if (!whole(cJSON_GetObjectItemCaseSensitive(m->root, "format_version"), 1u << 30, &v))
         return fail(err, cap, F, "%s: \"format_version\" is missing or not a whole number", path);
     m->version = (int)v;
-    if (m->version != ZERO_CKPT_FORMAT_VERSION)
-        return fail(err, cap, F, "%s: format_version %d: this build reads format_version %d", path, m->version,
+    /* version 1 is version 2 without the save's id (its rank files are then not bound to it) */
+    if (m->version != ZERO_CKPT_FORMAT_VERSION && m->version != 1)
+        return fail(err, cap, F, "%s: format_version %d: this build reads format_versions 1 and %d", path, m->version,
                     ZERO_CKPT_FORMAT_VERSION);
     zero_status s = check_crc(text, m->root, path, err, cap);
     if (s != ZERO_OK) return s;
@@ -565,6 +570,10 @@ zero_status zero__manifest_parse(const char *text, size_t len, const char *path,
     if (!whole(cJSON_GetObjectItemCaseSensitive(m->root, "world"), 1u << 24, &v) || v < 1)
         return fail(err, cap, F, "%s: \"world\" is missing or not a whole number in 1..2^24", path);
     m->world = (int)v;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "save_id");
+    if (m->version >= 2 && (!cJSON_IsString(id) || !zero__ckpt_id_ok(id->valuestring)))
+        return fail(err, cap, F, "%s: \"save_id\" is missing or not %d lowercase hex digits", path, ZERO_CKPT_ID_CHARS);
+    if (m->version >= 2) snprintf(m->save_id, sizeof m->save_id, "%s", id->valuestring);
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(m->root, "files");
     if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) != m->world)
         return fail(err, cap, F, "%s: \"files\" must list one file per rank (%d)", path, m->world);

@@ -279,7 +279,8 @@ out:
     return s;
 }
 
-zero_status zero_st_open(zero_st_file **out, zero_io *io, const char *path, zero_error *err) {
+/* Opens path (dir == NULL: io's path; else NAME in dir, never through a link) and validates it. */
+static zero_status st_open(zero_st_file **out, zero_io *io, zero_io_dir *dir, const char *path, zero_error *err) {
     if (!out) return ZERO_ERR_INVALID_ARG;
     *out = NULL;
     if (!path || !*path) {
@@ -293,12 +294,9 @@ zero_status zero_st_open(zero_st_file **out, zero_io *io, const char *path, zero
     }
     zero_status s = ZERO_ERR_NOMEM;
     char *hdr = NULL;
-    f->path = zero__strdup(path);
-    if (!f->path) {
-        rfail(f, s, "%s: out of memory", path);
-        goto fail;
-    }
-    if (io) {
+    if (dir) {
+        f->io = zero_io_dir_io(dir);
+    } else if (io) {
         f->io = io;
     } else {
         zero_error e2;
@@ -309,12 +307,18 @@ zero_status zero_st_open(zero_st_file **out, zero_io *io, const char *path, zero
         }
         f->own_io = 1;
     }
-    s = zero_io_open(f->io, path, ZERO_IO_READ, &f->f);
+    s = dir ? zero_io_open_at(dir, path, ZERO_IO_READ | ZERO_IO_NOFOLLOW, &f->f) : zero_io_open(f->io, path, ZERO_IO_READ, &f->f);
     if (s == ZERO_OK) s = zero_io_size(f->f, &f->size);
     if (s != ZERO_OK) {
         rfail(f, s, "%s", zero_io_last_error(f->io));
         goto fail;
     }
+    f->path = zero__strdup(zero_io_file_path(f->f));
+    if (!f->path) {
+        s = rfail(f, ZERO_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    path = f->path;
     s = ZERO_ERR_FORMAT;
     if (f->size < 8) {
         rfail(f, s, "%s: %llu bytes is too small for a safetensors file (an 8-byte header length comes first)",
@@ -359,6 +363,19 @@ fail:
     zero_mem_free(NULL, hdr);
     zero_st_close(f);
     return s;
+}
+
+zero_status zero_st_open(zero_st_file **out, zero_io *io, const char *path, zero_error *err) {
+    return st_open(out, io, NULL, path, err);
+}
+
+zero_status zero_st_open_at(zero_st_file **out, zero_io_dir *dir, const char *name, zero_error *err) {
+    if (!dir) {
+        if (out) *out = NULL;
+        if (err) ZERO__ERR(err, "safetensors: no directory");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return st_open(out, NULL, dir, name, err);
 }
 
 void zero_st_close(zero_st_file *f) {

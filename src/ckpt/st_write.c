@@ -6,17 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *dir_of(const char *path, char *buf, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return ".";
-    size_t n = (size_t)(slash - path);
-    if (n == 0) return "/";
-    if (n >= cap) n = cap - 1;
-    memcpy(buf, path, n);
-    buf[n] = 0;
-    return buf;
-}
-
 typedef struct wtensor {
     char *name;
     zero_dtype dt;
@@ -31,7 +20,10 @@ enum { W_DECLARING = 0, W_WRITING, W_DONE, W_FAILED };
 struct zero_st_writer {
     zero_io *io;
     int own_io;
-    char *path, *tmp;
+    zero_io_dir *dir;     /* where the file goes: every name below is relative to it */
+    int own_dir;
+    char *name, *tmp;     /* NAME and NAME.tmp in dir */
+    char *path;           /* DIR/NAME, for messages */
     zero_io_file *f;
     wtensor *t;
     int nt, cap_t;
@@ -63,49 +55,82 @@ static zero_status wfail_io(zero_st_writer *w, zero_status s) {
     return s;
 }
 
-zero_status zero_st_writer_create(zero_st_writer **out, zero_io *io, const char *path, zero_error *err) {
-    if (!out) return ZERO_ERR_INVALID_ARG;
-    *out = NULL;
-    if (!path || !*path) {
-        if (err) ZERO__ERR(err, "safetensors writer: empty path");
-        return ZERO_ERR_INVALID_ARG;
-    }
+/* The writer of NAME in dir: io and dir are the writer's to free when own_* (also on failure). */
+static zero_status create_in(zero_st_writer **out, zero_io *io, int own_io, zero_io_dir *dir, int own_dir,
+                             const char *name, zero_error *err) {
     zero_st_writer *w = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *w);
-    if (!w) goto nomem;
-    w->path = zero__strdup(path);
-    w->tmp = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, strlen(path) + 5);
-    if (!w->path || !w->tmp) goto nomem_w;
-    snprintf(w->tmp, strlen(path) + 5, "%s.tmp", path);
-    zero_status s = ZERO_OK;
-    if (io) {
+    const size_t n = strlen(name), plen = strlen(zero_io_dir_path(dir)) + 1 + n + 1;
+    if (w) {
         w->io = io;
-    } else {
-        s = zero_io_create_default(&w->io, err);
-        if (s != ZERO_OK) goto fail_w;
-        w->own_io = 1;
+        w->own_io = own_io;
+        w->dir = dir;
+        w->own_dir = own_dir;
+        w->name = zero__strdup(name);
+        w->tmp = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, n + 5);
+        w->path = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, plen);
     }
-    /* a leftover PATH.tmp (or a symbolic link planted there) goes, never what it points to; the
+    if (!w || !w->name || !w->tmp || !w->path) {
+        if (err) ZERO__ERR(err, "safetensors writer %s: out of memory", name);
+        zero_st_writer_free(w);
+        if (!w && own_dir) zero_io_dir_close(dir);
+        if (!w && own_io) zero_io_free(io);
+        return ZERO_ERR_NOMEM;
+    }
+    snprintf(w->tmp, n + 5, "%s.tmp", name);
+    snprintf(w->path, plen, "%s/%s", zero_io_dir_path(dir), name);
+    /* a leftover NAME.tmp (or a symbolic link planted there) goes, never what it points to; the
      * file is then created exclusively: nothing that appears meanwhile is followed or truncated */
-    (void)unlink(w->tmp);
-    s = zero_io_open(w->io, w->tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL | ZERO_IO_NOFOLLOW, &w->f);
+    (void)zero_io_unlink_at(dir, w->tmp, 1);
+    zero_status s = zero_io_open_at(dir, w->tmp, ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_EXCL | ZERO_IO_NOFOLLOW, &w->f);
     if (s != ZERO_OK) {
-        if (err) ZERO__ERR(err, "%s", zero_io_last_error(w->io));
-        goto fail_w;
+        if (err) ZERO__ERR(err, "%s", zero_io_last_error(io));
+        w->state = W_DONE; /* nothing of ours to remove */
+        zero_st_writer_free(w);
+        return s;
     }
     *out = w;
     return ZERO_OK;
-nomem_w:
-    s = ZERO_ERR_NOMEM;
-    if (err) ZERO__ERR(err, "safetensors writer %s: out of memory", path);
-fail_w:
-    if (w->own_io) zero_io_free(w->io);
-    zero_mem_free(NULL, w->path);
-    zero_mem_free(NULL, w->tmp);
-    zero_mem_free(NULL, w);
-    return s;
-nomem:
-    if (err) ZERO__ERR(err, "safetensors writer %s: out of memory", path);
-    return ZERO_ERR_NOMEM;
+}
+
+zero_status zero_st_writer_create(zero_st_writer **out, zero_io *io, const char *path, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    const char *name = slash ? slash + 1 : path;
+    if (!path || !*name || strlen(path) >= 4096) {
+        if (err) ZERO__ERR(err, "safetensors writer: path '%.200s': expected a file name, at most 4095 bytes", path ? path : "");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    char parent[4096];
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == path) snprintf(parent, sizeof parent, "/");
+    else snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+    int own_io = 0;
+    zero_status s = ZERO_OK;
+    if (!io) {
+        s = zero_io_create_default(&io, err);
+        if (s != ZERO_OK) return s;
+        own_io = 1;
+    }
+    /* the directory as the caller names it; the file inside it is never reached through a link */
+    zero_io_dir *dir = NULL;
+    s = zero_io_dir_open(io, parent, 0, &dir);
+    if (s != ZERO_OK) {
+        if (err) ZERO__ERR(err, "%s: %s", path, zero_io_last_error(io));
+        if (own_io) zero_io_free(io);
+        return s;
+    }
+    return create_in(out, io, own_io, dir, 1, name, err);
+}
+
+zero_status zero_st_writer_create_at(zero_st_writer **out, zero_io_dir *dir, const char *name, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!dir || !name || !*name) {
+        if (err) ZERO__ERR(err, "safetensors writer: expected a directory and a file name");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return create_in(out, zero_io_dir_io(dir), 0, dir, 0, name, err);
 }
 
 static int name_taken(const zero_st_writer *w, const char *name) {
@@ -358,10 +383,9 @@ zero_status zero_st_writer_finish(zero_st_writer *w) {
     s = zero_io_close(w->f);
     w->f = NULL;
     if (s != ZERO_OK) return wfail_io(w, s);
-    s = zero_io_rename(w->io, w->tmp, w->path);
+    s = zero_io_rename_at(w->dir, w->tmp, w->dir, w->name);
     if (s != ZERO_OK) return wfail_io(w, s);
-    char dbuf[4096];
-    s = zero_io_fsync_dir(w->io, dir_of(w->path, dbuf, sizeof dbuf));
+    s = zero_io_dir_fsync(w->dir);
     if (s != ZERO_OK) return wfail_io(w, s);
     w->state = W_DONE;
     return ZERO_OK;
@@ -373,7 +397,7 @@ void zero_st_writer_free(zero_st_writer *w) {
         (void)zero_io_close(w->f);
         w->f = NULL;
     }
-    if (w->state != W_DONE) (void)zero_io_unlink(w->io, w->tmp, 1);
+    if (w->state != W_DONE) (void)zero_io_unlink_at(w->dir, w->tmp, 1);
     for (int i = 0; i < w->nt; i++) zero_mem_free(NULL, w->t[i].name);
     for (int i = 0; i < w->nm; i++) {
         zero_mem_free(NULL, w->mkey[i]);
@@ -384,7 +408,9 @@ void zero_st_writer_free(zero_st_writer *w) {
     zero_mem_free(NULL, w->mval);
     zero_mem_free(NULL, w->stage);
     zero_mem_free(NULL, w->path);
+    zero_mem_free(NULL, w->name);
     zero_mem_free(NULL, w->tmp);
+    if (w->own_dir) zero_io_dir_close(w->dir);
     if (w->own_io) zero_io_free(w->io);
     zero_mem_free(NULL, w);
 }

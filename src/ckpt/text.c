@@ -1,16 +1,9 @@
-/* Small text helpers of the ckpt layer: an accounted strdup and a growing string buffer with a
+/* Small text helpers of the ckpt layer: a growing string buffer with a
  * JSON string escaper, used to write safetensors headers and manifests. */
 #include "ckpt/internal.h"
 
 #include <stdarg.h>
 #include <string.h>
-
-char *zero__strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *p = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, n);
-    if (p) memcpy(p, s, n);
-    return p;
-}
 
 void zero__sbuf_put(zero__sbuf *b, const char *s, size_t n) {
     if (b->failed) return;

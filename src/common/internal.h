@@ -20,6 +20,14 @@ void zero__errorf(char *dst, size_t cap, const char *fmt, ...) ZERO__PRINTF(3, 4
 
 #define ZERO__ERR(e, ...) zero__errorf((e)->msg, sizeof (e)->msg, __VA_ARGS__)
 
+/* zero_path_in_dir (zero/common.h) for a directory (want_dir) or a regular file: a directory a
+ * directory names (a checkpoint's step directory) follows the same rule as its files. */
+zero_status zero__path_in_dir_kind(const char *dir, const char *name, int want_dir, char *out, size_t cap,
+                                   zero_error *err);
+
+/* A zero_mem_alloc'd copy of s, charged to ZERO_MEM_BUFFERS (NULL on failure; free with zero_mem_free). */
+char *zero__strdup(const char *s);
+
 /* ---- reduce.c: the host reductions every layer shares (one kernel, scalar + AVX2) ----
  * dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is a sum, or
  * MAX when `max`. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to

@@ -178,3 +178,10 @@ double zero_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+char *zero__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}

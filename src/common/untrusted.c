@@ -38,6 +38,10 @@ static int hub_blobs(const char *dir, char *buf, size_t cap) {
 }
 
 zero_status zero_path_in_dir(const char *dir, const char *name, char *out, size_t cap, zero_error *err) {
+    return zero__path_in_dir_kind(dir, name, 0, out, cap, err);
+}
+
+zero_status zero__path_in_dir_kind(const char *dir, const char *name, int want_dir, char *out, size_t cap, zero_error *err) {
     if (cap) out[0] = 0;
     if (!dir || !*dir || !name || !out) {
         if (err) ZERO__ERR(err, "zero_path_in_dir: expected a directory, a name and a buffer");
@@ -84,8 +88,8 @@ zero_status zero_path_in_dir(const char *dir, const char *name, char *out, size_
         free(rf);
         if (s != ZERO_OK) return s;
     }
-    if (!S_ISREG(sb.st_mode)) {
-        if (err) ZERO__ERR(err, "%.400s: not a regular file", out);
+    if (want_dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode)) {
+        if (err) ZERO__ERR(err, "%.400s: not a %s", out, want_dir ? "directory" : "regular file");
         return ZERO_ERR_FORMAT;
     }
     return ZERO_OK;

@@ -120,12 +120,12 @@ static zero_status save_tile(zero_engine *e, etile *x, void *ctx) {
     return c->ck;
 }
 
-static zero_status save_local(zero_engine *e, const char *dir, zero_ckpt_writer **wout) {
+static zero_status save_local(zero_engine *e, const char *dir, const char *save_id, zero_ckpt_writer **wout) {
     zero_error err = {{0}};
     zero_ckpt_writer *w = NULL;
     zero_status s = zero__off_quiesce(e);
     if (s != ZERO_OK) return s;
-    s = zero_ckpt_writer_begin(&w, NULL, dir, e->step, e->rank, e->world, &err);
+    s = zero_ckpt_writer_begin(&w, NULL, dir, e->step, e->rank, e->world, save_id, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", err.msg);
     *wout = w;
     char name[512];
@@ -191,8 +191,15 @@ zero_status zero_engine_save(zero_engine *e, const char *dir, const char *user_j
     }
     zero_status s = zero__ctrl_exchange(e, CTRL_SAVE, -1, 0, 0);
     zero_ckpt_writer *w = NULL;
+    /* the save's id, which binds every rank file to this save: rank 0's, sent to all */
+    char id[ZERO_CKPT_ID_CHARS + 1] = {0};
+    if (s == ZERO_OK && e->rank == 0 && zero_ckpt_new_id(id, sizeof id) != ZERO_OK) memset(id, 0, sizeof id);
+    if (s == ZERO_OK && zero_comm_broadcast(e->ctrl, id, sizeof id, ZERO_DTYPE_UINT8, 0) != ZERO_OK)
+        s = zero__eng_fail(e, ZERO_ERR_COMM, "save: sharing the save's id: %s", zero_comm_last_error(e->ctrl));
+    else if (s == ZERO_OK && !id[0]) /* every rank sees it: they fail together */
+        s = zero__eng_fail(e, ZERO_ERR_IO, "save: no random bytes for the save's id");
     if (s == ZERO_OK) {
-        zero_status mine = save_local(e, dir, &w);
+        zero_status mine = save_local(e, dir, id, &w);
         s = zero__eng_agree(e, mine, "save");
         if (s == ZERO_OK && e->rank == 0) {
             mine = zero_ckpt_commit_engine(w, &m);

@@ -67,13 +67,14 @@ static zero_status from_inner(zero_io *io, zero_status s) {
 
 static zero_io_file *inner_file(zero_io_file *f) { return f->impl; }
 
-static zero_status fault_open(zero_io *io, const char *path, unsigned flags, zero_io_file *f) {
+static zero_status fault_open(zero_io *io, const zero__io_name *n, unsigned flags, zero_io_file *f) {
+    const char *path = n->shown;
     const fault_rule *r = NULL;
     int e = check(io, ZERO_IO_OP_OPEN, path, &r);
     while (e == STALL) pause(); /* a process held inside a save, for a test to kill it there */
     if (e) return injected(io, e, r, "open", path, -1, 0);
     zero_io_file *in = NULL;
-    zero_status s = zero_io_open(state_of(io)->inner, path, flags, &in);
+    zero_status s = zero__io_open_name(state_of(io)->inner, n, flags, &in);
     if (s != ZERO_OK) return from_inner(io, s);
     f->impl = in;
     return ZERO_OK;
@@ -136,37 +137,37 @@ static zero_status fault_size(zero_io_file *f, uint64_t *size) {
     return from_inner(f->io, zero_io_size(inner_file(f), size));
 }
 
-static zero_status fault_rename(zero_io *io, const char *from, const char *to) {
+static zero_status fault_rename(zero_io *io, const zero__io_name *from, const zero__io_name *to) {
     const fault_rule *r = NULL;
-    int e = check(io, ZERO_IO_OP_RENAME, from, &r);
+    int e = check(io, ZERO_IO_OP_RENAME, from->shown, &r);
     if (e) {
         zero_status s = e == ENOSPC ? ZERO_ERR_NOSPACE : ZERO_ERR_IO;
-        zero__errorf(io->err, sizeof io->err, "rename %s to %s: %s (injected fault %s)", from, to,
+        zero__errorf(io->err, sizeof io->err, "rename %s to %s: %s (injected fault %s)", from->shown, to->shown,
                      strerror(e), r->text);
         return s;
     }
-    return from_inner(io, zero_io_rename(state_of(io)->inner, from, to));
+    return from_inner(io, zero__io_rename_name(state_of(io)->inner, from, to));
 }
 
-static zero_status fault_unlink(zero_io *io, const char *path, int missing_ok) {
+static zero_status fault_unlink(zero_io *io, const zero__io_name *n, int missing_ok) {
     const fault_rule *r = NULL;
-    int e = check(io, ZERO_IO_OP_UNLINK, path, &r);
-    if (e) return injected(io, e, r, "unlink", path, -1, 0);
-    return from_inner(io, zero_io_unlink(state_of(io)->inner, path, missing_ok));
+    int e = check(io, ZERO_IO_OP_UNLINK, n->shown, &r);
+    if (e) return injected(io, e, r, "unlink", n->shown, -1, 0);
+    return from_inner(io, zero__io_unlink_name(state_of(io)->inner, n, missing_ok));
 }
 
-static zero_status fault_mkdir(zero_io *io, const char *path) {
+static zero_status fault_mkdir(zero_io *io, const zero__io_name *n) {
     const fault_rule *r = NULL;
-    int e = check(io, ZERO_IO_OP_MKDIR, path, &r);
-    if (e) return injected(io, e, r, "mkdir", path, -1, 0);
-    return from_inner(io, zero_io_mkdir(state_of(io)->inner, path));
+    int e = check(io, ZERO_IO_OP_MKDIR, n->shown, &r);
+    if (e) return injected(io, e, r, "mkdir", n->shown, -1, 0);
+    return from_inner(io, zero__io_mkdir_name(state_of(io)->inner, n));
 }
 
-static zero_status fault_fsync_dir(zero_io *io, const char *path) {
+static zero_status fault_fsync_dir(zero_io *io, const zero__io_name *n) {
     const fault_rule *r = NULL;
-    int e = check(io, ZERO_IO_OP_FSYNC, path, &r);
-    if (e) return injected(io, e, r, "fsync directory", path, -1, 0);
-    return from_inner(io, zero_io_fsync_dir(state_of(io)->inner, path));
+    int e = check(io, ZERO_IO_OP_FSYNC, n->shown, &r);
+    if (e) return injected(io, e, r, "fsync directory", n->shown, -1, 0);
+    return from_inner(io, zero__io_fsync_dir_name(state_of(io)->inner, n));
 }
 
 static void fault_destroy(zero_io *io) {

@@ -2,10 +2,14 @@
  * asynchronous pair for backends without one, aligned buffers, and the default backend. */
 #include "io/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_QUEUE_DEPTH 64
 
@@ -68,27 +72,21 @@ static zero_status bad_arg(zero_io *io, const char *fmt, const char *path) {
 }
 
 /* ---------------------------------------------------------------- files */
-zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_file **out) {
-    if (!io || !out) return ZERO_ERR_INVALID_ARG;
+zero_status zero__io_open_name(zero_io *io, const zero__io_name *n, unsigned flags, zero_io_file **out) {
     *out = NULL;
-    if (!path || !*path) return bad_arg(io, "open: empty path%s", "");
-    if (!(flags & (ZERO_IO_READ | ZERO_IO_WRITE)) || (flags & ~0xffu))
-        return bad_arg(io, "open %s: flags must include ZERO_IO_READ or ZERO_IO_WRITE and nothing unknown", path);
     zero_io_file *f = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *f);
-    size_t len = strlen(path);
-    char *p = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, len + 1);
+    char *p = zero__strdup(n->shown);
     if (!f || !p) {
         zero_mem_free(NULL, f);
         zero_mem_free(NULL, p);
-        zero__errorf(io->err, sizeof io->err, "open %s: out of memory", path);
+        zero__errorf(io->err, sizeof io->err, "open %s: out of memory", n->shown);
         return ZERO_ERR_NOMEM;
     }
-    memcpy(p, path, len + 1);
     f->io = io;
     f->path = p;
     f->flags = flags;
     f->fd = -1;
-    zero_status s = io->vt->open(io, path, flags, f);
+    zero_status s = io->vt->open(io, n, flags, f);
     if (s != ZERO_OK) {
         zero_mem_free(NULL, p);
         zero_mem_free(NULL, f);
@@ -96,6 +94,18 @@ zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_
     }
     *out = f;
     return ZERO_OK;
+}
+
+static int bad_flags(unsigned flags) { return !(flags & (ZERO_IO_READ | ZERO_IO_WRITE)) || (flags & ~0xffu); }
+
+zero_status zero_io_open(zero_io *io, const char *path, unsigned flags, zero_io_file **out) {
+    if (!io || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!path || !*path) return bad_arg(io, "open: empty path%s", "");
+    if (bad_flags(flags))
+        return bad_arg(io, "open %s: flags must include ZERO_IO_READ or ZERO_IO_WRITE and nothing unknown", path);
+    const zero__io_name n = {AT_FDCWD, path, path};
+    return zero__io_open_name(io, &n, flags, out);
 }
 
 zero_status zero_io_close(zero_io_file *f) {
@@ -170,19 +180,46 @@ zero_status zero_io_size(zero_io_file *f, uint64_t *size) {
 }
 
 const char *zero_io_file_path(const zero_io_file *f) { return f ? f->path : ""; }
+
+zero_status zero_io_lock(zero_io_file *f) {
+    if (!f) return ZERO_ERR_INVALID_ARG;
+    const zero_io_file *k = f;
+    while (k->fd < 0 && k->impl) k = k->impl; /* the fault shim's file wraps the backend's */
+    if (k->fd < 0) return bad_arg(f->io, "lock %s: the backend has no descriptor to lock", f->path);
+    int r;
+    do r = flock(k->fd, LOCK_EX | LOCK_NB);
+    while (r != 0 && errno == EINTR);
+    if (r == 0) return ZERO_OK;
+    if (errno == EWOULDBLOCK) {
+        zero__errorf(f->io->err, sizeof f->io->err, "lock %s: held by another process", f->path);
+        return ZERO_ERR_STATE;
+    }
+    return zero__io_errno(f->io, errno, "lock", f->path, -1, 0);
+}
 zero_io *zero_io_file_io(const zero_io_file *f) { return f ? f->io : NULL; }
 
 /* ---------------------------------------------------------------- names */
+zero_status zero__io_rename_name(zero_io *io, const zero__io_name *from, const zero__io_name *to) {
+    return io->vt->rename(io, from, to);
+}
+zero_status zero__io_unlink_name(zero_io *io, const zero__io_name *n, int missing_ok) {
+    return io->vt->unlink(io, n, missing_ok);
+}
+zero_status zero__io_mkdir_name(zero_io *io, const zero__io_name *n) { return io->vt->mkdir(io, n); }
+zero_status zero__io_fsync_dir_name(zero_io *io, const zero__io_name *n) { return io->vt->fsync_dir(io, n); }
+
 zero_status zero_io_rename(zero_io *io, const char *from, const char *to) {
     if (!io) return ZERO_ERR_INVALID_ARG;
     if (!from || !*from || !to || !*to) return bad_arg(io, "rename: empty path%s", "");
-    return io->vt->rename(io, from, to);
+    const zero__io_name a = {AT_FDCWD, from, from}, b = {AT_FDCWD, to, to};
+    return zero__io_rename_name(io, &a, &b);
 }
 
 zero_status zero_io_unlink(zero_io *io, const char *path, int missing_ok) {
     if (!io) return ZERO_ERR_INVALID_ARG;
     if (!path || !*path) return bad_arg(io, "unlink: empty path%s", "");
-    return io->vt->unlink(io, path, missing_ok);
+    const zero__io_name n = {AT_FDCWD, path, path};
+    return zero__io_unlink_name(io, &n, missing_ok);
 }
 
 zero_status zero_io_mkdir(zero_io *io, const char *path) {
@@ -203,13 +240,218 @@ zero_status zero_io_mkdir(zero_io *io, const char *path) {
             if (s != ZERO_OK) return s;
         }
     }
-    return io->vt->mkdir(io, path);
+    const zero__io_name nm = {AT_FDCWD, path, path};
+    return zero__io_mkdir_name(io, &nm);
 }
 
 zero_status zero_io_fsync_dir(zero_io *io, const char *path) {
     if (!io) return ZERO_ERR_INVALID_ARG;
     if (!path || !*path) return bad_arg(io, "fsync directory: empty path%s", "");
-    return io->vt->fsync_dir(io, path);
+    const zero__io_name n = {AT_FDCWD, path, path};
+    return zero__io_fsync_dir_name(io, &n);
+}
+
+/* ---------------------------------------------------------------- directories */
+/* "DIR/NAME" for messages and fault rules (a zero_mem string), and the check that NAME is one
+ * component: a *_at call never walks through a directory other than d. */
+static char *at_shown(zero_io_dir *d, const char *name, const char *op) {
+    const size_t n = name ? strlen(name) : 0;
+    if (!n || n > 255 || !strcmp(name, ".") || !strcmp(name, "..") || strchr(name, '/')) {
+        zero__errorf(d->io->err, sizeof d->io->err, "%s in %s: '%.255s' is not one file name (no '/', not '.' or '..')",
+                     op, d->path, name ? name : "(null)");
+        return NULL;
+    }
+    const size_t len = strlen(d->path) + 1 + n + 1;
+    char *p = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, len);
+    if (!p) {
+        zero__errorf(d->io->err, sizeof d->io->err, "%s %s/%s: out of memory", op, d->path, name);
+        return NULL;
+    }
+    snprintf(p, len, "%s/%s", d->path, name);
+    return p;
+}
+
+static zero_status dir_new(zero_io *io, int fd, const char *path, zero_io_dir **out) {
+    zero_io_dir *d = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *d);
+    char *p = zero__strdup(path);
+    if (!d || !p) {
+        zero_mem_free(NULL, d);
+        zero_mem_free(NULL, p);
+        close(fd);
+        zero__errorf(io->err, sizeof io->err, "open directory %s: out of memory", path);
+        return ZERO_ERR_NOMEM;
+    }
+    d->io = io;
+    d->fd = fd;
+    d->path = p;
+    *out = d;
+    return ZERO_OK;
+}
+
+/* The directory just opened as fd must be this user's when flags ask it. */
+static zero_status dir_owned(zero_io *io, int fd, const char *path, unsigned flags) {
+    struct stat st;
+    if (!(flags & ZERO_IO_OWNED)) return ZERO_OK;
+    if (fstat(fd, &st) != 0) return zero__io_errno(io, errno, "open directory", path, -1, 0);
+    if (st.st_uid != geteuid()) {
+        zero__errorf(io->err, sizeof io->err, "open directory %s: owned by another user (uid %u): refusing to work in it",
+                     path, (unsigned)st.st_uid);
+        return ZERO_ERR_IO;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero_io_dir_open(zero_io *io, const char *path, unsigned flags, zero_io_dir **out) {
+    if (!io || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!path || !*path) return bad_arg(io, "open directory: empty path%s", "");
+    if (flags & ~(unsigned)(ZERO_IO_CREATE | ZERO_IO_OWNED))
+        return bad_arg(io, "open directory %s: flags other than ZERO_IO_CREATE and ZERO_IO_OWNED", path);
+    if (flags & ZERO_IO_CREATE) {
+        zero_status s = zero_io_mkdir(io, path);
+        if (s != ZERO_OK) return s;
+    }
+    int fd;
+    do fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return zero__io_errno(io, errno, "open directory", path, -1, 0);
+    zero_status s = dir_owned(io, fd, path, flags);
+    if (s != ZERO_OK) {
+        close(fd);
+        return s;
+    }
+    return dir_new(io, fd, path, out);
+}
+
+zero_status zero_io_dir_open_at(zero_io_dir *d, const char *name, unsigned flags, zero_io_dir **out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    zero_io *io = d->io;
+    if (flags & ~(unsigned)(ZERO_IO_CREATE | ZERO_IO_OWNED))
+        return bad_arg(io, "open directory in %s: flags other than ZERO_IO_CREATE and ZERO_IO_OWNED", d->path);
+    char *shown = at_shown(d, name, "open directory");
+    if (!shown) return ZERO_ERR_INVALID_ARG;
+    const zero__io_name n = {d->fd, name, shown};
+    zero_status s = (flags & ZERO_IO_CREATE) ? zero__io_mkdir_name(io, &n) : ZERO_OK;
+    int fd = -1;
+    if (s == ZERO_OK) {
+        do fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        while (fd < 0 && errno == EINTR);
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+            struct stat st;
+            const int link = fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+            zero__errorf(io->err, sizeof io->err, "open directory %s: %s", shown,
+                         link ? "a symbolic link where a directory of zero's was expected: refusing to follow it"
+                              : "not a directory");
+            s = ZERO_ERR_IO;
+        } else if (fd < 0) {
+            s = zero__io_errno(io, errno, "open directory", shown, -1, 0);
+        }
+    }
+    if (s == ZERO_OK) s = dir_owned(io, fd, shown, flags);
+    if (s == ZERO_OK) s = dir_new(io, fd, shown, out);
+    else if (fd >= 0) close(fd);
+    zero_mem_free(NULL, shown);
+    return s;
+}
+
+void zero_io_dir_close(zero_io_dir *d) {
+    if (!d) return;
+    close(d->fd);
+    zero_mem_free(NULL, d->path);
+    zero_mem_free(NULL, d);
+}
+
+const char *zero_io_dir_path(const zero_io_dir *d) { return d ? d->path : ""; }
+zero_io *zero_io_dir_io(const zero_io_dir *d) { return d ? d->io : NULL; }
+
+zero_status zero_io_open_at(zero_io_dir *d, const char *name, unsigned flags, zero_io_file **out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (bad_flags(flags))
+        return bad_arg(d->io, "open in %s: flags must include ZERO_IO_READ or ZERO_IO_WRITE and nothing unknown", d->path);
+    char *shown = at_shown(d, name, "open");
+    if (!shown) return ZERO_ERR_INVALID_ARG;
+    const zero__io_name n = {d->fd, name, shown};
+    zero_status s = zero__io_open_name(d->io, &n, flags, out);
+    zero_mem_free(NULL, shown);
+    return s;
+}
+
+zero_status zero_io_rename_at(zero_io_dir *from_dir, const char *from, zero_io_dir *to_dir, const char *to) {
+    if (!from_dir || !to_dir) return ZERO_ERR_INVALID_ARG;
+    if (from_dir->io != to_dir->io) return bad_arg(from_dir->io, "rename in %s: the directories belong to two io backends%s", "");
+    char *a = at_shown(from_dir, from, "rename");
+    char *b = a ? at_shown(to_dir, to, "rename") : NULL;
+    zero_status s = ZERO_ERR_INVALID_ARG;
+    if (b) {
+        const zero__io_name x = {from_dir->fd, from, a}, y = {to_dir->fd, to, b};
+        s = zero__io_rename_name(from_dir->io, &x, &y);
+    }
+    zero_mem_free(NULL, a);
+    zero_mem_free(NULL, b);
+    return s;
+}
+
+zero_status zero_io_unlink_at(zero_io_dir *d, const char *name, int missing_ok) {
+    if (!d) return ZERO_ERR_INVALID_ARG;
+    char *shown = at_shown(d, name, "unlink");
+    if (!shown) return ZERO_ERR_INVALID_ARG;
+    const zero__io_name n = {d->fd, name, shown};
+    zero_status s = zero__io_unlink_name(d->io, &n, missing_ok);
+    zero_mem_free(NULL, shown);
+    return s;
+}
+
+zero_status zero_io_dir_fsync(zero_io_dir *d) {
+    if (!d) return ZERO_ERR_INVALID_ARG;
+    const zero__io_name n = {d->fd, ".", d->path};
+    return zero__io_fsync_dir_name(d->io, &n);
+}
+
+zero_status zero_io_stat_at(zero_io_dir *d, const char *name, zero_io_entry *out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    char *shown = at_shown(d, name, "stat");
+    if (!shown) return ZERO_ERR_INVALID_ARG;
+    struct stat st;
+    zero_status s = ZERO_OK;
+    if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) out->kind = ZERO_IO_ENTRY_MISSING;
+        else s = zero__io_errno(d->io, errno, "stat", shown, -1, 0);
+    } else {
+        out->kind = S_ISREG(st.st_mode)   ? ZERO_IO_ENTRY_FILE
+                    : S_ISDIR(st.st_mode) ? ZERO_IO_ENTRY_DIR
+                    : S_ISLNK(st.st_mode) ? ZERO_IO_ENTRY_LINK
+                                          : ZERO_IO_ENTRY_OTHER;
+        out->size = (uint64_t)st.st_size;
+        out->uid = (unsigned)st.st_uid;
+        out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    }
+    zero_mem_free(NULL, shown);
+    return s;
+}
+
+zero_status zero_io_dir_list(zero_io_dir *d, int (*fn)(void *ctx, const char *name), void *ctx) {
+    if (!d || !fn) return ZERO_ERR_INVALID_ARG;
+    /* a descriptor of its own: readdir's position must not be shared with d */
+    const int fd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dp) {
+        zero_status s = zero__io_errno(d->io, errno, "list", d->path, -1, 0);
+        if (fd >= 0) close(fd);
+        return s;
+    }
+    const struct dirent *e;
+    errno = 0;
+    while ((e = readdir(dp)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (fn(ctx, e->d_name)) break;
+        errno = 0;
+    }
+    zero_status s = errno && !e ? zero__io_errno(d->io, errno, "list", d->path, -1, 0) : ZERO_OK;
+    closedir(dp);
+    return s;
 }
 
 /* ---------------------------------------------------------------- asynchronous */

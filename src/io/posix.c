@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-zero_status zero__posix_open(zero_io *io, const char *path, unsigned flags, zero_io_file *f) {
+zero_status zero__posix_open(zero_io *io, const zero__io_name *n, unsigned flags, zero_io_file *f) {
+    const char *path = n->shown;
     int oflags = O_CLOEXEC;
     if ((flags & ZERO_IO_READ) && (flags & ZERO_IO_WRITE)) oflags |= O_RDWR;
     else if (flags & ZERO_IO_WRITE) oflags |= O_WRONLY;
@@ -22,7 +23,7 @@ zero_status zero__posix_open(zero_io *io, const char *path, unsigned flags, zero
     /* a new file: what the umask leaves of 0666 (checkpoints, exports), or 0600 for scratch */
     const mode_t mode = (flags & ZERO_IO_PRIVATE) ? 0600 : 0666;
     int fd;
-    do fd = open(path, oflags, mode);
+    do fd = openat(n->dirfd, n->name, oflags, mode);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         const int e = errno;
@@ -116,44 +117,48 @@ zero_status zero__posix_size(zero_io_file *f, uint64_t *size) {
     return ZERO_OK;
 }
 
-zero_status zero__posix_rename(zero_io *io, const char *from, const char *to) {
-    if (rename(from, to) != 0) {
+zero_status zero__posix_rename(zero_io *io, const zero__io_name *from, const zero__io_name *to) {
+    if (renameat(from->dirfd, from->name, to->dirfd, to->name) != 0) {
         int e = errno;
-        zero__errorf(io->err, sizeof io->err, "rename %s to %s: %s", from, to, strerror(e));
+        zero__errorf(io->err, sizeof io->err, "rename %s to %s: %s", from->shown, to->shown, strerror(e));
         return (e == ENOSPC || e == EDQUOT) ? ZERO_ERR_NOSPACE : ZERO_ERR_IO;
     }
     return ZERO_OK;
 }
 
-zero_status zero__posix_unlink(zero_io *io, const char *path, int missing_ok) {
+/* A symbolic link is removed itself (AT_SYMLINK_NOFOLLOW), never what it points to. */
+zero_status zero__posix_unlink(zero_io *io, const zero__io_name *n, int missing_ok) {
     struct stat st;
-    if (lstat(path, &st) != 0) {
+    if (fstatat(n->dirfd, n->name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT && missing_ok) return ZERO_OK;
-        return zero__io_errno(io, errno, "unlink", path, -1, 0);
+        return zero__io_errno(io, errno, "unlink", n->shown, -1, 0);
     }
-    int r = S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path);
-    if (r != 0 && !(errno == ENOENT && missing_ok)) return zero__io_errno(io, errno, "unlink", path, -1, 0);
+    int r = unlinkat(n->dirfd, n->name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    if (r != 0 && !(errno == ENOENT && missing_ok)) return zero__io_errno(io, errno, "unlink", n->shown, -1, 0);
     return ZERO_OK;
 }
 
-zero_status zero__posix_mkdir(zero_io *io, const char *path) {
-    if (mkdir(path, 0777) == 0) return ZERO_OK; /* what the umask leaves, as other tools */
+zero_status zero__posix_mkdir(zero_io *io, const zero__io_name *n) {
+    if (mkdirat(n->dirfd, n->name, 0777) == 0) return ZERO_OK; /* what the umask leaves, as other tools */
     int e = errno;
     struct stat st;
-    if (e == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return ZERO_OK;
+    /* an existing directory is fine; a link is not followed to decide (the caller's open refuses it) */
+    if (e == EEXIST && fstatat(n->dirfd, n->name, &st, n->dirfd == AT_FDCWD ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(st.st_mode))
+        return ZERO_OK;
     if (e == EEXIST) {
-        zero__errorf(io->err, sizeof io->err, "mkdir %s: exists and is not a directory", path);
+        zero__errorf(io->err, sizeof io->err, "mkdir %s: exists and is not a directory", n->shown);
         return ZERO_ERR_IO;
     }
-    return zero__io_errno(io, e, "mkdir", path, -1, 0);
+    return zero__io_errno(io, e, "mkdir", n->shown, -1, 0);
 }
 
-zero_status zero__posix_fsync_dir(zero_io *io, const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return zero__io_errno(io, errno, "fsync directory", path, -1, 0);
+zero_status zero__posix_fsync_dir(zero_io *io, const zero__io_name *n) {
+    int fd = openat(n->dirfd, n->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return zero__io_errno(io, errno, "fsync directory", n->shown, -1, 0);
     zero_status s = ZERO_OK;
     /* Some file systems cannot fsync a directory (EINVAL); their renames are durable anyway. */
-    if (fsync(fd) != 0 && errno != EINVAL) s = zero__io_errno(io, errno, "fsync directory", path, -1, 0);
+    if (fsync(fd) != 0 && errno != EINVAL) s = zero__io_errno(io, errno, "fsync directory", n->shown, -1, 0);
     close(fd);
     return s;
 }

@@ -42,8 +42,9 @@ resumes() {
     test $rc -eq 0 && test "$(loss_of "$TMP/r.json" 3)" = "$LOSS3" || { echo "step 3 loss $(loss_of "$TMP/r.json" 3) vs $LOSS3"; return 1; }
 }
 
-train 3 --log-json "$TMP/ref.json"
+train 4 --log-json "$TMP/ref.json"
 LOSS3=$(loss_of "$TMP/ref.json" 3)
+LOSS4=$(loss_of "$TMP/ref.json" 4)
 train 2 --save "$TMP/base"
 test $rc -eq 0 -a -n "$LOSS3" || { echo "FAIL setup"; cat "$TMP/err"; exit 1; }
 fresh() { rm -rf "$D"; cp -a "$TMP/base" "$D"; }
@@ -69,8 +70,15 @@ for op in write fsync rename mkdir open close unlink; do
     check "$op: the save succeeds once N passes the $((n - 1)) ${op}s it makes" test $rc -eq 0 -a "$(cat "$D/latest" 2>/dev/null)" = step_00000003
     if [ "$op" = write ]; then
         fresh
+        # the last write is latest's: step 3 was published, latest still names step 2 (as after a
+        # kill between the two); a resume from the save directory continues from step 3, saying so
         ZERO_FAULT="write:$((n - 1)):eio" train 3 --resume "$D" --save "$D"
-        check "after the last write's fault: a resume from latest continues bitwise" resumes
+        check "after the last write's fault: latest still names step 2" test "$(cat "$D/latest")" = step_00000002
+        train 4 --resume "$D" --log-json "$TMP/r.json"
+        check "after the last write's fault: a resume opens the committed step 3, with a note" \
+            grep -q "zero: note: .*latest names step_00000002, but step_00000003 was committed after it" "$TMP/err"
+        check "after the last write's fault: ... and continues bitwise" \
+            test $rc -eq 0 -a "$(loss_of "$TMP/r.json" 4)" = "$LOSS4" -a -z "$(loss_of "$TMP/r.json" 3)"
     fi
 done
 
@@ -160,9 +168,9 @@ rm "$STEP/rank_00000.safetensors"
 train 3 --resume "$D"
 expect_error "missing rank file" 1 "rank_00000.safetensors"
 fresh
-manifest 'm["format_version"] = 2'
+manifest 'm["format_version"] = 3'
 train 3 --resume "$D"
-expect_error "another format version" 1 "format_version 2"
+expect_error "another format version" 1 "format_version 3"
 fresh
 train 3 --resume "$D" --model small
 expect_error "another model (--model small)" 2 "the checkpoint is a model GPT2LMHeadModel L2 C64" "the flags ask for GPT2LMHeadModel L6 C512"

@@ -50,7 +50,7 @@ sizes = {f["name"]: f["bytes"] for f in d["files"]}
 assert sizes == {n: os.path.getsize(os.path.join(step, n)) for n in ("rank_00000.safetensors", "rank_00001.safetensors")}, sizes
 assert d["total_bytes"] == sum(sizes.values())
 m = json.load(open(os.path.join(step, "manifest.json")))
-assert m["format_version"] == 1 and m["world"] == 2 and m["step"] == 42
+assert m["format_version"] == 2 and len(m["save_id"]) == 32 and m["world"] == 2 and m["step"] == 42
 EOF
 
 # --- usage

@@ -48,7 +48,9 @@ static zero_status save(const char *dir, int64_t step, int seed, const char *fau
     ZT_OK(zero_io_create_posix(&inner, &err));
     ZT_OK(zero_io_create_fault(&io, inner, 1, fault_spec, &err));
     zero_ckpt_writer *w = NULL;
-    zero_status s = zero_ckpt_writer_begin(&w, io, dir, step, R, N, &err);
+    char id[ZERO_CKPT_ID_CHARS + 1]; /* one save's id on every rank, as the engine broadcasts it */
+    snprintf(id, sizeof id, "%016llx%016llx", (unsigned long long)step, (unsigned long long)seed);
+    zero_status s = zero_ckpt_writer_begin(&w, io, dir, step, R, N, id, &err);
     for (int i = 0; i < NT && s == ZERO_OK; i++) s = zero_ckpt_writer_add(w, k_t[i].name, k_t[i].dt, k_t[i].numel, k_t[i].align);
     for (int i = 0; i < NT && s == ZERO_OK; i++) {
         zero_shard sh;

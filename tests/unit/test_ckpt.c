@@ -88,13 +88,21 @@ static const char *k_engine_json =
     " {\"name\": \"wte\", \"numel\": 5000, \"params\": [{\"name\": \"wte\", \"shape\": [50, 100], \"offset\": 0}]}],"
     " \"rng\": {\"seed\": 1234}}";
 
+/* The id every simulated rank of one save shares (an engine makes one with zero_ckpt_new_id on
+ * rank 0 and broadcasts it): the same step and seed give the same save. */
+static const char *save_id(int64_t step, int seed) {
+    static char id[ZERO_CKPT_ID_CHARS + 1];
+    snprintf(id, sizeof id, "%016llx%016llx", (unsigned long long)step, (unsigned long long)seed);
+    return id;
+}
+
 /* Rank r of W writes its slices in random chunks. Returns the writer (finished or not). */
 static zero_status rank_save(zero_io *io, const char *dir, int64_t step, int r, int W, int seed,
                              zero_ckpt_writer **out, char *msg, size_t cap) {
     zero_error err;
     zero_ckpt_writer *w = NULL;
     *out = NULL;
-    zero_status s = zero_ckpt_writer_begin(&w, io, dir, step, r, W, &err);
+    zero_status s = zero_ckpt_writer_begin(&w, io, dir, step, r, W, save_id(step, seed), &err);
     if (s != ZERO_OK) {
         snprintf(msg, cap, "%s", err.msg);
         return s;
@@ -218,7 +226,11 @@ static void test_reshard(void) {
         ZT_OK(zero_ckpt_verify(c));
         /* manifest: the layer's keys and the engine's, side by side */
         cJSON *m = cJSON_Parse(zero_ckpt_manifest(c));
-        ZT_CHECK(m && cJSON_GetObjectItem(m, "format_version")->valueint == 1);
+        ZT_CHECK(m && cJSON_GetObjectItem(m, "format_version")->valueint == ZERO_CKPT_FORMAT_VERSION);
+        /* the save's id, in the manifest and in every rank file (every rank of one save: one id) */
+        ZT_CHECK(m && !strcmp(cJSON_GetObjectItem(m, "save_id")->valuestring, save_id(100 + W, W)));
+        ZT_CHECK(!strcmp(zero_ckpt_save_id(c), save_id(100 + W, W)));
+        ZT_CHECK(!zero_ckpt_note(c)[0]);
         ZT_CHECK(m && cJSON_GetObjectItem(m, "stage")->valueint == 2);
         ZT_CHECK(m && cJSON_GetArraySize(cJSON_GetObjectItem(m, "units")) == 3);
         ZT_CHECK(m && cJSON_GetArraySize(cJSON_GetObjectItem(m, "files")) == W);
@@ -279,13 +291,13 @@ static void test_refusals(void) {
     snprintf(p, sizeof p, "%s/manifest.json", step);
     char text[65536];
     read_text(p, text, sizeof text);
-    char *v = strstr(text, "\"format_version\":\t1");
+    char *v = strstr(text, "\"format_version\":\t2");
     ZT_CHECKF(v != NULL, "manifest layout: %.200s", text);
     if (v) v[strlen("\"format_version\":\t")] = '7';
     FILE *f = fopen(p, "wb");
     fputs(text, f);
     fclose(f);
-    expect_refused(dir, 0, "format_version 7", "reads format_version 1");
+    expect_refused(dir, 0, "format_version 7", "reads format_versions 1 and 2");
     /* a missing rank file */
     rm_rf(dir);
     ZT_OK(save_all(NULL, dir, 9, 2, 5, msg, sizeof msg));
@@ -337,7 +349,10 @@ static void test_refusals(void) {
     f = fopen(p, "wb");
     fputs("../../etc\n", f);
     fclose(f);
-    expect_refused(dir, 0, "not the name of a step directory", NULL);
+    expect_refused(dir, 0, "does not hold the name of a step directory", NULL);
+    /* the message never quotes what the refused file holds */
+    zero_ckpt *c2 = NULL;
+    ZT_CHECK(zero_ckpt_open(&c2, NULL, dir, 0, &err) != ZERO_OK && !strstr(err.msg, "etc"));
     rm_rf(dir);
 }
 
@@ -347,10 +362,14 @@ static void test_misuse(void) {
     snprintf(dir, sizeof dir, "%s/mis", g_dir);
     zero_error err;
     zero_ckpt_writer *w = NULL;
-    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, 1, 2, 2, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, 1, 2, 2, save_id(1, 1), &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECK(strstr(err.msg, "rank 2") != NULL);
-    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, -1, 0, 1, &err), ZERO_ERR_INVALID_ARG);
-    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, "", 1, 0, 1, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, -1, 0, 1, NULL, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, "", 1, 0, 1, NULL, &err), ZERO_ERR_INVALID_ARG);
+    /* more than one rank: the save's id must be given (the same on every rank), and well formed */
+    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, 1, 0, 2, NULL, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECK(strstr(err.msg, "save id NULL") != NULL);
+    ZT_EQ_INT(zero_ckpt_writer_begin(&w, NULL, dir, 1, 0, 2, "0123456789ABCDEF0123456789abcdef", &err), ZERO_ERR_INVALID_ARG);
     zero_ckpt_writer *w0 = NULL, *w1 = NULL;
     ZT_OK(rank_save(NULL, dir, 3, 0, 2, 1, &w0, msg, sizeof msg));
     ZT_OK(rank_save(NULL, dir, 3, 1, 2, 1, &w1, msg, sizeof msg));
@@ -363,7 +382,7 @@ static void test_misuse(void) {
     ZT_EQ_INT(zero_ckpt_commit(w0, NULL), ZERO_ERR_STATE);
     zero_ckpt_writer_free(w0);
     zero_ckpt_writer_free(w1);
-    ZT_OK(zero_ckpt_writer_begin(&w, NULL, dir, 4, 0, 1, &err));
+    ZT_OK(zero_ckpt_writer_begin(&w, NULL, dir, 4, 0, 1, NULL, &err));
     ZT_EQ_INT(zero_ckpt_writer_add(w, "x", ZERO_DTYPE_FP32, 10, 0), ZERO_ERR_INVALID_ARG);
     ZT_OK(zero_ckpt_writer_add(w, "x", ZERO_DTYPE_FP32, 10, 4));
     ZT_EQ_INT(zero_ckpt_writer_add(w, "x", ZERO_DTYPE_FP32, 10, 4), ZERO_ERR_INVALID_ARG);
@@ -377,9 +396,13 @@ static void test_misuse(void) {
 }
 
 /* ------------------------------------------------------------------ faults at every call */
-/* After a save attempt: `latest` names step 1 (failed save) or 2 (successful one), and it loads. */
+/* After a save attempt: `latest` names step 1 (failed save) or 2 (successful one), and the save
+ * directory opens the newest committed step: step 2 also when the save failed after publishing it
+ * (a note says so). */
 static void check_after(const char *dir, zero_status s, const char *msg, const char *spec) {
     char p[800], latest[128];
+    snprintf(p, sizeof p, "%s/step_00000002/COMMIT", dir);
+    const int published = exists(p);
     snprintf(p, sizeof p, "%s/latest", dir);
     read_text(p, latest, sizeof latest);
     int durable_only = s != ZERO_OK && strstr(msg, "making latest durable") != NULL;
@@ -391,9 +414,12 @@ static void check_after(const char *dir, zero_status s, const char *msg, const c
     zero_ckpt *c = NULL;
     zero_error err;
     ZT_CHECKF(zero_ckpt_open(&c, NULL, dir, ZERO_CKPT_VERIFY, &err) == ZERO_OK, "%s: the checkpoint does not load: %s", spec, err.msg);
+    const int opens = published ? 2 : want;
     if (c) {
-        ZT_EQ_INT(zero_ckpt_step(c), want);
-        ZT_CHECKF(check_all(c, 3, want == 2 ? 22 : 11) == 0, "%s: wrong data", spec);
+        ZT_EQ_INT(zero_ckpt_step(c), opens);
+        ZT_CHECKF(check_all(c, 3, opens == 2 ? 22 : 11) == 0, "%s: wrong data", spec);
+        ZT_CHECKF(!zero_ckpt_note(c)[0] == (opens == want), "%s: note '%s'", spec, zero_ckpt_note(c));
+        if (opens != want) ZT_CHECKF(strstr(zero_ckpt_note(c), "committed after it") != NULL, "%s: %s", spec, zero_ckpt_note(c));
         zero_ckpt_close(c);
     }
     /* what a failed save leaves is refused, unless it got as far as its COMMIT (then it is whole) */
@@ -469,7 +495,7 @@ static void test_dead_rank(void) {
     ZT_OK(rank_save(NULL, dir, 2, 1, 3, 22, &w[1], msg, sizeof msg));
     /* rank 2 dies mid-write: its temporary file stays, it never finishes */
     zero_error err;
-    ZT_OK(zero_ckpt_writer_begin(&w[2], NULL, dir, 2, 2, 3, &err));
+    ZT_OK(zero_ckpt_writer_begin(&w[2], NULL, dir, 2, 2, 3, save_id(2, 22), &err));
     snprintf(p, sizeof p, "%s/step_00000002.tmp/rank_00002.safetensors.tmp", dir);
     ZT_CHECK(exists(p));
     /* an engine that committed anyway is refused, naming the missing rank */
@@ -499,7 +525,7 @@ static void test_dead_rank(void) {
     zero_ckpt_writer_free(w[0]);
     zero_ckpt_writer_free(w[1]);
     ZT_OK(rank_save(NULL, dir, 2, 0, 2, 23, &w[0], msg, sizeof msg));
-    ZT_OK(zero_ckpt_writer_begin(&w[1], NULL, dir, 2, 1, 2, &err));
+    ZT_OK(zero_ckpt_writer_begin(&w[1], NULL, dir, 2, 1, 2, save_id(2, 23), &err));
     zero_ckpt_writer_free(w[1]);
     w[1] = NULL;
     ZT_EQ_INT(zero_ckpt_commit(w[0], k_engine_json), ZERO_ERR_STATE);
@@ -629,7 +655,7 @@ static void test_manifest_roundtrip(void) {
     for (int attempt = 0; attempt < 2; attempt++) {
         zero_error err;
         zero_ckpt_writer *w = NULL;
-        ZT_OK(zero_ckpt_writer_begin(&w, NULL, dir, 7, 0, 1, &err));
+        ZT_OK(zero_ckpt_writer_begin(&w, NULL, dir, 7, 0, 1, NULL, &err));
         if (!w) return;
         const char *names[4] = {"a/master", "a/exp_avg", "c/master", attempt ? "c/other" : "c/exp_avg"};
         const uint64_t numel[4] = {10, 10, 5, attempt ? 6 : 5};
@@ -687,7 +713,7 @@ static void test_manifest_roundtrip(void) {
     zero_ckpt_writer *w = NULL;
     char d2[760];
     snprintf(d2, sizeof d2, "%s/untyped", dir);
-    ZT_OK(zero_ckpt_writer_begin(&w, NULL, d2, 1, 0, 1, &err));
+    ZT_OK(zero_ckpt_writer_begin(&w, NULL, d2, 1, 0, 1, NULL, &err));
     if (!w) return;
     ZT_OK(zero_ckpt_writer_finish(w));
     ZT_EQ_INT(zero_ckpt_commit(w, "{\"writer\": \"zero\", \"stage\": 1}"), ZERO_ERR_INVALID_ARG);
