@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memcheck.h"
 #include "modeltok.h"
 #include "weights.h"
 
@@ -268,6 +269,25 @@ static uint64_t draw_seed(uint64_t seed, int i) {
     return z ^ (z >> 31);
 }
 
+/* The engine (stage 0 on one rank, the default configuration) and the model's activations for T
+ * positions, against this machine's RAM: a model that cannot fit is refused before anything is
+ * allocated, not killed by the kernel after minutes of allocation. */
+static int check_memory(const cli_model *src, const zero_config *cfg, int T) {
+    cli_mem_need need;
+    if (cli_mem_need_of(&src->cfg, NULL, cfg, 1, 1, T, 0, &need)) return CLI_OK; /* the engine will say why */
+    const double total = need.states + need.transient + need.act, ram = cli_machine_ram();
+    if (ram <= 0 || total <= ram) return CLI_OK;
+    char d[256], a[32], b[32], c[32], r[32];
+    return cli_error(CLI_RUNTIME,
+                     "sample: the model in %s (%s, %llu parameters) would need %s (%.0f bytes: model states of a "
+                     "stage-0 engine %s, activations of %d positions %s), more than this machine's %s (%.0f bytes) "
+                     "of RAM",
+                     src->name, cli_model_describe(&src->cfg, d, sizeof d),
+                     (unsigned long long)dec_num_params(&src->cfg), cli_fmt_bytes(total, a, sizeof a), total,
+                     cli_fmt_bytes(need.states, b, sizeof b), T, cli_fmt_bytes(need.act, c, sizeof c),
+                     cli_fmt_bytes(ram, r, sizeof r), ram);
+}
+
 int cli_sample(int argc, char **argv) {
     sample_opts o;
     int p = parse(argc, argv, &o);
@@ -370,6 +390,7 @@ int cli_sample(int argc, char **argv) {
         rc = cli_error(CLI_RUNTIME, "sample: %s", err.msg);
         goto out;
     }
+    if ((rc = check_memory(&src, &cfg, T)) != CLI_OK) goto out; /* before the engine allocates */
     if (zero_comm_init_self_with(&comm, &err) != ZERO_OK || zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "sample: cannot create the engine: %s", err.msg);
         goto out;

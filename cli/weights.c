@@ -346,10 +346,18 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
         return shape_from_st(path, heads, flag, out);
     }
     if (dec_hf_is_dir(path)) {
+        /* the weights are what --init-from asks for: opened now (config.json and every file's
+         * header, no tensor data), so that a directory without them, or with tensors that do not
+         * fit its config.json, is refused before a model of its size is allocated */
         out->kind = CLI_MODEL_HF;
-        zero_status s = dec_hf_read_config(path, &out->cfg, &out->config_json, &out->notes, &err);
-        if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
+        dec_hf *h = NULL;
+        if (dec_hf_open(&h, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
+        out->cfg = *dec_hf_config(h);
+        out->config_json = dup_str(dec_hf_config_json(h));
+        out->notes = dup_str(dec_hf_notes(h));
         out->source = dup_str(path);
+        dec_hf_close(h);
+        if (!out->config_json || !out->source) return cli_error(CLI_RUNTIME, "%s %s: out of memory", flag, path);
         return cli_model_check_flags(out, NULL, 0, 0, heads, 0); /* config.json says the heads */
     }
     char p[4200];
