@@ -288,6 +288,17 @@ static int check_memory(const cli_model *src, const zero_config *cfg, int T) {
                      cli_fmt_bytes(ram, r, sizeof r), ram);
 }
 
+/* Generation past the model's positions is not refused: each token is computed from the last
+ * n_ctx tokens (docs/CLI.md). But the model never saw such a context, so it is said once on
+ * stderr (`now`: it happens at this token; else: it will, with every token drawn in one call). */
+static void slide_note(const dec_config *g, int np, int tokens, int now) {
+    if (!now && (tokens == 0 || (int64_t)np + tokens - 1 <= g->n_ctx)) return;
+    fprintf(stderr,
+            "zero: note: the prompt's %d tokens and --tokens %d reach past the model's %d positions: each token is "
+            "generated from the last %d tokens only\n",
+            np, tokens, g->n_ctx, g->n_ctx);
+}
+
 int cli_sample(int argc, char **argv) {
     sample_opts o;
     int p = parse(argc, argv, &o);
@@ -391,6 +402,7 @@ int cli_sample(int argc, char **argv) {
         goto out;
     }
     if ((rc = check_memory(&src, &cfg, T)) != CLI_OK) goto out; /* before the engine allocates */
+    if (!tok) slide_note(&g, np, o.tokens, 0);
     if (zero_comm_init_self_with(&comm, &err) != ZERO_OK || zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "sample: cannot create the engine: %s", err.msg);
         goto out;
@@ -420,6 +432,7 @@ int cli_sample(int argc, char **argv) {
         }
         memcpy(out, prompt, (size_t)np * sizeof *out);
         for (int i = 0; i < o.tokens && !stopped; i++) {
+            if (np + i == g.n_ctx + 1 || (i == 0 && np > g.n_ctx)) slide_note(&g, np, o.tokens, 1);
             dec_sampling s = {(float)o.temperature, o.top_k, draw_seed(o.seed, i)};
             if (dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i) != ZERO_OK) {
                 rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));

@@ -415,6 +415,36 @@ int cli_model_check_flags(const cli_model *m, const char *model_name, int layers
     return CLI_OK;
 }
 
+int cli_model_check_seq(const cli_model *m, int T, int loaded, char *note, size_t cap) {
+    const dec_config *c = &m->cfg;
+    if (note && cap) note[0] = 0;
+    if (T <= c->n_ctx) return CLI_OK;
+    const int gpt2 = c->arch == DEC_ARCH_GPT2;
+    const char *key = gpt2 ? "n_positions" : "max_position_embeddings";
+    if (loaded) {
+        /* GPT-2 has no weights for a position past its table. A RoPE model computes any
+         * position, but was trained up to this one: a longer context is a change of the model
+         * that its config.json should say (exports and checkpoints carry that file). */
+        if (gpt2)
+            return cli_error(CLI_USAGE,
+                             "--seq %d: longer than the %d positions of the model in %s: expected at most %d "
+                             "(%s: GPT-2 learns one embedding per position, wpe (%d, %d))",
+                             T, c->n_ctx, m->name, c->n_ctx, key, c->n_ctx, c->n_embd);
+        return cli_error(CLI_USAGE,
+                         "--seq %d: longer than the %d positions of the model in %s: expected at most %d "
+                         "(%s, the context it was trained for; to train longer, raise it in %s)",
+                         T, c->n_ctx, m->name, c->n_ctx, key,
+                         m->kind == CLI_MODEL_HF ? "a copy of the directory's config.json"
+                                                 : "the config.json of its export (zero export -o DIR)");
+    }
+    if (m->kind == CLI_MODEL_HF && note && cap)
+        snprintf(note, cap,
+                 "--seq %d is longer than the %d positions (%s) of %s/config.json: the model is built with %d "
+                 "(from scratch: %s; a checkpoint and an export record %d; --init-from refuses it)",
+                 T, c->n_ctx, key, m->name, T, gpt2 ? "its position table grows" : "RoPE needs no table", T);
+    return CLI_OK;
+}
+
 /* ------------------------------------------------------------------ loading */
 
 /* Reads tensor t (F32, BF16 or F16) of f into dst as fp32, checking its CRC32C when the file
