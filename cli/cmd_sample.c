@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memcheck.h"
 #include "modeltok.h"
 #include "weights.h"
 
@@ -268,6 +269,36 @@ static uint64_t draw_seed(uint64_t seed, int i) {
     return z ^ (z >> 31);
 }
 
+/* The engine (stage 0 on one rank, the default configuration) and the model's activations for T
+ * positions, against this machine's RAM: a model that cannot fit is refused before anything is
+ * allocated, not killed by the kernel after minutes of allocation. */
+static int check_memory(const cli_model *src, const zero_config *cfg, int T) {
+    cli_mem_need need;
+    if (cli_mem_need_of(&src->cfg, NULL, cfg, 1, 1, T, 0, &need)) return CLI_OK; /* the engine will say why */
+    const double total = need.states + need.transient + need.act, ram = cli_machine_ram();
+    if (ram <= 0 || total <= ram) return CLI_OK;
+    char d[256], a[32], b[32], c[32], r[32];
+    return cli_error(CLI_RUNTIME,
+                     "sample: the model in %s (%s, %llu parameters) would need %s (%.0f bytes: model states of a "
+                     "stage-0 engine %s, activations of %d positions %s), more than this machine's %s (%.0f bytes) "
+                     "of RAM",
+                     src->name, cli_model_describe(&src->cfg, d, sizeof d),
+                     (unsigned long long)dec_num_params(&src->cfg), cli_fmt_bytes(total, a, sizeof a), total,
+                     cli_fmt_bytes(need.states, b, sizeof b), T, cli_fmt_bytes(need.act, c, sizeof c),
+                     cli_fmt_bytes(ram, r, sizeof r), ram);
+}
+
+/* Generation past the model's positions is not refused: each token is computed from the last
+ * n_ctx tokens (docs/CLI.md). But the model never saw such a context, so it is said once on
+ * stderr (`now`: it happens at this token; else: it will, with every token drawn in one call). */
+static void slide_note(const dec_config *g, int np, int tokens, int now) {
+    if (!now && (tokens == 0 || (int64_t)np + tokens - 1 <= g->n_ctx)) return;
+    fprintf(stderr,
+            "zero: note: the prompt's %d tokens and --tokens %d reach past the model's %d positions: each token is "
+            "generated from the last %d tokens only\n",
+            np, tokens, g->n_ctx, g->n_ctx);
+}
+
 int cli_sample(int argc, char **argv) {
     sample_opts o;
     int p = parse(argc, argv, &o);
@@ -370,6 +401,8 @@ int cli_sample(int argc, char **argv) {
         rc = cli_error(CLI_RUNTIME, "sample: %s", err.msg);
         goto out;
     }
+    if ((rc = check_memory(&src, &cfg, T)) != CLI_OK) goto out; /* before the engine allocates */
+    if (!tok) slide_note(&g, np, o.tokens, 0);
     if (zero_comm_init_self_with(&comm, &err) != ZERO_OK || zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "sample: cannot create the engine: %s", err.msg);
         goto out;
@@ -399,6 +432,7 @@ int cli_sample(int argc, char **argv) {
         }
         memcpy(out, prompt, (size_t)np * sizeof *out);
         for (int i = 0; i < o.tokens && !stopped; i++) {
+            if (np + i == g.n_ctx + 1 || (i == 0 && np > g.n_ctx)) slide_note(&g, np, o.tokens, 1);
             dec_sampling s = {(float)o.temperature, o.top_k, draw_seed(o.seed, i)};
             if (dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i) != ZERO_OK) {
                 rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));

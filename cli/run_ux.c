@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "memcheck.h"
 #include "train.h"
 
 int cli_quiet_warnings;
@@ -138,57 +139,22 @@ int ux_check_outputs(const train_opts *o) {
 
 /* ------------------------------------------------------------------ memory */
 
-static double machine_ram(void) {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r"); /* a container's limit, when lower */
-    if (f) {
-        char b[64] = "";
-        if (fgets(b, sizeof b, f) && b[0] >= '0' && b[0] <= '9') {
-            const double lim = strtod(b, NULL);
-            if (lim > 0 && (ram == 0 || lim < ram)) ram = lim;
-        }
-        fclose(f);
-    }
-    return ram;
-}
-
-/* The activations of a micro-batch of B (exact when it fits 64 bits, else B times one sequence's). */
-static double activations(const dec_config *m, int64_t B, int T, int ckpt) {
-    const double one = (double)dec_activation_bytes(m, 1, T, ckpt);
-    if (one * (double)B < 0x1p62) return (double)dec_activation_bytes(m, (int)B, T, ckpt);
-    return one * (double)B;
-}
-
 int ux_check_memory(const train_opts *o, int world) {
     if (world <= 0) return CLI_OK;
     const dec_config *m = &o->model_cfg;
-    const int n = dec_num_units(m);
-    uint64_t *numel = malloc(2 * (size_t)n * sizeof *numel), *frozen = numel + n;
-    if (!numel) return cli_error(CLI_RUNTIME, "out of memory");
-    for (int u = 0; u < n; u++) numel[u] = dec_unit_numel(m, u);
-    if (o->lora_on) /* LoRA (docs/LORA.md): the base frozen, the adapters trained */
-        for (int u = 0; u < n; u++) frozen[u] = numel[u], numel[u] += dec_lora_unit_numel(m, &o->lora, u);
-    zero_plan_model pm = {n, numel, NULL, NULL, o->lora_on ? frozen : NULL};
-    zero_plan_setup s;
-    zero_plan_setup_from_config(&s, &o->cfg, world);
-    zero_plan_mem pmem;
-    zero_error err = {{0}};
-    const zero_status st = zero_plan_estimate(&pm, &s, &pmem, &err);
-    free(numel);
-    if (st != ZERO_OK) return CLI_OK; /* the engine will say what is wrong with the setup */
     const int64_t B = o->cfg.micro_batch, K = o->cfg.grad_accum;
-    const double lact = o->lora_on ? (double)dec_lora_activation_bytes(m, &o->lora, (int)B, o->T) : 0.0;
-    const double act = activations(m, B, o->T, o->checkpointing) + lact, act_ck = activations(m, B, o->T, 1) + lact;
+    cli_mem_need need;
+    if (cli_mem_need_of(m, o->lora_on ? &o->lora : NULL, &o->cfg, world, B, o->T, o->checkpointing, &need))
+        return CLI_OK; /* the engine will say what is wrong with the setup */
+    const double act = need.act, act_ck = need.act_ckpt, states = need.states;
     const double batch = 2.0 * 4.0 * (double)B * (double)K * (double)o->T; /* the step's inputs and targets */
-    const double states = (double)pmem.device + (double)pmem.host;         /* one RAM on a CPU machine */
-    const double rank = states + (double)pmem.transient + act + batch;
+    const double rank = states + need.transient + act + batch;
     /* the ranks that share this machine: the launcher's (one node), else MPI's local size */
     int local = world;
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!ls) ls = getenv("MPI_LOCALNRANKS");
     if (ls && atoi(ls) > 0 && atoi(ls) < world) local = atoi(ls);
-    const double ram = machine_ram();
+    const double ram = cli_machine_ram();
     if (ram <= 0 || rank * local <= ram) return CLI_OK;
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
     cli_fmt_bytes(batch, g, sizeof g);

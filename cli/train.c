@@ -70,6 +70,17 @@ void train_release(train_opts *o) {
     cli_model_free(&o->src);
 }
 
+/* A note joins config.json's (src.notes): rank 0 prints them once at the start of the run. */
+static int add_note(cli_model *src, const char *note) {
+    const size_t have = src->notes ? strlen(src->notes) : 0, n = have + strlen(note) + 3;
+    char *joined = malloc(n);
+    if (!joined) return cli_error(CLI_RUNTIME, "out of memory");
+    snprintf(joined, n, "%s%s%s", have ? src->notes : "", have ? "; " : "", note);
+    free(src->notes);
+    src->notes = joined;
+    return CLI_OK;
+}
+
 static int is_dir(const char *path) {
     struct stat sb;
     return !stat(path, &sb) && S_ISDIR(sb.st_mode);
@@ -180,9 +191,12 @@ int train_prepare(train_opts *o, int world) {
         snprintf(o->src.name, sizeof o->src.name, "%s", o->init_from ? o->init_from : o->model);
     *m = o->src.cfg;
     o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
-    if (o->T > m->n_ctx && o->init_from) /* the loaded position table is what it is */
-        return cli_error(CLI_USAGE, "--seq %d: longer than the %d positions of the model in %s", o->T, m->n_ctx, o->init_from);
-    if (o->T > m->n_ctx) m->n_ctx = o->T; /* training from scratch: the position table grows to fit */
+    char note[512];
+    if ((rc = cli_model_check_seq(&o->src, o->T, o->init_from != NULL, note, sizeof note)) != CLI_OK) return rc;
+    if (note[0] && (rc = add_note(&o->src, note)) != CLI_OK) return rc; /* printed with config.json's */
+    /* from scratch the positions grow to fit; o->src keeps the source's (a checkpoint records the
+     * source's config.json only when the model is still the one it describes) */
+    if (o->T > m->n_ctx) m->n_ctx = o->T;
     if (o->resume) { /* the checkpoint says what model, sequence length and seed the run has */
         int rc2 = train_resume_settings(o);
         if (rc2 != CLI_OK) return rc2;

@@ -346,10 +346,18 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
         return shape_from_st(path, heads, flag, out);
     }
     if (dec_hf_is_dir(path)) {
+        /* the weights are what --init-from asks for: opened now (config.json and every file's
+         * header, no tensor data), so that a directory without them, or with tensors that do not
+         * fit its config.json, is refused before a model of its size is allocated */
         out->kind = CLI_MODEL_HF;
-        zero_status s = dec_hf_read_config(path, &out->cfg, &out->config_json, &out->notes, &err);
-        if (s != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
+        dec_hf *h = NULL;
+        if (dec_hf_open(&h, path, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s %s", flag, err.msg);
+        out->cfg = *dec_hf_config(h);
+        out->config_json = dup_str(dec_hf_config_json(h));
+        out->notes = dup_str(dec_hf_notes(h));
         out->source = dup_str(path);
+        dec_hf_close(h);
+        if (!out->config_json || !out->source) return cli_error(CLI_RUNTIME, "%s %s: out of memory", flag, path);
         return cli_model_check_flags(out, NULL, 0, 0, heads, 0); /* config.json says the heads */
     }
     char p[4200];
@@ -405,6 +413,36 @@ int cli_model_check_flags(const cli_model *m, const char *model_name, int layers
                              cli_model_describe(&nc, a, sizeof a), m->name, cli_model_describe(c, b, sizeof b), from);
         }
     }
+    return CLI_OK;
+}
+
+int cli_model_check_seq(const cli_model *m, int T, int loaded, char *note, size_t cap) {
+    const dec_config *c = &m->cfg;
+    if (note && cap) note[0] = 0;
+    if (T <= c->n_ctx) return CLI_OK;
+    const int gpt2 = c->arch == DEC_ARCH_GPT2;
+    const char *key = gpt2 ? "n_positions" : "max_position_embeddings";
+    if (loaded) {
+        /* GPT-2 has no weights for a position past its table. A RoPE model computes any
+         * position, but was trained up to this one: a longer context is a change of the model
+         * that its config.json should say (exports and checkpoints carry that file). */
+        if (gpt2)
+            return cli_error(CLI_USAGE,
+                             "--seq %d: longer than the %d positions of the model in %s: expected at most %d "
+                             "(%s: GPT-2 learns one embedding per position, wpe (%d, %d))",
+                             T, c->n_ctx, m->name, c->n_ctx, key, c->n_ctx, c->n_embd);
+        return cli_error(CLI_USAGE,
+                         "--seq %d: longer than the %d positions of the model in %s: expected at most %d "
+                         "(%s, the context it was trained for; to train longer, raise it in %s)",
+                         T, c->n_ctx, m->name, c->n_ctx, key,
+                         m->kind == CLI_MODEL_HF ? "a copy of the directory's config.json"
+                                                 : "the config.json of its export (zero export -o DIR)");
+    }
+    if (m->kind == CLI_MODEL_HF && note && cap)
+        snprintf(note, cap,
+                 "--seq %d is longer than the %d positions (%s) of %s/config.json: the model is built with %d "
+                 "(from scratch: %s; a checkpoint and an export record %d; --init-from refuses it)",
+                 T, c->n_ctx, key, m->name, T, gpt2 ? "its position table grows" : "RoPE needs no table", T);
     return CLI_OK;
 }
 

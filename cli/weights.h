@@ -47,6 +47,14 @@ int cli_model_from_path(const char *path, int heads, const char *flag, cli_model
  * error naming both values. model_name: the --model value, or NULL. */
 int cli_model_check_flags(const cli_model *m, const char *model_name, int layers, int dim, int heads, int vocab);
 
+/* Sequences of T tokens on model m (cfg.n_ctx positions). Past them, a model whose weights are
+ * loaded (loaded != 0: --init-from) is refused: a usage error naming T, the positions and why
+ * they do not grow. One built from its shape may grow n_ctx to T (the caller does, on its copy
+ * of m->cfg: m keeps what the source said); when the shape is a model directory's config.json,
+ * note (cap bytes; else "") says so, for the caller to print: that file said otherwise. A preset
+ * grows without a note (docs/CLI.md: its n_ctx is zero's default). Returns an exit status. */
+int cli_model_check_seq(const cli_model *m, int T, int loaded, char *note, size_t cap);
+
 /* Sets every parameter of the model registered on e (after finalize) from `path`: a model
  * directory (dec_hf_load: each rank reads only the ranges it keeps), a safetensors file (ours
  * or Hugging Face's GPT-2 layout: an optional "transformer." prefix; attention-mask buffers and

@@ -169,7 +169,9 @@ expect_error "--layers against config.json" 2 "--layers 3" "has layers 2 (config
 "$ZERO" train --init-from "$FIX/qwen3" --model llama-3.2-1b --data "$TOK" --seq 8 --steps 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
 expect_error "--model against config.json" 2 "--model llama-3.2-1b (LlamaForCausalLM L16" "Qwen3ForCausalLM L2"
 "$ZERO" train --init-from "$FIX/qwen3" --seq 65 --data "$TOK" --steps 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
-expect_error "--seq past max_position_embeddings" 2 "--seq 65" "64 positions"
+expect_error "--seq past max_position_embeddings" 2 "--seq 65" "64 positions" "raise it in a copy of the directory's config.json"
+"$ZERO" train --init-from "$FIX/gpt2" --seq 17 --data "$TOK" --steps 1 >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "GPT-2: --seq past n_positions" 2 "--seq 17" "16 positions" "n_positions" "wpe (16, 24)"
 edit() { # edit FIXTURE NAME PYTHON: a copy of the fixture with config.json changed (`c` is the dict)
     rm -rf "$TMP/$2"; cp -r "$FIX/$1" "$TMP/$2"
     "$PY" -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p)); $3; json.dump(c, open(p, 'w'))" "$TMP/$2"
@@ -195,6 +197,28 @@ init "$TMP/window"
 expect_error "a sliding window shorter than the sequence" 2 "sliding_window 4" "--seq 8"
 run window_ok --init-from "$TMP/window" --seq 4 --micro-batch 2 --steps 1
 check "sequences within the sliding window train" grep -q '"done":true' "$TMP/window_ok.json"
+# the way past a RoPE model's positions: a config.json that says so; within the old ones it is the same model
+edit llama_gqa4 long 'c["max_position_embeddings"] = 128'
+run pos64 --init-from "$FIX/llama_gqa4" --micro-batch 2 --steps 1
+run pos128 --init-from "$TMP/long" --micro-batch 2 --steps 1
+check "max_position_embeddings 64 -> 128: the same loss at --seq 8 ($(val_loss "$TMP/pos64.json"))" \
+    test -n "$(val_loss "$TMP/pos64.json")" -a "$(val_loss "$TMP/pos64.json")" = "$(val_loss "$TMP/pos128.json")"
+run long --init-from "$TMP/long" --seq 100 --micro-batch 2 --steps 1
+check "max_position_embeddings 128: --seq 100 trains" grep -q '"done":true' "$TMP/long.json"
+# from a directory's shape (--model DIR) the positions grow, with a note: GPT-2's wpe gets the rows
+run grow --model "$FIX/gpt2" --seq 20 --micro-batch 2 --steps 1 --save "$TMP/ck_grow"
+check "--model DIR --seq 20 past n_positions 16: a note says the model is built with 20" \
+    grep -qF "note: --seq 20 is longer than the 16 positions (n_positions) of $FIX/gpt2/config.json: the model is built with 20" \
+    "$TMP/grow.out"
+"$ZERO" export "$TMP/ck_grow" -o "$TMP/ex_grow" >/dev/null 2>"$TMP/err" || { echo "FAIL export ck_grow"; cat "$TMP/err"; fail=1; }
+check "... and its export says n_positions 20, wpe (20, 24)" "$PY" - "$TMP/ex_grow" <<'EOF'
+import json, struct, sys
+c = json.load(open(sys.argv[1] + "/config.json")); assert c["n_positions"] == 20, c["n_positions"]
+b = open(sys.argv[1] + "/model.safetensors", "rb").read(); h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+assert h["transformer.wpe.weight"]["shape"] == [20, 24], h["transformer.wpe.weight"]
+EOF
+run nogrow --model "$FIX/gpt2" --seq 16 --micro-batch 2 --steps 1
+check "--model DIR within its positions: no note" test -z "$(grep -- '--seq' "$TMP/nogrow.out")"
 edit llama_gqa4 layers3 'c["num_hidden_layers"] = 3'
 init "$TMP/layers3"
 expect_error "config.json asks for a layer the weights lack" 1 "missing tensor 'model.layers.2.input_layernorm.weight'"

@@ -21,14 +21,14 @@ check() { # check NAME COMMAND...
     local name=$1; shift
     if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
-# refused NAME STATUS NEEDLE... -- ARGS...: `zero ARGS` (at most 30 s) exits STATUS with one error
-# line holding every NEEDLE
+# refused NAME STATUS NEEDLE... -- ARGS...: `zero ARGS` (at most $LIMIT s, 30 unless set) exits
+# STATUS with one error line holding every NEEDLE
 refused() {
     local name=$1 want=$2; shift 2
     local needles=()
     while [ "$1" != -- ]; do needles+=("$1"); shift; done
     shift
-    timeout 30 "$ZERO" "$@" >out 2>err
+    timeout "${LIMIT:-30}" "$ZERO" "$@" >out 2>err
     local rc=$?
     check "$name: exit $want, no hang (got $rc)" test "$rc" -eq "$want"
     check "$name: one 'zero: error:' line" test "$(grep -c . err)" -eq 1 -a "$(grep -c '^zero: error: ' err)" -eq 1
@@ -194,6 +194,50 @@ fresh gpt2 w
 stedit w/model.safetensors "add('lm_head.weight', h['transformer.wte.weight'], bytes(len(data('transformer.wte.weight'))))"
 refused "GPT-2 (tied by default) with an lm_head.weight of zeros" 1 "lm_head.weight differs from transformer.wte.weight" -- \
     sample --init-from w "${S[@]}"
+
+# --- a model this machine cannot hold is refused at once (5 s), before any of it is allocated: a
+# 7B config.json without weights (sample used to allocate a 7B engine for a minute and then find
+# no weights, or be killed by the kernel), and a 256B model whose weights are a sparse file
+# llama DIR L C I V H G [weights]: a Llama config.json, and with `weights` a sparse BF16
+# model.safetensors of every tensor (a header, then a hole: nothing is written)
+llama() {
+    python3 - "$@" <<'EOF'
+import json, os, struct, sys
+d, (L, C, I, V, H, G) = sys.argv[1], map(int, sys.argv[2:8])
+os.makedirs(d, exist_ok=True)
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": L, "hidden_size": C,
+           "intermediate_size": I, "vocab_size": V, "num_attention_heads": H, "num_key_value_heads": G,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16"}, open(d + "/config.json", "w"))
+if len(sys.argv) > 8:
+    D, t = C // H, {"model.embed_tokens.weight": [V, C], "model.norm.weight": [C], "lm_head.weight": [V, C]}
+    for l in range(L):
+        p = "model.layers.%d." % l
+        t.update({p + "input_layernorm.weight": [C], p + "post_attention_layernorm.weight": [C],
+                  p + "self_attn.q_proj.weight": [H * D, C], p + "self_attn.k_proj.weight": [G * D, C],
+                  p + "self_attn.v_proj.weight": [G * D, C], p + "self_attn.o_proj.weight": [C, H * D],
+                  p + "mlp.gate_proj.weight": [I, C], p + "mlp.up_proj.weight": [I, C], p + "mlp.down_proj.weight": [C, I]})
+    h, at = {}, 0
+    for k, s in t.items():
+        n = 2 * s[0] * (s[1] if len(s) > 1 else 1)
+        h[k], at = {"dtype": "BF16", "shape": s, "data_offsets": [at, at + n]}, at + n
+    b = json.dumps(h).encode(); b += b" " * (-len(b) % 8)
+    with open(d + "/model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(b)) + b); f.truncate(8 + len(b) + at)
+EOF
+}
+llama b7 32 4096 11008 32000 32 32
+LIMIT=5 refused "a 7B config.json without weights, sample" 1 "b7: no model.safetensors" -- sample --init-from b7 "${S[@]}"
+LIMIT=5 refused "a 7B config.json without weights, train" 1 "b7: no model.safetensors" -- \
+    train --init-from b7 --data "$DEC/tokens.bin" "${TR[@]}"
+# 80 layers of C 16384, I 53248, GQA 128/8 heads of 128, V 32000: 80 (2 C^2 + 2 (8 * 128) C + 3 I C + 2 C)
+# + 2 V C + C = 256064897024 parameters; a stage-0 engine keeps 16 bytes of each (fp32 weights and
+# gradients, AdamW's two moments): 4097038352384 bytes, 3.73 TiB, before any activation
+llama huge 80 16384 53248 32000 128 8 weights
+LIMIT=5 refused "a 256B model (sparse weights), sample" 1 "sample: the model in huge (LlamaForCausalLM L80 C16384" \
+    "256064897024 parameters" "model states of a stage-0 engine 3.73 TiB" "more than this machine's" "of RAM" -- \
+    sample --init-from huge "${S[@]}"
+rm -rf b7 huge
 
 # --- a config.json that is not a file is named as such (not the directory taken for a checkpoint)
 fresh llama_gqa4 w

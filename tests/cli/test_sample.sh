@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `zero sample` on a model trained a few steps: the same seed gives the same text and another
 # seed another; greedy (temperature 0) ignores the seed, equals --top-k 1, and is the argmax path
-# of an independent numpy forward (tests/data/gpt2_ref.py), also past the context length; --top-k
+# of an independent numpy forward (tests/data/gpt2_ref.py), also past the context length (with a
+# note on stderr exactly when the context slides); --top-k
 # draws only among the k most likely tokens; a checkpoint and its export sample alike; a
 # non-byte vocabulary takes and prints token ids (--prompt-ids); bad flags are refused with one line.
 set -u
@@ -67,6 +68,21 @@ LONG="Fortune favors the bold, and the bold favor fortunes written in C with zer
 sample gl --init-from "$TMP/ck" --prompt "$LONG" --tokens 16 --temperature 0 --json
 "$PY" "$REF" greedy "$TMP/m.safetensors" 4 16 $(ids "$LONG") >"$TMP/refl.json"
 check "greedy past the context (${#LONG}-byte prompt, 64 positions)" test "$(tokens gl)" = "$(tokens refl.json)"
+# past the positions the context slides: said once on stderr (${#LONG} + 16 tokens), never within them (4 + 40)
+check "past the context: one note naming the prompt's ${#LONG} tokens, --tokens 16 and the 64 positions" test \
+    "$(cat "$TMP/err")" = "zero: note: the prompt's ${#LONG} tokens and --tokens 16 reach past the model's 64 positions: each token is generated from the last 64 tokens only"
+sample g3 --init-from "$TMP/ck" --prompt "$P" --tokens 40 --temperature 0
+check "within the context: nothing on stderr" test ! -s "$TMP/err"
+sample g4 --init-from "$TMP/ck" --prompt-ids "1 2 3 4" --tokens 61 --temperature 0
+check "4 + 61 tokens: the last is drawn from 64, no note" test ! -s "$TMP/err"
+sample g5 --init-from "$TMP/ck" --prompt-ids "1 2 3 4" --tokens 62 --temperature 0
+check "4 + 62 tokens: the last is drawn from 65, a note" grep -qF "the prompt's 4 tokens and --tokens 62 reach past" "$TMP/err"
+# through a tokenizer (a token a call; 60 words are 120 tokens of a model of 128 positions)
+W=$("$PY" -c "print(' '.join(['word'] * 60))")
+sample q9 --init-from "$DATA_DIR/finetune/qwen2_chat" --prompt "$W" --tokens 9 --temperature 0 --json
+check "tokenizer, 120 + 9 tokens: the prompt is 120 tokens, no note" test "$("$PY" -c "import json; print(len(json.load(open('$TMP/q9'))['prompt']))")" = 120 -a ! -s "$TMP/err"
+sample q10 --init-from "$DATA_DIR/finetune/qwen2_chat" --prompt "$W" --tokens 10 --temperature 0
+check "tokenizer, 120 + 10 tokens: a note" grep -qF "the prompt's 120 tokens and --tokens 10 reach past the model's 128 positions" "$TMP/err"
 
 # --- top-k: every token among the k most likely (numpy ranks), which plain sampling is not
 sample t3 --init-from "$TMP/ck" --prompt "$P" --tokens 64 --top-k 3 --seed 11 --json
