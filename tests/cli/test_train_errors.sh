@@ -115,6 +115,13 @@ for args in "$src/tests/data/decoder/llama_gqa4:4:config.json" "$tmp/rec.safeten
   [ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads $h: the model in .* has attention heads [0-9]* ($why)" ||
     { echo "FAIL: sample --init-from $m --heads $h: exit $code: $out"; fails=$((fails + 1)); }
 done
+# --- every learning rate has --lr's range, [0, 10]: lr 1000 in a config trained one fp16 step and
+# overflowed every step after it, exit 0
+printf '{"optimizer": {"type": "AdamW", "params": {"lr": 1000}}, "fp16": {"enabled": true}}' > "$tmp/lr1000.json"
+printf '{"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 1000}}}' > "$tmp/wmax.json"
+expect 2 "lr1000.json: optimizer.params.lr: 1000 is out of range (expected a number in \[0, 10\])" -- --model tiny --config "$tmp/lr1000.json"
+expect 2 "scheduler.params.warmup_max_lr: 1000 is out of range (expected a number in \[0, 10\])" -- --model tiny --config "$tmp/wmax.json"
+expect 2 "--lr '1000': expected a number in \[0, 10\]" -- --model tiny --lr 1000
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }
