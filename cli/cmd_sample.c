@@ -268,6 +268,14 @@ static uint64_t draw_seed(uint64_t seed, int i) {
     return z ^ (z >> 31);
 }
 
+/* A generation that failed: weights whose forward pass is not finite (ZERO_ERR_FORMAT) are the
+ * model's fault, so the model is named with the model's message; other failures as they are. */
+static int generate_error(const sample_opts *o, zero_status st, const dec_model *model) {
+    if (st == ZERO_ERR_FORMAT)
+        return cli_error(CLI_RUNTIME, "sample: --init-from %s: %s", o->init_from, dec_last_error(model));
+    return cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+}
+
 int cli_sample(int argc, char **argv) {
     sample_opts o;
     int p = parse(argc, argv, &o);
@@ -385,8 +393,9 @@ int cli_sample(int argc, char **argv) {
     }
     if (!tok) { /* bytes or ids: every token in one call */
         dec_sampling s = {(float)o.temperature, o.top_k, o.seed};
-        if (dec_engine_generate(model, e, prompt, np, o.tokens, &s, out) != ZERO_OK) {
-            rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+        const zero_status gs = dec_engine_generate(model, e, prompt, np, o.tokens, &s, out);
+        if (gs != ZERO_OK) {
+            rc = generate_error(&o, gs, model);
             goto out;
         }
         nout = o.tokens;
@@ -400,8 +409,9 @@ int cli_sample(int argc, char **argv) {
         memcpy(out, prompt, (size_t)np * sizeof *out);
         for (int i = 0; i < o.tokens && !stopped; i++) {
             dec_sampling s = {(float)o.temperature, o.top_k, draw_seed(o.seed, i)};
-            if (dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i) != ZERO_OK) {
-                rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+            const zero_status gs = dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i);
+            if (gs != ZERO_OK) {
+                rc = generate_error(&o, gs, model);
                 goto out;
             }
             nout++;

@@ -487,6 +487,32 @@ static int det_micro_batches(run_state *r, int64_t total, double *loss) {
     return CLI_OK;
 }
 
+/* The first step's loss is not finite: the forward pass of this rank's first micro-batch again,
+ * with the model's probe, says where it stops being finite (the weights the run started from:
+ * the step, its gradients not finite, was skipped). Weights whose forward overflows are refused
+ * by the lowest rank that finds it (the others fail quietly); none found: the run goes on. */
+static int refuse_overflowing_weights(run_state *r) {
+    const train_opts *o = r->o;
+    const int B = o->cfg.deterministic ? o->cfg.deterministic_atom : (int)o->cfg.micro_batch;
+    zero_error err = {{0}};
+    const zero_status s = dec_engine_locate_overflow(r->model, r->e, r->inputs, B, o->T, &err);
+    if (s != ZERO_OK && s != ZERO_ERR_FORMAT) return fail(r, "locating the overflow", err.msg);
+    const int64_t mine = s == ZERO_ERR_FORMAT ? r->world - r->rank : 0; /* the lowest rank wins the MAX */
+    int64_t top = 0;
+    if (zero_comm_all_reduce(r->comm, &mine, &top, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
+        return fail(r, "locating the overflow", zero_comm_last_error(r->comm));
+    if (!top) return CLI_OK;
+    if (r->world - top != r->rank) return CLI_RUNTIME;
+    ux_progress_clear(r->o);
+    char from[1100] = "";
+    if (o->resume) snprintf(from, sizeof from, " (--resume %s)", o->resume);
+    else if (o->init_from) snprintf(from, sizeof from, " (--init-from %s)", o->init_from);
+    return cli_error(CLI_RUNTIME,
+                     "the forward pass of the first batch is not finite: %s: expected weights%s whose "
+                     "forward pass is finite%s",
+                     err.msg, from, o->cfg.precision == ZERO_DTYPE_FP16 ? " (fp16 holds magnitudes up to 65504)" : "");
+}
+
 static int train_loop(run_state *r) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
@@ -546,6 +572,10 @@ static int train_loop(run_state *r) {
         int64_t io[3] = {0, 0, 0};
         if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
         last_loss = o->cfg.deterministic ? loss : mean_over_ranks(r, loss);
+        if (step == first_step && !isfinite(last_loss)) {
+            int rc = refuse_overflowing_weights(r);
+            if (rc != CLI_OK) return rc;
+        }
         int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
         if (do_val && dec_data_val_batches(o->dataset, r->G, T) > 0) {
             const double tv = zero_now();
