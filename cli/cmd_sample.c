@@ -299,6 +299,14 @@ static void slide_note(const dec_config *g, int np, int tokens, int now) {
             np, tokens, g->n_ctx, g->n_ctx);
 }
 
+/* A generation that failed: weights whose forward pass is not finite (ZERO_ERR_FORMAT) are the
+ * model's fault, so the model is named with the model's message; other failures as they are. */
+static int generate_error(const sample_opts *o, zero_status st, const dec_model *model) {
+    if (st == ZERO_ERR_FORMAT)
+        return cli_error(CLI_RUNTIME, "sample: --init-from %s: %s", o->init_from, dec_last_error(model));
+    return cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+}
+
 int cli_sample(int argc, char **argv) {
     sample_opts o;
     int p = parse(argc, argv, &o);
@@ -418,8 +426,9 @@ int cli_sample(int argc, char **argv) {
     }
     if (!tok) { /* bytes or ids: every token in one call */
         dec_sampling s = {(float)o.temperature, o.top_k, o.seed};
-        if (dec_engine_generate(model, e, prompt, np, o.tokens, &s, out) != ZERO_OK) {
-            rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+        const zero_status gs = dec_engine_generate(model, e, prompt, np, o.tokens, &s, out);
+        if (gs != ZERO_OK) {
+            rc = generate_error(&o, gs, model);
             goto out;
         }
         nout = o.tokens;
@@ -434,8 +443,9 @@ int cli_sample(int argc, char **argv) {
         for (int i = 0; i < o.tokens && !stopped; i++) {
             if (np + i == g.n_ctx + 1 || (i == 0 && np > g.n_ctx)) slide_note(&g, np, o.tokens, 1);
             dec_sampling s = {(float)o.temperature, o.top_k, draw_seed(o.seed, i)};
-            if (dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i) != ZERO_OK) {
-                rc = cli_error(CLI_RUNTIME, "sample: %s", dec_last_error(model));
+            const zero_status gs = dec_engine_generate(model, e, out, np + i, 1, &s, out + np + i);
+            if (gs != ZERO_OK) {
+                rc = generate_error(&o, gs, model);
                 goto out;
             }
             nout++;

@@ -89,7 +89,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &o->steps)) return -1; }
         else if (!strcmp(a, "--micro-batch")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->micro_batch)) return -1; }
         else if (!strcmp(a, "--grad-accum")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->grad_accum)) return -1; }
-        else if (!strcmp(a, "--lr")) { VAL(); if (cli_parse_double(a, v, 0, 10, &o->lr)) return -1; }
+        else if (!strcmp(a, "--lr")) { VAL(); if (cli_parse_double(a, v, 0, ZERO_LR_MAX, &o->lr)) return -1; }
         else if (!strcmp(a, "--seed")) { VAL(); int64_t s; if (cli_parse_i64(a, v, 0, INT64_MAX, &s)) return -1; o->seed = (uint64_t)s; o->seed_given = 1; }
         else if (!strcmp(a, "--precision")) { VAL(); o->precision = v; }
         else if (!strcmp(a, "--activation-checkpointing")) o->checkpointing = 1;

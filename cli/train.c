@@ -502,6 +502,89 @@ static int det_micro_batches(run_state *r, int64_t total, double *loss) {
     return CLI_OK;
 }
 
+/* The first step's loss is not finite: the forward pass of this rank's first micro-batch again,
+ * with the model's probe, says where it stops being finite (the weights the run started from:
+ * the step, its gradients not finite, was skipped). Weights whose forward overflows are refused
+ * by the lowest rank that finds it (the others fail quietly); none found: the run goes on and
+ * the rules of untrained() judge it. */
+static int refuse_overflowing_weights(run_state *r) {
+    const train_opts *o = r->o;
+    const int B = o->cfg.deterministic ? o->cfg.deterministic_atom : (int)o->cfg.micro_batch;
+    zero_error err = {{0}};
+    const zero_status s = dec_engine_locate_overflow(r->model, r->e, r->inputs, B, o->T, &err);
+    if (s != ZERO_OK && s != ZERO_ERR_FORMAT) return fail(r, "locating the overflow", err.msg);
+    const int64_t mine = s == ZERO_ERR_FORMAT ? r->world - r->rank : 0; /* the lowest rank wins the MAX */
+    int64_t top = 0;
+    if (zero_comm_all_reduce(r->comm, &mine, &top, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
+        return fail(r, "locating the overflow", zero_comm_last_error(r->comm));
+    if (!top) return CLI_OK;
+    if (r->world - top != r->rank) return CLI_RUNTIME;
+    ux_progress_clear(r->o);
+    char from[1100] = "";
+    if (o->resume) snprintf(from, sizeof from, " (--resume %s)", o->resume);
+    else if (o->init_from) snprintf(from, sizeof from, " (--init-from %s)", o->init_from);
+    return cli_error(CLI_RUNTIME,
+                     "the forward pass of the first batch is not finite: %s: expected weights%s whose "
+                     "forward pass is finite%s",
+                     err.msg, from, o->cfg.precision == ZERO_DTYPE_FP16 ? " (fp16 holds magnitudes up to 65504)" : "");
+}
+
+/* A run that trains nothing fails (exit 1), saying why in `why`; returns 1 then. Judged after
+ * every step from the same numbers on every rank: `skipped` steps in a row end at this one,
+ * `at_min` of them at the dynamic loss scale's minimum, `applied` steps of this run updated the
+ * model, and `last` says this is the run's last step.
+ *  - A dynamic fp16 scale that overflows at its minimum `hysteresis` times in a row can come down
+ *    no further: DeepSpeed stops such a run ("Current loss scale already at minimum"), at once.
+ *    A healthy run does not get there: the scale comes down from 2^16 only until the gradients
+ *    fit (--model tiny and small skip no step; a start at 2^32 skips 16 then trains), far above
+ *    the default floor of 1, where the unscaled gradients themselves overflow fp16. A floor set
+ *    higher is met sooner, as in DeepSpeed, which stops at the first such overflow once the
+ *    hysteresis is spent (counting them in a row is never stricter).
+ *  - At the last step: no step of this run updated the model (any precision; a dynamic scale
+ *    still coming down counts too: nothing was trained), or the loss is not finite. */
+static int untrained(const run_state *r, const zero_step_stats *st, int64_t skipped, int64_t at_min, int64_t applied,
+                     int64_t step, int last, double loss, char *why, size_t cap) {
+    const zero_config *c = &r->o->cfg;
+    const zero_loss_scaler *sc = zero_engine_scaler(r->e);
+    const double now = zero_engine_loss_scale(r->e);
+    if (sc->dynamic && at_min >= sc->hysteresis) {
+        char tail[48] = "";
+        if (skipped > at_min) snprintf(tail, sizeof tail, ", the last %lld", (long long)at_min);
+        snprintf(why, cap,
+                 "step %lld: %lld steps in a row overflowed%s at the minimum loss scale %g (fp16.min_loss_scale), "
+                 "which can come down no further: nothing is being trained; lower the learning rate (%g)",
+                 (long long)step + 1, (long long)skipped, tail, sc->min_scale, st->lr);
+        return 1;
+    }
+    if (!last) return 0;
+    if (!applied) { /* then every step of the run was skipped: `skipped` counts them */
+        const long long n = (long long)skipped;
+        if (c->precision != ZERO_DTYPE_FP16)
+            snprintf(why, cap,
+                     "every one of the %lld steps of this run was skipped (their gradients were not finite): "
+                     "nothing was trained; lower the learning rate (%g)",
+                     n, st->lr);
+        else if (!sc->dynamic)
+            snprintf(why, cap,
+                     "every one of the %lld steps of this run overflowed at the static fp16 loss scale %g: "
+                     "nothing was trained; lower fp16.loss_scale, or set it to 0 for a dynamic scale",
+                     n, sc->scale);
+        else
+            snprintf(why, cap,
+                     "every one of the %lld steps of this run overflowed (the dynamic loss scale came down "
+                     "to %g): nothing was trained; run more steps, start the scale lower (fp16.initial_scale_power) "
+                     "or lower the learning rate (%g)",
+                     n, now, st->lr);
+        return 1;
+    }
+    if (!isfinite(loss)) {
+        snprintf(why, cap, "the loss of the last step (%lld) is %s: the model diverged; lower the learning rate (%g)",
+                 (long long)step + 1, isnan(loss) ? "NaN" : "infinite", st->lr);
+        return 1;
+    }
+    return 0;
+}
+
 static int train_loop(run_state *r) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
@@ -515,6 +598,7 @@ static int train_loop(run_state *r) {
     if (r->offload) offload_delta(r, NULL); /* the initialization's I/O is not a step's */
     if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
     zero_engine_comm_counters(r->e, &c);
+    int64_t skipped = 0, at_min = 0, applied = 0; /* untrained()'s counts */
     for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
         const double t0 = zero_now();
         double loss = 0;
@@ -561,7 +645,18 @@ static int train_loop(run_state *r) {
         int64_t io[3] = {0, 0, 0};
         if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
         last_loss = o->cfg.deterministic ? loss : mean_over_ranks(r, loss);
-        int do_val = (o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps;
+        if (step == first_step && !isfinite(last_loss)) {
+            int rc = refuse_overflowing_weights(r);
+            if (rc != CLI_OK) return rc;
+        }
+        const zero_loss_scaler *sc = zero_engine_scaler(r->e);
+        skipped = st.skipped ? skipped + 1 : 0;
+        at_min = st.skipped && sc->dynamic && st.loss_scale <= sc->min_scale ? at_min + 1 : 0;
+        applied += !st.skipped;
+        char why[512];
+        const int stop =
+            untrained(r, &st, skipped, at_min, applied, step, step + 1 == o->steps, last_loss, why, sizeof why);
+        int do_val = !stop && ((o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps);
         if (do_val && dec_data_val_batches(o->dataset, r->G, T) > 0) {
             const double tv = zero_now();
             int rc = validate(r, &val);
@@ -570,7 +665,8 @@ static int train_loop(run_state *r) {
         } else {
             do_val = 0;
         }
-        if (o->save && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
+        /* a run stopped by untrained() does not save: the checkpoints it saved before stay as they are */
+        if (o->save && !stop && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
             const double tw = zero_now();
             if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
@@ -584,7 +680,10 @@ static int train_loop(run_state *r) {
         zero_engine_comm_counters(r->e, &c);
         for (int k = 0; k < ZERO_COLL_COUNT; k++) c.bytes[k] -= r->eval.bytes[k];
         for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) c.path_bytes[p] -= r->eval.path_bytes[p];
-        if (r->rank != 0) continue;
+        if (r->rank != 0) {
+            if (stop) return CLI_RUNTIME; /* rank 0 says why */
+            continue;
+        }
         const double tps = (double)r->G * T / dt;
         if (r->json) {
             fprintf(r->json, "{\"step\":%lld,\"loss\":", (long long)(step + 1));
@@ -612,6 +711,10 @@ static int train_loop(run_state *r) {
                             .io_wait_ms = (double)io[2] * 1e-3, .skipped = st.skipped, .has_val = do_val,
                             .has_io = r->offload, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
         ux_progress_step(o, &us);
+        if (stop) {
+            ux_progress_clear(o);
+            return cli_error(CLI_RUNTIME, "%s", why);
+        }
     }
     if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
         if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));

@@ -41,6 +41,13 @@ typedef struct zero_optim_hparams {
 
 void zero_optim_hparams_default(zero_optim_hparams *h, zero_optim_type t);
 
+/* The learning rates zero accepts, wherever they come from (zero train --lr, a config's
+ * optimizer.params.lr, scheduler.params.warmup_min_lr and warmup_max_lr): [0, ZERO_LR_MAX]. One
+ * rule, so that a value the flag refuses cannot come in through the config. Adam moves each
+ * weight by about lr per step: beyond 10 a step throws a model past what its forward pass and fp16
+ * gradients can hold (lr 1000 in fp16 overflowed every step after the first). */
+#define ZERO_LR_MAX 10.0
+
 /* One optimizer step on n elements. `step` is the 1-based step count (Adam bias correction).
  * s0/s1: the state arrays (Adam: m, v; SGD: momentum buffer, s1 unused; Lion: m, s1 unused).
  * `decay` scales weight decay for this range (1 = decayed, 0 = excluded: biases, norms).

@@ -64,6 +64,13 @@ struct dec_model {
     dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
     uint64_t lora_bytes;
     zero_status fail_status; /* set by a provider whose call returned NULL */
+    /* The overflow probe (dec__run_probe): each unit's output is checked as the forward makes it,
+     * and the first one that is not finite is described in probe_msg ("": none yet). */
+    int probe;
+    float probe_head; /* the LM head's first logit that is not finite in this pass (0: none) */
+    char probe_msg[400];
+    char probe_top[80];   /* the tensor of largest magnitude the sites so far read */
+    double probe_top_mag; /* its magnitude (-1: none yet) */
     const dec__units *pass;  /* the provider of the pass running (dec__run), or NULL */
     char err[512];
 };
@@ -711,6 +718,77 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     return norm_bwd(m, m->dres, m->dbuf, x, w->ln1_w, g, lo->ln1_w, lo->ln1_b, a->ln1_mean, a->ln1_rstd, N, 1);
 }
 
+/* ---------------------------------------------------------------- the overflow probe */
+/* The first of x[0, n) that is not finite, or 0 when all are (0 is finite: it cannot be mistaken
+ * for one). */
+static float first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return x[i];
+    return 0.0f;
+}
+
+static const char *nonfinite_name(float v) { return isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf"; }
+
+static double max_abs(const float *x, size_t n) {
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(x[i]) > mx) mx = fabsf(x[i]);
+    return mx;
+}
+
+/* The largest magnitude in a tensor of the resolved unit: its fp32 values, or its bf16 ones
+ * widened (exactly: a bf16 is the top half of the float). */
+static double tensor_max_abs(const dec__uw *w, uint64_t off, uint64_t n) {
+    if (w->p) return max_abs(w->p + off, (size_t)n);
+    double mx = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t bits = (uint32_t)w->b[off + i] << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        if (fabsf(f) > mx) mx = fabsf(f);
+    }
+    return mx;
+}
+
+/* The tensor of largest magnitude among unit `unit`'s elements [lo, hi): its name into name (cap
+ * bytes) and its magnitude (-1: none there). */
+static double largest_tensor(const dec_model *m, int unit, const dec__uw *w, uint64_t lo, uint64_t hi, char *name,
+                             size_t cap) {
+    double top = -1.0;
+    dec_param_desc d;
+    for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
+        if (d.unit != unit || d.offset < lo || d.offset >= hi) continue;
+        const double mag = tensor_max_abs(w, d.offset, d.numel);
+        if (mag > top) top = mag, snprintf(name, cap, "%s", d.name);
+    }
+    return top;
+}
+
+/* A site of the forward with the probe on: the weights it reads are unit `unit`'s elements
+ * [lo, hi), its output out (n values; `bad` already found in it, or 0 to look). The first output
+ * that is not finite is described in probe_msg: the site, the largest magnitude of its input (n_in
+ * values, finite since the site before it was; NULL for the embeddings, which read token ids),
+ * the tensor of largest magnitude it reads, and the largest of the sites before it when that is
+ * larger (a huge norm gain overflows the product after it, not its own output). */
+static void probe_site(dec_model *m, const char *what, int unit, const dec__uw *w, uint64_t lo, uint64_t hi,
+                       const float *out, size_t n, const float *in, size_t n_in, float bad) {
+    if (!m->probe || m->probe_msg[0]) return;
+    char top[sizeof m->probe_top];
+    const double mag = largest_tensor(m, unit, w, lo, hi, top, sizeof top);
+    if (bad == 0.0f && (bad = first_nonfinite(out, n)) == 0.0f) {
+        if (mag > m->probe_top_mag) m->probe_top_mag = mag, memcpy(m->probe_top, top, sizeof top);
+        return;
+    }
+    char input[64] = "", before[sizeof m->probe_top + 64] = "";
+    if (in) snprintf(input, sizeof input, " from a finite input (largest magnitude %.3g)", max_abs(in, n_in));
+    if (m->probe_top_mag > mag)
+        snprintf(before, sizeof before, ", the largest before it '%s' (magnitude %.3g)", m->probe_top,
+                 m->probe_top_mag);
+    snprintf(m->probe_msg, sizeof m->probe_msg,
+             "%s outputs %s%s; the largest weight it reads is '%s' (magnitude %.3g)%s", what, nonfinite_name(bad),
+             input, top, mag, before);
+}
+
 /* The bf16 operands of the LM head's products (NULL: fp32 products, or bf16 through mk_linear's
  * own copies under the scalar references): W rounded once for every chunk and both directions
  * (or the working copy itself), and one chunk's x (rounded for its forward, reused by its
@@ -735,6 +813,7 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
         } else {
             MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
         }
+        if (m->probe && m->probe_head == 0.0f) m->probe_head = first_nonfinite(m->logits, nr * V);
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
         MK(m, "cross-entropy",
@@ -862,17 +941,27 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     const int frozen = m->lora != NULL;
     if (m->lora) dec__lora_begin(m->lora, p->backward);
 
-    /* forward */
+    /* forward (the probe, when on, checks each unit's output: a scan of what was just written) */
+    m->probe_head = 0.0f;
     TRY(gather_unit(m, u, DEC_UNIT_EMBEDDINGS, &w));
     TRY(embed_fwd(m, &w, p->tokens, N, T));
+    probe_site(m, "the embeddings", DEC_UNIT_EMBEDDINGS, &w, 0, lay->emb_numel, m->resid, NC, NULL, 0, 0.0f);
     TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     for (int l = 0; l < L; l++) {
         TRY(gather_unit(m, u, 1 + l, &w));
         TRY(layer_fwd(m, l, &w, B, T));
+        if (m->probe && !m->probe_msg[0]) {
+            char what[32];
+            snprintf(what, sizeof what, "layer %d", l);
+            probe_site(m, what, 1 + l, &w, 0, lay->numel, m->resid + (size_t)(l + 1) * NC, NC,
+                       m->resid + (size_t)l * NC, NC, 0.0f);
+        }
         TRY(u->release(m, u->ctx, 1 + l));
     }
     TRY(gather_unit(m, u, L + 1, &w));
     TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid + (size_t)L * NC, w.lnf_w, w.lnf_b, N));
+    probe_site(m, "the final norm", L + 1, &w, 0, m->cfg.tied ? lay->final_numel : lay->head_w, m->lnf, NC,
+               m->resid + (size_t)L * NC, NC, 0.0f);
 
     /* the head: its input rows, targets and outputs */
     const float *hx = m->lnf;
@@ -892,6 +981,9 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
         g = NULL;
         if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, L + 1), g);
         TRY(head(m, w.head, optw(g, lay->head_w), bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        if (m->probe_head != 0.0f)
+            probe_site(m, "the LM head", L + 1, &w, lay->head_w, lay->final_numel, NULL, 0, hx, hrows * C,
+                       m->probe_head);
         if (bwd) {
             TRY(final_norm_bwd(m, &w, g, N));
             if (!frozen) TRY(u->grad_ready(m, u->ctx, L + 1));
@@ -903,6 +995,9 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
         g = NULL;
         if (bwd && !frozen) TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
         TRY(head(m, w.head, g, bwd, hx, hrows, htargets, dscale, m->dbuf, hlogits));
+        if (m->probe_head != 0.0f)
+            probe_site(m, "the LM head (tied to the embeddings)", DEC_UNIT_EMBEDDINGS, &w, 0,
+                       (uint64_t)m->cfg.vocab * (uint64_t)C, NULL, 0, hx, hrows * C, m->probe_head);
         TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
         if (bwd) {
             TRY(gather_unit(m, u, L + 1, &w));
@@ -937,6 +1032,19 @@ zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p) {
     m->pass = u;
     zero_status st = run_pass(m, u, p);
     m->pass = NULL;
+    return st;
+}
+
+zero_status dec__run_probe(dec_model *m, const dec__units *u, const dec__pass *p) {
+    m->probe = 1;
+    m->probe_msg[0] = '\0';
+    m->probe_top_mag = -1.0;
+    zero_status st = dec__run(m, u, p);
+    m->probe = 0;
+    if (!st && m->probe_msg[0]) {
+        dec__seterr(m, "%s", m->probe_msg);
+        st = ZERO_ERR_FORMAT;
+    }
     return st;
 }
 
@@ -1024,6 +1132,17 @@ static int sample_token(float *logits, float *scratch, int V, const dec_sampling
     return best; /* rounding left target at the very end */
 }
 
+/* Logits that are not finite cannot be sampled from (every comparison with a NaN is false: the
+ * pick would be token 0 whatever the model): the same pass again with the probe names the unit
+ * where the forward overflowed (the pass is deterministic, so it overflows again). */
+static zero_status refuse_logits(dec_model *m, const dec__units *u, const dec__pass *p, float bad, size_t len) {
+    const zero_status st = dec__run_probe(m, u, p);
+    if (st && st != ZERO_ERR_FORMAT) return st;
+    dec__seterr(m, "the logits after %zu tokens hold %s: %s: expected weights whose forward pass is finite", len,
+                nonfinite_name(bad), st ? m->probe_msg : "the pass again found every unit's output finite");
+    return ZERO_ERR_FORMAT;
+}
+
 zero_status dec__generate(dec_model *m, const dec__units *u, const int32_t *prompt, int n_prompt, int n_new,
                           const dec_sampling *s, int32_t *out) {
     if (!prompt || n_prompt < 1 || n_new < 0 || (n_new > 0 && !out) || !s) {
@@ -1053,6 +1172,8 @@ zero_status dec__generate(dec_model *m, const dec__units *u, const int32_t *prom
         const int T = len < (size_t)m->Tmax ? (int)len : m->Tmax;
         dec__pass p = {hist + len - T, NULL, 1, T, 0, 1.0f, 0.0, NULL, NULL, buf};
         st = dec__run(m, u, &p);
+        const float bad = st ? 0.0f : first_nonfinite(buf, (size_t)V);
+        if (bad != 0.0f) st = refuse_logits(m, u, &p, bad, len);
         if (!st) hist[len] = out[i] = sample_token(buf, buf + V, V, s, &rng);
     }
     free(hist);

@@ -236,7 +236,9 @@ typedef struct dec_sampling {
 } dec_sampling;
 
 /* Appends n_new token ids to the prompt (n_prompt >= 1 ids in [0, V)), writing them to out.
- * The context is the last T tokens (the T the model was created with); no KV cache. */
+ * The context is the last T tokens (the T the model was created with); no KV cache. Logits that
+ * are not finite are ZERO_ERR_FORMAT, the model's message naming the unit where the forward
+ * overflowed (as dec_engine_locate_overflow), instead of a token drawn from them. */
 zero_status dec_generate(dec_model *m, const float *const *params, const int32_t *prompt,
                          int n_prompt, int n_new, const dec_sampling *s, int32_t *out);
 
@@ -261,6 +263,15 @@ zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *
 /* Forward only (validation loss of this rank's tokens, the micro-batch's mean); collective. */
 zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
                             const int32_t *targets, int B, int T, float *loss);
+/* Where the forward pass of these tokens stops being finite: ZERO_OK when the output of every
+ * unit (the embeddings, each layer, the final norm, the LM head's logits) is finite; else
+ * ZERO_ERR_FORMAT, err naming the first that is not (`layer 0 outputs +inf from a finite input
+ * (largest magnitude 4.9); the largest weight it reads is 'h.0.mlp.c_fc.weight' (magnitude
+ * 3e+38)`). For a loss that came out NaN: finite weights whose forward overflows (a model that
+ * cannot be trained or sampled) are told from a diverged step. A forward pass plus a scan of each
+ * unit's output; collective, as dec_engine_eval. Other errors as dec_engine_eval's. */
+zero_status dec_engine_locate_overflow(dec_model *m, zero_engine *e, const int32_t *tokens, int B, int T,
+                                       zero_error *err);
 /* dec_generate on the engine's parameters; collective (every rank gets the same tokens). */
 zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *prompt, int n_prompt,
                                 int n_new, const dec_sampling *s, int32_t *out);

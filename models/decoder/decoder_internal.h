@@ -140,6 +140,11 @@ typedef struct dec__pass {
 } dec__pass;
 
 zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p);
+/* dec__run with the overflow probe: each unit's output (the embeddings, every layer, the final
+ * norm, the LM head's logits) is checked as the forward makes it. ZERO_ERR_FORMAT when one is not
+ * finite, the model's message naming the first (the site, its input's largest magnitude and the
+ * tensor of largest magnitude it reads); else dec__run's status. */
+zero_status dec__run_probe(dec_model *m, const dec__units *u, const dec__pass *p);
 /* Sampling loop shared by the raw and the engine generate. */
 zero_status dec__generate(dec_model *m, const dec__units *u, const int32_t *prompt, int n_prompt, int n_new,
                           const dec_sampling *s, int32_t *out);

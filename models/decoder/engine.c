@@ -159,6 +159,22 @@ zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
     return dec__run(m, &u, &p);
 }
 
+zero_status dec_engine_locate_overflow(dec_model *m, zero_engine *e, const int32_t *tokens, int B, int T,
+                                       zero_error *err) {
+    zero_status st = check_engine(m, e);
+    if (!st && !tokens) {
+        dec__seterr(m, "locate_overflow needs tokens (got NULL)");
+        st = ZERO_ERR_INVALID_ARG;
+    }
+    if (!st) {
+        const dec__units u = eng_units(m, e);
+        const dec__pass p = {tokens, NULL, B, T, 0, 1.0f, 0.0, NULL, NULL, NULL};
+        st = dec__run_probe(m, &u, &p);
+    }
+    if (st) dec__errorf(err, "%s", dec_last_error(m));
+    return st;
+}
+
 zero_status dec_engine_generate(dec_model *m, zero_engine *e, const int32_t *prompt, int n_prompt,
                                  int n_new, const dec_sampling *s, int32_t *out) {
     zero_status st = check_engine(m, e);

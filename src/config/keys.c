@@ -251,7 +251,7 @@ zero_status zero__config_finish(zc_ctx *c, zero_config *cfg) {
 /* ------------------------------------------------------------------ optimizer */
 
 static const zc_key optim_params[] = {
-    {.name = "lr", .kind = ZC_F32, .flags = ZC_AUTO, .off = OFF(optim.lr), .lo = 0, .hi = INFINITY,
+    {.name = "lr", .kind = ZC_F32, .flags = ZC_AUTO, .off = OFF(optim.lr), .lo = 0, .hi = ZERO_LR_MAX,
      .auto_bit = ZERO_AUTO_LR},
     {.name = "betas", .kind = ZC_CUSTOM, .flags = ZC_AUTO, .auto_bit = ZERO_AUTO_BETAS,
      .types = ADAM_FAMILY | OT(ZERO_OPTIM_LION), .load = load_betas, .check = check_betas, .save = save_betas},
@@ -358,10 +358,10 @@ static int save_optimizer(const zc_key *k, const zero_config *cfg, cJSON *parent
 
 static const zc_key sched_params[] = {
     {.name = "warmup_min_lr", .kind = ZC_F64, .flags = ZC_AUTO, .off = OFF(sched.warmup_min_lr), .lo = 0,
-     .hi = INFINITY, .auto_bit = ZERO_AUTO_SCHED_WARMUP_MIN_LR, .auto_group = ZERO_AUTO_SCHED,
+     .hi = ZERO_LR_MAX, .auto_bit = ZERO_AUTO_SCHED_WARMUP_MIN_LR, .auto_group = ZERO_AUTO_SCHED,
      .types = OT(ZERO_SCHED_WARMUP_LR) | OT(ZERO_SCHED_WARMUP_DECAY_LR)},
     {.name = "warmup_max_lr", .kind = ZC_F64, .flags = ZC_AUTO, .off = OFF(sched.warmup_max_lr), .lo = 0,
-     .hi = INFINITY, .auto_bit = ZERO_AUTO_SCHED_WARMUP_MAX_LR, .auto_group = ZERO_AUTO_SCHED,
+     .hi = ZERO_LR_MAX, .auto_bit = ZERO_AUTO_SCHED_WARMUP_MAX_LR, .auto_group = ZERO_AUTO_SCHED,
      .types = OT(ZERO_SCHED_WARMUP_LR) | OT(ZERO_SCHED_WARMUP_DECAY_LR)},
     {.name = "warmup_num_steps", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(sched.warmup_num_steps), .lo = 0,
      .hi = INFINITY, .auto_bit = ZERO_AUTO_SCHED_WARMUP_NUM_STEPS, .auto_group = ZERO_AUTO_SCHED, .types = WARMUP_ALL},

@@ -7,7 +7,8 @@
 # data, sample --tokenizer, generation_config.json, tokenizer_config.json (the chat template), a
 # LoRA adapter directory (--lora-from: adapter_config.json, adapter_model.safetensors); a model
 # directory's weights that contradict themselves (a tensor in two shards or under two names, an
-# index that disagrees with its shards, a tied config.json beside a different lm_head.weight); and
+# index that disagrees with its shards, a tied config.json beside a different lm_head.weight), or
+# that are finite but overflow the forward pass (train and sample name the tensor); and
 # `zero export` into a directory where links were planted: replaced, never followed.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -267,6 +268,35 @@ cp -r "$SRC/tests/data/lora/llama_gqa4" adn
 A0=$(python3 -c "import json, struct; b = open('adn/adapter_model.safetensors', 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; print(sorted(k for k in json.loads(b[8:8 + n]) if k != '__metadata__')[0])")
 nonfinite adn/adapter_model.safetensors "$A0" 0 "struct.pack('<f', float('nan'))"
 refused "a NaN in a PEFT adapter" 1 "adapter_model.safetensors: tensor '$A0' holds NaN at element 0" -- train "${LB[@]}" --lora-from adn
+
+# --- finite weights whose forward pass overflows (every element of one tensor at 3e38: finite in
+# the file, beyond a float once multiplied) are refused naming where the forward stops being finite
+# and the tensor behind it, instead of a run of skipped steps that ended with exit 0 or a sample
+# drawn from NaN logits (token 0 each time): a model directory (BF16: 3e38 is 2.99e38 there) in
+# train, train --precision fp16 on 2 ranks at stage 3, and sample; a Llama's final norm; a
+# safetensors file (F32)
+huge() { # huge FILE TENSOR VALUE: every element set to VALUE (F32 or BF16), its checksum dropped
+    stedit "$1" "t = h['$2']; lo, hi = t['data_offsets']; f = struct.pack('<f', $3); e = f if t['dtype'] == 'F32' else f[2:]; d = d[:lo] + e * ((hi - lo) // len(e)) + d[hi:]; h.get('__metadata__', {}).pop('crc32c.$2', None)"
+}
+fresh gpt2 w
+huge w/model.safetensors transformer.h.0.mlp.c_fc.weight 3e38
+refused "3e38 weights in a model directory" 1 "the forward pass of the first batch is not finite: layer 0 outputs NaN" \
+    "the largest weight it reads is 'h.0.mlp.c_fc.weight' (magnitude 2.99e+38): expected weights (--init-from w) whose" \
+    -- train --init-from w --data "$DEC/tokens.bin" "${TR[@]}"
+refused "3e38 weights, 2 ranks, stage 3, fp16" 1 "the forward pass of the first batch is not finite: layer 0 outputs" \
+    "'h.0.mlp.c_fc.weight' (magnitude inf)" "(fp16 holds magnitudes up to 65504)" \
+    -- train --init-from w --data "$DEC/tokens.bin" "${TR[@]}" --ranks 2 --stage 3 --precision fp16
+refused "3e38 weights, sample" 1 "sample: --init-from w: the logits after 3 tokens hold NaN: layer 0 outputs NaN" \
+    "'h.0.mlp.c_fc.weight' (magnitude 2.99e+38): expected weights whose forward pass is finite" -- sample --init-from w "${S[@]}"
+fresh llama_gqa4 w
+huge w/model.safetensors model.norm.weight 3e38
+refused "3e38 in a Llama's final norm, sample" 1 "the final norm outputs -inf from a finite input" \
+    "the largest weight it reads is 'model.norm.weight' (magnitude 3e+38)" -- sample --init-from w "${S[@]}"
+"$ZERO" export ckn -o big.safetensors >out 2>err || { echo "FAIL export fp32"; cat err; }
+huge big.safetensors h.1.attn.c_attn.weight 3e38
+refused "3e38 weights in a safetensors file" 1 "layer 1 outputs NaN from a finite input" \
+    "'h.1.attn.c_attn.weight' (magnitude 3e+38): expected weights (--init-from big.safetensors) whose" \
+    -- train --init-from big.safetensors "${TR[@]}"
 
 # --- export: links planted in the output directory are replaced, never followed
 "$ZERO" train --model tiny "${TR[@]}" --save ck >out 2>err || { echo "FAIL train --save"; cat err; exit 1; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Bad input to `zero train`: each gives one line "zero: error: ..." naming the value, the right
-# exit status (2 usage, 1 runtime / not supported yet), and no crash or hang.
+# exit status (2 usage, 1 runtime / not supported yet), and no crash or hang; a run that trains
+# nothing (every step overflowed, a loss scale that cannot come down further, a diverged loss)
+# fails with exit 1 instead of 0, and a healthy fp16 run does not.
 set -uo pipefail
 Z=${ZERO:?}
 tmp=$(mktemp -d)
@@ -115,6 +117,51 @@ for args in "$src/tests/data/decoder/llama_gqa4:4:config.json" "$tmp/rec.safeten
   [ "$code" -eq 2 ] && printf '%s' "$out" | grep -q "^zero: error: --heads $h: the model in .* has attention heads [0-9]* ($why)" ||
     { echo "FAIL: sample --init-from $m --heads $h: exit $code: $out"; fails=$((fails + 1)); }
 done
+# --- every learning rate has --lr's range, [0, 10]: lr 1000 in a config trained one fp16 step and
+# overflowed every step after it, exit 0
+printf '{"optimizer": {"type": "AdamW", "params": {"lr": 1000}}, "fp16": {"enabled": true}}' > "$tmp/lr1000.json"
+printf '{"scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 1000}}}' > "$tmp/wmax.json"
+expect 2 "lr1000.json: optimizer.params.lr: 1000 is out of range (expected a number in \[0, 10\])" -- --model tiny --config "$tmp/lr1000.json"
+expect 2 "scheduler.params.warmup_max_lr: 1000 is out of range (expected a number in \[0, 10\])" -- --model tiny --config "$tmp/wmax.json"
+expect 2 "--lr '1000': expected a number in \[0, 10\]" -- --model tiny --lr 1000
+# --- a run that trains nothing fails: exit 1, one line saying why, no save at or after the step that
+# stops it (the checkpoints before stay)
+#  - a dynamic fp16 scale that overflows at its minimum twice in a row (hysteresis 2) can come down no
+#    further (DeepSpeed stops such a run too): at 2^30 with min_loss_scale 2^30, step 1 overflows
+#    and saves, step 2 overflows and stops
+printf '{"fp16": {"enabled": true, "initial_scale_power": 30, "min_loss_scale": 1073741824}}' > "$tmp/atmin.json"
+expect 1 "step 2: 2 steps in a row overflowed at the minimum loss scale 1.07374e+09 (fp16.min_loss_scale), which can come down no further: nothing is being trained; lower the learning rate (0.001)$" \
+  -- --model tiny --config "$tmp/atmin.json" --steps 5 --val-every 0 --save "$tmp/atmin" --save-every 1 --log-json "$tmp/atmin.log"
+[ "$(cat "$tmp/atmin/latest")" = step_00000001 ] && [ ! -e "$tmp/atmin/step_00000002" ] &&
+  [ "$(grep -c '"step"' "$tmp/atmin.log")" = 2 ] && ! grep -q '"done"' "$tmp/atmin.log" ||
+  { echo "FAIL: the stopped run: latest $(cat "$tmp/atmin/latest"), $(grep -c '"step"' "$tmp/atmin.log") step records"; fails=$((fails + 1)); }
+timeout 60 "$Z" sample --init-from "$tmp/atmin" --prompt-ids "1 2" --tokens 2 >/dev/null 2>&1 ||
+  { echo "FAIL: the checkpoint saved before the stop does not load"; fails=$((fails + 1)); }
+#  - lr 10 (the most there is) with the scale's floor at 1024: a step or two trains, then the
+#    gradients overflow fp16 even at the floor (the step where depends on the arithmetic)
+printf '{"optimizer": {"type": "AdamW", "params": {"lr": 10}}, "fp16": {"enabled": true, "min_loss_scale": 1024}}' > "$tmp/lr10.json"
+expect 1 "step [0-9]*: [0-9]* steps in a row overflowed\(, the last 2\)\? at the minimum loss scale 1024 (fp16.min_loss_scale), which can come down no further: nothing is being trained; lower the learning rate (10)$" \
+  -- --model tiny --config "$tmp/lr10.json" --steps 40 --val-every 0
+#  - a short run every step of which overflowed while a dynamic scale from 2^32 came down (it skips
+#    16 steps on --model tiny: 2 at 2^32 with hysteresis 2, then one per halving to 2^17): 3 steps
+#    trained nothing; 20 steps train the last 4 and succeed
+printf '{"fp16": {"enabled": true, "initial_scale_power": 32}}' > "$tmp/p32.json"
+expect 1 "every one of the 3 steps of this run overflowed (the dynamic loss scale came down to 1.07374e+09): nothing was trained; run more steps, start the scale lower (fp16.initial_scale_power) or lower the learning rate (0.001)$" \
+  -- --model tiny --config "$tmp/p32.json" --steps 3 --val-every 0
+timeout 120 "$Z" train --model tiny --config "$tmp/p32.json" --steps 20 --val-every 0 --log-json "$tmp/p32.log" >/dev/null 2>"$tmp/p32.err" &&
+  [ ! -s "$tmp/p32.err" ] && [ "$(grep -c '"skipped":true' "$tmp/p32.log")" = 16 ] &&
+  [ "$(grep -c '"skipped":false' "$tmp/p32.log")" = 4 ] ||
+  { echo "FAIL: fp16 from 2^32 over 20 steps: $(cat "$tmp/p32.err"), $(grep -c '"skipped":true' "$tmp/p32.log") skipped"; fails=$((fails + 1)); }
+#  - a healthy fp16 run with DeepSpeed's defaults (from 2^16) skips no step and says nothing
+timeout 120 "$Z" train --model tiny --precision fp16 --steps 20 --val-every 0 --log-json "$tmp/h16.log" >/dev/null 2>"$tmp/h16.err" &&
+  [ ! -s "$tmp/h16.err" ] && [ "$(grep -c '"skipped":true' "$tmp/h16.log")" = 0 ] && grep -q '"done"' "$tmp/h16.log" ||
+  { echo "FAIL: a healthy fp16 run: $(cat "$tmp/h16.err")"; fails=$((fails + 1)); }
+#  - fp32 SGD at lr 10 diverges (loss 5.5, 23, 560, 2e4, 5e6, then NaN from step 6): the last loss
+#    is not finite
+printf '{"optimizer": {"type": "SGD", "params": {"lr": 10}}}' > "$tmp/sgd10.json"
+expect 1 "the loss of the last step (12) is NaN: the model diverged; lower the learning rate (10)$" \
+  -- --model tiny --config "$tmp/sgd10.json" --steps 12 --val-every 0 --save "$tmp/sgd10"
+[ ! -e "$tmp/sgd10" ] || { echo "FAIL: the diverged run saved its last step"; fails=$((fails + 1)); }
 # --help works and exits 0
 "$Z" train --help | grep -q "usage: zero train" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 [ $fails -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }

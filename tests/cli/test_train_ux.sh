@@ -3,8 +3,8 @@
 # elapsed, ETA, lr and grad norm equal to the --log-json record's), the resolved config and the
 # no-op keys printed once on 2 ranks, paths and inputs checked before any work (exit 2, nothing
 # created), an impossible micro-batch refused with its figure, a resume on 1 and 3 ranks keeping
-# the checkpoint's global batch (losses within 1e-4 of the straight run), and the warning of a
-# static fp16 loss scale that skips most steps.
+# the checkpoint's global batch (losses within 1e-4 of the straight run), and a static fp16 loss
+# scale that skips every step (a failure) or most steps (a warning).
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -153,11 +153,27 @@ run odd2 --ranks 2 --steps 2 --val-every 0 --resume "$TMP/odd"
 check "3 does not divide among 2 ranks: says so and names the new global batch" \
     grep -q "^resume: the checkpoint's global batch 3 does not divide among 2 ranks: the global batch is now 8 (micro-batch 4 x accumulation 1) and the data order changes from here$" "$TMP/odd2.out"
 
-# --- 6. a static fp16 loss scale that skips most steps ends with a warning that says how many
+# --- 6. a static fp16 loss scale that overflows at every step trains nothing: the run fails (exit
+# 1, one line, no checkpoint of the untouched model); one that skips most steps but not all ends
+# with a warning that says how many (120000 fits the first step's gradients, then lr 0.1 grows
+# them past it: measured 5 of 6 skipped; 110000 skips 2, 155000 every one)
 echo '{"fp16": {"enabled": true, "loss_scale": 1e30}}' >"$TMP/big.json"
-run big --steps 3 --val-every 0 --config "$TMP/big.json" --log-json "$TMP/big.json.log"
-check "every step overflowed at 1e30 (the log)" test "$(grep -c '"skipped":true' "$TMP/big.json.log")" = 3
-check "the warning says 3 of 3, at the end" bash -c "tail -1 '$TMP/big.err' | grep -q '^zero: warning: the static fp16 loss scale 1e+30 skipped 3 of 3 steps'"
+code=0
+timeout 120 "$ZERO" train --model tiny --seq 32 --steps 3 --val-every 0 --config "$TMP/big.json" --save "$TMP/bigck" \
+    --log-json "$TMP/big.json.log" >"$TMP/big.out" 2>"$TMP/big.err" || code=$?
+check "every step overflowed at 1e30 (the log), exit 1 (got $code)" \
+    test "$(grep -c '"skipped":true' "$TMP/big.json.log")" = 3 -a "$code" = 1
+check "one line says so" test "$(cat "$TMP/big.err")" = "zero: error: every one of the 3 steps of this run overflowed at \
+the static fp16 loss scale 1e+30: nothing was trained; lower fp16.loss_scale, or set it to 0 for a dynamic scale"
+check "no checkpoint of the untrained model, no end record" test ! -e "$TMP/bigck" -a "$(grep -c '"done"' "$TMP/big.json.log")" = 0
+echo '{"fp16": {"enabled": true, "loss_scale": 120000}}' >"$TMP/most.json"
+code=0
+timeout 120 "$ZERO" train --model tiny --lr 0.1 --steps 6 --val-every 0 --config "$TMP/most.json" \
+    --log-json "$TMP/most.json.log" >"$TMP/most.out" 2>"$TMP/most.err" || code=$?
+check "120000: the first step trains, the 5 after it overflow, exit 0 (got $code)" \
+    test "$(grep -o '"skipped":[a-z]*' "$TMP/most.json.log" | tr -d '\n')" = \
+    '"skipped":false"skipped":true"skipped":true"skipped":true"skipped":true"skipped":true' -a "$code" = 0
+check "the warning says 5 of 6, at the end" bash -c "tail -1 '$TMP/most.err' | grep -q '^zero: warning: the static fp16 loss scale 120000 skipped 5 of 6 steps'"
 echo '{"fp16": {"enabled": true, "loss_scale": 1024}}' >"$TMP/ok.json"
 run okscale --steps 3 --val-every 0 --config "$TMP/ok.json" --log-json "$TMP/ok.json.log"
 check "a static scale that does not overflow: no skip, no warning" \

@@ -380,9 +380,25 @@ static void test_ranges(void) {
            "zero_optimization.stage: 5 is out of range (expected an integer in [0, 3])", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": -1}}", ZERO_ERR_CONFIG, "-1 is out of range", NULL);
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": -0.001}}}", ZERO_ERR_CONFIG,
-           "optimizer.params.lr: -0.001 is out of range (expected a number >= 0)", NULL);
+           "optimizer.params.lr: -0.001 is out of range (expected a number in [0, 10])", NULL);
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e39}}}", ZERO_ERR_CONFIG,
            "optimizer.params.lr: 1e+39 is out of range", NULL); /* beyond a float */
+    /* every learning rate takes --lr's range, ZERO_LR_MAX (lr 1000 in fp16 overflowed every step
+     * after the first and the run ended with exit 0) */
+    EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1000}}}", ZERO_ERR_CONFIG,
+           "optimizer.params.lr: 1000 is out of range (expected a number in [0, 10])", NULL);
+    EXPECT("{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 10.5}}}", ZERO_ERR_CONFIG,
+           "optimizer.params.lr: 10.5 is out of range (expected a number in [0, 10])", NULL);
+    EXPECT("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": 1000}}}", ZERO_ERR_CONFIG,
+           "scheduler.params.warmup_max_lr: 1000 is out of range (expected a number in [0, 10])", NULL);
+    EXPECT("{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\": 11}}}", ZERO_ERR_CONFIG,
+           "scheduler.params.warmup_min_lr: 11 is out of range (expected a number in [0, 10])", NULL);
+    {
+        zero_config c;
+        zero_error err;
+        ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 10}}}", &err));
+        ZT_EQ_F(c.optim.lr, (float)ZERO_LR_MAX); /* the bound itself is accepted, as by --lr */
+    }
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"betas\": [0.9, 1.0]}}}", ZERO_ERR_CONFIG,
            "optimizer.params.betas[1]: 1 is out of range (expected a number in [0, 1))", NULL);
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"betas\": [-0.1, 0.9]}}}", ZERO_ERR_CONFIG,

@@ -154,6 +154,65 @@ static void test_eval_generate(zero_comm *comm) {
     zero_engine_free(e);
 }
 
+/* Sets every element of tensor `name` (the model's own name) to v on the engine. */
+static void fill_tensor(zero_engine *e, const char *name, float v) {
+    dec_param_desc d;
+    for (int i = 0; i < dec_num_tensors(&cfg) && !dec_tensor_desc(&cfg, i, &d); i++) {
+        if (strcmp(d.name, name)) continue;
+        float *u = malloc(dec_unit_numel(&cfg, d.unit) * sizeof *u);
+        ZT_OK(zero_engine_read_unit(e, d.unit, u));
+        for (uint64_t k = 0; k < d.numel; k++) u[d.offset + k] = v;
+        ZT_OK(zero_engine_set_unit(e, d.unit, u));
+        free(u);
+        return;
+    }
+    ZT_FAIL("no tensor '%s'", name);
+}
+
+/* Finite weights whose forward pass overflows: dec_engine_locate_overflow names the first unit
+ * whose output is not finite, its input's magnitude and the tensor behind it; generation refuses
+ * the logits instead of drawing token 0 from NaN. A healthy model passes. */
+static void test_locate_overflow(zero_comm *comm) {
+    zero_engine *e = make_engine(comm, 3);
+    dec_model *m = NULL;
+    ZT_OK(dec_create(&m, &cfg, B, T, 0, NULL));
+    if (!e || !m) return;
+    int32_t in[B * T], tg[B * T], out[4];
+    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
+    zero_error err = {{0}};
+    const dec_sampling greedy = {0.0f, 0, 1};
+    ZT_OK(dec_engine_locate_overflow(m, e, in, B, T, &err));
+    /* the MLP's first product: 3e38 x a normalized input of several units is beyond a float */
+    fill_tensor(e, "h.0.mlp.c_fc.weight", 3e38f);
+    ZT_EQ_INT(dec_engine_locate_overflow(m, e, in, B, T, &err), ZERO_ERR_FORMAT);
+    ZT_CHECKF(strstr(err.msg, "layer 0 outputs ") &&
+                  strstr(err.msg, "; the largest weight it reads is "
+                                  "'h.0.mlp.c_fc.weight' (magnitude 3e+38)") &&
+                  !strstr(err.msg, "before it"),
+              "message: %s", err.msg);
+    ZT_EQ_INT(dec_engine_generate(m, e, in, 10, 4, &greedy, out), ZERO_ERR_FORMAT);
+    ZT_CHECKF(strstr(dec_last_error(m), "the logits after 10 tokens hold ") &&
+                  strstr(dec_last_error(m), "'h.0.mlp.c_fc.weight' (magnitude 3e+38): expected weights whose forward "
+                                            "pass is finite"),
+              "message: %s", dec_last_error(m));
+    /* a finite but huge final norm (its bias) overflows the tied head after it, whose own weights
+     * are 0.5: the message names the head and the larger tensor before it */
+    float *u1 = malloc(dec_unit_numel(&cfg, 1) * sizeof *u1);
+    dec_init_unit(&cfg, 1, SEED, u1);
+    ZT_OK(zero_engine_set_unit(e, 1, u1));
+    free(u1);
+    ZT_OK(dec_engine_locate_overflow(m, e, in, B, T, &err));
+    fill_tensor(e, "ln_f.bias", 3e38f);
+    fill_tensor(e, "wte.weight", 0.5f);
+    ZT_EQ_INT(dec_engine_locate_overflow(m, e, in, B, T, &err), ZERO_ERR_FORMAT);
+    ZT_CHECKF(!strcmp(err.msg, "the LM head (tied to the embeddings) outputs +inf from a finite input (largest "
+                               "magnitude 3e+38); the largest weight it reads is 'wte.weight' (magnitude 0.5), the "
+                               "largest before it 'ln_f.bias' (magnitude 3e+38)"),
+              "message: %s", err.msg);
+    dec_free(m);
+    zero_engine_free(e);
+}
+
 int main(void) {
     zero_comm *comm = NULL;
     zero_error err = {{0}};
@@ -188,6 +247,7 @@ int main(void) {
         ZT_CHECK(!memcmp(rc.final, r0.final, dec_num_params(&cfg) * sizeof(float)));
     }
     test_eval_generate(comm);
+    test_locate_overflow(comm);
     free(r0.final), free(r3.final), free(rc.final);
     dec_data_free(data);
     zero_comm_free(comm);
