@@ -45,7 +45,7 @@ static void usage(FILE *f) {
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
             "  --print-every N            a progress line every N steps (default: the config's steps_per_print, else 1)\n"
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
-            "  --resume DIR, --trace FILE   (docs/CLI.md)\n"
+            "  --save-total-limit N, --resume DIR, --trace FILE   (docs/CLI.md)\n"
             "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
             "                             safetensors), a checkpoint or a safetensors file (with LoRA: the base's directory)\n"
             "  --lora r=R,alpha=A,targets=q_proj,v_proj[,dropout=P][,rslora]   train LoRA adapters, the base frozen\n"
@@ -102,6 +102,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--offload-param")) { VAL(); o->offload_param = v; }
         else if (!strcmp(a, "--save")) { VAL(); o->save = v; }
         else if (!strcmp(a, "--save-every")) { VAL(); if (cli_parse_i64(a, v, 1, INT64_MAX / 2, &o->save_every)) return -1; }
+        else if (!strcmp(a, "--save-total-limit")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 30, &o->save_total_limit)) return -1; }
         else if (!strcmp(a, "--resume")) { VAL(); o->resume = v; }
         else if (!strcmp(a, "--init-from")) { VAL(); o->init_from = v; }
         else if (!strcmp(a, "--trace")) { VAL(); o->trace = v; }

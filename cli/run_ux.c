@@ -510,7 +510,7 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
     /* another run's checkpoints in --save: its step directories of the numbers this run saves
      * are replaced (docs/CHECKPOINT.md, step 9), as DeepSpeed's save of the same tag replaces it */
     char latest[PATH_MAX], step[64] = "";
-    if (o->save && (!o->resume || !cli_same_path(o->resume, o->save)) &&
+    if (o->save && (!o->resume || !cli_path_within(o->resume, o->save)) &&
         (size_t)snprintf(latest, sizeof latest, "%s/latest", o->save) < sizeof latest) {
         FILE *f = fopen(latest, "r");
         if (f) {

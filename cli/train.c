@@ -131,6 +131,8 @@ int train_prepare(train_opts *o, int world) {
         snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);
     }
     if (o->save_every && !o->save) return cli_error(CLI_USAGE, "--save-every %lld: expected --save DIR too", (long long)o->save_every);
+    if (o->save_total_limit && !o->save)
+        return cli_error(CLI_USAGE, "--save-total-limit %d: expected --save DIR too", o->save_total_limit);
     if (o->lora_spec && train_lora_parse(o->lora_spec, &cfg->lora)) return CLI_USAGE;
     if (o->save_frozen) cfg->save_frozen = 1;
     /* --resume with --init-from: only for a LoRA run's base (train_lora_resume) */
@@ -673,6 +675,10 @@ static int train_loop(run_state *r) {
             if (r->rank == 0) {
                 ux_progress_clear(o);
                 fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
+                zero_error perr;
+                /* the save is done whatever retention finds: what it cannot remove is said, not fatal */
+                if (o->save_total_limit && zero_ckpt_prune(o->save, o->save_total_limit, NULL, &perr) != ZERO_OK)
+                    fprintf(stderr, "zero: warning: --save-total-limit: %s\n", perr.msg);
             }
         }
         if (r->offload) offload_delta(r, NULL); /* validation and saves are not the step's I/O */

@@ -21,6 +21,7 @@ typedef struct train_opts {
     int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
+    int save_total_limit; /* --save-total-limit N: keep the newest N checkpoints (0: all) */
     double lr;
     uint64_t seed;
     int seed_given; /* --seed on the command line (a resumed run must agree with its checkpoint) */

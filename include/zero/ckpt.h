@@ -180,6 +180,14 @@ const char *zero_ckpt_writer_last_error(const zero_ckpt_writer *w);
 /* After a successful commit: the step directory's name ("step_00000100"), else "". */
 const char *zero_ckpt_writer_committed_name(const zero_ckpt_writer *w);
 
+/* Retention (`--save-total-limit N`, HF Trainer's save_total_limit): removes the committed step
+ * directories of DIR but the `keep` (>= 1) most recently saved (by their COMMIT's time) and the
+ * one `latest` names, which is always kept (it counts as one of the `keep`). Staging directories
+ * (a save in progress) are not touched; a directory holding anything but zero's files, or not of
+ * this user, is left in place with a warning through the log (docs/SECURITY.md, rule 7); nothing
+ * is followed through a link. *removed (may be NULL): directories removed. */
+zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error *err);
+
 /* One save directory belongs to one run: the run (its rank 0) holds DIR/lock (created when
  * missing, never through a link), an advisory lock held until released or the process ends,
  * however it ends. A lock another process holds is ZERO_ERR_STATE naming that run's pid and host. */

@@ -703,6 +703,93 @@ void zero_ckpt_writer_free(zero_ckpt_writer *w) {
 const char *zero_ckpt_writer_last_error(const zero_ckpt_writer *w) { return w ? w->err : "no writer"; }
 const char *zero_ckpt_writer_committed_name(const zero_ckpt_writer *w) { return w ? w->committed : ""; }
 
+/* ================================================================ retention */
+typedef struct kept {
+    char name[64];
+    int64_t mtime; /* its COMMIT's: when the save was made */
+} kept;
+
+static int newer_first(const void *a, const void *b) {
+    const kept *x = a, *y = b;
+    return x->mtime > y->mtime ? -1 : x->mtime < y->mtime ? 1 : strcmp(y->name, x->name);
+}
+
+zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error *err) {
+    if (removed) *removed = 0;
+    if (!dir || !*dir || keep < 1) {
+        if (err) ZERO__ERR(err, "checkpoint prune: dir '%s', keep %d: expected a save directory and keep >= 1",
+                           dir ? dir : "(null)", keep);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_io *io = NULL;
+    zero_io_dir *root = NULL;
+    zero_status s = zero_io_create_default(&io, err);
+    if (s != ZERO_OK) return s;
+    if ((s = zero_io_dir_open(io, dir, 0, &root)) != ZERO_OK) {
+        if (err) ZERO__ERR(err, "%s", zero_io_last_error(io));
+        zero_io_free(io);
+        return s;
+    }
+    /* the step `latest` names is kept whatever its age: it is the one a resume opens */
+    char latest[64] = "";
+    zero_io_file *f = NULL;
+    zero_io_entry le;
+    if (zero_io_stat_at(root, ZERO__CKPT_LATEST, &le) == ZERO_OK && le.kind == ZERO_IO_ENTRY_FILE && le.size < sizeof latest &&
+        zero_io_open_at(root, ZERO__CKPT_LATEST, ZERO_IO_READ | ZERO_IO_NOFOLLOW, &f) == ZERO_OK) {
+        if (zero_io_pread(f, latest, (size_t)le.size, 0) != ZERO_OK) latest[0] = 0;
+        latest[strcspn(latest, "\n")] = 0;
+    }
+    (void)zero_io_close(f);
+    namelist l;
+    char why[768];
+    kept *k = NULL;
+    int nk = 0;
+    s = list_names(root, &l, why, sizeof why);
+    if (s == ZERO_OK && l.n && !(k = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)l.n * sizeof *k))) {
+        snprintf(why, sizeof why, "out of memory");
+        s = ZERO_ERR_NOMEM;
+    }
+    /* committed step directories of this user, never through a link */
+    for (int i = 0; i < l.n && s == ZERO_OK; i++) {
+        int64_t step;
+        int suffix;
+        zero_io_entry e;
+        if (!zero__ckpt_step_name(l.v[i], &step, &suffix) || suffix == ZERO__STEP_STAGING) continue;
+        if (zero_io_stat_at(root, l.v[i], &e) != ZERO_OK || e.kind != ZERO_IO_ENTRY_DIR) continue;
+        zero_io_dir *d = NULL;
+        if (zero_io_dir_open_at(root, l.v[i], ZERO_IO_OWNED, &d) != ZERO_OK) continue;
+        zero_io_entry c;
+        if (zero_io_stat_at(d, ZERO__CKPT_COMMIT, &c) == ZERO_OK && c.kind == ZERO_IO_ENTRY_FILE) {
+            snprintf(k[nk].name, sizeof k[nk].name, "%.63s", l.v[i]);
+            k[nk++].mtime = c.mtime_ns;
+        }
+        zero_io_dir_close(d);
+    }
+    if (s == ZERO_OK) qsort(k, (size_t)nk, sizeof *k, newer_first);
+    /* keep newest first, with the slot of the step latest names taken by it wherever it sorts */
+    int slots = keep;
+    for (int i = 0; i < nk; i++)
+        if (!strcmp(k[i].name, latest)) slots--;
+    for (int i = 0; i < nk && s == ZERO_OK; i++) {
+        if (!strcmp(k[i].name, latest)) continue;
+        if (slots > 0) {
+            slots--;
+            continue;
+        }
+        /* a directory holding anything but zero's files stays (rule 7); it is said, not fatal */
+        if (remove_step_dir(root, k[i].name, why, sizeof why) != ZERO_OK)
+            zero__log(ZERO_LOG_WARN, "checkpoint: --save-total-limit: %s/%s left in place: %s", dir, k[i].name, why);
+        else if (removed)
+            (*removed)++;
+    }
+    if (s != ZERO_OK && err) ZERO__ERR(err, "checkpoint prune %s: %s", dir, why);
+    zero_mem_free(NULL, k);
+    namelist_free(&l);
+    zero_io_dir_close(root);
+    zero_io_free(io);
+    return s;
+}
+
 /* ================================================================ the save directory's lock */
 struct zero_ckpt_lock {
     zero_io *io;

@@ -92,8 +92,23 @@ check "... naming the first run's pid" grep -qF "in use by another run (pid $bg 
 kill "$bg" 2>/dev/null
 wait "$bg" 2>/dev/null
 bg=""
-train "$T/s3" 4 --resume "$T/s3"
-check "the first run gone (killed): its lock went with it" test "$rc" -eq 0
+train "$T/s3" 4
+check "the first run gone (killed): its lock went with it" test "$rc" -eq 0 -a -n "$(grep -F 'saved step 4' "$T/out")"
+
+# --- retention: the newest N and latest's step, nothing behind a link
+train "$T/s4" 6 --save-every 1 --save-total-limit 2
+check "--save-total-limit 2: the two newest checkpoints are left" test "$rc" -eq 0 -a \
+    "$(cd "$T/s4" && echo step_*)" = "step_00000005 step_00000006"
+victim
+ln -s "$T/victim" "$T/s4/step_00000001"
+train "$T/s4" 8 --save-every 1 --save-total-limit 2 --resume "$T/s4/step_00000005"
+refused "--save-total-limit with a link in the save directory" "$T/s4/step_00000001"
+rm "$T/s4/step_00000001"
+train "$T/s4" 8 --save-every 1 --save-total-limit 2 --resume "$T/s4/step_00000005"
+check "resumed from step 5 (not latest): the two saved since are left" test "$rc" -eq 0 -a \
+    "$(cd "$T/s4" && echo step_*)" = "step_00000007 step_00000008"
+"$Z" train --model tiny --steps 1 --save-total-limit 2 >/dev/null 2>"$T/err"
+check "--save-total-limit without --save: a usage error" test $? -eq 2 -a "$(errors)" -eq 1
 
 # --- as root: another user's links and directories
 if [ "$(id -u)" -ne 0 ] || ! command -v useradd >/dev/null || ! command -v runuser >/dev/null; then

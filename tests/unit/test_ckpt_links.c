@@ -380,6 +380,63 @@ static void test_latest_behind(void) {
     run("rm -rf '%s'%s", save, "");
 }
 
+/* ------------------------------------------------------------------ retention */
+static int n_steps(const char *save) {
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "ls -d '%s'/step_* 2>/dev/null | wc -l", save);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1) n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+static void test_prune(void) {
+    char save[700], victim[700], p[900], msg[1024];
+    snprintf(save, sizeof save, "%s/prune", g_dir);
+    snprintf(victim, sizeof victim, "%s/victim", g_dir);
+    make_victim(victim);
+    for (int k = 1; k <= 5; k++) ZT_OK(save_steps(save, k, 1, 10 * k, msg, sizeof msg));
+    int removed = -1;
+    zero_error err;
+    ZT_OK(zero_ckpt_prune(save, 2, &removed, &err));
+    ZT_EQ_INT(removed, 3);
+    ZT_EQ_INT(n_steps(save), 2);
+    expect_step(save, 5, 50);
+    snprintf(p, sizeof p, "%s/step_00000004/COMMIT", save);
+    ZT_CHECK(exists(p));
+    /* latest naming an older step (a resume went back): it stays, and counts as one */
+    ZT_OK(save_steps(save, 2, 1, 21, msg, sizeof msg)); /* now the most recent save: latest = 2 */
+    ZT_OK(save_steps(save, 3, 1, 31, msg, sizeof msg));
+    snprintf(p, sizeof p, "%s/latest", save);
+    put(p, "step_00000002\n");
+    ZT_OK(zero_ckpt_prune(save, 1, &removed, &err));
+    ZT_EQ_INT(n_steps(save), 1);
+    expect_step(save, 2, 21);
+    /* a staging directory (a save in progress), a link and a directory holding a user's file stay */
+    ZT_OK(save_steps(save, 6, 1, 60, msg, sizeof msg));
+    ZT_OK(save_steps(save, 7, 1, 70, msg, sizeof msg));
+    snprintf(p, sizeof p, "%s/step_00000006/notes.txt", save);
+    put(p, "mine\n");
+    snprintf(p, sizeof p, "%s/step_00000008.tmp", save);
+    mkdir(p, 0777);
+    snprintf(p, sizeof p, "%s/step_00000009", save);
+    ZT_CHECK(symlink(victim, p) == 0);
+    ZT_OK(zero_ckpt_prune(save, 1, &removed, &err));
+    ZT_EQ_INT(removed, 1); /* step 2; step 6 holds notes.txt */
+    snprintf(p, sizeof p, "%s/step_00000006/notes.txt", save);
+    ZT_CHECK(exists(p));
+    snprintf(p, sizeof p, "%s/step_00000008.tmp", save);
+    ZT_CHECK(exists(p));
+    snprintf(p, sizeof p, "%s/step_00000009", save);
+    ZT_CHECK(is_link(p) && victim_ok(victim));
+    expect_step(save, 7, 70);
+    ZT_EQ_INT(zero_ckpt_prune(save, 0, &removed, &err), ZERO_ERR_INVALID_ARG);
+    run("rm -rf '%s' '%s'", save, victim);
+}
+
 /* ------------------------------------------------------------------ the lock */
 static void test_lock(void) {
     char save[700], victim[700], p[900];
@@ -424,6 +481,7 @@ int main(void) {
     test_load_links();
     test_latest_behind();
     test_lock();
+    test_prune();
     run("rm -rf '%s'%s", g_dir, "");
     return zt_finish("test_ckpt_links");
 }
