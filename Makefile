@@ -6,9 +6,9 @@ TSAN    ?= build-tsan
 # the MPI tests under ASan on 2 ranks in CI (the other world sizes run without sanitizers);
 # make test-asan ASAN_MPI_REGEX=np runs them all, ASAN_MPI_REGEX='np[23]$$' adds the odd world
 ASAN_MPI_REGEX ?= \.np2$$
-TSAN_TESTS ?= test_comm_async test_comm
-# test_comm_async on 2 and 3 ranks, test_comm on 2 (under TSan it is slow)
-TSAN_REGEX ?= ^mpi\.(test_comm_async\.np[23]|test_comm\.np2)$$
+TSAN_TESTS ?= test_comm_async test_comm test_device
+# test_comm_async on 2 and 3 ranks, test_comm on 2 (under TSan it is slow), the device layer's streams
+TSAN_REGEX ?= ^(mpi\.(test_comm_async\.np[23]|test_comm\.np2)|unit\.test_device)$$
 FUZZ_SECONDS ?= 12
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -44,7 +44,7 @@ test-asan: deps
 
 # The communicator's MPI tests under ThreadSanitizer with the in-node progress thread on
 # (ZERO_COMM_ASYNC=1): test_comm_async loads the thread from the caller's side; test_comm runs every
-# collective through it. Races inside OpenMPI's own (uninstrumented) libraries are suppressed.
+# collective through it. And the device layer's test: the fake device's stream threads. Races inside OpenMPI's own (uninstrumented) libraries are suppressed.
 test-tsan: deps
 	cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=Debug -DZERO_SANITIZE_THREAD=ON -DZERO_CUDA=OFF >/dev/null
 	cmake --build $(TSAN) -j $(JOBS) --target $(TSAN_TESTS)

@@ -30,7 +30,7 @@ static const command commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "zero %s — the Zero Redundancy Optimizer in C\n\n", ZERO_VERSION_STRING);
     fprintf(f, "usage: zero <command> [options]   (zero <command> --help for its options)\n"
-               "       zero --version [--verbose]   (--verbose: the BLAS, bf16 products and kernels in use)\n\ncommands:\n");
+               "       zero --version [--verbose]   (--verbose: the BLAS, bf16 products, kernels and device backends)\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
 
@@ -48,6 +48,7 @@ static int version(int verbose) {
     dec_compute_info ci;
     dec_compute_info_get(&ci);
     printf("blas: %s\nbf16 products: %s\nkernels: %s\n", ci.blas, ci.bf16_products, ci.kernels);
+    printf("device backends: %s (the engine runs on cpu; docs/DEVICE.md)\n", zero_device_backends_built());
     const char *note = cli_blas_core_note();
     if (note) printf("note: %s\n", note);
     return CLI_OK;

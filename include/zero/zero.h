@@ -22,6 +22,7 @@
 #include "zero/comm.h"
 #include "zero/config.h"
 #include "zero/data.h"
+#include "zero/device.h"
 #include "zero/engine.h"
 #include "zero/io.h"
 #include "zero/offload.h"

@@ -26,7 +26,8 @@ int zero__ckpt_step_name(const char *name, int64_t *step, int *suffix) {
     if (digits < 8) return 0;
     if (*p == 0) *suffix = ZERO__STEP_EXACT;
     else if (!strcmp(p, ".tmp")) *suffix = ZERO__STEP_STAGING;
-    else if (*p == '.' && p[1] >= '1' && p[1] <= '9' && strspn(p + 1, "0123456789") == strlen(p + 1) && strlen(p + 1) <= 3)
+    else if (*p == '.' && p[1] >= '1' && p[1] <= '9' && strspn(p + 1, "0123456789") == strlen(p + 1) &&
+             strlen(p + 1) <= 3)
         *suffix = ZERO__STEP_NUMBERED;
     else return 0;
     *step = v;
@@ -81,7 +82,8 @@ static zero_status list_names(zero_io_dir *d, namelist *l, char *err, size_t cap
     zero_status s = zero_io_dir_list(d, collect, l);
     if (s == ZERO_OK && l->failed) s = ZERO_ERR_NOMEM;
     if (s != ZERO_OK) {
-        snprintf(err, cap, "%s", s == ZERO_ERR_NOMEM ? "out of memory listing a directory" : zero_io_last_error(zero_io_dir_io(d)));
+        snprintf(err, cap, "%s",
+                 s == ZERO_ERR_NOMEM ? "out of memory listing a directory" : zero_io_last_error(zero_io_dir_io(d)));
         namelist_free(l);
     }
     return s;
@@ -117,9 +119,13 @@ static zero_status step_dir_is_ours(zero_io_dir *root, const char *name, int *co
         } else if (e.kind == ZERO_IO_ENTRY_MISSING) {
             continue; /* removed meanwhile */
         } else if (!is_step_file(l.v[i]) || e.kind != ZERO_IO_ENTRY_FILE) {
-            snprintf(err, cap, "%s/%s is %s that zero did not write (a step directory holds only rank files, "
-                     "manifest.json and COMMIT): move it away", zero_io_dir_path(d), l.v[i],
-                     is_step_file(l.v[i]) ? kind_text(e.kind) : e.kind == ZERO_IO_ENTRY_FILE ? "a file" : kind_text(e.kind));
+            snprintf(err, cap,
+                     "%s/%s is %s that zero did not write (a step directory holds only rank files, "
+                     "manifest.json and COMMIT): move it away",
+                     zero_io_dir_path(d), l.v[i],
+                     is_step_file(l.v[i])           ? kind_text(e.kind)
+                     : e.kind == ZERO_IO_ENTRY_FILE ? "a file"
+                                                    : kind_text(e.kind));
             s = ZERO_ERR_STATE;
         } else if (!strcmp(l.v[i], ZERO__CKPT_COMMIT)) {
             *committed = 1;
@@ -145,7 +151,8 @@ static zero_status remove_step_dir(zero_io_dir *root, const char *name, char *er
         /* checked above; a name is removed only if it is still a regular file of zero's (a link
          * put there since is left, and the rmdir below then fails) */
         zero_io_entry e;
-        if (zero_io_stat_at(d, l.v[i], &e) != ZERO_OK || e.kind != ZERO_IO_ENTRY_FILE || !is_step_file(l.v[i])) continue;
+        if (zero_io_stat_at(d, l.v[i], &e) != ZERO_OK || e.kind != ZERO_IO_ENTRY_FILE || !is_step_file(l.v[i]))
+            continue;
         s = zero_io_unlink_at(d, l.v[i], 1);
         if (s != ZERO_OK) snprintf(err, cap, "%s", zero_io_last_error(zero_io_dir_io(d)));
     }
@@ -254,7 +261,8 @@ static zero_status check_save_dir(zero_io_dir *root, int64_t step, char *err, si
         int64_t st;
         int suffix;
         const int is_step = zero__ckpt_step_name(n, &st, &suffix);
-        const int fixed = !strcmp(n, ZERO__CKPT_LATEST) || !strcmp(n, ZERO__CKPT_LATEST ".tmp") || !strcmp(n, ZERO__CKPT_LOCK);
+        const int fixed =
+            !strcmp(n, ZERO__CKPT_LATEST) || !strcmp(n, ZERO__CKPT_LATEST ".tmp") || !strcmp(n, ZERO__CKPT_LOCK);
         if (!is_step && !fixed) continue; /* not zero's name: never touched */
         zero_io_entry e;
         if ((s = zero_io_stat_at(root, n, &e)) != ZERO_OK) {
@@ -263,7 +271,8 @@ static zero_status check_save_dir(zero_io_dir *root, int64_t step, char *err, si
         }
         if (e.kind == ZERO_IO_ENTRY_MISSING) continue;
         if (e.kind != (is_step ? ZERO_IO_ENTRY_DIR : ZERO_IO_ENTRY_FILE)) {
-            snprintf(err, cap, "%s/%s is %s where zero keeps its own %s: zero never follows or replaces it; move it away",
+            snprintf(err, cap,
+                     "%s/%s is %s where zero keeps its own %s: zero never follows or replaces it; move it away",
                      zero_io_dir_path(root), n, kind_text(e.kind), is_step ? "step directory" : "file");
             s = ZERO_ERR_STATE;
             break;
@@ -320,10 +329,12 @@ zero_status zero_ckpt_writer_begin(zero_ckpt_writer **out, zero_io *io, const ch
         world > (1 << 24) || rank < 0 || rank >= world || (save_id && !zero__ckpt_id_ok(save_id)) ||
         (!save_id && world > 1)) {
         if (err)
-            ZERO__ERR(err, "checkpoint: dir '%s', step %lld, rank %d, world %d, save id %s: expected a directory path, "
+            ZERO__ERR(err,
+                      "checkpoint: dir '%s', step %lld, rank %d, world %d, save id %s: expected a directory path, "
                       "0 <= step, 0 <= rank < world <= 2^24, and the save's id (%d lowercase hex digits from "
                       "zero_ckpt_new_id, the same on every rank; NULL only for one rank)",
-                      dir ? dir : "(null)", (long long)step, rank, world, save_id ? "given" : "NULL", ZERO_CKPT_ID_CHARS);
+                      dir ? dir : "(null)", (long long)step, rank, world, save_id ? "given" : "NULL",
+                      ZERO_CKPT_ID_CHARS);
         return ZERO_ERR_INVALID_ARG;
     }
     zero_ckpt_writer *w = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, sizeof *w);
@@ -419,8 +430,7 @@ fail:
 
 const char *zero_ckpt_writer_save_id(const zero_ckpt_writer *w) { return w ? w->id : ""; }
 
-zero_status zero_ckpt_writer_add(zero_ckpt_writer *w, const char *name, zero_dtype dt, uint64_t numel,
-                                 uint64_t align) {
+zero_status zero_ckpt_writer_add(zero_ckpt_writer *w, const char *name, zero_dtype dt, uint64_t numel, uint64_t align) {
     if (!w) return ZERO_ERR_INVALID_ARG;
     zero_shard sh;
     if (!name || !*name || align < 1 || numel > (UINT64_C(1) << 53) ||
@@ -462,23 +472,23 @@ zero_status zero_ckpt_writer_add(zero_ckpt_writer *w, const char *name, zero_dty
     return ZERO_OK;
 }
 
-uint64_t zero_ckpt_writer_slice(const zero_ckpt_writer *w, int i) {
-    return w && i >= 0 && i < w->nt ? w->valid[i] : 0;
-}
+uint64_t zero_ckpt_writer_slice(const zero_ckpt_writer *w, int i) { return w && i >= 0 && i < w->nt ? w->valid[i] : 0; }
 
 zero_status zero_ckpt_writer_write(zero_ckpt_writer *w, const void *data, size_t n) {
     if (!w) return ZERO_ERR_INVALID_ARG;
     zero_status s = zero_st_writer_write(w->st, data, n);
-    if (s != ZERO_OK) return cwfail(w, s, "checkpoint step %lld, rank %d: %s", (long long)w->step, w->rank,
-                                    zero_st_writer_last_error(w->st));
+    if (s != ZERO_OK)
+        return cwfail(w, s, "checkpoint step %lld, rank %d: %s", (long long)w->step, w->rank,
+                      zero_st_writer_last_error(w->st));
     return ZERO_OK;
 }
 
 zero_status zero_ckpt_writer_finish(zero_ckpt_writer *w) {
     if (!w) return ZERO_ERR_INVALID_ARG;
     zero_status s = zero_st_writer_finish(w->st);
-    if (s != ZERO_OK) return cwfail(w, s, "checkpoint step %lld, rank %d: %s", (long long)w->step, w->rank,
-                                    zero_st_writer_last_error(w->st));
+    if (s != ZERO_OK)
+        return cwfail(w, s, "checkpoint step %lld, rank %d: %s", (long long)w->step, w->rank,
+                      zero_st_writer_last_error(w->st));
     w->finished = 1;
     return ZERO_OK;
 }
@@ -506,8 +516,10 @@ static zero_status check_rank_file(zero_ckpt_writer *w, int r, uint64_t *bytes) 
         else snprintf(want, sizeof want, "%s", w->id);
         const char *got = zero_st_metadata(f, keys[k]);
         if (!got || strcmp(got, want) != 0)
-            s = cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: commit: %s/%s: its %s is not this save's (%s): a stale "
-                       "file from another save", (long long)w->step, sdir, name, keys[k], want);
+            s = cwfail(w, ZERO_ERR_STATE,
+                       "checkpoint step %lld: commit: %s/%s: its %s is not this save's (%s): a stale "
+                       "file from another save",
+                       (long long)w->step, sdir, name, keys[k], want);
     }
     for (int i = 0; i < w->nt && s == ZERO_OK; i++) {
         zero_shard sh;
@@ -515,9 +527,11 @@ static zero_status check_rank_file(zero_ckpt_writer *w, int r, uint64_t *bytes) 
         int k = zero_st_find(f, w->t[i].name);
         const zero_st_tensor *t = zero_st_tensor_at(f, k);
         if (!t || t->zdtype != w->t[i].dtype || t->ndim != 1 || (uint64_t)t->shape[0] != sh.valid)
-            s = cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: commit: %s/%s: tensor '%s' is missing or not a %s slice of "
-                       "%llu elements: did every rank declare the same tensors?", (long long)w->step, sdir, name,
-                       w->t[i].name, zero_st_dtype_name(w->t[i].dtype), (unsigned long long)sh.valid);
+            s = cwfail(w, ZERO_ERR_STATE,
+                       "checkpoint step %lld: commit: %s/%s: tensor '%s' is missing or not a %s slice of "
+                       "%llu elements: did every rank declare the same tensors?",
+                       (long long)w->step, sdir, name, w->t[i].name, zero_st_dtype_name(w->t[i].dtype),
+                       (unsigned long long)sh.valid);
     }
     if (s == ZERO_OK && zero_st_count(f) != w->nt)
         s = cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: commit: %s/%s holds %d tensors, rank 0 declared %d",
@@ -550,8 +564,10 @@ static zero_status clear_strays(zero_ckpt_writer *w) {
         } else if (e.kind == ZERO_IO_ENTRY_MISSING) {
             continue;
         } else if (!is_step_file(n) || e.kind != ZERO_IO_ENTRY_FILE) {
-            s = cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: %s/%s is %s that zero did not write: the save is not "
-                       "published; move it away", (long long)w->step, zero_io_dir_path(w->stage), n, kind_text(e.kind));
+            s = cwfail(w, ZERO_ERR_STATE,
+                       "checkpoint step %lld: %s/%s is %s that zero did not write: the save is not "
+                       "published; move it away",
+                       (long long)w->step, zero_io_dir_path(w->stage), n, kind_text(e.kind));
         } else if ((s = zero_io_unlink_at(w->stage, n, 1)) != ZERO_OK) {
             cwfail_io(w, s, "removing a stray file from the staging directory");
         }
@@ -603,11 +619,15 @@ zero_status zero_ckpt_commit_engine(zero_ckpt_writer *w, const zero_manifest *m)
 static zero_status commit(zero_ckpt_writer *w, const char *manifest_json, const zero_manifest *eng) {
     if (!w) return ZERO_ERR_INVALID_ARG;
     if (w->rank != 0 || !w->finished || w->committed[0])
-        return cwfail(w, ZERO_ERR_STATE, "checkpoint step %lld: commit is rank 0's, once, after its finish (rank %d, %s)",
-                      (long long)w->step, w->rank, w->committed[0] ? "already committed" : w->finished ? "finished" : "not finished");
+        return cwfail(w, ZERO_ERR_STATE,
+                      "checkpoint step %lld: commit is rank 0's, once, after its finish (rank %d, %s)",
+                      (long long)w->step, w->rank,
+                      w->committed[0] ? "already committed"
+                      : w->finished   ? "finished"
+                                      : "not finished");
     zero_status s = ZERO_OK;
     zero__mfile *files = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)w->world * sizeof *files);
-    char (*names)[32] = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)w->world * 32);
+    char(*names)[32] = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)w->world * 32);
     zero__sbuf text = {0};
     if (!files || !names) {
         s = cwfail(w, ZERO_ERR_NOMEM, "checkpoint: out of memory for %d file entries", w->world);
@@ -717,8 +737,9 @@ static int newer_first(const void *a, const void *b) {
 zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error *err) {
     if (removed) *removed = 0;
     if (!dir || !*dir || keep < 1) {
-        if (err) ZERO__ERR(err, "checkpoint prune: dir '%s', keep %d: expected a save directory and keep >= 1",
-                           dir ? dir : "(null)", keep);
+        if (err)
+            ZERO__ERR(err, "checkpoint prune: dir '%s', keep %d: expected a save directory and keep >= 1",
+                      dir ? dir : "(null)", keep);
         return ZERO_ERR_INVALID_ARG;
     }
     zero_io *io = NULL;
@@ -734,7 +755,8 @@ zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error 
     char latest[64] = "";
     zero_io_file *f = NULL;
     zero_io_entry le;
-    if (zero_io_stat_at(root, ZERO__CKPT_LATEST, &le) == ZERO_OK && le.kind == ZERO_IO_ENTRY_FILE && le.size < sizeof latest &&
+    if (zero_io_stat_at(root, ZERO__CKPT_LATEST, &le) == ZERO_OK && le.kind == ZERO_IO_ENTRY_FILE &&
+        le.size < sizeof latest &&
         zero_io_open_at(root, ZERO__CKPT_LATEST, ZERO_IO_READ | ZERO_IO_NOFOLLOW, &f) == ZERO_OK) {
         if (zero_io_pread(f, latest, (size_t)le.size, 0) != ZERO_OK) latest[0] = 0;
         latest[strcspn(latest, "\n")] = 0;
@@ -765,7 +787,7 @@ zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error 
         }
         zero_io_dir_close(d);
     }
-    if (s == ZERO_OK) qsort(k, (size_t)nk, sizeof *k, newer_first);
+    if (s == ZERO_OK && nk) qsort(k, (size_t)nk, sizeof *k, newer_first);
     /* keep newest first, with the slot of the step latest names taken by it wherever it sorts */
     int slots = keep;
     for (int i = 0; i < nk; i++)
@@ -779,8 +801,7 @@ zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error 
         /* a directory holding anything but zero's files stays (rule 7); it is said, not fatal */
         if (remove_step_dir(root, k[i].name, why, sizeof why) != ZERO_OK)
             zero__log(ZERO_LOG_WARN, "checkpoint: --save-total-limit: %s/%s left in place: %s", dir, k[i].name, why);
-        else if (removed)
-            (*removed)++;
+        else if (removed) (*removed)++;
     }
     if (s != ZERO_OK && err) ZERO__ERR(err, "checkpoint prune %s: %s", dir, why);
     zero_mem_free(NULL, k);
@@ -821,14 +842,16 @@ zero_status zero_ckpt_lock_acquire(zero_ckpt_lock **out, const char *dir, zero_e
     zero_io_entry e = {0};
     if (s == ZERO_OK) s = zero_io_stat_at(d, ZERO__CKPT_LOCK, &e);
     if (s == ZERO_OK && e.kind != ZERO_IO_ENTRY_MISSING && e.kind != ZERO_IO_ENTRY_FILE) {
-        if (err) ZERO__ERR(err, "%s/%s is %s where zero keeps the lock of its save directory: move it away", dir,
-                           ZERO__CKPT_LOCK, kind_text(e.kind));
+        if (err)
+            ZERO__ERR(err, "%s/%s is %s where zero keeps the lock of its save directory: move it away", dir,
+                      ZERO__CKPT_LOCK, kind_text(e.kind));
         zero_io_dir_close(d);
         zero_ckpt_lock_release(l);
         return ZERO_ERR_STATE;
     }
     if (s == ZERO_OK)
-        s = zero_io_open_at(d, ZERO__CKPT_LOCK, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_NOFOLLOW, &l->f);
+        s = zero_io_open_at(d, ZERO__CKPT_LOCK, ZERO_IO_READ | ZERO_IO_WRITE | ZERO_IO_CREATE | ZERO_IO_NOFOLLOW,
+                            &l->f);
     if (s != ZERO_OK && l->io && err) ZERO__ERR(err, "save directory %s: its lock: %s", dir, zero_io_last_error(l->io));
     if (s == ZERO_OK) s = zero_io_lock(l->f);
     if (s == ZERO_ERR_STATE) {
@@ -840,11 +863,15 @@ zero_status zero_ckpt_lock_acquire(zero_ckpt_lock **out, const char *dir, zero_e
                           zero_io_pread(l->f, holder, (size_t)size, 0) == ZERO_OK &&
                           sscanf(holder, "%lld %64[A-Za-z0-9.-]", &pid, host) == 2 && pid > 0;
         if (err && known)
-            ZERO__ERR(err, "save directory %s is in use by another run (pid %lld on %s holds %s/%s): one save directory "
-                      "belongs to one run; give this run another --save", dir, pid, host, dir, ZERO__CKPT_LOCK);
+            ZERO__ERR(err,
+                      "save directory %s is in use by another run (pid %lld on %s holds %s/%s): one save directory "
+                      "belongs to one run; give this run another --save",
+                      dir, pid, host, dir, ZERO__CKPT_LOCK);
         else if (err)
-            ZERO__ERR(err, "save directory %s is in use by another run (it holds %s/%s): one save directory belongs to "
-                      "one run; give this run another --save", dir, dir, ZERO__CKPT_LOCK);
+            ZERO__ERR(err,
+                      "save directory %s is in use by another run (it holds %s/%s): one save directory belongs to "
+                      "one run; give this run another --save",
+                      dir, dir, ZERO__CKPT_LOCK);
     } else if (s != ZERO_OK && l->f && err) {
         ZERO__ERR(err, "save directory %s: %s", dir, zero_io_last_error(l->io));
     }
@@ -854,7 +881,8 @@ zero_status zero_ckpt_lock_acquire(zero_ckpt_lock **out, const char *dir, zero_e
         const int n = snprintf(me, sizeof me, "%lld %s\n", (long long)getpid(), host);
         s = zero_io_truncate(l->f, 0);
         if (s == ZERO_OK) s = zero_io_pwrite(l->f, me, (size_t)n, 0);
-        if (s != ZERO_OK && err) ZERO__ERR(err, "save directory %s: writing its lock: %s", dir, zero_io_last_error(l->io));
+        if (s != ZERO_OK && err)
+            ZERO__ERR(err, "save directory %s: writing its lock: %s", dir, zero_io_last_error(l->io));
     }
     zero_io_dir_close(d);
     if (s != ZERO_OK) {

@@ -105,7 +105,8 @@ static zero_status save_steps(const char *dir, int64_t step, int W, int seed, ch
     zero_ckpt_writer *w[4] = {0};
     zero_status s = ZERO_OK;
     msg[0] = 0;
-    for (int r = 0; r < W && s == ZERO_OK; r++) s = rank_write(dir, step, r, W, id_of(step, seed), seed, &w[r], msg, cap);
+    for (int r = 0; r < W && s == ZERO_OK; r++)
+        s = rank_write(dir, step, r, W, id_of(step, seed), seed, &w[r], msg, cap);
     if (s == ZERO_OK) {
         s = zero_ckpt_commit(w[0], "{}");
         if (s != ZERO_OK) snprintf(msg, cap, "%s", zero_ckpt_writer_last_error(w[0]));
@@ -136,7 +137,8 @@ static void expect_refused(const char *dir, const char *n1, const char *n2) {
     err.msg[0] = 0;
     zero_status s = zero_ckpt_open(&c, NULL, dir, 0, &err);
     ZT_CHECKF(s != ZERO_OK && !c, "open %s: status %d", dir, s);
-    ZT_CHECKF(strstr(err.msg, n1) && (!n2 || strstr(err.msg, n2)), "message '%s' lacks '%s'/'%s'", err.msg, n1, n2 ? n2 : "");
+    ZT_CHECKF(strstr(err.msg, n1) && (!n2 || strstr(err.msg, n2)), "message '%s' lacks '%s'/'%s'", err.msg, n1,
+              n2 ? n2 : "");
     zero_ckpt_close(c);
 }
 
@@ -150,11 +152,13 @@ typedef struct plant {
 } plant;
 
 static const plant k_plants[] = {
-    {"a step directory linking to a victim (the issue's case)", "step_00000099", "V", NULL, "step_00000099 is a symbolic link"},
+    {"a step directory linking to a victim (the issue's case)", "step_00000099", "V", NULL,
+     "step_00000099 is a symbolic link"},
     {"the staging name linking to a victim", "step_00000002.tmp", "V", NULL, "step_00000002.tmp is a symbolic link"},
     {"a published name linking to a victim", "step_00000002", "V", NULL, "step_00000002 is a symbolic link"},
     {"a numbered save's name linking to a victim", "step_00000001.1", "V", NULL, "step_00000001.1 is a symbolic link"},
-    {"a step directory linking to the save directory itself", "step_00000005", "S", NULL, "step_00000005 is a symbolic link"},
+    {"a step directory linking to the save directory itself", "step_00000005", "S", NULL,
+     "step_00000005 is a symbolic link"},
     {"latest linking to a victim file", "latest", "VF", NULL, "latest is a symbolic link"},
     {"latest.tmp linking to a victim file", "latest.tmp", "VF", NULL, "latest.tmp is a symbolic link"},
     {"a rank file in the staging directory linking out", "rank_00000.safetensors", "VF", "step_00000002.tmp",
@@ -162,7 +166,8 @@ static const plant k_plants[] = {
     {"a rank file's temporary in the staging directory linking out", "rank_00001.safetensors.tmp", "VF",
      "step_00000002.tmp", "rank_00001.safetensors.tmp is a symbolic link"},
     {"a directory link in the staging directory", "sub", "V", "step_00000002.tmp", "sub is a symbolic link"},
-    {"COMMIT in an uncommitted step directory linking out", "COMMIT", "VF", "step_00000004", "COMMIT is a symbolic link"},
+    {"COMMIT in an uncommitted step directory linking out", "COMMIT", "VF", "step_00000004",
+     "COMMIT is a symbolic link"},
     {"a link in an uncommitted step directory", "rank_00000.safetensors", "V", "step_00000003", "is a symbolic link"},
     {"a link to the save directory inside a failed save", "x", "S", "step_00000003.tmp", "x is a symbolic link"},
 };
@@ -235,7 +240,8 @@ static void test_foreign(void) {
     snprintf(p, sizeof p, "%s/step_00000009", save);
     put(p, "a file\n");
     ZT_CHECK(save_steps(save, 3, 2, 30, msg, sizeof msg) != ZERO_OK);
-    ZT_CHECKF(strstr(msg, "step_00000009 is a regular file where zero keeps its own step directory") != NULL, "%s", msg);
+    ZT_CHECKF(strstr(msg, "step_00000009 is a regular file where zero keeps its own step directory") != NULL, "%s",
+              msg);
     unlink(p);
     ZT_OK(save_steps(save, 3, 2, 30, msg, sizeof msg));
     expect_step(save, 3, 30);
@@ -362,8 +368,8 @@ static void test_latest_behind(void) {
     ZT_OK(zero_ckpt_open(&c, NULL, save, 0, &err));
     if (c) {
         ZT_EQ_INT(zero_ckpt_step(c), 2);
-        ZT_CHECKF(strstr(zero_ckpt_note(c), "latest names step_00000001, but step_00000002 was committed after it"), "%s",
-                  zero_ckpt_note(c));
+        ZT_CHECKF(strstr(zero_ckpt_note(c), "latest names step_00000001, but step_00000002 was committed after it"),
+                  "%s", zero_ckpt_note(c));
         zero_ckpt_close(c);
     }
     /* latest newer than both: it is followed (a user who went back on purpose) */

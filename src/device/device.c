@@ -1,0 +1,442 @@
+/* The device front: options, the side table of blocks with per-space accounting, argument
+ * checks, the cost model's clocks, counters and events; the backends (cpu.c, fake.c) run what
+ * it queues. */
+#include "device/internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *zero_device_backends_built(void) { return "cpu,fake"; }
+
+void zero_device_options_default(zero_device_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->max_delay_us = -1;
+}
+
+/* "24GiB", "512MiB", "1e9", plain bytes: 0 on success. */
+static int parse_size(const char *v, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || !(x > 0) || !isfinite(x)) return -1;
+    double m = 1;
+    if (!*end) m = 1;
+    else if (!strcmp(end, "KiB")) m = 1024.0;
+    else if (!strcmp(end, "MiB")) m = 1024.0 * 1024;
+    else if (!strcmp(end, "GiB")) m = 1024.0 * 1024 * 1024;
+    else if (!strcmp(end, "TiB")) m = 1024.0 * 1024 * 1024 * 1024;
+    else if (!strcmp(end, "KB")) m = 1e3;
+    else if (!strcmp(end, "MB")) m = 1e6;
+    else if (!strcmp(end, "GB")) m = 1e9;
+    else if (!strcmp(end, "TB")) m = 1e12;
+    else return -1;
+    if (x * m >= 18e18) return -1;
+    *out = (uint64_t)(x * m);
+    return 0;
+}
+
+zero_status zero_device_create(zero_device **out, const zero_device_options *opt, zero_error *err) {
+    if (!out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    zero_device_options o;
+    zero_device_options_default(&o);
+    if (opt) o = *opt;
+    const char *name = o.backend;
+    const char *from = "zero_device_options.backend";
+    if (!name) {
+        name = getenv("ZERO_DEVICE");
+        from = "ZERO_DEVICE";
+    }
+    if (!name || !*name) name = "cpu";
+    const zero__dev_vtable *vt = !strcmp(name, "cpu") ? &zero__dev_cpu : !strcmp(name, "fake") ? &zero__dev_fake : NULL;
+    if (!vt) {
+        if (err) {
+            if (!strcmp(name, "cuda"))
+                ZERO__ERR(err, "%s 'cuda': this build has no CUDA backend yet (built: %s)", from,
+                          zero_device_backends_built());
+            else ZERO__ERR(err, "%s '%s': expected one of %s", from, name, zero_device_backends_built());
+        }
+        return !strcmp(name, "cuda") ? ZERO_ERR_UNSUPPORTED : ZERO_ERR_CONFIG;
+    }
+    const char *mem = getenv("ZERO_DEVICE_MEMORY");
+    if (!o.capacity && mem && *mem && parse_size(mem, &o.capacity) != 0) {
+        if (err) ZERO__ERR(err, "ZERO_DEVICE_MEMORY '%s': expected a size such as 24GiB, 512MiB or 1e9", mem);
+        return ZERO_ERR_CONFIG;
+    }
+    if (!(o.max_delay_us < 1e7) || !(o.latency_us >= 0 && o.latency_us < 1e7) || !(o.gflops >= 0)) {
+        if (err)
+            ZERO__ERR(err,
+                      "device options: max_delay_us %g, latency_us %g, gflops %g: expected [0, 1e7) µs and a rate >= 0",
+                      o.max_delay_us, o.latency_us, o.gflops);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    for (int k = 0; k < ZERO_COPY_DIR_COUNT; k++) {
+        if (!(o.gbps[k] >= 0) || !isfinite(o.gbps[k])) {
+            if (err) ZERO__ERR(err, "device options: gbps[%d] %g: expected a rate >= 0 (0: the default)", k, o.gbps[k]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    zero_device *d = calloc(1, sizeof *d);
+    if (!d) {
+        if (err) ZERO__ERR(err, "device: out of memory");
+        return ZERO_ERR_NOMEM;
+    }
+    d->vt = vt;
+    pthread_mutex_init(&d->mu, NULL);
+    /* PCIe 4.0 x16 in each direction, HBM within the device, host memcpy between host buffers */
+    static const double dflt[ZERO_COPY_DIR_COUNT] = {25, 25, 25, 1000};
+    for (int k = 0; k < ZERO_COPY_DIR_COUNT; k++) d->gbps[k] = o.gbps[k] > 0 ? o.gbps[k] : dflt[k];
+    d->latency_s = (o.latency_us > 0 ? o.latency_us : 10) * 1e-6;
+    d->gflops = o.gflops > 0 ? o.gflops : 50000;
+    zero_status s = vt->create(d, &o, err);
+    if (s != ZERO_OK) {
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+        return s;
+    }
+    *out = d;
+    return ZERO_OK;
+}
+
+void zero_device_free(zero_device *d) {
+    if (!d) return;
+    /* blocks left allocated go with the regions */
+    d->vt->destroy(d);
+    free(d->blocks);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+const char *zero_device_backend(const zero_device *d) { return d ? d->vt->name : "none"; }
+const char *zero_device_last_error(const zero_device *d) { return d ? d->err : "no device"; }
+uint64_t zero_device_capacity(const zero_device *d, zero_mem_space space) {
+    return d && (unsigned)space < ZERO__DEV_SPACES ? d->capacity[space] : 0;
+}
+
+/* ---------------------------------------------------------------- the side table */
+/* Index of the block holding p, or -1. */
+static long find_block(const zero_device *d, uintptr_t p) {
+    size_t lo = 0, hi = d->nblocks;
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (d->blocks[mid].lo + d->blocks[mid].bytes <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < d->nblocks && d->blocks[lo].lo <= p ? (long)lo : -1;
+}
+
+int zero_device_space_of(const zero_device *d, const void *p) {
+    if (!d || !p) return -1;
+    const long i = find_block(d, (uintptr_t)p);
+    return i < 0 ? -1 : d->blocks[i].space;
+}
+
+static const char *space_name(int space) {
+    return space == ZERO_SPACE_DEVICE ? "device" : space == ZERO_SPACE_HOST_PINNED ? "pinned host" : "host";
+}
+
+zero_status zero_device_alloc(zero_device *d, zero_mem_space space, zero_mem_category cat, size_t bytes, void **out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    if ((unsigned)space >= ZERO__DEV_SPACES || (unsigned)cat >= ZERO_MEM_COUNT || bytes == 0 ||
+        bytes > (SIZE_MAX >> 2)) {
+        zero__errorf(d->err, sizeof d->err,
+                     "device alloc: space %d, category %d, %zu bytes: expected a space, a category "
+                     "and 1 byte or more",
+                     (int)space, (int)cat, bytes);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const size_t rounded = (bytes + ZERO__DEV_ALIGN - 1) / ZERO__DEV_ALIGN * ZERO__DEV_ALIGN;
+    zero_mem_stats *st = &d->stats[space];
+    if (d->capacity[space] && st->total_current + rounded > d->capacity[space]) {
+        zero__errorf(d->err, sizeof d->err,
+                     "%s device: %s memory: %zu bytes for %s do not fit: %zu of its %llu bytes are "
+                     "in use",
+                     d->vt->name, space_name(space), rounded, zero_mem_category_name(cat), st->total_current,
+                     (unsigned long long)d->capacity[space]);
+        return ZERO_ERR_NOMEM;
+    }
+    if (d->nblocks == d->capblocks) {
+        const size_t cap = d->capblocks ? 2 * d->capblocks : 64;
+        zero__dev_block *b = realloc(d->blocks, cap * sizeof *b);
+        if (!b) goto nomem;
+        d->blocks = b;
+        d->capblocks = cap;
+    }
+    d->err[0] = 0;
+    void *p = d->vt->alloc(d, space, rounded);
+    if (!p) {
+        if (!d->err[0]) /* the backend did not say why */
+            zero__errorf(d->err, sizeof d->err,
+                         "%s device: %s memory: %zu bytes for %s: the region is full or "
+                         "fragmented (%zu bytes in use)",
+                         d->vt->name, space_name(space), rounded, zero_mem_category_name(cat), st->total_current);
+        return ZERO_ERR_NOMEM;
+    }
+    size_t i = 0;
+    while (i < d->nblocks && d->blocks[i].lo < (uintptr_t)p) i++;
+    memmove(d->blocks + i + 1, d->blocks + i, (d->nblocks - i) * sizeof *d->blocks);
+    d->blocks[i] = (zero__dev_block){(uintptr_t)p, rounded, (int)space, (int)cat};
+    d->nblocks++;
+    st->current[cat] += rounded;
+    if (st->current[cat] > st->peak[cat]) st->peak[cat] = st->current[cat];
+    st->total_current += rounded;
+    if (st->total_current > st->total_peak) st->total_peak = st->total_current;
+    *out = p;
+    return ZERO_OK;
+nomem:
+    zero__errorf(d->err, sizeof d->err, "device: out of host memory for the side table");
+    return ZERO_ERR_NOMEM;
+}
+
+void zero_device_release(zero_device *d, void *p) {
+    if (!d || !p) return;
+    const long i = find_block(d, (uintptr_t)p);
+    if (i < 0 || d->blocks[i].lo != (uintptr_t)p) return; /* not a block's start: not ours to free */
+    const zero__dev_block b = d->blocks[i];
+    d->vt->free(d, b.space, p, b.bytes);
+    zero_mem_stats *st = &d->stats[b.space];
+    st->current[b.cat] -= b.bytes;
+    st->total_current -= b.bytes;
+    memmove(d->blocks + i, d->blocks + i + 1, (d->nblocks - (size_t)i - 1) * sizeof *d->blocks);
+    d->nblocks--;
+}
+
+void zero_device_mem_stats(const zero_device *d, zero_mem_space space, zero_mem_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (d && (unsigned)space < ZERO__DEV_SPACES) *out = d->stats[space];
+}
+
+/* ---------------------------------------------------------------- streams */
+zero_status zero_stream_create(zero_device *d, zero_stream **out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    *out = NULL;
+    zero_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        zero__errorf(d->err, sizeof d->err, "device: out of memory for a stream");
+        return ZERO_ERR_NOMEM;
+    }
+    s->d = d;
+    zero_status st = d->vt->stream_create(s);
+    if (st != ZERO_OK) {
+        free(s);
+        return st;
+    }
+    s->next = d->streams;
+    d->streams = s;
+    *out = s;
+    return ZERO_OK;
+}
+
+void zero_stream_free(zero_stream *s) {
+    if (!s) return;
+    s->d->vt->drain(s);
+    for (zero_stream **pp = &s->d->streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    s->d->vt->stream_destroy(s);
+    free(s);
+}
+
+/* The cost model: op runs on s after what s queued before, for its modeled cost. */
+static void model(zero_stream *s, double cost) {
+    if (!s->d->vt->asynchronous) return; /* the cpu backend costs what the host does */
+    s->mclock += cost;
+    zero_device *d = s->d;
+    pthread_mutex_lock(&d->mu);
+    if (s->mclock > d->ctr.modeled_s) d->ctr.modeled_s = s->mclock;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static zero_copy_dir dir_of(int dst_space, int src_space) {
+    const int dd = dst_space == ZERO_SPACE_DEVICE, sd = src_space == ZERO_SPACE_DEVICE;
+    return dd && sd ? ZERO_COPY_D2D : dd ? ZERO_COPY_H2D : sd ? ZERO_COPY_D2H : ZERO_COPY_H2H;
+}
+
+/* A range [p, p + n) lies inside one block of the device's, or (space -1) in none. */
+static int range_ok(const zero_device *d, const void *p, size_t n, int *space) {
+    const long i = find_block(d, (uintptr_t)p);
+    *space = i < 0 ? -1 : d->blocks[i].space;
+    if (i < 0) return find_block(d, (uintptr_t)p + n - 1) < 0; /* host memory must not run into a block */
+    return (uintptr_t)p + n <= d->blocks[i].lo + d->blocks[i].bytes;
+}
+
+static zero_status submit(zero_stream *s, zero__op *op) {
+    zero_device *d = s->d;
+    zero_status st = d->vt->submit(s, op);
+    /* a copy touching pageable host memory returns when it has run (the host may reuse the buffer) */
+    const int pageable = op->dst_space < 0 || op->dst_space == ZERO_SPACE_HOST ||
+                         (op->kind == ZERO__OP_COPY && (op->src_space < 0 || op->src_space == ZERO_SPACE_HOST));
+    if (st == ZERO_OK && (op->kind == ZERO__OP_COPY || op->kind == ZERO__OP_SET) && pageable && d->vt->asynchronous)
+        d->vt->drain(s);
+    return st;
+}
+
+zero_status zero_stream_copy(zero_stream *s, void *dst, const void *src, size_t n) {
+    if (!s) return ZERO_ERR_INVALID_ARG;
+    zero_device *d = s->d;
+    if (n == 0) return ZERO_OK;
+    zero__op op = {.kind = ZERO__OP_COPY, .dst = dst, .src = src, .n = n};
+    if (!dst || !src || !range_ok(d, dst, n, &op.dst_space) || !range_ok(d, src, n, &op.src_space)) {
+        zero__errorf(d->err, sizeof d->err,
+                     "copy of %zu bytes from %p to %p: each side must lie inside one block of the "
+                     "device's, or wholly outside them (host memory)",
+                     n, src, dst);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const zero_copy_dir k = dir_of(op.dst_space, op.src_space);
+    pthread_mutex_lock(&d->mu);
+    d->ctr.bytes[k] += n;
+    d->ctr.copies[k]++;
+    pthread_mutex_unlock(&d->mu);
+    model(s, d->latency_s + (double)n / (d->gbps[k] * 1e9));
+    return submit(s, &op);
+}
+
+zero_status zero_stream_memset(zero_stream *s, void *dst, int byte, size_t n) {
+    if (!s) return ZERO_ERR_INVALID_ARG;
+    zero_device *d = s->d;
+    if (n == 0) return ZERO_OK;
+    zero__op op = {.kind = ZERO__OP_SET, .dst = dst, .n = n, .byte = byte & 0xff, .src_space = ZERO_SPACE_DEVICE};
+    if (!dst || !range_ok(d, dst, n, &op.dst_space)) {
+        zero__errorf(d->err, sizeof d->err, "memset of %zu bytes at %p: it must lie inside one block, or outside them",
+                     n, dst);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    model(s, (double)n / (d->gbps[op.dst_space == ZERO_SPACE_DEVICE ? ZERO_COPY_D2D : ZERO_COPY_H2H] * 1e9));
+    return submit(s, &op);
+}
+
+zero_status zero__stream_launch(zero_stream *s, const zero__kcall *k) {
+    if (!s || !k) return ZERO_ERR_INVALID_ARG;
+    zero_device *d = s->d;
+    if ((unsigned)k->id >= ZERO__K_COUNT) {
+        zero__errorf(d->err, sizeof d->err, "launch: kernel %d is not one of the %d the device has", k->id,
+                     ZERO__K_COUNT);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero__op op = {.kind = ZERO__OP_KERNEL, .k = *k, .dst_space = ZERO_SPACE_DEVICE, .src_space = ZERO_SPACE_DEVICE};
+    pthread_mutex_lock(&d->mu);
+    d->ctr.kernels++;
+    pthread_mutex_unlock(&d->mu);
+    model(s, (k->flops > 0 ? k->flops : (double)k->n) / (d->gflops * 1e9));
+    return submit(s, &op);
+}
+
+zero_status zero_stream_sync(zero_stream *s) {
+    if (!s) return ZERO_ERR_INVALID_ARG;
+    s->d->vt->drain(s);
+    const zero_status st = s->failed;
+    if (st != ZERO_OK) snprintf(s->d->err, sizeof s->d->err, "%s", s->err);
+    s->failed = ZERO_OK;
+    return st;
+}
+
+zero_status zero_device_sync(zero_device *d) {
+    if (!d) return ZERO_ERR_INVALID_ARG;
+    zero_status first = ZERO_OK;
+    for (zero_stream *s = d->streams; s; s = s->next) {
+        const zero_status st = zero_stream_sync(s);
+        if (first == ZERO_OK) first = st;
+    }
+    return first;
+}
+
+/* ---------------------------------------------------------------- events */
+zero_status zero_event_create(zero_device *d, zero_event **out) {
+    if (!d || !out) return ZERO_ERR_INVALID_ARG;
+    zero_event *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        zero__errorf(d->err, sizeof d->err, "device: out of memory for an event");
+        return ZERO_ERR_NOMEM;
+    }
+    ev->d = d;
+    pthread_mutex_init(&ev->mu, NULL);
+    pthread_cond_init(&ev->cv, NULL);
+    *out = ev;
+    return ZERO_OK;
+}
+
+void zero_event_free(zero_event *ev) {
+    if (!ev) return;
+    (void)zero_event_sync(ev);
+    pthread_cond_destroy(&ev->cv);
+    pthread_mutex_destroy(&ev->mu);
+    free(ev);
+}
+
+void zero__event_complete(zero_event *ev, uint64_t gen) {
+    pthread_mutex_lock(&ev->mu);
+    if (gen > ev->done) ev->done = gen;
+    pthread_cond_broadcast(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+void zero__event_block(zero_event *ev, uint64_t gen) {
+    pthread_mutex_lock(&ev->mu);
+    while (ev->done < gen) pthread_cond_wait(&ev->cv, &ev->mu);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+zero_status zero_event_record(zero_event *ev, zero_stream *s) {
+    if (!ev || !s || ev->d != s->d) return ZERO_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ev->mu);
+    const uint64_t gen = ++ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    ev->mtime = s->mclock;
+    zero__op op = {.kind = ZERO__OP_RECORD, .ev = ev, .gen = gen};
+    return s->d->vt->submit(s, &op);
+}
+
+zero_status zero_stream_wait(zero_stream *s, zero_event *ev) {
+    if (!ev || !s || ev->d != s->d) return ZERO_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ev->mu);
+    const uint64_t gen = ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    if (gen == 0) return ZERO_OK; /* never recorded: nothing to wait for */
+    if (ev->mtime > s->mclock) s->mclock = ev->mtime;
+    zero__op op = {.kind = ZERO__OP_WAIT, .ev = ev, .gen = gen};
+    return s->d->vt->submit(s, &op);
+}
+
+int zero_event_query(zero_event *ev) {
+    if (!ev) return 1;
+    pthread_mutex_lock(&ev->mu);
+    const int r = ev->done >= ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    return r;
+}
+
+zero_status zero_event_sync(zero_event *ev) {
+    if (!ev) return ZERO_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ev->mu);
+    const uint64_t gen = ev->recorded;
+    pthread_mutex_unlock(&ev->mu);
+    zero__event_block(ev, gen);
+    return ZERO_OK;
+}
+
+void zero_device_counters_get(const zero_device *d, zero_device_counters *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!d) return;
+    pthread_mutex_lock((pthread_mutex_t *)&d->mu);
+    *out = d->ctr;
+    pthread_mutex_unlock((pthread_mutex_t *)&d->mu);
+}
+
+/* ---------------------------------------------------------------- running an operation */
+void zero__op_run(const zero__op *op) {
+    switch (op->kind) {
+    case ZERO__OP_COPY: memmove(op->dst, op->src, op->n); break;
+    case ZERO__OP_SET: memset(op->dst, op->byte, op->n); break;
+    case ZERO__OP_KERNEL: zero__dev_kernels[op->k.id](&op->k); break;
+    default: break;
+    }
+}
