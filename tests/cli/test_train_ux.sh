@@ -71,6 +71,19 @@ EOF
 else
     echo "SKIP the terminal bar (no script(1))"
 fi
+# --ranks 2: rank 0's stdout is mpiexec's pseudo-terminal whatever the user's is; the launcher
+# tells the ranks what the user's stdout is, so a log gets plain lines and a terminal the bar
+run r2 --ranks 2 --steps 3 --val-every 0
+check "--ranks 2 into a file: the 3 step lines, no carriage return, no escape byte" "$PY" - "$TMP/r2.out" "$TMP/r2.err" <<'EOF'
+import re, sys
+out, err = (open(p, "rb").read() for p in sys.argv[1:])
+assert b"\r" not in out + err and b"\x1b" not in out + err, out
+assert len(re.findall(rb"^step [123]/3 \|", out, re.M)) == 3, out
+EOF
+if command -v script >/dev/null; then
+    script -q -c "'$ZERO' train --model tiny --seq 32 --steps 3 --val-every 0 --ranks 2" /dev/null >"$TMP/tty2.out" 2>&1
+    check "--ranks 2 on a terminal: the bar" grep -q '\[##.*1/3  33%' "$TMP/tty2.out"
+fi
 
 # --- 2. the resolved config once, and the keys that change nothing in one warning, once per job
 cat >"$TMP/hf.json" <<'EOF'
