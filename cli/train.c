@@ -190,7 +190,16 @@ int train_prepare(train_opts *o, int world) {
     if (o->src.kind == CLI_MODEL_FILE || o->src.kind == CLI_MODEL_CKPT || o->src.kind == CLI_MODEL_HF)
         snprintf(o->src.name, sizeof o->src.name, "%s", o->init_from ? o->init_from : o->model);
     *m = o->src.cfg;
-    o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
+    /* A token file of packed rows was cut at its sequence length (`zero tokenize --seq T` writes
+     * rows of T + 1 tokens): without --seq the run takes it, as a pre-tokenized dataset is trained
+     * at the length it was packed to; another --seq is refused by dec_data_check, naming both. A
+     * stream file has no length of its own. A resumed run keeps its checkpoint's (below). */
+    uint32_t row = 0;
+    if (o->seq <= 0 && !o->resume && dec_data_is_token_file(o->data)) {
+        if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
+        row = dec_data_row(o->dataset);
+    }
+    o->T = o->seq > 0 ? o->seq : row > 1 && row - 1 <= 1u << 20 ? (int)(row - 1) : (m->n_ctx < 256 ? m->n_ctx : 256);
     char note[512];
     if ((rc = cli_model_check_seq(&o->src, o->T, o->init_from != NULL, note, sizeof note)) != CLI_OK) return rc;
     if (note[0] && (rc = add_note(&o->src, note)) != CLI_OK) return rc; /* printed with config.json's */
