@@ -466,6 +466,81 @@ static void test_unsupported(void) {
            "scheduler.params.last_batch_iteration: 10 is not supported yet (only -1 is accepted)", NULL);
 }
 
+/* Every problem of a document in one error, not one a run: five keys of a DeepSpeed config that
+ * zero cannot take (two unknown, each with its nearest key; three unsupported) come back together
+ * in document order, in err as many as fit and in full through zero_config_load_json_file_report. */
+static void test_all_problems(void) {
+    static const char *const want[] = {
+        "unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?",
+        "zero_optimization.zero_quantized_weights: true is not supported yet (only false is accepted)",
+        "tensorboard.enabled: true is not supported yet (only false is accepted); zero writes its metrics with zero "
+        "train --log-json",
+        "unknown key \"optimizer.params.lrr\": did you mean \"optimizer.params.lr\"?",
+        "communication_data_type: a value other than null is not supported yet (only null is accepted); zero "
+        "communicates in the working precision and reduces gradients in fp32",
+    };
+    const char *json = "{\"train_batch_size\": 8,\n"
+                       " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_sz\": 5e8, \"zero_quantized_weights\": true},\n"
+                       " \"tensorboard\": {\"enabled\": true},\n"
+                       " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lrr\": 1e-3}},\n"
+                       " \"communication_data_type\": \"fp16\"}\n";
+    char path[] = "/tmp/zero_test_config_XXXXXX";
+    const int fd = mkstemp(path);
+    ZT_CHECK(fd >= 0);
+    if (fd < 0) return;
+    ZT_CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json));
+    close(fd);
+    zero_config c, def;
+    zero_config_default(&def);
+    zero_config_default(&c);
+    zero_error err = {{0}};
+    char *all = NULL;
+    /* the first problem is an unknown key: its status, ZERO_ERR_CONFIG, is the document's */
+    ZT_EQ_INT(zero_config_load_json_file_report(&c, path, &all, &err), ZERO_ERR_CONFIG);
+    ZT_CFG_EQ(&c, &def); /* nothing of it applied */
+    char full[2048];
+    size_t n = 0;
+    for (int i = 0; i < 5; i++) n += (size_t)snprintf(full + n, sizeof full - n, "%s\n", want[i]);
+    ZT_CHECKF(all && !strcmp(all, full), "the list:\n%s\nexpected:\n%s", all ? all : "(null)", full);
+    free(all);
+    /* err: as many as fit in its 512 bytes, numbered, then how many more (the 5th does not fit) */
+    char head[1024];
+    snprintf(head, sizeof head, "5 problems: (1) %s; (2) %s; (3) %s; (4) %s (and 1 more)", want[0], want[1], want[2],
+             want[3]);
+    ZT_CHECKF(!strcmp(err.msg, head), "message:  %s\nexpected: %s", err.msg, head);
+    /* the string loader the same; the status is the first problem's, whichever kind it is */
+    zero_config_default(&c);
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"tensorboard\": {\"enabled\": true}, \"foo\": 1}", &err),
+              ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(!strcmp(err.msg, "2 problems: (1) tensorboard.enabled: true is not supported yet (only false is "
+                               "accepted); zero writes its metrics with zero train --log-json; (2) unknown key \"foo\" "
+                               "(no known key at this level is close; docs/CONFIG.md lists them)"),
+              "message: %s", err.msg);
+    /* one problem: its own message, as before */
+    EXPECT("{\"zero_optimization\": {\"stage\": 5}}", ZERO_ERR_CONFIG,
+           "zero_optimization.stage: 5 is out of range (expected an integer in [0, 3])", NULL);
+    /* a document that loads: no list */
+    all = (char *)1;
+    zero_config_default(&c);
+    FILE *f = fopen(path, "w");
+    ZT_CHECK(f != NULL);
+    if (f) fputs("{\"zero_optimization\": {\"stage\": 2}}", f), fclose(f);
+    ZT_OK(zero_config_load_json_file_report(&c, path, &all, &err));
+    ZT_CHECK(all == NULL);
+    ZT_EQ_INT(c.stage, 2);
+    unlink(path);
+    /* many problems: the count and the first ones, never past the message */
+    char big[8192];
+    n = (size_t)snprintf(big, sizeof big, "{");
+    for (int i = 0; i < 40; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s\"bogus_key_%02d\": 1", i ? ", " : "", i);
+    snprintf(big + n, sizeof big - n, "}");
+    ZT_EQ_INT(zero_config_load_json_string(&c, big, &err), ZERO_ERR_CONFIG);
+    const char *first = "40 problems: (1) unknown key \"bogus_key_00\" (no known key at this level is close";
+    ZT_CHECKF(!strncmp(err.msg, first, strlen(first)) && strstr(err.msg, "; (5) unknown key \"bogus_key_04\"") &&
+                  strstr(err.msg, "lists them) (and 35 more)") && strlen(err.msg) < sizeof err.msg - 1,
+              "message: %s", err.msg);
+}
+
 /* Loads malformed text and checks the reported position: cJSON stops at the offending byte (the
  * first byte of `mark`) or just after it, and the line and column must match that byte, counted here. */
 static void expect_malformed(const char *text, const char *mark, size_t want_line, int at) {
@@ -977,6 +1052,7 @@ int main(void) {
     test_wrong_types();
     test_ranges();
     test_unsupported();
+    test_all_problems();
     test_malformed();
     test_files();
     test_batch();
