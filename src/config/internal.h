@@ -102,6 +102,9 @@ zero_status zero__zc_type_error(zc_ctx *c, const char *expected, const cJSON *v)
 const char *zero__zc_num(char buf[40], double v);
 /* Whether v is the string "auto". */
 int zero__zc_is_auto(const cJSON *v);
+/* A boolean as DeepSpeed takes it: true/false, or the number 0 or 1 (its pydantic sections coerce
+ * them, its plain ones test their truth). 1 with *on set, 0 when v is neither. */
+int zero__zc_bool(const cJSON *v, int *on);
 /* Checks a number against k's range, integrality, multiple and power-of-two rules. */
 zero_status zero__zc_check_number(zc_ctx *c, const zc_key *k, double v);
 /* Reads the keys of JSON object `obj` through table `keys` into cfg. A key whose value is wrong or

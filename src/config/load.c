@@ -61,6 +61,13 @@ const char *zero__zc_num(char buf[40], double v) {
 
 int zero__zc_is_auto(const cJSON *v) { return cJSON_IsString(v) && !strcmp(v->valuestring, "auto"); }
 
+int zero__zc_bool(const cJSON *v, int *on) {
+    if (cJSON_IsBool(v)) *on = cJSON_IsTrue(v);
+    else if (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)) *on = v->valuedouble == 1;
+    else return 0;
+    return 1;
+}
+
 /* "a string ("3")", "a number (2.5)", "true", "null", "an array", "an object". */
 static void describe(const cJSON *v, char *out, size_t cap) {
     char nb[40];
@@ -170,15 +177,17 @@ static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, 
     case ZC_OBJECT:
         if (!cJSON_IsObject(v)) return zero__zc_type_error(c, "an object", v);
         return zero__zc_walk(c, k->children, v, cfg);
-    case ZC_BOOL:
-        if (!cJSON_IsBool(v)) return zero__zc_type_error(c, "a boolean (true or false)", v);
+    case ZC_BOOL: {
+        int on;
+        if (!zero__zc_bool(v, &on)) return zero__zc_type_error(c, "a boolean (true or false)", v);
         /* off_value says which of false (0) and true (1) is the accepted one */
-        if ((k->flags & ZC_OFF_ONLY) && cJSON_IsTrue(v) != (k->off_value != 0))
+        if ((k->flags & ZC_OFF_ONLY) && on != (k->off_value != 0))
             return zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "%s is not supported yet (only %s is accepted)%s%s",
-                                 cJSON_IsTrue(v) ? "true" : "false", cJSON_IsTrue(v) ? "false" : "true",
-                                 k->hint ? "; " : "", k->hint ? k->hint : "");
-        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, cJSON_IsTrue(v) ? 1 : 0, cfg);
+                                 on ? "true" : "false", on ? "false" : "true", k->hint ? "; " : "",
+                                 k->hint ? k->hint : "");
+        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, on, cfg);
         return ZERO_OK;
+    }
     case ZC_INT:
     case ZC_I64:
     case ZC_F32:

@@ -350,8 +350,11 @@ static void test_wrong_types(void) {
            "zero_optimization.stage: expected an integer, found a string (\"3\")", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": \"auto\"}}", ZERO_ERR_CONFIG,
            "zero_optimization.stage: \"auto\" is not accepted for this key (expected an integer", NULL);
-    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 1}}}", ZERO_ERR_CONFIG,
-           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a number (1)", NULL);
+    /* 0 and 1 are DeepSpeed's booleans too (test_deepspeed_values); 2 is not */
+    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 2}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a number (2)", NULL);
+    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": \"true\"}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a string (\"true\")", NULL);
     EXPECT("{\"train_batch_size\": 2.5}", ZERO_ERR_CONFIG, "train_batch_size: 2.5 is not an integer", NULL);
     EXPECT("{\"train_batch_size\": true}", ZERO_ERR_CONFIG, "train_batch_size: expected an integer, found a boolean (true)", NULL);
     EXPECT("{\"gradient_clipping\": [1]}", ZERO_ERR_CONFIG, "gradient_clipping: expected a number, found an array", NULL);
@@ -372,7 +375,7 @@ static void test_wrong_types(void) {
            "scheduler.params.warmup_type: expected \"log\" or \"linear\", found a string (\"cosine\")", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": null}}", ZERO_ERR_CONFIG,
            "zero_optimization.stage: expected an integer, found null", NULL);
-    EXPECT("{\"tensorboard\": {\"enabled\": 1}}", ZERO_ERR_CONFIG, "tensorboard.enabled: expected a boolean", NULL);
+    EXPECT("{\"tensorboard\": {\"enabled\": 0.5}}", ZERO_ERR_CONFIG, "tensorboard.enabled: expected a boolean", NULL);
 }
 
 static void test_ranges(void) {
@@ -435,8 +438,8 @@ static void test_unsupported(void) {
     /* hpZ: the value is loaded; resolve checks it against the stage and the world (test_combinations) */
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 1}}", ZERO_OK, NULL, NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}", ZERO_ERR_CONFIG,
-           "zero_optimization.zero_hpz_partition_size: 0 is out of range (expected an integer >= 1)", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": -1}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: -1 is out of range (expected an integer >= 0)", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": -2}}", ZERO_ERR_CONFIG,
            "zero_optimization.zero_hpz_partition_size: -2 is out of range", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 2.5}}", ZERO_ERR_CONFIG,
@@ -464,6 +467,58 @@ static void test_unsupported(void) {
     EXPECT("{\"aio\": {\"use_gds\": true}}", ZERO_ERR_UNSUPPORTED, "aio.use_gds: true is not supported yet", NULL);
     EXPECT("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"last_batch_iteration\": 10}}}", ZERO_ERR_UNSUPPORTED,
            "scheduler.params.last_batch_iteration: 10 is not supported yet (only -1 is accepted)", NULL);
+}
+
+/* Values DeepSpeed accepts for keys zero reads (its pydantic schema: deepspeed/runtime/zero/config.py,
+ * zero/offload_config.py, precision_config.py; docs/CONFIG.md lists the audit), each refused before. */
+static void test_deepspeed_values(void) {
+    zero_config c;
+    zero_error err = {{0}};
+    /* booleans as 0 and 1 (pydantic coerces them; plain sections test their truth) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 2, \"overlap_comm\": 1, \"contiguous_gradients\": 0, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": 1}}, "
+                   "\"fp16\": {\"enabled\": 1, \"consecutive_hysteresis\": 1}, \"wall_clock_breakdown\": 1, "
+                   "\"tensorboard\": {\"enabled\": 0}, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": 0}}}",
+               &err));
+    ZT_EQ_INT(c.overlap_comm, 1);
+    ZT_EQ_INT(c.contiguous_gradients, 0);
+    ZT_EQ_INT(c.offload_optimizer.pin_memory, 1);
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_FP16);
+    ZT_EQ_INT(c.consecutive_hysteresis, 1);
+    ZT_EQ_INT(c.wall_clock_breakdown, 1);
+    ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAM); /* adam_w_mode 0: the classic Adam, as false */
+    ZT_OK(load(&c, "{\"bf16\": {\"enabled\": 1}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    /* an off-only key takes its off value as a number; its on value stays "not supported yet" */
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 0, \"load_from_fp32_weights\": 1}}", ZERO_OK, NULL, NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 1}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.zero_quantized_weights: true is not supported yet", NULL);
+    /* Optional[bool] = None: null is the default (overlap_comm: on at stage 3 only) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": null, \"cpu_offload\": null, "
+                   "\"cpu_offload_param\": null, \"cpu_offload_use_pin_memory\": null}}", &err));
+    ZT_OK(zero_config_resolve(&c, 2, &err));
+    ZT_EQ_INT(c.overlap_comm, 1);
+    /* ge=0 sizes: 0 is a value; hpZ 0 is off, as 1 */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 0, \"allgather_bucket_size\": 0, "
+                   "\"sub_group_size\": 0, \"zero_hpz_partition_size\": 0, \"offload_optimizer\": {\"buffer_count\": 0}, "
+                   "\"offload_param\": {\"buffer_count\": 0, \"buffer_size\": 0}}}", &err));
+    ZT_EQ_INT(c.reduce_bucket_size, 0);
+    ZT_EQ_INT(c.allgather_bucket_size, 0);
+    ZT_EQ_INT(c.sub_group_size, 0);
+    ZT_EQ_INT(c.hpz_partition_size, 1);
+    ZT_EQ_INT(c.offload_param.buffer_size, 0);
+    ZT_OK(zero_config_resolve(&c, 4, &err));
+    /* numbers written as 5e8 and 1000.0 for integer keys are integers (as pydantic's int takes them) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 2.0, \"reduce_bucket_size\": 5e8, \"allgather_bucket_size\": 2e8}, "
+                   "\"fp16\": {\"loss_scale_window\": 1000.0, \"hysteresis\": 2.0}, \"steps_per_print\": 1e1}", &err));
+    ZT_EQ_INT(c.stage, 2);
+    ZT_EQ_INT(c.reduce_bucket_size, 500000000);
+    ZT_EQ_INT(c.allgather_bucket_size, 200000000);
+    ZT_EQ_INT(c.loss_scale_window, 1000);
+    ZT_EQ_INT(c.steps_per_print, 10);
+    /* what DeepSpeed refuses too stays refused: a fraction for an integer, a negative size */
+    EXPECT("{\"zero_optimization\": {\"reduce_bucket_size\": 5.5}}", ZERO_ERR_CONFIG, "5.5 is not an integer", NULL);
+    EXPECT("{\"zero_optimization\": {\"sub_group_size\": -1}}", ZERO_ERR_CONFIG, "-1 is out of range", NULL);
 }
 
 /* Every problem of a document in one error, not one a run: five keys of a DeepSpeed config that
@@ -1053,6 +1108,7 @@ int main(void) {
     test_ranges();
     test_unsupported();
     test_all_problems();
+    test_deepspeed_values();
     test_malformed();
     test_files();
     test_batch();
