@@ -39,6 +39,10 @@ extern char **cli_argv;
  * CPU of this process's affinity is a usage error unless the command line has --oversubscribe
  * (which every command that takes --ranks accepts and ignores otherwise). */
 int cli_launch_ranks(int nranks);
+/* Set by cli_launch_ranks for its ranks: "1" when the user's stdout (stderr) is a terminal, else
+ * "0" (a rank's own stdout is mpiexec's pseudo-terminal or pipe, whatever the user's is). */
+#define CLI_TTY_ENV_OUT "ZERO_STDOUT_TTY"
+#define CLI_TTY_ENV_ERR "ZERO_STDERR_TTY"
 /* Called first in main: in a rank started by cli_launch_ranks, splits off the monitor that names
  * the rank if it dies (returns in the rank; the monitor never returns). Elsewhere a no-op. */
 void cli_rank_monitor(void);

@@ -247,6 +247,8 @@ int cli_launch_ranks(int nranks) {
     setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
     setenv("OMP_NUM_THREADS", threads, 0);
     setenv(MONITOR_ENV, "1", 1);
+    setenv(CLI_TTY_ENV_OUT, isatty(STDOUT_FILENO) ? "1" : "0", 1);
+    setenv(CLI_TTY_ENV_ERR, isatty(STDERR_FILENO) ? "1" : "0", 1);
     const char *tmpdir = getenv("TMPDIR");
     char report_path[4096];
     snprintf(report_path, sizeof report_path, "%s/zero-launch-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -282,6 +284,8 @@ int cli_launch_ranks(int nranks) {
     free(args);
     unsetenv(MONITOR_ENV);
     unsetenv(REPORT_ENV);
+    unsetenv(CLI_TTY_ENV_OUT);
+    unsetenv(CLI_TTY_ENV_ERR);
     if (pid < 0) {
         close(pfd[0]);
         if (report_path[0]) unlink(report_path);

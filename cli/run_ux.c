@@ -536,14 +536,30 @@ static const char *clock_of(double s, char *buf, size_t cap) {
     return buf;
 }
 
+/* Whether `out` reaches a terminal. A rank's stdout and stderr are whatever its MPI launcher made
+ * of them: OpenMPI hands each rank a pseudo-terminal even when the user's output is a file, so
+ * isatty() on a rank says nothing about the user's output. `--ranks N` tells its ranks what the
+ * user's stdout and stderr are (CLI_TTY_ENV_OUT / _ERR, set by cli_launch_ranks); under a user's
+ * own mpirun/srun nobody can tell, and a log must not fill with redraws: plain lines. */
+static int reaches_terminal(FILE *out) {
+    const char *term = getenv("TERM");
+    if (term && !strcmp(term, "dumb")) return 0;
+    const int fd = fileno(out);
+    const char *told = fd == STDOUT_FILENO   ? getenv(CLI_TTY_ENV_OUT)
+                       : fd == STDERR_FILENO ? getenv(CLI_TTY_ENV_ERR)
+                                             : NULL;
+    if (told) return !strcmp(told, "1");
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) return 0;
+    return isatty(fd);
+}
+
 void ux_progress_begin(train_opts *o, FILE *out, int64_t first_step) {
     train_ux *u = &o->ux;
     cJSON *doc = config_doc(o);
     u->period = period_of(o, doc);
     cJSON_Delete(doc);
     u->out = out;
-    const char *term = getenv("TERM");
-    u->tty = isatty(fileno(out)) && !(term && !strcmp(term, "dumb"));
+    u->tty = reaches_terminal(out);
     u->bar_drawn = 0;
     u->first_step = first_step;
     u->steps_run = u->skipped = 0;

@@ -86,6 +86,27 @@ static int is_dir(const char *path) {
     return !stat(path, &sb) && S_ISDIR(sb.st_mode);
 }
 
+/* `problems` (one a line) as one error line: "FILE: N problems: A; B; ...". */
+static int config_problems(const char *path, const char *problems) {
+    int n = 0;
+    for (const char *p = problems; *p; p += strcspn(p, "\n") + 1) n++;
+    const size_t cap = strlen(problems) + 16 * (size_t)n + 1;
+    char *line = malloc(cap);
+    if (!line) return cli_error(CLI_RUNTIME, "out of memory");
+    size_t len = 0;
+    int i = 0;
+    for (const char *p = problems; *p; p += strcspn(p, "\n") + 1) {
+        const int k = (int)strcspn(p, "\n");
+        len += (size_t)(n == 1 ? snprintf(line + len, cap - len, "%.*s", k, p)
+                               : snprintf(line + len, cap - len, "%s(%d) %.*s", i ? "; " : "", i + 1, k, p));
+        i++;
+    }
+    const int rc = n == 1 ? cli_error(CLI_USAGE, "%s: %s", path, line)
+                          : cli_error(CLI_USAGE, "%s: %d problems: %s", path, n, line);
+    free(line);
+    return rc;
+}
+
 int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
@@ -93,7 +114,14 @@ int train_prepare(train_opts *o, int world) {
     int rc = ux_check_inputs(o);
     if (rc != CLI_OK) return rc;
     if (o->config) {
-        zero_status s = zero_config_load_json_file(cfg, o->config, &err);
+        /* every problem of the file in one line, however many (err holds as many as fit) */
+        char *all = NULL;
+        zero_status s = zero_config_load_json_file_report(cfg, o->config, &all, &err);
+        if (s != ZERO_OK && all) {
+            rc = config_problems(o->config, all);
+            free(all);
+            return rc;
+        }
         if (s != ZERO_OK) return cli_error(s == ZERO_ERR_IO ? CLI_RUNTIME : CLI_USAGE, "%s: %s", o->config, err.msg);
     }
     if (o->stage >= 0) cfg->stage = o->stage;
@@ -192,7 +220,16 @@ int train_prepare(train_opts *o, int world) {
     if (o->src.kind == CLI_MODEL_FILE || o->src.kind == CLI_MODEL_CKPT || o->src.kind == CLI_MODEL_HF)
         snprintf(o->src.name, sizeof o->src.name, "%s", o->init_from ? o->init_from : o->model);
     *m = o->src.cfg;
-    o->T = o->seq > 0 ? o->seq : (m->n_ctx < 256 ? m->n_ctx : 256);
+    /* A token file of packed rows was cut at its sequence length (`zero tokenize --seq T` writes
+     * rows of T + 1 tokens): without --seq the run takes it, as a pre-tokenized dataset is trained
+     * at the length it was packed to; another --seq is refused by dec_data_check, naming both. A
+     * stream file has no length of its own. A resumed run keeps its checkpoint's (below). */
+    uint32_t row = 0;
+    if (o->seq <= 0 && !o->resume && dec_data_is_token_file(o->data)) {
+        if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
+        row = dec_data_row(o->dataset);
+    }
+    o->T = o->seq > 0 ? o->seq : row > 1 && row - 1 <= 1u << 20 ? (int)(row - 1) : (m->n_ctx < 256 ? m->n_ctx : 256);
     char note[512];
     if ((rc = cli_model_check_seq(&o->src, o->T, o->init_from != NULL, note, sizeof note)) != CLI_OK) return rc;
     if (note[0] && (rc = add_note(&o->src, note)) != CLI_OK) return rc; /* printed with config.json's */

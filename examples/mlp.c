@@ -1,6 +1,7 @@
 /* examples/mlp.c — the smallest complete program on the ZeRO engine: a 4-layer MLP learns
- * y = sin(x0) * cos(x1) on any number of ranks.  Build: make build;  run: mpirun -np 3 build/examples/mlp
- * [stage [steps]] (default: stage 3, 200 steps). Every rank prints nothing but rank 0, which prints the loss and the memory. */
+ * y = sin(x0) * cos(x1) on any number of ranks.  Build: make build;  run: mpirun --oversubscribe -np 3
+ * build/examples/mlp [stage [steps]] (default: stage 3, 200 steps; as root add --allow-run-as-root).
+ * Every rank prints nothing but rank 0, which prints the loss and the memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

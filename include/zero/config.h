@@ -167,9 +167,15 @@ void zero_config_default(zero_config *cfg);
  * ZERO_ERR_CONFIG (unknown/misspelled key with the nearest known one, wrong type, value out of
  * range, malformed JSON with line/column/byte offset), ZERO_ERR_UNSUPPORTED (a known DeepSpeed
  * key or value that zero does not implement yet), ZERO_ERR_IO (the file cannot be read),
- * ZERO_ERR_INVALID_ARG (NULL cfg/path/json). */
+ * ZERO_ERR_INVALID_ARG (NULL cfg/path/json). Every key of a well-formed document is read, and
+ * every problem is reported at once: one as its own message; several as "N problems: A; B; ..."
+ * in document order (as many as fit in err, then "(and K more)"); the status is the first's. */
 zero_status zero_config_load_json_file(zero_config *cfg, const char *path, zero_error *err);
 zero_status zero_config_load_json_string(zero_config *cfg, const char *json, zero_error *err);
+/* zero_config_load_json_file that also hands back every problem's message, one a line ("\n" after
+ * each), in *problems: malloc'd (free() it), NULL when the document loads or the error is not one
+ * of its keys' (malformed JSON, I/O). problems may be NULL. */
+zero_status zero_config_load_json_file_report(zero_config *cfg, const char *path, char **problems, zero_error *err);
 
 /* Resolves "auto" fields and the batch triple for `world` ranks and checks every value and
  * their combinations (e.g. offload_param needs stage 3). Batch triple (0 = not given): all three

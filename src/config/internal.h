@@ -70,6 +70,13 @@ struct zc_ctx {
     int fp16_on, bf16_on;
     /* optimizer.params.adam_w_mode (-1: absent, DeepSpeed's default true) */
     int adam_w_mode;
+    /* Loading reports every problem of a document at once (a config with five unsupported keys is
+     * one run, not six): zero__zc_walk notes each key's message here and goes on with the next key.
+     * `problems`: the messages in document order, one a line (malloc'd; NULL until the first). */
+    int nproblems;
+    zero_status first_problem; /* the status of the first (ZERO_ERR_CONFIG or ZERO_ERR_UNSUPPORTED) */
+    char *problems;
+    size_t problems_len, problems_cap;
 };
 
 /* The root table of the schema (keys.c). */
@@ -95,9 +102,15 @@ zero_status zero__zc_type_error(zc_ctx *c, const char *expected, const cJSON *v)
 const char *zero__zc_num(char buf[40], double v);
 /* Whether v is the string "auto". */
 int zero__zc_is_auto(const cJSON *v);
+/* A boolean as DeepSpeed takes it: true/false, or the number 0 or 1 (its pydantic sections coerce
+ * them, its plain ones test their truth). 1 with *on set, 0 when v is neither. */
+int zero__zc_bool(const cJSON *v, int *on);
 /* Checks a number against k's range, integrality, multiple and power-of-two rules. */
 zero_status zero__zc_check_number(zc_ctx *c, const zc_key *k, double v);
-/* Reads the keys of JSON object `obj` through table `keys` into cfg. */
+/* Reads the keys of JSON object `obj` through table `keys` into cfg. A key whose value is wrong or
+ * not supported (ZERO_ERR_CONFIG, ZERO_ERR_UNSUPPORTED) is noted in c->problems (unless a walk
+ * inside it noted its own) and the walk goes on; it returns the status of the first such key, or
+ * at once any other status (out of memory). c->err must not be NULL. */
 zero_status zero__zc_walk(zc_ctx *c, const zc_key *keys, const cJSON *obj, zero_config *cfg);
 
 /* ---- checks of a whole config (resolve.c) ---- */

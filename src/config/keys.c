@@ -53,8 +53,9 @@ static zero_status load_section_off(zc_ctx *c, const zc_key *k, const cJSON *v, 
     if (!en) return ZERO_OK;
     size_t old = zero__zc_push(c, "enabled");
     zero_status st = ZERO_OK;
-    if (!cJSON_IsBool(en)) st = zero__zc_type_error(c, "a boolean (true or false)", en);
-    else if (cJSON_IsTrue(en))
+    int on = 0;
+    if (!zero__zc_bool(en, &on)) st = zero__zc_type_error(c, "a boolean (true or false)", en);
+    else if (on)
         st = zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "true is not supported yet (only false is accepted)%s%s",
                            k->hint ? "; " : "", k->hint ? k->hint : "");
     zero__zc_pop(c, old);
@@ -77,8 +78,7 @@ static zero_status load_max_grad_norm(zc_ctx *c, const zc_key *k, const cJSON *v
 
 static zero_status load_adam_w_mode(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k, (void)cfg;
-    if (!cJSON_IsBool(v)) return zero__zc_type_error(c, "a boolean (true or false)", v);
-    c->adam_w_mode = cJSON_IsTrue(v);
+    if (!zero__zc_bool(v, &c->adam_w_mode)) return zero__zc_type_error(c, "a boolean (true or false)", v);
     return ZERO_OK;
 }
 
@@ -204,15 +204,13 @@ static int save_path(const zc_key *k, const zero_config *cfg, cJSON *parent) {
 
 static zero_status load_fp16_enabled(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k, (void)cfg;
-    if (!cJSON_IsBool(v)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
-    c->fp16_on = cJSON_IsTrue(v);
+    if (!zero__zc_bool(v, &c->fp16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
     return ZERO_OK;
 }
 
 static zero_status load_bf16_enabled(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k, (void)cfg;
-    if (!cJSON_IsBool(v)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
-    c->bf16_on = cJSON_IsTrue(v);
+    if (!zero__zc_bool(v, &c->bf16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
     return ZERO_OK;
 }
 
@@ -467,7 +465,8 @@ static const zc_key offload_optimizer_keys[] = {
     {.name = "nvme_path", .kind = ZC_CUSTOM, .flags = ZC_NULL_OK, .off = OFF(offload_optimizer.nvme_path),
      .load = load_path, .check = check_path, .save = save_path},
     {.name = "pin_memory", .kind = ZC_BOOL, .off = OFF(offload_optimizer.pin_memory)},
-    {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_optimizer.buffer_count), .lo = 1, .hi = 65536},
+    /* ge=0 in DeepSpeed's schema; the NVMe pool refuses fewer than 1 when it is used (engine/offload.c) */
+    {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_optimizer.buffer_count), .lo = 0, .hi = 65536},
     {.name = "pipeline_read", .kind = ZC_BOOL, .off = OFF(offload_optimizer.pipeline_read)},
     {.name = "pipeline_write", .kind = ZC_BOOL, .off = OFF(offload_optimizer.pipeline_write)},
     {.name = "ratio", .kind = ZC_F64, .off = OFF(offload_optimizer.ratio), .lo = 0, .hi = 1},
@@ -481,26 +480,37 @@ static const zc_key offload_param_keys[] = {
     {.name = "nvme_path", .kind = ZC_CUSTOM, .flags = ZC_NULL_OK, .off = OFF(offload_param.nvme_path),
      .load = load_path, .check = check_path, .save = save_path},
     {.name = "pin_memory", .kind = ZC_BOOL, .off = OFF(offload_param.pin_memory)},
-    {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_param.buffer_count), .lo = 1, .hi = 65536},
-    {.name = "buffer_size", .kind = ZC_I64, .off = OFF(offload_param.buffer_size), .lo = 1, .hi = INFINITY},
+    {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_param.buffer_count), .lo = 0, .hi = 65536},
+    {.name = "buffer_size", .kind = ZC_I64, .off = OFF(offload_param.buffer_size), .lo = 0, .hi = INFINITY},
     {.name = "max_in_cpu", .kind = ZC_I64, .off = OFF(offload_param.max_in_cpu), .lo = 0, .hi = INFINITY},
     {0},
 };
+
+/* zero_hpz_partition_size 0: DeepSpeed forms secondary groups only above 1, so 0 is 1 (off). */
+static zero_status load_hpz(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    if (!cJSON_IsNumber(v)) return zero__zc_type_error(c, "an integer", v);
+    const zero_status st = zero__zc_check_number(c, k, v->valuedouble);
+    if (st) return st;
+    cfg->hpz_partition_size = v->valuedouble < 1 ? 1 : (int)v->valuedouble;
+    return ZERO_OK;
+}
 
 #define DEPRECATED_OFFLOAD "deprecated in DeepSpeed: use zero_optimization.offload_optimizer / offload_param"
 
 static const zc_key zero_keys[] = {
     {.name = "stage", .kind = ZC_INT, .off = OFF(stage), .lo = 0, .hi = 3},
     {.name = "contiguous_gradients", .kind = ZC_BOOL, .off = OFF(contiguous_gradients)},
-    {.name = "overlap_comm", .kind = ZC_BOOL, .flags = ZC_UNSET_NEG, .off = OFF(overlap_comm)},
+    /* DeepSpeed: Optional[bool], null = its default (on at stage 3 only), as when left out */
+    {.name = "overlap_comm", .kind = ZC_BOOL, .flags = ZC_UNSET_NEG | ZC_NULL_OK, .off = OFF(overlap_comm)},
     {.name = "reduce_scatter", .kind = ZC_BOOL, .off = OFF(reduce_scatter)},
-    {.name = "reduce_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(reduce_bucket_size), .lo = 1,
+    /* the sizes are ge=0 in DeepSpeed's schema */
+    {.name = "reduce_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(reduce_bucket_size), .lo = 0,
      .hi = INFINITY, .auto_bit = ZERO_AUTO_REDUCE_BUCKET, .auto_group = ZERO_AUTO_BUCKETS},
     {.name = "allgather_partitions", .kind = ZC_BOOL, .off = OFF(allgather_partitions)},
-    {.name = "allgather_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(allgather_bucket_size), .lo = 1,
+    {.name = "allgather_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(allgather_bucket_size), .lo = 0,
      .hi = INFINITY, .auto_bit = ZERO_AUTO_ALLGATHER_BUCKET, .auto_group = ZERO_AUTO_BUCKETS},
     {.name = "round_robin_gradients", .kind = ZC_BOOL, .off = OFF(round_robin_gradients)},
-    {.name = "sub_group_size", .kind = ZC_I64, .off = OFF(sub_group_size), .lo = 1, .hi = INFINITY},
+    {.name = "sub_group_size", .kind = ZC_I64, .off = OFF(sub_group_size), .lo = 0, .hi = INFINITY},
     {.name = "stage3_prefetch_bucket_size", .kind = ZC_I64, .flags = ZC_AUTO, .off = OFF(prefetch_bucket_size),
      .lo = 0, .hi = INFINITY, .auto_bit = ZERO_AUTO_PREFETCH_BUCKET, .auto_group = ZERO_AUTO_BUCKETS,
      .set_bit = ZERO_SET_PREFETCH_BUCKET},
@@ -515,16 +525,18 @@ static const zc_key zero_keys[] = {
      .off = OFF(gather_16bit_weights_on_model_save)},
     {.name = "offload_optimizer", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_optimizer_keys},
     {.name = "offload_param", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_param_keys},
-    {.name = "zero_hpz_partition_size", .kind = ZC_INT, .off = OFF(hpz_partition_size), .lo = 1, .hi = INFINITY},
+    {.name = "zero_hpz_partition_size", .kind = ZC_INT, .off = OFF(hpz_partition_size), .lo = 0, .hi = INFINITY,
+     .load = load_hpz},
     {.name = "zero_quantized_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zero_quantized_nontrainable_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zero_quantized_gradients", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zeropp_loco_param", .kind = ZC_CUSTOM, .load = load_null_only},
     {.name = "mics_shard_size", .kind = ZC_INT, .flags = ZC_OFF_ONLY, .lo = -INFINITY, .hi = INFINITY, .off_value = -1},
     {.name = "mics_hierarchical_params_gather", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
-    {.name = "cpu_offload", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .hint = DEPRECATED_OFFLOAD},
-    {.name = "cpu_offload_param", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .hint = DEPRECATED_OFFLOAD},
-    {.name = "cpu_offload_use_pin_memory", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .hint = DEPRECATED_OFFLOAD},
+    /* DeepSpeed: Optional[bool] = None */
+    {.name = "cpu_offload", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY | ZC_NULL_OK, .hint = DEPRECATED_OFFLOAD},
+    {.name = "cpu_offload_param", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY | ZC_NULL_OK, .hint = DEPRECATED_OFFLOAD},
+    {.name = "cpu_offload_use_pin_memory", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY | ZC_NULL_OK, .hint = DEPRECATED_OFFLOAD},
     {.name = "load_from_fp32_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .off_value = 1,
      .hint = "zero always restores the fp32 master weights"},
     {.name = "elastic_checkpoint", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY,

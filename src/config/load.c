@@ -61,6 +61,13 @@ const char *zero__zc_num(char buf[40], double v) {
 
 int zero__zc_is_auto(const cJSON *v) { return cJSON_IsString(v) && !strcmp(v->valuestring, "auto"); }
 
+int zero__zc_bool(const cJSON *v, int *on) {
+    if (cJSON_IsBool(v)) *on = cJSON_IsTrue(v);
+    else if (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)) *on = v->valuedouble == 1;
+    else return 0;
+    return 1;
+}
+
 /* "a string ("3")", "a number (2.5)", "true", "null", "an array", "an object". */
 static void describe(const cJSON *v, char *out, size_t cap) {
     char nb[40];
@@ -170,15 +177,17 @@ static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, 
     case ZC_OBJECT:
         if (!cJSON_IsObject(v)) return zero__zc_type_error(c, "an object", v);
         return zero__zc_walk(c, k->children, v, cfg);
-    case ZC_BOOL:
-        if (!cJSON_IsBool(v)) return zero__zc_type_error(c, "a boolean (true or false)", v);
+    case ZC_BOOL: {
+        int on;
+        if (!zero__zc_bool(v, &on)) return zero__zc_type_error(c, "a boolean (true or false)", v);
         /* off_value says which of false (0) and true (1) is the accepted one */
-        if ((k->flags & ZC_OFF_ONLY) && cJSON_IsTrue(v) != (k->off_value != 0))
+        if ((k->flags & ZC_OFF_ONLY) && on != (k->off_value != 0))
             return zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "%s is not supported yet (only %s is accepted)%s%s",
-                                 cJSON_IsTrue(v) ? "true" : "false", cJSON_IsTrue(v) ? "false" : "true",
-                                 k->hint ? "; " : "", k->hint ? k->hint : "");
-        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, cJSON_IsTrue(v) ? 1 : 0, cfg);
+                                 on ? "true" : "false", on ? "false" : "true", k->hint ? "; " : "",
+                                 k->hint ? k->hint : "");
+        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, on, cfg);
         return ZERO_OK;
+    }
     case ZC_INT:
     case ZC_I64:
     case ZC_F32:
@@ -236,20 +245,52 @@ static zero_status wrong_type_key(zc_ctx *c, const zc_key *k) {
                          strchr(takers, ',') ? "" : "s");
 }
 
+/* Appends c->err's message to the document's problems. */
+static zero_status note_problem(zc_ctx *c, zero_status st) {
+    const size_t n = strlen(c->err->msg);
+    if (c->problems_len + n + 2 > c->problems_cap) {
+        const size_t cap = (c->problems_len + n + 2) * 2;
+        char *p = realloc(c->problems, cap);
+        if (!p) {
+            ZERO__ERR(c->err, "config: out of memory listing its problems");
+            return ZERO_ERR_NOMEM;
+        }
+        c->problems = p;
+        c->problems_cap = cap;
+    }
+    memcpy(c->problems + c->problems_len, c->err->msg, n);
+    c->problems_len += n;
+    c->problems[c->problems_len++] = '\n';
+    c->problems[c->problems_len] = '\0';
+    if (!c->nproblems++) c->first_problem = st;
+    return ZERO_OK;
+}
+
 zero_status zero__zc_walk(zc_ctx *c, const zc_key *keys, const cJSON *obj, zero_config *cfg) {
+    zero_status first = ZERO_OK;
     for (const cJSON *it = obj->child; it; it = it->next) {
         const char *name = it->string ? it->string : ""; /* no key twice: zero_json_check refused that */
         const zc_key *k = keys;
         while (k->name && strcmp(k->name, name)) k++;
-        if (!k->name) return unknown_key(c, keys, name);
-        size_t old = zero__zc_push(c, name);
+        const int noted = c->nproblems;
         zero_status st;
-        if (k->types && c->type_bit && !(k->types & c->type_bit)) st = wrong_type_key(c, k);
-        else st = load_value(c, k, it, cfg);
-        zero__zc_pop(c, old);
-        if (st) return st;
+        if (!k->name) {
+            st = unknown_key(c, keys, name);
+        } else {
+            size_t old = zero__zc_push(c, name);
+            if (k->types && c->type_bit && !(k->types & c->type_bit)) st = wrong_type_key(c, k);
+            else st = load_value(c, k, it, cfg);
+            zero__zc_pop(c, old);
+        }
+        if (st == ZERO_OK) continue;
+        if (st != ZERO_ERR_CONFIG && st != ZERO_ERR_UNSUPPORTED) return st;
+        if (c->nproblems == noted) { /* a walk inside the value noted its own */
+            zero_status ns = note_problem(c, st);
+            if (ns) return ns;
+        }
+        if (!first) first = st;
     }
-    return ZERO_OK;
+    return first;
 }
 
 /* Line, column (1-based) and byte offset of `at` (where cJSON stopped: at the offending byte or
@@ -286,8 +327,53 @@ static zero_status parse_error(zero_error *err, const char *what, const char *te
     return ZERO_ERR_CONFIG;
 }
 
+/* The document's problems into err: one as it is; several as "N problems: (1) A; (2) B; ..." (a
+ * message may hold "; " itself) with as many as fit and how many did not; all of them, one a
+ * line, into *all when asked. */
+static zero_status report_problems(zc_ctx *c, zero_error *err, char **all) {
+    if (all) {
+        *all = malloc(c->problems_len + 1);
+        if (!*all) {
+            if (err) ZERO__ERR(err, "config: out of memory listing its problems");
+            return ZERO_ERR_NOMEM;
+        }
+        memcpy(*all, c->problems, c->problems_len + 1);
+    }
+    if (!err) return c->first_problem;
+    char *msg = err->msg;
+    const size_t cap = sizeof err->msg;
+    if (c->nproblems == 1) {
+        snprintf(msg, cap, "%.*s", (int)(c->problems_len - 1), c->problems);
+        return c->first_problem;
+    }
+    size_t n = (size_t)snprintf(msg, cap, "%d problems: ", c->nproblems);
+    int shown = 0;
+    for (const char *p = c->problems; *p; shown++) {
+        const size_t k = strcspn(p, "\n");
+        char more[64];
+        const int left = c->nproblems - shown - 1;
+        char head[24];
+        const size_t h = (size_t)snprintf(head, sizeof head, "%s(%d) ", shown ? "; " : "", shown + 1);
+        snprintf(more, sizeof more, " (and %d more)", left);
+        /* the last one needs no room after it; any other keeps room for " (and K more)" */
+        size_t k_fit = k;
+        if (n + h + k + (left ? strlen(more) : 0) >= cap) {
+            if (shown) {
+                snprintf(msg + n, cap - n, " (and %d more)", c->nproblems - shown);
+                break;
+            }
+            k_fit = cap - 1 - n - h - strlen(more); /* the first one, cut: room for the count after it */
+        }
+        n += (size_t)snprintf(msg + n, cap - n, "%s%.*s", head, (int)k_fit, p);
+        p += k + (p[k] == '\n');
+    }
+    return c->first_problem;
+}
+
 /* text[len] must be '\0' (cJSON's check for trailing content reads it). */
-static zero_status load_text(zero_config *cfg, const char *text, size_t len, const char *what, zero_error *err) {
+static zero_status load_text(zero_config *cfg, const char *text, size_t len, const char *what, zero_error *err,
+                             char **problems) {
+    if (problems) *problems = NULL;
     const char *nul = memchr(text, '\0', len);
     if (nul) return parse_error(err, what, text, len, nul);
     /* a UTF-8 byte-order mark is not JSON, but editors write it */
@@ -304,7 +390,8 @@ static zero_status load_text(zero_config *cfg, const char *text, size_t len, con
         return parse_error(err, what, text, len, end ? end : cJSON_GetErrorPtr());
     }
     zc_ctx c;
-    zero__zc_init(&c, err);
+    zero_error one; /* each problem's message, before it joins the list */
+    zero__zc_init(&c, &one);
     zero_status st;
     if (!cJSON_IsObject(root)) {
         char nb[64];
@@ -318,7 +405,10 @@ static zero_status load_text(zero_config *cfg, const char *text, size_t len, con
         st = zero__zc_walk(&c, zero__config_schema(), root, &tmp);
         if (!st) st = zero__config_finish(&c, &tmp);
         if (!st) *cfg = tmp;
+        else if (c.nproblems) st = report_problems(&c, err, problems);
+        else if (err) ZERO__ERR(err, "%s", one.msg);
     }
+    free(c.problems);
     cJSON_Delete(root);
     return st;
 }
@@ -328,10 +418,15 @@ zero_status zero_config_load_json_string(zero_config *cfg, const char *json, zer
         if (err) ZERO__ERR(err, "zero_config_load_json_string: %s is NULL", !cfg ? "cfg" : "json");
         return ZERO_ERR_INVALID_ARG;
     }
-    return load_text(cfg, json, strlen(json), "config", err);
+    return load_text(cfg, json, strlen(json), "config", err, NULL);
 }
 
 zero_status zero_config_load_json_file(zero_config *cfg, const char *path, zero_error *err) {
+    return zero_config_load_json_file_report(cfg, path, NULL, err);
+}
+
+zero_status zero_config_load_json_file_report(zero_config *cfg, const char *path, char **problems, zero_error *err) {
+    if (problems) *problems = NULL;
     if (!cfg || !path) {
         if (err) ZERO__ERR(err, "zero_config_load_json_file: %s is NULL", !cfg ? "cfg" : "path");
         return ZERO_ERR_INVALID_ARG;
@@ -377,7 +472,7 @@ zero_status zero_config_load_json_file(zero_config *cfg, const char *path, zero_
         }
     }
     buf[len] = '\0';
-    st = load_text(cfg, buf, len, path, err);
+    st = load_text(cfg, buf, len, path, err, problems);
 fail_buf:
     free(buf);
 fail_close:

@@ -91,6 +91,11 @@ ft r3s0 --steps 3 --micro-batch 1 --grad-accum 2 --ranks 3 --stage 0
 check "3 ranks x 2 micro-batches, stage 0: the same (1e-5)" golden_match r3s0 1e-5
 run tokfile --init-from "$M" --data "$TMP/chats.tok" --steps 3 --micro-batch 6
 check "the packed token file trains bitwise as the JSONL" test "$(sed 's/,"step_ms.*//' "$TMP/tokfile.json" | head -3)" = "$(sed 's/,"step_ms.*//' "$TMP/r1s0.json" | head -3)"
+# without --seq the run takes the file's: it was packed for sequences of 111 (zero tokenize --seq 111)
+"$ZERO" train --lr 1e-2 --init-from "$M" --data "$TMP/chats.tok" --steps 3 --micro-batch 6 --log-json "$TMP/tokseq.json" \
+    >"$TMP/tokseq.out" 2>"$TMP/tokseq.err" || { echo "FAIL run tokseq"; cat "$TMP/tokseq.err"; fail=1; }
+check "a packed token file without --seq: seq 111, the file's" grep -q '^zero train: .*, seq 111, ' "$TMP/tokseq.out"
+check "... and the same steps as with --seq 111" test "$(sed 's/,"step_ms.*//' "$TMP/tokseq.json" | head -3)" = "$(sed 's/,"step_ms.*//' "$TMP/tokfile.json" | head -3)"
 
 # --- end to end: 40 steps on 2 ranks at stage 3, exported, sampled: transformers' greedy tokens
 ft e2e --steps 40 --micro-batch 3 --ranks 2 --stage 3 --chat-template chatml --save "$TMP/ck"

@@ -71,6 +71,19 @@ EOF
 else
     echo "SKIP the terminal bar (no script(1))"
 fi
+# --ranks 2: rank 0's stdout is mpiexec's pseudo-terminal whatever the user's is; the launcher
+# tells the ranks what the user's stdout is, so a log gets plain lines and a terminal the bar
+run r2 --ranks 2 --steps 3 --val-every 0
+check "--ranks 2 into a file: the 3 step lines, no carriage return, no escape byte" "$PY" - "$TMP/r2.out" "$TMP/r2.err" <<'EOF'
+import re, sys
+out, err = (open(p, "rb").read() for p in sys.argv[1:])
+assert b"\r" not in out + err and b"\x1b" not in out + err, out
+assert len(re.findall(rb"^step [123]/3 \|", out, re.M)) == 3, out
+EOF
+if command -v script >/dev/null; then
+    script -q -c "'$ZERO' train --model tiny --seq 32 --steps 3 --val-every 0 --ranks 2" /dev/null >"$TMP/tty2.out" 2>&1
+    check "--ranks 2 on a terminal: the bar" grep -q '\[##.*1/3  33%' "$TMP/tty2.out"
+fi
 
 # --- 2. the resolved config once, and the keys that change nothing in one warning, once per job
 cat >"$TMP/hf.json" <<'EOF'
@@ -120,6 +133,16 @@ echo "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"n
 refused "offload_param.nvme_path in the config: a missing directory" "zero_optimization.offload_param.nvme_path '$TMP/swap2': no such directory" \
     --config "$TMP/nv.json"
 refused "--ranks 2: the same check, once" "--save '$TMP/no/ck'" --ranks 2 --save "$TMP/no/ck"
+# a DeepSpeed config with five keys zero cannot take: all five in the one line, in the file's order
+# (longer than the library's 512-byte message: the CLI prints the whole list)
+cat >"$TMP/five.json" <<'EOF'
+{"tensorboard": {"enabled": true}, "wandb": {"enabled": true},
+ "zero_optimization": {"stage": 2, "reduce_bucket_sz": 5e8, "zero_quantized_weights": true},
+ "communication_data_type": "fp16"}
+EOF
+refused "five keys zero cannot take: one error that lists them all" \
+    "five.json: 5 problems: (1) tensorboard.enabled: true is not supported yet .*; (2) wandb.enabled: true .*; (3) unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?; (4) zero_optimization.zero_quantized_weights: true .*; (5) communication_data_type: a value other than null is not supported yet .* reduces gradients in fp32$" \
+    --config "$TMP/five.json"
 check "nothing was created" test ! -e "$TMP/no" -a ! -e "$TMP/swap" -a ! -e "$TMP/swap2"
 refused "an impossible micro-batch: the figure and the hints" \
     "--micro-batch 100000 --seq 4096: a rank would need [0-9.]* TiB (activations .*more than this machine's .* of RAM: try --activation-checkpointing (a rank would need .*zero plan --model tiny --ranks 1 --host-mem" \

@@ -350,8 +350,11 @@ static void test_wrong_types(void) {
            "zero_optimization.stage: expected an integer, found a string (\"3\")", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": \"auto\"}}", ZERO_ERR_CONFIG,
            "zero_optimization.stage: \"auto\" is not accepted for this key (expected an integer", NULL);
-    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 1}}}", ZERO_ERR_CONFIG,
-           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a number (1)", NULL);
+    /* 0 and 1 are DeepSpeed's booleans too (test_deepspeed_values); 2 is not */
+    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 2}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a number (2)", NULL);
+    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": \"true\"}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a string (\"true\")", NULL);
     EXPECT("{\"train_batch_size\": 2.5}", ZERO_ERR_CONFIG, "train_batch_size: 2.5 is not an integer", NULL);
     EXPECT("{\"train_batch_size\": true}", ZERO_ERR_CONFIG, "train_batch_size: expected an integer, found a boolean (true)", NULL);
     EXPECT("{\"gradient_clipping\": [1]}", ZERO_ERR_CONFIG, "gradient_clipping: expected a number, found an array", NULL);
@@ -372,7 +375,7 @@ static void test_wrong_types(void) {
            "scheduler.params.warmup_type: expected \"log\" or \"linear\", found a string (\"cosine\")", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": null}}", ZERO_ERR_CONFIG,
            "zero_optimization.stage: expected an integer, found null", NULL);
-    EXPECT("{\"tensorboard\": {\"enabled\": 1}}", ZERO_ERR_CONFIG, "tensorboard.enabled: expected a boolean", NULL);
+    EXPECT("{\"tensorboard\": {\"enabled\": 0.5}}", ZERO_ERR_CONFIG, "tensorboard.enabled: expected a boolean", NULL);
 }
 
 static void test_ranges(void) {
@@ -435,8 +438,8 @@ static void test_unsupported(void) {
     /* hpZ: the value is loaded; resolve checks it against the stage and the world (test_combinations) */
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 1}}", ZERO_OK, NULL, NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 0}}", ZERO_ERR_CONFIG,
-           "zero_optimization.zero_hpz_partition_size: 0 is out of range (expected an integer >= 1)", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": -1}}", ZERO_ERR_CONFIG,
+           "zero_optimization.zero_hpz_partition_size: -1 is out of range (expected an integer >= 0)", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": -2}}", ZERO_ERR_CONFIG,
            "zero_optimization.zero_hpz_partition_size: -2 is out of range", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 2.5}}", ZERO_ERR_CONFIG,
@@ -464,6 +467,133 @@ static void test_unsupported(void) {
     EXPECT("{\"aio\": {\"use_gds\": true}}", ZERO_ERR_UNSUPPORTED, "aio.use_gds: true is not supported yet", NULL);
     EXPECT("{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"last_batch_iteration\": 10}}}", ZERO_ERR_UNSUPPORTED,
            "scheduler.params.last_batch_iteration: 10 is not supported yet (only -1 is accepted)", NULL);
+}
+
+/* Values DeepSpeed accepts for keys zero reads (its pydantic schema: deepspeed/runtime/zero/config.py,
+ * zero/offload_config.py, precision_config.py; docs/CONFIG.md lists the audit), each refused before. */
+static void test_deepspeed_values(void) {
+    zero_config c;
+    zero_error err = {{0}};
+    /* booleans as 0 and 1 (pydantic coerces them; plain sections test their truth) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 2, \"overlap_comm\": 1, \"contiguous_gradients\": 0, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": 1}}, "
+                   "\"fp16\": {\"enabled\": 1, \"consecutive_hysteresis\": 1}, \"wall_clock_breakdown\": 1, "
+                   "\"tensorboard\": {\"enabled\": 0}, \"optimizer\": {\"type\": \"Adam\", \"params\": {\"adam_w_mode\": 0}}}",
+               &err));
+    ZT_EQ_INT(c.overlap_comm, 1);
+    ZT_EQ_INT(c.contiguous_gradients, 0);
+    ZT_EQ_INT(c.offload_optimizer.pin_memory, 1);
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_FP16);
+    ZT_EQ_INT(c.consecutive_hysteresis, 1);
+    ZT_EQ_INT(c.wall_clock_breakdown, 1);
+    ZT_EQ_INT(c.optim.type, ZERO_OPTIM_ADAM); /* adam_w_mode 0: the classic Adam, as false */
+    ZT_OK(load(&c, "{\"bf16\": {\"enabled\": 1}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    /* an off-only key takes its off value as a number; its on value stays "not supported yet" */
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 0, \"load_from_fp32_weights\": 1}}", ZERO_OK, NULL, NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 1}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.zero_quantized_weights: true is not supported yet", NULL);
+    /* Optional[bool] = None: null is the default (overlap_comm: on at stage 3 only) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": null, \"cpu_offload\": null, "
+                   "\"cpu_offload_param\": null, \"cpu_offload_use_pin_memory\": null}}", &err));
+    ZT_OK(zero_config_resolve(&c, 2, &err));
+    ZT_EQ_INT(c.overlap_comm, 1);
+    /* ge=0 sizes: 0 is a value; hpZ 0 is off, as 1 */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 0, \"allgather_bucket_size\": 0, "
+                   "\"sub_group_size\": 0, \"zero_hpz_partition_size\": 0, \"offload_optimizer\": {\"buffer_count\": 0}, "
+                   "\"offload_param\": {\"buffer_count\": 0, \"buffer_size\": 0}}}", &err));
+    ZT_EQ_INT(c.reduce_bucket_size, 0);
+    ZT_EQ_INT(c.allgather_bucket_size, 0);
+    ZT_EQ_INT(c.sub_group_size, 0);
+    ZT_EQ_INT(c.hpz_partition_size, 1);
+    ZT_EQ_INT(c.offload_param.buffer_size, 0);
+    ZT_OK(zero_config_resolve(&c, 4, &err));
+    /* numbers written as 5e8 and 1000.0 for integer keys are integers (as pydantic's int takes them) */
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 2.0, \"reduce_bucket_size\": 5e8, \"allgather_bucket_size\": 2e8}, "
+                   "\"fp16\": {\"loss_scale_window\": 1000.0, \"hysteresis\": 2.0}, \"steps_per_print\": 1e1}", &err));
+    ZT_EQ_INT(c.stage, 2);
+    ZT_EQ_INT(c.reduce_bucket_size, 500000000);
+    ZT_EQ_INT(c.allgather_bucket_size, 200000000);
+    ZT_EQ_INT(c.loss_scale_window, 1000);
+    ZT_EQ_INT(c.steps_per_print, 10);
+    /* what DeepSpeed refuses too stays refused: a fraction for an integer, a negative size */
+    EXPECT("{\"zero_optimization\": {\"reduce_bucket_size\": 5.5}}", ZERO_ERR_CONFIG, "5.5 is not an integer", NULL);
+    EXPECT("{\"zero_optimization\": {\"sub_group_size\": -1}}", ZERO_ERR_CONFIG, "-1 is out of range", NULL);
+}
+
+/* Every problem of a document in one error, not one a run: five keys of a DeepSpeed config that
+ * zero cannot take (two unknown, each with its nearest key; three unsupported) come back together
+ * in document order, in err as many as fit and in full through zero_config_load_json_file_report. */
+static void test_all_problems(void) {
+    static const char *const want[] = {
+        "unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?",
+        "zero_optimization.zero_quantized_weights: true is not supported yet (only false is accepted)",
+        "tensorboard.enabled: true is not supported yet (only false is accepted); zero writes its metrics with zero "
+        "train --log-json",
+        "unknown key \"optimizer.params.lrr\": did you mean \"optimizer.params.lr\"?",
+        "communication_data_type: a value other than null is not supported yet (only null is accepted); zero "
+        "communicates in the working precision and reduces gradients in fp32",
+    };
+    const char *json = "{\"train_batch_size\": 8,\n"
+                       " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_sz\": 5e8, \"zero_quantized_weights\": true},\n"
+                       " \"tensorboard\": {\"enabled\": true},\n"
+                       " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lrr\": 1e-3}},\n"
+                       " \"communication_data_type\": \"fp16\"}\n";
+    char path[] = "/tmp/zero_test_config_XXXXXX";
+    const int fd = mkstemp(path);
+    ZT_CHECK(fd >= 0);
+    if (fd < 0) return;
+    ZT_CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json));
+    close(fd);
+    zero_config c, def;
+    zero_config_default(&def);
+    zero_config_default(&c);
+    zero_error err = {{0}};
+    char *all = NULL;
+    /* the first problem is an unknown key: its status, ZERO_ERR_CONFIG, is the document's */
+    ZT_EQ_INT(zero_config_load_json_file_report(&c, path, &all, &err), ZERO_ERR_CONFIG);
+    ZT_CFG_EQ(&c, &def); /* nothing of it applied */
+    char full[2048];
+    size_t n = 0;
+    for (int i = 0; i < 5; i++) n += (size_t)snprintf(full + n, sizeof full - n, "%s\n", want[i]);
+    ZT_CHECKF(all && !strcmp(all, full), "the list:\n%s\nexpected:\n%s", all ? all : "(null)", full);
+    free(all);
+    /* err: as many as fit in its 512 bytes, numbered, then how many more (the 5th does not fit) */
+    char head[1024];
+    snprintf(head, sizeof head, "5 problems: (1) %s; (2) %s; (3) %s; (4) %s (and 1 more)", want[0], want[1], want[2],
+             want[3]);
+    ZT_CHECKF(!strcmp(err.msg, head), "message:  %s\nexpected: %s", err.msg, head);
+    /* the string loader the same; the status is the first problem's, whichever kind it is */
+    zero_config_default(&c);
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"tensorboard\": {\"enabled\": true}, \"foo\": 1}", &err),
+              ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(!strcmp(err.msg, "2 problems: (1) tensorboard.enabled: true is not supported yet (only false is "
+                               "accepted); zero writes its metrics with zero train --log-json; (2) unknown key \"foo\" "
+                               "(no known key at this level is close; docs/CONFIG.md lists them)"),
+              "message: %s", err.msg);
+    /* one problem: its own message, as before */
+    EXPECT("{\"zero_optimization\": {\"stage\": 5}}", ZERO_ERR_CONFIG,
+           "zero_optimization.stage: 5 is out of range (expected an integer in [0, 3])", NULL);
+    /* a document that loads: no list */
+    all = (char *)1;
+    zero_config_default(&c);
+    FILE *f = fopen(path, "w");
+    ZT_CHECK(f != NULL);
+    if (f) fputs("{\"zero_optimization\": {\"stage\": 2}}", f), fclose(f);
+    ZT_OK(zero_config_load_json_file_report(&c, path, &all, &err));
+    ZT_CHECK(all == NULL);
+    ZT_EQ_INT(c.stage, 2);
+    unlink(path);
+    /* many problems: the count and the first ones, never past the message */
+    char big[8192];
+    n = (size_t)snprintf(big, sizeof big, "{");
+    for (int i = 0; i < 40; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s\"bogus_key_%02d\": 1", i ? ", " : "", i);
+    snprintf(big + n, sizeof big - n, "}");
+    ZT_EQ_INT(zero_config_load_json_string(&c, big, &err), ZERO_ERR_CONFIG);
+    const char *first = "40 problems: (1) unknown key \"bogus_key_00\" (no known key at this level is close";
+    ZT_CHECKF(!strncmp(err.msg, first, strlen(first)) && strstr(err.msg, "; (5) unknown key \"bogus_key_04\"") &&
+                  strstr(err.msg, "lists them) (and 35 more)") && strlen(err.msg) < sizeof err.msg - 1,
+              "message: %s", err.msg);
 }
 
 /* Loads malformed text and checks the reported position: cJSON stops at the offending byte (the
@@ -977,6 +1107,8 @@ int main(void) {
     test_wrong_types();
     test_ranges();
     test_unsupported();
+    test_all_problems();
+    test_deepspeed_values();
     test_malformed();
     test_files();
     test_batch();
