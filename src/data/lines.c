@@ -53,7 +53,8 @@ static zero_status foreach_line(FILE *f, const char *path, const char *pre, size
     zero_status st = ZERO_OK;
     for (;;) {
         size_t got;
-        if ((st = reserve(&buf, &cap, n, max_line, path, err)) || (st = next_block(f, path, &pre, &pre_n, buf + n, &got, err)))
+        if ((st = reserve(&buf, &cap, n, max_line, path, err)) ||
+            (st = next_block(f, path, &pre, &pre_n, buf + n, &got, err)))
             break;
         if (got == 0) break;
         size_t start = 0, i = n;
@@ -110,8 +111,10 @@ static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r
 
 static zero_status array_error(const char *path, uint64_t lineno, const char *why, zero_error *err) {
     if (err)
-        snprintf(err->msg, sizeof err->msg, "%.300s:%llu: %.80s (a *.json file that starts with '[' is one JSON array of "
-                 "examples)", path, (unsigned long long)lineno, why);
+        snprintf(err->msg, sizeof err->msg,
+                 "%.300s:%llu: %.80s (a *.json file that starts with '[' is one JSON array of "
+                 "examples)",
+                 path, (unsigned long long)lineno, why);
     return ZERO_ERR_FORMAT;
 }
 
