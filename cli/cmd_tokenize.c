@@ -16,17 +16,21 @@ static void usage(FILE *f) {
             "\n"
             "Tokenizes INPUT files with a Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama 3,\n"
             "Qwen 2/3, SmolLM2; SentencePiece-style BPE: Llama 2, Mistral, TinyLlama). *.jsonl / *.json\n"
-            "inputs hold one example a line: {\"text\"}, {\"prompt\", \"completion\"} (loss on the\n"
-            "completion) or {\"messages\": [{\"role\", \"content\"}...]} (loss on assistant turns); any other\n"
-            "file (or a directory of files) is plain text, one document a file. EOS follows each example.\n"
+            "inputs hold one example a line (a *.json file may instead be one JSON array of them):\n"
+            "{\"text\"}, {\"prompt\", \"completion\"} (loss on the completion), {\"messages\": [{\"role\",\n"
+            "\"content\"}...]} or ShareGPT's {\"conversations\": [{\"from\", \"value\"}...]} (loss on assistant\n"
+            "turns), Alpaca's {\"instruction\", \"input\", \"output\"} (the Alpaca prompt; loss on the output);\n"
+            "any other file (or a directory of files) is plain text, one document a file. EOS follows each\n"
+            "example.\n"
             "\n"
             "  --tokenizer DIR|FILE     a model directory with tokenizer.json (tokenizer_config.json is read\n"
             "                           too: bos/eos, chat template), or a tokenizer.json\n"
             "  -o, --output OUT         write a ZEROTOK2 token file (loss mask included when some token has\n"
             "                           none), replaced atomically\n"
             "  --print                  instead: one line of space-separated ids per input line (the line\n"
-            "                           without its newline; with the post-processor's BOS ...; a JSONL line:\n"
-            "                           its example with EOS; a blank or skipped line: an empty line)\n"
+            "                           without its newline; with the post-processor's BOS ...; a JSONL line\n"
+            "                           or an element of a JSON array: its example with EOS; a blank or\n"
+            "                           skipped line: an empty line)\n"
             "  --seq T                  pack examples into rows of T + 1 tokens (best fit, EOS padding with\n"
             "                           no loss); an example longer than T + 1 is a bad example\n"
             "  --chat-template NAME     chatml, llama3 or mistral (default: from the tokenizer)\n"
@@ -185,6 +189,7 @@ typedef struct print_ctx {
     zero_tokenizer *tok;
     zero_data *d; /* JSONL input; NULL for text */
     zero_token_ids *ids;
+    int array; /* a *.json file that is one JSON array: a line of ids per element */
 } print_ctx;
 
 static zero_status print_line(void *ctx, const char *line, size_t len, uint64_t lineno) {
@@ -192,8 +197,9 @@ static zero_status print_line(void *ctx, const char *line, size_t len, uint64_t 
     char where[1200];
     snprintf(where, sizeof where, "%s:%llu", c->path, (unsigned long long)lineno);
     if (!line) {
-        cli_error(CLI_RUNTIME, "tokenize: %s: a line of more than %zu bytes, longer than the %llu MiB a line may have", where, len,
-                  (unsigned long long)(ZERO_DATA_MAX_LINE >> 20));
+        cli_error(CLI_RUNTIME, "tokenize: %s: %s of more than %zu bytes, longer than the %llu MiB %s may have", where,
+                  c->array ? "an element" : "a line", len, (unsigned long long)(ZERO_DATA_MAX_LINE >> 20),
+                  c->array ? "an example" : "a line");
         return ZERO_ERR_FORMAT;
     }
     if (c->d) {
@@ -226,13 +232,16 @@ static int run_print(const opts *o, zero_tokenizer *tok) {
     int rc = CLI_OK;
     for (int i = 0; i < o->ninputs && !rc; i++) {
         const int jl = is_jsonl(o->inputs[i]);
-        print_ctx c = {o, o->inputs[i], tok, NULL, &ids};
+        print_ctx c = {o, o->inputs[i], tok, NULL, &ids, 0};
         if (jl && zero_data_create(&c.d, tok, &dopt, &err)) {
             rc = cli_error(CLI_RUNTIME, "tokenize: %s", err.msg);
             break;
         }
         err.msg[0] = 0;
-        const zero_status st = zero_data_foreach_line(o->inputs[i], ZERO_DATA_MAX_LINE, print_line, &c, &err);
+        const size_t len = strlen(o->inputs[i]);
+        const int json = len >= 5 && !strcmp(o->inputs[i] + len - 5, ".json");
+        const zero_status st =
+            zero_data_foreach_example(o->inputs[i], json, ZERO_DATA_MAX_LINE, print_line, &c, &c.array, &err);
         if (st) rc = err.msg[0] ? cli_error(CLI_RUNTIME, "tokenize: %s", err.msg) : CLI_RUNTIME;
         if (jl && !rc && o->skip_bad) {
             zero_data_stats st2;

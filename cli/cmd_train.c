@@ -20,10 +20,13 @@ static void usage(FILE *f) {
             "                             smollm2-1.7b) or a model directory's config.json (random weights)\n"
             "  --oversubscribe            allow more than 8 ranks per CPU this process may use\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
-            "  --data FILE|DIR            text or JSONL ({\"text\"}, {\"prompt\",\"completion\"}, {\"messages\"}), tokenized\n"
+            "  --data FILE|DIR            text or JSONL ({\"text\"}, {\"prompt\",\"completion\"}, {\"messages\"}, ShareGPT,\n"
+            "                             Alpaca; a *.json file may be one JSON array of them), tokenized\n"
             "                             with the model directory's tokenizer.json (without one: a byte per token),\n"
             "                             a token file (zero tokenize), or a directory of text files (default: the\n"
             "                             fortunes corpus)\n"
+            "  --val-data FILE|DIR        validate on this data (any form --data takes, tokenized alike) instead\n"
+            "                             of the last 5%% of --data, which then all trains\n"
             "  --chat-template NAME       chatml, llama3 or mistral: the format of {\"messages\"} (default: from the\n"
             "                             tokenizer)\n"
             "  --skip-bad-examples        skip and count bad JSONL lines instead of refusing the data at the first\n"
@@ -85,6 +88,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--vocab")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->vocab)) return -1; }
         else if (!strcmp(a, "--seq")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->seq)) return -1; }
         else if (!strcmp(a, "--data")) { VAL(); o->data = v; }
+        else if (!strcmp(a, "--val-data")) { VAL(); o->val_data = v; }
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--skip-bad-examples")) o->skip_bad = 1;
         else if (!strcmp(a, "--steps")) { VAL(); if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &o->steps)) return -1; }

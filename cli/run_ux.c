@@ -31,9 +31,9 @@ int ux_flag(train_opts *o, int argc, char **argv, int *i) {
 /* ------------------------------------------------------------------ paths */
 
 int ux_check_inputs(const train_opts *o) {
-    const char *flag[] = {"--config", "--resume", "--data", "--init-from"};
-    const char *path[] = {o->config, o->resume, o->data, o->init_from};
-    for (int k = 0; k < 4; k++) {
+    const char *flag[] = {"--config", "--resume", "--data", "--init-from", "--val-data"};
+    const char *path[] = {o->config, o->resume, o->data, o->init_from, o->val_data};
+    for (int k = 0; k < 5; k++) {
         struct stat st;
         if (path[k] && stat(path[k], &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
             return cli_error(CLI_USAGE, "%s '%s': %s", flag[k], path[k], strerror(errno));
@@ -86,23 +86,25 @@ static int check_aliases(const train_opts *o) {
     if (out[0] && out[1] && cli_same_path(out[0], out[1]))
         return cli_error(CLI_USAGE, "--log-json '%s' and --trace '%s' name the same file: expected two", out[0],
                          out[1]);
-    const char *iflag[5] = {"--config", "--data", "--resume", "--init-from", "--save"};
-    const char *in[5] = {o->config, o->data, o->resume, o->init_from, o->save};
+    /* the last, --save, is written; --data and --val-data are read whole, directories included */
+    const char *iflag[6] = {"--config", "--data", "--resume", "--init-from", "--val-data", "--save"};
+    const char *in[6] = {o->config, o->data, o->resume, o->init_from, o->val_data, o->save};
     for (int k = 0; k < 2; k++) {
         if (!out[k]) continue;
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < 6; i++) {
             char rest[PATH_MAX];
             if (!in[i]) continue;
-            if (i < 4 && cli_same_path(out[k], in[i]))
+            if (i < 5 && cli_same_path(out[k], in[i]))
                 return cli_error(CLI_USAGE,
                                  "%s '%s' is the file %s '%s' names: expected another path (it would be "
                                  "overwritten)",
                                  oflag[k], out[k], iflag[i], in[i]);
             const char *r = cli_path_under(out[k], in[i], rest, sizeof rest);
-            if (r && (i == 1 || !*r || !strcmp(r, "latest") || !strncmp(r, "step_", 5)))
+            if (r && (i == 1 || i == 4 || !*r || !strcmp(r, "latest") || !strncmp(r, "step_", 5)))
                 return cli_error(CLI_USAGE, "%s '%s': inside %s '%s'%s: expected a path outside it", oflag[k], out[k],
                                  iflag[i], in[i],
-                                 i == 1 ? ", which is read as data" : ", where a checkpoint keeps latest and step_*");
+                                 i == 1 || i == 4 ? ", which is read as data"
+                                                  : ", where a checkpoint keeps latest and step_*");
         }
     }
     return CLI_OK;

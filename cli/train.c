@@ -21,8 +21,8 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* --data: a token file as it is; text and JSONL through the model directory's tokenizer; text as
- * bytes for a model without one (a preset, or a byte-level model). */
+/* --data (and --val-data): a token file as it is; text and JSONL through the model directory's
+ * tokenizer; text as bytes for a model without one (a preset, or a byte-level model). */
 static int open_data(train_opts *o) {
     zero_error err = {{0}};
     const dec_config *m = &o->model_cfg;
@@ -30,11 +30,13 @@ static int open_data(train_opts *o) {
     zero_tokenizer_free(o->tok);
     o->tok = NULL;
     o->tokdir[0] = 0;
-    if (dec_data_is_token_file(o->data)) {
+    const int val_text = o->val_data && !dec_data_is_token_file(o->val_data);
+    if (dec_data_is_token_file(o->data) && !val_text) {
         if (o->chat_template || o->skip_bad)
             return cli_error(CLI_USAGE, "%s: --data %s is a token file (already tokenized): nothing to apply it to",
                              o->chat_template ? "--chat-template" : "--skip-bad-examples", o->data);
     } else {
+        if (val_text && dec_data_is_token_file(o->data)) what = o->val_data; /* the text the tokenizer is for */
         char dir[1024];
         const int found = cli_model_tokenizer_dir(&o->src, dir, sizeof dir);
         if (found > 0) {
@@ -43,9 +45,10 @@ static int open_data(train_opts *o) {
             snprintf(o->tokdir, sizeof o->tokdir, "%s", dir);
         } else if (m->vocab != 256 && o->src.source) {
             return cli_error(CLI_USAGE,
-                             "--data %s is text: the model's directory %s %s, and a model of vocabulary %d does not read "
+                             "%s %s is text: the model's directory %s %s, and a model of vocabulary %d does not read "
                              "bytes (give a model directory with its tokenizer files, or a token file: zero tokenize)",
-                             what, dir, found < 0 ? "is gone (its tokenizer with it)" : "has no tokenizer.json", m->vocab);
+                             what == o->val_data ? "--val-data" : "--data", what, dir,
+                             found < 0 ? "is gone (its tokenizer with it)" : "has no tokenizer.json", m->vocab);
         } else if (o->chat_template || o->skip_bad) {
             return cli_error(CLI_USAGE, "%s: the model has no tokenizer (tokenizer.json in its directory): --data %s is "
                              "read as bytes", o->chat_template ? "--chat-template" : "--skip-bad-examples", what);
@@ -58,13 +61,21 @@ static int open_data(train_opts *o) {
     d.seq = o->T;
     d.chat = o->chat;
     d.skip_bad = o->skip_bad;
+    if (o->val_data) d.val_fraction = 0; /* validation has its own file: all of --data trains */
     if (dec_data_open(&o->dataset, &d, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    if (o->val_data) { /* read as --data is: the same tokenizer, chat format, sequence and skipping */
+        d.path = o->val_data;
+        d.val_fraction = 1;
+        if (dec_data_open(&o->valset, &d, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--val-data: %s", err.msg);
+    }
     return CLI_OK;
 }
 
 void train_release(train_opts *o) {
     dec_data_free(o->dataset);
     o->dataset = NULL;
+    dec_data_free(o->valset);
+    o->valset = NULL;
     zero_tokenizer_free(o->tok);
     o->tok = NULL;
     cli_model_free(&o->src);
@@ -255,6 +266,8 @@ int train_prepare(train_opts *o, int world) {
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    if (o->valset && dec_data_check(o->valset, o->T, m->vocab, &err) != ZERO_OK)
+        return cli_error(CLI_USAGE, "--val-data: %s", err.msg);
     if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;
     return CLI_OK;
 }
@@ -331,13 +344,17 @@ static void det_add(int64_t acc[2], double x, int bits) {
     else acc[0] += llrint(q);
 }
 
+/* Where validation reads: --val-data's file, else --data's held-out split. */
+static dec_data *val_source(const train_opts *o) { return o->valset ? o->valset : o->dataset; }
+
 /* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
  * over every counted target of the batches, whatever the number of ranks. */
 static int validate(run_state *r, double *out) {
     train_opts *o = r->o;
     const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum;
     zero_error err = {{0}};
-    int64_t nb = dec_data_val_batches(o->dataset, r->G, o->T);
+    dec_data *vd = val_source(o);
+    int64_t nb = dec_data_val_batches(vd, r->G, o->T);
     zero_comm_counters before, after;
     zero_engine_comm_counters(r->e, &before);
     if (nb > o->val_batches) nb = o->val_batches;
@@ -345,7 +362,7 @@ static int validate(run_state *r, double *out) {
     int64_t counted = 0, dsum[2] = {0, 0};
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < K; k++) {
-            if (dec_data_batch(o->dataset, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
+            if (dec_data_batch(vd, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
                                r->inputs, r->targets, &err) != ZERO_OK)
                 return fail(r, "validation data", err.msg);
             if (o->cfg.deterministic) { /* one sequence at a time, summed exactly (det_add) */
@@ -696,7 +713,7 @@ static int train_loop(run_state *r) {
         const int stop =
             untrained(r, &st, skipped, at_min, applied, step, step + 1 == o->steps, last_loss, why, sizeof why);
         int do_val = !stop && ((o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps);
-        if (do_val && dec_data_val_batches(o->dataset, r->G, T) > 0) {
+        if (do_val && dec_data_val_batches(val_source(o), r->G, T) > 0) {
             const double tv = zero_now();
             int rc = validate(r, &val);
             if (rc != CLI_OK) return rc;
@@ -912,6 +929,7 @@ int train_run(train_opts *o, int mpi) {
                 zero_dtype_name(o->cfg.precision), det, (long long)o->cfg.micro_batch, (long long)o->cfg.grad_accum, o->T,
                 dec_data_describe(o->dataset));
         if (o->src.notes) fprintf(r.human, "note: %s\n", o->src.notes);
+        if (o->valset) fprintf(r.human, "validation: %s, %s\n", o->val_data, dec_data_describe(o->valset));
         ux_print_start(o, r.human, r.world);
         if (o->tok) fprintf(r.human, "tokenizer: %s (%s, %d tokens)\n", o->tokdir, zero_tokenizer_kind(o->tok),
                             zero_tokenizer_vocab_size(o->tok));
@@ -927,6 +945,10 @@ int train_run(train_opts *o, int mpi) {
         if (skipped)
             fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->data,
                     (unsigned long long)skipped, skipped == 1 ? "" : "s", first);
+        const uint64_t vskipped = o->valset ? dec_data_skipped(o->valset, &first) : 0;
+        if (vskipped)
+            fprintf(stderr, "zero: warning: %s: skipped %llu bad example%s (first: %s)\n", o->val_data,
+                    (unsigned long long)vskipped, vskipped == 1 ? "" : "s", first);
         if (o->lora_on) {
             char tg[256];
             const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);

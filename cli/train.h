@@ -14,6 +14,7 @@
 
 typedef struct train_opts {
     const char *config, *model, *data, *precision, *log_json;
+    const char *val_data; /* --val-data FILE|DIR: validation on it instead of --data's held-out split */
     const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
     const char *chat_template; /* --chat-template NAME, or NULL */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
@@ -37,6 +38,7 @@ typedef struct train_opts {
     zero_tokenizer *tok;     /* the model's tokenizer when the data is text or JSONL, else NULL */
     char tokdir[1024];       /* where it came from */
     dec_data *dataset;
+    dec_data *valset;        /* --val-data's, all of it validation (NULL: dataset's split) */
     /* LoRA (cli/train_lora.c): on when --lora, --lora-from or zero_extensions.lora asks */
     int lora_on;
     dec_lora lora;

@@ -1,4 +1,4 @@
-/* zero/data.h — fine-tuning data: text, JSONL examples and chats tokenized into ids with a loss mask,
+/* zero/data.h — fine-tuning data: text, JSONL (or JSON array) examples and chats tokenized into ids with a loss mask,
  * packed into sequences, and the token file that stores them (ZEROTOK2; ZEROTOK1 still read).
  *
  *   zero_data_opts o;  zero_data_opts_default(&o);  o.seq = 512;
@@ -119,14 +119,26 @@ typedef struct zero_data zero_data;
  * the file cannot be read. A FIFO or a pipe is read as it streams. */
 typedef zero_status (*zero_line_fn)(void *ctx, const char *line, size_t len, uint64_t lineno);
 zero_status zero_data_foreach_line(const char *path, uint64_t max_line, zero_line_fn fn, void *ctx, zero_error *err);
+/* Calls fn for each example of a data file: each line, as zero_data_foreach_line does; or, when
+ * json_array is 1 and the first byte of the file that is not whitespace (within its first 64 KiB)
+ * is '[', each element of that one JSON array (what HF datasets' to_json(lines=False) and FastChat
+ * write), with the line the element starts on. An element is streamed as a line is: memory is one
+ * element, and one longer than max gets fn(NULL, count > max) and is skipped unread into memory.
+ * The array's own grammar (brackets, commas, nothing after its ']') is checked as it streams:
+ * ZERO_ERR_FORMAT with "PATH:LINE: reason" in err; each element's grammar is fn's to check.
+ * *is_array (may be NULL) tells which reading was chosen, before the first call of fn. */
+zero_status zero_data_foreach_example(const char *path, int json_array, uint64_t max, zero_line_fn fn, void *ctx,
+                                      int *is_array, zero_error *err);
 
 zero_status zero_data_create(zero_data **out, zero_tokenizer *tok, const zero_data_opts *o, zero_error *err);
 void zero_data_free(zero_data *d);
 const char *zero_data_last_error(const zero_data *d);
-/* Adds a file: *.jsonl / *.json are JSONL examples ({"text"}, {"prompt","completion"},
- * {"messages"}), read a line at a time (zero_data_foreach_line); anything else is plain text, one
- * document per file of at most ZERO_DATA_MAX_TEXT bytes (a directory: its regular files in name
- * order, as zero train reads). Errors name the file and line. */
+/* Adds a file: *.jsonl / *.json are examples ({"text"}, {"prompt","completion"}, {"messages"},
+ * ShareGPT's {"conversations"}, Alpaca's {"instruction","input","output"}: docs/TOKENIZER.md), one
+ * a line, or the elements of one JSON array for a *.json file that starts with '['
+ * (zero_data_foreach_example); anything else is plain text, one document per file of at most
+ * ZERO_DATA_MAX_TEXT bytes (a directory: its regular files in name order, as zero train reads).
+ * Errors name the file and line. */
 zero_status zero_data_add_file(zero_data *d, const char *path);
 /* Adds one JSONL line (for callers that read their own input); `where` names it in errors. A bad
  * example with skip_bad is skipped and counted (ZERO_OK); a line longer than ZERO_DATA_MAX_LINE,

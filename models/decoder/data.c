@@ -35,6 +35,7 @@ struct dec_data {
     uint64_t skipped;
     char first_skipped[256];
     int nfiles;
+    int val_only;            /* val_fraction 1: a separate validation file, no train split */
     char path[1024];
     char desc[512];
 };
@@ -258,8 +259,8 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
         o = &def;
     }
     const char *path = o->path ? o->path : DEC_DATA_DEFAULT_DIR;
-    if (!(o->val_fraction >= 0.0 && o->val_fraction < 1.0)) {
-        dec__errorf(err, "validation fraction %g: expected a number in [0, 1)", o->val_fraction);
+    if (!(o->val_fraction >= 0.0 && o->val_fraction <= 1.0)) {
+        dec__errorf(err, "validation fraction %g: expected a number in [0, 1]", o->val_fraction);
         return ZERO_ERR_INVALID_ARG;
     }
     dec_data *d = calloc(1, sizeof *d);
@@ -268,6 +269,7 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
         return ZERO_ERR_NOMEM;
     }
     snprintf(d->path, sizeof d->path, "%s", path);
+    d->val_only = o->val_fraction == 1.0;
     d->kind = DEC_DATA_BYTES;
     d->vocab = 256;
     zero_status st = ZERO_OK;
@@ -330,7 +332,17 @@ split:
         if (d->skipped)
             snprintf(skip, sizeof skip, ", %llu bad example%s skipped", (unsigned long long)d->skipped,
                      d->skipped == 1 ? "" : "s");
-        if (d->kind == DEC_DATA_BYTES)
+        if (d->val_only && d->row)
+            snprintf(d->desc, sizeof d->desc, "%s (vocab %lld%s), %llu rows of %u tokens, all for validation%s",
+                     d->kind == DEC_DATA_TOKFILE ? "packed token file" : "JSONL through the tokenizer",
+                     (long long)d->vocab, d->has_mask ? ", loss mask" : "", (unsigned long long)d->rows, d->row, skip);
+        else if (d->val_only)
+            snprintf(d->desc, sizeof d->desc, "%s, %llu tokens, all for validation",
+                     d->kind == DEC_DATA_BYTES      ? "text"
+                     : d->kind == DEC_DATA_TOKFILE ? "tokens"
+                                                   : "text through the tokenizer",
+                     n);
+        else if (d->kind == DEC_DATA_BYTES)
             snprintf(d->desc, sizeof d->desc, "text, %d file%s, %llu tokens (train %llu, val %llu)", d->nfiles,
                      d->nfiles == 1 ? "" : "s", n, tr, va);
         else if (d->row)
@@ -405,13 +417,17 @@ zero_status dec_data_check(const dec_data *d, int T, int64_t model_vocab, zero_e
                         d->path, d->row, d->row - 1, d->row - 1, T);
             return ZERO_ERR_INVALID_ARG;
         }
-        if (d->rows_train == 0) {
+        if (d->val_only && d->rows == 0) { /* cannot be: a packed file holds a row; said all the same */
+            dec__errorf(err, "'%s' holds no row to validate on", d->path);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        if (!d->val_only && d->rows_train == 0) {
             dec__errorf(err, "'%s' has %llu rows: none left for training after the validation split", d->path,
                         (unsigned long long)d->rows);
             return ZERO_ERR_INVALID_ARG;
         }
     } else {
-        st = check_split(d, DEC_SPLIT_TRAIN, T, err);
+        if (!d->val_only) st = check_split(d, DEC_SPLIT_TRAIN, T, err);
         if (!st && d->n > d->n_train) st = check_split(d, DEC_SPLIT_VAL, T, err);
     }
     if (!st && d->vocab > model_vocab) {
@@ -487,6 +503,10 @@ zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t 
         dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
                     "0 <= first <= first + n <= G", (long long)step, (long long)first, (long long)first + n - 1,
                     (long long)G);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (split == DEC_SPLIT_TRAIN && d->val_only) {
+        dec__errorf(err, "'%s' is validation data only: it has no train split", d->path);
         return ZERO_ERR_INVALID_ARG;
     }
     if (split == DEC_SPLIT_VAL && dec_data_val_batches(d, G, T) == 0) {

@@ -21,7 +21,8 @@
  * every target.
  *
  * Split: a stream's last floor(val_fraction * n) tokens are the validation split; packed data's
- * last floor(val_fraction * rows) rows.
+ * last floor(val_fraction * rows) rows. val_fraction 1 opens a separate validation file (zero
+ * train --val-data): all of it is the validation split, and it has no train split.
  *
  * Sampling: step s of a run with seed `seed` uses G = world * B * K sequences, numbered
  * j = 0 .. G-1; rank r's micro-batch k holds j = (r*K + k)*B .. +B-1 (dec_data_first).
@@ -67,7 +68,7 @@ typedef struct dec_data_opts {
     int seq;               /* T: JSONL examples are packed into rows of T + 1 tokens (needed with tok) */
     zero_chat_format chat; /* the format of {"messages"} examples (NONE: from the tokenizer) */
     int skip_bad;          /* skip bad JSONL examples and count them, instead of failing at the first */
-    double val_fraction;   /* in [0, 1): the validation split (DEC_DATA_VAL_FRACTION) */
+    double val_fraction;   /* in [0, 1]: the validation split (DEC_DATA_VAL_FRACTION; 1: all, no train split) */
 } dec_data_opts;
 void dec_data_opts_default(dec_data_opts *o);
 
@@ -99,8 +100,8 @@ uint64_t dec_data_skipped(const dec_data *d, const char **first);
 const char *dec_data_describe(const dec_data *d);
 
 /* Checks that sequences of T tokens fit (a stream's non-empty splits need T+1 tokens each; packed
- * rows must be T+1 tokens long and leave at least one train row) and that the data's vocabulary
- * fits the model's. */
+ * rows must be T+1 tokens long and leave at least one train row, unless the data is validation
+ * only) and that the data's vocabulary fits the model's. */
 zero_status dec_data_check(const dec_data *d, int T, int64_t model_vocab, zero_error *err);
 
 /* Sequences first .. first+n-1 (of the G of a batch: first + n <= G) of batch `step` of the

@@ -1,6 +1,7 @@
-/* src/data/data.c — data sets for fine-tuning: JSONL examples ({"text"}, {"prompt","completion"},
- * {"messages"}) and text documents tokenized with a loss mask, EOS after each example, and packing
- * into rows of seq + 1 tokens (best-fit decreasing, padding with EOS that carries no loss). */
+/* src/data/data.c — data sets for fine-tuning: JSONL examples and JSON arrays of them ({"text"},
+ * {"prompt","completion"}, {"messages"}, ShareGPT's {"conversations"}, Alpaca's {"instruction",
+ * "input", "output"}) and text documents tokenized with a loss mask, EOS after each example, and
+ * packing into rows of seq + 1 tokens (best-fit decreasing, padding with EOS that carries no loss). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -197,16 +198,147 @@ static const char *str_field(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* A chat: rendered in the chat format, loss on the assistant turns (docs/TOKENIZER.md). */
+static zero_status add_chat(zero_data *d, const char *where, const zero_chat_message *m, int n, int *too_long) {
+    if (d->chat == ZERO_CHAT_NONE && (d->chat = zero_chat_format_detect(d->tok)) == ZERO_CHAT_NONE) {
+        snprintf(d->err, sizeof d->err, "%.200s: a chat, and the tokenizer implies no chat format: choose one of "
+                 "chatml, llama3, mistral (--chat-template)", where);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_error cerr;
+    d->scratch.n = 0;
+    zero_status st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+    if (st == ZERO_ERR_NOMEM) return nomem(d);
+    if (st && strstr(cerr.msg, "needs the token")) { /* the tokenizer's, not the example's: never skipped */
+        snprintf(d->err, sizeof d->err, "%.200s: %.300s", where, cerr.msg);
+        return st;
+    }
+    if (st) return bad(d, where, "%.200s", cerr.msg, NULL);
+    const int rc = append(d, d->scratch.ids, d->m, d->scratch.n, (uint8_t) !strcmp(m[n - 1].role, "assistant"), 0);
+    if (rc < 0) return nomem(d);
+    *too_long = rc > 0;
+    return ZERO_OK;
+}
+
+/* prompt + completion as one text with the post-processor, loss on the tokens meeting the
+ * completion. */
+static zero_status add_prompt_completion(zero_data *d, const char *p, size_t pn, const char *c, size_t cn,
+                                         int *too_long) {
+    char *both = malloc(pn + cn + 1);
+    if (!both) return nomem(d);
+    memcpy(both, p, pn);
+    memcpy(both + pn, c, cn);
+    both[pn + cn] = 0;
+    const zero_status st = encode_masked(d, both, pn + cn, pn, pn + cn);
+    free(both);
+    if (st) return nomem(d);
+    const int rc = append(d, d->scratch.ids, d->m, d->scratch.n, 1, 0);
+    if (rc < 0) return nomem(d);
+    *too_long = rc > 0;
+    return ZERO_OK;
+}
+
+/* ShareGPT's "from" names (FastChat: human, gpt; axolotl's chat_template roles add user,
+ * assistant, system; chatgpt and model are other exporters' names for the assistant). */
+static const char *sharegpt_role(const char *from) {
+    static const char *const map[][2] = {{"human", "user"},      {"user", "user"},       {"gpt", "assistant"},
+                                         {"assistant", "assistant"}, {"chatgpt", "assistant"}, {"model", "assistant"},
+                                         {"system", "system"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(from, map[i][0])) return map[i][1];
+    return NULL;
+}
+
+/* {"conversations": [{"from", "value"}...], "system"?} as the chat it maps to: a "system" string
+ * becomes the first turn (as axolotl's chat_template does). *out is malloc'd. */
+static zero_status sharegpt_chat(zero_data *d, const char *where, const cJSON *o, zero_chat_message **out, int *nout) {
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(o, "conversations");
+    const cJSON *sys = cJSON_GetObjectItemCaseSensitive(o, "system");
+    char num[32];
+    *out = NULL;
+    if (!cJSON_IsArray(conv) || cJSON_GetArraySize(conv) == 0)
+        return bad(d, where, "\"conversations\": expected a non-empty array of {\"from\", \"value\"} (ShareGPT)", NULL,
+                   NULL);
+    if (sys && !cJSON_IsNull(sys) && !cJSON_IsString(sys))
+        return bad(d, where, "\"system\": expected a string beside \"conversations\"", NULL, NULL);
+    const int has_sys = cJSON_IsString(sys), n = cJSON_GetArraySize(conv) + has_sys;
+    zero_chat_message *m = calloc((size_t)n, sizeof *m);
+    if (!m) return nomem(d);
+    int i = 0;
+    if (has_sys) m[i++] = (zero_chat_message){"system", sys->valuestring};
+    for (const cJSON *e = conv->child; e; e = e->next, i++) {
+        const char *from = str_field(e, "from"), *value = str_field(e, "value");
+        snprintf(num, sizeof num, "%d", i - has_sys);
+        if (!from || !value) {
+            free(m);
+            return bad(d, where, "conversations[%s]: expected {\"from\": ..., \"value\": \"...\"}", num, NULL);
+        }
+        if (!(m[i].role = sharegpt_role(from))) {
+            char why[160];
+            snprintf(why, sizeof why, "conversations[%s]: from '%.40s'", num, from);
+            free(m);
+            return bad(d, where, "%s is not one of human, user, gpt, assistant, chatgpt, model, system", why, NULL);
+        }
+        if (has_sys && i == 1 && !strcmp(m[i].role, "system")) {
+            free(m);
+            return bad(d, where, "a \"system\" field and a first turn from system: expected one system prompt", NULL,
+                       NULL);
+        }
+        m[i].content = value;
+    }
+    *out = m;
+    *nout = n;
+    return ZERO_OK;
+}
+
+/* The Stanford Alpaca prompt (tatsu-lab/stanford_alpaca train.py), with the newline after
+ * "### Response:" that axolotl's `alpaca` type and alpaca-lora write: the loss is on the output. */
+#define ALPACA_INPUT                                                                                                   \
+    "Below is an instruction that describes a task, paired with an input that provides further context. Write a "    \
+    "response that appropriately completes the request.\n\n### Instruction:\n"
+#define ALPACA_NO_INPUT                                                                                                \
+    "Below is an instruction that describes a task. Write a response that appropriately completes the "              \
+    "request.\n\n### Instruction:\n"
+
+static zero_status add_alpaca(zero_data *d, const char *where, const cJSON *o, int *too_long) {
+    const char *ins = str_field(o, "instruction"), *out = str_field(o, "output"), *in = str_field(o, "input");
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(o, "input");
+    if (!ins || !out)
+        return bad(d, where, "expected \"instruction\" and \"output\" as strings (Alpaca)", NULL, NULL);
+    if (inv && !in && !cJSON_IsNull(inv)) return bad(d, where, "\"input\": expected a string or null (Alpaca)", NULL, NULL);
+    const int with_input = in && *in; /* an empty input is the prompt without one, as Stanford's and axolotl's */
+    const char *head = with_input ? ALPACA_INPUT : ALPACA_NO_INPUT;
+    const size_t hn = strlen(head), n_ins = strlen(ins), n_in = with_input ? strlen(in) : 0;
+    static const char input[] = "\n\n### Input:\n", response[] = "\n\n### Response:\n";
+    const size_t pn = hn + n_ins + (with_input ? sizeof input - 1 + n_in : 0) + sizeof response - 1;
+    char *p = malloc(pn + 1);
+    if (!p) return nomem(d);
+    snprintf(p, pn + 1, "%s%s%s%s%s", head, ins, with_input ? input : "", with_input ? in : "", response);
+    const zero_status st = add_prompt_completion(d, p, pn, out, strlen(out), too_long);
+    free(p);
+    return st;
+}
+
+/* A key with a value: null is absent, as HF datasets writes a column that another example has
+ * (and axolotl drops). */
+static int present(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return v && !cJSON_IsNull(v);
+}
+
+/* The shapes of an example, in the order their names appear in messages. */
+enum { SHAPE_MESSAGES, SHAPE_SHAREGPT, SHAPE_ALPACA, SHAPE_PC, SHAPE_TEXT, SHAPE_COUNT };
+
 zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len, const char *where) {
     if (d->finished) {
         snprintf(d->err, sizeof d->err, "data: add after finish");
         return ZERO_ERR_STATE;
     }
+    d->last_len = 0; /* zero_data_last_example: nothing, for a blank or skipped line */
     size_t k = 0;
     while (k < len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n')) k++;
     if (k == len) return ZERO_OK; /* blank lines are not examples */
     d->st.bytes += len;
-    d->last_len = 0;
     char num[32];
     if (len > ZERO_DATA_MAX_LINE) {
         snprintf(num, sizeof num, "%zu", len);
@@ -222,117 +354,90 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
         st = bad(d, where, "expected a JSON object", NULL, NULL);
         goto done;
     }
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    {   /* one shape a line: the others' keys beside it would be dropped without a word */
-        const int has_m = msgs != NULL, has_pc = cJSON_GetObjectItemCaseSensitive(o, "prompt") ||
-                                                 cJSON_GetObjectItemCaseSensitive(o, "completion"),
-                  has_t = cJSON_GetObjectItemCaseSensitive(o, "text") != NULL;
-        if (has_m + has_pc + has_t > 1) {
-            st = bad(d, where, "expected one of \"messages\", \"prompt\" + \"completion\" or \"text\", found %s",
-                     has_m && has_pc ? "\"messages\" and \"prompt\"/\"completion\""
-                     : has_m         ? "\"messages\" and \"text\""
-                                     : "\"prompt\"/\"completion\" and \"text\"",
-                     NULL);
-            goto done;
-        }
+    /* one shape an example: another's keys beside it would be dropped without a word */
+    static const char *const shape_name[SHAPE_COUNT] = {"\"messages\"", "\"conversations\"", "\"instruction\"",
+                                                        "\"prompt\"/\"completion\"", "\"text\""};
+    int has[SHAPE_COUNT], nshapes = 0, shape = -1, second = -1;
+    has[SHAPE_MESSAGES] = present(o, "messages");
+    has[SHAPE_SHAREGPT] = present(o, "conversations");
+    has[SHAPE_ALPACA] = present(o, "instruction");
+    has[SHAPE_PC] = present(o, "prompt") || present(o, "completion");
+    has[SHAPE_TEXT] = present(o, "text");
+    for (int s = 0; s < SHAPE_COUNT; s++) {
+        if (!has[s]) continue;
+        if (nshapes++ == 0) shape = s;
+        else if (second < 0) second = s;
     }
-    const uint64_t before = d->st.examples;
+    if (nshapes > 1) {
+        st = bad(d, where, "one shape an example, found %s and %s", shape_name[shape], shape_name[second]);
+        goto done;
+    }
+    const uint64_t skipped0 = d->st.skipped; /* a bad example in skip mode: ZERO_OK, and counted */
     int too_long = 0;
-    if (msgs) {
+    zero_chat_message *m = NULL;
+    int n = 0;
+    switch (shape) {
+    case SHAPE_MESSAGES: {
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
         if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
             st = bad(d, where, "\"messages\": expected a non-empty array of {\"role\", \"content\"}", NULL, NULL);
-            goto done;
+            break;
         }
-        const int n = cJSON_GetArraySize(msgs);
-        zero_chat_message *m = calloc((size_t)n, sizeof *m);
-        if (!m) {
+        n = cJSON_GetArraySize(msgs);
+        if (!(m = calloc((size_t)n, sizeof *m))) {
             st = nomem(d);
-            goto done;
+            break;
         }
         int i = 0;
-        for (const cJSON *e = msgs->child; e; e = e->next, i++) {
+        for (const cJSON *e = msgs->child; e && !st; e = e->next, i++) {
             m[i].role = str_field(e, "role");
             m[i].content = str_field(e, "content");
-            if (!m[i].role || !m[i].content || (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") &&
-                                                strcmp(m[i].role, "assistant"))) {
-                snprintf(num, sizeof num, "%d", i);
-                st = !m[i].role || !m[i].content
-                         ? bad(d, where, "messages[%s]: expected {\"role\": ..., \"content\": \"...\"}", num, NULL)
-                         : bad(d, where, "messages[%s]: role '%.40s' is not system, user or assistant", num, m[i].role);
-                free(m);
-                goto done;
-            }
+            snprintf(num, sizeof num, "%d", i);
+            if (!m[i].role || !m[i].content)
+                st = bad(d, where, "messages[%s]: expected {\"role\": ..., \"content\": \"...\"}", num, NULL);
+            else if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant"))
+                st = bad(d, where, "messages[%s]: role '%.40s' is not system, user or assistant", num, m[i].role);
+            if (d->st.skipped != skipped0) break; /* skipped: the rest is not looked at */
         }
-        if (d->chat == ZERO_CHAT_NONE && (d->chat = zero_chat_format_detect(d->tok)) == ZERO_CHAT_NONE) {
-            free(m);
-            snprintf(d->err, sizeof d->err, "%.200s: a chat, and the tokenizer implies no chat format: choose one of "
-                     "chatml, llama3, mistral (--chat-template)", where);
-            st = ZERO_ERR_INVALID_ARG;
-            goto done;
+        break;
+    }
+    case SHAPE_SHAREGPT: st = sharegpt_chat(d, where, o, &m, &n); break;
+    case SHAPE_ALPACA: st = add_alpaca(d, where, o, &too_long); break;
+    case SHAPE_PC: {
+        const char *p = str_field(o, "prompt"), *c = str_field(o, "completion");
+        if (!p || !c) st = bad(d, where, "expected both \"prompt\" and \"completion\" as strings", NULL, NULL);
+        else st = add_prompt_completion(d, p, strlen(p), c, strlen(c), &too_long);
+        break;
+    }
+    case SHAPE_TEXT: {
+        const char *x = str_field(o, "text");
+        if (!x) {
+            st = bad(d, where, "\"text\": expected a string", NULL, NULL);
+            break;
         }
-        zero_error cerr;
-        d->scratch.n = 0;
-        st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
-        const int last_asst = !strcmp(m[n - 1].role, "assistant");
-        free(m);
-        if (st == ZERO_ERR_NOMEM) {
+        if ((st = encode_masked(d, x, strlen(x), 0, strlen(x)))) {
             st = nomem(d);
-            goto done;
-        }
-        if (st) {
-            if (strstr(cerr.msg, "needs the token")) {
-                snprintf(d->err, sizeof d->err, "%.200s: %.300s", where, cerr.msg);
-                goto done;
-            }
-            st = bad(d, where, "%.200s", cerr.msg, NULL);
-            goto done;
-        }
-        const int rc = append(d, d->scratch.ids, d->m, d->scratch.n, (uint8_t)last_asst, 0);
-        if (rc < 0) st = nomem(d);
-        too_long = rc > 0;
-    } else {
-        const char *p = str_field(o, "prompt"), *c = str_field(o, "completion"), *x = str_field(o, "text");
-        const int has_p = cJSON_GetObjectItemCaseSensitive(o, "prompt") != NULL;
-        const int has_c = cJSON_GetObjectItemCaseSensitive(o, "completion") != NULL;
-        if (has_p || has_c) {
-            if (!p || !c) {
-                st = bad(d, where, "expected both \"prompt\" and \"completion\" as strings", NULL, NULL);
-                goto done;
-            }
-            const size_t pn = strlen(p), cn = strlen(c);
-            char *both = malloc(pn + cn + 1);
-            if (!both) {
-                st = nomem(d);
-                goto done;
-            }
-            memcpy(both, p, pn);
-            memcpy(both + pn, c, cn + 1);
-            st = encode_masked(d, both, pn + cn, pn, pn + cn);
-            free(both);
-            if (st) {
-                st = nomem(d);
-                goto done;
-            }
-        } else if (x) {
-            if ((st = encode_masked(d, x, strlen(x), 0, strlen(x)))) {
-                st = nomem(d);
-                goto done;
-            }
-        } else {
-            st = bad(d, where, "expected \"text\", \"prompt\" and \"completion\", or \"messages\"", NULL, NULL);
-            goto done;
+            break;
         }
         const int rc = append(d, d->scratch.ids, d->m, d->scratch.n, 1, 0);
         if (rc < 0) st = nomem(d);
         too_long = rc > 0;
+        break;
     }
-    if (too_long) {
+    default:
+        st = bad(d, where, "expected \"text\", \"prompt\" and \"completion\", \"messages\", \"conversations\" "
+                 "(ShareGPT) or \"instruction\" and \"output\" (Alpaca)", NULL, NULL);
+    }
+    if (m) {
+        if (st == ZERO_OK && d->st.skipped == skipped0) st = add_chat(d, where, m, n, &too_long);
+        free(m);
+    }
+    if (st == ZERO_OK && too_long) {
         char a[32], b[32];
         snprintf(a, sizeof a, "%zu", d->scratch.n + 1);
         snprintf(b, sizeof b, "%lld", (long long)d->o.seq + 1);
         st = bad(d, where, "the example has %s tokens with EOS, longer than a sequence (seq + 1 = %s)", a, b);
     }
-    (void)before;
 done:
     cJSON_Delete(o);
     return st;
@@ -346,6 +451,7 @@ static int ends_with(const char *s, const char *suffix) {
 typedef struct jsonl_ctx {
     zero_data *d;
     const char *path;
+    int array; /* the file is one JSON array: examples are its elements */
 } jsonl_ctx;
 
 static zero_status jsonl_line(void *ctx, const char *line, size_t len, uint64_t lineno) {
@@ -355,7 +461,10 @@ static zero_status jsonl_line(void *ctx, const char *line, size_t len, uint64_t 
     if (line) return zero_data_add_jsonl_line(c->d, line, len, where);
     c->d->st.bytes += len;
     snprintf(num, sizeof num, "%zu", len);
-    return bad(c->d, where, "a line of more than %s bytes, longer than the 64 MiB a JSONL example may have", num, NULL);
+    return bad(c->d, where,
+               c->array ? "an element of more than %s bytes, longer than the 64 MiB an example may have"
+                        : "a line of more than %s bytes, longer than the 64 MiB a JSONL example may have",
+               num, NULL);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -404,9 +513,10 @@ zero_status zero_data_add_file(zero_data *d, const char *path) {
     }
     zero_error e;
     if (ends_with(path, ".jsonl") || ends_with(path, ".json")) {
-        jsonl_ctx c = {d, path};
+        jsonl_ctx c = {d, path, 0};
         e.msg[0] = 0;
-        const zero_status st = zero_data_foreach_line(path, ZERO_DATA_MAX_LINE, jsonl_line, &c, &e);
+        const zero_status st =
+            zero_data_foreach_example(path, ends_with(path, ".json"), ZERO_DATA_MAX_LINE, jsonl_line, &c, &c.array, &e);
         if (st && e.msg[0]) snprintf(d->err, sizeof d->err, "%s", e.msg);
         return st;
     }

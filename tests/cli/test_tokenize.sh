@@ -53,6 +53,44 @@ for g, (ids, mask) in zip(got, want):
     assert g["mask"][-1] == 1  # EOS after an assistant turn counts
 EOF
 
+# --- ShareGPT and Alpaca, as JSONL and as one JSON array (scripts/make_data_shape_fixtures.py)
+for f in sharegpt alpaca; do
+    for t in qwen2 llama3 mistral smollm2; do
+        for ext in jsonl json; do
+            run tokenize --tokenizer "$D/$t" "$D/$f.$ext" --print --json
+            check "$t $f.$ext --print --json: the ids and mask of transformers/tokenizers, then EOS" \
+                "$PY" - "$TMP/out" "$D/$t.$f.ids" <<'EOF'
+import json, sys
+got = [json.loads(l) for l in open(sys.argv[1])]
+want = [l.split("|") for l in open(sys.argv[2])]
+assert len(got) == len(want) >= 3, (len(got), len(want))
+for g, (ids, mask) in zip(got, want):
+    ids, mask = [int(x) for x in ids.split()], [int(x) for x in mask.split()]
+    if len(g["ids"]) == len(ids) + 1:  # EOS added (Mistral's chats end with it already)
+        assert g["mask"][-1] == 1  # after the assistant's turn, or the output, it counts
+        g["ids"], g["mask"] = g["ids"][:-1], g["mask"][:-1]
+    assert g["ids"] == ids and g["mask"] == mask, (g, ids, mask)
+EOF
+        done
+    done
+done
+run tokenize --tokenizer "$D/qwen2" "$D/sharegpt.json" "$D/sharegpt.jsonl" "$D/chats.jsonl" -o "$TMP/sg.tok" --json
+check "a JSON array, JSONL and chats in one token file" test "$rc" -eq 0 -a -n "$(grep -F '"examples": 9' "$TMP/out")"
+printf '[\n  {"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]},\n  {"conversations": [{"from": "tool", "value": "x"}]}\n]\n' >"$TMP/sg.json"
+run tokenize --tokenizer "$D/qwen2" "$TMP/sg.json" -o "$TMP/x.tok"
+expect_error "ShareGPT: an unknown role" 1 "$TMP/sg.json:3:" "conversations[0]: from 'tool' is not one of human, user, gpt, assistant, chatgpt, model, system"
+run tokenize --tokenizer "$D/qwen2" "$TMP/sg.json" -o "$TMP/x.tok" --skip-bad-examples
+check "ShareGPT: --skip-bad-examples skips it, names its line" grep -qF "first: $TMP/sg.json:3:" "$TMP/err"
+printf '{"instruction": "a", "output": "b", "text": "c"}\n' >"$TMP/mix.jsonl"
+run tokenize --tokenizer "$D/qwen2" "$TMP/mix.jsonl" -o "$TMP/x.tok"
+expect_error "Alpaca beside text" 1 "$TMP/mix.jsonl:1:" "one shape an example, found \"instruction\" and \"text\""
+printf '[{"text": "a"},\n]\n' >"$TMP/comma.json"
+run tokenize --tokenizer "$D/qwen2" "$TMP/comma.json" -o "$TMP/x.tok" --skip-bad-examples
+expect_error "a JSON array's trailing comma (not skippable: the file is not JSON)" 1 "$TMP/comma.json:2:" "a ',' before ']'"
+printf '{"text": "a"}\n\n{"text": "b"}\n' >"$TMP/blank.jsonl"
+run tokenize --tokenizer "$D/qwen2" "$TMP/blank.jsonl" --print
+check "--print: a blank line gives an empty line" test "$(sed -n 2p "$TMP/out")" = "" -a "$(wc -l <"$TMP/out")" -eq 3
+
 # --- token files
 run tokenize --tokenizer "$D/qwen2" "$D/chats.jsonl" "$D/pc.jsonl" -o "$TMP/a.tok" --json
 check "-o chats + prompt/completion: exit 0" test "$rc" -eq 0

@@ -1,10 +1,17 @@
 /* libFuzzer target: a JSONL data file as `zero tokenize` and `zero train` read it
- * (zero_data_add_file: {"text"}, {"prompt","completion"}, {"messages"} in the chat formats),
- * through one of three real tokenizers, packed or not, strict or skipping bad lines; then the
- * same bytes as a text document. Any input must give a status, never a crash or a hang. */
+ * (zero_data_add_file: {"text"}, {"prompt","completion"}, {"messages"} in the chat formats,
+ * ShareGPT's {"conversations"}, Alpaca's {"instruction", "output"}), through one of three real
+ * tokenizers, packed or not, strict or skipping bad lines; then the same file read as a *.json
+ * file is (one JSON array of examples when it starts with '['), with a small element bound; then
+ * the same bytes as a text document. Any input must give a status, never a crash or a hang. */
 #include "fuzz.h"
 #include "zero/data.h"
 #include "zero/tokenizer.h"
+
+static zero_status add_item(void *ctx, const char *text, size_t len, uint64_t lineno) {
+    (void)lineno;
+    return text ? zero_data_add_jsonl_line(ctx, text, len, "fuzz.json") : ZERO_OK; /* NULL: past the bound */
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static zero_tokenizer *tok[3];
@@ -31,6 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (uint64_t i = 0; i < n; i++)
             if (ids[i] < 0 || ids[i] >= zero_tokenizer_vocab_size(tok[size % 3]) || (mask && mask[i] > 1)) abort();
     }
+    zero_data_free(d);
+    o.skip_bad = 1;
+    if (zero_data_create(&d, tok[(size + 2) % 3], &o, &err) != ZERO_OK) abort();
+    (void)zero_data_foreach_example(fuzz_file_suffix(data, size, ".jsonl"), 1, 4096, add_item, d, NULL, &err);
+    (void)zero_data_finish(d);
     zero_data_free(d);
     if (zero_data_create(&d, tok[(size + 1) % 3], &o, &err) != ZERO_OK) abort();
     (void)zero_data_add_text(d, (const char *)data, size);

@@ -1,5 +1,6 @@
 /* tests/unit/test_data.c — the data layer: chat renderings and assistant masks equal transformers'
- * apply_chat_template (fixtures), prompt/completion masks, EOS, bad lines, packing, token files. */
+ * apply_chat_template (fixtures), prompt/completion, ShareGPT and Alpaca ids and masks, JSON array
+ * files, EOS, bad lines, packing, token files. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,215 @@ static void test_prompt_completion(void) {
     free(pcs);
 }
 
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+/* The stream zero_data_add_file makes of FILE (seq 0): each fixture row's ids and mask, then EOS
+ * unless the row ends with it (its mask: eos_mask). Returns 0 when equal, else says where. */
+static int stream_equals_fixture(zero_tokenizer *tok, const char *file, const char *fixture, uint8_t eos_mask,
+                                 const char *what) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    zero_data *d;
+    zero_error err;
+    ZT_OK(zero_data_create(&d, tok, NULL, &err));
+    if (zero_data_add_file(d, path) != ZERO_OK || zero_data_finish(d) != ZERO_OK) {
+        ZT_FAIL("%s: %s", what, zero_data_last_error(d));
+        zero_data_free(d);
+        return -1;
+    }
+    size_t fn;
+    char *fix = slurp(fixture, &fn);
+    const int32_t *ids = zero_data_tokens(d), eos = zero_tokenizer_eos(tok);
+    const uint8_t *mask = zero_data_mask(d);
+    const uint64_t n = zero_data_count(d);
+    uint64_t at = 0;
+    int rows = 0, bad = 0, nm;
+    for (int ne; !bad && (ne = fixture_row(fix, rows, ids_buf, mask_buf, &nm)) >= 0; rows++) {
+        const int add = ids_buf[ne - 1] != eos;
+        if (add) ids_buf[ne] = eos, mask_buf[ne] = eos_mask;
+        if (at + (uint64_t)(ne + add) > n || memcmp(ids + at, ids_buf, (size_t)(ne + add) * sizeof *ids) ||
+            (mask ? memcmp(mask + at, mask_buf, (size_t)(ne + add)) != 0 : memchr(mask_buf, 0, (size_t)(ne + add)) != NULL)) {
+            ZT_FAIL("%s: example %d differs from %s (tokens %llu..)", what, rows, fixture, (unsigned long long)at);
+            bad = 1;
+        }
+        at += (uint64_t)(ne + add);
+    }
+    if (!bad && at != n) ZT_FAIL("%s: %llu tokens, the fixture's %d examples make %llu", what, (unsigned long long)n, rows,
+                                 (unsigned long long)at);
+    zero_data_stats st;
+    zero_data_get_stats(d, &st);
+    ZT_EQ_INT(st.examples, rows);
+    free(fix);
+    zero_data_free(d);
+    return bad;
+}
+
+/* ShareGPT and Alpaca, as JSONL and as one JSON array: the ids and masks the fixture script computed
+ * with transformers (apply_chat_template on the messages axolotl maps ShareGPT to) and tokenizers
+ * (the Alpaca prompt + output, loss on the output, checked there against Stanford's rule). */
+static void test_sharegpt_alpaca(void) {
+    static const char *chat[] = {"qwen2", "smollm2", "llama3", "mistral"};
+    for (int t = 0; t < 4; t++) {
+        zero_tokenizer *tok = load(chat[t]);
+        char fx[256], what[256];
+        snprintf(fx, sizeof fx, "%s.sharegpt.ids", chat[t]);
+        snprintf(what, sizeof what, "%s sharegpt.jsonl", chat[t]);
+        stream_equals_fixture(tok, "sharegpt.jsonl", fx, 1, what);
+        snprintf(what, sizeof what, "%s sharegpt.json", chat[t]);
+        stream_equals_fixture(tok, "sharegpt.json", fx, 1, what);
+        zero_tokenizer_free(tok);
+    }
+    static const char *all[] = {"gpt2", "llama3", "qwen2", "smollm2", "llama2", "mistral", "metaspace", "gpt2_prefix"};
+    for (int t = 0; t < 8; t++) {
+        zero_tokenizer *tok = load(all[t]);
+        char fx[256], what[256];
+        snprintf(fx, sizeof fx, "%s.alpaca.ids", all[t]);
+        snprintf(what, sizeof what, "%s alpaca.jsonl", all[t]);
+        stream_equals_fixture(tok, "alpaca.jsonl", fx, 1, what);
+        snprintf(what, sizeof what, "%s alpaca.json", all[t]);
+        stream_equals_fixture(tok, "alpaca.json", fx, 1, what);
+        zero_tokenizer_free(tok);
+    }
+    /* a ShareGPT line is the {"messages"} line it maps to, token for token */
+    zero_tokenizer *tok = load("mistral");
+    zero_data *a, *b;
+    zero_error err;
+    ZT_OK(zero_data_create(&a, tok, NULL, &err));
+    ZT_OK(zero_data_create(&b, tok, NULL, &err));
+    const char *sg = "{\"system\": \"S\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"model\", "
+                     "\"value\": \"r\"}, {\"from\": \"user\", \"value\": \"q2\"}]}";
+    const char *ms = "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"q\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"r\"}, {\"role\": \"user\", \"content\": \"q2\"}]}";
+    ZT_OK(zero_data_add_jsonl_line(a, sg, strlen(sg), "a"));
+    ZT_OK(zero_data_add_jsonl_line(b, ms, strlen(ms), "b"));
+    const uint8_t *ma, *mb;
+    size_t na, nb;
+    const int32_t *ia = zero_data_last_example(a, &ma, &na), *ib = zero_data_last_example(b, &mb, &nb);
+    ZT_CHECK(na > 4 && na == nb && !memcmp(ia, ib, na * sizeof *ia) && !memcmp(ma, mb, na));
+    ZT_EQ_INT(ma[na - 1], 0); /* the last turn is the user's: its EOS carries no loss */
+    /* mistral's order rule holds for ShareGPT too: gpt first is a bad example with its line */
+    const char *gpt_first = "{\"conversations\": [{\"from\": \"gpt\", \"value\": \"r\"}, {\"from\": \"human\", \"value\": \"q\"}]}";
+    ZT_EQ_INT(zero_data_add_jsonl_line(a, gpt_first, strlen(gpt_first), "m.jsonl:4"), ZERO_ERR_FORMAT);
+    ZT_CHECKF(strstr(zero_data_last_error(a), "m.jsonl:4: ") && strstr(zero_data_last_error(a), "alternating"), "%s",
+              zero_data_last_error(a));
+    zero_data_free(a);
+    zero_data_free(b);
+    zero_tokenizer_free(tok);
+}
+
+typedef struct item_log {
+    int n, refused;
+    uint64_t lines[16];
+    size_t lens[16];
+    char first[64];
+} item_log;
+
+static zero_status log_item(void *ctx, const char *text, size_t len, uint64_t lineno) {
+    item_log *l = ctx;
+    if (l->n < 16) l->lines[l->n] = lineno, l->lens[l->n] = text ? len : 0;
+    if (!text) l->refused++;
+    if (l->n == 0 && text) snprintf(l->first, sizeof l->first, "%.*s", (int)(len < 63 ? len : 63), text);
+    l->n++;
+    return ZERO_OK;
+}
+
+/* The JSON array reader: elements cut right around strings, brackets and block boundaries, the
+ * line each starts on, one longer than the bound refused without being held, and the array's own
+ * grammar refused with its line. */
+static void test_json_arrays(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/a.json", tmpdir);
+    /* element 2 spans two 64 KiB blocks; strings hold ',', ']', '{' and escaped quotes */
+    const size_t big = 100000;
+    char *text = malloc(big + 256);
+    int k = sprintf(text, "\n  [ {\"text\": \"a],\\\"{b\"} ,\n{\"text\": \"");
+    memset(text + k, 'x', big);
+    k += (int)big;
+    k += sprintf(text + k, "\"}\n,\n\n[1, {\"c\": [2]}], \"s\\\\\" ]  \n");
+    write_bytes(path, text, (size_t)k);
+    item_log l = {0};
+    zero_error err;
+    int is_array;
+    ZT_OK(zero_data_foreach_example(path, 1, 1 << 20, log_item, &l, &is_array, &err));
+    ZT_EQ_INT(is_array, 1);
+    ZT_EQ_INT(l.n, 4);
+    ZT_EQ_INT(l.refused, 0);
+    ZT_CHECKF(!strcmp(l.first, "{\"text\": \"a],\\\"{b\"}"), "first element: %s", l.first);
+    ZT_EQ_INT(l.lines[0], 2);
+    ZT_EQ_INT(l.lines[1], 3);
+    ZT_EQ_INT(l.lens[1], big + 12);
+    ZT_EQ_INT(l.lines[2], 6);
+    ZT_EQ_INT(l.lens[2], 15);
+    ZT_EQ_INT(l.lines[3], 6);
+    ZT_EQ_INT(l.lens[3], 5);
+    /* with a bound below element 2: refused (NULL, a count past the bound) as soon as it passes
+     * it, and the elements after it still come */
+    memset(&l, 0, sizeof l);
+    ZT_OK(zero_data_foreach_example(path, 1, 1000, log_item, &l, NULL, &err));
+    ZT_EQ_INT(l.n, 4);
+    ZT_EQ_INT(l.refused, 1);
+    ZT_EQ_INT(l.lens[1], 0);
+    ZT_EQ_INT(l.lines[1], 3);
+    ZT_EQ_INT(l.lens[2], 15);
+    /* json_array 0 (a *.jsonl file): lines, whatever the first byte */
+    memset(&l, 0, sizeof l);
+    ZT_OK(zero_data_foreach_example(path, 0, 1 << 20, log_item, &l, &is_array, &err));
+    ZT_EQ_INT(is_array, 0);
+    ZT_EQ_INT(l.n, 6);
+    free(text);
+    /* the array's grammar: each refusal names the file, the line and what is wrong */
+    static const struct { const char *text, *needle; } bad[] = {
+        {"[{\"text\": \"a\"},\n]", "a.json:2: a ',' before ']'"},
+        {"[\n,{\"text\": \"a\"}]", "a.json:2: expected an element before ','"},
+        {"[{\"text\": \"a\"},,{}]", "a.json:1: expected an element before ','"},
+        {"[{\"text\": \"a\"}\n", "a.json:2: the array ends before its closing ']'"},
+        {"[{\"text\": \"a]", "the array ends before its closing ']'"},
+        {"[{\"text\": \"a\"}]\n\n{\"text\": \"b\"}\n", "a.json:3: bytes after the array's closing ']'"},
+        {"[{\"text\": \"a\"}][]", "bytes after the array's closing ']'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_bytes(path, bad[i].text, strlen(bad[i].text));
+        memset(&l, 0, sizeof l);
+        err.msg[0] = 0;
+        ZT_EQ_INT(zero_data_foreach_example(path, 1, 1 << 20, log_item, &l, NULL, &err), ZERO_ERR_FORMAT);
+        ZT_CHECKF(strstr(err.msg, bad[i].needle), "array %zu: '%s' lacks '%s'", i, err.msg, bad[i].needle);
+    }
+    /* through zero_data: an element's own errors are bad examples named by the line it starts on,
+     * skipped and counted with skip_bad; [] holds no example */
+    zero_tokenizer *tok = load("qwen2");
+    const char *arr = "[\n  {\"text\": \"ok\"},\n  {\"text\": \"a\", \"text\": \"b\"},\n  3,\n  {\"instruction\": \"i\", "
+                      "\"output\": \"o\"}\n]\n";
+    write_bytes(path, arr, strlen(arr));
+    zero_data *d;
+    zero_data_opts o;
+    zero_data_opts_default(&o);
+    ZT_OK(zero_data_create(&d, tok, &o, &err));
+    ZT_EQ_INT(zero_data_add_file(d, path), ZERO_ERR_FORMAT);
+    ZT_CHECKF(strstr(zero_data_last_error(d), "a.json:3: ") && strstr(zero_data_last_error(d), "appears twice"), "%s",
+              zero_data_last_error(d));
+    zero_data_free(d);
+    o.skip_bad = 1;
+    ZT_OK(zero_data_create(&d, tok, &o, &err));
+    ZT_OK(zero_data_add_file(d, path));
+    zero_data_stats st;
+    zero_data_get_stats(d, &st);
+    ZT_EQ_INT(st.examples, 2);
+    ZT_EQ_INT(st.skipped, 2);
+    ZT_CHECKF(strstr(st.first_skipped, "a.json:3: "), "%s", st.first_skipped);
+    zero_data_free(d);
+    write_bytes(path, " [ ] ", 5);
+    ZT_OK(zero_data_create(&d, tok, &o, &err));
+    ZT_OK(zero_data_add_file(d, path));
+    ZT_EQ_INT(zero_data_finish(d), ZERO_ERR_FORMAT);
+    zero_data_free(d);
+    zero_tokenizer_free(tok);
+    unlink(path);
+}
+
 static void test_text_and_bad_lines(void) {
     zero_tokenizer *tok = load("llama3");
     zero_data *d;
@@ -214,7 +424,29 @@ static void test_text_and_bad_lines(void) {
          "found \"messages\" and \"prompt\"/\"completion\""},
         {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"text\": \"c\"}", "found \"messages\" and \"text\""},
         {"[1, 2]", "x.jsonl:7: expected a JSON object"},
-        {"{\"txt\": \"a\"}", "expected \"text\", \"prompt\" and \"completion\", or \"messages\""},
+        {"{\"txt\": \"a\"}", "expected \"text\", \"prompt\" and \"completion\", \"messages\", \"conversations\" "
+                           "(ShareGPT) or \"instruction\" and \"output\" (Alpaca)"},
+        {"{\"messages\": [], \"conversations\": []}", "found \"messages\" and \"conversations\""},
+        {"{\"instruction\": \"a\", \"output\": \"b\", \"text\": \"c\"}", "found \"instruction\" and \"text\""},
+        {"{\"conversations\": [], \"prompt\": \"a\", \"completion\": \"b\"}",
+         "found \"conversations\" and \"prompt\"/\"completion\""},
+        {"{\"conversations\": [{\"from\": \"tool\", \"value\": \"x\"}]}",
+         "conversations[0]: from 'tool' is not one of human, user, gpt, assistant, chatgpt, model, system"},
+        {"{\"conversations\": [{\"from\": \"human\", \"value\": \"x\"}, {\"from\": \"Human\", \"value\": \"y\"}]}",
+         "conversations[1]: from 'Human' is not one of"},
+        {"{\"conversations\": []}", "\"conversations\": expected a non-empty array of {\"from\", \"value\"}"},
+        {"{\"conversations\": {\"from\": \"human\", \"value\": \"x\"}}", "\"conversations\": expected a non-empty array"},
+        {"{\"conversations\": [{\"role\": \"user\", \"content\": \"x\"}]}", "conversations[0]: expected {\"from\""},
+        {"{\"conversations\": [{\"from\": \"human\", \"value\": null}]}", "conversations[0]: expected {\"from\""},
+        {"{\"system\": 1, \"conversations\": [{\"from\": \"human\", \"value\": \"x\"}]}",
+         "\"system\": expected a string beside \"conversations\""},
+        {"{\"system\": \"a\", \"conversations\": [{\"from\": \"system\", \"value\": \"b\"}]}",
+         "a \"system\" field and a first turn from system"},
+        {"{\"instruction\": \"a\"}", "expected \"instruction\" and \"output\" as strings (Alpaca)"},
+        {"{\"instruction\": 1, \"output\": \"b\"}", "expected \"instruction\" and \"output\" as strings (Alpaca)"},
+        {"{\"instruction\": \"a\", \"input\": 3, \"output\": \"b\"}", "\"input\": expected a string or null"},
+        {"{\"instruction\": \"a\", \"output\": \"one two three four five six seven eight nine ten eleven\"}",
+         "longer than a sequence (seq + 1 = 17)"},
         {"{\"prompt\": \"a\"}", "expected both \"prompt\" and \"completion\""},
         {"{\"messages\": []}", "\"messages\": expected a non-empty array"},
         {"{\"messages\": [{\"role\": \"user\"}]}", "messages[0]: expected {\"role\""},
@@ -338,12 +570,6 @@ static void test_packing(void) {
     free(text);
 }
 
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(p, 1, n, f);
-    fclose(f);
-}
-
 static void put32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
@@ -438,6 +664,8 @@ int main(void) {
     test_chats();
     test_prompt_completion();
     test_text_and_bad_lines();
+    test_sharegpt_alpaca();
+    test_json_arrays();
     test_packing();
     test_tokfile();
     rmdir(tmpdir);

@@ -110,7 +110,7 @@ static void test_bad_files(void) {
     write_bytes("bin.dat2", "abc\0def", 7);
     ZT_EQ_INT(open_path(&d, at("bin.dat2"), 0.05, NULL, 0, 0, &err), ZERO_ERR_FORMAT);
     ZT_CHECKF(strstr(err.msg, "binary") && strstr(err.msg, "offset 3"), "message: %s", err.msg);
-    ZT_EQ_INT(open_path(&d, at("a.txt"), 1.0, NULL, 0, 0, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(open_path(&d, at("a.txt"), -0.5, NULL, 0, 0, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECK(d == NULL);
 
     /* ZEROTOK1 (read through zero_tokfile as before) and its header faults */
@@ -462,6 +462,50 @@ static void test_tokenized(void) {
     zero_tokenizer_free(tok);
 }
 
+/* val_fraction 1 (zero train --val-data): all of it is the validation split, in order from the
+ * first token or row; it has no train split, and a train batch of it is refused. */
+static void test_val_only(void) {
+    const char *text = "hello, world\nsecond line\n"; /* 25 bytes: 6 windows of 4 */
+    write_bytes("v.txt", text, strlen(text));
+    dec_data *d = NULL;
+    zero_error err = {{0}};
+    ZT_EQ_INT(open_path(&d, at("v.txt"), 1.5, NULL, 0, 0, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "expected a number in [0, 1]"), "message: %s", err.msg);
+    ZT_OK(open_path(&d, at("v.txt"), 1.0, NULL, 0, 0, &err));
+    if (!d) return;
+    ZT_EQ_INT(dec_data_num_tokens(d, DEC_SPLIT_VAL), 25);
+    ZT_EQ_INT(dec_data_num_tokens(d, DEC_SPLIT_TRAIN), 0);
+    ZT_CHECKF(strstr(dec_data_describe(d), "25 tokens, all for validation"), "describe: %s", dec_data_describe(d));
+    ZT_OK(dec_data_check(d, 4, 256, &err)); /* no train split, and none asked for */
+    ZT_EQ_INT(dec_data_check(d, 25, 256, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(dec_data_val_batches(d, 2, 4), 3);
+    int32_t in[8], tg[8];
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 1, 2, 2, 0, 2, 4, in, tg, &err)); /* windows 4 and 5 */
+    for (int t = 0; t < 8; t++) {
+        ZT_EQ_INT(in[t], (unsigned char)text[16 + t]);
+        ZT_EQ_INT(tg[t], (unsigned char)text[17 + t]);
+    }
+    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 4, in, tg, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "validation data only"), "message: %s", err.msg);
+    dec_data_free(d);
+    /* packed rows: every row validates, row 0 first, even fewer than 20 of them */
+    enum { T = 4, R = T + 1, ROWS = 3, N = ROWS * R };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = i;
+    ZT_OK(zero_tokfile_write(at("vrows.tok"), tok, NULL, N, N, R, &err));
+    ZT_OK(open_path(&d, at("vrows.tok"), 1.0, NULL, 0, 0, &err));
+    if (!d) return;
+    ZT_EQ_INT(dec_data_num_rows(d, DEC_SPLIT_VAL), 3);
+    ZT_EQ_INT(dec_data_num_rows(d, DEC_SPLIT_TRAIN), 0);
+    ZT_OK(dec_data_check(d, T, N, &err));
+    ZT_EQ_INT(dec_data_val_batches(d, 3, T), 1);
+    int32_t pin[3 * T], ptg[3 * T];
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 9, 0, 3, 0, 3, T, pin, ptg, &err));
+    for (int j = 0; j < 3; j++)
+        for (int t = 0; t < T; t++) ZT_EQ_INT(pin[j * T + t], j * R + t);
+    dec_data_free(d);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/zero_test_decoder_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -474,6 +518,7 @@ int main(void) {
     test_stream();
     test_packed();
     test_tokenized();
+    test_val_only();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

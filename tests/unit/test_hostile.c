@@ -273,6 +273,13 @@ static zero_status r_line_file(const char *name, zero_error *e) {
     return s;
 }
 static zero_status r_line_10g(zero_error *e) { return r_line_file("line.jsonl", e); }
+/* A *.json file that is one JSON array whose first element is a 10 GB string: streamed, refused
+ * at the element bound as a JSONL line is. */
+static void p_array_10g(void) {
+    g_tok = fixture_tokenizer();
+    sparse("array.json", "[{\"text\": \"", 11, 10 * GB);
+}
+static zero_status r_array_10g(zero_error *e) { return r_line_file("array.json", e); }
 
 /* A FIFO whose writer streams 10 GB without a newline: the reader must stop, not wait for it. */
 static void p_line_fifo(void) {
@@ -417,6 +424,8 @@ static const hcase cases[] = {
      "longer than the 64 MiB", 72 * MiB},
     {"jsonl_fifo", "JSONL line streaming through a FIFO", p_line_fifo, r_line_fifo, ZERO_ERR_FORMAT,
      "longer than the 64 MiB", 72 * MiB},
+    {"json_array_10g", "JSON array file, an element of 10 GB (sparse file)", p_array_10g, r_array_10g, ZERO_ERR_FORMAT,
+     "an element of more than", 72 * MiB},
     {"data_text_5g", "train --data: a text file of 5 GB (sparse), as bytes", p_data_5g, r_data_5g, ZERO_ERR_FORMAT,
      "more than the 4294967295", 4 * MiB},
     {"data_text_5g_tok", "train --data: a text file of 5 GB (sparse), through a tokenizer", p_data_5g_tok, r_data_5g,
