@@ -494,6 +494,7 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
             d.n ? ", " : "");
     if (d.n) fprintf(out, "defaults that differ from DeepSpeed's: %s\n", d.s);
     if (o->ux.batch_note[0]) fprintf(out, "resume: %s\n", o->ux.batch_note);
+    if (o->ux.run_note[0]) fprintf(out, "resume: %s\n", o->ux.run_note);
 
     fflush(out); /* the warning follows these lines on a terminal */
     if (doc) {

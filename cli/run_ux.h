@@ -13,6 +13,7 @@ typedef struct train_ux {
     int64_t print_every;   /* --print-every N (0: not given) */
     int64_t resume_global; /* --resume: the checkpoint's global batch (0: none recorded) */
     char batch_note[512];  /* how a resume kept or changed the global batch ("" when it did not apply) */
+    char run_note[1024];   /* what a resume changed from the checkpoint's run ("" when nothing) */
     /* the progress of train_run (rank 0) */
     FILE *out;
     int tty, bar_drawn;

@@ -79,6 +79,10 @@ void train_release(train_opts *o) {
     zero_tokenizer_free(o->tok);
     o->tok = NULL;
     cli_model_free(&o->src);
+    for (int i = 0; i < 3; i++) {
+        free(o->run_strings[i]);
+        o->run_strings[i] = NULL;
+    }
 }
 
 /* A note joins config.json's (src.notes): rank 0 prints them once at the start of the run. */
@@ -122,8 +126,11 @@ int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
     zero_config_default(cfg);
-    int rc = ux_check_inputs(o);
-    if (rc != CLI_OK) return rc;
+    int rc;
+    /* --resume: the checkpoint's run is the base (its configuration, data, chat format), which the
+     * config file and the flags below then change, each change said at the start */
+    if (o->resume && (rc = train_resume_run(o)) != CLI_OK) return rc;
+    if ((rc = ux_check_inputs(o)) != CLI_OK) return rc;
     if (o->config) {
         /* every problem of the file in one line, however many (err holds as many as fit) */
         char *all = NULL;
@@ -154,6 +161,12 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--precision '%s': expected fp32, bf16 or fp16", o->precision);
         cfg->precision = dt;
     }
+    /* the configuration as asked, before --steps fills an "auto" total and the world resolves the
+     * batch: what a checkpoint records of the run (the batch is recorded as the global batch) */
+    o->run_pre = *cfg;
+    o->run_pre.train_batch_size = o->run_pre.micro_batch = o->run_pre.grad_accum = 0;
+    o->run_pre.auto_fields &= ~(unsigned)(ZERO_AUTO_TRAIN_BATCH | ZERO_AUTO_MICRO_BATCH | ZERO_AUTO_GRAD_ACCUM);
+    train_resume_changes(o);
     if (cfg->auto_fields & ZERO_AUTO_SCHED_TOTAL_NUM_STEPS) cfg->sched.total_num_steps = o->steps;
     const char *offl[2] = {o->offload_optimizer, o->offload_param};
     zero_offload_config *oc[2] = {&cfg->offload_optimizer, &cfg->offload_param};
@@ -266,6 +279,15 @@ int train_prepare(train_opts *o, int world) {
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
+    /* the data's digest, which a checkpoint records so that --resume knows it again (one read of
+     * the data; at the run, not the first pass over the flags) */
+    o->data_digested = 0;
+    if (o->save && o->data && world > 0) {
+        char e2[512];
+        if (train_data_digest(o->data, &o->data_crc, &o->data_bytes, e2, sizeof e2) != 0)
+            return cli_error(CLI_RUNTIME, "--data: %s", e2);
+        o->data_digested = 1;
+    }
     if (o->valset && dec_data_check(o->valset, o->T, m->vocab, &err) != ZERO_OK)
         return cli_error(CLI_USAGE, "--val-data: %s", err.msg);
     if (o->val_every < 0) o->val_every = o->steps >= 5 ? o->steps / 5 : 0;

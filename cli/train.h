@@ -45,6 +45,15 @@ typedef struct train_opts {
     char base_hash[64];   /* the base's identity (dec_hf_fingerprint, or "preset:NAME:seed:S") */
     int base_saved;       /* --resume: the checkpoint holds the base (it was saved with --save-frozen) */
 
+    /* --resume: the checkpoint's record of the run (train_resume_run) */
+    int run_recorded;        /* the record has the run's configuration (run_cfg) */
+    zero_config run_cfg;     /* ... as the run had it, its batch left out */
+    char *run_strings[3];    /* data, validation data and chat format taken from the record (owned) */
+    zero_config run_pre;     /* this run's configuration before it is resolved, its batch left out (recorded) */
+    uint32_t data_crc;       /* --data's digest (train_data_digest), when the run saves */
+    uint64_t data_bytes;
+    int data_digested;
+
     train_ux ux; /* --print-every, the resume's batch, the progress (cli/run_ux.h) */
 } train_opts;
 
@@ -56,6 +65,17 @@ int train_prepare(train_opts *o, int world);
 /* --resume: takes the model, sequence length and seed from the checkpoint's record of the run
  * (an explicit, different --model/--layers/--dim/--heads/--vocab/--seq is an error). */
 int train_resume_settings(train_opts *o);
+/* --resume, before the config and the flags apply: what the checkpoint recorded of the run — its
+ * configuration (the base the config file and flags then change), its data and validation data
+ * (used when --data / --val-data are not given again, and then checked against their recorded
+ * digests: data that changed is an error), its chat format and activation checkpointing. The
+ * changes the flags make are said at the start (ux.run_note). Returns an exit status. */
+int train_resume_run(train_opts *o);
+/* After the flags: ux.run_note lists what differs from the recorded configuration. */
+void train_resume_changes(train_opts *o);
+/* The digest of a data file or directory (CRC32C and bytes of its contents; a directory's regular
+ * files in name order, names included): 0, or -1 with err set. */
+int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
 /* cli/train_lora.c. --lora's value ("r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05,rslora")

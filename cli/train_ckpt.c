@@ -3,9 +3,13 @@
  * takes it back, so a resumed run is the same computation and export and sample need nothing but
  * the checkpoint (and the model directory it came from, for the tokenizer). */
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "train.h"
@@ -39,6 +43,27 @@ char *train_user_json(const train_opts *o, int world) {
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON_AddNumberToObject(root, "global_batch", (double)(world * o->cfg.micro_batch * o->cfg.grad_accum));
     train_lora_record(o, root);
+    /* what else defines the run, for --resume to restore (train_resume_run) */
+    cJSON *run = cJSON_CreateObject();
+    char *conf_text = zero_config_to_json(&o->run_pre);
+    cJSON *conf_json = conf_text ? cJSON_Parse(conf_text) : NULL;
+    free(conf_text);
+    if (conf_json) cJSON_AddItemToObject(run, "config", conf_json);
+    const char *paths[2] = {o->data, o->val_data}, *keys[2] = {"data", "val_data"};
+    for (int i = 0; i < 2; i++) {
+        if (!paths[i]) continue;
+        char *abs = realpath(paths[i], NULL);
+        cJSON_AddStringToObject(run, keys[i], abs ? abs : paths[i]);
+        free(abs);
+    }
+    if (o->data_digested) {
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08x", (unsigned)o->data_crc);
+        cJSON_AddStringToObject(run, "data_crc32c", hex);
+        cJSON_AddNumberToObject(run, "data_bytes", (double)o->data_bytes);
+    }
+    cJSON_AddNumberToObject(run, "activation_checkpointing", o->checkpointing ? 1 : 0);
+    cJSON_AddItemToObject(root, "run", run);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return text;
@@ -122,4 +147,148 @@ int train_resume_settings(train_opts *o) {
 out:
     zero_ckpt_close(c);
     return rc;
+}
+
+/* ------------------------------------------------------------------ the run's own settings */
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int digest_file(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    static char buf[1 << 20];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        *crc = zero_crc32c(*crc, buf, n);
+        *bytes += n;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad) snprintf(err, cap, "%s: read error", path);
+    return bad ? -1 : 0;
+}
+
+int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap) {
+    *crc = 0;
+    *bytes = 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) return digest_file(path, crc, bytes, err, cap);
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(err, cap, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, capn = 0;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && !rc;) {
+        char p[4096];
+        struct stat st;
+        /* the files the data reader takes: regular ones, not links */
+        if (snprintf(p, sizeof p, "%s/%s", path, e->d_name) >= (int)sizeof p || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (n == capn) {
+            capn = capn ? 2 * capn : 64;
+            char **v = realloc(names, capn * sizeof *v);
+            if (!v) rc = -1;
+            else names = v;
+        }
+        if (!rc && !(names[n++] = strdup(e->d_name))) rc = -1;
+    }
+    closedir(d);
+    if (rc) snprintf(err, cap, "%s: out of memory", path);
+    if (n) qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && !rc; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        *crc = zero_crc32c(*crc, names[i], strlen(names[i]) + 1);
+        rc = digest_file(p, crc, bytes, err, cap);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* A string of the record, kept by o (freed with it): the run's data, validation data, chat format. */
+static const char *keep(train_opts *o, int slot, const char *v) {
+    free(o->run_strings[slot]);
+    o->run_strings[slot] = v ? strdup(v) : NULL;
+    return o->run_strings[slot];
+}
+
+int train_resume_run(train_opts *o) {
+    zero_error err = {{0}};
+    o->ux.run_note[0] = 0;
+    zero_ckpt *c = NULL;
+    if (zero_ckpt_open(&c, NULL, o->resume, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "--resume: %s", err.msg);
+    int rc = CLI_OK;
+    char *conf = NULL;
+    /* the configuration: the base over which --config and the flags apply */
+    if (zero_ckpt_user_json(c, "run.config", &conf) == ZERO_OK) {
+        zero_config_default(&o->cfg);
+        if (zero_config_load_json_string(&o->cfg, conf, &err) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "--resume %s: the checkpoint's record of its run: run.config: %s", zero_ckpt_dir(c),
+                           err.msg);
+            goto out;
+        }
+        o->run_cfg = o->cfg;
+        o->run_recorded = 1;
+    }
+    const char *v = NULL;
+    if (!o->chat_template && zero_ckpt_user_string(c, "chat_template", &v) == ZERO_OK) o->chat_template = keep(o, 2, v);
+    double x = 0;
+    if (!o->checkpointing && zero_ckpt_user_number(c, "run.activation_checkpointing", &x) == ZERO_OK && x == 1)
+        o->checkpointing = 1;
+    if (!o->val_data && zero_ckpt_user_string(c, "run.val_data", &v) == ZERO_OK) o->val_data = keep(o, 1, v);
+    const char *rec = NULL, *hex = NULL;
+    if (zero_ckpt_user_string(c, "run.data", &rec) != ZERO_OK) goto out; /* the built-in corpus, or an older record */
+    const int given = o->data != NULL;
+    if (!given) o->data = keep(o, 0, rec);
+    if (zero_ckpt_user_string(c, "run.data_crc32c", &hex) != ZERO_OK || zero_ckpt_user_number(c, "run.data_bytes", &x) != ZERO_OK)
+        goto out; /* recorded without a digest: nothing to compare */
+    char e2[512], nowhex[16];
+    uint32_t crc;
+    uint64_t bytes;
+    char *abs = given ? realpath(o->data, NULL) : NULL;
+    const int same_path = !given || (abs && !strcmp(abs, rec));
+    free(abs);
+    if (!same_path) {
+        snprintf(o->ux.run_note, sizeof o->ux.run_note, "data %s -> %s (--data)", rec, o->data);
+        goto out;
+    }
+    if (train_data_digest(o->data, &crc, &bytes, e2, sizeof e2) != 0) {
+        rc = given ? cli_error(CLI_USAGE, "--data: %s", e2)
+                   : cli_error(CLI_RUNTIME, "--resume %s: the run's data %s: %s: give --data to train on other data",
+                               zero_ckpt_dir(c), rec, e2);
+        goto out;
+    }
+    snprintf(nowhex, sizeof nowhex, "%08x", (unsigned)crc);
+    if (!strcmp(nowhex, hex) && (double)bytes == x) goto out;
+    if (!given) {
+        rc = cli_error(CLI_RUNTIME, "--resume %s: the run's data %s changed since the checkpoint (%.0f bytes, crc32c %s; now "
+                       "%llu bytes, crc32c %s): give --data %s again to train on it as it is now", zero_ckpt_dir(c), rec, x,
+                       hex, (unsigned long long)bytes, nowhex, rec);
+        goto out;
+    }
+    snprintf(o->ux.run_note, sizeof o->ux.run_note, "data %s changed since the checkpoint (--data given again: trained as it is now)", rec);
+out:
+    free(conf);
+    zero_ckpt_close(c);
+    return rc;
+}
+
+void train_resume_changes(train_opts *o) {
+    if (!o->run_recorded) return;
+    char d[768];
+    const int n = zero_config_diff(&o->run_cfg, &o->run_pre, d, sizeof d);
+    if (n <= 0) return;
+    const size_t len = strlen(o->ux.run_note);
+    snprintf(o->ux.run_note + len, sizeof o->ux.run_note - len, "%sthe run's configuration, changed by --config or the flags: %s",
+             len ? "; " : "", d);
 }

@@ -191,6 +191,12 @@ zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err);
  * NULL on allocation failure or a NULL cfg. */
 char *zero_config_to_json(const zero_config *cfg);
 
+/* What differs between two configurations, as their JSON (zero_config_to_json) differs: the
+ * number of keys whose values differ, written into out as "optimizer.params.lr 0.002 -> 0.001;
+ * zero_optimization.stage 3 -> 2" (a key one side lacks: "(none)"; cut at cap), or -1 on
+ * allocation failure. */
+int zero_config_diff(const zero_config *from, const zero_config *to, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,3 +68,50 @@ char *zero_config_to_json(const zero_config *cfg) {
     cJSON_Delete(root);
     return out;
 }
+
+/* Appends "path a -> b" for every leaf where x and y differ (a missing side is "(none)"). */
+static void diff_into(const cJSON *x, const cJSON *y, const char *path, char *out, size_t cap, size_t *len, int *n) {
+    const int xo = cJSON_IsObject(x), yo = cJSON_IsObject(y);
+    if (xo || yo) {
+        for (int side = 0; side < 2; side++) { /* x's keys, then y's keys that x lacks */
+            const cJSON *from = side ? y : x;
+            for (const cJSON *k = cJSON_IsObject(from) ? from->child : NULL; k; k = k->next) {
+                if (side && cJSON_IsObject(x) && cJSON_GetObjectItemCaseSensitive(x, k->string)) continue;
+                char sub[256];
+                snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k->string);
+                diff_into(xo ? cJSON_GetObjectItemCaseSensitive(x, k->string) : NULL,
+                          yo ? cJSON_GetObjectItemCaseSensitive(y, k->string) : NULL, sub, out, cap, len, n);
+            }
+        }
+        return;
+    }
+    char *a = x ? cJSON_PrintUnformatted(x) : NULL, *b = y ? cJSON_PrintUnformatted(y) : NULL;
+    if (!a || !b || strcmp(a, b) != 0) {
+        /* numbers shown as a person writes them (a float field prints 0.0020000000949949026) */
+        char na[32], nb[32];
+        if (cJSON_IsNumber(x)) snprintf(na, sizeof na, "%.7g", x->valuedouble);
+        if (cJSON_IsNumber(y)) snprintf(nb, sizeof nb, "%.7g", y->valuedouble);
+        if (*len < cap)
+            *len += (size_t)snprintf(out + *len, cap - *len, "%s%s %s -> %s", *n ? "; " : "", path,
+                                     cJSON_IsNumber(x) ? na : a ? a : "(none)", cJSON_IsNumber(y) ? nb : b ? b : "(none)");
+        ++*n;
+    }
+    cJSON_free(a);
+    cJSON_free(b);
+}
+
+int zero_config_diff(const zero_config *from, const zero_config *to, char *out, size_t cap) {
+    if (cap) out[0] = 0;
+    if (!from || !to) return -1;
+    cJSON *x = cJSON_CreateObject(), *y = cJSON_CreateObject();
+    int n = -1;
+    if (x && y && zero__zc_save_table(zero__config_schema(), from, 0, x) == 0 &&
+        zero__zc_save_table(zero__config_schema(), to, 0, y) == 0) {
+        size_t len = 0;
+        n = 0;
+        diff_into(x, y, "", out, cap, &len, &n);
+    }
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return n;
+}

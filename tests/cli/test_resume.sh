@@ -103,4 +103,30 @@ assert s["mem"]["buffers"] == 0 and 0 < r["mem"]["buffers"] <= 65536 * 4, (s["me
 assert states > 18 * 2**20 and r["rss_peak"] <= s["rss_peak"] + 2 * 2**20, (r["rss_peak"], s["rss_peak"])
 EOF
 
+# --- a resume restores the run (a fine-tune: model directory, chats, stage 3 and a learning rate
+# on 2 ranks): --resume alone continues bitwise as the straight run, on the same data, stage and
+# learning rate (it had fallen back to the built-in corpus, stage 0 and lr 1e-3 without a word);
+# flags given again change it and say so; data that changed since is refused unless given again.
+FT=$(cd "$(dirname "$0")/../data/finetune" && pwd)
+cp "$FT/chats.jsonl" "$TMP/chats.jsonl"
+ft() { # ft NAME [args...]
+    local name=$1; shift
+    "$ZERO" train --ranks 2 --val-every 0 --log-json "$TMP/$name.json" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+}
+ft ftstraight --init-from "$FT/qwen2_chat" --data "$TMP/chats.jsonl" --stage 3 --lr 2e-3 --steps 6
+ft fthalf --init-from "$FT/qwen2_chat" --data "$TMP/chats.jsonl" --stage 3 --lr 2e-3 --steps 3 --save "$TMP/ft"
+ft ftresumed --resume "$TMP/ft" --steps 6
+check "a fine-tune resumed with --resume alone: bitwise the straight run" same ftresumed ftstraight 4
+check "... at the recorded stage, learning rate and data" grep -q "stage 3, 2 ranks.*JSONL through the tokenizer" "$TMP/ftresumed.out"
+check "... nothing said changed" bash -c "! grep -q '^resume: the run' '$TMP/ftresumed.out'"
+ft ftlr --resume "$TMP/ft/step_00000003" --steps 4 --lr 1e-3 --stage 2
+check "flags given again apply and are named" grep -q "^resume: the run's configuration, changed by --config or the flags: optimizer.params.lr 0.002 -> 0.001; zero_optimization.stage 3 -> 2$" "$TMP/ftlr.out"
+check "... and the run has them" bash -c "grep -q '\"lr\":0.00100' '$TMP/ftlr.json' && grep -q 'stage 2, 2 ranks' '$TMP/ftlr.out'"
+head -n 8 "$FT/chats.jsonl" >"$TMP/chats.jsonl" # the data changed since
+ft ftchanged --resume "$TMP/ft/step_00000003" --steps 4
+check "data that changed since the checkpoint: exit 1, one line naming it" \
+    bash -c "test \$(grep -c '^zero: error: --resume .*the run.s data .*chats.jsonl changed since the checkpoint' '$TMP/ftchanged.err') -eq 1"
+ft ftgiven --resume "$TMP/ft/step_00000003" --steps 4 --data "$TMP/chats.jsonl"
+check "... given again: trained as it is now, and said" grep -q "^resume: data .*chats.jsonl changed since the checkpoint (--data given again" "$TMP/ftgiven.out"
+
 exit $fail
