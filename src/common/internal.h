@@ -20,6 +20,13 @@ void zero__errorf(char *dst, size_t cap, const char *fmt, ...) ZERO__PRINTF(3, 4
 
 #define ZERO__ERR(e, ...) zero__errorf((e)->msg, sizeof (e)->msg, __VA_ARGS__)
 
+/* ---- scratch.c: the files zero_scratch_remove_all removes (zero/common.h) ----
+ * zero__scratch_add lists path (copied) and returns its slot, or -1 when the path is longer than
+ * 4095 bytes or 32 files are listed already (the file is then left to the next run's sweep);
+ * zero__scratch_drop(slot) unlists it (-1: nothing), before its owner removes the file. */
+int zero__scratch_add(const char *path);
+void zero__scratch_drop(int slot);
+
 /* ---- reduce.c: the host reductions every layer shares (one kernel, scalar + AVX2) ----
  * dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is a sum, or
  * MAX when `max`. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to
