@@ -123,7 +123,7 @@ typedef struct zero__beat_page {
     uint64_t nonce; /* random: told to the peers through MPI */
     int64_t pid;
     _Atomic uint64_t count; /* bumped by the watchdog every tick */
-    _Atomic int beating;    /* 1 once the watchdog has ticked: only then is the count judged */
+    _Atomic int beating;    /* 1 once the watchdog thread runs: only then is the count judged */
 } zero__beat_page;
 /* Starts the watchdog (once) and gives this process's heartbeat page as a memfd and its nonce;
  * 0 when there is none (no memfd, no thread): peers then never judge this process. */

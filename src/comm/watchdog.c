@@ -74,8 +74,8 @@ static void die(void) {
 }
 
 /* Under g_mu: the first peer of list `id` whose heartbeat has stood still longer than hb, or NULL.
- * Only a peer whose watchdog has beaten once is judged (one whose thread never started looks
- * stopped forever). */
+ * Only a peer whose watchdog thread runs is judged (one whose thread could not start never beats,
+ * and would look stopped forever). */
 static const peer *stopped_peer(int id, int64_t hb, int64_t now) {
     for (int l = 0; l < BEAT_LISTS; l++) {
         if (g_lists[l].id != id) continue;
@@ -96,10 +96,7 @@ static void *watch_main(void *arg) {
         const int64_t now = mono_ns();
         const int late = now - last > LATE_TICK_NS;
         last = now;
-        if (g_page) {
-            atomic_fetch_add(&g_page->count, 1);
-            atomic_store(&g_page->beating, 1);
-        }
+        if (g_page) atomic_fetch_add(&g_page->count, 1);
         pthread_mutex_lock(&g_mu);
         for (int l = 0; l < BEAT_LISTS; l++)
             for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
@@ -176,6 +173,9 @@ static void watch_start(void) {
     g_up = pthread_create(&t, &a, watch_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
+    /* Beating from now on, not from the first tick: a process stopped within the first 0.25 s
+     * (a tiny model reaches its third step sooner) would otherwise never be judged. */
+    if (g_up && g_page) atomic_store(&g_page->beating, 1);
 }
 
 int zero__beat_self(int *fd, uint64_t *nonce) {

@@ -10,6 +10,7 @@
 #include "zero/offload.h"
 #include "zero/zero.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -150,7 +151,7 @@ int main(void) {
     ZT_CHECKF(took >= 3.0, "slow peer: ran %.2f s", took);
     ZT_CHECK(!exists(swp));
 
-    /* a peer whose watchdog never beat: not judged */
+    /* a peer without a watchdog thread (it could not start): not judged */
     st = run_child(0, 1, 0, 0, 2.5, log, &took, swp, sizeof swp);
     ZT_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer without a watchdog: status %#x, expected exit 0", st);
 
@@ -160,6 +161,27 @@ int main(void) {
     ZT_CHECKF(took >= 1.0 && took < 5.0, "timeout: ended after %.2f s", took);
     ZT_CHECKF(file_has(log, "more than the 1 s of ZERO_COMM_TIMEOUT"), "timeout: the log line");
     ZT_CHECK(!exists(swp));
+
+    /* this process's own page says it beats as soon as the watchdog runs, not from its first tick
+     * 0.25 s later: a rank stopped at once must be judged too (a tiny model's third step came
+     * sooner, and such a rank was waited for the whole timeout) */
+    int fd = -1;
+    uint64_t nonce = 0;
+    ZT_CHECK(zero__beat_self(&fd, &nonce));
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    const int f = open(self, O_RDONLY);
+    const zero__beat_page *mine = f >= 0 ? mmap(NULL, ZERO__BEAT_PAGE_BYTES, PROT_READ, MAP_SHARED, f, 0) : MAP_FAILED;
+    ZT_CHECK(mine != MAP_FAILED);
+    if (mine != MAP_FAILED) {
+        ZT_EQ_INT(atomic_load(&mine->beating), 1);
+        ZT_CHECK(mine->magic == ZERO__BEAT_MAGIC && mine->nonce == nonce && mine->pid == getpid());
+        const uint64_t c0 = atomic_load(&mine->count);
+        sleep_s(0.6);
+        ZT_CHECKF(atomic_load(&mine->count) >= c0 + 2, "the count moved from %llu to %llu in 0.6 s",
+                  (unsigned long long)c0, (unsigned long long)atomic_load(&mine->count));
+    }
+    if (f >= 0) close(f);
 
     /* the settings: defaults, variables, options over variables, bad values named */
     zero_comm_options o;
