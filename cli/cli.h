@@ -47,6 +47,28 @@ int cli_launch_ranks(int nranks);
  * the rank if it dies (returns in the rank; the monitor never returns). Elsewhere a no-op. */
 void cli_rank_monitor(void);
 
+/* The scratch directory of a --ranks job (cli/launch_scratch.c): OpenMPI's session directory and
+ * shared-memory segments go in it, and it goes when no process of the job runs any more. */
+typedef struct cli_job_scratch {
+    char dir[4096]; /* "" when there is none */
+    int lock_fd;    /* the launcher's shared lock; -1 once released */
+} cli_job_scratch;
+/* Creates a new, locked job directory; -1 (and dir "") when it cannot. */
+int cli_job_scratch_create(cli_job_scratch *j);
+/* Releases the launcher's lock and removes the directory once no process holds the lock, waiting
+ * up to wait_ms for that; 1 when it is gone (or there was none), 0 when left for the next sweep. */
+int cli_job_scratch_remove(cli_job_scratch *j, int wait_ms);
+/* In a rank's monitor: holds the lock of the job directory dir for as long as it (and the rank)
+ * runs. */
+void cli_job_scratch_join(const char *dir);
+/* Removes the job directories of this user that no running process holds (their launcher was
+ * killed outright); returns how many. */
+int cli_job_scratch_sweep(void);
+/* In every process that may own scratch files (each rank, a single-process run): SIGTERM, SIGINT
+ * and SIGHUP (unless ignored, as under nohup) first remove them (zero_scratch_remove_all), then
+ * end the process by the same signal as before. */
+void cli_remove_scratch_on_stop(void);
+
 /* Prints "zero: error: <msg>" (one line) to stderr and returns `code`. Silent while
  * cli_quiet_errors is set (ranks other than 0 repeating rank 0's deterministic errors). */
 extern int cli_quiet_errors;

@@ -9,7 +9,15 @@
  * (cli_rank_monitor): it waits for the rank and, when the rank was killed by a signal that the
  * monitor did not forward (a crash, the OOM killer, kill -9) or exited with a status zero never
  * uses, prints the one line `zero: error: rank R ...` that says so; mpiexec (run --quiet, so
- * without its banners) then stops the other ranks, which stay silent. */
+ * without its banners) then stops the other ranks, which stay silent.
+ *
+ * No process outlives the launcher and no scratch outlives the job: mpiexec gets SIGTERM when the
+ * launcher dies, however it dies (PR_SET_PDEATHSIG), and stops the ranks; a monitor whose mpiexec
+ * is gone (killed outright) stops its rank itself; a rank stopped by a signal removes its swap
+ * files (cli_remove_scratch_on_stop); OpenMPI's session directory and shared memory live in the
+ * job's scratch directory (launch_scratch.c), removed once every process of the job is gone, or by
+ * the next launch when the launcher was killed outright; and the swap files a killed rank could
+ * not remove are swept from the --offload-* nvme:DIR directories when the job ends. */
 #define _GNU_SOURCE /* sigabbrev_np */
 #include "cli.h"
 
@@ -22,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef ZERO_MPIEXEC
@@ -32,6 +41,11 @@
 #define RANKS_PER_CPU 8
 #define MONITOR_ENV   "ZERO_RANK_MONITOR"
 #define REPORT_ENV    "ZERO_LAUNCH_REPORT" /* a file where monitors note that they reported */
+#define JOBDIR_ENV    "ZERO_LAUNCH_DIR"    /* the job's scratch directory, whose lock monitors hold */
+/* How long a monitor whose mpiexec is gone lets its rank remove its scratch after SIGTERM before
+ * SIGKILL, and how long the launcher waits for the ranks to go before it removes the job's
+ * scratch directory (left for the next launch past that). */
+#define ORPHAN_GRACE_MS 10000
 
 int cli_argc;
 char **cli_argv;
@@ -91,6 +105,8 @@ static void report(const char *path, const char *line, int print) {
     close(fd);
 }
 
+static void woken(int sig) { (void)sig; }
+
 void cli_rank_monitor(void) {
     const char *m = getenv(MONITOR_ENV);
     if (!m || strcmp(m, "1") != 0) return;
@@ -102,9 +118,12 @@ void cli_rank_monitor(void) {
     const char *rp = getenv(REPORT_ENV);
     if (rp) snprintf(report_path, sizeof report_path, "%s", rp);
     unsetenv(REPORT_ENV);
+    const char *jd = getenv(JOBDIR_ENV);
+    if (jd) cli_job_scratch_join(jd); /* before the fork: the rank holds the lock too */
+    unsetenv(JOBDIR_ENV);
     fflush(stdout);
     fflush(stderr);
-    const pid_t monitor = getpid();
+    const pid_t monitor = getpid(), mpiexec = getppid();
     const pid_t child = fork();
     if (child < 0) return; /* no monitor: the rank runs unwatched, as under a user's mpirun */
     if (child == 0) {
@@ -116,9 +135,30 @@ void cli_rank_monitor(void) {
     g_child = child;
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
     handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR) _exit(CLI_RUNTIME);
+    struct sigaction wake;
+    memset(&wake, 0, sizeof wake);
+    wake.sa_handler = woken; /* the rank's end cuts the sleep below short */
+    sigemptyset(&wake.sa_mask);
+    sigaction(SIGCHLD, &wake, NULL);
+    /* Waits for the rank, and looks at its own parent every 0.2 s: when mpiexec is gone (killed
+     * outright) nobody else will stop the rank, so the monitor does, as mpiexec would (SIGCONT for a
+     * stopped rank, SIGTERM, which lets it remove its scratch, and SIGKILL after a grace time). */
+    int status = 0, orphan_ms = -1;
+    for (;;) {
+        const pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child) break;
+        if (w < 0 && errno != EINTR) _exit(CLI_RUNTIME);
+        if (orphan_ms < 0 && getppid() != mpiexec) {
+            orphan_ms = 0;
+            forward(SIGCONT);
+            forward(SIGTERM);
+        } else if (orphan_ms >= ORPHAN_GRACE_MS) {
+            kill(child, SIGKILL);
+        }
+        const struct timespec q = {0, 200000000};
+        nanosleep(&q, NULL);
+        if (orphan_ms >= 0) orphan_ms += 200;
+    }
     char line[512], name[32];
     if (WIFEXITED(status)) {
         const int code = WEXITSTATUS(status);
@@ -249,16 +289,30 @@ int cli_launch_ranks(int nranks) {
     setenv(MONITOR_ENV, "1", 1);
     setenv(CLI_TTY_ENV_OUT, isatty(STDOUT_FILENO) ? "1" : "0", 1);
     setenv(CLI_TTY_ENV_ERR, isatty(STDERR_FILENO) ? "1" : "0", 1);
-    const char *tmpdir = getenv("TMPDIR");
-    char report_path[4096];
-    snprintf(report_path, sizeof report_path, "%s/zero-launch-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int rfd = mkstemp(report_path);
-    if (rfd >= 0) {
-        close(rfd);
-        setenv(REPORT_ENV, report_path, 1);
+    /* What an earlier job whose launcher was killed outright left, then this job's own directory:
+     * OpenMPI's session directory and shared-memory segments go in it unless the user placed them
+     * (OpenMPI 4.1's variables, tested; OpenMPI 5's btl "sm" and prte ones, not tested). */
+    cli_job_scratch_sweep();
+    static cli_job_scratch job;
+    char report_path[4200] = "";
+    if (cli_job_scratch_create(&job) == 0) {
+        static const char *vars[] = {"OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_btl_vader_backing_directory",
+                                     "OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_osc_sm_backing_directory",
+                                     "PRTE_MCA_prte_tmpdir_base"};
+        for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], job.dir, 0);
+        setenv(JOBDIR_ENV, job.dir, 1);
+        snprintf(report_path, sizeof report_path, "%s/report", job.dir);
+        const int rfd = open(report_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (rfd >= 0) close(rfd);
+        else report_path[0] = 0;
     } else {
-        report_path[0] = 0;
+        const char *tmpdir = getenv("TMPDIR");
+        snprintf(report_path, sizeof report_path, "%s/zero-launch-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+        const int rfd = mkstemp(report_path);
+        if (rfd >= 0) close(rfd);
+        else report_path[0] = 0;
     }
+    if (report_path[0]) setenv(REPORT_ENV, report_path, 1);
     fflush(stdout);
     fflush(stderr);
 
@@ -270,9 +324,14 @@ int cli_launch_ranks(int nranks) {
     }
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
+    const pid_t launcher = getpid();
     const pid_t pid = fork();
     if (pid == 0) {
         close(pfd[0]);
+        /* mpiexec goes with the launcher, however the launcher ends (kill -9 included): SIGTERM,
+         * so that it stops the ranks and removes its files as when the user stops it */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != launcher) _exit(127); /* the launcher died before the line above */
         execvp(args[0], args);
         int e = errno;
         ssize_t w = write(pfd[1], &e, sizeof e);
@@ -286,9 +345,11 @@ int cli_launch_ranks(int nranks) {
     unsetenv(REPORT_ENV);
     unsetenv(CLI_TTY_ENV_OUT);
     unsetenv(CLI_TTY_ENV_ERR);
+    unsetenv(JOBDIR_ENV);
     if (pid < 0) {
         close(pfd[0]);
         if (report_path[0]) unlink(report_path);
+        cli_job_scratch_remove(&job, 0);
         return cli_error(CLI_RUNTIME, "--ranks %d: cannot start the MPI launcher: %s", nranks, strerror(e));
     }
     g_child = pid;
@@ -306,6 +367,14 @@ int cli_launch_ranks(int nranks) {
     struct stat rs;
     const int reported = report_path[0] && stat(report_path, &rs) == 0 && rs.st_size > 0;
     if (report_path[0]) unlink(report_path);
+    /* Ranks may outlive mpiexec (killed outright): their monitors stop them; the directory goes
+     * once they have, and the swap files that a rank killed outright left go with the job. */
+    cli_job_scratch_remove(&job, ORPHAN_GRACE_MS + 2000);
+    static const char *nvme_flags[] = {"--offload-optimizer", "--offload-param"};
+    for (size_t i = 0; i < sizeof nvme_flags / sizeof nvme_flags[0]; i++) {
+        const char *v = arg_value(nvme_flags[i]);
+        if (v && !strncmp(v, "nvme:", 5) && v[5]) zero_swap_sweep(v + 5, NULL, NULL);
+    }
     if (werr) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(werr));
     if (got == (ssize_t)sizeof exec_errno)
         return cli_error(CLI_RUNTIME,

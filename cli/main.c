@@ -66,6 +66,7 @@ static int finish(int rc) {
 
 int main(int argc, char **argv) {
     cli_rank_monitor();
+    cli_remove_scratch_on_stop(); /* --ranks: the launcher forwards these signals instead */
     cli_argc = argc;
     cli_argv = argv;
     zero_log_set_callback(log_to_stderr, NULL);

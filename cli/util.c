@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cli_quiet_errors;
 
@@ -151,6 +152,30 @@ int cli_path_within(const char *path, const char *in) {
 
 void cli_ignore_sigpipe(int world) {
     if (world > 1) signal(SIGPIPE, SIG_IGN);
+}
+
+/* Async-signal-safe: unlink(2), sigaction, sigprocmask and raise only. */
+static void stop_removing_scratch(int sig) {
+    zero_scratch_remove_all();
+    signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    sigprocmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig); /* dies of it: the monitor and the shell see the same status as before */
+    _exit(128 + sig);
+}
+
+void cli_remove_scratch_on_stop(void) {
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = stop_removing_scratch;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 void cli_json_double(FILE *f, double v) {

@@ -99,6 +99,11 @@ typedef struct zero_comm_options {
                              * other ranks before this rank ends itself: one line naming the call
                              * and exit status 1 (default 1800, as DeepSpeed's; 0 never). Each
                              * rank's own: it changes no collective's path. */
+    int64_t heartbeat_s;    /* ZERO_COMM_HEARTBEAT: seconds a collective (or a wait) may wait while
+                             * a rank of this node shows no heartbeat (it is stopped: SIGSTOP, a
+                             * debugger) before this rank ends itself, as above (default 60; 0
+                             * never). A slow rank still beats and is waited for up to timeout_s.
+                             * Each rank's own (docs/COMM.md, "Stopped ranks"). */
 } zero_comm_options;
 
 void zero_comm_options_default(zero_comm_options *o);

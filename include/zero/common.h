@@ -249,6 +249,17 @@ zero_status zero_check_replaceable(const char *path, zero_error *err);
  * (close-on-exec), or -1 with err set. */
 int zero_create_tmp(const char *path, char *tmp, size_t cap, zero_error *err);
 
+/* ---------------------------------------------------------------- scratch on an abrupt end
+ * The files a handle creates for its own life and removes when it is freed (the NVMe swap files
+ * of zero/offload.h) are also listed process-wide, so that a process that ends without freeing
+ * its handles can still remove them (docs/OFFLOAD.md, "Removal"). */
+
+/* Removes every listed scratch file of this process (each handle's own, nothing else) and returns
+ * how many it removed. Async-signal-safe: meant for a handler of SIGTERM, SIGINT or SIGHUP that
+ * ends the process next (the zero command installs one), and called by the comm watchdog before
+ * it ends a rank. The handles stay valid but their files are gone: after it, only free them. */
+int zero_scratch_remove_all(void);
+
 #ifdef __cplusplus
 }
 #endif

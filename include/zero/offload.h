@@ -14,11 +14,17 @@
  * Swap file ownership (the rule that keeps zero from destroying a user's data):
  *  - the name is DIR/zero_<job>_rank<rank, 5 digits>.<kind>.swp and the file opens with a
  *    ZERO_SWAP_HEADER-byte header (magic "ZEROSWAP", owner host and pid; layout in offload/swap.c);
- *  - creation refuses (ZERO_ERR_IO, naming the file) when the name exists and is not a swap file,
- *    when it is the swap file of a live process, or of another host (zero cannot tell whether that
- *    one is alive); only the swap file of a dead process of this host is replaced (stale);
+ *  - the creating process holds an flock on its file from before the header is written until
+ *    after the file is removed; the kernel drops it when the process ends, however it ends;
+ *  - creation refuses (ZERO_ERR_IO, naming the file) when the name exists and is not a swap file
+ *    (a regular file of this user, mode 0600, with the header), when it is the swap file of a
+ *    live process (its lock is held), or of another host (zero cannot tell whether that one is
+ *    alive); only a stale swap file of this host (its lock free) is replaced;
  *  - zero_swap_remove unlinks the file; the engine removes its files in zero_engine_free and on
- *    every error path. A process killed by a signal leaves its files: remove them by hand.
+ *    every error path; zero_scratch_remove_all (zero/common.h) removes the files of every live
+ *    zero_swap from a signal handler. What a process killed outright (kill -9, a crash, the OOM
+ *    killer) leaves is stale, and zero_swap_sweep removes it: the engine sweeps each nvme_path
+ *    before it creates its files there.
  * Space for the data is reserved at creation (fallocate, where the file system has it), so a full
  * disk is reported then, naming the free and the needed bytes, rather than in the middle of a step.
  */
@@ -80,6 +86,19 @@ typedef enum zero_swap_owner {
     ZERO_SWAP_STALE = 4,   /* a swap file of a process of this host that no longer runs */
 } zero_swap_owner;
 zero_swap_owner zero_swap_probe(const char *path);
+
+/* Removes every stale swap file in dir (any job id: runs that were killed left them): a
+ * zero_*.swp that is a regular file of this user, mode 0600, with a swap header of this host,
+ * whose lock no process holds (format 1: whose owner pid no longer runs), removed while holding
+ * its lock. Never another user's file, a file without the header, another host's, or anything
+ * through a symbolic link. *out (may be NULL) says what went. ZERO_OK also when dir does not
+ * exist; ZERO_ERR_IO when it cannot be read. */
+typedef struct zero_swap_swept {
+    int removed;     /* files removed */
+    uint64_t bytes;  /* their sizes, summed */
+    char first[256]; /* the name (in dir) of the first one removed; "" when none */
+} zero_swap_swept;
+zero_status zero_swap_sweep(const char *dir, zero_swap_swept *out, zero_error *err);
 
 /* ---------------------------------------------------------------- the pool */
 typedef struct zero_offload_pool zero_offload_pool;

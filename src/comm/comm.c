@@ -1,18 +1,12 @@
 /* The public communicator API: argument checks, in-place rules, byte counters, request
- * bookkeeping and the watchdog shared by every backend; the backends (comm_self.c, comm_mpi.c)
- * only move data. */
+ * bookkeeping, and the watchdog's slot around every call that waits (watchdog.c), shared by every
+ * backend; the backends (comm_self.c, comm_mpi.c) only move data. */
 #include "comm/internal.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 const char *zero_coll_name(zero_coll c) {
     static const char *names[ZERO_COLL_COUNT] = {"all_reduce", "reduce_scatter", "all_gather",
@@ -89,110 +83,7 @@ void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) {
 void zero_comm_options_default(zero_comm_options *o) {
     if (!o) return;
     o->shm = o->fake_nodes = o->fake_cyclic = o->cma = o->async = ZERO_COMM_FROM_ENV;
-    o->shm_min_bytes = o->shm_chunk = o->cma_min_bytes = o->timeout_s = ZERO_COMM_FROM_ENV;
-}
-
-/* ------------------------------------------------------------------ the watchdog
- * A rank that stops (SIGSTOP, a swap storm, a hung file system) without dying closes no socket:
- * its peers would wait in their next collective forever. Every collective call (the non-blocking
- * ones run on the caller's thread when there is no progress thread) and every wait of
- * a communicator of more than one rank takes a slot with its start time; a thread looks at the
- * slots every quarter second and, when one has waited longer than its communicator's timeout,
- * logs one error line naming the call and ends the process (exit status 1), as PyTorch's
- * watchdog does: the launcher then takes the job down, the stopped rank with it. */
-
-#define WATCH_SLOTS 8
-static _Atomic int64_t g_watch_start[WATCH_SLOTS]; /* monotonic ns; 0 free, -1 being filled */
-static _Atomic int64_t g_watch_limit[WATCH_SLOTS];
-static const char *_Atomic g_watch_fn[WATCH_SLOTS];
-static _Atomic int g_watch_rank[WATCH_SLOTS], g_watch_size[WATCH_SLOTS];
-static pthread_once_t g_watch_once = PTHREAD_ONCE_INIT;
-static int g_watch_up;
-
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void *watch_main(void *arg) {
-    (void)arg;
-    for (;;) {
-        const struct timespec q = {0, 250000000};
-        nanosleep(&q, NULL);
-        const int64_t now = mono_ns();
-        for (int k = 0; k < WATCH_SLOTS; k++) {
-            const int64_t t0 = atomic_load(&g_watch_start[k]);
-            if (t0 <= 0 || now - t0 <= atomic_load(&g_watch_limit[k])) continue;
-            zero__log(ZERO_LOG_ERROR,
-                      "rank %d of %d: %s has waited %.0f s for the other ranks, more than the %.0f s of "
-                      "ZERO_COMM_TIMEOUT (zero_comm_options.timeout_s): a rank stopped or hung; ending this one",
-                      atomic_load(&g_watch_rank[k]), atomic_load(&g_watch_size[k]), atomic_load(&g_watch_fn[k]),
-                      (double)(now - t0) * 1e-9, (double)atomic_load(&g_watch_limit[k]) * 1e-9);
-            _exit(1);
-        }
-    }
-    return NULL;
-}
-
-static void watch_start(void) {
-    pthread_t t;
-    pthread_attr_t a;
-    if (pthread_attr_init(&a)) return;
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    /* the watchdog must not take the signals the program handles (its threads inherit the mask) */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    g_watch_up = pthread_create(&t, &a, watch_main, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
-}
-
-/* The slot of a call that may wait for the other ranks (-1: none watched). */
-static int watch_enter(const zero_comm *c, const char *fn) {
-    if (!c || c->size < 2 || c->timeout_ns <= 0) return -1;
-    pthread_once(&g_watch_once, watch_start);
-    if (!g_watch_up) return -1;
-    for (int k = 0; k < WATCH_SLOTS; k++) {
-        int64_t free_slot = 0;
-        if (!atomic_compare_exchange_strong(&g_watch_start[k], &free_slot, -1)) continue;
-        atomic_store(&g_watch_fn[k], fn);
-        atomic_store(&g_watch_rank[k], c->rank);
-        atomic_store(&g_watch_size[k], c->size);
-        atomic_store(&g_watch_limit[k], c->timeout_ns);
-        atomic_store(&g_watch_start[k], mono_ns());
-        return k;
-    }
-    return -1; /* more calls at once than slots: this one unwatched */
-}
-
-static void watch_leave(int k) {
-    if (k >= 0) atomic_store(&g_watch_start[k], 0);
-}
-
-zero_status zero__comm_timeout(const zero_comm_options *o, const zero__cerr *e, const char *fn, int64_t *ns) {
-    int64_t s = 1800;
-    if (o && o->timeout_s != ZERO_COMM_FROM_ENV) {
-        if (o->timeout_s < 0 || o->timeout_s > 1000000000) {
-            zero__cerr_set(e, "%s: zero_comm_options.timeout_s %lld: expected seconds in [0, 1e9] (0: never)", fn,
-                           (long long)o->timeout_s);
-            return ZERO_ERR_INVALID_ARG;
-        }
-        s = o->timeout_s;
-    } else if (getenv("ZERO_COMM_TIMEOUT")) {
-        const char *v = getenv("ZERO_COMM_TIMEOUT");
-        char *end = NULL;
-        errno = 0;
-        const long long x = strtoll(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno || x > 1000000000) {
-            zero__cerr_set(e, "%s: ZERO_COMM_TIMEOUT '%s': expected whole seconds in [0, 1e9] (0: never)", fn, v);
-            return ZERO_ERR_INVALID_ARG;
-        }
-        s = x;
-    }
-    *ns = s * 1000000000;
-    return ZERO_OK;
+    o->shm_min_bytes = o->shm_chunk = o->cma_min_bytes = o->timeout_s = o->heartbeat_s = ZERO_COMM_FROM_ENV;
 }
 
 int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
@@ -350,17 +241,17 @@ static zero_status reduce_common(zero_comm *c, zero_coll k, const void *send, vo
 
 zero_status zero_comm_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                  zero_dtype dt, zero_op op) {
-    const int w = watch_enter(c, "all_reduce");
+    const int w = zero__watch_enter(c, "all_reduce");
     const zero_status s = reduce_common(c, ZERO_COLL_ALL_REDUCE, send, recv, count, dt, op, NULL, 0);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
 zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                      zero_dtype dt, zero_op op) {
-    const int w = watch_enter(c, "reduce_scatter");
+    const int w = zero__watch_enter(c, "reduce_scatter");
     const zero_status s = reduce_common(c, ZERO_COLL_REDUCE_SCATTER, send, recv, count, dt, op, NULL, 0);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
@@ -368,17 +259,17 @@ zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv,
  * (docs/COMM.md) and wait for the peers as a blocking call does. */
 zero_status zero_comm_iall_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request **req) {
-    const int w = watch_enter(c, "iall_reduce");
+    const int w = zero__watch_enter(c, "iall_reduce");
     const zero_status s = reduce_common(c, ZERO_COLL_ALL_REDUCE, send, recv, count, dt, op, req, 1);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
 zero_status zero_comm_ireduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                       zero_dtype dt, zero_op op, zero_request **req) {
-    const int w = watch_enter(c, "ireduce_scatter");
+    const int w = zero__watch_enter(c, "ireduce_scatter");
     const zero_status s = reduce_common(c, ZERO_COLL_REDUCE_SCATTER, send, recv, count, dt, op, req, 1);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
@@ -416,17 +307,17 @@ static zero_status gather_common(zero_comm *c, const void *send, void *recv, siz
 
 zero_status zero_comm_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                  zero_dtype dt) {
-    const int w = watch_enter(c, "all_gather");
+    const int w = zero__watch_enter(c, "all_gather");
     const zero_status s = gather_common(c, send, recv, count, dt, NULL, 0);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
 zero_status zero_comm_iall_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_request **req) {
-    const int w = watch_enter(c, "iall_gather");
+    const int w = zero__watch_enter(c, "iall_gather");
     const zero_status s = gather_common(c, send, recv, count, dt, req, 1);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
@@ -448,9 +339,9 @@ zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtyp
         ZERO__COMM_ERR(c, "broadcast: count %zu times %zu bytes overflows size_t", count, es);
         return ZERO_ERR_INVALID_ARG;
     }
-    const int w = watch_enter(c, "broadcast");
+    const int w = zero__watch_enter(c, "broadcast");
     s = c->ops->broadcast(c, buf, count, dt, root);
-    watch_leave(w);
+    zero__watch_leave(w);
     if (s) return s;
     count_call(c, ZERO_COLL_BROADCAST, (uint64_t)count * es);
     return ZERO_OK;
@@ -458,9 +349,9 @@ zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtyp
 
 zero_status zero_comm_barrier(zero_comm *c) {
     if (!c) return ZERO_ERR_INVALID_ARG;
-    const int w = watch_enter(c, "barrier");
+    const int w = zero__watch_enter(c, "barrier");
     const zero_status s = c->ops->barrier(c);
-    watch_leave(w);
+    zero__watch_leave(w);
     return s;
 }
 
@@ -476,10 +367,13 @@ zero_status zero_comm_split(zero_comm *c, int color, int key, zero_comm **out) {
         return ZERO_ERR_INVALID_ARG;
     }
     *out = NULL;
-    const int w = watch_enter(c, "split");
+    const int w = zero__watch_enter(c, "split");
     const zero_status s = c->ops->split(c, color, key, out);
-    watch_leave(w);
-    if (s == ZERO_OK && *out) (*out)->timeout_ns = c->timeout_ns;
+    zero__watch_leave(w);
+    if (s == ZERO_OK && *out) {
+        (*out)->timeout_ns = c->timeout_ns;
+        (*out)->heartbeat_ns = c->heartbeat_ns;
+    }
     return s;
 }
 
@@ -493,9 +387,9 @@ static zero_status finish(zero_request *r, zero_status s) {
 
 zero_status zero_request_wait(zero_request *req) {
     if (!req) return ZERO_OK;
-    const int w = watch_enter(req->comm, "a wait on a non-blocking collective");
+    const int w = zero__watch_enter(req->comm, "a wait on a non-blocking collective");
     const zero_status s = req->comm->ops->wait(req);
-    watch_leave(w);
+    zero__watch_leave(w);
     return finish(req, s);
 }
 

@@ -321,6 +321,8 @@ static void release_process_state(void) {
 static void mpi_destroy(zero_comm *c) {
     mpi_ctx *ctx = c->impl;
     if (!ctx) return;
+    zero__beat_forget(c->beat); /* the peers' pages are ours to unmap, with or without MPI */
+    c->beat = 0;
     int finalized = 0;
     MPI_Finalized(&finalized);
     /* After the program's own MPI_Finalize there is nothing left to free. */
@@ -364,7 +366,8 @@ static zero_status wrap(MPI_Comm comm, const zero__cerr *e, const zero_comm_opti
     }
     ctx->comm = comm;
     c->impl = ctx;
-    if ((s = zero__comm_timeout(opts, e, fn, &c->timeout_ns))) {
+    if ((s = zero__comm_watch_settings(opts, e, fn, &c->timeout_ns, &c->heartbeat_ns)) ||
+        (s = zero__beat_join(c, comm, e, fn))) {
         zero__comm_delete(c);
         goto fail_shm;
     }

@@ -6,6 +6,7 @@
 #include "common/internal.h"
 #include "zero/comm.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 /* Bytes of backend-private state carried inline in every request (an MPI_Request and the
@@ -53,7 +54,9 @@ struct zero_comm {
     int rank;
     int size;
     zero_comm_counters counters;
-    int64_t timeout_ns; /* zero_comm_options.timeout_s; 0: no watchdog */
+    int64_t timeout_ns;   /* zero_comm_options.timeout_s; 0: none */
+    int64_t heartbeat_ns; /* zero_comm_options.heartbeat_s; 0: none */
+    int beat;             /* the watchdog's list of this communicator's node peers; 0: none */
     char err[512]; /* last-error text */
 };
 
@@ -97,9 +100,39 @@ typedef struct zero__cerr {
     zero_error *err;
 } zero__cerr;
 void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) ZERO__PRINTF(2, 3);
-/* zero_comm_options.timeout_s, or ZERO_COMM_TIMEOUT, or the default, in ns; ZERO_ERR_INVALID_ARG
- * with e set on a bad value. */
-zero_status zero__comm_timeout(const zero_comm_options *o, const zero__cerr *e, const char *fn, int64_t *ns);
+
+/* ---- watchdog.c: the thread that ends a rank stuck in a collective (docs/COMM.md, "Stopped
+ * ranks") ---- */
+#define ZERO__COMM_TIMEOUT_S   1800 /* ZERO_COMM_TIMEOUT's default: DeepSpeed's 30 minutes */
+#define ZERO__COMM_HEARTBEAT_S 60   /* ZERO_COMM_HEARTBEAT's default */
+/* zero_comm_options.timeout_s and .heartbeat_s, or ZERO_COMM_TIMEOUT and ZERO_COMM_HEARTBEAT, or
+ * the defaults, in ns; ZERO_ERR_INVALID_ARG with e set on a bad value. */
+zero_status zero__comm_watch_settings(const zero_comm_options *o, const zero__cerr *e, const char *fn,
+                                      int64_t *timeout_ns, int64_t *heartbeat_ns);
+/* Around a call that may wait for the other ranks: its slot (-1: not watched: one rank, nothing to
+ * watch for, or every slot taken), and its release. */
+int zero__watch_enter(const zero_comm *c, const char *fn);
+void zero__watch_leave(int slot);
+
+/* A process's heartbeat: one page of its memory, which the watchdog thread bumps every quarter
+ * second. Node peers map it read-only (comm_beat.c) and find it theirs by magic, nonce and pid. */
+#define ZERO__BEAT_MAGIC      0x544145424f52455aull /* the bytes "ZEROBEAT" on a little-endian machine */
+#define ZERO__BEAT_PAGE_BYTES 4096
+typedef struct zero__beat_page {
+    uint64_t magic;
+    uint64_t nonce; /* random: told to the peers through MPI */
+    int64_t pid;
+    _Atomic uint64_t count; /* bumped by the watchdog every tick */
+    _Atomic int beating;    /* 1 once the watchdog thread runs: only then is the count judged */
+} zero__beat_page;
+/* Starts the watchdog (once) and gives this process's heartbeat page as a memfd and its nonce;
+ * 0 when there is none (no memfd, no thread): peers then never judge this process. */
+int zero__beat_self(int *fd, uint64_t *nonce);
+/* Hands the watchdog the n mapped pages of a communicator's node peers (comm rank and pid of
+ * each): it watches them from now on, and unmaps them in zero__beat_forget. Returns the list's id
+ * (> 0), or 0 when the table is full (the pages are unmapped; nothing is watched). */
+int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const int *pid, int n);
+void zero__beat_forget(int id); /* 0: nothing */
 
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;
@@ -146,6 +179,10 @@ int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective
 /* Large messages take the single-copy path (process_vm_readv): allowed (ZERO_COMM_CMA) and the
  * probe at creation passed on every rank; 0 for NULL. */
 int zero__shm_cma(const zero__shm *s);
+/* comm_beat.c: collective over comm (c's MPI communicator): finds c's node peers, maps their
+ * heartbeat pages and hands them to the watchdog (c->beat). A peer whose page cannot be mapped
+ * (another pid namespace, /proc hidden) is not watched; an MPI failure is returned. */
+zero_status zero__beat_join(zero_comm *c, MPI_Comm comm, const zero__cerr *e, const char *fn);
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
 

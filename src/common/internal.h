@@ -28,6 +28,13 @@ zero_status zero__path_in_dir_kind(const char *dir, const char *name, int want_d
 /* A zero_mem_alloc'd copy of s, charged to ZERO_MEM_BUFFERS (NULL on failure; free with zero_mem_free). */
 char *zero__strdup(const char *s);
 
+/* ---- scratch.c: the files zero_scratch_remove_all removes (zero/common.h) ----
+ * zero__scratch_add lists path (copied) and returns its slot, or -1 when the path is longer than
+ * 4095 bytes or 32 files are listed already (the file is then left to the next run's sweep);
+ * zero__scratch_drop(slot) unlists it (-1: nothing), before its owner removes the file. */
+int zero__scratch_add(const char *path);
+void zero__scratch_drop(int slot);
+
 /* ---- reduce.c: the host reductions every layer shares (one kernel, scalar + AVX2) ----
  * dst[i] = src[0][i] op ... op src[nsrc-1][i] for i < n, combined left to right; op is a sum, or
  * MAX when `max`. Float types accumulate in fp32 (bf16/fp16 widened, rounded back once, to

@@ -30,6 +30,18 @@ static uint64_t param_region(const zero_engine *e, const eunit *u) {
     return e->off.par ? round_up(u->shard * e->wsize) : 0;
 }
 
+/* Removes what runs killed outright (kill -9, a crash, the OOM killer) left in dir: each swap file
+ * there of this user and host whose lock no process holds (zero_swap_sweep). Every rank sweeps;
+ * a file goes once, and the rank that removed it says so. */
+static void sweep(const zero_engine *e, const char *dir) {
+    zero_swap_swept w;
+    if (zero_swap_sweep(dir, &w, NULL) != ZERO_OK || !w.removed) return;
+    zero__log(ZERO_LOG_WARN,
+              "offload: rank %d removed %d swap file%s (%.1f MB) that runs which were killed left in %s (%s%s)",
+              e->rank, w.removed, w.removed == 1 ? "" : "s", (double)w.bytes / 1e6, dir, w.first,
+              w.removed > 1 ? ", ..." : "");
+}
+
 static int valid_job(const char *s) {
     size_t n = strlen(s);
     if (n < 1 || n > 40) return 0;
@@ -139,6 +151,9 @@ static zero_status setup_local(zero_engine *e) {
                                 e->opt_io_fault_set ? e->opt_io_fault : NULL, e->opt_io_depth};
     s = zero_offload_io_create_with(&o->io, depth > c->aio_queue_depth ? depth : c->aio_queue_depth, &io, &err);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "NVMe offload: %s", err.msg);
+    if (o->opt && obytes > 0) sweep(e, c->offload_optimizer.nvme_path);
+    if (o->par && !(o->opt && obytes > 0 && !strcmp(c->offload_param.nvme_path, c->offload_optimizer.nvme_path)))
+        sweep(e, c->offload_param.nvme_path);
     if (o->opt && obytes > 0) {
         s = zero_swap_create(&o->ofile, o->io, c->offload_optimizer.nvme_path, o->job, e->rank, e->world, "optim", obytes, &err);
         if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_optimizer: %s", err.msg);

@@ -5,7 +5,7 @@
  * Header (ZERO_SWAP_HEADER = 4096 bytes, native byte order: the file never leaves its machine):
  *   offset size  field
  *        0    8  magic "ZEROSWAP"
- *        8    4  format version (1)
+ *        8    4  format version: 2 (its owner holds an flock on it, below); 1 (no lock: pid rule)
  *       12    4  header bytes (4096)
  *       16    8  data bytes (the file is header + data)
  *       24    4  rank
@@ -16,6 +16,13 @@
  *      112   64  job id (NUL-terminated)
  *      176   16  kind: "optim", "param", "bench" ... (NUL-terminated)
  *      192 3904  zero
+ *
+ * Liveness: the creating process takes an exclusive flock(2) on the file before it writes the
+ * header and holds it until after it has removed the file; the kernel drops the lock when the
+ * process ends, however it ends (kill -9 included). So a format-2 swap file of this host whose
+ * lock is free belongs to no running process, whatever its pid field says (pids are reused), and
+ * a file with no header yet is being created (never swept). Format 1 (a file system without
+ * flock, or an older zero) falls back to "the owner pid no longer runs".
  */
 #define _GNU_SOURCE /* fallocate */
 #include "offload/internal.h"
@@ -25,12 +32,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SWAP_VERSION 1u
+#define SWAP_VERSION_LOCKED 2u /* the owner holds an flock while the file exists */
+#define SWAP_VERSION_PID    1u /* no lock could be taken: liveness by the owner's pid */
 static const char swap_magic[8] = {'Z', 'E', 'R', 'O', 'S', 'W', 'A', 'P'};
 
 typedef struct swap_header {
@@ -53,6 +63,8 @@ struct zero_swap {
     int direct;
     int checksums; /* 1: crc[] holds the CRC32C of every block of the data area */
     uint32_t *crc; /* data_bytes / ZERO_IO_ALIGN entries */
+    int lock_fd;   /* holds the flock that says the file is in use; -1: none (format 1) */
+    int scratch;   /* its slot in the process's scratch list (zero_scratch_remove_all); -1: none */
 };
 
 /* The CRC32C of a block of zeros: what every block of a new (reserved) data area holds. */
@@ -79,19 +91,17 @@ static int pid_alive(int64_t pid) {
     return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-/* Reads the header of path into *h; returns the owner class. A symbolic link, anything but a
- * regular file, and a file of another user are foreign whatever they hold: a swap file is never
- * followed, and another user's file is never removed or reused (docs/SECURITY.md). */
-static zero_swap_owner probe(const char *path, swap_header *h) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return errno == ENOENT ? ZERO_SWAP_ABSENT : ZERO_SWAP_FOREIGN;
+/* The owner class of the file open as fd (opened without following a link) and its header in
+ * *h. Anything but a regular file of this user with no access for others (what ZERO_IO_PRIVATE
+ * creates and accepts), and a file without our header, is foreign whatever it holds: a swap file
+ * is never followed, and another user's file is never removed or reused (docs/SECURITY.md). With
+ * `hold`, a stale format-2 file is returned still locked by fd, so that the caller removes it
+ * while no one can take it up. */
+static zero_swap_owner classify(int fd, swap_header *h, int hold) {
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
-        close(fd);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
         return ZERO_SWAP_FOREIGN;
-    }
     ssize_t got = pread(fd, h, sizeof *h, 0);
-    close(fd);
     if (got != (ssize_t)sizeof *h || memcmp(h->magic, swap_magic, sizeof swap_magic) != 0 ||
         h->header_bytes != ZERO_SWAP_HEADER)
         return ZERO_SWAP_FOREIGN;
@@ -101,13 +111,68 @@ static zero_swap_owner probe(const char *path, swap_header *h) {
     char host[64];
     this_host(host, sizeof host);
     if (strcmp(host, h->host) != 0) return ZERO_SWAP_REMOTE;
-    return pid_alive(h->pid) ? ZERO_SWAP_LIVE : ZERO_SWAP_STALE;
+    if (h->version < SWAP_VERSION_LOCKED) return pid_alive(h->pid) ? ZERO_SWAP_LIVE : ZERO_SWAP_STALE;
+    /* a lock we cannot take, for whatever reason, is a live owner: never remove what we cannot judge */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) return ZERO_SWAP_LIVE;
+    if (!hold) flock(fd, LOCK_UN);
+    return ZERO_SWAP_STALE;
+}
+
+static zero_swap_owner probe(const char *path, swap_header *h) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT ? ZERO_SWAP_ABSENT : ZERO_SWAP_FOREIGN;
+    const zero_swap_owner o = classify(fd, h, 0);
+    close(fd);
+    return o;
 }
 
 zero_swap_owner zero_swap_probe(const char *path) {
     swap_header h;
     if (!path || !*path) return ZERO_SWAP_ABSENT;
     return probe(path, &h);
+}
+
+static int swap_name(const char *n) {
+    const size_t len = strlen(n);
+    return len > 9 && !strncmp(n, "zero_", 5) && !strcmp(n + len - 4, ".swp");
+}
+
+zero_status zero_swap_sweep(const char *dir, zero_swap_swept *out, zero_error *err) {
+    zero_swap_swept none;
+    if (!out) out = &none;
+    memset(out, 0, sizeof *out);
+    if (!dir || !*dir) return ZERO_ERR_INVALID_ARG;
+    /* the directory is the user's nvme_path, followed as given; nothing in it is followed */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        if (errno == ENOENT) return ZERO_OK;
+        if (err) ZERO__ERR(err, "looking for swap files left in %s: %s", dir, strerror(errno));
+        return ZERO_ERR_IO;
+    }
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        if (err) ZERO__ERR(err, "looking for swap files left in %s: %s", dir, strerror(errno));
+        close(dfd);
+        return ZERO_ERR_IO;
+    }
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (!swap_name(de->d_name)) continue;
+        int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        swap_header h;
+        struct stat held, now;
+        /* held locked, and still the file of that name (not one another sweep replaced meanwhile) */
+        if (classify(fd, &h, 1) == ZERO_SWAP_STALE && fstat(fd, &held) == 0 &&
+            fstatat(dfd, de->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino && unlinkat(dfd, de->d_name, 0) == 0) {
+            if (!out->removed) snprintf(out->first, sizeof out->first, "%s", de->d_name);
+            out->removed++;
+            out->bytes += (uint64_t)held.st_size;
+        }
+        close(fd);
+    }
+    closedir(d);
+    return ZERO_OK;
 }
 
 static int name_ok(const char *s) {
@@ -201,6 +266,7 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
         goto fail;
     }
     snprintf(path, cap, "%s/zero_%s_rank%05d.%s.swp", dir, job, rank, kind);
+    s->lock_fd = s->scratch = -1;
     s->io = io;
     s->path = path;
     s->data_bytes = data_bytes;
@@ -241,9 +307,20 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
         if (err) ZERO__ERR(err, "creating the swap file: %s", zero_io_last_error(io));
         goto fail;
     }
+    /* Listed at once, so that a stop signal from here on removes it too; locked before the header
+     * makes it a swap file, so that no sweep ever sees it unlocked while this process runs. A file
+     * system without flock gets a format-1 header (the owner's pid says whether it runs). */
+    s->scratch = zero__scratch_add(path);
+    s->lock_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (s->lock_fd >= 0 && flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        zero__log(ZERO_LOG_INFO, "offload: %s: no flock (%s); the swap file says its owner's pid instead", path,
+                  strerror(errno));
+        close(s->lock_fd);
+        s->lock_fd = -1;
+    }
     memset(hbuf, 0, ZERO_SWAP_HEADER);
     memcpy(hbuf->magic, swap_magic, sizeof swap_magic);
-    hbuf->version = SWAP_VERSION;
+    hbuf->version = s->lock_fd >= 0 ? SWAP_VERSION_LOCKED : SWAP_VERSION_PID;
     hbuf->header_bytes = ZERO_SWAP_HEADER;
     hbuf->data_bytes = data_bytes;
     hbuf->rank = rank;
@@ -280,7 +357,9 @@ zero_status zero_swap_create(zero_swap **out, zero_io *io, const char *dir, cons
     return ZERO_OK;
 
 fail_unlink:
+    zero__scratch_drop(s->scratch);
     (void)zero_io_unlink(io, path, 1);
+    if (s->lock_fd >= 0) close(s->lock_fd); /* after the unlink: until then the file is in use */
 fail:
     zero_io_buffer_free(NULL, hbuf);
     zero_mem_free(NULL, path);
@@ -291,6 +370,7 @@ fail:
 
 zero_status zero_swap_remove(zero_swap *s, zero_error *err) {
     if (!s) return ZERO_OK;
+    zero__scratch_drop(s->scratch);
     zero_status st = zero_io_close(s->f);
     if (st != ZERO_OK && err) ZERO__ERR(err, "closing the swap file: %s", zero_io_last_error(s->io));
     zero_status us = zero_io_unlink(s->io, s->path, 1);
@@ -298,6 +378,7 @@ zero_status zero_swap_remove(zero_swap *s, zero_error *err) {
         if (err) ZERO__ERR(err, "removing the swap file: %s", zero_io_last_error(s->io));
         st = us;
     }
+    if (s->lock_fd >= 0) close(s->lock_fd); /* released once the name is gone */
     zero_mem_free(NULL, s->path);
     zero_mem_free(NULL, s->crc);
     zero_mem_free(NULL, s);

@@ -3,8 +3,10 @@
 # nvme:DIR (stage 3) give the very losses (bitwise: the same 17-digit strings) of the run without
 # offload on 1, 2 and 3 ranks (fp32; bf16 on 2); the swap files are gone after every run; the
 # --log-json records carry the offload's I/O. A file in DIR that is not ours stops the run and
-# is left as it was; a full disk in the middle of a step is one clear error per rank, exit 1,
-# with the last checkpoint intact and no swap file left; bad flags are usage errors.
+# is left as it was; the swap files of a run killed outright (kill -9) are removed by the next run in
+# the same directory, with one warning naming them, and a file that is not a swap file is kept; a
+# full disk in the middle of a step is one clear error per rank, exit 1, with the last checkpoint
+# intact and no swap file left; bad flags are usage errors.
 set -uo pipefail
 Z=${ZERO:?}
 tmp=$(mktemp -d)
@@ -69,6 +71,25 @@ check "foreign file: one error line naming it" \
     bash -c "[ \$(grep -c 'zero: error: ' '$tmp/foreign.err') -eq 1 ] && grep -q 'zero_fj_rank00000.optim.swp exists and is not a zero swap file: refusing to overwrite it' '$tmp/foreign.err'"
 check "foreign file: untouched" bash -c "[ \"\$(cat '$nv/zero_fj_rank00000.optim.swp')\" = precious ]"
 rm -f "$nv/zero_fj_rank00000.optim.swp"
+
+# --- a run killed outright leaves its swap files; the next run in the same directory removes them
+echo "precious" >"$nv/zero_keep_rank00000.optim.swp" # our name, not our file: kept
+ZERO_JOB_ID=killed "$Z" train --model tiny --seq 32 --data "$data" --steps 100000 --val-every 0 --stage 3 --micro-batch 2 \
+    --offload-optimizer "nvme:$nv" --offload-param "nvme:$nv" >/dev/null 2>&1 &
+victim=$!
+for _ in $(seq 1 300); do [ "$(find "$nv" -name 'zero_killed_*.swp' | wc -l)" -eq 2 ] && break; sleep 0.1; done
+kill -9 "$victim"
+wait "$victim" 2>/dev/null
+check "kill -9: the killed run left its 2 swap files" test "$(find "$nv" -name 'zero_killed_*.swp' | wc -l)" -eq 2
+run next 1 1 fp32 --offload-optimizer "nvme:$nv"
+check "the next run in the directory: exit 0" test "$rc" -eq 0
+check "the next run: one warning naming what it removed" \
+    bash -c "[ \$(grep -c 'warning: offload: rank 0 removed 2 swap files (.* MB) that runs which were killed left in $nv (zero_killed_rank00000' '$tmp/next.err') -eq 1 ]" ||
+    cat "$tmp/next.err"
+check "the next run: no swap file left" test -z "$(find "$nv" -name 'zero_*.swp' ! -name 'zero_keep_*')"
+check "the next run: the file with our name that is not ours is kept" \
+    bash -c "[ \"\$(cat '$nv/zero_keep_rank00000.optim.swp')\" = precious ]"
+rm -f "$nv/zero_keep_rank00000.optim.swp"
 
 # --- disk full in step 3 (1 rank, 4 units: the header is write 1, each step writes 4 tiles)
 ck="$tmp/ckpt"

@@ -5,7 +5,10 @@
 # user tries to read, overwrite, remove, rename and replace its swap files and to read its
 # shared-memory segments, and fails at each; the swap files are 0600 while the checkpoint follows
 # the umask (0664); a symbolic link the second user plants where the next run's swap file goes is
-# refused, not followed, and its target is left as it was. Needs root (useradd, setpriv, runuser):
+# refused, not followed, and its target is left as it was; what the second user plants where the
+# first one's launcher sweeps the scratch of killed jobs (/dev/shm/zero-job-*: a link to a directory
+# of the first user, a directory of its own) is left alone, and so is what they point to. Needs
+# root (useradd, setpriv, runuser):
 # exit 77 (skipped) otherwise. The users and every file are removed at the end.
 set -uo pipefail
 Z=${ZERO:?}
@@ -25,7 +28,7 @@ cleanup() {
     for u in "$ua" "$ub"; do
         if id "$u" >/dev/null 2>&1; then
             rm -rf "/tmp/ompi.$(hostname).$(id -u "$u")" 2>/dev/null
-            find /dev/shm -maxdepth 1 -user "$u" -delete 2>/dev/null
+            find /dev/shm -maxdepth 1 -user "$u" -exec rm -rf {} + 2>/dev/null
             userdel "$u" 2>/dev/null
         fi
     done
@@ -79,16 +82,17 @@ for f in $swaps; do
     check "$n: B cannot rename it away" bash -c "! runuser -u $ub -- mv '$f' '$S/taken' 2>/dev/null && test -f '$f'"
     check "$n: B cannot replace it with a link" bash -c "! runuser -u $ub -- ln -sf /dev/null '$f' 2>/dev/null && test ! -L '$f'"
 done
-# shared memory: OpenMPI's segments of A's job (/dev/shm; the window and PMIx stores in A's session directory)
-shm=$(find /dev/shm -maxdepth 1 -user "$ua" -type f 2>/dev/null)
-check "A's job holds shared-memory segments in /dev/shm" test -n "$shm"
+# shared memory: OpenMPI's segments and session directory of A's job, in the job's scratch
+# directory (/dev/shm/zero-job-*, mode 0700)
+jobdir=$(find /dev/shm -maxdepth 1 -name 'zero-job-*' -user "$ua" -type d 2>/dev/null | head -1)
+check "A's job has its scratch directory in /dev/shm (${jobdir:-none}), mode 0700" \
+    test -n "$jobdir" -a "$(stat -c %a "${jobdir:-/nonexistent}" 2>/dev/null)" = 700
+check "B cannot list A's scratch directory" bash -c "! runuser -u $ub -- ls '${jobdir:-/nonexistent}' >/dev/null 2>&1"
+shm=$(find "${jobdir:-/nonexistent}" -maxdepth 1 -user "$ua" -name 'vader_segment*' -type f 2>/dev/null)
+check "A's job holds its shared-memory segments in it" test -n "$shm"
 for f in $shm; do
     check "$(basename "$f"): mode 0600, B cannot read it" bash -c "[ \$(stat -c %a '$f') = 600 ] && ! runuser -u $ub -- head -c 1 '$f' >/dev/null 2>&1"
 done
-sess=/tmp/ompi.$(hostname).$(id -u "$ua")
-if [ -d "$sess" ]; then
-    check "A's MPI session directory $sess: B cannot list it" bash -c "! runuser -u $ub -- ls '$sess' >/dev/null 2>&1"
-fi
 # a complete checkpoint (the one `latest` names): the job was stopped at a random point, maybe
 # inside the next save, whose files are not final yet
 ck=$(find "$S/ck/$(cat "$S/ck/latest" 2>/dev/null)" -name 'rank_*.safetensors' 2>/dev/null | head -1)
@@ -98,6 +102,15 @@ sleep 1
 kill -TERM -- "-$job_pid" 2>/dev/null
 wait "$job_pid" 2>/dev/null
 job_pid=""
+
+check "A's job scratch directory is gone with the job" test ! -e "${jobdir:-/nonexistent}"
+
+# --- B plants what A's launcher sweeps: a link to a directory of A's, a directory of B's own with
+# a lock no one holds. A's next launch removes neither, nor anything they lead to.
+runuser -u "$ua" -- sh -c "mkdir '$S/adir' && echo precious > '$S/adir/file' && chmod 700 '$S/adir'"
+as_b ln -s "$S/adir" "/dev/shm/zero-job-zb$$"
+as_b sh -c "mkdir -m 700 /dev/shm/zero-job-zc$$ && touch /dev/shm/zero-job-zc$$/lock /dev/shm/zero-job-zc$$/data"
+check "B planted a link and a directory where launchers sweep" test -L "/dev/shm/zero-job-zb$$" -a -d "/dev/shm/zero-job-zc$$"
 
 # --- B plants a link where A's next swap file goes: refused, not followed
 rm -f "$S"/zero_sec_*.swp
@@ -113,6 +126,10 @@ check "one error line naming the file" grep -q "zero: error: .*zero_sec2_rank000
 check "the link's target is untouched" test "$(cat "$S/precious")" = precious
 check "the link is still B's, not replaced" test "$(stat -c %U "$S/zero_sec2_rank00000.optim.swp")" = "$ub"
 check "no swap file of A left" test -z "$(find "$S" -maxdepth 1 -name 'zero_sec2_*.swp' -user "$ua")"
+check "B's link in /dev/shm is left, and A's directory it points to" \
+    test -L "/dev/shm/zero-job-zb$$" -a "$(cat "$S/adir/file" 2>/dev/null)" = precious
+check "B's directory in /dev/shm is left whole" test -f "/dev/shm/zero-job-zc$$/data"
+rm -rf "/dev/shm/zero-job-zb$$" "/dev/shm/zero-job-zc$$"
 
 [ "$fails" -eq 0 ] && echo "test_private_scratch: all checks passed" || echo "test_private_scratch: $fails failed"
 exit $((fails > 0))
