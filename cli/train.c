@@ -129,8 +129,8 @@ int train_prepare(train_opts *o, int world) {
     int rc;
     /* --resume: the checkpoint's run is the base (its configuration, data, chat format), which the
      * config file and the flags below then change, each change said at the start */
+    if ((rc = ux_check_inputs(o)) != CLI_OK) return rc; /* the paths given, --resume's first */
     if (o->resume && (rc = train_resume_run(o)) != CLI_OK) return rc;
-    if ((rc = ux_check_inputs(o)) != CLI_OK) return rc;
     if (o->config) {
         /* every problem of the file in one line, however many (err holds as many as fit) */
         char *all = NULL;
