@@ -76,8 +76,8 @@ static inline ZERO__HD uint16_t zero__fp32_to_fp16_bits(float f) {
     const uint32_t x = u & 0x7fffffffu;
     if (x > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x03ffu));
     if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (halfway past max) */
-    if (x >= 0x38800000u) {                                   /* >= 2^-14: an fp16 normal */
-        uint32_t r = x - 0x38000000u;                         /* exponent bias 127 -> 15 */
+    if (x >= 0x38800000u) {                                  /* >= 2^-14: an fp16 normal */
+        uint32_t r = x - 0x38000000u;                        /* exponent bias 127 -> 15 */
         r += 0x0fffu + ((r >> 13) & 1u);
         return (uint16_t)(sign | (r >> 13));
     }

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #ifdef ZERO_VEC_AVX512
-#define V_W 16
+#define V_W        16
 #define V_FN(name) name##_avx512
 typedef __m512 vf;
 typedef __m512i vi;
@@ -40,30 +40,28 @@ static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
-static inline vf v_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }  /* a*b + c */
+static inline vf v_fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a*b + c */
 static inline vf v_fnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a*b */
 static inline vf v_fmsub(vf a, vf b, vf c) { return _mm512_fmsub_ps(a, b, c); }   /* a*b - c */
 static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 static inline vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); }
 static inline float v_hsum(vf a) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m256 h =
+        _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 static inline float v_hmax(vf a) {
-    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(a),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m256 h =
+        _mm256_max_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-static inline vf v_round(vf a) {
-    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
+static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vi v_cvt_i32(vf a) { return _mm512_cvtps_epi32(a); }
 static inline vi v_srai1(vi a) { return _mm512_srai_epi32(a, 1); }
 static inline vi v_isub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
@@ -99,33 +97,31 @@ static inline vf v_from_fp16(vh h) { return _mm512_cvtph_ps(h); }
 static inline vh v_to_bf16(vf x) {
     const __m512i u = _mm512_castps_si512(x);
     const __m512i hi = _mm512_srli_epi32(u, 16);
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)),
-                                                     _mm512_set1_epi32(0x7fff)));
+    __m512i r =
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff)));
     r = _mm512_srli_epi32(r, 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x0040));
     return _mm512_cvtepi32_epi16(r);
 }
 static inline vf v_from_bf16(vh h) {
     __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     u = _mm512_mask_or_epi32(u, nan, u, _mm512_set1_epi32(0x00400000));
     return _mm512_castsi512_ps(u);
 }
 
 #else /* AVX2 + FMA */
-#define V_W 8
+#define V_W        8
 #define V_FN(name) name##_avx2
 typedef __m256 vf;
 typedef __m256i vi;
 
 /* lanes [0, n) of a mask: eight -1 then eight 0, read from 8 - n */
 static const int32_t zero__v_lane_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-static inline __m256i v_mask_(size_t n) {
-    return _mm256_loadu_si256((const __m256i *)(zero__v_lane_mask + 8 - n));
-}
+static inline __m256i v_mask_(size_t n) { return _mm256_loadu_si256((const __m256i *)(zero__v_lane_mask + 8 - n)); }
 static inline vf v_set1(float a) { return _mm256_set1_ps(a); }
 static inline vf v_zero(void) { return _mm256_setzero_ps(); }
 static inline vf v_load(const float *p) { return _mm256_loadu_ps(p); }
@@ -194,11 +190,11 @@ static inline vf v_from_fp16(vh h) { return _mm256_cvtph_ps(h); }
 static inline vh v_to_bf16(vf x) {
     const __m256i u = _mm256_castps_si256(x);
     const __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)),
-                                                     _mm256_set1_epi32(0x7fff)));
+    __m256i r =
+        _mm256_add_epi32(u, _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff)));
     r = _mm256_srli_epi32(r, 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x0040)), nan);
     /* packus works per 128-bit lane: [r0..3 r0..3 | r4..7 r4..7]; gather quadwords 0 and 2. */
     const __m256i packed = _mm256_packus_epi32(r, r);
@@ -206,8 +202,8 @@ static inline vh v_to_bf16(vf x) {
 }
 static inline vf v_from_bf16(vh h) {
     __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     u = _mm256_or_si256(u, _mm256_and_si256(nan, _mm256_set1_epi32(0x00400000)));
     return _mm256_castsi256_ps(u);
 }
@@ -217,11 +213,8 @@ static inline vf v_from_bf16(vh h) {
  * AVX2 cores; the branch is predictable), masked otherwise. */
 static inline vf v_load_k(const float *p, size_t k) { return k == V_W ? v_load(p) : v_load_n(p, k); }
 static inline void v_store_k(float *p, vf a, size_t k) {
-    if (k == V_W)
-        v_store(p, a);
-    else
-        v_store_n(p, a, k);
+    if (k == V_W) v_store(p, a);
+    else v_store_n(p, a, k);
 }
-
 
 #endif

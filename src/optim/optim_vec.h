@@ -61,8 +61,7 @@ static void V_FN(sgd)(const zero__optim_k *k, float *p, float *buf, const float 
 }
 
 /* zero__lion_elem, V_W lanes at a time; sign(c) by two selects (a zero or NaN c passes through) */
-static void V_FN(lion)(const zero__optim_k *k, float *p, float *m, const float *g, size_t n, void *out,
-                       zero_dtype dt) {
+static void V_FN(lion)(const zero__optim_k *k, float *p, float *m, const float *g, size_t n, void *out, zero_dtype dt) {
     const vf gs = v_set1(k->grad_scale), dm = v_set1(k->decay_mul), b1 = v_set1(k->beta1), b2 = v_set1(k->beta2);
     const vf omb1 = v_set1(k->omb1), omb2 = v_set1(k->omb2), lr = v_set1(k->lr), zero = v_zero();
     const vf one = v_set1(1.0f), mone = v_set1(-1.0f);
