@@ -10,14 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/elem.h" /* src/kernels: the element formulas (header-only) */
 #include "kernels/kernels.h"
 
-/* GELU (tanh form) constants: u = K (x + A x^3); gelu = x * sigmoid(2u). */
-#define MK_GELU_K 0.7978845608028654f
-#define MK_GELU_A 0.044715f
-/* exp arguments of a sigmoid are clamped here: exp(80) is finite, so 1 - s = e * s never forms
- * inf * 0; the clamp moves results by less than 1e-34 (absolute). */
-#define MK_SIG_CLAMP 80.0f
+/* The GELU constants and the sigmoid's exp clamp are the kernel layer's (src/kernels/elem.h),
+ * so the vector bodies evaluate the scalar formulas' constants. */
+#define MK_GELU_K ZERO__GELU_K
+#define MK_GELU_A ZERO__GELU_A
+#define MK_SIG_CLAMP ZERO__SIG_CLAMP
 
 /* Column sums (bias, LayerNorm and RMSNorm weight gradients) are taken over chunks of this many
  * rows, each chunk summed in row order in fp32, the chunks then summed in order in double: the
@@ -120,27 +120,9 @@ void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const
                         const float *q, const float *k, const float *v, const float *out,
                         const float *lse, int b, int g, float *ws);
 
-/* ---------------------------------------------------------------- scalar element formulas */
-/* The reference bodies (libm expf). The vector twins evaluate the same expressions with their
- * own exp and fused multiply-adds. A NaN argument stays NaN through the clamp. */
-static inline float mk__clamp_exp_arg(float v) { return v > MK_SIG_CLAMP ? MK_SIG_CLAMP : v; }
-
-static inline float mk__gelu(float x) {
-    const float u = MK_GELU_K * (x + MK_GELU_A * x * x * x);
-    return x / (1.0f + expf(mk__clamp_exp_arg(-2.0f * u)));
-}
-static inline float mk__gelu_grad(float x) {
-    const float u = MK_GELU_K * (x + MK_GELU_A * x * x * x);
-    const float e = expf(mk__clamp_exp_arg(-2.0f * u));
-    const float s = 1.0f / (1.0f + e);
-    /* d/dx x sigmoid(2u) = s + 2x s (1 - s) u', with 1 - s = e s */
-    return s + 2.0f * x * s * (e * s) * MK_GELU_K * (1.0f + 3.0f * MK_GELU_A * x * x);
-}
-static inline float mk__silu(float x) { return x / (1.0f + expf(mk__clamp_exp_arg(-x))); }
-static inline float mk__silu_grad(float x) {
-    const float e = expf(mk__clamp_exp_arg(-x));
-    const float s = 1.0f / (1.0f + e);
-    return s * (1.0f + x * (e * s));
-}
+/* The scalar element formulas (GELU, SiLU, SwiGLU, RoPE) are the kernel layer's: zero__gelu,
+ * zero__gelu_grad, zero__silu, zero__silu_grad, zero__swiglu, zero__swiglu_grad, zero__rope_pair
+ * (src/kernels/elem.h, libm expf). mk_scalar.c loops over them; the vector twins (mk_vec.h)
+ * evaluate the same expressions with their own exp and fused multiply-adds. */
 
 #endif

@@ -5,48 +5,44 @@
 #include "kernels/mk_internal.h"
 
 static void gelu_fwd(float *out, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = mk__gelu(x[i]);
+    for (size_t i = 0; i < n; i++) out[i] = zero__gelu(x[i]);
 }
 
 static void gelu_bwd(float *dx, const float *dy, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * mk__gelu_grad(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * zero__gelu_grad(x[i]);
 }
 
 static void bias_gelu_row(float *out, float *x, const float *bias, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const float h = x[i] + bias[i];
         x[i] = h;
-        out[i] = mk__gelu(h);
+        out[i] = zero__gelu(h);
     }
 }
 
 static void gelu_bwd_bias_row(float *dx, float *part, const float *dy, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        const float g = dy[i] * mk__gelu_grad(x[i]);
+        const float g = dy[i] * zero__gelu_grad(x[i]);
         dx[i] = g;
         part[i] += g;
     }
 }
 
 static void silu_fwd(float *out, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = mk__silu(x[i]);
+    for (size_t i = 0; i < n; i++) out[i] = zero__silu(x[i]);
 }
 
 static void silu_bwd(float *dx, const float *dy, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * mk__silu_grad(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * zero__silu_grad(x[i]);
 }
 
 static void swiglu_fwd(float *out, const float *g, const float *u, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = mk__silu(g[i]) * u[i];
+    for (size_t i = 0; i < n; i++) out[i] = zero__swiglu(g[i], u[i]);
 }
 
 static void swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                        size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const float gi = g[i], ui = u[i], d = dy[i];
-        dg[i] = d * ui * mk__silu_grad(gi);
-        du[i] = d * mk__silu(gi);
-    }
+    for (size_t i = 0; i < n; i++) zero__swiglu_grad(dy[i], g[i], u[i], dg + i, du + i);
 }
 
 static void ln_fwd_row(float *y, float *mean, float *rstd, const float *x, const float *w,
@@ -139,11 +135,7 @@ static float xent_row(float *x, int V, int target, float dscale) {
 }
 
 static void rope_head(float *x, const float *c, const float *s, int half, float sgn) {
-    for (int i = 0; i < half; i++) {
-        const float a = x[i], b = x[i + half], sn = sgn * s[i];
-        x[i] = a * c[i] - b * sn;
-        x[i + half] = b * c[i] + a * sn;
-    }
+    for (int i = 0; i < half; i++) zero__rope_pair(x + i, x + i + half, c[i], sgn * s[i]);
 }
 
 static void colsum_rows(float *part, const float *src, size_t rows, size_t cols, size_t ld) {

@@ -5,6 +5,7 @@
 #define ZERO_COMMON_REDUCE_IMPL_H
 
 #include "common/internal.h"
+#include "kernels/elem.h"
 
 #include <string.h>
 
@@ -128,23 +129,18 @@ static inline void zero__accumulate_body(zero_dtype dt, void *dst, const float *
     }
 }
 
-/* Σ x[i]² in double: lane j of ZERO__SUMSQ_LANES takes the elements i ≡ j (mod lanes) in order,
- * the lanes are then added pairwise in a fixed tree. A float's square is exact in double, so a
- * fused multiply-add rounds as the plain add does: every body and compiler gives the same bits. */
+/* Σ x[i]² in double: lane j of ZERO__SUMSQ_LANES takes the elements i ≡ j (mod lanes) in order
+ * (zero__sq_acc, kernels/elem.h), the lanes are then added pairwise in a fixed tree. A float's
+ * square is exact in double, so a fused multiply-add rounds as the plain add does: every body and
+ * compiler gives the same bits. */
 #define ZERO__SUMSQ_LANES 16
 static inline void zero__sumsq_lanes(double *restrict acc, const float *restrict x, size_t n) {
     size_t i = 0;
     for (; i + ZERO__SUMSQ_LANES <= n; i += ZERO__SUMSQ_LANES) {
 #pragma omp simd
-        for (int j = 0; j < ZERO__SUMSQ_LANES; j++) {
-            const double v = x[i + j];
-            acc[j] += v * v;
-        }
+        for (int j = 0; j < ZERO__SUMSQ_LANES; j++) acc[j] = zero__sq_acc(acc[j], x[i + j]);
     }
-    for (int j = 0; i + (size_t)j < n; j++) {
-        const double v = x[i + (size_t)j];
-        acc[j] += v * v;
-    }
+    for (int j = 0; i + (size_t)j < n; j++) acc[j] = zero__sq_acc(acc[j], x[i + (size_t)j]);
 }
 
 static inline double zero__sumsq_body(zero_dtype dt, const void *x, size_t n, zero__widen_fn widen) {

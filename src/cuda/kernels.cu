@@ -1,39 +1,49 @@
-// Device kernels for the GPU build: fp32 <-> bf16/fp16 conversion and the fused AdamW step with
-// the half-precision write-back, the same formulas as the CPU kernels of src/optim (docs/KERNELS.md).
-// Compiled when nvcc is found (ZERO_CUDA=AUTO); nothing here runs on a machine without a GPU.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// Device kernels for the GPU build: fp32 <-> bf16/fp16 conversion and the fused optimizer step
+// with the half-precision write-back. Each thread runs the kernel layer's element formulas
+// (src/kernels/elem.h), the CPU reference's text, compiled with --fmad=false (CMakeLists.txt): the
+// same roundings in the same order, so the same bits. Compiled when nvcc is found
+// (ZERO_CUDA=AUTO); nothing here runs on a machine without a GPU.
 #include <cuda_runtime.h>
 
 #include "cuda/cuda.h"
+#include "zero/optim.h"
 
 namespace {
 
-__global__ void f32_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __float2bfloat16_rn(src[i]);
+// A grid-stride loop: element i of n for every thread of the grid.
+#define ZERO_CUDA_FOR(i, n)                                                                                       \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
+    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp32_to_bf16_bits(src[i]);
 }
 
-__global__ void f32_to_f16(const float *src, __half *dst, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __float2half_rn(src[i]);
+__global__ void f32_to_f16(const float *src, uint16_t *dst, size_t n) {
+    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp32_to_fp16_bits(src[i]);
 }
 
-// AdamW on n elements: p -= lr*wd*p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= lr * (m / bc1) / (sqrt(v / bc2) + eps); out (optional) = round(p) in out_dt.
-__global__ void adamw(float *p, float *m, float *v, const float *g, float grad_scale, float lr, float b1, float b2,
-                      float eps, float wd, float bc1, float bc2, size_t n, void *out, int out_dt) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i] * grad_scale;
-        float pi = p[i] - lr * wd * p[i];
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        pi -= lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-        p[i] = pi;
-        m[i] = mi;
-        v[i] = vi;
-        if (out_dt == 1) static_cast<__nv_bfloat16 *>(out)[i] = __float2bfloat16_rn(pi);
-        else if (out_dt == 2) static_cast<__half *>(out)[i] = __float2half_rn(pi);
+__global__ void bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    ZERO_CUDA_FOR(i, n) dst[i] = zero__bf16_bits_to_fp32(src[i]);
+}
+
+__global__ void f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp16_bits_to_fp32(src[i]);
+}
+
+// zero__optim_scalar, one element a thread; k by value (kernel parameter memory).
+__global__ void optim_step(zero__optim_k k, float *p, float *s0, float *s1, const float *g, size_t n, void *out,
+                           int out_dt) {
+    ZERO_CUDA_FOR(i, n) {
+        switch (k.type) {
+        case ZERO_OPTIM_ADAMW:
+        case ZERO_OPTIM_ADAM: zero__adam_elem(&k, p + i, s0 + i, s1 + i, g[i]); break;
+        case ZERO_OPTIM_SGD: zero__sgd_elem(&k, p + i, s0 ? s0 + i : nullptr, g[i]); break;
+        case ZERO_OPTIM_LION: zero__lion_elem(&k, p + i, s0 + i, g[i]); break;
+        }
+        if (!out) continue;
+        if (out_dt == 1) static_cast<uint16_t *>(out)[i] = zero__fp32_to_bf16_bits(p[i]);
+        else if (out_dt == 2) static_cast<uint16_t *>(out)[i] = zero__fp32_to_fp16_bits(p[i]);
+        else static_cast<float *>(out)[i] = p[i];
     }
 }
 
@@ -44,18 +54,23 @@ int grid_for(size_t n) {
 
 }  // namespace
 
-extern "C" int zero__cuda_f32_to_half(const float *src, void *dst, int dst_bf16, size_t n, void *stream) {
+extern "C" int zero__cuda_f32_to_half(const float *src, uint16_t *dst, int bf16, size_t n, void *stream) {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (dst_bf16) f32_to_bf16<<<grid_for(n), 256, 0, s>>>(src, static_cast<__nv_bfloat16 *>(dst), n);
-    else f32_to_f16<<<grid_for(n), 256, 0, s>>>(src, static_cast<__half *>(dst), n);
+    if (bf16) f32_to_bf16<<<grid_for(n), 256, 0, s>>>(src, dst, n);
+    else f32_to_f16<<<grid_for(n), 256, 0, s>>>(src, dst, n);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-extern "C" int zero__cuda_adamw(float *p, float *m, float *v, const float *g, float grad_scale, float lr, float b1,
-                                float b2, float eps, float wd, long long step, size_t n, void *out, int out_dt,
-                                void *stream) {
-    const float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-    adamw<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(p, m, v, g, grad_scale, lr, b1, b2, eps, wd, bc1,
-                                                                       bc2, n, out, out_dt);
+extern "C" int zero__cuda_half_to_f32(const uint16_t *src, float *dst, int bf16, size_t n, void *stream) {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (bf16) bf16_to_f32<<<grid_for(n), 256, 0, s>>>(src, dst, n);
+    else f16_to_f32<<<grid_for(n), 256, 0, s>>>(src, dst, n);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int zero__cuda_optim(const zero__optim_k *k, float *p, float *s0, float *s1, const float *g, size_t n,
+                                void *out, int out_dt, void *stream) {
+    if (n == 0) return 0;
+    optim_step<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(*k, p, s0, s1, g, n, out, out_dt);
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

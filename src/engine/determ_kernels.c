@@ -13,14 +13,17 @@
  * from the mass alone.
  * convert rounds a sum S once to fp32, S * 2^e (NaN where a block saw an Inf or NaN).
  *
- * The references compute in double (x * 2^-e is exact there); the fast kernels in float with
- * SSE2's conversion (round to nearest even, as the references' nearbyint).
+ * The references compute in double (x * 2^-e is exact there), independently of the fast kernels,
+ * which compute in float: SSE2 four lanes at a time, the tails and the conversion through the
+ * element formulas of kernels/elem.h (zero__dq_quantize_elem & co., what a GPU kernel runs), with
+ * round to nearest even as the references' nearbyint.
  *
  * The sum of squares (the gradient norm) is kept exactly: x^2 = m^2 * 4^E with m^2 < 2^48, so one
  * unsigned 128-bit sum per fp32 exponent field holds every square's exact sum (a zero__dk_sq);
  * its value is rounded once per field into a double and the fields are added in a fixed order,
  * so the result depends on the multiset of squares only. */
 #include "engine/internal.h"
+#include "kernels/elem.h"
 
 #include <math.h>
 #include <string.h>
@@ -30,20 +33,8 @@
 
 typedef unsigned __int128 u128;
 
-static inline uint32_t f_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static inline float bits_f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 /* 2^k as a float, for -126 <= k <= 127. */
-static inline float pow2f(int k) { return bits_f((uint32_t)(127 + k) << 23); }
+static inline float pow2f(int k) { return zero__f32_from_bits((uint32_t)(127 + k) << 23); }
 
 /* The exponent a block quantizes with: its grid, or the unit's floor where that is coarser or the
  * block has none; the coarsest of all where neither is set (such a block may only hold zeros and
@@ -67,7 +58,7 @@ void zero__dq_quantize_ref(const float *x, int32_t *dst, uint64_t i0, uint64_t n
             bmax = 0;
         }
         const float v = x[i];
-        const uint8_t f = (uint8_t)((f_bits(v) >> 23) & 0xff);
+        const uint8_t f = (uint8_t)((zero__f32_bits(v) >> 23) & 0xff);
         if (f > seen[b]) seen[b] = f;
         double y = isnan(v) ? 0.0 : ldexp((double)v, -grid_of(grid[b], floor));
         y = y > C ? C : y < -C ? -C : y;
@@ -142,11 +133,9 @@ static inline void quantize_run(const float *x, int32_t *dst, uint64_t m, float 
 #endif
     for (; i < m; i++) {
         const float v = x[i];
-        const uint32_t f = (f_bits(v) >> 23) & 0xff;
+        const uint32_t f = zero__f32_field(v);
         if (f > fmax) fmax = f;
-        float y = v != v ? 0.0f : v * s;
-        y = y > c ? c : y < -c ? -c : y;
-        const int32_t q = (int32_t)lrintf(y);
+        const int32_t q = zero__dq_quantize_elem(v, s, c);
         const uint32_t aq = (uint32_t)(q < 0 ? -(int64_t)q : q);
         if (aq > amax) amax = aq;
         dst[i] = add ? (int32_t)((uint32_t)dst[i] + (uint32_t)q) : q;
@@ -179,7 +168,7 @@ void zero__dq_convert(const int32_t *acc, float *out, uint64_t i0, uint64_t n, c
             const float s = pow2f(grid_of(grid[b], floor));
             /* int32 -> fp32 rounds to nearest even; the power of two then scales exactly (|S| <= 2^30
              * and -126 <= e <= ZERO_DQ_EMAX keep every nonzero result normal and finite) */
-            for (uint64_t k = 0; k < m; k++) out[i + k] = (float)acc[i + k] * s;
+            for (uint64_t k = 0; k < m; k++) out[i + k] = zero__dq_dequantize_elem(acc[i + k], s);
         }
         i += m;
     }
@@ -190,11 +179,9 @@ void zero__dk_sq_add(zero__dk_sq *a, const float *x, uint64_t n, int *bad) {
     for (uint64_t c = 0; c < n; c += 65535) {
         const uint64_t e = n - c < 65535 ? n : c + 65535;
         for (uint64_t i = c; i < e; i++) {
-            uint32_t u;
-            memcpy(&u, &x[i], 4);
-            const uint32_t ef = (u >> 23) & 0xff, fr = u & 0x7fffff;
-            const uint64_t m = ef ? (fr | 0x800000u) : fr;
-            st[ef] += m * m;
+            uint32_t ef;
+            const uint64_t m2 = zero__dk_sq_elem(x[i], &ef);
+            st[ef] += m2;
         }
         for (int k = 0; k < 255; k++) {
             a->b[k] += st[k];

@@ -79,10 +79,10 @@ static zero_status check_hparams(const zero_optim_hparams *h) {
     return ZERO_ERR_INVALID_ARG;
 }
 
-static void make_consts(const zero_optim_hparams *h, int64_t step, float grad_scale, float decay,
+void zero__optim_consts(const zero_optim_hparams *h, int64_t step, float grad_scale, float decay,
                         zero__optim_k *k) {
     memset(k, 0, sizeof *k);
-    k->type = h->type;
+    k->type = (int)h->type;
     k->grad_scale = grad_scale;
     k->lr = h->lr;
     k->beta1 = h->beta1;
@@ -107,7 +107,7 @@ static void make_consts(const zero_optim_hparams *h, int64_t step, float grad_sc
     k->first_step = step == 1;
 }
 
-/* The reference kernel: one loop per optimizer around the per-element bodies in internal.h. */
+/* The reference kernel: one loop per optimizer around the element steps of kernels/elem.h. */
 void zero__optim_scalar(const zero__optim_k *k, float *p, float *s0, float *s1, const float *g,
                         size_t n, void *out, zero_dtype out_dt) {
     switch (k->type) {
@@ -163,7 +163,7 @@ zero_status zero_optim_step(const zero_optim_hparams *h, int64_t step, float *ma
     if (out == (void *)master && out_dt == ZERO_DTYPE_FP32) out = NULL; /* the master is the working copy */
 
     zero__optim_k k;
-    make_consts(h, step, grad_scale, decay, &k);
+    zero__optim_consts(h, step, grad_scale, decay, &k);
     const size_t es = out ? zero_dtype_size(out_dt) : 0;
     const size_t nchunks = (n + OPTIM_CHUNK - 1) / OPTIM_CHUNK;
     /* Each element's update reads only its own slot, and every impl gives the same bits, so

@@ -131,6 +131,42 @@ static void test_seen_and_clamp(void) {
     ZT_CHECK(isnan(out[0]) && isnan(out[3]) && out[ZERO_DQ_BLOCK + 1] == 0.0f);
 }
 
+/* Ties and edges in every position of the fast kernel, its four SSE2 lanes and its scalar tail
+ * (the element formula zero__dq_quantize_elem): runs of 1..8 elements from every start in a block,
+ * bitwise against the double reference; ties go to even (2.5 -> 2, -3.5 -> -4, 0.5 -> 0). */
+static void test_ties_every_position(void) {
+    const int FL = ZERO_DQ_UNSET;
+    const float st = 0x1p-20f; /* the grid step of the block below */
+    const float v[] = {2.5f * st, -2.5f * st, 3.5f * st, -3.5f * st, 0.5f * st, -0.5f * st, 1.5f * st,
+                       -0.0f,     0.0f,       bits_f(0x00000001u), bits_f(0x807fffffu), 1e30f, -1e30f,
+                       NAN,       INFINITY,   -INFINITY, 4194304.5f * st};
+    const int32_t want[] = {2, -2, 4, -4, 0, 0, 2, 0, 0, 0, 0, ZERO_DQ_CLAMP, -ZERO_DQ_CLAMP, 0,
+                            ZERO_DQ_CLAMP, -ZERO_DQ_CLAMP, 4194304};
+    const int NV = (int)(sizeof v / sizeof v[0]);
+    int8_t gr[1] = {-20};
+    float x[ZERO_DQ_BLOCK];
+    int bad = 0;
+    for (int start = 0; start < ZERO_DQ_BLOCK && !bad; start++)
+        for (int len = 1; len <= 8 && start + len <= ZERO_DQ_BLOCK && !bad; len++) {
+            for (int i = 0; i < ZERO_DQ_BLOCK; i++) x[i] = v[(i + start * 3 + len) % NV];
+            int32_t qa[ZERO_DQ_BLOCK] = {0}, qb[ZERO_DQ_BLOCK] = {0};
+            uint8_t sa[1] = {0}, sb[1] = {0};
+            uint64_t ma[1] = {0}, mb[1] = {0};
+            zero__dq_quantize(x + start, qa, (uint64_t)start, (uint64_t)len, gr, FL, sa, ma, 0);
+            zero__dq_quantize_ref(x + start, qb, (uint64_t)start, (uint64_t)len, gr, FL, sb, mb, 0);
+            for (int i = 0; i < len; i++) {
+                const int k = (start + i + start * 3 + len) % NV;
+                if (qa[i] != qb[i] || qa[i] != want[k]) {
+                    ZT_FAIL("start %d len %d: %a -> %d, reference %d, expected %d", start, len, (double)x[start + i],
+                            qa[i], qb[i], want[k]);
+                    bad = 1;
+                }
+            }
+            ZT_CHECKF(sa[0] == sb[0] && ma[0] == mb[0], "start %d len %d: seen %d/%d mass %llu/%llu", start, len, sa[0],
+                      sb[0], (unsigned long long)ma[0], (unsigned long long)mb[0]);
+        }
+}
+
 /* Any order and grouping of the same atoms: the same int32 sums; where nothing is clamped, the
  * conversion is the correctly rounded sum of the rounded contributions, within ATOMS/2 grid
  * steps of the exact sum. */
@@ -224,6 +260,7 @@ int main(void) {
         for (int i = 0; i < N; i++) g[a][i] = value(a, i);
     test_quantize_matches_reference();
     test_seen_and_clamp();
+    test_ties_every_position();
     test_order_and_rounding();
     test_squares();
     return zt_finish("test_determ_kernels");

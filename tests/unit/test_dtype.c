@@ -1,5 +1,6 @@
 /* Tests of dtypes and fp32 <-> bf16/fp16 conversion: every 16-bit pattern, rounding from fp32
- * against an independent double-precision reference, and every vector impl bitwise vs scalar. */
+ * against an independent double-precision reference, and every vector impl bitwise vs scalar
+ * (random arrays, every 16-bit pattern, every narrowing tie and its neighbours). */
 #include "harness.h"
 #include "zero/zero.h"
 
@@ -229,6 +230,45 @@ static void fill_specials(float *x, size_t n) {
     }
 }
 
+/* Every vector impl against the scalar one on every 16-bit pattern (widening: each NaN payload,
+ * Inf, subnormal, ±0) and on the narrowing edges of every pair of neighbouring finite values: the
+ * halfway point (a tie: to even), one fp32 ulp either side, both signs; plus, for every 16-bit
+ * pattern h, the fp32 words h << 16 | {0x7fff, 0x8000, 0x8001} (bf16's ties and their
+ * neighbours in every binade, NaN payloads included). */
+static void test_vector_edges(const fmt *F) {
+    const uint16_t maxfin = (uint16_t)(((1u << F->ebits) - 2) << F->mbits | ((1u << F->mbits) - 1));
+    const size_t cap = 65536 * 9;
+    float *x = malloc(cap * sizeof *x);
+    uint16_t *all = malloc(65536 * 2), *n0 = malloc(cap * 2), *n1 = malloc(cap * 2);
+    float *w0 = malloc(65536 * sizeof *w0), *w1 = malloc(65536 * sizeof *w1);
+    ZT_CHECK(x && all && n0 && n1 && w0 && w1);
+    size_t m = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        all[h] = (uint16_t)h;
+        x[m++] = u2f(h << 16 | 0x7fffu), x[m++] = u2f(h << 16 | 0x8000u), x[m++] = u2f(h << 16 | 0x8001u);
+        if (h >= maxfin) continue;
+        const float mid = (float)((decode(F, (uint16_t)h) + decode(F, (uint16_t)(h + 1))) / 2);
+        const float c3[3] = {mid, nextafterf(mid, INFINITY), nextafterf(mid, -INFINITY)};
+        for (int j = 0; j < 3; j++) x[m++] = c3[j], x[m++] = -c3[j];
+    }
+    const zero_impl impls[] = {ZERO_IMPL_AVX2, ZERO_IMPL_AVX512};
+    for (size_t k = 0; k < 2; k++) {
+        if (!zero_impl_available(impls[k])) continue;
+        ZT_OK(zero_convert(x, ZERO_DTYPE_FP32, n0, F->dt, m, ZERO_IMPL_SCALAR));
+        ZT_OK(zero_convert(x, ZERO_DTYPE_FP32, n1, F->dt, m, impls[k]));
+        size_t d = 0;
+        while (d < m && n0[d] == n1[d]) d++;
+        ZT_CHECKF(d == m, "%s narrow %s: 0x%08x -> 0x%04x, scalar 0x%04x", F->name, zero_impl_name(impls[k]),
+                  d < m ? f2u(x[d]) : 0, d < m ? n1[d] : 0, d < m ? n0[d] : 0);
+        ZT_OK(zero_convert(all, F->dt, w0, ZERO_DTYPE_FP32, 65536, ZERO_IMPL_SCALAR));
+        ZT_OK(zero_convert(all, F->dt, w1, ZERO_DTYPE_FP32, 65536, impls[k]));
+        ZT_CHECKF(!memcmp(w0, w1, 65536 * sizeof *w0), "%s widen %s differs from scalar on some pattern", F->name,
+                  zero_impl_name(impls[k]));
+        zt_checks += 2;
+    }
+    free(x), free(all), free(n0), free(n1), free(w0), free(w1);
+}
+
 static void test_vector_vs_scalar(void) {
     const size_t N = 1000003 + 1;
     float *f = malloc(N * sizeof *f), *w0 = malloc(N * sizeof *w0), *w1 = malloc(N * sizeof *w1);
@@ -285,6 +325,7 @@ int main(void) {
     for (int i = 0; i < 2; i++) {
         test_all_patterns(&FMTS[i]);
         test_rounding(&FMTS[i]);
+        test_vector_edges(&FMTS[i]);
     }
     test_vector_vs_scalar();
     return zt_finish("test_dtype");

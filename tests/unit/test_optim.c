@@ -1,6 +1,7 @@
 /* Tests of the optimizer kernels: hand-computed steps, the scalar reference against a plain
  * double-precision re-implementation over several steps, every vector impl bitwise against the
- * scalar one, the fused write-back, decay = 0, thread-count independence, argument checks. */
+ * scalar one (random values, and edge values in every slot), the fused write-back, decay = 0,
+ * thread-count independence, argument checks. */
 #include "harness.h"
 #include "zero/zero.h"
 
@@ -330,6 +331,65 @@ static void test_vs_scalar(const cfg *c, size_t n) {
     bufs_free(&vec);
 }
 
+/* Equal 16-bit words, or both NaN in the format dt (bf16 or fp16). */
+static size_t first_diff_half(const uint16_t *a, const uint16_t *b, size_t n, zero_dtype dt) {
+    const unsigned inf = dt == ZERO_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i] && !((a[i] & 0x7fffu) > inf && (b[i] & 0x7fffu) > inf)) return i;
+    return (size_t)-1;
+}
+
+/* Every vector impl bitwise against the scalar reference on edge values in every slot (master,
+ * both states, gradient): ±0, subnormals, the largest finite, ±Inf, quiet and signalling NaNs,
+ * bf16 and fp16 round-to-even ties and the fp16 overflow tie (for the write-back), ±1; with a
+ * grad_scale that keeps gradients finite and one that overflows them. n = 71: the edges land in
+ * every lane of 8 and 16 and in the scalar tail. */
+static void test_vs_scalar_edges(const cfg *c) {
+    static const uint32_t E[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu,
+                                 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u,
+                                 0x3f808000u, 0x3f818000u, 0x477ff000u, 0x477fefffu, 0x33000000u, 0x33c00000u,
+                                 0x3f800000u, 0xbf800000u, 0x3a83126fu, 0x35800000u, 0xb8800000u};
+    const size_t NE = sizeof E / sizeof E[0], n = 71;
+    const zero_impl impls[] = {ZERO_IMPL_AVX2, ZERO_IMPL_AVX512};
+    const zero_dtype outs[] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    const float scales[] = {0.75f, 3e38f};
+    bufs ref, vec;
+    bufs_alloc(&ref, n);
+    bufs_alloc(&vec, n);
+    for (size_t k = 0; k < 2; k++) {
+        if (!zero_impl_available(impls[k])) continue;
+        for (size_t o = 0; o < 3; o++)
+            for (size_t sc = 0; sc < 2; sc++) {
+                for (size_t i = 0; i < n; i++) {
+                    uint32_t u[4] = {E[i % NE], E[(i * 7 + 3) % NE], E[(i * 5 + 1) % NE], E[(i * 11 + 2) % NE]};
+                    memcpy(&ref.p[i], &u[0], 4), memcpy(&ref.s0[i], &u[1], 4), memcpy(&ref.s1[i], &u[2], 4);
+                    memcpy(&ref.g[i], &u[3], 4);
+                }
+                bufs_copy(&vec, &ref);
+                const zero_dtype odt = outs[o];
+                void *oref = odt == ZERO_DTYPE_FP32 ? (void *)ref.o32 : (void *)ref.h;
+                void *ovec = odt == ZERO_DTYPE_FP32 ? (void *)vec.o32 : (void *)vec.h;
+                for (int t = 1; t <= 3; t++) {
+                    ZT_OK(zero_optim_step(&c->h, t, ref.p, ref.s0, ref.s1, ref.g, scales[sc], 1.0f, n, oref, odt,
+                                          ZERO_IMPL_SCALAR));
+                    ZT_OK(zero_optim_step(&c->h, t, vec.p, vec.s0, vec.s1, vec.g, scales[sc], 1.0f, n, ovec, odt,
+                                          impls[k]));
+                    size_t d = first_diff(ref.p, vec.p, n, 4);
+                    if (d == (size_t)-1) d = first_diff(ref.s0, vec.s0, n, 4);
+                    if (d == (size_t)-1) d = first_diff(ref.s1, vec.s1, n, 4);
+                    ZT_CHECKF(d == (size_t)-1, "%s %s edges (scale %g) step %d: element %zu differs", c->name,
+                              zero_impl_name(impls[k]), (double)scales[sc], t, d);
+                    d = odt == ZERO_DTYPE_FP32 ? first_diff(oref, ovec, n, 4)
+                                               : first_diff_half(oref, ovec, n, odt);
+                    ZT_CHECKF(d == (size_t)-1, "%s %s edges: write-back %s[%zu] differs", c->name,
+                              zero_impl_name(impls[k]), zero_dtype_name(odt), d);
+                }
+            }
+    }
+    bufs_free(&ref);
+    bufs_free(&vec);
+}
+
 /* The fused write-back is exactly zero_convert of the updated master. */
 static void test_writeback(const cfg *c, size_t n) {
     const zero_impl impls[] = {ZERO_IMPL_SCALAR, ZERO_IMPL_AVX2, ZERO_IMPL_AVX512};
@@ -471,6 +531,7 @@ int main(void) {
             test_vs_double(&cfgs[c], sizes[s], s % 2 ? 1.0f : 1.0f / 3.0f, sizes[s] > 100000 ? 3 : 5);
             test_vs_scalar(&cfgs[c], sizes[s]);
         }
+        test_vs_scalar_edges(&cfgs[c]);
         test_writeback(&cfgs[c], 1009);
         test_writeback(&cfgs[c], 100003);
         test_decay_zero(&cfgs[c], 1009);
