@@ -22,13 +22,13 @@
  * operation, keep its state in req->impl, and finish it in wait/test. A backend without
  * ZERO__CAP_AVG never sees ZERO_OP_AVG: comm.c passes SUM and divides the host result. */
 typedef struct zero__comm_ops {
-    const char *name;  /* "self", "mpi", "nccl" */
-    size_t max_count;  /* largest count (elements) one call accepts */
-    unsigned caps;     /* ZERO__CAP_* */
-    zero_status (*all_reduce)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
-                              zero_op op, zero_request *req);
-    zero_status (*reduce_scatter)(zero_comm *c, const void *send, void *recv, size_t count,
-                                  zero_dtype dt, zero_op op, zero_request *req);
+    const char *name; /* "self", "mpi", "nccl" */
+    size_t max_count; /* largest count (elements) one call accepts */
+    unsigned caps;    /* ZERO__CAP_* */
+    zero_status (*all_reduce)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt, zero_op op,
+                              zero_request *req);
+    zero_status (*reduce_scatter)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt, zero_op op,
+                                  zero_request *req);
     zero_status (*all_gather)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
                               zero_request *req);
     zero_status (*broadcast)(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
@@ -57,9 +57,8 @@ struct zero_comm {
     int64_t timeout_ns;   /* zero_comm_options.timeout_s; 0: none */
     int64_t heartbeat_ns; /* zero_comm_options.heartbeat_s; 0: none */
     int beat;             /* the watchdog's list of this communicator's node peers; 0: none */
-    char err[512]; /* last-error text */
+    char err[512];        /* last-error text */
 };
-
 
 struct zero_request {
     zero_comm *comm;
@@ -80,7 +79,7 @@ zero_comm *zero__comm_new(const zero__comm_ops *ops, int rank, int size);
 /* Frees what zero__comm_new allocated (not the backend's impl). */
 void zero__comm_delete(zero_comm *c);
 
-#define ZERO__COMM_ERR(c, ...) zero__errorf((c)->err, sizeof (c)->err, __VA_ARGS__)
+#define ZERO__COMM_ERR(c, ...) zero__errorf((c)->err, sizeof(c)->err, __VA_ARGS__)
 
 /* inout[i] = inout[i] op in[i] for n elements, the arithmetic of every host backend:
  * fp32 in fp32; bf16/fp16 converted to fp32, combined, rounded to nearest even once; integers
@@ -134,6 +133,31 @@ int zero__beat_self(int *fd, uint64_t *nonce);
 int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const int *pid, int n);
 void zero__beat_forget(int id); /* 0: nothing */
 
+/* Heartbeats across nodes (comm_beat.c, watchdog.c): the watchdog owns a UDP socket (any address,
+ * a port of the kernel's choice) and sends, every tick, to each watched peer on another node one
+ * datagram of 24 bytes, all big-endian: magic (ZERO__BEAT_MAGIC) u64, the sender's nonce u64, its
+ * tick count u64. A datagram counts only when its nonce is one MPI told this process; a peer is
+ * judged only once one of its datagrams has arrived (a firewall that drops them all leaves it to
+ * ZERO_COMM_TIMEOUT). */
+#define ZERO__BEAT_ADDRS 4 /* IPv4 addresses tried per peer (its host's non-loopback ones) */
+/* Peers on other nodes watched per rank: those within this distance in comm rank order (cyclic),
+ * so that each rank sends and reads at most twice this many datagrams a tick, whatever the size. */
+#define ZERO__BEAT_REMOTE_SPAN 16
+typedef struct zero__beat_remote {
+    uint64_t nonce;
+    uint32_t addr[ZERO__BEAT_ADDRS]; /* IPv4, network byte order */
+    int naddr;
+    int port; /* UDP, host byte order */
+    int rank, pid;
+    char host[32]; /* its node's name, for the log line */
+} zero__beat_remote;
+/* Starts the watchdog (once) and gives its UDP port and this process's nonce; 0 when there is
+ * none (no socket, no thread): peers on other nodes then never judge this process. */
+int zero__beat_udp(int *port, uint64_t *nonce);
+/* Adds n peers on other nodes to list id (0: a new list), copied; returns the list's id, or 0
+ * when out of memory or the table is full (nothing more is watched; list id stays as it was). */
+int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n);
+
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;
 
@@ -174,7 +198,7 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive);
 int zero__shm_wants(const zero__shm *s, uint64_t bytes);
 int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
 int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
-int zero__shm_local_rank(const zero__shm *s);  /* this rank's place in its node; 0 for NULL */
+int zero__shm_local_rank(const zero__shm *s); /* this rank's place in its node; 0 for NULL */
 int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective used it) */
 /* Large messages take the single-copy path (process_vm_readv): allowed (ZERO_COMM_CMA) and the
  * probe at creation passed on every rank; 0 for NULL. */
