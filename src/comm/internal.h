@@ -22,13 +22,13 @@
  * operation, keep its state in req->impl, and finish it in wait/test. A backend without
  * ZERO__CAP_AVG never sees ZERO_OP_AVG: comm.c passes SUM and divides the host result. */
 typedef struct zero__comm_ops {
-    const char *name; /* "self", "mpi", "nccl" */
-    size_t max_count; /* largest count (elements) one call accepts */
-    unsigned caps;    /* ZERO__CAP_* */
-    zero_status (*all_reduce)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt, zero_op op,
-                              zero_request *req);
-    zero_status (*reduce_scatter)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt, zero_op op,
-                                  zero_request *req);
+    const char *name;  /* "self", "mpi", "nccl" */
+    size_t max_count;  /* largest count (elements) one call accepts */
+    unsigned caps;     /* ZERO__CAP_* */
+    zero_status (*all_reduce)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                              zero_op op, zero_request *req);
+    zero_status (*reduce_scatter)(zero_comm *c, const void *send, void *recv, size_t count,
+                                  zero_dtype dt, zero_op op, zero_request *req);
     zero_status (*all_gather)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
                               zero_request *req);
     zero_status (*broadcast)(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
@@ -56,9 +56,10 @@ struct zero_comm {
     zero_comm_counters counters;
     int64_t timeout_ns;   /* zero_comm_options.timeout_s; 0: none */
     int64_t heartbeat_ns; /* zero_comm_options.heartbeat_s; 0: none */
-    int beat;             /* the watchdog's list of this communicator's node peers; 0: none */
-    char err[512];        /* last-error text */
+    int beat;             /* the watchdog's list of this communicator's watched peers; 0: none */
+    char err[512]; /* last-error text */
 };
+
 
 struct zero_request {
     zero_comm *comm;
@@ -79,7 +80,7 @@ zero_comm *zero__comm_new(const zero__comm_ops *ops, int rank, int size);
 /* Frees what zero__comm_new allocated (not the backend's impl). */
 void zero__comm_delete(zero_comm *c);
 
-#define ZERO__COMM_ERR(c, ...) zero__errorf((c)->err, sizeof(c)->err, __VA_ARGS__)
+#define ZERO__COMM_ERR(c, ...) zero__errorf((c)->err, sizeof (c)->err, __VA_ARGS__)
 
 /* inout[i] = inout[i] op in[i] for n elements, the arithmetic of every host backend:
  * fp32 in fp32; bf16/fp16 converted to fp32, combined, rounded to nearest even once; integers
@@ -198,14 +199,16 @@ void zero__shm_destroy(zero__shm *s, int mpi_alive);
 int zero__shm_wants(const zero__shm *s, uint64_t bytes);
 int zero__shm_nodes(const zero__shm *s);      /* 0 for NULL */
 int zero__shm_local_size(const zero__shm *s); /* ranks per node; 0 for NULL */
-int zero__shm_local_rank(const zero__shm *s); /* this rank's place in its node; 0 for NULL */
+int zero__shm_local_rank(const zero__shm *s);  /* this rank's place in its node; 0 for NULL */
 int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective used it) */
 /* Large messages take the single-copy path (process_vm_readv): allowed (ZERO_COMM_CMA) and the
  * probe at creation passed on every rank; 0 for NULL. */
 int zero__shm_cma(const zero__shm *s);
 /* comm_beat.c: collective over comm (c's MPI communicator): finds c's node peers, maps their
- * heartbeat pages and hands them to the watchdog (c->beat). A peer whose page cannot be mapped
- * (another pid namespace, /proc hidden) is not watched; an MPI failure is returned. */
+ * heartbeat pages and hands them to the watchdog (c->beat); when comm spans several nodes, also
+ * the UDP addresses of the ranks of other nodes within ZERO__BEAT_REMOTE_SPAN. A peer whose page
+ * cannot be mapped (another pid namespace, /proc hidden) is not watched; an MPI failure, or no
+ * memory for the exchange across nodes, is returned. */
 zero_status zero__beat_join(zero_comm *c, MPI_Comm comm, const zero__cerr *e, const char *fn);
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
