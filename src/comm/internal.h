@@ -56,7 +56,7 @@ struct zero_comm {
     zero_comm_counters counters;
     int64_t timeout_ns;   /* zero_comm_options.timeout_s; 0: none */
     int64_t heartbeat_ns; /* zero_comm_options.heartbeat_s; 0: none */
-    int beat;             /* the watchdog's list of this communicator's node peers; 0: none */
+    int beat;             /* the watchdog's list of this communicator's watched peers; 0: none */
     char err[512]; /* last-error text */
 };
 
@@ -134,6 +134,31 @@ int zero__beat_self(int *fd, uint64_t *nonce);
 int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const int *pid, int n);
 void zero__beat_forget(int id); /* 0: nothing */
 
+/* Heartbeats across nodes (comm_beat.c, watchdog.c): the watchdog owns a UDP socket (any address,
+ * a port of the kernel's choice) and sends, every tick, to each watched peer on another node one
+ * datagram of 24 bytes, all big-endian: magic (ZERO__BEAT_MAGIC) u64, the sender's nonce u64, its
+ * tick count u64. A datagram counts only when its nonce is one MPI told this process; a peer is
+ * judged only once one of its datagrams has arrived (a firewall that drops them all leaves it to
+ * ZERO_COMM_TIMEOUT). */
+#define ZERO__BEAT_ADDRS 4 /* IPv4 addresses tried per peer (its host's non-loopback ones) */
+/* Peers on other nodes watched per rank: those within this distance in comm rank order (cyclic),
+ * so that each rank sends and reads at most twice this many datagrams a tick, whatever the size. */
+#define ZERO__BEAT_REMOTE_SPAN 16
+typedef struct zero__beat_remote {
+    uint64_t nonce;
+    uint32_t addr[ZERO__BEAT_ADDRS]; /* IPv4, network byte order */
+    int naddr;
+    int port; /* UDP, host byte order */
+    int rank, pid;
+    char host[32]; /* its node's name, for the log line */
+} zero__beat_remote;
+/* Starts the watchdog (once) and gives its UDP port and this process's nonce; 0 when there is
+ * none (no socket, no thread): peers on other nodes then never judge this process. */
+int zero__beat_udp(int *port, uint64_t *nonce);
+/* Adds n peers on other nodes to list id (0: a new list), copied; returns the list's id, or 0
+ * when out of memory or the table is full (nothing more is watched; list id stays as it was). */
+int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n);
+
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;
 
@@ -180,8 +205,10 @@ int zero__shm_attached(const zero__shm *s);   /* the window exists (a collective
  * probe at creation passed on every rank; 0 for NULL. */
 int zero__shm_cma(const zero__shm *s);
 /* comm_beat.c: collective over comm (c's MPI communicator): finds c's node peers, maps their
- * heartbeat pages and hands them to the watchdog (c->beat). A peer whose page cannot be mapped
- * (another pid namespace, /proc hidden) is not watched; an MPI failure is returned. */
+ * heartbeat pages and hands them to the watchdog (c->beat); when comm spans several nodes, also
+ * the UDP addresses of the ranks of other nodes within ZERO__BEAT_REMOTE_SPAN. A peer whose page
+ * cannot be mapped (another pid namespace, /proc hidden) is not watched; an MPI failure, or no
+ * memory for the exchange across nodes, is returned. */
 zero_status zero__beat_join(zero_comm *c, MPI_Comm comm, const zero__cerr *e, const char *fn);
 /* The shared-memory state of an mpi communicator (NULL: none, or not an mpi communicator). */
 const zero__shm *zero__comm_mpi_shm(const zero_comm *c);

@@ -9,15 +9,18 @@
  * second. A stopped process stops all its threads, the watchdog's with them, so its heartbeat
  * stands still, while a slow one (a long collective, a loaded machine, a hung disk under one
  * thread) keeps beating: that tells the two apart, and a stopped peer ends the job in about
- * ZERO_COMM_HEARTBEAT seconds instead of ZERO_COMM_TIMEOUT. Peers on other nodes are seen only
- * through the timeout (docs/COMM.md, "Stopped ranks"). Ending: one log line naming the call, the
- * process's scratch files removed (zero_scratch_remove_all), exit status 1, as PyTorch's watchdog
- * does; the launcher then takes the job down, the stopped rank with it. */
+ * ZERO_COMM_HEARTBEAT seconds instead of ZERO_COMM_TIMEOUT. Peers on other nodes beat by UDP
+ * datagrams (one socket per process, read and written by this thread each tick) into a count kept
+ * here, judged as a page is once one has arrived (docs/COMM.md, "Stopped ranks"). Ending: one log line naming the call,
+ * the process's scratch files removed (zero_scratch_remove_all), exit status 1, as PyTorch's watchdog does; the
+ * launcher then takes the job down, the stopped rank with it. */
 #define _GNU_SOURCE /* memfd_create */
 #include "comm/internal.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,12 +50,18 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_up;                /* the thread runs */
 static zero__beat_page *g_page; /* this process's heartbeat; NULL: none */
 static int g_page_fd = -1;
+static uint64_t g_nonce; /* this process's, in its page and its datagrams */
+static int g_sock = -1;  /* UDP, non-blocking; -1: none */
+static int g_port;       /* its port, host byte order */
+static uint64_t g_ticks; /* the count this process's datagrams carry (the watchdog thread's) */
 
 typedef struct peer {
-    const zero__beat_page *page; /* mapped read-only */
+    const zero__beat_page *page; /* mapped read-only; NULL: a peer on another node (remote) */
     int rank, pid;
-    uint64_t seen;   /* its count at the last change */
+    uint64_t seen;   /* its count at the last change (remote: the highest that arrived) */
     int64_t changed; /* when it last changed, or when it could last be seen (monotonic ns) */
+    int heard;       /* remote: a datagram of it has arrived, so its watchdog runs and reaches us */
+    zero__beat_remote remote;
 } peer;
 typedef struct beat_list {
     int id; /* 0: free */
@@ -81,10 +91,54 @@ static const peer *stopped_peer(int id, int64_t hb, int64_t now) {
         if (g_lists[l].id != id) continue;
         for (int i = 0; i < g_lists[l].n; i++) {
             const peer *q = &g_lists[l].p[i];
-            if (atomic_load(&q->page->beating) && now - q->changed > hb) return q;
+            const int judged = q->page ? atomic_load(&q->page->beating) : q->heard;
+            if (judged && now - q->changed > hb) return q;
         }
     }
     return NULL;
+}
+
+/* Under g_mu: the datagrams that arrived since the last tick, to the remote peers whose nonce they
+ * carry. A count no higher than the last one (a late or duplicated datagram: one goes to each of
+ * the host's addresses) is no sign of life. */
+static void udp_drain(int64_t now) {
+    unsigned char b[64];
+    for (;;) {
+        const ssize_t n = recv(g_sock, b, sizeof b, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return;
+        if (n != 24) continue;
+        uint64_t w[3];
+        memcpy(w, b, sizeof w);
+        const uint64_t magic = be64toh(w[0]), nonce = be64toh(w[1]), count = be64toh(w[2]);
+        if (magic != ZERO__BEAT_MAGIC) continue;
+        for (int l = 0; l < BEAT_LISTS; l++)
+            for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
+                peer *p = &g_lists[l].p[i];
+                if (p->page || p->remote.nonce != nonce || (p->heard && count <= p->seen)) continue;
+                p->seen = count;
+                p->heard = 1;
+                p->changed = now;
+            }
+    }
+}
+
+/* Under g_mu: this tick's datagram to every address of every remote peer (errors ignored: an
+ * address that does not reach the peer is one of several, and a peer never reached is never
+ * judged). */
+static void udp_send(void) {
+    const uint64_t w[3] = {htobe64(ZERO__BEAT_MAGIC), htobe64(g_nonce), htobe64(g_ticks)};
+    for (int l = 0; l < BEAT_LISTS; l++)
+        for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
+            const peer *p = &g_lists[l].p[i];
+            for (int a = 0; !p->page && a < p->remote.naddr; a++) {
+                struct sockaddr_in to = {0};
+                to.sin_family = AF_INET;
+                to.sin_port = htons((uint16_t)p->remote.port);
+                to.sin_addr.s_addr = p->remote.addr[a];
+                sendto(g_sock, w, sizeof w, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)&to, sizeof to);
+            }
+        }
 }
 
 static void *watch_main(void *arg) {
@@ -97,10 +151,19 @@ static void *watch_main(void *arg) {
         const int late = now - last > LATE_TICK_NS;
         last = now;
         if (g_page) atomic_fetch_add(&g_page->count, 1);
+        g_ticks++;
         pthread_mutex_lock(&g_mu);
+        if (g_sock >= 0) {
+            udp_drain(now);
+            udp_send();
+        }
         for (int l = 0; l < BEAT_LISTS; l++)
             for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
                 peer *p = &g_lists[l].p[i];
+                if (!p->page) {
+                    if (late) p->changed = now;
+                    continue;
+                }
                 const uint64_t c = atomic_load(&p->page->count);
                 if (c != p->seen || late) {
                     p->seen = c;
@@ -121,7 +184,7 @@ static void *watch_main(void *arg) {
                 die();
             }
             const peer *p = hb > 0 ? stopped_peer(atomic_load(&g_watch_beat[k]), hb, now) : NULL;
-            if (p) {
+            if (p && p->page) {
                 zero__log(ZERO_LOG_ERROR,
                           "rank %d of %d: %s has waited %.0f s for the other ranks, and rank %d (pid %d, on this node) "
                           "has shown no heartbeat for %.0f s, more than the %.0f s of ZERO_COMM_HEARTBEAT "
@@ -129,6 +192,16 @@ static void *watch_main(void *arg) {
                           "one",
                           rank, size, fn, (double)(now - t0) * 1e-9, p->rank, p->pid, (double)(now - p->changed) * 1e-9,
                           (double)hb * 1e-9);
+                die();
+            }
+            if (p) {
+                zero__log(ZERO_LOG_ERROR,
+                          "rank %d of %d: %s has waited %.0f s for the other ranks, and rank %d (pid %d, on another "
+                          "node: %s) has sent no heartbeat for %.0f s, more than the %.0f s of ZERO_COMM_HEARTBEAT "
+                          "(zero_comm_options.heartbeat_s), after it had: it is stopped (SIGSTOP, a debugger) or "
+                          "frozen, or the network between has gone; ending this one",
+                          rank, size, fn, (double)(now - t0) * 1e-9, p->rank, p->pid, p->remote.host,
+                          (double)(now - p->changed) * 1e-9, (double)hb * 1e-9);
                 die();
             }
         }
@@ -150,18 +223,38 @@ static void make_page(void) {
         return;
     }
     zero__beat_page *g = p;
-    uint64_t nonce = 0;
-    if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
-        nonce = (uint64_t)mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     g->magic = ZERO__BEAT_MAGIC;
-    g->nonce = nonce;
+    g->nonce = g_nonce;
     g->pid = (int64_t)getpid();
     g_page = g;
     g_page_fd = fd;
 }
 
+/* The socket peers on other nodes send to: any address (the peers are told this host's
+ * addresses through MPI), a port of the kernel's choice. */
+static void make_sock(void) {
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) return;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t len = sizeof a;
+    if (bind(s, (const struct sockaddr *)&a, sizeof a) != 0 || getsockname(s, (struct sockaddr *)&a, &len) != 0) {
+        close(s);
+        return;
+    }
+    /* room for a tick's datagrams from every peer and address, with margin (best effort) */
+    const int rcv = 1 << 20;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    g_port = ntohs(a.sin_port);
+    g_sock = s;
+}
+
 static void watch_start(void) {
+    if (getrandom(&g_nonce, sizeof g_nonce, GRND_NONBLOCK) != (ssize_t)sizeof g_nonce)
+        g_nonce = (uint64_t)mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     make_page();
+    make_sock();
     pthread_t t;
     pthread_attr_t a;
     if (pthread_attr_init(&a)) return;
@@ -186,6 +279,34 @@ int zero__beat_self(int *fd, uint64_t *nonce) {
     return 1;
 }
 
+int zero__beat_udp(int *port, uint64_t *nonce) {
+    pthread_once(&g_once, watch_start);
+    if (!g_up || g_sock < 0) return 0;
+    *port = g_port;
+    *nonce = g_nonce;
+    return 1;
+}
+
+int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n) {
+    if (n <= 0) return id;
+    const int64_t now = mono_ns();
+    int out = 0;
+    pthread_mutex_lock(&g_mu);
+    int l = 0;
+    while (l < BEAT_LISTS && (id ? g_lists[l].id != id : g_lists[l].id != 0)) l++;
+    peer *p = l < BEAT_LISTS ? realloc(g_lists[l].p, (size_t)(g_lists[l].n + n) * sizeof *p) : NULL;
+    if (p) {
+        for (int i = 0; i < n; i++)
+            p[g_lists[l].n + i] = (peer){.rank = r[i].rank, .pid = r[i].pid, .changed = now, .remote = r[i]};
+        g_lists[l].p = p;
+        g_lists[l].n += n;
+        if (!id) g_lists[l].id = g_next_id++;
+        out = g_lists[l].id;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return out;
+}
+
 int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const int *pid, int n) {
     peer *p = n > 0 ? calloc((size_t)n, sizeof *p) : NULL;
     int id = 0;
@@ -193,7 +314,9 @@ int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const 
     pthread_mutex_lock(&g_mu);
     for (int l = 0; p && l < BEAT_LISTS && !id; l++) {
         if (g_lists[l].id) continue;
-        for (int i = 0; i < n; i++) p[i] = (peer){page[i], rank[i], pid[i], atomic_load(&page[i]->count), now};
+        for (int i = 0; i < n; i++)
+            p[i] = (peer){
+                .page = page[i], .rank = rank[i], .pid = pid[i], .seen = atomic_load(&page[i]->count), .changed = now};
         id = g_next_id++;
         g_lists[l] = (beat_list){id, n, p};
     }
@@ -215,7 +338,8 @@ void zero__beat_forget(int id) {
             g_lists[l] = (beat_list){0, 0, NULL};
         }
     pthread_mutex_unlock(&g_mu);
-    for (int i = 0; i < gone.n; i++) munmap((void *)gone.p[i].page, ZERO__BEAT_PAGE_BYTES);
+    for (int i = 0; i < gone.n; i++)
+        if (gone.p[i].page) munmap((void *)gone.p[i].page, ZERO__BEAT_PAGE_BYTES);
     free(gone.p);
 }
 

@@ -3,17 +3,23 @@
  * A peer whose heartbeat stands still past heartbeat_s ends the waiting process with exit status 1,
  * one log line naming the call, the peer and the seconds, and its swap file removed; a peer that
  * keeps beating is waited for past that (a slow rank is not a stopped one), as is one whose
- * watchdog never beat (it cannot be judged); the plain timeout still ends a wait. */
+ * watchdog never beat (it cannot be judged); the plain timeout still ends a wait. The same for a
+ * fake peer on another node, which beats by UDP datagrams to the watchdog's socket: judged once
+ * one has arrived, never while none does (a firewall), and not by datagrams of another nonce. */
 #define _GNU_SOURCE /* memfd_create */
 #include "comm/internal.h"
 #include "harness.h"
 #include "zero/offload.h"
 #include "zero/zero.h"
 
+#include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -113,6 +119,65 @@ static int run_child(int64_t timeout_s, int64_t heartbeat_s, int beating, int be
     return status;
 }
 
+#define FAKE_NONCE 0x0123456789abcdefull
+
+typedef struct fake_remote {
+    int port;                 /* the watchdog's, on 127.0.0.1 */
+    volatile int beat_for_ms; /* a datagram every 100 ms for this long */
+} fake_remote;
+
+static void *remote_beater(void *arg) {
+    const fake_remote *f = arg;
+    const int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {0};
+    to.sin_family = AF_INET;
+    to.sin_port = htons((uint16_t)f->port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int ms = 0, k = 1; s >= 0 && ms < f->beat_for_ms; ms += 100, k++) {
+        const uint64_t w[3] = {htobe64(ZERO__BEAT_MAGIC), htobe64(FAKE_NONCE), htobe64((uint64_t)k)};
+        sendto(s, w, sizeof w, 0, (const struct sockaddr *)&to, sizeof to);
+        sleep_s(0.1);
+    }
+    if (s >= 0) close(s);
+    return NULL;
+}
+
+/* As run_child, with rank 1 a fake peer on another node that sends datagrams for beat_for_ms. The
+ * watchdog is told to send its own to its own port: they carry its nonce, not the peer's, so
+ * they must not count as the peer's. */
+static int run_remote_child(int64_t heartbeat_s, int beat_for_ms, double wait_s, const char *log_path, double *took) {
+    const double t0 = now_s();
+    const pid_t child = fork();
+    if (child == 0) {
+        g_log = fopen(log_path, "w");
+        zero_log_set_callback(to_file, NULL);
+        int port = 0;
+        uint64_t nonce = 0;
+        if (!g_log || !zero__beat_udp(&port, &nonce) || port <= 0) _exit(3);
+        zero_comm *c = zero__comm_new(&zero__comm_self_ops, 0, 2);
+        zero__beat_remote r = {.nonce = FAKE_NONCE, .naddr = 1, .port = port, .rank = 1, .pid = 424242};
+        r.addr[0] = htonl(INADDR_LOOPBACK);
+        snprintf(r.host, sizeof r.host, "fakehost");
+        c->timeout_ns = 0;
+        c->heartbeat_ns = heartbeat_s * 1000000000;
+        c->beat = zero__beat_watch_remote(0, &r, 1);
+        if (c->beat <= 0) _exit(5);
+        fake_remote f = {port, beat_for_ms};
+        pthread_t t;
+        if (pthread_create(&t, NULL, remote_beater, &f) != 0) _exit(6);
+        const int slot = zero__watch_enter(c, "all_reduce");
+        if (slot < 0) _exit(7);
+        sleep_s(wait_s);
+        zero__watch_leave(slot);
+        pthread_join(t, NULL);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    *took = now_s() - t0;
+    return status;
+}
+
 static int file_has(const char *path, const char *text) {
     char buf[2048] = "";
     FILE *f = fopen(path, "r");
@@ -161,6 +226,23 @@ int main(void) {
     ZT_CHECKF(took >= 1.0 && took < 5.0, "timeout: ended after %.2f s", took);
     ZT_CHECKF(file_has(log, "more than the 1 s of ZERO_COMM_TIMEOUT"), "timeout: the log line");
     ZT_CHECK(!exists(swp));
+
+    /* a peer on another node that beat for 0.5 s, then stopped: judged 1 s after its last datagram */
+    st = run_remote_child(1, 500, 30, log, &took);
+    ZT_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 1, "stopped remote peer: status %#x, expected exit 1", st);
+    ZT_CHECKF(took >= 1.4 && took < 5.0, "stopped remote peer: ended after %.2f s, expected 1.4 s to 5 s", took);
+    ZT_CHECKF(file_has(log, "rank 0 of 2: all_reduce has waited") &&
+                  file_has(log, "rank 1 (pid 424242, on another node: fakehost) has sent no heartbeat for") &&
+                  file_has(log, "more than the 1 s of ZERO_COMM_HEARTBEAT"),
+              "stopped remote peer: the log line");
+    /* a remote peer that keeps beating is waited for, three times the limit */
+    st = run_remote_child(1, 3500, 3, log, &took);
+    ZT_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "slow remote peer: status %#x, expected exit 0", st);
+    ZT_CHECKF(took >= 3.0, "slow remote peer: ran %.2f s", took);
+    /* one whose datagrams never arrive (a firewall; only the watchdog's own, of another nonce, do)
+     * is never judged */
+    st = run_remote_child(1, 0, 2.5, log, &took);
+    ZT_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "unheard remote peer: status %#x, expected exit 0", st);
 
     /* this process's own page says it beats as soon as the watchdog runs, not from its first tick
      * 0.25 s later: a rank stopped at once must be judged too (a tiny model's third step came
