@@ -201,6 +201,7 @@ static int usable_cpus(void) {
 static const char *arg_value(const char *flag) {
     const size_t n = strlen(flag);
     for (int i = 1; i < cli_argc; i++) {
+        if (!cli_argv[i]) continue; /* argv ends in NULL, never before argc */
         if (!strcmp(cli_argv[i], flag) && i + 1 < cli_argc) return cli_argv[i + 1];
         if (!strncmp(cli_argv[i], flag, n) && cli_argv[i][n] == '=') return cli_argv[i] + n + 1;
     }

@@ -75,7 +75,7 @@ static void diff_into(const cJSON *x, const cJSON *y, const char *path, char *ou
     if (xo || yo) {
         for (int side = 0; side < 2; side++) { /* x's keys, then y's keys that x lacks */
             const cJSON *from = side ? y : x;
-            for (const cJSON *k = cJSON_IsObject(from) ? from->child : NULL; k; k = k->next) {
+            for (const cJSON *k = from && cJSON_IsObject(from) ? from->child : NULL; k; k = k->next) {
                 if (side && cJSON_IsObject(x) && cJSON_GetObjectItemCaseSensitive(x, k->string)) continue;
                 char sub[256];
                 snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", k->string);
@@ -89,11 +89,17 @@ static void diff_into(const cJSON *x, const cJSON *y, const char *path, char *ou
     if (!a || !b || strcmp(a, b) != 0) {
         /* numbers shown as a person writes them (a float field prints 0.0020000000949949026) */
         char na[32], nb[32];
-        if (cJSON_IsNumber(x)) snprintf(na, sizeof na, "%.7g", x->valuedouble);
-        if (cJSON_IsNumber(y)) snprintf(nb, sizeof nb, "%.7g", y->valuedouble);
+        const int xn = x && cJSON_IsNumber(x), yn = y && cJSON_IsNumber(y);
+        if (xn) snprintf(na, sizeof na, "%.7g", x->valuedouble);
+        if (yn) snprintf(nb, sizeof nb, "%.7g", y->valuedouble);
         if (*len < cap)
             *len += (size_t)snprintf(out + *len, cap - *len, "%s%s %s -> %s", *n ? "; " : "", path,
-                                     cJSON_IsNumber(x) ? na : a ? a : "(none)", cJSON_IsNumber(y) ? nb : b ? b : "(none)");
+                                     xn  ? na
+                                     : a ? a
+                                         : "(none)",
+                                     yn  ? nb
+                                     : b ? b
+                                         : "(none)");
         ++*n;
     }
     cJSON_free(a);
