@@ -5,6 +5,7 @@
 #define ZERO_DEVICE_INTERNAL_H
 
 #include "common/internal.h"
+#include "kernels/elem.h"
 #include "zero/device.h"
 
 #include <pthread.h>
@@ -16,8 +17,11 @@
 /* A kernel call: an id and its arguments by value (pointers into device or pinned memory, sizes
  * and scalars), so that it can cross to the fake device's worker process. */
 enum {
-    ZERO__K_FILL_F32 = 0, /* p[0][i] = a[0], i < n */
-    ZERO__K_AXPY_F32 = 1, /* p[0][i] += a[0] * p[1][i], i < n */
+    ZERO__K_FILL_F32 = 0,    /* p[0][i] = a[0], i < n */
+    ZERO__K_AXPY_F32 = 1,    /* p[0][i] += a[0] * p[1][i], i < n */
+    ZERO__K_F32_TO_BF16 = 2, /* (uint16) p[1][i] = bf16(p[0][i]), round to nearest even */
+    ZERO__K_F32_TO_FP16 = 3, /* (uint16) p[1][i] = fp16(p[0][i]) */
+    ZERO__K_OPTIM = 4,       /* optim's element step over master p[0], states p[1], p[2], gradient p[3] */
     ZERO__K_COUNT
 };
 typedef struct zero__kcall {
@@ -25,7 +29,8 @@ typedef struct zero__kcall {
     uint64_t n;
     void *p[4];
     double a[4];
-    double flops; /* for the cost model (0: n) */
+    double flops;        /* for the cost model (0: n) */
+    zero__optim_k optim; /* ZERO__K_OPTIM: the step's constants (zero__optim_consts, src/optim) */
 } zero__kcall;
 typedef void (*zero__kernel_fn)(const zero__kcall *k);
 extern const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT];

@@ -5,6 +5,7 @@
  * model's makespan is the sum or the max of two streams as their events say. */
 #include "device/internal.h"
 #include "harness.h"
+#include "optim/internal.h"
 
 #include <math.h>
 #include <signal.h>
@@ -247,6 +248,82 @@ static void test_cost_model(void) {
     }
 }
 
+/* The device's kernels run the kernel layer's element formulas: on the fake device (in its worker
+ * process) and on the cpu backend they give the host references' bits, for every optimizer and
+ * the narrowing conversions, on values that include zeros, subnormals, infinities and NaN. */
+static void test_kernels_match_host(const char *backend) {
+    zero_device *d = make(backend, 64u << 20, 20, 3);
+    if (!d) return;
+    const size_t n = 4099;
+    float *hp = malloc(n * 4), *hm = malloc(n * 4), *hv = malloc(n * 4), *hg = malloc(n * 4);
+    float *rp = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4);
+    uint16_t *h16 = malloc(n * 2), *r16 = malloc(n * 2);
+    static const float edge[] = {0.0f,      -0.0f, 1e-40f,   -1e-40f,       INFINITY,
+                                 -INFINITY, NAN,   65520.0f, 3.3895314e38f, 1.00390625f};
+    uint64_t st = 99;
+    for (size_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        const float r = (float)((int64_t)(st >> 20) % 200001 - 100000) * 1e-4f;
+        hp[i] = i % 97 < 10 ? edge[i % 97] : r;
+        hg[i] = i % 89 < 10 ? edge[i % 89] : r * 0.37f;
+        hm[i] = r * 0.01f;
+        hv[i] = fabsf(r) * 1e-3f;
+    }
+    float *dp = NULL, *dm = NULL, *dv = NULL, *dg = NULL;
+    uint16_t *d16 = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_MASTER, n * 4, (void **)&dp));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dm));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dv));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 4, (void **)&dg));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, n * 2, (void **)&d16));
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    const zero_optim_type types[4] = {ZERO_OPTIM_ADAMW, ZERO_OPTIM_ADAM, ZERO_OPTIM_SGD, ZERO_OPTIM_LION};
+    for (int t = 0; t < 4; t++) {
+        zero_optim_hparams h;
+        zero_optim_hparams_default(&h, types[t]);
+        h.weight_decay = 0.1f;
+        if (types[t] == ZERO_OPTIM_SGD) h.momentum = 0.9f;
+        zero__kcall k = {.id = ZERO__K_OPTIM, .n = n, .p = {dp, dm, dv, dg}};
+        zero__optim_consts(&h, 3, 0.5f, 1.0f, &k.optim);
+        memcpy(rp, hp, n * 4);
+        memcpy(rm, hm, n * 4);
+        memcpy(rv, hv, n * 4);
+        zero__optim_scalar(&k.optim, rp, rm, rv, hg, n, NULL, ZERO_DTYPE_FP32);
+        ZT_OK(zero_stream_copy(s, dp, hp, n * 4));
+        ZT_OK(zero_stream_copy(s, dm, hm, n * 4));
+        ZT_OK(zero_stream_copy(s, dv, hv, n * 4));
+        ZT_OK(zero_stream_copy(s, dg, hg, n * 4));
+        ZT_OK(zero__stream_launch(s, &k));
+        float *op = malloc(n * 4), *om = malloc(n * 4);
+        ZT_OK(zero_stream_copy(s, op, dp, n * 4));
+        ZT_OK(zero_stream_copy(s, om, dm, n * 4));
+        ZT_OK(zero_stream_sync(s));
+        ZT_CHECKF(!memcmp(op, rp, n * 4) && !memcmp(om, rm, n * 4),
+                  "%s: optimizer %d on the device differs from the host's", backend, (int)types[t]);
+        free(op);
+        free(om);
+    }
+    for (int bf = 0; bf < 2; bf++) {
+        zero__kcall k = {.id = bf ? ZERO__K_F32_TO_BF16 : ZERO__K_F32_TO_FP16, .n = n, .p = {dp, d16}};
+        ZT_OK(zero_stream_copy(s, dp, hp, n * 4));
+        ZT_OK(zero__stream_launch(s, &k));
+        ZT_OK(zero_stream_copy(s, h16, d16, n * 2));
+        ZT_OK(zero_stream_sync(s));
+        ZT_OK(zero_convert(hp, ZERO_DTYPE_FP32, r16, bf ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP16, n, ZERO_IMPL_SCALAR));
+        ZT_CHECKF(!memcmp(h16, r16, n * 2), "%s: %s narrowing on the device differs from the host's", backend,
+                  bf ? "bf16" : "fp16");
+    }
+    zero_stream_free(s);
+    zero_device_release(d, dp);
+    zero_device_release(d, dm);
+    zero_device_release(d, dv);
+    zero_device_release(d, dg);
+    zero_device_release(d, d16);
+    zero_device_free(d);
+    free(hp), free(hm), free(hv), free(hg), free(rp), free(rm), free(rv), free(h16), free(r16);
+}
+
 int main(void) {
     test_roundtrip("cpu");
     test_roundtrip("fake");
@@ -254,5 +331,7 @@ int main(void) {
     test_host_access_faults();
     test_events();
     test_cost_model();
+    test_kernels_match_host("cpu");
+    test_kernels_match_host("fake");
     return zt_finish("test_device");
 }
