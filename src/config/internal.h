@@ -60,6 +60,7 @@ struct zc_key {
 /* Loading/checking state: the error sink and the key path of the value at hand. */
 struct zc_ctx {
     zero_error *err;
+    const cJSON *root; /* the document (a key whose meaning depends on another's: bfloat16 beside bf16) */
     char path[384];
     size_t len;
     /* params tables: which type is being read (bit), and the names for messages */

@@ -459,6 +459,18 @@ static const zc_key bf16_keys[] = {
     {0},
 };
 
+/* "bfloat16": DeepSpeed's old name of the bf16 section, which it still reads where "bf16" is absent
+ * (get_bfloat16_config) and ignores beside it; zero reads it the same way, and names the pair
+ * instead of ignoring one (the two may say different things). */
+static zero_status load_bfloat16_old(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (c->root && cJSON_GetObjectItemCaseSensitive(c->root, "bf16"))
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "the old name of \"bf16\", given beside it: DeepSpeed reads only "
+                                                  "\"bf16\" then; keep one of the two");
+    if (!cJSON_IsObject(v)) return zero__zc_type_error(c, "an object", v);
+    return zero__zc_walk(c, bf16_keys, v, cfg);
+}
+
 static const zc_key offload_optimizer_keys[] = {
     {.name = "device", .kind = ZC_CUSTOM, .off = OFF(offload_optimizer.device), .load = load_device,
      .check = check_device, .save = save_device},
@@ -722,6 +734,7 @@ static const zc_key root_keys[] = {
      .check = check_scheduler, .save = save_scheduler},
     {.name = "fp16", .kind = ZC_OBJECT, .children = fp16_keys},
     {.name = "bf16", .kind = ZC_OBJECT, .children = bf16_keys},
+    {.name = "bfloat16", .kind = ZC_CUSTOM, .flags = ZC_NOSAVE, .children = bf16_keys, .load = load_bfloat16_old},
     {.name = "zero_optimization", .kind = ZC_OBJECT, .children = zero_keys},
     {.name = "aio", .kind = ZC_OBJECT, .children = aio_keys},
     {.name = "zero_extensions", .kind = ZC_OBJECT, .children = extension_keys},

@@ -402,6 +402,7 @@ static zero_status load_text(zero_config *cfg, const char *text, size_t len, con
         st = ZERO_ERR_CONFIG;
     } else {
         zero_config tmp = *cfg; /* committed only when the whole document is good */
+        c.root = root;
         st = zero__zc_walk(&c, zero__config_schema(), root, &tmp);
         if (!st) st = zero__config_finish(&c, &tmp);
         if (!st) *cfg = tmp;

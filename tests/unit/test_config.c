@@ -234,6 +234,25 @@ static void test_values(void) {
     ZT_OK(zero_config_load_json_string(&c, "{\"bf16\": {\"enabled\": false}}", &err));
     ZT_EQ_INT(c.precision, ZERO_DTYPE_FP32);
 
+    /* "bfloat16", DeepSpeed's old name of the bf16 section: read where "bf16" is absent (as
+     * DeepSpeed's get_bfloat16_config does), refused beside it (DeepSpeed would ignore it there) */
+    ZT_OK(zero_config_load_json_string(&c, "{\"bfloat16\": {\"enabled\": true}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    ZT_OK(zero_config_load_json_string(&c, "{\"bfloat16\": {\"enabled\": false}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_FP32);
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"bf16\": {\"enabled\": true}, \"bfloat16\": {\"enabled\": true}}", &err),
+              ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "bfloat16") && strstr(err.msg, "the old name of \"bf16\", given beside it"), "%s", err.msg);
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_FP32); /* a refused document changes nothing */
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"bfloat16\": {\"enabld\": true}}", &err), ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "bfloat16.enabld") && strstr(err.msg, "enabled"), "%s", err.msg);
+    /* written back as "bf16" */
+    ZT_OK(zero_config_load_json_string(&c, "{\"bfloat16\": {\"enabled\": true}}", &err));
+    char *back = zero_config_to_json(&c);
+    ZT_CHECKF(back && strstr(back, "\"bf16\"") && !strstr(back, "bfloat16"), "%s", back ? back : "");
+    free(back);
+    ZT_OK(zero_config_load_json_string(&c, "{\"bf16\": {\"enabled\": false}}", &err));
+
     /* aio.thread_count is DeepSpeed's older spelling of intra_op_parallelism */
     ZT_OK(load(&c, "{\"aio\": {\"thread_count\": 3}}", &err));
     ZT_EQ_INT(c.aio_intra_op_parallelism, 3);
