@@ -154,6 +154,18 @@ zero_status zero_comm_reduce_scatter(zero_comm *c, const void *send, void *recv,
  * send == (char*)recv + r*count*dtype_size. */
 zero_status zero_comm_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                  zero_dtype dt);
+/* The same three on device memory (zero/device.h): send and recv lie in memory of the stream's
+ * device; the collective runs after what s has queued and returns when recv holds the result
+ * (the stream synchronized). It is staged through pinned host memory in chunks (4 MiB), the copy
+ * of the next chunk overlapping this communicator's host collective of the current one, whose
+ * counters count it as one such collective of the whole message. Not in place. */
+typedef struct zero_stream zero_stream;
+zero_status zero_comm_all_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                        zero_dtype dt, zero_op op);
+zero_status zero_comm_reduce_scatter_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                            zero_dtype dt, zero_op op);
+zero_status zero_comm_all_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                        zero_dtype dt);
 /* buf on root is sent to every rank's buf. */
 zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
 zero_status zero_comm_barrier(zero_comm *c);

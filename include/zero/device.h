@@ -96,7 +96,8 @@ uint64_t zero_device_capacity(const zero_device *d, zero_mem_space space);
 
 /* ---------------------------------------------------------------- streams and events */
 zero_status zero_stream_create(zero_device *d, zero_stream **out);
-void zero_stream_free(zero_stream *s); /* waits for its queue; NULL is a no-op */
+void zero_stream_free(zero_stream *s);                 /* waits for its queue; NULL is a no-op */
+zero_device *zero_stream_device(const zero_stream *s); /* the device s belongs to (NULL for NULL) */
 /* Queues a copy of n bytes; dst and src in any spaces (the direction from the side table). */
 zero_status zero_stream_copy(zero_stream *s, void *dst, const void *src, size_t n);
 /* Queues dst[0..n) = byte. */

@@ -252,4 +252,7 @@ zero_status zero__shm_job_wait(zero_comm *c, zero__shm *s, zero__shm_job *j);
 int zero__shm_job_done(zero__shm *s, zero__shm_job *j);
 #endif
 
+/* comm_device.c: the staging chunk of the device collectives (a test makes it small). */
+extern size_t zero__comm_dev_chunk_bytes;
+
 #endif

@@ -232,6 +232,8 @@ zero_status zero_stream_create(zero_device *d, zero_stream **out) {
     return ZERO_OK;
 }
 
+zero_device *zero_stream_device(const zero_stream *s) { return s ? s->d : NULL; }
+
 void zero_stream_free(zero_stream *s) {
     if (!s) return;
     s->d->vt->drain(s);

@@ -1,0 +1,120 @@
+/* Collectives on device memory, staged through pinned host memory: what a device without a
+ * collective library of its own (the fake device; GPUs without working peer-to-peer, where NCCL
+ * would stage through host memory anyway) uses. Each collective runs in chunks: the device-to-host
+ * copy of chunk i+1 is queued while the host collective of chunk i runs, and the host-to-device
+ * copy of chunk i follows it on the same stream, so copies and the collective overlap and two
+ * staging buffers of each kind suffice. The host collective is this communicator's; its counters
+ * count one collective of the whole message (calls and bytes; path_bytes as the chunks went). */
+#include "comm/internal.h"
+#include "zero/device.h"
+
+#include <string.h>
+
+size_t zero__comm_dev_chunk_bytes = (size_t)4 << 20;
+
+typedef enum { DEV_ALL_REDUCE, DEV_REDUCE_SCATTER, DEV_ALL_GATHER } dev_coll;
+
+static zero_status dev_fail(zero_comm *c, zero_status s, const char *what, const char *why) {
+    zero__errorf(c->err, sizeof c->err, "%s on device memory: %s", what, why);
+    return s;
+}
+
+/* send/recv: device (or any) memory of the stream's device. all_reduce: count elements in and out;
+ * reduce_scatter: size*count in, count out; all_gather: count in, size*count out. */
+static zero_status dev_collective(zero_comm *c, zero_stream *s, dev_coll kind, const void *send, void *recv,
+                                  size_t count, zero_dtype dt, zero_op op) {
+    static const char *const names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
+    const char *what = names[kind];
+    if (!c) return ZERO_ERR_INVALID_ARG;
+    zero_device *d = zero_stream_device(s);
+    const size_t esz = zero_dtype_size(dt);
+    if (!d || !esz || (count && (!send || !recv)))
+        return dev_fail(c, ZERO_ERR_INVALID_ARG, what, "expected a stream, a dtype and buffers");
+    if (count == 0) return ZERO_OK;
+    const size_t world = (size_t)zero_comm_size(c);
+    size_t chunk = zero__comm_dev_chunk_bytes / esz / (kind == DEV_ALL_REDUCE ? 1 : world);
+    if (chunk == 0) chunk = 1;
+    if (chunk > count) chunk = count;
+    /* staging: what goes to the host collective (in) and what comes back from it (out), twice */
+    const size_t in_elems = kind == DEV_REDUCE_SCATTER ? world * chunk : chunk;
+    const size_t out_elems = kind == DEV_ALL_GATHER ? world * chunk : kind == DEV_REDUCE_SCATTER ? chunk : 0;
+    char *in[2] = {NULL, NULL}, *out[2] = {NULL, NULL};
+    zero_status st = ZERO_OK;
+    for (int b = 0; b < 2 && st == ZERO_OK; b++) {
+        st = zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_COMM, in_elems * esz, (void **)&in[b]);
+        if (st == ZERO_OK && out_elems)
+            st = zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_COMM, out_elems * esz, (void **)&out[b]);
+    }
+    if (st != ZERO_OK) {
+        st = dev_fail(c, st, what, zero_device_last_error(d));
+        goto out;
+    }
+    /* the counters count one collective of the whole message (the chunks' sum rounds each chunk's
+     * (N-1)/N share down) */
+    const zero_coll coll = kind == DEV_ALL_REDUCE       ? ZERO_COLL_ALL_REDUCE
+                           : kind == DEV_REDUCE_SCATTER ? ZERO_COLL_REDUCE_SCATTER
+                                                        : ZERO_COLL_ALL_GATHER;
+    const uint64_t bytes0 = c->counters.bytes[coll], calls0 = c->counters.calls[coll];
+    const uint64_t whole = (uint64_t)count * esz * (kind == DEV_ALL_REDUCE ? 1 : world);
+    /* queues the device-to-host copies of chunk [a, a + n) into in[b] */
+    const char *sp = send;
+    char *rp = recv;
+#define STAGE_IN(a, n, b)                                                                             \
+    do {                                                                                              \
+        if (kind == DEV_REDUCE_SCATTER)                                                               \
+            for (size_t r = 0; r < world && st == ZERO_OK; r++)                                       \
+                st = zero_stream_copy(s, in[b] + r * (n)*esz, sp + (r * count + (a)) * esz, (n)*esz); \
+        else st = zero_stream_copy(s, in[b], sp + (a)*esz, (n)*esz);                                  \
+    } while (0)
+    STAGE_IN(0, chunk, 0);
+    for (size_t a = 0, i = 0; a < count && st == ZERO_OK; a += chunk, i++) {
+        const size_t n = count - a < chunk ? count - a : chunk, b = i % 2;
+        st = zero_stream_sync(s); /* chunk i is in in[b] (and chunk i-2's results have left out[b]) */
+        if (st != ZERO_OK) {
+            st = dev_fail(c, st, what, zero_device_last_error(d));
+            break;
+        }
+        const size_t next = a + chunk;
+        if (next < count) STAGE_IN(next, count - next < chunk ? count - next : chunk, 1 - b);
+        if (st != ZERO_OK) break;
+        /* the host collective on chunk i, while chunk i+1 comes over */
+        if (kind == DEV_ALL_REDUCE) st = zero_comm_all_reduce(c, in[b], in[b], n, dt, op);
+        else if (kind == DEV_REDUCE_SCATTER) st = zero_comm_reduce_scatter(c, in[b], out[b], n, dt, op);
+        else st = zero_comm_all_gather(c, in[b], out[b], n, dt);
+        if (st != ZERO_OK) break;
+        if (kind == DEV_ALL_REDUCE) st = zero_stream_copy(s, rp + a * esz, in[b], n * esz);
+        else if (kind == DEV_REDUCE_SCATTER) st = zero_stream_copy(s, rp + a * esz, out[b], n * esz);
+        else
+            for (size_t r = 0; r < world && st == ZERO_OK; r++)
+                st = zero_stream_copy(s, rp + (r * count + a) * esz, out[b] + r * n * esz, n * esz);
+        if (st != ZERO_OK) st = dev_fail(c, st, what, zero_device_last_error(d));
+    }
+#undef STAGE_IN
+    if (st == ZERO_OK && (st = zero_stream_sync(s)) != ZERO_OK) st = dev_fail(c, st, what, zero_device_last_error(d));
+    if (st == ZERO_OK) {
+        c->counters.bytes[coll] = bytes0 + zero_comm_ring_bytes(coll, whole, c->size);
+        c->counters.calls[coll] = calls0 + 1;
+    }
+out:
+    if (st != ZERO_OK) (void)zero_stream_sync(s); /* nothing queued may still use the staging */
+    for (int b = 0; b < 2; b++) {
+        zero_device_release(d, in[b]);
+        zero_device_release(d, out[b]);
+    }
+    return st;
+}
+
+zero_status zero_comm_all_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                        zero_dtype dt, zero_op op) {
+    return dev_collective(c, s, DEV_ALL_REDUCE, send, recv, count, dt, op);
+}
+
+zero_status zero_comm_reduce_scatter_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                            zero_dtype dt, zero_op op) {
+    return dev_collective(c, s, DEV_REDUCE_SCATTER, send, recv, count, dt, op);
+}
+
+zero_status zero_comm_all_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                        zero_dtype dt) {
+    return dev_collective(c, s, DEV_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM);
+}
