@@ -47,6 +47,8 @@ static void usage(FILE *f) {
             "  --val-every N              validation loss every N steps (default steps/5; 0: only at the end)\n"
             "  --val-batches N            validation batches each time (default 2)\n"
             "  --log-json FILE|-          one JSON object per step, then {\"done\": true, ...}\n"
+            "  --tensorboard DIR          TensorBoard event files in DIR (loss, eval loss, lr, grad norm, tokens/s,\n"
+            "                             memory); the config's tensorboard section writes to output_path/job_name\n"
             "  --print-every N            a progress line every N steps (default: the config's steps_per_print, else 1)\n"
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
             "  --save-total-limit N, --resume DIR, --trace FILE   (docs/CLI.md)\n"
@@ -103,6 +105,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }
         else if (!strcmp(a, "--log-json")) { VAL(); o->log_json = v; }
+        else if (!strcmp(a, "--tensorboard")) { VAL(); o->tensorboard = v; }
         else if (!strcmp(a, "--offload-optimizer")) { VAL(); o->offload_optimizer = v; }
         else if (!strcmp(a, "--offload-param")) { VAL(); o->offload_param = v; }
         else if (!strcmp(a, "--save")) { VAL(); o->save = v; }

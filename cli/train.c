@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "decoder/hf.h"
 #include "modeltok.h"
+#include "tensorboard.h"
 #include "weights.h"
 #include "zero/offload.h"
 
@@ -303,6 +304,8 @@ typedef struct run_state {
     dec_model *model;
     int rank, world;
     FILE *json, *human; /* rank 0 only */
+    cli_tb *tb;         /* rank 0 with TensorBoard on: the event file */
+    char tb_path[4096];
     zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
     int32_t *inputs, *targets;
     int64_t G;          /* sequences per step, all ranks */
@@ -788,6 +791,23 @@ static int train_loop(run_state *r) {
             fputs("}\n", r->json);
             fflush(r->json);
         }
+        if (r->tb) {
+            /* HF Trainer's names, so that dashboards made for its runs show zero's too; the step
+             * is the optimizer step, as in --log-json */
+            const int64_t s1 = step + 1;
+            int bad = cli_tb_scalar(r->tb, "train/loss", s1, last_loss) ||
+                      cli_tb_scalar(r->tb, "train/learning_rate", s1, st.lr) ||
+                      cli_tb_scalar(r->tb, "train/grad_norm", s1, st.grad_norm) ||
+                      cli_tb_scalar(r->tb, "train/tokens_per_s", s1, tps) ||
+                      cli_tb_scalar(r->tb, "memory/peak_bytes", s1, (double)(m[M_TOTAL] + m[M_ACT])) ||
+                      cli_tb_scalar(r->tb, "memory/rss_peak_bytes", s1, (double)m[M_RSS]) ||
+                      (do_val && cli_tb_scalar(r->tb, "eval/loss", s1, val));
+            if (bad || cli_tb_flush(r->tb)) {
+                ux_progress_clear(o);
+                return cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r->tb_path,
+                                 strerror(errno ? errno : ENOMEM));
+            }
+        }
         const ux_step us = {.step = step + 1, .loss = last_loss, .val = val, .lr = st.lr, .grad_norm = st.grad_norm,
                             .loss_scale = st.loss_scale, .step_s = dt, .tokens_per_s = tps,
                             .io_wait_ms = (double)io[2] * 1e-3, .skipped = st.skipped, .has_val = do_val,
@@ -941,6 +961,19 @@ int train_run(train_opts *o, int mpi) {
             rc = cli_error(CLI_RUNTIME, "--log-json '%s': cannot open for writing", o->log_json);
             goto out;
         }
+        if (o->tensorboard || o->cfg.tensorboard.enabled) {
+            char dir[2048], err[4200];
+            const zero_tensorboard_config *t = &o->cfg.tensorboard;
+            const char *job = t->job_name[0] ? t->job_name : "DeepSpeedJobName"; /* DeepSpeed's default */
+            if (o->tensorboard) snprintf(dir, sizeof dir, "%s", o->tensorboard);
+            else if (t->output_path[0]) snprintf(dir, sizeof dir, "%s/%s", t->output_path, job);
+            else snprintf(dir, sizeof dir, "%s", job);
+            r.tb = cli_tb_open(dir, r.tb_path, sizeof r.tb_path, err, sizeof err);
+            if (!r.tb) {
+                rc = cli_error(CLI_RUNTIME, "%s: %s", o->tensorboard ? "--tensorboard" : "tensorboard", err);
+                goto out;
+            }
+        }
         char pb[32], det[48] = "";
         fmt_bytes(pb, sizeof pb, (double)dec_num_params(&o->model_cfg));
         if (o->cfg.deterministic && o->cfg.deterministic_atom > 1)
@@ -994,6 +1027,8 @@ out:
         if (bad && rc == CLI_OK)
             rc = cli_error(CLI_RUNTIME, "--log-json '%s': write failed: %s", o->log_json, strerror(errno ? errno : EIO));
     }
+    if (r.tb && cli_tb_close(r.tb) && rc == CLI_OK)
+        rc = cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r.tb_path, strerror(errno ? errno : EIO));
     free(r.inputs);
     free(r.targets);
     free(r.user_json);

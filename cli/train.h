@@ -17,6 +17,7 @@ typedef struct train_opts {
     const char *val_data; /* --val-data FILE|DIR: validation on it instead of --data's held-out split */
     const char *offload_optimizer, *offload_param, *save, *resume, *init_from, *trace;
     const char *chat_template; /* --chat-template NAME, or NULL */
+    const char *tensorboard;   /* --tensorboard DIR, or NULL (then the config's tensorboard section) */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
     int deterministic; /* --deterministic */
     int det_atom;      /* --det-atom A (0: the config's, default 1) */

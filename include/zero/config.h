@@ -95,6 +95,15 @@ typedef struct zero_lora_config {
     int rslora;         /* use_rslora */
 } zero_lora_config;
 
+/* tensorboard (DeepSpeed's monitor section): zero train writes TensorBoard event files into
+ * output_path/job_name, rank 0 only (docs/CLI.md, "TensorBoard"). Read by the trainer, not by
+ * the engine. */
+typedef struct zero_tensorboard_config {
+    int enabled;            /* false by default */
+    char output_path[1024]; /* "": the working directory (DeepSpeed's default too) */
+    char job_name[256];     /* "": "DeepSpeedJobName", DeepSpeed's default */
+} zero_tensorboard_config;
+
 typedef struct zero_config {
     /* batch: train_batch_size = micro_batch * grad_accum * world (0 = not given) */
     int64_t train_batch_size;
@@ -152,6 +161,7 @@ typedef struct zero_config {
                                 * docs/ENGINE.md, "Deterministic mode") */
     int deterministic_atom;    /* zero train: sequences per atom in deterministic mode (default 1); read by
                                 * the trainer, not by the engine (docs/CLI.md) */
+    zero_tensorboard_config tensorboard;
 
     unsigned auto_fields;      /* ZERO_AUTO_* */
     unsigned set_fields;       /* ZERO_SET_* */

@@ -715,7 +715,40 @@ static const zc_key activation_keys[] = {
     {0},
 };
 
-#define MONITOR_HINT "zero writes its metrics with zero train --log-json"
+#define MONITOR_HINT "zero writes its metrics with --log-json or to TensorBoard (tensorboard.enabled)"
+
+/* A boolean written only when true, so that a config without the section writes none. */
+static int save_true(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (!*(const int *)((const char *)cfg + k->off)) return 0;
+    return cJSON_AddBoolToObject(parent, k->name, 1) ? 0 : -1;
+}
+
+static zero_status load_job_name(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (!cJSON_IsString(v)) return zero__zc_type_error(c, "a string (a directory name)", v);
+    const size_t n = strlen(v->valuestring);
+    if (n >= sizeof cfg->tensorboard.job_name)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "a name of %zu bytes is too long (expected at most %zu)", n,
+                             sizeof cfg->tensorboard.job_name - 1);
+    memcpy(cfg->tensorboard.job_name, v->valuestring, n + 1);
+    return ZERO_OK;
+}
+
+static zero_status check_job_name(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (memchr(cfg->tensorboard.job_name, '\0', sizeof cfg->tensorboard.job_name)) return ZERO_OK;
+    return zero__zc_fail(c, ZERO_ERR_CONFIG, "not NUL-terminated within %zu bytes", sizeof cfg->tensorboard.job_name);
+}
+
+/* DeepSpeed's TensorBoardConfig: the event files go to output_path/job_name. */
+static const zc_key tensorboard_keys[] = {
+    {.name = "enabled", .kind = ZC_BOOL, .off = OFF(tensorboard.enabled), .save = save_true},
+    {.name = "output_path", .kind = ZC_CUSTOM, .flags = ZC_NULL_OK, .off = OFF(tensorboard.output_path),
+     .load = load_path, .check = check_path, .save = save_path},
+    {.name = "job_name", .kind = ZC_CUSTOM, .off = OFF(tensorboard.job_name), .load = load_job_name,
+     .check = check_job_name, .save = save_path},
+    {0},
+};
 
 static const zc_key root_keys[] = {
     {.name = "train_batch_size", .kind = ZC_I64, .flags = ZC_AUTO | ZC_UNSET0, .off = OFF(train_batch_size), .lo = 1,
@@ -751,7 +784,7 @@ static const zc_key root_keys[] = {
     {.name = "zero_force_ds_cpu_optimizer", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
     {.name = "activation_checkpointing", .kind = ZC_OBJECT, .children = activation_keys},
     {.name = "amp", .kind = ZC_CUSTOM, .load = load_section_off, .hint = "use fp16 or bf16"},
-    {.name = "tensorboard", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},
+    {.name = "tensorboard", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = tensorboard_keys},
     {.name = "wandb", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},
     {.name = "csv_monitor", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},
     {.name = "comet", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},

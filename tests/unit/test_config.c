@@ -471,8 +471,10 @@ static void test_unsupported(void) {
     EXPECT("{\"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}", ZERO_ERR_UNSUPPORTED,
            "fp16.enabled and bf16.enabled both true is not supported yet", NULL);
     EXPECT("{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}", ZERO_ERR_UNSUPPORTED, "fp16.auto_cast: true is not supported yet", NULL);
-    EXPECT("{\"tensorboard\": {\"enabled\": true, \"output_path\": \"x\"}}", ZERO_ERR_UNSUPPORTED,
-           "tensorboard.enabled: true is not supported yet", "--log-json");
+    EXPECT("{\"csv_monitor\": {\"enabled\": true, \"output_path\": \"x\"}}", ZERO_ERR_UNSUPPORTED,
+           "csv_monitor.enabled: true is not supported yet", "--log-json");
+    EXPECT("{\"tensorboard\": {\"enabled\": true, \"output_pat\": \"x\"}}", ZERO_ERR_CONFIG,
+           "unknown key \"tensorboard.output_pat\": did you mean \"tensorboard.output_path\"?", NULL);
     EXPECT("{\"zero_optimization\": {\"load_from_fp32_weights\": false}}", ZERO_ERR_UNSUPPORTED,
            "zero_optimization.load_from_fp32_weights: false is not supported yet (only true is accepted)", NULL);
     EXPECT("{\"zero_optimization\": {\"cpu_offload\": true}}", ZERO_ERR_UNSUPPORTED, "deprecated in DeepSpeed", NULL);
@@ -547,15 +549,15 @@ static void test_all_problems(void) {
     static const char *const want[] = {
         "unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?",
         "zero_optimization.zero_quantized_weights: true is not supported yet (only false is accepted)",
-        "tensorboard.enabled: true is not supported yet (only false is accepted); zero writes its metrics with zero "
-        "train --log-json",
+        "csv_monitor.enabled: true is not supported yet (only false is accepted); zero writes its metrics with "
+        "--log-json or to TensorBoard (tensorboard.enabled)",
         "unknown key \"optimizer.params.lrr\": did you mean \"optimizer.params.lr\"?",
         "communication_data_type: a value other than null is not supported yet (only null is accepted); zero "
         "communicates in the working precision and reduces gradients in fp32",
     };
     const char *json = "{\"train_batch_size\": 8,\n"
                        " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_sz\": 5e8, \"zero_quantized_weights\": true},\n"
-                       " \"tensorboard\": {\"enabled\": true},\n"
+                       " \"csv_monitor\": {\"enabled\": true},\n"
                        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lrr\": 1e-3}},\n"
                        " \"communication_data_type\": \"fp16\"}\n";
     char path[] = "/tmp/zero_test_config_XXXXXX";
@@ -584,10 +586,11 @@ static void test_all_problems(void) {
     ZT_CHECKF(!strcmp(err.msg, head), "message:  %s\nexpected: %s", err.msg, head);
     /* the string loader the same; the status is the first problem's, whichever kind it is */
     zero_config_default(&c);
-    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"tensorboard\": {\"enabled\": true}, \"foo\": 1}", &err),
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"csv_monitor\": {\"enabled\": true}, \"foo\": 1}", &err),
               ZERO_ERR_UNSUPPORTED);
-    ZT_CHECKF(!strcmp(err.msg, "2 problems: (1) tensorboard.enabled: true is not supported yet (only false is "
-                               "accepted); zero writes its metrics with zero train --log-json; (2) unknown key \"foo\" "
+    ZT_CHECKF(!strcmp(err.msg, "2 problems: (1) csv_monitor.enabled: true is not supported yet (only false is "
+                               "accepted); zero writes its metrics with --log-json or to TensorBoard "
+                               "(tensorboard.enabled); (2) unknown key \"foo\" "
                                "(no known key at this level is close; docs/CONFIG.md lists them)"),
               "message: %s", err.msg);
     /* one problem: its own message, as before */
@@ -1072,6 +1075,37 @@ static void test_roundtrip(void) {
 
 /* zero_extensions.check_divergence takes a boolean or a mode; stage3_prefetch_bucket_size marks
  * itself as given (the engine's prefetch depth depends on it); both round-trip. */
+/* tensorboard: DeepSpeed's three keys are read (the trainer writes output_path/job_name); a config
+ * without the section writes none, one with it writes it back; a name too long is refused. */
+static void test_tensorboard(void) {
+    zero_config c, d;
+    zero_error err = {{0}};
+    zero_config_default(&c);
+    char *j = zero_config_to_json(&c);
+    ZT_CHECKF(j && !strstr(j, "tensorboard"), "defaults wrote a tensorboard section: %s", j ? j : "(null)");
+    free(j);
+    ZT_OK(zero_config_load_json_string(
+        &c, "{\"tensorboard\": {\"enabled\": true, \"output_path\": \"runs/x\", \"job_name\": \"ft\"}}", &err));
+    ZT_EQ_INT(c.tensorboard.enabled, 1);
+    ZT_CHECK(!strcmp(c.tensorboard.output_path, "runs/x") && !strcmp(c.tensorboard.job_name, "ft"));
+    roundtrip(&c, "tensorboard");
+    j = zero_config_to_json(&c);
+    zero_config_default(&d);
+    ZT_OK(zero_config_load_json_string(&d, j, &err));
+    ZT_CFG_EQ(&c, &d);
+    free(j);
+    zero_config_default(&c);
+    ZT_OK(zero_config_load_json_string(&c, "{\"tensorboard\": null}", &err));
+    ZT_OK(zero_config_load_json_string(&c, "{\"tensorboard\": {\"enabled\": false, \"job_name\": \"a\"}}", &err));
+    ZT_EQ_INT(c.tensorboard.enabled, 0);
+    char big[400];
+    snprintf(big, sizeof big, "{\"tensorboard\": {\"job_name\": \"%0300d\"}}", 0);
+    ZT_EQ_INT(zero_config_load_json_string(&c, big, &err), ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "tensorboard.job_name: a name of 300 bytes is too long (expected at most 255)"), "%s",
+              err.msg);
+    ZT_EQ_INT(zero_config_load_json_string(&c, "{\"tensorboard\": {\"output_path\": 3}}", &err), ZERO_ERR_CONFIG);
+}
+
 static void test_engine_modes(void) {
     zero_config c;
     zero_error err = {{0}};
@@ -1134,6 +1168,7 @@ int main(void) {
     test_auto_and_hf();
     test_combinations();
     test_roundtrip();
+    test_tensorboard();
     test_edit_distance();
     test_engine_modes();
     return zt_finish("test_config");
