@@ -22,17 +22,17 @@ enum { TIER_RAM = 0, TIER_NVME = 1, TIER_DEVICE = 2, TIER_PINNED = 3 };
 /* The validity rules, one bit each; a plan names every rule its setup breaks (zero__own_plan.invalid)
  * and each caller words the ones it checks, in its own order. */
 enum {
-    OWN_BAD_STAGE = 1u << 0,         /* stage outside 0-3 */
-    OWN_BAD_WORLD = 1u << 1,         /* world < 1 */
-    OWN_BAD_OFFLOAD = 1u << 2,       /* an offload device that is none of none, cpu, nvme */
+    OWN_BAD_STAGE = 1u << 0,           /* stage outside 0-3 */
+    OWN_BAD_WORLD = 1u << 1,           /* world < 1 */
+    OWN_BAD_OFFLOAD = 1u << 2,         /* an offload device that is none of none, cpu, nvme */
     OWN_OPTIM_OFFLOAD_STAGE = 1u << 3, /* offload_optimizer at stage 0: nothing is partitioned to move */
     OWN_PARAM_OFFLOAD_STAGE = 1u << 4, /* offload_param below stage 3: only stage 3 shards parameters */
-    OWN_HPZ_RANGE = 1u << 5,         /* hpz_partition_size < 1 */
-    OWN_HPZ_STAGE = 1u << 6,         /* hpz > 1 below stage 3 */
-    OWN_HPZ_WORLD = 1u << 7,         /* hpz > 1 that does not divide the world (or exceeds it) */
-    OWN_HPZ_NVME = 1u << 8,          /* hpz > 1 with the parameters on NVMe (unsupported) */
-    OWN_HPZ_FROZEN = 1u << 9,        /* a secondary shard with frozen parameters (unsupported) */
-    OWN_NVME_FROZEN = 1u << 10,      /* parameters on NVMe with frozen parameters (unsupported) */
+    OWN_HPZ_RANGE = 1u << 5,           /* hpz_partition_size < 1 */
+    OWN_HPZ_STAGE = 1u << 6,           /* hpz > 1 below stage 3 */
+    OWN_HPZ_WORLD = 1u << 7,           /* hpz > 1 that does not divide the world (or exceeds it) */
+    OWN_HPZ_NVME = 1u << 8,            /* hpz > 1 with the parameters on NVMe (unsupported) */
+    OWN_HPZ_FROZEN = 1u << 9,          /* a secondary shard with frozen parameters (unsupported) */
+    OWN_NVME_FROZEN = 1u << 10,        /* parameters on NVMe with frozen parameters (unsupported) */
 };
 #define OWN_HPZ_ANY (OWN_HPZ_RANGE | OWN_HPZ_STAGE | OWN_HPZ_WORLD | OWN_HPZ_NVME)
 

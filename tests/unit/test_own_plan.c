@@ -23,8 +23,8 @@ static int tier(zero_offload_device d, int device) {
     return d == ZERO_OFFLOAD_CPU ? TIER_PINNED : TIER_DEVICE;
 }
 
-static void check_one(int stage, int world, int half, int k, int frozen, zero_offload_device oo,
-                      zero_offload_device op, int device) {
+static void check_one(int stage, int world, int half, int k, int frozen, zero_offload_device oo, zero_offload_device op,
+                      int device) {
     const zero__own_in in = {stage, world, half, k, frozen, oo, op, 1, device};
     zero__own_plan t;
     zero__own_plan_of(&in, &t);
