@@ -1,6 +1,7 @@
 /* DeepSpeed's defaults, and zero_config_resolve: "auto" fields, the batch triple for a world
  * size, every value's range (the same table the loader uses) and the combinations of values. */
 #include "config/internal.h"
+#include "partition/own.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,15 +176,25 @@ static zero_status resolve_batch(zero_config *t, int64_t w, zero_error *err) {
     return ZERO_OK;
 }
 
-static zero_status check_offload(const zero_config *t, const zero_offload_config *o, const char *name,
+/* The ownership plan's rules of the config (src/partition/own.h): which ones it breaks. */
+static unsigned plan_rules(const zero_config *t, int world) {
+    zero__own_in in;
+    zero__own_in_config(&in, t, world);
+    zero__own_plan plan;
+    zero__own_plan_of(&in, &plan);
+    return plan.invalid;
+}
+
+static zero_status check_offload(const zero_config *t, int world, const zero_offload_config *o, const char *name,
                                  int is_param, zero_error *err) {
     if (o->device == ZERO_OFFLOAD_NONE) return ZERO_OK;
-    if (is_param && t->stage != 3)
+    const unsigned bad = plan_rules(t, world);
+    if (is_param && (bad & OWN_PARAM_OFFLOAD_STAGE))
         return fail(err, ZERO_ERR_CONFIG,
                     "zero_optimization.%s.device: \"%s\" needs zero_optimization.stage 3 (stage is %d): only stage 3 "
                     "partitions the parameters",
                     name, device_name(o->device), t->stage);
-    if (!is_param && t->stage == 0)
+    if (!is_param && (bad & OWN_OPTIM_OFFLOAD_STAGE))
         return fail(err, ZERO_ERR_CONFIG,
                     "zero_optimization.%s.device: \"%s\" needs zero_optimization.stage 1, 2 or 3 (stage is 0)", name,
                     device_name(o->device));
@@ -200,23 +211,23 @@ static zero_status check_offload(const zero_config *t, const zero_offload_config
 zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap) {
     const int h = t->hpz_partition_size;
     const char *key = "zero_optimization.zero_hpz_partition_size";
-    if (h < 1) {
+    const unsigned bad = plan_rules(t, world);
+    if (bad & OWN_HPZ_RANGE) {
         if (msg) zero__errorf(msg, cap, "%s: %d is out of range (expected an integer >= 1: 1 is off, else the ranks "
                               "of a group, usually the ranks per node)", key, h);
         return ZERO_ERR_CONFIG;
     }
-    if (h == 1) return ZERO_OK;
-    if (t->stage != 3) {
+    if (bad & OWN_HPZ_STAGE) {
         if (msg) zero__errorf(msg, cap, "%s: %d needs zero_optimization.stage 3 (stage is %d): hpZ partitions the "
                               "parameters a second time, and only stage 3 partitions them", key, h, t->stage);
         return ZERO_ERR_CONFIG;
     }
-    if (h > world || world % h) {
+    if (bad & OWN_HPZ_WORLD) {
         if (msg) zero__errorf(msg, cap, "%s: %d %s the world size %d (expected a divisor of the world size: the ranks "
                               "per node, usually)", key, h, h > world ? "is larger than" : "does not divide", world);
         return ZERO_ERR_CONFIG;
     }
-    if (t->offload_param.device == ZERO_OFFLOAD_NVME) {
+    if (bad & OWN_HPZ_NVME) {
         if (msg) zero__errorf(msg, cap, "%s: %d with zero_optimization.offload_param.device \"nvme\" is not supported "
                               "yet (only 1 is accepted with parameter offload)", key, h);
         return ZERO_ERR_UNSUPPORTED;
@@ -241,8 +252,8 @@ zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err) {
     if ((st = resolve_batch(&t, world, err))) return st;
     if (t.overlap_comm < 0) t.overlap_comm = t.stage == 3;
 
-    if ((st = check_offload(&t, &t.offload_optimizer, "offload_optimizer", 0, err))) return st;
-    if ((st = check_offload(&t, &t.offload_param, "offload_param", 1, err))) return st;
+    if ((st = check_offload(&t, world, &t.offload_optimizer, "offload_optimizer", 0, err))) return st;
+    if ((st = check_offload(&t, world, &t.offload_param, "offload_param", 1, err))) return st;
     if (t.offload_optimizer.device != ZERO_OFFLOAD_NONE && t.offload_optimizer.ratio < 1.0 && t.stage != 3)
         return fail(err, ZERO_ERR_CONFIG,
                     "zero_optimization.offload_optimizer.ratio: %g (partial offload) needs zero_optimization.stage 3 "

@@ -34,7 +34,11 @@ zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_co
 /* The checks of a config that create needs (zero_config_resolve makes them all, for a config
  * that skipped it), naming the field as the JSON spells it. */
 static zero_status check_config(const zero_config *cfg, int world, zero_error *err) {
-    if (cfg->stage < 0 || cfg->stage > 3) {
+    zero__own_in in; /* the ownership plan's rules, worded with the JSON's field names */
+    zero__own_in_config(&in, cfg, world);
+    zero__own_plan plan;
+    zero__own_plan_of(&in, &plan);
+    if (plan.invalid & OWN_BAD_STAGE) {
         if (err) ZERO__ERR(err, "zero_optimization.stage %d: expected 0, 1, 2 or 3", cfg->stage);
         return ZERO_ERR_CONFIG;
     }
@@ -49,9 +53,12 @@ static zero_status check_config(const zero_config *cfg, int world, zero_error *e
     }
     const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
     const char *bad = NULL, *why = "";
-    if (oo->device == ZERO_OFFLOAD_NVME && cfg->stage == 0) bad = "offload_optimizer.device", why = "nvme needs stage 1, 2 or 3";
+    /* "cpu" is a no-op on a host rank: the engine words the plan's stage rules for nvme */
+    if ((plan.invalid & OWN_OPTIM_OFFLOAD_STAGE) && oo->device == ZERO_OFFLOAD_NVME)
+        bad = "offload_optimizer.device", why = "nvme needs stage 1, 2 or 3";
     else if (oo->device == ZERO_OFFLOAD_NVME && !oo->nvme_path[0]) bad = "offload_optimizer.nvme_path", why = "empty: expected a directory";
-    else if (op->device == ZERO_OFFLOAD_NVME && cfg->stage != 3) bad = "offload_param.device", why = "nvme needs stage 3";
+    else if ((plan.invalid & OWN_PARAM_OFFLOAD_STAGE) && op->device == ZERO_OFFLOAD_NVME)
+        bad = "offload_param.device", why = "nvme needs stage 3";
     else if (op->device == ZERO_OFFLOAD_NVME && !op->nvme_path[0]) bad = "offload_param.nvme_path", why = "empty: expected a directory";
     if (bad) {
         if (err) ZERO__ERR(err, "zero_optimization.%s: %s (stage is %d)", bad, why, cfg->stage);
@@ -310,17 +317,17 @@ zero_status zero_engine_finalize(zero_engine *e) {
         u->foffset = fsh.offset;
         u->fvalid = fsh.valid;
     }
-    if (e->nfrozen && zero__own_hpz(&e->cfg, e->world)) /* the secondary shard covers the trainable part only */
+    /* the table says what each rank keeps and where; NVMe offload sets up what lives there
+     * (collective when it is on). With the frozen parameters known, the plan's frozen rules. */
+    zero__own_table(e);
+    if (e->own.invalid & OWN_HPZ_FROZEN) /* the secondary shard covers the trainable part only */
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "finalize: zero_optimization.zero_hpz_partition_size %d with "
                               "ZERO_PARAM_FROZEN parameters is not supported yet",
                               e->cfg.hpz_partition_size);
-    if (e->nfrozen && e->cfg.offload_param.device == ZERO_OFFLOAD_NVME)
+    if (e->own.invalid & OWN_NVME_FROZEN)
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
                               "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
                               "supported yet (offload_optimizer is: frozen parameters have no optimizer state)");
-    /* the table says what each rank keeps and where; NVMe offload sets up what lives there
-     * (collective when it is on) */
-    zero__own_table(e);
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
     const etable *t = &e->own;

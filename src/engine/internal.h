@@ -10,6 +10,7 @@
 #include "zero/offload.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
+#include "partition/own.h"
 
 /* One registered parameter: a [offset, offset+numel) range of its unit's view, and [soff, soff +
  * numel) of the unit's part it belongs to: the trainable part, or (ZERO_PARAM_FROZEN) the frozen
@@ -27,46 +28,11 @@ typedef struct eparam {
 static inline int zero__frozen(const eparam *p) { return (p->flags & ZERO_PARAM_FROZEN) != 0; }
 
 /* ------------------------------------------------------------ the ownership table (owner.c)
- * One table says, for the configured stage, precision and offload, what a rank keeps of each kind
- * of per-unit state and where it lives. Every other file reads the table's predicates and the
+ * The ownership plan (src/partition/own.h) of the engine's setup says what a rank keeps of each
+ * kind of per-unit state and where it lives. Every other file reads the table's predicates and the
  * per-unit views below; none asks "which stage?" (docs/ENGINE.md, "The ownership table"). */
-enum { EK_PARAMS = 0, EK_GRADS = 1, EK_MASTER = 2, EK_OPTIM = 3, EK_FROZEN = 4, EK_COUNT };
-/* EK_FROZEN: the frozen parameters (ZERO_PARAM_FROZEN), in the frozen dtype. They have no
- * gradient, master or optimizer row: kept whole or as shards like the working parameters, and
- * gathered with them, never reduced or updated. */
-/* What a rank keeps of a kind: nothing, the whole unit (padded), or its shard (padded / world). */
-enum { EXT_NONE = 0, EXT_WHOLE = 1, EXT_SHARD = 2 };
-/* Where it lives. TIER_DEVICE is the GPU build's (not built yet: nothing selects it). */
-enum { TIER_RAM = 0, TIER_NVME = 1, TIER_DEVICE = 2 };
-
-typedef struct eown {
-    int extent; /* EXT_* */
-    int tier;   /* TIER_* */
-} eown;
-
-typedef struct etable {
-    eown k[EK_COUNT];
-    /* fp32 training: the master is the working parameters' owned slice (EK_MASTER's extent is
-     * EXT_NONE and its tier that of EK_PARAMS). */
-    int master_in_params;
-    /* What the extents imply for the collectives (set with the extents, read everywhere):
-     *   gather_collective  params sharded: gather all-gathers the unit (stage 3);
-     *   reduce_each_mb     grads sharded: every micro-batch's gradient is reduce-scattered into
-     *                      the owned shard at grad_ready (stages 2-3); else the whole gradient
-     *                      accumulates locally and is reduced once, in the last micro-batch;
-     *   update_whole       every rank updates the whole unit (stage 0): the once-a-step
-     *                      reduction is an all-reduce, else a reduce-scatter into the owned
-     *                      slice (stage 1);
-     *   regather           params whole, update sharded: the updated slices are all-gathered
-     *                      after the update (stages 1-2). */
-    int gather_collective, reduce_each_mb, update_whole, regather;
-    /* hpZ (ZeRO++ hierarchical partitions; zero_hpz_partition_size H, stage 3): besides its world
-     * shard, a rank keeps a secondary shard of the working parameters, padded / H elements at
-     * (rank % H) * padded / H, so that a unit whose secondary copy is current is all-gathered
-     * among the H ranks of the group (rank / H) alone. 0: off (H = 1, or H = world: the secondary
-     * shard would be the world shard). Set by zero__own_hpz, which create uses too. */
-    int hpz;
-} etable;
+typedef zero__own_row eown;
+typedef zero__own_plan etable;
 
 /* One owned slice of one parameter: unit elements [lo, hi) inside the rank's update range, the
  * parameter's index and its ZERO_PARAM_* flags. The step runs the optimizer slice by slice. */

@@ -1,76 +1,39 @@
-/* The ownership table: for the configured stage, precision and offload, what a rank keeps of each
- * kind of state (nothing, the whole unit, its shard) and where (RAM, NVMe); and each unit's owned
- * views, computed once at finalize. The only place in the engine that asks "which stage?". */
+/* The ownership table: the ownership plan (src/partition/own.c) of the engine's stage, precision,
+ * offload and world, and each unit's owned views, computed from it once at finalize. */
 #include "engine/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ZeRO's stages as extents (DESIGN.md's table): what stays whole, what is sharded. Frozen
- * parameters are parameters without the rest: kept as the working parameters are. */
-static const int STAGE_EXTENTS[4][EK_COUNT] = {
-    /*           params     grads      master     optimizer  frozen */
-    /* 0 */ {EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE, EXT_WHOLE},
-    /* 1 */ {EXT_WHOLE, EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_WHOLE},
-    /* 2 */ {EXT_WHOLE, EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_WHOLE},
-    /* 3 */ {EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD, EXT_SHARD},
-};
-
 /* Test hook (tests/mpi/test_engine_views.c): a deliberately wrong view, to show that the
  * equivalence and memory tests catch one. 0 in every real run. */
 int zero__view_mutation;
 
-void zero__own_table(zero_engine *e) {
-    etable *t = &e->own;
-    memset(t, 0, sizeof *t);
-    int x[EK_COUNT];
-    memcpy(x, STAGE_EXTENTS[e->cfg.stage], sizeof x);
-    const int half = e->wdt != ZERO_DTYPE_FP32;
-    /* NVMe: the parameter shards (offload_param, stage 3) and the optimizer states with the
-     * master (offload_optimizer, stages 1-3); fp32 without optimizer state leaves nothing there */
-    const int pnvme = e->cfg.offload_param.device == ZERO_OFFLOAD_NVME;
-    const int onvme = e->cfg.offload_optimizer.device == ZERO_OFFLOAD_NVME && (e->nstates > 0 || half);
-    /* fp32: the master is the working parameters' owned slice, so it lives where they do */
-    const int mnvme = half ? onvme : pnvme;
-    /* One rank: its shard is the whole unit (padded / 1), the same bytes, so a row kept in RAM
-     * is kept whole, as at stage 0. A gather then hands out the persistent parameters instead of
-     * copying them, and the gradient accumulates in the persistent buffer and is "reduced" once
-     * a step in place, instead of going through a buffer per micro-batch and a received shard:
-     * stages 1-3 on one rank hold and compute what stage 0 does. Rows on NVMe keep the stage's
-     * extent (their tile passes and read-ahead are written for shards); master and optimizer
-     * states share the update range, so they turn whole together. */
-    if (e->world == 1) {
-        x[EK_GRADS] = EXT_WHOLE;
-        if (!pnvme) x[EK_PARAMS] = x[EK_FROZEN] = EXT_WHOLE;
-        if (!onvme && !mnvme) x[EK_MASTER] = x[EK_OPTIM] = EXT_WHOLE;
-    }
-    for (int k = 0; k < EK_COUNT; k++) t->k[k] = (eown){x[k], TIER_RAM};
-    if (e->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
-    if (e->nfrozen == 0) t->k[EK_FROZEN].extent = EXT_NONE;
-    if (pnvme) t->k[EK_PARAMS].tier = TIER_NVME;
-    if (onvme) {
-        t->k[EK_OPTIM].tier = TIER_NVME;
-        t->k[EK_MASTER].tier = TIER_NVME;
-    }
-    if (!half) { /* the master is the working parameters' owned slice */
-        t->master_in_params = 1;
-        t->k[EK_MASTER].extent = EXT_NONE;
-        t->k[EK_MASTER].tier = t->k[EK_PARAMS].tier;
-    }
-    if (zero__view_mutation == ZERO__MUTATE_GRADS_WHOLE && e->cfg.stage == 2) t->k[EK_GRADS].extent = EXT_WHOLE;
-    const int upd = x[EK_OPTIM];
-    t->gather_collective = t->k[EK_PARAMS].extent == EXT_SHARD;
-    t->reduce_each_mb = t->k[EK_GRADS].extent == EXT_SHARD;
-    t->update_whole = upd == EXT_WHOLE;
-    t->regather = t->k[EK_PARAMS].extent == EXT_WHOLE && upd == EXT_SHARD;
-    t->hpz = t->gather_collective ? zero__own_hpz(&e->cfg, e->world) : 0;
+/* The engine's setup as the plan's input: a host rank (every tier RAM or NVMe). */
+static void own_in(const zero_engine *e, zero__own_in *in) {
+    zero__own_in_config(in, &e->cfg, e->world);
+    in->half = e->wdt != ZERO_DTYPE_FP32;
+    in->nstates = e->nstates;
+    in->frozen = e->nfrozen > 0;
 }
 
-/* hpZ needs the parameters sharded over the world (stage 3) and a group smaller than the world:
- * with H = world the secondary shard would be the world shard itself. */
+void zero__own_table(zero_engine *e) {
+    zero__own_in in;
+    own_in(e, &in);
+    zero__own_plan_of(&in, &e->own);
+    etable *t = &e->own;
+    if (zero__view_mutation == ZERO__MUTATE_GRADS_WHOLE && e->cfg.stage == 2) {
+        t->k[EK_GRADS].extent = EXT_WHOLE;
+        t->reduce_each_mb = 0;
+    }
+}
+
 int zero__own_hpz(const zero_config *cfg, int world) {
-    const int h = cfg->hpz_partition_size;
-    return STAGE_EXTENTS[cfg->stage][EK_PARAMS] == EXT_SHARD && h > 1 && h < world && world % h == 0 ? h : 0;
+    zero__own_in in;
+    zero__own_in_config(&in, cfg, world);
+    zero__own_plan t;
+    zero__own_plan_of(&in, &t);
+    return t.hpz;
 }
 
 uint64_t zero__own_sec_elems(const zero_engine *e, const eunit *u) {

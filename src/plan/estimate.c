@@ -2,6 +2,8 @@
  * written as formulas (the table in include/zero/plan.h; derivation in docs/PLANNING.md). */
 #include "plan/internal.h"
 
+#include "partition/own.h"
+
 #include "zero/partition.h"
 
 #include <string.h>
@@ -65,8 +67,21 @@ static uint64_t add(uint64_t a, uint64_t b, int *ovf) {
     return r;
 }
 
-static int offload_ok(zero_offload_device d) {
-    return d == ZERO_OFFLOAD_NONE || d == ZERO_OFFLOAD_CPU || d == ZERO_OFFLOAD_NVME;
+/* The ownership plan of a setup (src/partition/own.h) on a device rank: the extents and tiers the
+ * formulas below read, and the rules check_setup words. */
+static void own_plan(const zero_plan_setup *s, int any_frozen, zero__own_plan *t) {
+    const zero__own_in in = {
+        .stage = s->stage,
+        .world = s->ranks,
+        .half = s->precision != ZERO_DTYPE_FP32,
+        .nstates = zero_optim_state_count(s->optimizer, s->momentum),
+        .frozen = any_frozen,
+        .offload_optimizer = s->offload_optimizer,
+        .offload_param = s->offload_param,
+        .hpz = s->hpz_partition_size,
+        .device = 1,
+    };
+    zero__own_plan_of(&in, t);
 }
 
 zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err) {
@@ -94,11 +109,13 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
         zero__plan_err(err, "setup: NULL: expected a zero_plan_setup");
         return ZERO_ERR_INVALID_ARG;
     }
-    if (s->ranks < 1) {
+    zero__own_plan t;
+    own_plan(s, 0, &t);
+    if (t.invalid & OWN_BAD_WORLD) {
         zero__plan_err(err, "ranks %d: expected at least 1", s->ranks);
         return ZERO_ERR_INVALID_ARG;
     }
-    if (s->stage < 0 || s->stage > 3) {
+    if (t.invalid & OWN_BAD_STAGE) {
         zero__plan_err(err, "stage %d: expected 0, 1, 2 or 3", s->stage);
         return ZERO_ERR_INVALID_ARG;
     }
@@ -120,18 +137,23 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
         zero__plan_err(err, "align 0: expected at least 1 element");
         return ZERO_ERR_INVALID_ARG;
     }
-    if (!offload_ok(s->offload_optimizer) || !offload_ok(s->offload_param)) {
+    if (t.invalid & OWN_BAD_OFFLOAD) {
         zero__plan_err(err, "offload device %d/%d: expected none, cpu or nvme",
                        (int)s->offload_optimizer, (int)s->offload_param);
         return ZERO_ERR_INVALID_ARG;
     }
-    if (s->offload_param != ZERO_OFFLOAD_NONE && s->stage != 3) {
+    if (t.invalid & OWN_PARAM_OFFLOAD_STAGE) {
         zero__plan_err(err, "offload_param %s at stage %d: parameter offload needs stage 3",
                        zero_plan_offload_name(s->offload_param), s->stage);
         return ZERO_ERR_INVALID_ARG;
     }
+    if (t.invalid & OWN_OPTIM_OFFLOAD_STAGE) {
+        zero__plan_err(err, "offload_optimizer %s at stage 0: optimizer offload needs stage 1, 2 or 3",
+                       zero_plan_offload_name(s->offload_optimizer));
+        return ZERO_ERR_INVALID_ARG;
+    }
     const int h = s->hpz_partition_size;
-    if (h < 1 || (h > 1 && (s->stage != 3 || s->ranks % h != 0 || s->offload_param == ZERO_OFFLOAD_NVME))) {
+    if (t.invalid & OWN_HPZ_ANY) {
         zero__plan_err(err, "hpz_partition_size %d at stage %d on %d ranks%s: expected 1, or at stage 3 a divisor "
                        "of the ranks without parameters on nvme", h, s->stage, s->ranks,
                        s->offload_param == ZERO_OFFLOAD_NVME ? " with parameters on nvme" : "");
@@ -147,10 +169,10 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
     return ZERO_OK;
 }
 
-/* Adds `bytes` to the memory named by `where` (device, host or NVMe). */
-static void place(zero_plan_mem *o, zero_offload_device where, uint64_t bytes, int *ovf) {
-    if (where == ZERO_OFFLOAD_CPU) o->host = add(o->host, bytes, ovf);
-    else if (where == ZERO_OFFLOAD_NVME) o->nvme = add(o->nvme, bytes, ovf);
+/* Adds `bytes` to the memory of a tier (TIER_*: device, host pinned or not, or NVMe). */
+static void place(zero_plan_mem *o, int tier, uint64_t bytes, int *ovf) {
+    if (tier == TIER_PINNED || tier == TIER_RAM) o->host = add(o->host, bytes, ovf);
+    else if (tier == TIER_NVME) o->nvme = add(o->nvme, bytes, ovf);
     else o->device = add(o->device, bytes, ovf);
 }
 
@@ -210,15 +232,21 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     /* hpZ: every padded unit divides by N, so by H (a divisor of N): P/H is the sum of the units'
      * secondary shards. H = N would make it the world shard: the engine keeps none. */
     const uint64_t H = (uint64_t)s->hpz_partition_size;
-    o.secondary = s->stage == 3 && H > 1 && H < N ? P / H : 0;
+    zero__own_plan own; /* the extents and tiers of every state: the engine's table */
+    own_plan(s, any_frozen, &own);
+    o.secondary = own.hpz ? P / H : 0;
+    /* elements of a kind's extent: the whole padded total, the shard, or none */
+#define OWN_ELEMS(kind, whole, shard) \
+    (own.k[kind].extent == EXT_WHOLE ? (whole) : own.k[kind].extent == EXT_SHARD ? (shard) : 0)
     uint64_t *b = o.bytes;
-    b[ZERO_MEM_PARAMS] = add(mul(s->stage == 3 ? S : P, w, &ovf), mul(s->stage == 3 ? Pf / N : Pf, wf, &ovf), &ovf);
+    b[ZERO_MEM_PARAMS] = add(mul(OWN_ELEMS(EK_PARAMS, P, S), w, &ovf), mul(OWN_ELEMS(EK_FROZEN, Pf, Pf / N), wf, &ovf), &ovf);
     const uint64_t sec_bytes = mul(o.secondary, w, &ovf);
     b[ZERO_MEM_PARAMS] = add(b[ZERO_MEM_PARAMS], sec_bytes, &ovf);
-    b[ZERO_MEM_GRADS] = mul(s->stage >= 2 ? S : P, w, &ovf);
+    b[ZERO_MEM_GRADS] = mul(OWN_ELEMS(EK_GRADS, P, S), w, &ovf);
     if (s->deterministic) b[ZERO_MEM_GRADS] = add(b[ZERO_MEM_GRADS], blocks, &ovf); /* a grid byte per block */
-    b[ZERO_MEM_MASTER] = half ? mul(s->stage == 0 ? P : S, 4, &ovf) : 0;
-    b[ZERO_MEM_OPTIM] = mul(mul(s->stage == 0 ? P : S, 4, &ovf), (uint64_t)k, &ovf);
+    b[ZERO_MEM_MASTER] = mul(OWN_ELEMS(EK_MASTER, P, S), 4, &ovf); /* none in fp32: the working parameters */
+    b[ZERO_MEM_OPTIM] = mul(mul(OWN_ELEMS(EK_OPTIM, P, S), 4, &ovf), (uint64_t)k, &ovf);
+#undef OWN_ELEMS
     /* The transient's upper bound (docs/PLANNING.md): the largest distinct units in every role
      * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. With
      * frozen parameters the view and the stage-3 gathers hold both parts. */
@@ -226,8 +254,8 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     /* On one rank a shard is the whole unit and the engine keeps every row in RAM whole, as at
      * stage 0: the stage-3 gathers copy only parameters read from NVMe, and the gradients
      * accumulate in place instead of going through reduction buffers. */
-    const int gathers = s->stage == 3 && (N > 1 || s->offload_param == ZERO_OFFLOAD_NVME);
-    const int sharded_grads = s->stage >= 2 && N > 1;
+    const int gathers = own.gather_collective;
+    const int sharded_grads = own.reduce_each_mb;
     uint64_t t = 0;
     if (half || any_frozen) t = add(t, mul(X1, 4, &ovf), &ovf);
     if (half) t = add(t, ZERO__PLAN_STEP_CHUNK, &ovf);
@@ -259,12 +287,13 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         o.model_states = add(o.model_states, b[c], &ovf);
     o.transient = b[ZERO_MEM_BUFFERS];
 
-    /* Gradients stay on the device in every setup; the optimizer offload moves master + states
-     * together, the parameter offload (stage 3) the parameter shard. */
-    place(&o, s->offload_param, b[ZERO_MEM_PARAMS] - sec_bytes, &ovf);
-    place(&o, ZERO_OFFLOAD_NONE, sec_bytes, &ovf); /* hpZ: the backward gathers read it there */
-    place(&o, ZERO_OFFLOAD_NONE, b[ZERO_MEM_GRADS], &ovf);
-    place(&o, s->offload_optimizer, add(b[ZERO_MEM_MASTER], b[ZERO_MEM_OPTIM], &ovf), &ovf);
+    /* Each state in its tier: gradients stay on the device in every setup; the optimizer offload
+     * moves master + states together, the parameter offload (stage 3) the parameter shard. */
+    place(&o, own.k[EK_PARAMS].tier, b[ZERO_MEM_PARAMS] - sec_bytes, &ovf);
+    place(&o, TIER_DEVICE, sec_bytes, &ovf); /* hpZ: the backward gathers read it there */
+    place(&o, own.k[EK_GRADS].tier, b[ZERO_MEM_GRADS], &ovf);
+    place(&o, own.k[EK_MASTER].tier, b[ZERO_MEM_MASTER], &ovf);
+    place(&o, own.k[EK_OPTIM].tier, b[ZERO_MEM_OPTIM], &ovf);
     if (s->offload_optimizer == ZERO_OFFLOAD_NVME)
         o.pool = mul((uint64_t)s->optimizer_buffer_count, (uint64_t)s->aio_block_size, &ovf);
     if (s->offload_param == ZERO_OFFLOAD_NVME) {
@@ -287,9 +316,12 @@ void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype prec
     memset(out, 0, sizeof *out);
     if (ranks <= 1) return;
     const double w = (double)zero_dtype_size(precision);
-    /* Stages 0-2: one all-reduce's worth (reduce-scatter + all-gather) of Ψ; stage 3 gathers the
-     * parameters a second time in backward. */
-    const double passes = stage == 3 ? 3.0 : 2.0;
+    const zero__own_in in = {.stage = stage, .world = ranks, .half = precision != ZERO_DTYPE_FP32, .hpz = 1};
+    zero__own_plan t;
+    zero__own_plan_of(&in, &t);
+    /* One all-reduce's worth (reduce-scatter + all-gather) of Ψ; parameters kept as shards
+     * (stage 3) are gathered a second time, in backward. */
+    const double passes = t.gather_collective ? 3.0 : 2.0;
     out->volume = passes * (double)padded * w;
     out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
     out->counted = 2.0 * out->sent;
@@ -298,7 +330,11 @@ void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype prec
 void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
                               zero_dtype frozen_dtype, zero_plan_traffic *out) {
     zero_plan_traffic_of(stage, ranks, padded, precision, out);
-    if (ranks <= 1 || stage != 3) return;
+    const zero__own_in in = {.stage = stage, .world = ranks, .half = precision != ZERO_DTYPE_FP32, .frozen = 1, .hpz = 1};
+    zero__own_plan t;
+    zero__own_plan_of(&in, &t);
+    /* frozen parameters kept as shards are gathered with the others, in forward and backward */
+    if (ranks <= 1 || t.k[EK_FROZEN].extent != EXT_SHARD) return;
     const double wf = (double)zero_dtype_size(frozen_dtype == ZERO_DTYPE_COUNT ? precision : frozen_dtype);
     out->volume += 2.0 * (double)frozen_padded * wf;
     out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
