@@ -538,7 +538,10 @@ static zero_status load_st(zero_engine *e, const char *path, wmsg *w) {
     return s;
 }
 
-static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
+/* lora: 0 refuses a LoRA run's checkpoint; 1 reads one onto an engine registered by
+ * dec_lora_register, leaving the frozen base tensors the checkpoint does not hold as they are (the
+ * caller set them first: cli_init_from_lora). */
+static zero_status load_ckpt(zero_engine *e, const char *path, int lora, wmsg *w) {
     zero_error err = {{0}};
     zero_ckpt *c = NULL;
     if (zero_ckpt_open(&c, NULL, path, 0, &err) != ZERO_OK) return wfail(w, "--init-from: %s", err.msg);
@@ -550,7 +553,7 @@ static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
     const char *dir = zero_ckpt_dir(c);
     uint64_t most = 0;
     double lora_r;
-    if (s == ZERO_OK && zero_ckpt_user_number(c, "lora.r", &lora_r) == ZERO_OK) /* adapters, not a whole model */
+    if (s == ZERO_OK && !lora && zero_ckpt_user_number(c, "lora.r", &lora_r) == ZERO_OK) /* adapters, not a whole model */
         s = wfail(w, "--init-from %s: a LoRA run's checkpoint (its adapters, r %g) is not supported here yet: export the "
                   "model with the adapters folded in (zero export %s -o DIR --merge) and give DIR, or continue the run "
                   "with --resume", dir, lora_r, dir);
@@ -587,6 +590,7 @@ static zero_status load_ckpt(zero_engine *e, const char *path, wmsg *w) {
         const cli_ckpt_param *q = &ps.p[which[p]];
         char tname[512];
         cli_ckpt_param_tensor(q, tname, sizeof tname);
+        if (q->frozen && zero_ckpt_find(c, tname) < 0 && lora) continue; /* the base, set by the caller */
         if (q->frozen && zero_ckpt_find(c, tname) < 0) {
             s = wfail(w, "--init-from %s: the checkpoint holds the trainable parameters of a LoRA run, not '%s' of its "
                       "frozen base (saved without --save-frozen): export it with zero export --merge, or resume it", dir,
@@ -621,9 +625,15 @@ int cli_init_from(zero_engine *e, const char *path) {
     zero_status s;
     zero_error err = {{0}};
     if (stat(path, &sb)) s = wfail(&w, "--init-from '%s': %s", path, strerror(errno));
-    else if (S_ISDIR(sb.st_mode)) s = dec_hf_is_dir(path) ? load_hf(e, path, &w) : load_ckpt(e, path, &w);
+    else if (S_ISDIR(sb.st_mode)) s = dec_hf_is_dir(path) ? load_hf(e, path, &w) : load_ckpt(e, path, 0, &w);
     else if (dec_hf_is_pickle(path)) s = (dec_hf_pickle_error(&err, path), wfail(&w, "--init-from: %s", err.msg));
     else s = load_st(e, path, &w);
     /* Agree, so that no rank trains on while another stops; the first failing rank reports. */
+    return cli_ranks_agree(zero_engine_comm(e), s != ZERO_OK, "--init-from", w.text);
+}
+
+int cli_init_from_lora(zero_engine *e, const char *ckpt) {
+    wmsg w = {{0}};
+    const zero_status s = load_ckpt(e, ckpt, 1, &w);
     return cli_ranks_agree(zero_engine_comm(e), s != ZERO_OK, "--init-from", w.text);
 }

@@ -64,6 +64,12 @@ int cli_model_check_seq(const cli_model *m, int T, int loaded, char *note, size_
  * agree on the outcome (collective on the engine's communicator), and exactly one line is
  * printed on failure. Returns an exit status. */
 int cli_init_from(zero_engine *e, const char *path);
+/* Sets the parameters of a LoRA run's checkpoint (the adapters, and the base when it was saved
+ * with --save-frozen) on an engine registered by dec_lora_register with the run's LoRA record;
+ * frozen base tensors the checkpoint does not hold keep the values the caller gave them before
+ * (cli_init_from of the base directory, or dec_engine_init of a preset's seed). Collective, one
+ * line on failure, as cli_init_from. */
+int cli_init_from_lora(zero_engine *e, const char *ckpt);
 
 /* A parameter as a checkpoint's manifest describes it ("units"[].params[]). */
 typedef struct cli_ckpt_param {

@@ -4,7 +4,9 @@
 # PEFT's loss; `zero export --adapter` gives back PEFT's file (keys, bytes, adapter_config.json);
 # `--merge` gives a model whose loss is PEFT's. A --lora run at stage 3 on 2 ranks: its trainable
 # count by the formula, its adapter and merged exports reload to its loss, a resume continues
-# bitwise, --save-frozen makes the checkpoint independent of the base directory. Bad specs, bad
+# bitwise, --save-frozen makes the checkpoint independent of the base directory. `zero sample` of a
+# LoRA checkpoint (--resume) and of a base with an adapter (--lora-from) gives the greedy ids of
+# the checkpoint's `export --merge`. Bad specs, bad
 # adapter_config.json fields, bad adapters and bases that are not the run's: one-line errors.
 # tests/cli/test_lora_peft.sh loads the exports with PEFT and transformers themselves.
 set -u
@@ -54,6 +56,8 @@ def f64(path, key):
     t, _ = read(path)
     return struct.unpack("<d", t[key][2][:8])[0]
 EOF
+# the greedy ids `zero sample ARGS...` continues a fixed prompt with, on one line ("FAIL: ..." on an error)
+greedy() { "$ZERO" sample --prompt-ids "1 2 3 4" --temperature 0 --tokens 16 "$@" 2>"$TMP/serr" || echo "FAIL: $(cat "$TMP/serr")"; }
 golden_val() { "$PY" -c "import sys; sys.path.insert(0, '$TMP'); import st; print(repr(st.f64(sys.argv[1], 'val_loss')))" "$LORA/$1.golden.safetensors"; }
 
 # ---------------------------------------------------------------- PEFT's adapters, PEFT's losses
@@ -85,6 +89,15 @@ EOF
     "$ZERO" export "$TMP/$name.ck" -o "$TMP/$name.mg" --merge --dtype fp32 >/dev/null 2>"$TMP/err" || { echo "FAIL $name: export --merge"; cat "$TMP/err"; fail=1; }
     v=$(val_of "$name.merged" --init-from "$TMP/$name.mg")
     check "$name: the merged model's loss $v = PEFT's $gv (1e-5)" close "$v" "$gv" 1e-5
+    # the adapters applied by the pass (checkpoint, PEFT's directory) pick the merged model's tokens
+    s_mg=$(greedy --init-from "$TMP/$name.mg") s_ck=$(greedy --resume "$TMP/$name.ck")
+    s_ad=$(greedy --init-from "$base" --lora-from "$LORA/$name")
+    check "$name: sample --resume of the LoRA checkpoint '$s_ck' = sample of its export --merge '$s_mg'" test "$s_ck" = "$s_mg"
+    check "$name: sample --lora-from PEFT's adapter '$s_ad' = the same" test "$s_ad" = "$s_mg"
+    # not vacuous: the adapters move the distribution (greedy alone may not see it: llama3_bias
+    # repeats one token either way), so a draw at temperature 1 differs from the base's
+    d_ck=$(greedy --resume "$TMP/$name.ck" --temperature 1) d_base=$(greedy --init-from "$base" --temperature 1)
+    check "$name: the adapters change the draw at temperature 1 ('$d_ck', the base alone '$d_base')" test "$d_ck" != "$d_base"
 done
 
 # ---------------------------------------------------------------- a LoRA run
@@ -140,6 +153,12 @@ v_mg=$(val_of run.mg --init-from "$TMP/run.mg")
 check "run: the exported adapter's loss $v_ad = the checkpoint's $v_ck (1e-6)" close "$v_ad" "$v_ck" 1e-6
 check "run: the merged model's loss $v_mg = the checkpoint's $v_ck (1e-5)" close "$v_mg" "$v_ck" 1e-5
 check "run: the adapter's dropout is PEFT's lora_dropout" grep -q '"lora_dropout": 0.1' "$TMP/run.ad/adapter_config.json"
+# sampling applies no dropout: the stage-3 checkpoint (base from the recorded directory) and its
+# exported adapter sample as the merged model does (the loading paths; four steps move these
+# adapters too little to change the greedy ids: the fixtures above show that they are applied)
+s_mg=$(greedy --init-from "$TMP/run.mg") s_ck=$(greedy --resume "$TMP/run") s_ad=$(greedy --init-from "$L" --lora-from "$TMP/run.ad")
+check "run: sample --resume '$s_ck' = sample of export --merge '$s_mg'" test "$s_ck" = "$s_mg"
+check "run: sample --init-from BASE --lora-from (export --adapter) '$s_ad' = the same" test "$s_ad" = "$s_mg"
 # --save-frozen: the checkpoint holds the base; merging and resuming need no base directory
 cp -r "$L" "$TMP/base"
 "$ZERO" train --init-from "$TMP/base" "${DATA[@]}" --micro-batch 4 --steps 2 --lora "$SPEC" --save "$TMP/sf" --save-frozen >/dev/null 2>"$TMP/err" ||
@@ -154,6 +173,22 @@ rm -rf "$TMP/base"
 check "--save-frozen: export --merge without the base directory (exit $rc)" test $rc -eq 0
 v_sfm=$(val_of sf.mg --init-from "$TMP/sf.mg")
 check "--save-frozen: the merged model's loss $v_sfm = the resumed run's $v_sf (1e-5)" close "$v_sfm" "$v_sf" 1e-5
+s_sf=$(greedy --resume "$TMP/sf") s_sfm=$(greedy --init-from "$TMP/sf.mg")
+check "--save-frozen: sample --resume without the base directory '$s_sf' = sample of export --merge '$s_sfm'" test "$s_sf" = "$s_sfm"
+s_nf=$(greedy --resume "$TMP/nf" --init-from "$L")
+check "sample --resume CKPT --init-from BASE (the recorded base gone) '$s_nf' = the --save-frozen run's" test "$s_nf" = "$s_sf"
+"$ZERO" sample --resume "$TMP/nf" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --resume: the recorded base is gone" 2 "without its base" "--init-from DIR"
+"$ZERO" sample --resume "$TMP/nf" --init-from "$DEC/llama3_bias" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --resume with another base" 2 "is not the one the run of" "trained on"
+"$ZERO" sample --resume "$TMP/sf" --init-from "$L" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --resume --init-from of a --save-frozen checkpoint" 2 "holds its base" "expected no --init-from"
+"$ZERO" sample --resume "$TMP/sf.mg" --init-from "$L" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --resume --init-from of a model without adapters" 2 "expected one model"
+"$ZERO" sample --init-from "$TMP/sf" --lora-from "$TMP/run.ad" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --lora-from on a LoRA checkpoint" 2 "with its own adapters" "--init-from DIR"
+"$ZERO" sample --init-from "$L" --lora-from "$LORA/gpt2" --prompt-ids 1 >/dev/null 2>"$TMP/err"; rc=$?
+expect_error "sample --lora-from another architecture's adapter" 2 "--lora-from" "'c_fc'"
 "$ZERO" export "$TMP/nf" -o "$TMP/nf.mg" --merge >/dev/null 2>"$TMP/err"; rc=$?
 expect_error "export --merge: the recorded base is gone" 2 "does not hold the base" "--base DIR"
 "$ZERO" train --resume "$TMP/nf" "${DATA[@]}" --steps 3 >/dev/null 2>"$TMP/err"; rc=$?

@@ -4,7 +4,9 @@
 # of an independent numpy forward (tests/data/gpt2_ref.py), also past the context length (with a
 # note on stderr exactly when the context slides); --top-k
 # draws only among the k most likely tokens; a checkpoint and its export sample alike; a
-# non-byte vocabulary takes and prints token ids (--prompt-ids); bad flags are refused with one line.
+# non-byte vocabulary takes and prints token ids (--prompt-ids); a LoRA run's checkpoint samples as its
+# merged export (tests/cli/test_lora.sh: on Hugging Face bases, and --lora-from); bad flags are
+# refused with one line.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -100,6 +102,22 @@ assert max(r0) >= 3, r0
 EOF
 sample z --init-from "$TMP/ck" --prompt "$P" --tokens 0
 check "--tokens 0 prints the prompt" test "$(cat "$TMP/z")" = "$P"
+
+# --- a LoRA run's checkpoint samples the text of its `export --merge` (greedy, and a seeded draw),
+# its base saved in it (--save-frozen) or the preset's random model made again from the recorded
+# seed (the same run without --save-frozen: the same adapters, bitwise)
+LR=(train --model tiny --seq 32 --steps 20 --micro-batch 8 --lr 1e-2 --val-every 0 --lora r=8,alpha=32,targets=c_attn,c_proj,c_fc)
+{ "$ZERO" "${LR[@]}" --save "$TMP/lo" && "$ZERO" "${LR[@]}" --save "$TMP/lof" --save-frozen &&
+    "$ZERO" export "$TMP/lof" -o "$TMP/lof.mg" --merge --dtype fp32; } >"$TMP/lora.out" 2>&1 ||
+    { echo "FAIL LoRA run and export --merge"; cat "$TMP/lora.out"; exit 1; }
+for how in "--temperature 0" "--seed 5"; do
+    sample lm --init-from "$TMP/lof.mg" --prompt "$P" --tokens 40 $how
+    sample lf --resume "$TMP/lof" --prompt "$P" --tokens 40 $how
+    sample lp --resume "$TMP/lo" --prompt "$P" --tokens 40 $how
+    check "LoRA ($how): sample --resume of the --save-frozen checkpoint = sample of its export --merge" cmp -s "$TMP/lf" "$TMP/lm"
+    check "LoRA ($how): sample --resume with the preset base made from its seed = the same" cmp -s "$TMP/lp" "$TMP/lm"
+done
+check "LoRA: the seeded draw is not the prompt and spaces" test -n "$(tr -d ' \n' <"$TMP/lm" | sed "s/^The//")"
 
 # --- refusals
 "$ZERO" train --model tiny --vocab 300 --seq 32 --steps 1 --micro-batch 2 --val-every 0 --save "$TMP/v300" >/dev/null 2>&1 ||
