@@ -504,15 +504,13 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
     if (steps_run > 0 && r->world > 1) {
         zero_plan_traffic tr;
         zero_plan_traffic_frozen(o->cfg.stage, r->world, r->padded, o->cfg.precision, r->fpadded, o->cfg.frozen_dtype, &tr);
-        const double K = (double)o->cfg.grad_accum;
-        /* The rule per step: stages 0-1 reduce once per step; stage 2 reduce-scatters every
-         * micro-batch and all-gathers once; stage 3 moves 3Ψ every micro-batch. */
-        double rule = tr.counted * (o->cfg.stage == 2 ? (K + 1) / 2 : o->cfg.stage == 3 ? K : 1);
+        int psi = 2; /* the rule per step, as the ownership plan schedules it (zero/plan.h) */
+        const double rule = zero_plan_traffic_per_step(o->cfg.stage, r->world, (int)o->cfg.grad_accum, &tr, &psi);
         double got = (double)(c->bytes[0] + c->bytes[1] + c->bytes[2]) / (double)steps_run;
         fmt_bytes(t1, sizeof t1, got);
         fmt_bytes(t2, sizeof t2, rule);
-        fprintf(f, "traffic per step per rank (sent + received): %s; ZeRO's %s rule gives %s (ratio %.3f)\n", t1,
-                o->cfg.stage == 3 ? "3Ψ" : "2Ψ", t2, rule > 0 ? got / rule : 0.0);
+        fprintf(f, "traffic per step per rank (sent + received): %s; ZeRO's %dΨ rule gives %s (ratio %.3f)\n", t1, psi,
+                t2, rule > 0 ? got / rule : 0.0);
     }
 }
 

@@ -181,6 +181,13 @@ void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype 
                               zero_dtype frozen_dtype, zero_plan_traffic *out);
 /* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
+/* The counted traffic (t->counted's rule) of one optimizer step of grad_accum micro-batches, as the
+ * ownership plan schedules it: gradients kept whole are reduced once a step (stages 0-1: counted
+ * once); sharded gradients are reduce-scattered every micro-batch and the parameters all-gathered
+ * once (stage 2: (K+1)/2 times counted); sharded parameters are gathered, and the gradients
+ * reduced, every micro-batch (stage 3: K times). *psi (may be NULL): the ZeRO rule's multiple of
+ * Ψ a micro-batch moves, 2 or 3, for messages. */
+double zero_plan_traffic_per_step(int stage, int ranks, int grad_accum, const zero_plan_traffic *t, int *psi);
 
 /* ------------------------------------------------------------------ the step's time */
 /* The rates of the machine a plan is for, in units per second (docs/PLANNING.md §9: what each is,

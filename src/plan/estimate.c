@@ -341,6 +341,16 @@ void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype 
     out->counted = 2.0 * out->sent;
 }
 
+double zero_plan_traffic_per_step(int stage, int ranks, int grad_accum, const zero_plan_traffic *t, int *psi) {
+    const zero__own_in in = {.stage = stage, .world = ranks > 1 ? ranks : 2, .half = 1, .hpz = 1};
+    zero__own_plan p;
+    zero__own_plan_of(&in, &p); /* the schedule of a world that communicates */
+    if (psi) *psi = p.gather_collective ? 3 : 2;
+    if (!t || ranks <= 1) return 0.0;
+    const double K = grad_accum > 0 ? (double)grad_accum : 1.0;
+    return t->counted * (p.gather_collective ? K : p.reduce_each_mb ? (K + 1) / 2 : 1.0);
+}
+
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps) {
     if (!t || !(link_gbps > 0)) return 0.0;
     return t->sent * 8.0 / (link_gbps * 1e9);

@@ -195,6 +195,17 @@ static void test_traffic(void) {
     ZT_NEAR(t.sent, 3.0 * 1000 * 2 * 3 / 4, 1e-12);
     zero_plan_traffic_of(3, 1, 1000, ZERO_DTYPE_BF16, &t);
     ZT_NEAR(t.volume + t.sent + t.counted, 0, 0); /* one rank talks to nobody */
+    /* one optimizer step of K = 5 micro-batches (DESIGN.md's table): stages 0-1 reduce once;
+     * stage 2 reduce-scatters every micro-batch and all-gathers once, (K + 1) / 2 of 2Ψ; stage 3
+     * moves 3Ψ every micro-batch */
+    const double want[4] = {1, 1, 3, 5};
+    for (int st = 0; st < 4; st++) {
+        int psi = 0;
+        zero_plan_traffic_of(st, 4, 1000, ZERO_DTYPE_BF16, &t);
+        ZT_NEAR(zero_plan_traffic_per_step(st, 4, 5, &t, &psi), want[st] * t.counted, 1e-12);
+        ZT_EQ_INT(psi, st == 3 ? 3 : 2);
+        ZT_NEAR(zero_plan_traffic_per_step(st, 1, 5, &t, &psi), 0, 0);
+    }
 }
 
 static void test_errors(void) {
