@@ -37,6 +37,7 @@
 #define ZERO_ENGINE_H
 
 #include "zero/comm.h"
+#include "zero/device.h"
 #include "zero/common.h"
 #include "zero/config.h"
 #include "zero/io.h"
@@ -113,6 +114,9 @@ typedef struct zero_engine_options {
     const char *job_id; /* names the NVMe offload files, 1 to 40 of [A-Za-z0-9._-]; NULL: $ZERO_JOB_ID
                          * (rank 0's), else rank 0's pid and engine count. Rank 0's value rules. */
     zero_io_options io; /* the offload's I/O backend and fault rules (zero/io.h: ZERO_IO, ZERO_FAULT) */
+    zero_device_options device; /* the device the engine's states live on (zero/device.h): backend
+                                 * NULL = $ZERO_DEVICE, else "cpu" (host memory, today's path);
+                                 * capacity 0 = $ZERO_DEVICE_MEMORY, else the backend's */
 } zero_engine_options;
 void zero_engine_options_default(zero_engine_options *o);
 

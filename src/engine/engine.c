@@ -22,6 +22,7 @@ void zero_engine_options_default(zero_engine_options *o) {
     if (!o) return;
     o->job_id = NULL;
     zero_io_options_default(&o->io);
+    zero_device_options_default(&o->device);
 }
 
 zero_status zero_engine_create(zero_engine **out, zero_comm *comm, const zero_config *cfg) {
@@ -98,6 +99,13 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     zero_engine_options dflt;
     zero_engine_options_default(&dflt);
     if (!opts) opts = &dflt;
+    const char *dev = opts->device.backend ? opts->device.backend : getenv("ZERO_DEVICE");
+    if (dev && *dev && strcmp(dev, "cpu") != 0) {
+        if (err)
+            ZERO__ERR(err, "%s '%s': the engine on a device other than cpu is not supported yet",
+                      opts->device.backend ? "zero_engine_options.device.backend" : "ZERO_DEVICE", dev);
+        return ZERO_ERR_UNSUPPORTED;
+    }
     zero_engine *e = calloc(1, sizeof *e);
     if (!e) {
         if (err) ZERO__ERR(err, "engine_create: out of memory");
