@@ -157,8 +157,9 @@ zero_status zero_comm_all_gather(zero_comm *c, const void *send, void *recv, siz
 /* The same three on device memory (zero/device.h): send and recv lie in memory of the stream's
  * device; the collective runs after what s has queued and returns when recv holds the result
  * (the stream synchronized). It is staged through pinned host memory in chunks (4 MiB), the copy
- * of the next chunk overlapping this communicator's host collective of the current one, whose
- * counters count it as one such collective of the whole message. Not in place. */
+ * of the next chunk overlapping this communicator's host collective of the current one (its
+ * non-blocking form: the results of zero_comm_iall_reduce etc., bit for bit), whose counters
+ * count it as one such collective of the whole message. In place as the host forms. */
 typedef struct zero_stream zero_stream;
 zero_status zero_comm_all_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                         zero_dtype dt, zero_op op);

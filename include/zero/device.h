@@ -82,7 +82,8 @@ const char *zero_device_last_error(const zero_device *d);
 const char *zero_device_backends_built(void);
 
 /* ---------------------------------------------------------------- memory */
-/* bytes in `space`, charged to `cat`; 256-byte aligned. ZERO_ERR_NOMEM (with the bytes asked, in
+#define ZERO_DEVICE_ALIGN 256 /* every block's alignment, and the granule its bytes are counted in */
+/* bytes in `space`, charged to `cat`; ZERO_DEVICE_ALIGN-byte aligned. ZERO_ERR_NOMEM (with the bytes asked, in
  * use and the capacity in the message) past the space's capacity. bytes == 0 is INVALID_ARG. */
 zero_status zero_device_alloc(zero_device *d, zero_mem_space space, zero_mem_category cat, size_t bytes, void **out);
 /* Frees p (NULL is a no-op): the caller makes sure no queued operation still uses it. */

@@ -236,6 +236,12 @@ void zero_engine_mem_stats(const zero_engine *e, zero_mem_stats *out);
 size_t zero_engine_trim(zero_engine *e);
 /* Traffic of this engine's data collectives on this rank (see comm.h for the rule). */
 void zero_engine_comm_counters(const zero_engine *e, zero_comm_counters *out);
+/* The device the engine's states live on ("cpu": host memory, zero_engine_mem_stats has every
+ * figure), its memory of a space (ZERO_SPACE_DEVICE, ZERO_SPACE_HOST_PINNED: the device layer's
+ * side table; zeros on cpu) and its copy counters (zeros on cpu). */
+const char *zero_engine_device(const zero_engine *e);
+void zero_engine_device_mem_stats(const zero_engine *e, zero_mem_space space, zero_mem_stats *out);
+void zero_engine_device_counters(const zero_engine *e, zero_device_counters *out);
 const zero_config *zero_engine_config(const zero_engine *e);
 const zero_loss_scaler *zero_engine_scaler(const zero_engine *e);
 int64_t zero_engine_step_count(const zero_engine *e);

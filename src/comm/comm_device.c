@@ -77,10 +77,13 @@ static zero_status dev_collective(zero_comm *c, zero_stream *s, dev_coll kind, c
         const size_t next = a + chunk;
         if (next < count) STAGE_IN(next, count - next < chunk ? count - next : chunk, 1 - b);
         if (st != ZERO_OK) break;
-        /* the host collective on chunk i, while chunk i+1 comes over */
-        if (kind == DEV_ALL_REDUCE) st = zero_comm_all_reduce(c, in[b], in[b], n, dt, op);
-        else if (kind == DEV_REDUCE_SCATTER) st = zero_comm_reduce_scatter(c, in[b], out[b], n, dt, op);
-        else st = zero_comm_all_gather(c, in[b], out[b], n, dt);
+        /* the host collective on chunk i, while chunk i+1 comes over: the non-blocking form, waited
+         * for, which is what the engine's host path starts (the same sums in the same order) */
+        zero_request *rq = NULL;
+        if (kind == DEV_ALL_REDUCE) st = zero_comm_iall_reduce(c, in[b], in[b], n, dt, op, &rq);
+        else if (kind == DEV_REDUCE_SCATTER) st = zero_comm_ireduce_scatter(c, in[b], out[b], n, dt, op, &rq);
+        else st = zero_comm_iall_gather(c, in[b], out[b], n, dt, &rq);
+        if (st == ZERO_OK) st = zero_request_wait(rq);
         if (st != ZERO_OK) break;
         if (kind == DEV_ALL_REDUCE) st = zero_stream_copy(s, rp + a * esz, in[b], n * esz);
         else if (kind == DEV_REDUCE_SCATTER) st = zero_stream_copy(s, rp + a * esz, out[b], n * esz);

@@ -46,7 +46,41 @@ static void k_optim(const zero__kcall *k) {
     }
 }
 
+/* The host reductions' scalar bodies (src/common/reduce.c): every vector body gives their bits. */
+static void k_widen(const zero__kcall *k) {
+    const uint16_t *x = k->p[0];
+    float *y = k->p[1];
+    const int bf = (zero_dtype)k->a[0] == ZERO_DTYPE_BF16;
+    for (uint64_t i = 0; i < k->n; i++) y[i] = bf ? zero__bf16_bits_to_fp32(x[i]) : zero__fp16_bits_to_fp32(x[i]);
+}
+
+static void k_add(const zero__kcall *k) {
+    const void *const src[2] = {k->p[0], k->p[1]};
+    zero__reduce_scalar((zero_dtype)k->a[0], 0, src, 2, k->p[0], (size_t)k->n, 0);
+}
+
+static void k_accum_f32(const zero__kcall *k) {
+    zero__accumulate_scalar((zero_dtype)k->a[0], k->p[0], k->p[1], (size_t)k->n);
+}
+
+static void k_sumsq(const zero__kcall *k) {
+    const zero_dtype dt = (zero_dtype)k->a[0];
+    const uint64_t block = (uint64_t)k->a[1];
+    const size_t es = zero_dtype_size(dt);
+    double *out = k->p[1];
+    for (uint64_t lo = 0, b = 0; lo < k->n; lo += block, b++)
+        out[b] =
+            zero__sumsq_scalar(dt, (const char *)k->p[0] + lo * es, (size_t)(k->n - lo < block ? k->n - lo : block));
+}
+
 const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
-    [ZERO__K_FILL_F32] = k_fill_f32,       [ZERO__K_AXPY_F32] = k_axpy_f32, [ZERO__K_F32_TO_BF16] = k_f32_to_bf16,
-    [ZERO__K_F32_TO_FP16] = k_f32_to_fp16, [ZERO__K_OPTIM] = k_optim,
+    [ZERO__K_FILL_F32] = k_fill_f32,
+    [ZERO__K_AXPY_F32] = k_axpy_f32,
+    [ZERO__K_F32_TO_BF16] = k_f32_to_bf16,
+    [ZERO__K_F32_TO_FP16] = k_f32_to_fp16,
+    [ZERO__K_OPTIM] = k_optim,
+    [ZERO__K_WIDEN] = k_widen,
+    [ZERO__K_ADD] = k_add,
+    [ZERO__K_ACCUM_F32] = k_accum_f32,
+    [ZERO__K_SUMSQ] = k_sumsq,
 };

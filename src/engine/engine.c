@@ -99,13 +99,6 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     zero_engine_options dflt;
     zero_engine_options_default(&dflt);
     if (!opts) opts = &dflt;
-    const char *dev = opts->device.backend ? opts->device.backend : getenv("ZERO_DEVICE");
-    if (dev && *dev && strcmp(dev, "cpu") != 0) {
-        if (err)
-            ZERO__ERR(err, "%s '%s': the engine on a device other than cpu is not supported yet",
-                      opts->device.backend ? "zero_engine_options.device.backend" : "ZERO_DEVICE", dev);
-        return ZERO_ERR_UNSUPPORTED;
-    }
     zero_engine *e = calloc(1, sizeof *e);
     if (!e) {
         if (err) ZERO__ERR(err, "engine_create: out of memory");
@@ -119,6 +112,11 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         return ZERO_ERR_INVALID_ARG;
     }
     e->opt_io_depth = opts->io.queue_depth;
+    zero_status ds = zero__dev_open(e, &opts->device, err);
+    if (ds != ZERO_OK) {
+        free(e);
+        return ds;
+    }
     e->user_comm = comm;
     e->cfg = *cfg;
     e->rank = zero_comm_rank(comm);
@@ -165,13 +163,16 @@ static void free_unit_transients(zero_engine *e, eunit *u) {
     if (u->fprefetch) zero_request_wait(u->fprefetch);
     if (u->reduce) zero_request_wait(u->reduce);
     u->prefetch = u->fprefetch = u->reduce = NULL;
-    zero__buf_put(e, u->gathered);
-    zero__buf_put(e, u->fgathered);
+    zero__dbuf_put(e, u->gathered);
+    zero__dbuf_put(e, u->fgathered);
     u->fgathered = NULL;
     zero__buf_put(e, u->view);
+    zero__buf_put(e, u->hpart);
+    zero__buf_put(e, u->hfpart);
+    u->hpart = u->hfpart = NULL;
     zero__buf_put(e, u->gscratch);
-    zero__buf_put(e, u->gsend);
-    zero__buf_put(e, u->grecv);
+    zero__dbuf_put(e, u->gsend);
+    zero__dbuf_put(e, u->grecv);
     zero__buf_put(e, u->dacc);
     zero__buf_put(e, u->dseen);
     zero__buf_put(e, u->dmass);
@@ -190,14 +191,14 @@ void zero_engine_free(zero_engine *e) {
     zero__off_free(e);
     for (int i = 0; i < e->nunits; i++) {
         eunit *u = &e->units[i];
-        zero_mem_free(&e->acct, u->params);
-        zero_mem_free(&e->acct, u->grads);
-        zero_mem_free(&e->acct, u->dgrid);
-        zero_mem_free(&e->acct, u->master);
-        zero_mem_free(&e->acct, u->s0);
-        zero_mem_free(&e->acct, u->s1);
-        zero_mem_free(&e->acct, u->fparams);
-        zero_mem_free(&e->acct, u->sec);
+        zero__eng_release(e, u->params);
+        zero__eng_release(e, u->grads);
+        zero__eng_release(e, u->dgrid);
+        zero__eng_release(e, u->master);
+        zero__eng_release(e, u->s0);
+        zero__eng_release(e, u->s1);
+        zero__eng_release(e, u->fparams);
+        zero__eng_release(e, u->sec);
         zero__own_free(u);
         free(u->name);
     }
@@ -210,6 +211,7 @@ void zero_engine_free(zero_engine *e) {
     zero_comm_free(e->data);
     zero_comm_free(e->ctrl);
     zero_comm_free(e->sec);
+    zero__dev_close(e);
     free(e);
 }
 
@@ -293,11 +295,36 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     return ZERO_OK;
 }
 
-static void *alloc_or_null(zero_engine *e, zero_mem_category c, uint64_t n, size_t elem, int *fail) {
-    if (n == 0) return NULL;
-    void *p = zero_mem_calloc(&e->acct, c, (size_t)(n * elem));
-    if (!p) *fail = 1;
-    return p;
+/* The device bytes of the states the table puts on the device, every array rounded up to the
+ * device's blocks (the device's own figure when all of them fit). */
+static uint64_t device_need(const zero_engine *e) {
+    const etable *t = &e->own;
+    uint64_t need = 0;
+    for (int i = 0; i < e->nunits; i++) {
+        const eunit *u = &e->units[i];
+        const uint64_t n[EK_COUNT] = {zero__own_elems(e, u, EK_PARAMS) * e->wsize, zero__own_elems(e, u, EK_GRADS) * e->wsize,
+                                      zero__own_elems(e, u, EK_MASTER) * 4, zero__own_elems(e, u, EK_OPTIM) * 4 * (uint64_t)e->nstates,
+                                      zero__own_elems(e, u, EK_FROZEN) * e->fsize};
+        for (int k = 0; k < EK_COUNT; k++) {
+            if (t->k[k].tier != TIER_DEVICE || !n[k]) continue;
+            const uint64_t arrays = k == EK_OPTIM ? (uint64_t)e->nstates : 1, each = n[k] / arrays;
+            need += arrays * ((each + ZERO_DEVICE_ALIGN - 1) / ZERO_DEVICE_ALIGN * ZERO_DEVICE_ALIGN);
+        }
+    }
+    return need;
+}
+
+/* What the device tier does not run yet: one line naming it (NULL when the setup runs). */
+static const char *device_unsupported(const zero_engine *e) {
+    const etable *t = &e->own;
+    if (e->cfg.deterministic) return "zero_extensions.deterministic";
+    if (t->hpz) return "zero_optimization.zero_hpz_partition_size";
+    for (int k = 0; k < EK_COUNT; k++)
+        if (t->k[k].tier == TIER_NVME) return "offload to nvme";
+    if (t->k[EK_PARAMS].tier == TIER_PINNED) return "zero_optimization.offload_param.device \"cpu\"";
+    if (t->k[EK_MASTER].tier == TIER_PINNED || t->k[EK_OPTIM].tier == TIER_PINNED)
+        return "zero_optimization.offload_optimizer.device \"cpu\"";
+    return NULL;
 }
 
 zero_status zero_engine_finalize(zero_engine *e) {
@@ -336,37 +363,51 @@ zero_status zero_engine_finalize(zero_engine *e) {
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
                               "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
                               "supported yet (offload_optimizer is: frozen parameters have no optimizer state)");
+    const char *nodev = e->dev ? device_unsupported(e) : NULL;
+    if (nodev)
+        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "finalize: %s on the %s device is not supported yet", nodev,
+                              zero_device_backend(e->dev));
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
     const etable *t = &e->own;
     int fail = 0;
+    const char *fail_unit = NULL; /* the unit whose array did not fit the device */
     for (int i = 0; i < e->nunits && !fail; i++) {
         eunit *u = &e->units[i];
-        if (t->k[EK_PARAMS].tier == TIER_RAM)
-            u->params = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_PARAMS), e->wsize, &fail);
-        u->grads = alloc_or_null(e, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
+        /* each array in its tier's memory (NVMe: the swap files of offload.c) */
+        const int pt = t->k[EK_PARAMS].tier, gt = t->k[EK_GRADS].tier, mt = t->k[EK_MASTER].tier;
+        const int ot = t->k[EK_OPTIM].tier, ft = t->k[EK_FROZEN].tier;
+        if (pt != TIER_NVME) u->params = zero__eng_alloc(e, pt, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_PARAMS), e->wsize, &fail);
+        u->grads = zero__eng_alloc(e, gt, ZERO_MEM_GRADS, zero__own_elems(e, u, EK_GRADS), e->wsize, &fail);
         if (e->cfg.deterministic && u->numel) { /* the grids of determ.c: none set yet */
-            u->dgrid = alloc_or_null(e, ZERO_MEM_GRADS, zero__det_blocks(u->padded), 1, &fail);
+            u->dgrid = zero__eng_alloc(e, TIER_RAM, ZERO_MEM_GRADS, zero__det_blocks(u->padded), 1, &fail);
             if (u->dgrid) zero__det_clear_grids(u);
         }
-        if (t->k[EK_MASTER].tier == TIER_RAM)
-            u->master = alloc_or_null(e, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
-        if (t->k[EK_OPTIM].tier == TIER_RAM) {
+        if (mt != TIER_NVME) u->master = zero__eng_alloc(e, mt, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
+        if (ot != TIER_NVME) {
             const uint64_t n = zero__own_elems(e, u, EK_OPTIM);
-            if (e->nstates >= 1) u->s0 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
-            if (e->nstates >= 2) u->s1 = alloc_or_null(e, ZERO_MEM_OPTIM, n, 4, &fail);
+            if (e->nstates >= 1) u->s0 = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 4, &fail);
+            if (e->nstates >= 2) u->s1 = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 4, &fail);
         }
         /* frozen parameters are parameters: charged to ZERO_MEM_PARAMS, in the frozen dtype */
-        u->fparams = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
+        u->fparams = zero__eng_alloc(e, ft, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
         /* hpZ: the secondary shard, accounted as parameters; stale until the first gather over the
          * world or a write of the whole unit (so that a model loads by parts, set_unit_range) */
-        u->sec = alloc_or_null(e, ZERO_MEM_PARAMS, zero__own_sec_elems(e, u), e->wsize, &fail);
+        u->sec = zero__eng_alloc(e, pt, ZERO_MEM_PARAMS, zero__own_sec_elems(e, u), e->wsize, &fail);
         u->sec_valid = 0;
         if (!fail && zero__own_views(e, u) != 0) fail = 1;
+        if (fail && e->alloc_err[0] && !fail_unit) fail_unit = u->name;
     }
     e->inflight = calloc((size_t)e->nunits, sizeof(int));
     if (fail || !e->inflight) {
         zero__off_free(e);
+        if (e->alloc_err[0]) /* the device's own line (the bytes asked, in use, its capacity) and the whole need */
+            return zero__eng_fail(e, ZERO_ERR_NOMEM,
+                                  "finalize: stage %d: unit '%s': %s; the states need %llu bytes of device memory per "
+                                  "rank at this stage (`zero plan --gpus N --gpu-memory SIZE` finds a stage or offload "
+                                  "that fits)",
+                                  e->cfg.stage, fail_unit ? fail_unit : "?", e->alloc_err,
+                                  (unsigned long long)device_need(e));
         return zero__eng_fail(e, ZERO_ERR_NOMEM, "finalize: out of memory allocating the shards (stage %d)", e->cfg.stage);
     }
     e->finalized = 1;
@@ -400,8 +441,8 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
     const etable *t = &e->own;
     /* the working parameters this rank keeps (whole or its slice), when in RAM */
     uint64_t a = lo > v->wlo ? lo : v->wlo, b = hi < v->whi ? hi : v->whi;
-    if (a < b && v->wp)
-        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, v->wp, a - v->wlo), e->wdt, b - a, ZERO_IMPL_AUTO);
+    if (a < b && v->wp && (s = zero__x_store(e, zero__wptr(e, v->wp, a - v->wlo), e->wdt, values + (a - lo), b - a)) != ZERO_OK)
+        return s;
     /* hpZ: the secondary shard takes the same values; a write of the whole unit that every rank
      * makes gives each all of them (no communication), so the shard is current after it on every
      * rank alike (set_unit_range may reach one rank only: a rank owning all of a small unit) */
@@ -417,7 +458,9 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
     /* a master of its own (half precision), over the update range */
     a = lo > v->lo ? lo : v->lo;
     b = hi < v->hi ? hi : v->hi;
-    if (a < b && !t->master_in_params && v->master) memcpy(v->master + (a - v->lo), values + (a - lo), (size_t)(b - a) * 4);
+    if (a < b && !t->master_in_params && v->master &&
+        (s = zero__x_store(e, v->master + (a - v->lo), ZERO_DTYPE_FP32, values + (a - lo), b - a)) != ZERO_OK)
+        return s;
     const int half = e->wdt != ZERO_DTYPE_FP32;
     unsigned arrays = (t->k[EK_MASTER].tier == TIER_NVME ? ARR_MASTER : 0u) |
                       (half && t->k[EK_PARAMS].tier == TIER_NVME ? ARR_WORK : 0u);
@@ -430,12 +473,11 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
 }
 
 /* values[lo, hi) of the frozen part into this rank's frozen copy (whole, or its slice). */
-static void set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
+static zero_status set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     const eview *v = &u->v;
     const uint64_t a = lo > v->flo ? lo : v->flo, b = hi < v->fhi ? hi : v->fhi;
-    if (a < b && v->fp)
-        zero_convert(values + (a - lo), ZERO_DTYPE_FP32, (char *)v->fp + (a - v->flo) * e->fsize, e->fdt, b - a,
-                     ZERO_IMPL_AUTO);
+    if (a < b && v->fp) return zero__x_store(e, (char *)v->fp + (a - v->flo) * e->fsize, e->fdt, values + (a - lo), b - a);
+    return ZERO_OK;
 }
 
 /* Copies values[lo, hi) of a unit's view (fp32) into its parts, parameter by parameter where the
@@ -462,7 +504,7 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
         const uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (a >= b) continue;
         const uint64_t sa = p->soff + (a - p->offset), sb = sa + (b - a);
-        if (zero__frozen(p)) set_frozen(e, u, sa, sb, values + (a - lo));
+        if (zero__frozen(p)) s = set_frozen(e, u, sa, sb, values + (a - lo));
         else s = set_trainable(e, u, sa, sb, values + (a - lo), every);
     }
     return s;

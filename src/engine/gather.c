@@ -38,8 +38,8 @@ void zero__sec_stale(zero_engine *e, eunit *u) {
  * the group; otherwise over the world, and the secondary shard is refreshed from the result
  * (sec_refresh, once it has landed). */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
-    if (u->padded) u->gathered = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
-    if (u->fpadded) u->fgathered = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
+    if (u->padded) u->gathered = zero__dbuf_get(e, (size_t)(u->padded * e->wsize), 0);
+    if (u->fpadded) u->fgathered = zero__dbuf_get(e, (size_t)(u->fpadded * e->fsize), 0);
     if ((u->padded && !u->gathered) || (u->fpadded && !u->fgathered))
         return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for %llu elements", u->name,
                               (unsigned long long)gather_elems(u));
@@ -52,16 +52,16 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     u->sec_fill = e->own.hpz && !group;
     double t0 = zero_now();
     if (blocking) {
-        if (u->padded) s = zero_comm_all_gather(c, send, u->gathered, count, e->wdt);
-        if (s == ZERO_OK && u->fpadded) s = zero_comm_all_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt);
+        if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, NULL);
+        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, NULL);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
         if (s == ZERO_OK) sec_refresh(e, u);
     } else {
         u->prefetch_t0 = t0;
-        if (u->padded) s = zero_comm_iall_gather(c, send, u->gathered, count, e->wdt, &u->prefetch);
+        if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, &u->prefetch);
         if (s == ZERO_OK && u->fpadded)
-            s = zero_comm_iall_gather(e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
+            s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
     }
     if (s != ZERO_OK)
@@ -83,8 +83,8 @@ static zero_status wait_prefetch(zero_engine *e, eunit *u) {
 
 static void free_gathered(zero_engine *e, eunit *u) {
     if (!is_gathered(u)) return;
-    zero__buf_put(e, u->gathered);
-    zero__buf_put(e, u->fgathered);
+    zero__dbuf_put(e, u->gathered);
+    zero__dbuf_put(e, u->fgathered);
     u->gathered = u->fgathered = NULL;
     u->sec_fill = 0; /* a prefetch dropped unused refreshes nothing */
     e->live -= gather_elems(u);
@@ -178,11 +178,12 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
 
 /* The fp32 view of a unit with frozen parameters: each parameter from its part, converted (runs
  * of parameters that lie back to back in one part in one piece). */
-static void assemble_view(const zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
-                          zero_dtype fdt, float *view) {
+static zero_status assemble_view(zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
+                                 zero_dtype fdt, float *view) {
     int pi = u->first_param;
     const int end = u->first_param + u->nparams;
-    while (pi < end) {
+    zero_status s = ZERO_OK;
+    while (pi < end && s == ZERO_OK) {
         const eparam *p = &e->params[pi];
         const int fr = zero__frozen(p);
         uint64_t n = p->numel;
@@ -190,10 +191,10 @@ static void assemble_view(const zero_engine *e, const eunit *u, const void *tful
         for (; q < end && zero__frozen(&e->params[q]) == fr && e->params[q].soff == p->soff + n; q++) n += e->params[q].numel;
         const void *src = fr ? ffull : tfull;
         const zero_dtype dt = fr ? fdt : tdt;
-        zero_convert((const char *)src + p->soff * zero_dtype_size(dt), dt, view + p->offset, ZERO_DTYPE_FP32, n,
-                     ZERO_IMPL_AUTO);
+        s = zero__x_load(e, view + p->offset, (const char *)src + p->soff * zero_dtype_size(dt), dt, n);
         pi = q;
     }
+    return s;
 }
 
 /* The trainable part in the working dtype while u is gathered. */
@@ -216,11 +217,12 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     if (gather_first(e, u) != ZERO_OK) return NULL;
     const float *out;
-    if (u->numel == 0 && e->fdt == ZERO_DTYPE_FP32) { /* only an fp32 frozen part: it is the view, no copy */
+    if (!e->dev && u->numel == 0 && e->fdt == ZERO_DTYPE_FP32) { /* only an fp32 frozen part: it is the view, no copy */
         out = frozen_of(e, u);
-    } else if (!u->fnumel && e->wdt == ZERO_DTYPE_FP32) { /* the working copy is the view */
+    } else if (!e->dev && !u->fnumel && e->wdt == ZERO_DTYPE_FP32) { /* the working copy is the view */
         out = working_of(e, u);
-    } else { /* an fp32 view, made at the first gather that asks for it and kept until release */
+    } else { /* an fp32 view (on a device: in host memory, for the model), made at the first
+              * gather that asks for it and kept until release */
         if (!u->view) {
             /* with frozen parameters assembled from both parts; else the working copy widened, in a
              * buffer of the padded size (the gradient buffers', which the cache then shares) */
@@ -229,10 +231,13 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
                 zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
                 return NULL;
             }
-            if (u->fnumel)
-                assemble_view(e, u, working_of(e, u), e->wdt, frozen_of(e, u), e->fdt, u->view);
-            else
-                zero_convert(working_of(e, u), e->wdt, u->view, ZERO_DTYPE_FP32, u->numel, ZERO_IMPL_AUTO);
+            zero_status s = u->fnumel ? assemble_view(e, u, working_of(e, u), e->wdt, frozen_of(e, u), e->fdt, u->view)
+                                      : zero__x_load(e, u->view, working_of(e, u), e->wdt, u->numel);
+            if (s != ZERO_OK) {
+                zero__buf_put(e, u->view);
+                u->view = NULL;
+                return NULL;
+            }
         }
         out = u->view;
     }
@@ -247,11 +252,26 @@ zero_status zero_engine_gather_parts(zero_engine *e, int unit, zero_unit_parts *
     eunit *u = &e->units[unit];
     if (!out) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "gather_parts '%s': out is NULL", u->name);
     if ((s = gather_first(e, u)) != ZERO_OK) return s;
+    const void *tp = u->numel ? working_of(e, u) : NULL, *fp = u->fnumel ? frozen_of(e, u) : NULL;
+    if (e->dev) { /* host copies of the parts, for the model, kept until release */
+        if (tp && !u->hpart) {
+            u->hpart = zero__buf_get(e, (size_t)(u->numel * e->wsize), 0);
+            if (!u->hpart) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather_parts '%s': out of memory", u->name);
+            if ((s = zero__x_copy(e, u->hpart, tp, (size_t)(u->numel * e->wsize))) != ZERO_OK) return s;
+        }
+        if (fp && !u->hfpart) {
+            u->hfpart = zero__buf_get(e, (size_t)(u->fnumel * e->fsize), 0);
+            if (!u->hfpart) return zero__eng_fail(e, ZERO_ERR_NOMEM, "gather_parts '%s': out of memory", u->name);
+            if ((s = zero__x_copy(e, u->hfpart, fp, (size_t)(u->fnumel * e->fsize))) != ZERO_OK) return s;
+        }
+        tp = tp ? u->hpart : NULL;
+        fp = fp ? u->hfpart : NULL;
+    }
     u->gathers++;
-    out->trainable = u->numel ? working_of(e, u) : NULL;
+    out->trainable = tp;
     out->trainable_numel = u->numel;
     out->trainable_dtype = e->wdt;
-    out->frozen = u->fnumel ? frozen_of(e, u) : NULL;
+    out->frozen = fp;
     out->frozen_numel = u->fnumel;
     out->frozen_dtype = e->fdt;
     return ZERO_OK;
@@ -265,7 +285,9 @@ zero_status zero_engine_release(zero_engine *e, int unit) {
     if (u->gathers == 0) return zero__eng_fail(e, ZERO_ERR_STATE, "release '%s': the unit is not gathered", u->name);
     if (--u->gathers > 0) return ZERO_OK;
     zero__buf_put(e, u->view);
-    u->view = NULL;
+    zero__buf_put(e, u->hpart);
+    zero__buf_put(e, u->hfpart);
+    u->view = u->hpart = u->hfpart = NULL;
     if (e->own.gather_collective) free_gathered(e, u);
     return ZERO_OK;
 }

@@ -100,6 +100,7 @@ typedef struct eunit {
     double prefetch_t0;     /* when it was started (zero_now) */
     void *fgathered;        /* stage 3: fpadded frozen-dtype all-gather target */
     zero_request *fprefetch; /* stage 3: in-flight all-gather into `fgathered` */
+    void *hpart, *hfpart;    /* on a device: gather_parts' host copies of the two parts */
 
     /* (T) reduction */
     float *gscratch;    /* fp32 padded gradient buffer handed to the model (when not the persistent grads) */
@@ -216,6 +217,10 @@ struct zero_engine {
     int opt_job_set, opt_io_backend_set, opt_io_fault_set, opt_io_depth;
     eoffload off;
     ebufcache bc;
+    /* the device tier (devtier.c): NULL on the cpu backend, where every array is host memory */
+    zero_device *dev;
+    zero_stream *stream;  /* the engine's one stream: every device operation, in program order */
+    char alloc_err[512];  /* the device's reason for the first failed allocation of finalize */
 };
 
 /* owner.c: the table (finalize, before anything is allocated) and each unit's views (after its
@@ -259,6 +264,43 @@ void zero__eng_waited(zero_engine *e, const char *what, double t0);
  * to now, on the "comm in flight" track (the part outside the wait ran beside the compute). */
 zero_status zero__eng_wait(zero_engine *e, zero_request **req, double t_issue, const char *what);
 #define ZERO__TRACE_PREFETCH "all-gather prefetch" /* the flight of a stage-3 prefetch */
+
+/* devtier.c: the device tier (docs/ENGINE.md, "The device tier"). On the cpu backend (e->dev
+ * NULL) each is the host operation itself. Pointers may be host or device memory as the names
+ * say; a status other than ZERO_OK has been recorded on the engine (zero__eng_fail). */
+zero_status zero__dev_open(zero_engine *e, const zero_device_options *o, zero_error *err);
+void zero__dev_close(zero_engine *e);
+int zero__dev_is(const zero_engine *e, const void *p); /* p lies in device memory */
+/* A persistent array of n elements in the tier's memory (zeroed; NULL when n is 0, else *fail set
+ * on failure); released by zero__eng_release. */
+void *zero__eng_alloc(zero_engine *e, int tier, zero_mem_category c, uint64_t n, size_t elem, int *fail);
+void zero__eng_release(zero_engine *e, void *p);
+/* Transient buffers in the memory the unit arrays live in (device memory on a device, else the
+ * buffer cache's host blocks). */
+void *zero__dbuf_get(zero_engine *e, size_t bytes, int zeroed);
+void zero__dbuf_put(zero_engine *e, void *p);
+zero_status zero__x_copy(zero_engine *e, void *dst, const void *src, size_t bytes); /* any memory; done on return */
+zero_status zero__x_zero(zero_engine *e, void *dst, size_t bytes);
+/* n host fp32 values into dst (host or device) as ddt; n elements of src (sdt) into host fp32 */
+zero_status zero__x_store(zero_engine *e, void *dst, zero_dtype ddt, const float *src, uint64_t n);
+zero_status zero__x_load(zero_engine *e, float *dst, const void *src, zero_dtype sdt, uint64_t n);
+/* n elements of src (sdt) into dst (ddt), both in the same memory (host, or device) */
+zero_status zero__x_convert(zero_engine *e, const void *src, zero_dtype sdt, void *dst, zero_dtype ddt, uint64_t n);
+/* dst += src in the working dtype (both where the unit arrays are); dst += host fp32 src */
+zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n);
+zero_status zero__x_accum_f32(zero_engine *e, void *dst, const float *src, uint64_t n);
+/* Σ g² over each block of `block` working-dtype elements of g (device memory) into host out[] */
+zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t block, double *out);
+/* the optimizer's step on n device elements (grad in the working dtype; out: its write-back, or NULL) */
+zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,
+                          const void *grad, float gscale, float decay, uint64_t n, void *out);
+/* The data plane's collectives on the unit arrays: started (a request) on the host; run to the
+ * end on a device (the host-staged device collectives), *req set to NULL. In place as the host ones. */
+zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_request **req);
+zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req);
+/* req NULL: blocking */
+zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, void *recv, uint64_t n, zero_dtype dt,
+                               zero_request **req);
 
 /* bufcache.c: every transient buffer of the engine (charged to ZERO_MEM_BUFFERS). get returns
  * `bytes` (zero-filled when asked) or NULL when out of memory; put hands it back for reuse. */

@@ -9,12 +9,14 @@
  * equivalence and memory tests catch one. 0 in every real run. */
 int zero__view_mutation;
 
-/* The engine's setup as the plan's input: a host rank (every tier RAM or NVMe). */
+/* The engine's setup as the plan's input: a device rank when the engine has a device (its
+ * states in TIER_DEVICE, "cpu" offload in TIER_PINNED), else a host rank (RAM or NVMe). */
 static void own_in(const zero_engine *e, zero__own_in *in) {
     zero__own_in_config(in, &e->cfg, e->world);
     in->half = e->wdt != ZERO_DTYPE_FP32;
     in->nstates = e->nstates;
     in->frozen = e->nfrozen > 0;
+    in->device = e->dev != NULL;
 }
 
 void zero__own_table(zero_engine *e) {

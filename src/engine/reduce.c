@@ -27,10 +27,11 @@ static zero_status complete(zero_engine *e, eunit *u) {
     zero_status s = zero__eng_wait(e, &u->reduce, u->reduce_t0, ar ? "all-reduce" : "reduce-scatter");
     if (s != ZERO_OK) return s;
     if (e->own.reduce_each_mb && u->grecv) { /* into the persistent shard */
-        zero__wadd(e, u->grads, u->grecv, u->shard);
-        zero__buf_put(e, u->grecv);
-        zero__buf_put(e, u->gsend);
+        s = zero__x_add(e, u->grads, u->grecv, u->shard);
+        zero__dbuf_put(e, u->grecv);
+        zero__dbuf_put(e, u->gsend);
         u->grecv = u->gsend = NULL;
+        if (s != ZERO_OK) return s;
     }
     /* drop u from the in-flight list */
     int k = 0;
@@ -48,11 +49,8 @@ static zero_status start_reduction_whole(zero_engine *e, int unit) {
     const double t0 = zero_now();
     u->reduce_t0 = t0;
     const int ar = e->own.update_whole;
-    if (ar)
-        s = zero_comm_iall_reduce(e->data, u->grads, u->grads, u->padded, e->wdt, ZERO_OP_SUM, &u->reduce);
-    else
-        s = zero_comm_ireduce_scatter(e->data, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, e->wdt,
-                                      ZERO_OP_SUM, &u->reduce);
+    if (ar) s = zero__x_all_reduce(e, u->grads, u->padded, &u->reduce);
+    else s = zero__x_reduce_scatter(e, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, &u->reduce);
     zero__eng_waited(e, ar ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
@@ -70,20 +68,22 @@ static zero_status start_reduction_shard(zero_engine *e, int unit) {
         u->gscratch = zero__buf_get(e, (size_t)u->padded * 4, 1);
         if (!u->gscratch) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     }
-    if (e->wdt == ZERO_DTYPE_FP32) {
+    if (e->wdt == ZERO_DTYPE_FP32 && !e->dev) {
         u->gsend = u->gscratch;
-    } else {
-        u->gsend = zero__buf_get(e, (size_t)(u->padded * e->wsize), 0);
+    } else { /* in the working dtype, where the unit arrays are (on a device: converted on the host, copied over) */
+        u->gsend = zero__dbuf_get(e, (size_t)(u->padded * e->wsize), 0);
         if (!u->gsend) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
-        zero_convert(u->gscratch, ZERO_DTYPE_FP32, u->gsend, e->wdt, u->padded, ZERO_IMPL_AUTO);
+        s = zero__x_store(e, u->gsend, e->wdt, u->gscratch, u->padded);
         zero__buf_put(e, u->gscratch);
+        u->gscratch = NULL;
+        if (s != ZERO_OK) return s;
     }
     u->gscratch = NULL;
-    u->grecv = zero__buf_get(e, (size_t)(u->shard * e->wsize), 0);
+    u->grecv = zero__dbuf_get(e, (size_t)(u->shard * e->wsize), 0);
     if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     const double t0 = zero_now();
     u->reduce_t0 = t0;
-    s = zero_comm_ireduce_scatter(e->data, u->gsend, u->grecv, u->shard, e->wdt, ZERO_OP_SUM, &u->reduce);
+    s = zero__x_reduce_scatter(e, u->gsend, u->grecv, u->shard, &u->reduce);
     zero__eng_waited(e, "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,
@@ -94,6 +94,23 @@ static zero_status start_reduction_shard(zero_engine *e, int unit) {
         if (s != ZERO_OK) return s;
     }
     return ZERO_OK;
+}
+
+/* fp32 gradients kept whole accumulate in place: the model adds into the persistent gradient
+ * itself (on a device, into a host copy of it). */
+static int direct_grads(const zero_engine *e) {
+    return !e->cfg.deterministic && !e->own.reduce_each_mb && e->wdt == ZERO_DTYPE_FP32;
+}
+
+/* The model's gradient of this micro-batch (u->gscratch) into the persistent one, where the
+ * gradient is kept whole: added (half precision: it was zeroed), or copied back (fp32 on a
+ * device: it was the persistent gradient's copy). */
+static zero_status fold_scratch(zero_engine *e, eunit *u) {
+    zero_status s = direct_grads(e) ? zero__x_copy(e, u->grads, u->gscratch, (size_t)u->padded * 4)
+                                    : zero__x_accum_f32(e, u->grads, u->gscratch, u->numel);
+    zero__buf_put(e, u->gscratch);
+    u->gscratch = NULL;
+    return s;
 }
 
 /* A unit with nothing trainable has no gradient and takes part in no reduction. */
@@ -121,12 +138,22 @@ float *zero_engine_grad(zero_engine *e, int unit) {
         return NULL;
     }
     e->mb_open = 1;
-    if (!e->cfg.deterministic && !e->own.reduce_each_mb && e->wdt == ZERO_DTYPE_FP32) { /* the persistent whole gradient */
+    if (direct_grads(e)) { /* the persistent whole gradient */
         if (u->reduced_step) {
             zero__eng_fail(e, ZERO_ERR_STATE, "grad '%s': its reduction for this step already started", u->name);
             return NULL;
         }
-        return (float *)u->grads;
+        if (!e->dev) return (float *)u->grads;
+        if (!u->gscratch) { /* on a device: a host copy the model adds into, copied back at grad_ready */
+            u->gscratch = zero__buf_get(e, (size_t)u->padded * 4, 0);
+            if (!u->gscratch || zero__x_copy(e, u->gscratch, u->grads, (size_t)u->padded * 4) != ZERO_OK) {
+                if (!u->gscratch) zero__eng_fail(e, ZERO_ERR_NOMEM, "grad '%s': out of memory", u->name);
+                zero__buf_put(e, u->gscratch);
+                u->gscratch = NULL;
+                return NULL;
+            }
+        }
+        return u->gscratch;
     }
     if (!u->gscratch) {
         u->gscratch = zero__buf_get(e, (size_t)u->padded * 4, 1);
@@ -165,11 +192,7 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
     if (!e->own.reduce_each_mb) {
         if (u->reduced_step)
             return zero__eng_fail(e, ZERO_ERR_STATE, "grad_ready '%s': its reduction for this step already started", u->name);
-        if (u->gscratch) { /* half precision: fold this micro-batch into the persistent gradient */
-            zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
-            zero__buf_put(e, u->gscratch);
-            u->gscratch = NULL;
-        }
+        if (u->gscratch && (s = fold_scratch(e, u)) != ZERO_OK) return s; /* this micro-batch's gradient */
         if (e->mb == e->cfg.grad_accum - 1) return start_reduction_whole(e, unit);
         return ZERO_OK;
     }
@@ -196,11 +219,7 @@ zero_status zero__reduce_finish_all(zero_engine *e) {
     if (!e->own.reduce_each_mb) {
         for (int i = 0; i < e->nunits; i++) {
             eunit *u = &e->units[i];
-            if (u->gscratch) { /* grad() without grad_ready: still counts */
-                zero__wadd_f32(e, u->grads, u->gscratch, u->numel);
-                zero__buf_put(e, u->gscratch);
-                u->gscratch = NULL;
-            }
+            if (u->gscratch && (s = fold_scratch(e, u)) != ZERO_OK) return s; /* grad() without grad_ready: still counts */
             if (!u->reduced_step && u->numel && (s = start_reduction_whole(e, i)) != ZERO_OK) return s;
         }
     }

@@ -76,16 +76,27 @@ static void manifest_free(zero_manifest *m) {
 
 /* Streams this rank's partition slice of `src` (an array of the update range, at unit element
  * u->v.lo). */
-static zero_status write_slice(zero_ckpt_writer *w, const eunit *u, const float *src) {
-    const eview *v = &u->v;
-    const float *p = src + (v->slo - v->lo);
-    const uint64_t valid = v->shi - v->slo;
-    for (uint64_t i = 0; i < valid; i += CHUNK) {
-        uint64_t n = valid - i < CHUNK ? valid - i : CHUNK;
-        zero_status s = zero_ckpt_writer_write(w, p + i, (size_t)n * 4);
-        if (s != ZERO_OK) return s;
+/* Streams `bytes` of src into the rank file, a chunk at a time (from device memory through a host
+ * buffer). A writer's failure is returned as it is (its message is the writer's); the device's is
+ * recorded on the engine. */
+static zero_status write_bytes(zero_engine *e, zero_ckpt_writer *w, const void *src, uint64_t bytes) {
+    const int dev = zero__dev_is(e, src);
+    void *host = dev ? zero__buf_get(e, CHUNK * 4, 0) : NULL;
+    if (dev && !host) return zero__eng_fail(e, ZERO_ERR_NOMEM, "save: out of memory");
+    zero_status s = ZERO_OK;
+    for (uint64_t i = 0; i < bytes && s == ZERO_OK; i += CHUNK * 4) {
+        const uint64_t n = bytes - i < CHUNK * 4 ? bytes - i : CHUNK * 4;
+        const void *p = (const char *)src + i;
+        if (dev && (s = zero__x_copy(e, host, p, (size_t)n)) != ZERO_OK) break;
+        s = zero_ckpt_writer_write(w, dev ? host : p, (size_t)n);
     }
-    return ZERO_OK;
+    zero__buf_put(e, host);
+    return s;
+}
+
+static zero_status write_slice(zero_engine *e, zero_ckpt_writer *w, const eunit *u, const float *src) {
+    const eview *v = &u->v;
+    return write_bytes(e, w, src + (v->slo - v->lo), (uint64_t)(v->shi - v->slo) * 4);
 }
 
 /* Deterministic mode's grids of u (every rank holds them whole): this rank's slice of
@@ -157,7 +168,7 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
             float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
             if (ram) {
-                s = write_slice(w, u, ram);
+                s = write_slice(e, w, u, ram);
                 continue;
             }
             stream_ctx c = {w, k, ZERO_OK};
@@ -168,8 +179,7 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
         }
         if (u->dgrid && s == ZERO_OK) s = write_grid(e, w, u);
         if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) /* this rank's slice of the frozen part */
-            s = zero_ckpt_writer_write(w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize,
-                                       (size_t)(u->fvalid * e->fsize));
+            s = write_bytes(e, w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize, u->fvalid * e->fsize);
     }
     if (s == ZERO_OK) s = zero_ckpt_writer_finish(w);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", zero_ckpt_writer_last_error(w));
@@ -253,6 +263,18 @@ static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero
 /* Reads elements [lo, hi) of tensor `name` into dst (fp32). */
 static zero_status read_range(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, float *dst) {
     if (hi <= lo) return ZERO_OK;
+    if (zero__dev_is(e, dst)) { /* through a host buffer, a chunk at a time */
+        float *host = zero__buf_get(e, CHUNK * 4, 0);
+        if (!host) return zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
+        zero_status s = ZERO_OK;
+        for (uint64_t i = lo; i < hi && s == ZERO_OK; i += CHUNK) {
+            const uint64_t n = hi - i < CHUNK ? hi - i : CHUNK;
+            s = read_range(e, c, name, i, i + n, host);
+            if (s == ZERO_OK) s = zero__x_copy(e, dst + (i - lo), host, (size_t)n * 4);
+        }
+        zero__buf_put(e, host);
+        return s;
+    }
     zero_status s = zero_ckpt_read_range(c, name, lo, hi, dst);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
     return ZERO_OK;
@@ -295,8 +317,7 @@ static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *ch
     for (uint64_t i = v->flo; i < v->fhi && s == ZERO_OK; i += CHUNK) {
         const uint64_t n = v->fhi - i < CHUNK ? v->fhi - i : CHUNK;
         s = read_range(e, c, name, i, i + n, chunk);
-        if (s == ZERO_OK)
-            zero_convert(chunk, ZERO_DTYPE_FP32, (char *)v->fp + (i - v->flo) * e->fsize, e->fdt, n, ZERO_IMPL_AUTO);
+        if (s == ZERO_OK) s = zero__x_store(e, (char *)v->fp + (i - v->flo) * e->fsize, e->fdt, chunk, n);
     }
     return s;
 }
@@ -349,10 +370,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (!e->own.regather) {
         if (!half) return ZERO_OK; /* the master is the working copy */
-        if (v->master && v->work) {
-            zero_convert(v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo, ZERO_IMPL_AUTO);
-            return ZERO_OK;
-        }
+        if (v->master && v->work) return zero__x_convert(e, v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo);
         load_ctx l = {c, name, -2};
         const int ui = (int)(u - e->units);
         eopass p = {ui, ui + 1, 0, UINT64_MAX, ARR_MASTER, ARR_WORK, load_tile, &l};
@@ -362,7 +380,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
     for (uint64_t i = 0; i < u->numel && s == ZERO_OK; i += CHUNK) {
         uint64_t n = u->numel - i < CHUNK ? u->numel - i : CHUNK;
         s = read_range(e, c, name, i, i + n, chunk);
-        if (s == ZERO_OK) zero_convert(chunk, ZERO_DTYPE_FP32, zero__wptr(e, v->wp, i), e->wdt, n, ZERO_IMPL_AUTO);
+        if (s == ZERO_OK) s = zero__x_store(e, zero__wptr(e, v->wp, i), e->wdt, chunk, n);
     }
     return s;
 }

@@ -22,10 +22,20 @@ static void owned_grads(const zero_engine *e, const eunit *u, void **g, uint64_t
  * (zero__sumsq, vectorized), their sums added in block order, so the figure does not depend on
  * the thread count; a NaN or infinity sets *overflow. */
 enum { SUMSQ_BLOCK = 1 << 15, SUMSQ_BATCH = 64 };
-static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double *sumsq, int *overflow) {
+static zero_status sum_squares(zero_engine *e, const void *g, uint64_t n, double *sumsq, int *overflow) {
     const size_t es = zero_dtype_size(e->wdt);
     const uint64_t nblocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double acc = 0;
+    if (zero__dev_is(e, g)) { /* the blocks' sums on the device, added here in block order */
+        double *part = zero__buf_get(e, (size_t)(nblocks ? nblocks : 1) * sizeof(double), 0);
+        if (!part) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+        zero_status s = zero__x_sumsq(e, g, n, SUMSQ_BLOCK, part);
+        for (uint64_t k = 0; k < nblocks && s == ZERO_OK; k++) acc += part[k];
+        zero__buf_put(e, part);
+        *sumsq += acc;
+        *overflow |= !isfinite(acc);
+        return s;
+    }
     for (uint64_t b0 = 0; b0 < nblocks; b0 += SUMSQ_BATCH) {
         double part[SUMSQ_BATCH];
         const int nb = (int)(nblocks - b0 < SUMSQ_BATCH ? nblocks - b0 : SUMSQ_BATCH);
@@ -38,6 +48,7 @@ static void sum_squares(const zero_engine *e, const void *g, uint64_t n, double 
     }
     *sumsq += acc;
     *overflow |= !isfinite(acc);
+    return ZERO_OK;
 }
 
 /* Runs the optimizer on unit elements [lo, hi) (unit coordinates) of the owned slices, with
@@ -52,6 +63,13 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
         uint64_t b = sl->hi < hi ? sl->hi : hi;
         if (a >= b) continue;
         float decay = (sl->flags & ZERO_PARAM_NO_DECAY) ? 0.0f : 1.0f;
+        if (zero__dev_is(e, master)) { /* the optimizer's kernel on the device */
+            const uint64_t k = a - base;
+            zero_status s = zero__x_optim(e, h, master + k, s0 ? s0 + k : NULL, s1 ? s1 + k : NULL, zero__wptr(e, grad, k),
+                                          gscale, decay, b - a, out ? zero__wptr(e, out, k) : NULL);
+            if (s != ZERO_OK) return s;
+            continue;
+        }
         for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
             if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
@@ -79,7 +97,7 @@ static zero_status regather_start(zero_engine *e, eunit *u) {
     const eview *v = &u->v;
     if (u->numel == 0) return ZERO_OK; /* nothing trainable: nothing changed */
     u->reduce_t0 = zero_now();
-    zero_status s = zero_comm_iall_gather(e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
+    zero_status s = zero__x_all_gather(e, e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
     zero__eng_waited(e, "all-gather (updated parameters, issue)", u->reduce_t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
@@ -150,7 +168,7 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
 static void end_step(zero_engine *e, int advance) {
     for (int i = 0; i < e->nunits && advance; i++) {
         eunit *u = &e->units[i];
-        if (u->grads) memset(u->grads, 0, (size_t)(u->v.gelems * e->wsize));
+        if (u->grads) (void)zero__x_zero(e, u->grads, (size_t)(u->v.gelems * e->wsize)); /* a failure is the next sync's */
     }
     e->step += advance;
     e->steps_run += advance;
@@ -204,7 +222,7 @@ zero_status zero_engine_step(zero_engine *e, zero_step_stats *stats) {
         uint64_t n;
         if (!e->units[i].v.grad) continue; /* nothing trainable (or nothing owned) */
         owned_grads(e, &e->units[i], &g, &n);
-        sum_squares(e, g, n, &sumsq, &overflow);
+        if ((s = sum_squares(e, g, n, &sumsq, &overflow)) != ZERO_OK) return s;
     }
     if (!e->cfg.deterministic) {
         if ((s = zero__ctrl_exchange(e, CTRL_NORM, -1, sumsq, overflow)) != ZERO_OK) return s;
@@ -284,8 +302,17 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     /* the trainable part's masters, whole: held by every rank (stage 0) or all-gathered */
     float *tfull = NULL, *full = NULL;
     void *ffull = NULL, *fbuf = NULL;
+    const int dev = zero__dev_is(e, v->master) || zero__dev_is(e, v->fp);
     if (u->numel && e->own.update_whole) {
         tfull = v->master;
+        if (dev) { /* a host copy of the device's master */
+            tfull = full = zero__buf_get(e, (size_t)u->padded * 4, 0);
+            if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
+            if ((s = zero__x_copy(e, full, v->master, (size_t)u->numel * 4)) != ZERO_OK) {
+                zero__buf_put(e, full);
+                return s;
+            }
+        }
     } else if (u->numel) {
         full = zero__buf_get(e, (size_t)u->padded * 4, 0);
         if (!full) return zero__eng_fail(e, ZERO_ERR_NOMEM, "read_unit '%s': out of memory", u->name);
@@ -298,6 +325,14 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
             eopass p = {unit, unit + 1, 0, UINT64_MAX, ARR_MASTER, 0, copy_master, block};
             if (q == ZERO_OK) q = zero__off_run(e, &p);
             if ((s = zero__eng_agree(e, q, "read_unit: NVMe offload")) != ZERO_OK) {
+                zero__buf_put(e, full);
+                return s;
+            }
+            mine = block;
+        } else if (dev) { /* this rank's block of `full`, copied from the device: the all-gather's input */
+            float *block = full + (size_t)e->rank * u->shard;
+            memset(block + u->valid, 0, (size_t)(u->shard - u->valid) * 4);
+            if ((s = zero__x_copy(e, block, v->master + (v->slo - v->lo), (size_t)u->valid * 4)) != ZERO_OK) {
                 zero__buf_put(e, full);
                 return s;
             }
@@ -316,9 +351,30 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     /* the frozen part, whole: held (stages 0-2) or all-gathered in its dtype (stage 3) */
     if (u->fnumel && e->own.k[EK_FROZEN].extent == EXT_WHOLE) {
         ffull = v->fp;
+        if (dev) { /* a host copy of the device's frozen part */
+            ffull = fbuf = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
+            s = fbuf ? zero__x_copy(e, fbuf, v->fp, (size_t)(u->fnumel * e->fsize)) : ZERO_ERR_NOMEM;
+            if (s != ZERO_OK) {
+                zero__buf_put(e, full);
+                zero__buf_put(e, fbuf);
+                return s == ZERO_ERR_NOMEM ? zero__eng_fail(e, s, "read_unit '%s': out of memory", u->name) : s;
+            }
+        }
     } else if (u->fnumel) {
         fbuf = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
-        s = fbuf ? zero_comm_all_gather(e->ctrl, v->fp, fbuf, u->fshard, e->fdt) : ZERO_ERR_NOMEM;
+        const void *fmine = v->fp;
+        if (fbuf && dev) { /* this rank's block, copied from the device: the all-gather's input */
+            char *block = (char *)fbuf + (size_t)e->rank * u->fshard * e->fsize;
+            memset(block, 0, (size_t)(u->fshard * e->fsize));
+            s = zero__x_copy(e, block, v->fp, (size_t)(u->fvalid * e->fsize));
+            if (s != ZERO_OK) {
+                zero__buf_put(e, full);
+                zero__buf_put(e, fbuf);
+                return s;
+            }
+            fmine = block;
+        }
+        s = fbuf ? zero_comm_all_gather(e->ctrl, fmine, fbuf, u->fshard, e->fdt) : ZERO_ERR_NOMEM;
         if (s != ZERO_OK) {
             zero__buf_put(e, full);
             zero__buf_put(e, fbuf);

@@ -33,9 +33,11 @@ static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t 
     zero_comm_counters c0, c1, c2;
     zero_comm_get_counters(W, &c0);
     /* the host collective on the same input: the reference */
-    if (kind == 0) ZT_OK(zero_comm_all_reduce(W, hin, want, count, dt, ZERO_OP_SUM));
-    else if (kind == 1) ZT_OK(zero_comm_reduce_scatter(W, hin, want, count, dt, ZERO_OP_SUM));
-    else ZT_OK(zero_comm_all_gather(W, hin, want, count, dt));
+    zero_request *rq = NULL;
+    if (kind == 0) ZT_OK(zero_comm_iall_reduce(W, hin, want, count, dt, ZERO_OP_SUM, &rq));
+    else if (kind == 1) ZT_OK(zero_comm_ireduce_scatter(W, hin, want, count, dt, ZERO_OP_SUM, &rq));
+    else ZT_OK(zero_comm_iall_gather(W, hin, want, count, dt, &rq));
+    ZT_OK(zero_request_wait(rq));
     zero_comm_get_counters(W, &c1);
     ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, nin * esz, &din));
     ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, nout * esz, &dout));

@@ -1,0 +1,325 @@
+/* The engine's device tier (docs/DEVICE.md, docs/ENGINE.md "The device tier"): where the
+ * ownership table's tier is TIER_DEVICE the array lives in the device's memory, and every engine
+ * operation on it goes through the device layer — copies, memsets and the kernels (conversions,
+ * sums, sums of squares, the optimizer step) queued on the engine's stream, collectives through
+ * the host-staged device collectives of src/comm. The model computes on the host: what the engine
+ * hands it (the fp32 view of a gathered unit, its gradient buffer) is host memory, filled from and
+ * folded into the device arrays here.
+ *
+ * e->dev is NULL on the cpu backend: each helper is then the host operation the engine ran before
+ * the device tier existed, on the same numbers, so the cpu path costs nothing new. On a device the
+ * kernels are the host kernels' scalar bodies (src/device/kernels.c), which every vector body of
+ * the host equals bit for bit: a run on the fake device gives the cpu backend's bits.
+ *
+ * Order: every device operation goes on the one engine stream, in program order; a result the
+ * host reads (a copy into pageable host memory, the sums of squares) returns once it has run. */
+#include "device/internal.h"
+#include "engine/internal.h"
+#include "optim/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_CHUNK ((uint64_t)1 << 18) /* elements converted on the host per upload or download */
+#define DEV_CHUNK  ((uint64_t)1 << 18) /* fp32 gradient elements widened on the device per optimizer launch */
+
+/* A device call failed with st (ZERO_ERR_NOMEM past a capacity; a stream's failure at its sync). */
+static zero_status dev_fail(zero_engine *e, zero_status st, const char *what) {
+    return zero__eng_fail(e, st, "%s on the %s device: %s", what, zero_device_backend(e->dev),
+                          zero_device_last_error(e->dev));
+}
+
+zero_status zero__dev_open(zero_engine *e, const zero_device_options *o, zero_error *err) {
+    zero_device_options d;
+    zero_device_options_default(&d);
+    if (o) d = *o;
+    const char *name = d.backend ? d.backend : getenv("ZERO_DEVICE");
+    if (!name || !*name || !strcmp(name, "cpu")) return ZERO_OK; /* host memory: the host path */
+    zero_status s = zero_device_create(&e->dev, &d, err);
+    if (s != ZERO_OK) return s;
+    if ((s = zero_stream_create(e->dev, &e->stream)) != ZERO_OK) {
+        if (err) ZERO__ERR(err, "engine: the device's stream: %s", zero_device_last_error(e->dev));
+        zero_device_free(e->dev);
+        e->dev = NULL;
+    }
+    return s;
+}
+
+void zero__dev_close(zero_engine *e) {
+    if (!e->dev) return;
+    zero_stream_free(e->stream);
+    zero_device_free(e->dev);
+    e->stream = NULL;
+    e->dev = NULL;
+}
+
+const char *zero_engine_device(const zero_engine *e) { return e && e->dev ? zero_device_backend(e->dev) : "cpu"; }
+
+void zero_engine_device_mem_stats(const zero_engine *e, zero_mem_space space, zero_mem_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (e && e->dev) zero_device_mem_stats(e->dev, space, out);
+}
+
+void zero_engine_device_counters(const zero_engine *e, zero_device_counters *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (e && e->dev) zero_device_counters_get(e->dev, out);
+}
+
+int zero__dev_is(const zero_engine *e, const void *p) {
+    return e->dev && p && zero_device_space_of(e->dev, p) == ZERO_SPACE_DEVICE;
+}
+
+/* ---------------------------------------------------------------- memory */
+void *zero__eng_alloc(zero_engine *e, int tier, zero_mem_category c, uint64_t n, size_t elem, int *fail) {
+    if (n == 0) return NULL;
+    void *p = NULL;
+    if (tier == TIER_DEVICE || tier == TIER_PINNED) {
+        const zero_mem_space sp = tier == TIER_DEVICE ? ZERO_SPACE_DEVICE : ZERO_SPACE_HOST_PINNED;
+        if (!e->dev || zero_device_alloc(e->dev, sp, c, (size_t)(n * elem), &p) != ZERO_OK) {
+            if (!e->alloc_err[0] && e->dev)
+                snprintf(e->alloc_err, sizeof e->alloc_err, "%s", zero_device_last_error(e->dev));
+            *fail = 1;
+            return NULL;
+        }
+        /* zeroed, as the host arrays are (new device memory holds NaN) */
+        if (zero__x_zero(e, p, (size_t)(n * elem)) != ZERO_OK) {
+            zero_device_release(e->dev, p);
+            *fail = 1;
+            return NULL;
+        }
+        return p;
+    }
+    p = zero_mem_calloc(&e->acct, c, (size_t)(n * elem));
+    if (!p) *fail = 1;
+    return p;
+}
+
+void zero__eng_release(zero_engine *e, void *p) {
+    if (!p) return;
+    if (e->dev && zero_device_space_of(e->dev, p) >= 0) zero_device_release(e->dev, p);
+    else zero_mem_free(&e->acct, p);
+}
+
+void *zero__dbuf_get(zero_engine *e, size_t bytes, int zeroed) {
+    if (!e->dev) return zero__buf_get(e, bytes, zeroed);
+    void *p = NULL;
+    if (zero_device_alloc(e->dev, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, bytes, &p) != ZERO_OK) return NULL;
+    if (zeroed && zero__x_zero(e, p, bytes) != ZERO_OK) {
+        zero_device_release(e->dev, p);
+        return NULL;
+    }
+    return p;
+}
+
+void zero__dbuf_put(zero_engine *e, void *p) {
+    if (!p) return;
+    if (!e->dev) {
+        zero__buf_put(e, p);
+        return;
+    }
+    /* nothing queued may still use it */
+    (void)zero_stream_sync(e->stream);
+    zero_device_release(e->dev, p);
+}
+
+/* ---------------------------------------------------------------- copies and conversions */
+zero_status zero__x_copy(zero_engine *e, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return ZERO_OK;
+    if (!e->dev) {
+        memmove(dst, src, bytes);
+        return ZERO_OK;
+    }
+    zero_status s = zero_stream_copy(e->stream, dst, src, bytes);
+    if (s == ZERO_OK) s = zero_stream_sync(e->stream);
+    return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "copy");
+}
+
+zero_status zero__x_zero(zero_engine *e, void *dst, size_t bytes) {
+    if (!bytes || !dst) return ZERO_OK;
+    if (!e->dev || zero_device_space_of(e->dev, dst) < 0) {
+        memset(dst, 0, bytes);
+        return ZERO_OK;
+    }
+    zero_status s = zero_stream_memset(e->stream, dst, 0, bytes);
+    return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "memset");
+}
+
+zero_status zero__x_store(zero_engine *e, void *dst, zero_dtype ddt, const float *src, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (!zero__dev_is(e, dst)) {
+        zero_convert(src, ZERO_DTYPE_FP32, dst, ddt, (size_t)n, ZERO_IMPL_AUTO);
+        return ZERO_OK;
+    }
+    const size_t es = zero_dtype_size(ddt);
+    if (ddt == ZERO_DTYPE_FP32) return zero__x_copy(e, dst, src, (size_t)n * 4);
+    const uint64_t c = n < HOST_CHUNK ? n : HOST_CHUNK;
+    void *tmp = zero__buf_get(e, (size_t)(c * es), 0);
+    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "device upload: out of memory");
+    zero_status s = ZERO_OK;
+    for (uint64_t a = 0; a < n && s == ZERO_OK; a += c) {
+        const uint64_t k = n - a < c ? n - a : c;
+        zero_convert(src + a, ZERO_DTYPE_FP32, tmp, ddt, (size_t)k, ZERO_IMPL_AUTO);
+        s = zero__x_copy(e, (char *)dst + a * es, tmp, (size_t)(k * es));
+    }
+    zero__buf_put(e, tmp);
+    return s;
+}
+
+zero_status zero__x_load(zero_engine *e, float *dst, const void *src, zero_dtype sdt, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (!zero__dev_is(e, src)) {
+        zero_convert(src, sdt, dst, ZERO_DTYPE_FP32, (size_t)n, ZERO_IMPL_AUTO);
+        return ZERO_OK;
+    }
+    const size_t es = zero_dtype_size(sdt);
+    if (sdt == ZERO_DTYPE_FP32) return zero__x_copy(e, dst, src, (size_t)n * 4);
+    const uint64_t c = n < HOST_CHUNK ? n : HOST_CHUNK;
+    void *tmp = zero__buf_get(e, (size_t)(c * es), 0);
+    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "device download: out of memory");
+    zero_status s = ZERO_OK;
+    for (uint64_t a = 0; a < n && s == ZERO_OK; a += c) {
+        const uint64_t k = n - a < c ? n - a : c;
+        s = zero__x_copy(e, tmp, (const char *)src + a * es, (size_t)(k * es));
+        if (s == ZERO_OK) zero_convert(tmp, sdt, dst + a, ZERO_DTYPE_FP32, (size_t)k, ZERO_IMPL_AUTO);
+    }
+    zero__buf_put(e, tmp);
+    return s;
+}
+
+zero_status zero__x_convert(zero_engine *e, const void *src, zero_dtype sdt, void *dst, zero_dtype ddt, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (!zero__dev_is(e, dst)) {
+        zero_convert(src, sdt, dst, ddt, (size_t)n, ZERO_IMPL_AUTO);
+        return ZERO_OK;
+    }
+    if (sdt == ddt) {
+        zero_status s = zero_stream_copy(e->stream, dst, src, (size_t)(n * zero_dtype_size(sdt)));
+        return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "copy");
+    }
+    const int narrow = sdt == ZERO_DTYPE_FP32;
+    zero__kcall k = {.id =
+                         narrow ? (ddt == ZERO_DTYPE_BF16 ? ZERO__K_F32_TO_BF16 : ZERO__K_F32_TO_FP16) : ZERO__K_WIDEN,
+                     .n = n,
+                     .p = {(void *)src, dst},
+                     .a = {(double)(narrow ? ddt : sdt)}};
+    zero_status s = zero__stream_launch(e->stream, &k);
+    return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "conversion");
+}
+
+/* ---------------------------------------------------------------- kernels */
+static zero_status launch(zero_engine *e, const zero__kcall *k, const char *what) {
+    zero_status s = zero__stream_launch(e->stream, k);
+    return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, what);
+}
+
+zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (!e->dev) {
+        zero__wadd(e, dst, src, n);
+        return ZERO_OK;
+    }
+    zero__kcall k = {.id = ZERO__K_ADD, .n = n, .p = {dst, (void *)src}, .a = {(double)e->wdt}};
+    return launch(e, &k, "gradient sum");
+}
+
+zero_status zero__x_accum_f32(zero_engine *e, void *dst, const float *src, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (!zero__dev_is(e, dst)) {
+        zero__wadd_f32(e, dst, src, n);
+        return ZERO_OK;
+    }
+    /* the host's fp32 gradient goes over in chunks, each added on the device */
+    const uint64_t c = n < DEV_CHUNK ? n : DEV_CHUNK;
+    float *tmp = zero__dbuf_get(e, (size_t)(c * 4), 0);
+    if (!tmp) return dev_fail(e, ZERO_ERR_NOMEM, "gradient accumulation");
+    zero_status s = ZERO_OK;
+    for (uint64_t a = 0; a < n && s == ZERO_OK; a += c) {
+        const uint64_t m = n - a < c ? n - a : c;
+        s = zero__x_copy(e, tmp, src + a, (size_t)(m * 4));
+        zero__kcall k = {
+            .id = ZERO__K_ACCUM_F32, .n = m, .p = {(char *)dst + a * e->wsize, tmp}, .a = {(double)e->wdt}};
+        if (s == ZERO_OK) s = launch(e, &k, "gradient accumulation");
+    }
+    zero__dbuf_put(e, tmp);
+    return s;
+}
+
+zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t block, double *out) {
+    const uint64_t nb = (n + block - 1) / block;
+    if (!nb) return ZERO_OK;
+    double *dout = zero__dbuf_get(e, (size_t)(nb * sizeof(double)), 0);
+    if (!dout) return dev_fail(e, ZERO_ERR_NOMEM, "sum of squares");
+    zero__kcall k = {.id = ZERO__K_SUMSQ,
+                     .n = n,
+                     .p = {(void *)g, dout},
+                     .a = {(double)e->wdt, (double)block},
+                     .flops = 2.0 * (double)n};
+    zero_status s = launch(e, &k, "sum of squares");
+    if (s == ZERO_OK) s = zero__x_copy(e, out, dout, (size_t)(nb * sizeof(double)));
+    zero__dbuf_put(e, dout);
+    return s;
+}
+
+zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,
+                          const void *grad, float gscale, float decay, uint64_t n, void *out) {
+    zero__optim_k c;
+    zero__optim_consts(h, e->step + 1, gscale, decay, &c);
+    const int states = zero_optim_state_count(h->type, h->momentum);
+    if (states < 1) s0 = NULL;
+    if (states < 2) s1 = NULL;
+    const int half = e->wdt != ZERO_DTYPE_FP32;
+    if (!half && out == (void *)master) out = NULL;
+    const uint64_t ch = n < DEV_CHUNK ? n : DEV_CHUNK;
+    float *tmp = half ? zero__dbuf_get(e, (size_t)(ch * 4), 0) : NULL;
+    if (half && !tmp) return dev_fail(e, ZERO_ERR_NOMEM, "optimizer step");
+    zero_status s = ZERO_OK;
+    for (uint64_t a = 0; a < n && s == ZERO_OK; a += ch) {
+        const uint64_t m = n - a < ch ? n - a : ch;
+        float *gf = (float *)grad + a;
+        if (half) {
+            zero__kcall w = {
+                .id = ZERO__K_WIDEN, .n = m, .p = {(char *)grad + a * e->wsize, tmp}, .a = {(double)e->wdt}};
+            s = launch(e, &w, "optimizer step");
+            gf = tmp;
+        }
+        zero__kcall k = {.id = ZERO__K_OPTIM,
+                         .n = m,
+                         .p = {master + a, s0 ? s0 + a : NULL, s1 ? s1 + a : NULL, gf},
+                         .optim = c,
+                         .flops = 12.0 * (double)m};
+        if (s == ZERO_OK) s = launch(e, &k, "optimizer step");
+        if (s == ZERO_OK && out && half) {
+            zero__kcall nk = {.id = e->wdt == ZERO_DTYPE_BF16 ? ZERO__K_F32_TO_BF16 : ZERO__K_F32_TO_FP16,
+                              .n = m,
+                              .p = {master + a, (char *)out + a * e->wsize}};
+            s = launch(e, &nk, "optimizer step");
+        }
+    }
+    zero__dbuf_put(e, tmp);
+    return s;
+}
+
+/* ---------------------------------------------------------------- collectives */
+zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_request **req) {
+    if (!e->dev) return zero_comm_iall_reduce(e->data, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM, req);
+    *req = NULL;
+    return zero_comm_all_reduce_device(e->data, e->stream, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM);
+}
+
+zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req) {
+    if (!e->dev) return zero_comm_ireduce_scatter(e->data, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM, req);
+    *req = NULL;
+    return zero_comm_reduce_scatter_device(e->data, e->stream, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM);
+}
+
+zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, void *recv, uint64_t n, zero_dtype dt,
+                               zero_request **req) {
+    if (!e->dev) {
+        if (req) return zero_comm_iall_gather(c, send, recv, (size_t)n, dt, req);
+        return zero_comm_all_gather(c, send, recv, (size_t)n, dt);
+    }
+    if (req) *req = NULL;
+    return zero_comm_all_gather_device(c, e->stream, send, recv, (size_t)n, dt);
+}

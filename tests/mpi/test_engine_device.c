@@ -1,0 +1,286 @@
+/* The engine on the device tier: for stages 0-3 x fp32/bf16/fp16 x accumulation 1 and 2 x
+ * clipping on/off (and SGD, Lion), training the MLP of tests/mlp_model.h on the fake device — its
+ * memory unaddressable by the host, new blocks NaN, every stream operation after a seeded random
+ * delay — gives the losses, gradient norms and final parameters of the same run on the cpu
+ * backend bit for bit, on this MPI world (1-4 ranks). The device holds the states the ownership
+ * table puts there (every array's bytes against the formulas), a save on the device resumes on the
+ * cpu backend and back bitwise the uninterrupted run, and a capacity too small fails finalize naming the bytes. */
+#include "harness.h"
+#include "mlp_model.h"
+
+#include <unistd.h>
+
+#define STEPS 6
+#define BSZ   3
+
+typedef struct run_result {
+    float *params[MLP_LAYERS];
+    double norms[STEPS], losses[STEPS];
+} run_result;
+
+static void result_free(run_result *r) {
+    for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
+}
+
+static void config(zero_config *cfg, int stage, zero_dtype prec, int accum, double clip, zero_optim_type opt) {
+    zero_config_default(cfg);
+    cfg->stage = stage;
+    cfg->precision = prec;
+    cfg->grad_accum = accum;
+    cfg->micro_batch = BSZ;
+    cfg->gradient_clipping = clip;
+    zero_optim_hparams_default(&cfg->optim, opt);
+    cfg->optim.lr = opt == ZERO_OPTIM_SGD ? 5e-2f : 1e-2f;
+    cfg->optim.weight_decay = 0.1f;
+    if (opt == ZERO_OPTIM_SGD) cfg->optim.momentum = 0.9f;
+}
+
+static void options(zero_engine_options *o, const char *backend, uint64_t seed) {
+    zero_engine_options_default(o);
+    o->device.backend = backend;
+    o->device.seed = seed;
+    o->device.max_delay_us = 20;
+}
+
+static int create(zero_comm *comm, const zero_config *cfg, const char *backend, int rank, zero_engine **e) {
+    zero_engine_options o;
+    options(&o, backend, (uint64_t)rank * 7 + 1);
+    zero_error err = {{0}};
+    if (zero_engine_create_with(e, comm, cfg, &o, &err) != ZERO_OK) {
+        ZT_FAIL("create on %s: %s", backend, err.msg);
+        return -1;
+    }
+    if (mlp_register(*e) || mlp_init(*e, 7)) {
+        ZT_FAIL("register on %s: %s", backend, zero_engine_last_error(*e));
+        return -1;
+    }
+    return 0;
+}
+
+static int train(zero_engine *e, int64_t first, int steps, int accum, int world, int rank, run_result *out, int at) {
+    for (int s = 0; s < steps; s++) {
+        zero_step_stats st;
+        if (mlp_train_step(e, first + s, world, rank, accum, BSZ, &out->losses[at + s], &st, 1.0f)) {
+            ZT_FAIL("step %lld: %s", (long long)(first + s), zero_engine_last_error(e));
+            return -1;
+        }
+        out->norms[at + s] = st.grad_norm;
+    }
+    return 0;
+}
+
+static int read_params(zero_engine *e, run_result *out) {
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        out->params[l] = malloc((size_t)mlp_unit_numel(l) * sizeof(float));
+        if (zero_engine_read_unit(e, l, out->params[l])) {
+            ZT_FAIL("read_unit %d: %s", l, zero_engine_last_error(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int run(zero_comm *comm, const zero_config *cfg, const char *backend, int world, int rank, run_result *out) {
+    memset(out, 0, sizeof *out);
+    zero_engine *e = NULL;
+    int rc = create(comm, cfg, backend, rank, &e);
+    if (!rc) rc = train(e, 0, STEPS, (int)cfg->grad_accum, world, rank, out, 0);
+    if (!rc) rc = read_params(e, out);
+    zero_engine_free(e);
+    return rc;
+}
+
+/* bitwise: the same kernels on the same numbers */
+static void same(const run_result *a, const run_result *b, const char *what) {
+    for (int s = 0; s < STEPS; s++) {
+        ZT_CHECKF(memcmp(&a->losses[s], &b->losses[s], sizeof(double)) == 0, "%s: loss of step %d: %.17g vs %.17g",
+                  what, s, a->losses[s], b->losses[s]);
+        ZT_CHECKF(memcmp(&a->norms[s], &b->norms[s], sizeof(double)) == 0, "%s: norm of step %d: %.17g vs %.17g", what,
+                  s, a->norms[s], b->norms[s]);
+    }
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        const int bad = memcmp(a->params[l], b->params[l], (size_t)mlp_unit_numel(l) * sizeof(float));
+        ZT_CHECKF(!bad, "%s: parameters of layer %d differ", what, l);
+    }
+}
+
+static void equivalence(zero_comm *comm, int world, int rank) {
+    const zero_dtype precs[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int stage = 0; stage <= 3; stage++)
+        for (int pi = 0; pi < 3; pi++)
+            for (int accum = 1; accum <= 2; accum++) {
+                zero_config cfg;
+                config(&cfg, stage, precs[pi], accum, accum == 2 ? 0.05 : 0.0, ZERO_OPTIM_ADAMW);
+                run_result cpu, fake;
+                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
+                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
+                    char what[96];
+                    snprintf(what, sizeof what, "stage %d %s accum %d", stage, zero_dtype_name(precs[pi]), accum);
+                    same(&cpu, &fake, what);
+                }
+                result_free(&cpu);
+                result_free(&fake);
+            }
+    const zero_optim_type opts[2] = {ZERO_OPTIM_SGD, ZERO_OPTIM_LION};
+    for (int o = 0; o < 2; o++)
+        for (int stage = 1; stage <= 3; stage += 2) {
+            zero_config cfg;
+            config(&cfg, stage, ZERO_DTYPE_BF16, 1, 0, opts[o]);
+            run_result cpu, fake;
+            if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
+            if (!run(comm, &cfg, "fake", world, rank, &fake)) same(&cpu, &fake, zero_optim_name(opts[o]));
+            result_free(&cpu);
+            result_free(&fake);
+        }
+}
+
+/* Where the states live: on the device, the bytes the table gives (each array rounded up to the
+ * device's 256-byte blocks), nothing of them in host memory. */
+static uint64_t r256(uint64_t b) { return (b + 255) / 256 * 256; }
+
+static void placement(zero_comm *comm, int world, int rank) {
+    for (int stage = 0; stage <= 3; stage++) {
+        zero_config cfg;
+        config(&cfg, stage, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+        zero_engine *e = NULL;
+        if (create(comm, &cfg, "fake", rank, &e)) {
+            zero_engine_free(e);
+            continue;
+        }
+        uint64_t want[ZERO_MEM_COUNT] = {0};
+        for (int l = 0; l < MLP_LAYERS; l++) {
+            zero_unit_info ui;
+            ZT_OK(zero_engine_unit_info(e, l, &ui));
+            const uint64_t whole = ui.padded, shard = ui.shard;
+            want[ZERO_MEM_PARAMS] += r256((stage == 3 ? shard : whole) * 2);
+            want[ZERO_MEM_GRADS] += r256((stage >= 2 ? shard : whole) * 2);
+            want[ZERO_MEM_MASTER] += r256((stage >= 1 ? shard : whole) * 4);
+            want[ZERO_MEM_OPTIM] += 2 * r256((stage >= 1 ? shard : whole) * 4);
+        }
+        zero_mem_stats dev, host;
+        zero_engine_device_mem_stats(e, ZERO_SPACE_DEVICE, &dev);
+        zero_engine_mem_stats(e, &host);
+        for (int c = ZERO_MEM_PARAMS; c <= ZERO_MEM_OPTIM; c++) {
+            ZT_CHECKF(dev.current[c] == want[c], "stage %d: device %s: %llu bytes, expected %llu", stage,
+                      zero_mem_category_name((zero_mem_category)c), (unsigned long long)dev.current[c],
+                      (unsigned long long)want[c]);
+            ZT_CHECKF(host.current[c] == 0, "stage %d: host %s: %llu bytes on a device run", stage,
+                      zero_mem_category_name((zero_mem_category)c), (unsigned long long)host.current[c]);
+        }
+        ZT_CHECK(!strcmp(zero_engine_device(e), "fake"));
+        zero_engine_free(e);
+    }
+}
+
+/* A checkpoint saved on the device resumes on the cpu backend (and one saved on the cpu backend on
+ * the device), bitwise the uninterrupted run; at another stage too. */
+static void checkpoints(zero_comm *comm, int world, int rank) {
+    char dir[256];
+    int32_t pid = (int32_t)getpid(); /* rank 0's: one directory for every rank */
+    zero_comm_broadcast(comm, &pid, 1, ZERO_DTYPE_INT32, 0);
+    snprintf(dir, sizeof dir, "/tmp/zero_test_engine_device_%d", (int)pid);
+    for (int dir_i = 0; dir_i < 2; dir_i++) {
+        const char *first = dir_i == 0 ? "fake" : "cpu", *second = dir_i == 0 ? "cpu" : "fake";
+        zero_config cfg, cfg2;
+        config(&cfg, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
+        config(&cfg2, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
+        run_result whole, part;
+        memset(&part, 0, sizeof part);
+        if (run(comm, &cfg2, "cpu", world, rank, &whole)) continue;
+        zero_engine *e = NULL, *f = NULL;
+        if (!create(comm, &cfg, first, rank, &e) && !train(e, 0, STEPS / 2, 2, world, rank, &part, 0)) {
+            if (zero_engine_save(e, dir, NULL) != ZERO_OK) ZT_FAIL("save on %s: %s", first, zero_engine_last_error(e));
+            else if (!create(comm, &cfg2, second, rank, &f)) {
+                if (zero_engine_load(f, dir, NULL) != ZERO_OK)
+                    ZT_FAIL("load on %s: %s", second, zero_engine_last_error(f));
+                else if (!train(f, STEPS / 2, STEPS - STEPS / 2, 2, world, rank, &part, STEPS / 2))
+                    read_params(f, &part);
+            }
+        }
+        if (part.params[MLP_LAYERS - 1]) {
+            char what[64];
+            snprintf(what, sizeof what, "saved on %s, resumed on %s", first, second);
+            same(&whole, &part, what);
+        }
+        zero_engine_free(e);
+        zero_engine_free(f);
+        result_free(&whole);
+        result_free(&part);
+        zero_comm_barrier(comm);
+        if (rank == 0) {
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+            if (system(cmd) != 0) ZT_FAIL("%s", cmd);
+        }
+        zero_comm_barrier(comm);
+    }
+}
+
+/* A device too small: finalize fails with the device's line (bytes asked, in use, capacity). */
+static void capacity(zero_comm *comm, int rank) {
+    zero_config cfg;
+    config(&cfg, 0, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+    zero_engine_options o;
+    options(&o, "fake", 1);
+    o.device.capacity = 4096;
+    zero_engine *e = NULL;
+    zero_error err = {{0}};
+    ZT_OK(zero_engine_create_with(&e, comm, &cfg, &o, &err));
+    if (!e) return;
+    const int s = mlp_register(e);
+    ZT_EQ_INT(s, ZERO_ERR_NOMEM);
+    const char *msg = zero_engine_last_error(e);
+    /* stage 0, bf16: every unit whole — parameters and gradients 2 bytes, master and two moments 4 */
+    uint64_t need = 0;
+    const uint64_t gran = (uint64_t)zero_comm_size(comm) * 16; /* the partition pads to world x 64 bytes */
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        const uint64_t padded = ((uint64_t)mlp_unit_numel(l) + gran - 1) / gran * gran;
+        need += 2 * r256(padded * 2) + 3 * r256(padded * 4);
+    }
+    char want[96];
+    snprintf(want, sizeof want, "the states need %llu bytes of device memory per rank", (unsigned long long)need);
+    ZT_CHECKF(strstr(msg, "finalize: stage 0: unit 'layer") && strstr(msg, "do not fit") && strstr(msg, "4096 bytes") &&
+                  strstr(msg, want) && strstr(msg, "zero plan"),
+              "rank %d: %s (expected '%s')", rank, msg, want);
+    zero_engine_free(e);
+}
+
+/* What the device tier does not run yet is named, never run on the host in its place. */
+static void unsupported(zero_comm *comm) {
+    zero_config cfg;
+    config(&cfg, 2, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+    cfg.deterministic = 1;
+    zero_engine_options o;
+    options(&o, "fake", 1);
+    zero_engine *e = NULL;
+    zero_error err = {{0}};
+    ZT_OK(zero_engine_create_with(&e, comm, &cfg, &o, &err));
+    if (!e) return;
+    ZT_EQ_INT(mlp_register(e), ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(strstr(zero_engine_last_error(e), "deterministic") &&
+                  strstr(zero_engine_last_error(e), "not supported yet"),
+              "%s", zero_engine_last_error(e));
+    zero_engine_free(e);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    zero_comm *comm = NULL;
+    if (zero_comm_init_mpi(&comm, NULL) != ZERO_OK) {
+        fprintf(stderr, "cannot create the communicator\n");
+        return 1;
+    }
+    const int world = zero_comm_size(comm), rank = zero_comm_rank(comm);
+    zt_rank = rank;
+    equivalence(comm, world, rank);
+    placement(comm, world, rank);
+    checkpoints(comm, world, rank);
+    capacity(comm, rank);
+    unsupported(comm);
+    int fails = zt_failures, all = 0;
+    zero_comm_all_reduce(comm, &fails, &all, 1, ZERO_DTYPE_INT32, ZERO_OP_SUM);
+    if (rank == 0) printf("test_engine_device: %d checks on rank 0, %d failed on all ranks\n", zt_checks, all);
+    zero_comm_free(comm);
+    return all ? 1 : 0;
+}
