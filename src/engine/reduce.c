@@ -196,7 +196,8 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
         if (e->mb == e->cfg.grad_accum - 1) return start_reduction_whole(e, unit);
         return ZERO_OK;
     }
-    if (u->reduce) { /* the previous micro-batch's reduction of this unit must land first */
+    if (u->reduce || u->grecv) { /* the previous micro-batch's reduction of this unit must land first (on a
+                                  * device it has: its received shard is still to be added) */
         s = complete(e, u);
         if (s != ZERO_OK) return s;
     }
