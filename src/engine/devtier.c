@@ -138,7 +138,7 @@ zero_status zero__x_copy(zero_engine *e, void *dst, const void *src, size_t byte
 
 zero_status zero__x_zero(zero_engine *e, void *dst, size_t bytes) {
     if (!bytes || !dst) return ZERO_OK;
-    if (!e->dev || zero_device_space_of(e->dev, dst) < 0) {
+    if (!zero__dev_is(e, dst)) { /* host memory, pinned included: at once, as the host's writes after it */
         memset(dst, 0, bytes);
         return ZERO_OK;
     }

@@ -319,11 +319,8 @@ static const char *device_unsupported(const zero_engine *e) {
     const etable *t = &e->own;
     if (e->cfg.deterministic) return "zero_extensions.deterministic";
     if (t->hpz) return "zero_optimization.zero_hpz_partition_size";
-    for (int k = 0; k < EK_COUNT; k++)
-        if (t->k[k].tier == TIER_NVME) return "offload to nvme";
-    if (t->k[EK_PARAMS].tier == TIER_PINNED) return "zero_optimization.offload_param.device \"cpu\"";
-    if (t->k[EK_MASTER].tier == TIER_PINNED || t->k[EK_OPTIM].tier == TIER_PINNED)
-        return "zero_optimization.offload_optimizer.device \"cpu\"";
+    if (e->wdt == ZERO_DTYPE_FP32 && (t->k[EK_OPTIM].tier == TIER_NVME || t->k[EK_PARAMS].tier == TIER_NVME))
+        return "fp32 training with offload to nvme";
     return NULL;
 }
 

@@ -79,7 +79,7 @@ int zero__own_views(zero_engine *e, eunit *u) {
     v->wp = u->params;
     const int half = e->wdt != ZERO_DTYPE_FP32;
     void *wslice = at(e, u->params, v->wlo, v->lo, e->wsize);
-    v->work = half ? wslice : NULL;
+    v->work = half || !t->master_in_params ? wslice : NULL;
     /* master: its own array, or the working slice (fp32) */
     const uint64_t mbase = t->k[EK_MASTER].extent == EXT_WHOLE ? 0 : u->offset;
     v->master = t->master_in_params ? (float *)wslice : (float *)at(e, u->master, mbase, v->lo, 4);

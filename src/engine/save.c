@@ -288,10 +288,7 @@ typedef struct load_ctx {
 
 static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
     const load_ctx *l = ctx;
-    if (l->k == -2) {
-        zero_convert(x->master, ZERO_DTYPE_FP32, x->work, e->wdt, x->n, ZERO_IMPL_AUTO);
-        return ZERO_OK;
-    }
+    if (l->k == -2) return zero__x_store(e, x->work, e->wdt, x->master, x->n); /* the working copy may be the device's */
     const uint64_t lo = x->u->offset + x->first;
     return read_range(e, l->c, l->name, lo, lo + x->n, tile_array(x, l->k));
 }
@@ -369,7 +366,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
      * converted) a chunk at a time */
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (!e->own.regather) {
-        if (!half) return ZERO_OK; /* the master is the working copy */
+        if (!half && e->own.master_in_params) return ZERO_OK; /* the master is the working copy */
         if (v->master && v->work) return zero__x_convert(e, v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo);
         load_ctx l = {c, name, -2};
         const int ui = (int)(u - e->units);

@@ -55,7 +55,7 @@ static zero_status sum_squares(zero_engine *e, const void *g, uint64_t n, double
  * `base` the unit element that index 0 of master/states/grad/out corresponds to. */
 static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t lo, uint64_t hi,
                                 uint64_t base, float *master, float *s0, float *s1, void *grad, void *out, float gscale,
-                                float *tmp) {
+                                float *tmp, void *otmp) {
     /* slice by slice: the flags (decay) are per parameter */
     for (int k = 0; k < u->v.nslices; k++) {
         const eslice *sl = &u->v.slices[k];
@@ -70,20 +70,26 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
             if (s != ZERO_OK) return s;
             continue;
         }
+        /* on the host (the states in host memory: a host rank, or ZeRO-Offload on a device, whose
+         * gradient comes over from the device and whose updated working copy goes back, a chunk at a time) */
+        const int dout = out && zero__dev_is(e, out);
         for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
             if (tmp && n > GRAD_CHUNK) n = GRAD_CHUNK;
             uint64_t k = c - base;
             const float *gf;
+            zero_status s = ZERO_OK;
             if (tmp) {
-                zero_convert(zero__wptr(e, grad, k), e->wdt, tmp, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+                s = zero__x_load(e, tmp, zero__wptr(e, grad, k), e->wdt, n);
                 gf = tmp;
             } else {
                 gf = (const float *)grad + k;
             }
-            zero_status s = zero_optim_step(h, e->step + 1, master + k, s0 ? s0 + k : NULL,
-                                            s1 ? s1 + k : NULL, gf, gscale, decay, n,
-                                            out ? zero__wptr(e, out, k) : NULL, e->wdt, ZERO_IMPL_AUTO);
+            void *o = out ? (dout ? otmp : zero__wptr(e, out, k)) : NULL;
+            if (s == ZERO_OK)
+                s = zero_optim_step(h, e->step + 1, master + k, s0 ? s0 + k : NULL, s1 ? s1 + k : NULL, gf, gscale, decay, n,
+                                    o, e->wdt, ZERO_IMPL_AUTO);
+            if (s == ZERO_OK && dout) s = zero__x_copy(e, zero__wptr(e, out, k), otmp, (size_t)(n * e->wsize));
             if (s != ZERO_OK) return zero__eng_fail(e, s, "optimizer step on unit '%s' failed", u->name);
         }
     }
@@ -114,21 +120,31 @@ static zero_status regather_wait(zero_engine *e) {
 }
 
 static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
-    const int half = e->wdt != ZERO_DTYPE_FP32;
+    /* host steps: half-precision gradients widen into tmp; under ZeRO-Offload on a device every
+     * gradient chunk comes over into it and the working copy goes back from otmp */
+    const int half = e->wdt != ZERO_DTYPE_FP32, offl = e->dev && e->own.k[EK_OPTIM].tier == TIER_PINNED;
     float *tmp = NULL;
-    if (half) {
+    void *otmp = NULL;
+    if (half || offl) {
         tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
-        if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+        otmp = offl ? zero__buf_get(e, GRAD_CHUNK * e->wsize, 0) : NULL;
+        if (!tmp || (offl && !otmp)) {
+            zero__buf_put(e, tmp);
+            zero__buf_put(e, otmp);
+            return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+        }
     }
     zero_status s = ZERO_OK;
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
         const eview *v = &u->v;
         if (u->numel == 0) continue; /* frozen parameters only */
-        s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp);
+        s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp,
+                         otmp);
         if (s == ZERO_OK && e->own.regather) s = regather_start(e, u); /* overlaps the next units' update */
     }
     zero__buf_put(e, tmp);
+    zero__buf_put(e, otmp);
     return s;
 }
 
@@ -138,6 +154,7 @@ typedef struct tile_step {
     const zero_optim_hparams *h;
     float gscale;
     float *tmp;
+    void *otmp;
 } tile_step;
 
 zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
@@ -145,14 +162,19 @@ zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
     eunit *u = x->u;
     void *g = zero__wptr(e, u->v.grad, x->first);
     const uint64_t base = u->v.lo + x->first;
-    return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp);
+    return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp, t->otmp);
 }
 
 static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
-    tile_step t = {h, gscale, NULL};
-    if (e->wdt != ZERO_DTYPE_FP32) {
+    tile_step t = {h, gscale, NULL, NULL};
+    if (e->wdt != ZERO_DTYPE_FP32 || e->dev) { /* on a device: the gradient comes over, the working copy goes back */
         t.tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
-        if (!t.tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+        t.otmp = e->dev ? zero__buf_get(e, GRAD_CHUNK * e->wsize, 0) : NULL;
+        if (!t.tmp || (e->dev && !t.otmp)) {
+            zero__buf_put(e, t.tmp);
+            zero__buf_put(e, t.otmp);
+            return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+        }
     }
     const int half = e->wdt != ZERO_DTYPE_FP32;
     /* everything the kernel reads and writes; the half working copy is only written */
@@ -160,6 +182,7 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
                 zero__step_tile, &t};
     zero_status s = zero__off_run(e, &p);
     zero__buf_put(e, t.tmp);
+    zero__buf_put(e, t.otmp);
     return s;
 }
 

@@ -55,8 +55,12 @@ void zero__own_plan_of(const zero__own_in *in, zero__own_plan *t) {
      * master (offload_optimizer, stages 1-3); fp32 without optimizer state leaves nothing there */
     const int pnvme = op == ZERO_OFFLOAD_NVME;
     const int onvme = oo == ZERO_OFFLOAD_NVME && (in->nstates > 0 || half);
-    /* fp32: the master is the working parameters' owned slice, so it lives where they do */
-    const int mnvme = half ? onvme : pnvme;
+    /* fp32: the master is the working parameters' owned slice, so it lives where they do — unless
+     * a device rank keeps the optimizer in pinned host memory (ZeRO-Offload), where the host's step
+     * needs its own fp32 master beside the states and writes the device's working copy back, as
+     * in half precision */
+    const int sep = half || (in->device && oo == ZERO_OFFLOAD_CPU);
+    const int mnvme = sep ? onvme : pnvme;
     /* One rank: its shard is the whole unit (padded / 1), the same bytes, so a row kept in RAM
      * is kept whole, as at stage 0. A gather then hands out the persistent parameters instead of
      * copying them, and the gradient accumulates in the persistent buffer and is "reduced" once
@@ -79,7 +83,7 @@ void zero__own_plan_of(const zero__own_in *in, zero__own_plan *t) {
     /* the optimizer offload moves master and states together; "cpu" moves them on a device rank */
     const int otier = onvme || oo == ZERO_OFFLOAD_CPU ? tier_of(oo, in->device) : base;
     t->k[EK_OPTIM].tier = t->k[EK_MASTER].tier = otier;
-    if (!half) { /* the master is the working parameters' owned slice */
+    if (!sep) { /* the master is the working parameters' owned slice */
         t->master_in_params = 1;
         t->k[EK_MASTER].extent = EXT_NONE;
         t->k[EK_MASTER].tier = t->k[EK_PARAMS].tier;

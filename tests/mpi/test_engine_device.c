@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "mlp_model.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define STEPS 6
@@ -121,6 +122,57 @@ static void equivalence(zero_comm *comm, int world, int rank) {
                 result_free(&cpu);
                 result_free(&fake);
             }
+    /* ZeRO-Offload (master and states in pinned host memory, the step on the host) and stage 3's
+     * parameters in pinned host memory: the same bits again */
+    for (int stage = 1; stage <= 3; stage++)
+        for (int pi = 0; pi < 2; pi++)
+            for (int po = 0; po <= (stage == 3); po++) {
+                zero_config cfg;
+                config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+                cfg.offload_optimizer.device = ZERO_OFFLOAD_CPU;
+                if (po) cfg.offload_param.device = ZERO_OFFLOAD_CPU;
+                run_result cpu, fake;
+                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
+                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
+                    char what[96];
+                    snprintf(what, sizeof what, "stage %d %s offload optimizer%s", stage, zero_dtype_name(precs[pi]),
+                             po ? " and parameters" : "");
+                    same(&cpu, &fake, what);
+                }
+                result_free(&cpu);
+                result_free(&fake);
+            }
+    /* ZeRO-Infinity: the optimizer (stages 1-3) and stage 3's parameters on NVMe, through the pool */
+    char dir[128];
+    int32_t pid = (int32_t)getpid();
+    zero_comm_broadcast(comm, &pid, 1, ZERO_DTYPE_INT32, 0);
+    snprintf(dir, sizeof dir, "/tmp/zero_test_engine_device_nvme_%d", (int)pid);
+    if (rank == 0 && mkdir(dir, 0700) != 0) ZT_FAIL("mkdir %s", dir);
+    zero_comm_barrier(comm);
+    for (int stage = 1; stage <= 3; stage++)
+        for (int pi = 1; pi < 3; pi++)
+            for (int po = 0; po <= (stage == 3); po++) {
+                zero_config cfg;
+                config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+                cfg.offload_optimizer.device = ZERO_OFFLOAD_NVME;
+                snprintf(cfg.offload_optimizer.nvme_path, sizeof cfg.offload_optimizer.nvme_path, "%s", dir);
+                if (po) {
+                    cfg.offload_param.device = ZERO_OFFLOAD_NVME;
+                    snprintf(cfg.offload_param.nvme_path, sizeof cfg.offload_param.nvme_path, "%s", dir);
+                }
+                run_result cpu, fake;
+                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
+                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
+                    char what[96];
+                    snprintf(what, sizeof what, "stage %d %s nvme optimizer%s", stage, zero_dtype_name(precs[pi]),
+                             po ? " and parameters" : "");
+                    same(&cpu, &fake, what);
+                }
+                result_free(&cpu);
+                result_free(&fake);
+            }
+    zero_comm_barrier(comm);
+    if (rank == 0) rmdir(dir);
     const zero_optim_type opts[2] = {ZERO_OPTIM_SGD, ZERO_OPTIM_LION};
     for (int o = 0; o < 2; o++)
         for (int stage = 1; stage <= 3; stage += 2) {
@@ -139,33 +191,47 @@ static void equivalence(zero_comm *comm, int world, int rank) {
 static uint64_t r256(uint64_t b) { return (b + 255) / 256 * 256; }
 
 static void placement(zero_comm *comm, int world, int rank) {
-    for (int stage = 0; stage <= 3; stage++) {
+    for (int stage = 0; stage <= 5; stage++) {
+        /* 4: stage 2 with ZeRO-Offload; 5: stage 3 with the optimizer and the parameters offloaded */
+        const int offl = stage >= 4, poff = stage == 5, st = stage == 4 ? 2 : stage == 5 ? 3 : stage;
         zero_config cfg;
-        config(&cfg, stage, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+        config(&cfg, st, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+        if (offl) cfg.offload_optimizer.device = ZERO_OFFLOAD_CPU;
+        if (poff) cfg.offload_param.device = ZERO_OFFLOAD_CPU;
         zero_engine *e = NULL;
         if (create(comm, &cfg, "fake", rank, &e)) {
             zero_engine_free(e);
             continue;
         }
+        /* the bytes of each category, and the space they belong in */
         uint64_t want[ZERO_MEM_COUNT] = {0};
+        int where[ZERO_MEM_COUNT];
+        for (int c = 0; c < ZERO_MEM_COUNT; c++) where[c] = ZERO_SPACE_DEVICE;
+        where[ZERO_MEM_PARAMS] = poff ? ZERO_SPACE_HOST_PINNED : ZERO_SPACE_DEVICE;
+        where[ZERO_MEM_MASTER] = where[ZERO_MEM_OPTIM] = offl ? ZERO_SPACE_HOST_PINNED : ZERO_SPACE_DEVICE;
         for (int l = 0; l < MLP_LAYERS; l++) {
             zero_unit_info ui;
             ZT_OK(zero_engine_unit_info(e, l, &ui));
-            const uint64_t whole = ui.padded, shard = ui.shard;
-            want[ZERO_MEM_PARAMS] += r256((stage == 3 ? shard : whole) * 2);
-            want[ZERO_MEM_GRADS] += r256((stage >= 2 ? shard : whole) * 2);
-            want[ZERO_MEM_MASTER] += r256((stage >= 1 ? shard : whole) * 4);
-            want[ZERO_MEM_OPTIM] += 2 * r256((stage >= 1 ? shard : whole) * 4);
+            const uint64_t whole = ui.padded, shard = world == 1 ? ui.padded : ui.shard; /* one rank: whole */
+            want[ZERO_MEM_PARAMS] += r256((st == 3 ? shard : whole) * 2);
+            want[ZERO_MEM_GRADS] += r256((st >= 2 ? shard : whole) * 2);
+            want[ZERO_MEM_MASTER] += r256((st >= 1 ? shard : whole) * 4);
+            want[ZERO_MEM_OPTIM] += 2 * r256((st >= 1 ? shard : whole) * 4);
         }
-        zero_mem_stats dev, host;
+        zero_mem_stats dev, pin, host;
         zero_engine_device_mem_stats(e, ZERO_SPACE_DEVICE, &dev);
+        zero_engine_device_mem_stats(e, ZERO_SPACE_HOST_PINNED, &pin);
         zero_engine_mem_stats(e, &host);
         for (int c = ZERO_MEM_PARAMS; c <= ZERO_MEM_OPTIM; c++) {
-            ZT_CHECKF(dev.current[c] == want[c], "stage %d: device %s: %llu bytes, expected %llu", stage,
-                      zero_mem_category_name((zero_mem_category)c), (unsigned long long)dev.current[c],
-                      (unsigned long long)want[c]);
-            ZT_CHECKF(host.current[c] == 0, "stage %d: host %s: %llu bytes on a device run", stage,
-                      zero_mem_category_name((zero_mem_category)c), (unsigned long long)host.current[c]);
+            const zero_mem_stats *in = where[c] == ZERO_SPACE_DEVICE ? &dev : &pin,
+                                 *out = where[c] == ZERO_SPACE_DEVICE ? &pin : &dev;
+            const char *name = zero_mem_category_name((zero_mem_category)c);
+            ZT_CHECKF(in->current[c] == want[c], "setup %d: %s: %llu bytes, expected %llu", stage, name,
+                      (unsigned long long)in->current[c], (unsigned long long)want[c]);
+            ZT_CHECKF(out->current[c] == 0, "setup %d: %s in the other space: %llu bytes", stage, name,
+                      (unsigned long long)out->current[c]);
+            ZT_CHECKF(host.current[c] == 0, "setup %d: host %s: %llu bytes on a device run", stage, name,
+                      (unsigned long long)host.current[c]);
         }
         ZT_CHECK(!strcmp(zero_engine_device(e), "fake"));
         zero_engine_free(e);

@@ -36,7 +36,10 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     ZT_EQ_INT(t.invalid, bad);
     /* what lives on NVMe */
     const int pn = op == ZERO_OFFLOAD_NVME, on = oo == ZERO_OFFLOAD_NVME && (k > 0 || half);
-    const int mn = half ? on : pn;
+    /* a master of its own: half precision, or fp32 on a device rank whose optimizer is in pinned
+     * host memory (ZeRO-Offload: the host's step keeps the fp32 master beside the states) */
+    const int sep = half || (device && oo == ZERO_OFFLOAD_CPU);
+    const int mn = sep ? on : pn;
     int x[EK_COUNT];
     for (int i = 0; i < 4; i++) x[i] = ext(DOC[stage][i]);
     x[EK_FROZEN] = x[EK_PARAMS];
@@ -46,7 +49,7 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
         if (!on && !mn) x[EK_MASTER] = x[EK_OPTIM] = EXT_WHOLE;
     }
     const int upd = x[EK_OPTIM];
-    if (!half) x[EK_MASTER] = EXT_NONE;
+    if (!sep) x[EK_MASTER] = EXT_NONE;
     if (k == 0) x[EK_OPTIM] = EXT_NONE;
     if (!frozen) x[EK_FROZEN] = EXT_NONE;
     for (int i = 0; i < EK_COUNT; i++) ZT_EQ_INT(t.k[i].extent, x[i]);
@@ -56,9 +59,9 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     ZT_EQ_INT(t.k[EK_GRADS].tier, base);
     const int otier = on ? TIER_NVME : oo == ZERO_OFFLOAD_CPU ? tier(oo, device) : base;
     ZT_EQ_INT(t.k[EK_OPTIM].tier, otier);
-    ZT_EQ_INT(t.k[EK_MASTER].tier, half ? otier : t.k[EK_PARAMS].tier);
+    ZT_EQ_INT(t.k[EK_MASTER].tier, sep ? otier : t.k[EK_PARAMS].tier);
     if (!pn) ZT_EQ_INT(t.k[EK_FROZEN].tier, t.k[EK_PARAMS].tier);
-    ZT_EQ_INT(t.master_in_params, !half);
+    ZT_EQ_INT(t.master_in_params, !sep);
     /* what the extents imply */
     ZT_EQ_INT(t.gather_collective, x[EK_PARAMS] == EXT_SHARD);
     ZT_EQ_INT(t.reduce_each_mb, x[EK_GRADS] == EXT_SHARD);
