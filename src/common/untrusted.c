@@ -483,6 +483,14 @@ static int jvalue(jscan *p, int depth) {
         return 0;
     }
     if (c == '"') return jstring(p, 0);
+    /* Python's json reads these (and writes them: json.dumps(float("nan"))); RFC 8259 has no such
+     * number, serde_json and cJSON refuse them */
+    static const char *const nonfinite[] = {"NaN", "Infinity", "-Infinity"};
+    for (int j = 0; j < 3; j++) {
+        const size_t k = strlen(nonfinite[j]);
+        if (p->n - p->i >= k && !memcmp(p->t + p->i, nonfinite[j], k))
+            return jfail(p, p->i, "%s is not JSON (RFC 8259 has no such number) and is not supported", nonfinite[j]);
+    }
     if (c == '-' || (c >= '0' && c <= '9')) return jnumber(p);
     static const char *const lit[] = {"true", "false", "null"};
     for (int j = 0; j < 3; j++) {

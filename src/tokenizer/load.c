@@ -624,8 +624,8 @@ static int load_added_entries(loader *L, const cJSON *a, int32_t *entry) {
 
 static int load_added(loader *L, const cJSON *a) {
     zero_tokenizer *t = L->t;
-    if (!a || cJSON_IsNull(a)) return 0;
-    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array");
+    if (!a) return 0;
+    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array"); /* null too, as tokenizers */
     const int n = cJSON_GetArraySize(a);
     if (!(t->added = calloc((size_t)n + 1, sizeof *t->added))) return nomem(L);
     /* entry[id]: the added_tokens index that took id, -1 for none */
@@ -841,7 +841,7 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
         t->has_decoder = 1;
         if (add_dec(L, dec, "decoder")) goto done;
     }
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
+    if (added && !cJSON_IsArray(added)) {
         zero__tk_errorf(msg, "tokenizer.json: added_tokens: expected an array");
         goto done;
     }
