@@ -243,13 +243,16 @@ static int stop_tokens(zero_tokenizer *tok, const char *tokpath, const sample_op
     zero_status st = zero_path_in_dir(dir, "generation_config.json", gc, sizeof gc, &err);
     if (st == ZERO_OK && access(gc, F_OK) != 0 && errno == ENOENT) return n; /* none: the tokenizer's EOS */
     if (st == ZERO_OK) st = zero_read_file(gc, GEN_CONFIG_MAX_BYTES, &text, &len, &err);
-    if (st == ZERO_OK && zero_json_check(text, len, GEN_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &err) != ZERO_OK) {
+    char *last = NULL; /* a key twice: the text with the earlier one blanked (transformers keeps the last) */
+    if (st == ZERO_OK &&
+        zero_json_check_last(text, len, GEN_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &last, &err) != ZERO_OK) {
         char why[sizeof err.msg];
         snprintf(why, sizeof why, "%s", err.msg);
         snprintf(err.msg, sizeof err.msg, "%.200s: %.250s: refused before parsing", gc, why);
         st = ZERO_ERR_FORMAT;
     }
-    cJSON *j = st == ZERO_OK ? cJSON_ParseWithLength(text, len) : NULL;
+    cJSON *j = st == ZERO_OK ? cJSON_ParseWithLength(last ? last : text, len) : NULL;
+    free(last);
     free(text);
     if (st == ZERO_OK && !cJSON_IsObject(j)) {
         snprintf(err.msg, sizeof err.msg, "%.400s is not a JSON object", gc);

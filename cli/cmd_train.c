@@ -141,7 +141,10 @@ int cli_train(int argc, char **argv) {
     cli_quiet_warnings = 1; /* the run repeats these checks and warns then, once */
     int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
     cli_quiet_warnings = 0;
-    if (rc == CLI_OK && !launched && o.ranks > 1) rc = cli_launch_ranks(o.ranks); /* returns on failure only */
+    if (rc == CLI_OK && !launched && o.ranks > 1) {
+        train_data_digest_pass_on(&o);   /* read once here: the ranks take it, not read it again */
+        rc = cli_launch_ranks(o.ranks); /* returns on failure only */
+    }
     else if (rc == CLI_OK) return train_run(&o, launched);                      /* releases what it used */
     train_release(&o);
     return rc;

@@ -127,6 +127,7 @@ int train_prepare(train_opts *o, int world) {
     zero_error err = {{0}};
     zero_config *cfg = &o->cfg;
     zero_config_default(cfg);
+    o->prepare_world = world;
     int rc;
     /* --resume: the checkpoint's run is the base (its configuration, data, chat format), which the
      * config file and the flags below then change, each change said at the start */
@@ -280,14 +281,11 @@ int train_prepare(train_opts *o, int world) {
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
-    /* the data's digest, which a checkpoint records so that --resume knows it again (one read of
-     * the data; at the run, not the first pass over the flags) */
-    o->data_digested = 0;
+    /* the data's digest, which a checkpoint records so that --resume knows it again: one read of
+     * the data a run (train_data_digest_once), not one a rank and a pass over the flags */
     if (o->save && o->data && world > 0) {
         char e2[512];
-        if (train_data_digest(o->data, &o->data_crc, &o->data_bytes, e2, sizeof e2) != 0)
-            return cli_error(CLI_RUNTIME, "--data: %s", e2);
-        o->data_digested = 1;
+        if (train_data_digest_once(o, e2, sizeof e2) != 0) return cli_error(CLI_RUNTIME, "--data: %s", e2);
     }
     if (o->valset && dec_data_check(o->valset, o->T, m->vocab, &err) != ZERO_OK)
         return cli_error(CLI_USAGE, "--val-data: %s", err.msg);
@@ -871,7 +869,8 @@ int train_run(train_opts *o, int mpi) {
      * rank 0 alone prints warnings (ZERO_LOG=info or debug: every rank, to diagnose one). */
     cli_quiet_errors = r.rank != 0;
     cli_quiet_warnings = r.rank != 0 && zero_log_get_level() < ZERO_LOG_INFO;
-    rc = train_prepare(o, r.world);
+    rc = mpi && r.world > 1 ? train_data_digest_share(o, r.comm) : CLI_OK;
+    if (rc == CLI_OK) rc = train_prepare(o, r.world);
     cli_quiet_errors = 0;
     if (rc != CLI_OK) goto out;
     /* --save: the directory belongs to this run (rank 0 holds its lock until the run ends, however

@@ -51,9 +51,13 @@ typedef struct train_opts {
     zero_config run_cfg;     /* ... as the run had it, its batch left out */
     char *run_strings[3];    /* data, validation data and chat format taken from the record (owned) */
     zero_config run_pre;     /* this run's configuration before it is resolved, its batch left out (recorded) */
-    uint32_t data_crc;       /* --data's digest (train_data_digest), when the run saves */
+    /* --data's digest (train_data_digest_once): read once a run, by the process that first needs
+     * it (the launcher, or rank 0), and passed on to the ranks; the same in both flag passes */
+    uint32_t data_crc;
     uint64_t data_bytes;
     int data_digested;
+    char data_digest_of[4096]; /* the real path it is the digest of */
+    int prepare_world;         /* the world train_prepare runs for (0: the pass before MPI starts) */
 
     train_ux ux; /* --print-every, the resume's batch, the progress (cli/run_ux.h) */
 } train_opts;
@@ -75,8 +79,18 @@ int train_resume_run(train_opts *o);
 /* After the flags: ux.run_note lists what differs from the recorded configuration. */
 void train_resume_changes(train_opts *o);
 /* The digest of a data file or directory (CRC32C and bytes of its contents; a directory's regular
- * files in name order, names included): 0, or -1 with err set. */
+ * files in name order, names included): 0, or -1 with err set. With ZERO_LOG=debug each read says
+ * so on stderr. */
 int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap);
+/* o->data's digest for this run (o->data_crc, o->data_bytes): read the first time, or taken from
+ * the launcher (train_data_digest_pass_on) or rank 0 (train_data_digest_share), then the same for
+ * the rest of the process. 0, or -1 with err set. */
+int train_data_digest_once(train_opts *o, char *err, size_t cap);
+/* Before the launcher starts the ranks: the digest it read goes to them in the environment. */
+void train_data_digest_pass_on(const train_opts *o);
+/* Under MPI, before train_prepare's pass for the world: rank 0 reads the digest the run needs (a
+ * save records it, --resume compares it) and every rank takes it. Returns an exit status. */
+int train_data_digest_share(train_opts *o, zero_comm *comm);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
 /* cli/train_lora.c. --lora's value ("r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05,rslora")

@@ -173,6 +173,8 @@ static int digest_file(const char *path, uint32_t *crc, uint64_t *bytes, char *e
 int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap) {
     *crc = 0;
     *bytes = 0;
+    /* each read of the data for its digest, counted by tests/cli/test_data_digest.sh */
+    if (zero_log_get_level() >= ZERO_LOG_DEBUG) fprintf(stderr, "zero: debug: reading the digest of the data %s\n", path);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         snprintf(err, cap, "%s: %s", path, strerror(errno));
@@ -215,6 +217,64 @@ int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *er
     return rc;
 }
 
+/* The launcher's digest, for the ranks it starts: "CRC BYTES REALPATH" (trusted: the environment
+ * is the user's, docs/SECURITY.md). */
+#define DIGEST_ENV "ZERO_DATA_DIGEST"
+
+static void digest_take(train_opts *o, uint32_t crc, uint64_t bytes, const char *abs) {
+    o->data_crc = crc;
+    o->data_bytes = bytes;
+    o->data_digested = 1;
+    snprintf(o->data_digest_of, sizeof o->data_digest_of, "%s", abs);
+}
+
+int train_data_digest_once(train_opts *o, char *err, size_t cap) {
+    char *abs = realpath(o->data, NULL);
+    if (abs && o->data_digested && !strcmp(abs, o->data_digest_of)) {
+        free(abs);
+        return 0;
+    }
+    const char *env = getenv(DIGEST_ENV);
+    unsigned crc;
+    unsigned long long bytes;
+    int at = 0;
+    if (abs && env && sscanf(env, "%8x %llu %n", &crc, &bytes, &at) == 2 && at > 0 && !strcmp(env + at, abs)) {
+        digest_take(o, crc, bytes, abs);
+        free(abs);
+        return 0;
+    }
+    uint32_t c;
+    uint64_t b;
+    const int rc = train_data_digest(o->data, &c, &b, err, cap);
+    if (!rc) digest_take(o, c, b, abs ? abs : o->data);
+    free(abs);
+    return rc;
+}
+
+void train_data_digest_pass_on(const train_opts *o) {
+    if (!o->data_digested) return;
+    char v[4200];
+    snprintf(v, sizeof v, "%08x %llu %s", (unsigned)o->data_crc, (unsigned long long)o->data_bytes, o->data_digest_of);
+    setenv(DIGEST_ENV, v, 1);
+}
+
+int train_data_digest_share(train_opts *o, zero_comm *comm) {
+    if (!o->data || !(o->save || o->resume)) return CLI_OK;
+    const int rank = zero_comm_rank(comm);
+    int64_t v[3] = {0, 0, 0}; /* read, crc, bytes */
+    char err[512];
+    if (rank == 0 && train_data_digest_once(o, err, sizeof err) == 0)
+        v[0] = 1, v[1] = (int64_t)o->data_crc, v[2] = (int64_t)o->data_bytes;
+    if (zero_comm_broadcast(comm, v, 3, ZERO_DTYPE_INT64, 0) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "rank %d: sharing the data's digest: %s", rank, zero_comm_last_error(comm));
+    /* rank 0 could not read it: each rank tries in train_prepare, and rank 0 says why */
+    if (!v[0] || rank == 0) return CLI_OK;
+    char *abs = realpath(o->data, NULL);
+    digest_take(o, (uint32_t)v[1], (uint64_t)v[2], abs ? abs : o->data);
+    free(abs);
+    return CLI_OK;
+}
+
 /* A string of the record, kept by o (freed with it): the run's data, validation data, chat format. */
 static const char *keep(train_opts *o, int slot, const char *v) {
     free(o->run_strings[slot]);
@@ -248,13 +308,14 @@ int train_resume_run(train_opts *o) {
     if (!o->val_data && zero_ckpt_user_string(c, "run.val_data", &v) == ZERO_OK) o->val_data = keep(o, 1, v);
     const char *rec = NULL, *hex = NULL;
     if (zero_ckpt_user_string(c, "run.data", &rec) != ZERO_OK) goto out; /* the built-in corpus, or an older record */
-    const int given = o->data != NULL;
+    const int given = o->data != NULL && o->data != o->run_strings[0]; /* not taken from the record by a pass before */
     if (!given) o->data = keep(o, 0, rec);
     if (zero_ckpt_user_string(c, "run.data_crc32c", &hex) != ZERO_OK || zero_ckpt_user_number(c, "run.data_bytes", &x) != ZERO_OK)
         goto out; /* recorded without a digest: nothing to compare */
+    /* a rank's pass before MPI starts compares nothing: its pass for the world does, with the
+     * digest rank 0 read (or the launcher, which compared it before it started the ranks) */
+    if (o->prepare_world == 0) goto out;
     char e2[512], nowhex[16];
-    uint32_t crc;
-    uint64_t bytes;
     char *abs = given ? realpath(o->data, NULL) : NULL;
     const int same_path = !given || (abs && !strcmp(abs, rec));
     free(abs);
@@ -262,13 +323,14 @@ int train_resume_run(train_opts *o) {
         snprintf(o->ux.run_note, sizeof o->ux.run_note, "data %s -> %s (--data)", rec, o->data);
         goto out;
     }
-    if (train_data_digest(o->data, &crc, &bytes, e2, sizeof e2) != 0) {
+    if (train_data_digest_once(o, e2, sizeof e2) != 0) {
         rc = given ? cli_error(CLI_USAGE, "--data: %s", e2)
                    : cli_error(CLI_RUNTIME, "--resume %s: the run's data %s: %s: give --data to train on other data",
                                zero_ckpt_dir(c), rec, e2);
         goto out;
     }
-    snprintf(nowhex, sizeof nowhex, "%08x", (unsigned)crc);
+    const uint64_t bytes = o->data_bytes;
+    snprintf(nowhex, sizeof nowhex, "%08x", (unsigned)o->data_crc);
     if (!strcmp(nowhex, hex) && (double)bytes == x) goto out;
     if (!given) {
         rc = cli_error(CLI_RUNTIME, "--resume %s: the run's data %s changed since the checkpoint (%.0f bytes, crc32c %s; now "

@@ -206,9 +206,10 @@ double zero_now(void);
  *    parser allocates a node for it, then its grammar, so that every reader refuses what
  *    another tool would refuse or read otherwise. */
 
-/* The deepest nesting of arrays and objects any JSON file zero reads may have (a tokenizer.json
- * nests 6 levels, a config.json 3). */
-#define ZERO_JSON_MAX_DEPTH 64
+/* The deepest nesting of arrays and objects any JSON file zero reads may have: serde_json's, so
+ * that every tokenizer.json `tokenizers` reads is read here (it refuses 128 levels; a real
+ * tokenizer.json nests 6, a config.json 3). */
+#define ZERO_JSON_MAX_DEPTH 127
 
 /* out = dir/name when name is a plain file name inside dir: not empty, no '/', not "." or "..",
  * no control character, at most 255 bytes. When dir/name exists it must be a regular file, or a
@@ -234,6 +235,15 @@ zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, si
  * around it) otherwise; ZERO_ERR_NOMEM. Its memory is the
  * keys' (bounded by max_values); a parser given the text afterwards allocates within it too. */
 zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err);
+
+/* zero_json_check for a file that Python's json and serde_json read (Hugging Face's: config.json,
+ * tokenizer.json, tokenizer_config.json, generation_config.json): a key repeated in an object is
+ * not refused, since they accept it and keep the last value. When the text has one, *last receives
+ * a copy of it (len bytes and a NUL; free() it) in which each member that a later one of the same
+ * key replaces is blanked to spaces, so that a parser keeping the first (cJSON) reads what they
+ * read; otherwise, and on an error, *last = NULL and the caller parses text itself. */
+zero_status zero_json_check_last(const char *text, size_t len, uint64_t max_values, int max_depth, char **last,
+                                 zero_error *err);
 
 /* ZERO_OK when a file written to PATH.tmp may be renamed over PATH: PATH does not exist, or is a
  * regular file or a symbolic link (the link is replaced, its target untouched); a directory, a

@@ -322,11 +322,13 @@ static zero_status check_dtype(const cJSON *o, zero_error *err) {
 zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes_out, zero_error *err) {
     if (notes_out) *notes_out = NULL;
     zero_error je;
-    if (json && zero_json_check(json, strlen(json), DEC_HF_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+    char *last = NULL; /* a key twice: the text with the earlier one blanked (transformers keeps the last) */
+    if (json && zero_json_check_last(json, strlen(json), DEC_HF_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &last, &je)) {
         dec__errorf(err, "config.json: %s: refused before parsing", je.msg);
         return ZERO_ERR_FORMAT;
     }
-    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    cJSON *o = json ? cJSON_Parse(last ? last : json) : NULL;
+    free(last);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         dec__errorf(err, "config.json: not a JSON object");

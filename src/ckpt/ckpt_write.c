@@ -99,17 +99,30 @@ static const char *kind_text(zero_io_entry_kind k) {
     }
 }
 
-/* Step directory NAME of root holds only files zero writes, as regular files: ZERO_OK, or
- * ZERO_ERR_STATE naming the first entry that is not. *committed: it has a COMMIT. */
-static zero_status step_dir_is_ours(zero_io_dir *root, const char *name, int *committed, char *err, size_t cap) {
+/* What step_dir does with the step directory once it has looked at it. */
+enum {
+    STEP_CHECK,              /* nothing */
+    STEP_REMOVE,             /* removes it */
+    STEP_REMOVE_UNCOMMITTED, /* removes it when it has no COMMIT; a committed one stays, whatever it holds */
+};
+
+/* Step directory NAME of root, opened once and listed once: it must hold only files zero writes,
+ * as regular files (ZERO_ERR_STATE naming the first entry that is not; a directory with anything
+ * foreign is left whole), and *committed says whether it has a COMMIT (-1: it could not be opened
+ * as a directory of this user, ZERO_ERR_STATE). Then, as mode asks, its files and itself are
+ * removed. */
+static zero_status step_dir(zero_io_dir *root, const char *name, int mode, int *committed, char *err, size_t cap) {
     zero_io_dir *d = NULL;
-    *committed = 0;
+    *committed = -1;
     zero_status s = zero_io_dir_open_at(root, name, ZERO_IO_OWNED, &d);
     if (s != ZERO_OK) {
         snprintf(err, cap, "%s", zero_io_last_error(zero_io_dir_io(root)));
         return ZERO_ERR_STATE;
     }
+    *committed = 0;
     namelist l;
+    int foreign = -1;
+    zero_io_entry_kind foreign_kind = ZERO_IO_ENTRY_MISSING;
     s = list_names(d, &l, err, cap);
     for (int i = 0; i < l.n && s == ZERO_OK; i++) {
         zero_io_entry e;
@@ -119,37 +132,26 @@ static zero_status step_dir_is_ours(zero_io_dir *root, const char *name, int *co
         } else if (e.kind == ZERO_IO_ENTRY_MISSING) {
             continue; /* removed meanwhile */
         } else if (!is_step_file(l.v[i]) || e.kind != ZERO_IO_ENTRY_FILE) {
-            snprintf(err, cap,
-                     "%s/%s is %s that zero did not write (a step directory holds only rank files, "
-                     "manifest.json and COMMIT): move it away",
-                     zero_io_dir_path(d), l.v[i],
-                     is_step_file(l.v[i])           ? kind_text(e.kind)
-                     : e.kind == ZERO_IO_ENTRY_FILE ? "a file"
-                                                    : kind_text(e.kind));
-            s = ZERO_ERR_STATE;
+            if (foreign < 0) foreign = i, foreign_kind = e.kind;
         } else if (!strcmp(l.v[i], ZERO__CKPT_COMMIT)) {
             *committed = 1;
         }
     }
-    namelist_free(&l);
-    zero_io_dir_close(d);
-    return s;
-}
-
-/* Removes step directory NAME of root and the files zero wrote in it, after checking that it
- * holds nothing else (step_dir_is_ours): a directory with anything foreign is left whole. */
-static zero_status remove_step_dir(zero_io_dir *root, const char *name, char *err, size_t cap) {
-    int committed;
-    zero_status s = step_dir_is_ours(root, name, &committed, err, cap);
-    if (s != ZERO_OK) return s;
-    zero_io_dir *d = NULL;
-    s = zero_io_dir_open_at(root, name, ZERO_IO_OWNED, &d);
-    namelist l = {0};
-    if (s == ZERO_OK) s = list_names(d, &l, err, cap);
-    else snprintf(err, cap, "%s", zero_io_last_error(zero_io_dir_io(root)));
-    for (int i = 0; i < l.n && s == ZERO_OK; i++) {
-        /* checked above; a name is removed only if it is still a regular file of zero's (a link
-         * put there since is left, and the rmdir below then fails) */
+    const int keep = mode == STEP_CHECK || (mode == STEP_REMOVE_UNCOMMITTED && *committed);
+    if (s == ZERO_OK && foreign >= 0 && !(mode == STEP_REMOVE_UNCOMMITTED && *committed)) {
+        const char *n = l.v[foreign];
+        snprintf(err, cap,
+                 "%s/%s is %s that zero did not write (a step directory holds only rank files, "
+                 "manifest.json and COMMIT): move it away",
+                 zero_io_dir_path(d), n,
+                 is_step_file(n)                      ? kind_text(foreign_kind)
+                 : foreign_kind == ZERO_IO_ENTRY_FILE ? "a file"
+                                                      : kind_text(foreign_kind));
+        s = ZERO_ERR_STATE;
+    }
+    for (int i = 0; i < l.n && s == ZERO_OK && !keep; i++) {
+        /* a name is removed only if it is still a regular file of zero's (a link put there since
+         * is left, and the rmdir below then fails) */
         zero_io_entry e;
         if (zero_io_stat_at(d, l.v[i], &e) != ZERO_OK || e.kind != ZERO_IO_ENTRY_FILE || !is_step_file(l.v[i]))
             continue;
@@ -158,7 +160,7 @@ static zero_status remove_step_dir(zero_io_dir *root, const char *name, char *er
     }
     namelist_free(&l);
     zero_io_dir_close(d);
-    if (s == ZERO_OK) {
+    if (s == ZERO_OK && !keep) {
         s = zero_io_unlink_at(root, name, 1);
         if (s != ZERO_OK) snprintf(err, cap, "%s", zero_io_last_error(zero_io_dir_io(root)));
     }
@@ -279,18 +281,12 @@ static zero_status check_save_dir(zero_io_dir *root, int64_t step, char *err, si
         }
         int committed = 0;
         char why[768];
-        if (is_step && step_dir_is_ours(root, n, &committed, why, sizeof why) != ZERO_OK) {
-            /* a committed checkpoint of another step is never touched: only what this save would
-             * write into or remove is refused */
-            zero_io_dir *d = NULL;
-            const int owned = zero_io_dir_open_at(root, n, ZERO_IO_OWNED, &d) == ZERO_OK;
-            zero_io_entry c = {0};
-            if (owned) (void)zero_io_stat_at(d, ZERO__CKPT_COMMIT, &c);
-            zero_io_dir_close(d);
-            if (!owned || st == step || suffix == ZERO__STEP_STAGING || c.kind != ZERO_IO_ENTRY_FILE) {
-                snprintf(err, cap, "%s", why);
-                s = ZERO_ERR_STATE;
-            }
+        /* a committed checkpoint of another step is never touched: only what this save would write
+         * into or remove is refused (and a directory not of this user) */
+        if (is_step && step_dir(root, n, STEP_CHECK, &committed, why, sizeof why) != ZERO_OK &&
+            (committed <= 0 || st == step || suffix == ZERO__STEP_STAGING)) {
+            snprintf(err, cap, "%s", why);
+            s = ZERO_ERR_STATE;
         }
     }
     namelist_free(&l);
@@ -593,13 +589,10 @@ static void cleanup_after_commit(zero_ckpt_writer *w) {
         if (!zero__ckpt_step_name(n, &step, &suffix) || !strcmp(n, w->committed)) continue;
         zero_io_entry e;
         if (zero_io_stat_at(w->root, n, &e) != ZERO_OK || e.kind != ZERO_IO_ENTRY_DIR) continue; /* never followed */
-        zero_io_dir *d = NULL;
-        if (zero_io_dir_open_at(w->root, n, ZERO_IO_OWNED, &d) != ZERO_OK) continue;
-        zero_io_entry c;
-        committed = zero_io_stat_at(d, ZERO__CKPT_COMMIT, &c) == ZERO_OK && c.kind == ZERO_IO_ENTRY_FILE;
-        zero_io_dir_close(d);
-        if (committed && suffix != ZERO__STEP_STAGING && step != w->step) continue;
-        if (remove_step_dir(w->root, n, why, sizeof why) != ZERO_OK)
+        /* staging directories and earlier saves of this step go; other steps' only uncommitted;
+         * one that is not this user's (committed < 0) is not ours to remove, and not said */
+        const int mode = suffix == ZERO__STEP_STAGING || step == w->step ? STEP_REMOVE : STEP_REMOVE_UNCOMMITTED;
+        if (step_dir(w->root, n, mode, &committed, why, sizeof why) != ZERO_OK && committed >= 0)
             zero__log(ZERO_LOG_WARN, "checkpoint: %s/%s left in place: %s", zero_io_dir_path(w->root), n, why);
     }
     namelist_free(&l);
@@ -799,7 +792,8 @@ zero_status zero_ckpt_prune(const char *dir, int keep, int *removed, zero_error 
             continue;
         }
         /* a directory holding anything but zero's files stays (rule 7); it is said, not fatal */
-        if (remove_step_dir(root, k[i].name, why, sizeof why) != ZERO_OK)
+        int committed;
+        if (step_dir(root, k[i].name, STEP_REMOVE, &committed, why, sizeof why) != ZERO_OK)
             zero__log(ZERO_LOG_WARN, "checkpoint: --save-total-limit: %s/%s left in place: %s", dir, k[i].name, why);
         else if (removed) (*removed)++;
     }

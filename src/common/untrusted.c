@@ -158,14 +158,22 @@ zero_status zero_read_file(const char *path, uint64_t max_bytes, char **text, si
  * whitespace after it, strings of UTF-8 without raw control characters, no key twice in an
  * object. Every reader of an untrusted JSON file calls zero_json_check, so a file another tool
  * would refuse, or read otherwise (Python's json keeps the last of two equal keys, cJSON the
- * first; trailing bytes and invalid UTF-8 are errors there), is refused here in one place. */
+ * first; trailing bytes and invalid UTF-8 are errors there), is refused here in one place.
+ * zero_json_check_last is the one exception, for the files that Python's json and serde_json
+ * read (Hugging Face's): a key twice is theirs to take, the last one, and the text the parser is
+ * given has the earlier ones blanked out. */
 
 typedef struct {
     size_t raw;      /* offset of the key's opening quote in the text */
     size_t off;      /* its decoded bytes: in the text (no escapes) or in the arena */
     uint32_t len;
     uint32_t arena;
+    size_t end;      /* just past the member: its value, and the ',' after it when there is one */
 } jkey;
+
+typedef struct {
+    size_t from, to; /* a member [from, to) that a later one of the same key replaces */
+} jspan;
 
 typedef struct {
     const char *t;
@@ -174,6 +182,9 @@ typedef struct {
     size_t nkeys, capkeys;
     char *arena;
     size_t narena, caparena;
+    jspan *spans; /* with last_key: the members to blank, else NULL and a key twice is refused */
+    size_t nspans, capspans;
+    int last_key;
     zero_error *err;
     zero_status st;
 } jscan;
@@ -281,11 +292,16 @@ static int jstring(jscan *p, int key) {
             p->i += 6;
             if (!u) /* the parser's strings end at a NUL: what follows would be dropped without a word */
                 return jfail(p, at, "\\u0000 (a NUL character) inside a string is not supported");
-            if (u >= 0xDC00 && u <= 0xDFFF) return jfail(p, at, "\\u%04X, a UTF-16 low surrogate without its high one", u);
+            /* a lone surrogate is no character: serde_json (tokenizers) refuses it, Python's json reads
+             * it into a str that cannot be written as UTF-8; cJSON cannot hold it */
+            if (u >= 0xDC00 && u <= 0xDFFF)
+                return jfail(p, at, "\\u%04X, a UTF-16 low surrogate without its high one, is not supported (it is no "
+                             "character)", u);
             if (u >= 0xD800 && u <= 0xDBFF) {
                 if (p->i + 6 > p->n || p->t[p->i] != '\\' || p->t[p->i + 1] != 'u' || hex4(p->t + p->i + 2, &u2) ||
                     u2 < 0xDC00 || u2 > 0xDFFF)
-                    return jfail(p, at, "\\u%04X, a UTF-16 high surrogate without its low one", u);
+                    return jfail(p, at, "\\u%04X, a UTF-16 high surrogate without its low one, is not supported (it is "
+                                 "no character)", u);
                 p->i += 6;
             }
             continue;
@@ -400,13 +416,15 @@ static int jobject(jscan *p, int depth) {
         jws(p);
         if (p->i >= p->n || p->t[p->i] != '"') return jfail(p, p->i, "expected a key (a string)");
         if (jstring(p, 1)) return -1;
+        const size_t member = p->nkeys - 1;
         jws(p);
         if (p->i >= p->n || p->t[p->i] != ':') return jfail(p, p->i, "expected ':' after the key");
         p->i++;
         if (jvalue(p, depth + 1)) return -1;
         jws(p);
+        p->keys[member].end = p->i;
         if (p->i < p->n && p->t[p->i] == ',') {
-            p->i++;
+            p->keys[member].end = ++p->i;
             continue;
         }
         if (p->i < p->n && p->t[p->i] == '}') break;
@@ -418,6 +436,16 @@ static int jobject(jscan *p, int depth) {
         for (size_t j = k0 + 1; j < p->nkeys; j++) {
             const jkey *x = &p->keys[j - 1], *y = &p->keys[j];
             if (x->len == y->len && !memcmp(jkey_bytes(p, x), jkey_bytes(p, y), x->len)) {
+                if (p->last_key) { /* x comes before y (equal keys sort by position), and a ',' follows it */
+                    if (p->nspans == p->capspans) {
+                        const size_t cap = p->capspans ? 2 * p->capspans : 16;
+                        jspan *sp = realloc(p->spans, cap * sizeof *sp);
+                        if (!sp) return jnomem(p);
+                        p->spans = sp, p->capspans = cap;
+                    }
+                    p->spans[p->nspans++] = (jspan){x->raw, x->end};
+                    continue;
+                }
                 const size_t rawlen = strcspn(p->t + y->raw + 1, "\"") + 2; /* to the first quote: enough to name it */
                 return jfail(p, y->raw, "the key %.*s%s appears twice in one object (first at byte %zu)",
                              (int)(rawlen < 80 ? rawlen : 80), p->t + y->raw, rawlen > 80 ? "..." : "", x->raw);
@@ -455,6 +483,14 @@ static int jvalue(jscan *p, int depth) {
         return 0;
     }
     if (c == '"') return jstring(p, 0);
+    /* Python's json reads these (and writes them: json.dumps(float("nan"))); RFC 8259 has no such
+     * number, serde_json and cJSON refuse them */
+    static const char *const nonfinite[] = {"NaN", "Infinity", "-Infinity"};
+    for (int j = 0; j < 3; j++) {
+        const size_t k = strlen(nonfinite[j]);
+        if (p->n - p->i >= k && !memcmp(p->t + p->i, nonfinite[j], k))
+            return jfail(p, p->i, "%s is not JSON (RFC 8259 has no such number) and is not supported", nonfinite[j]);
+    }
     if (c == '-' || (c >= '0' && c <= '9')) return jnumber(p);
     static const char *const lit[] = {"true", "false", "null"};
     for (int j = 0; j < 3; j++) {
@@ -469,9 +505,11 @@ static int jvalue(jscan *p, int depth) {
     return jfail(p, p->i, "byte 0x%02x where a value was expected", (unsigned char)c);
 }
 
-zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err) {
+static zero_status json_check(const char *text, size_t len, uint64_t max_values, int max_depth, char **last,
+                              zero_error *err) {
+    if (last) *last = NULL;
     if (!text && len) {
-        if (err) ZERO__ERR(err, "zero_json_check: no text");
+        if (err) ZERO__ERR(err, "%s: no text", last ? "zero_json_check_last" : "zero_json_check");
         return ZERO_ERR_INVALID_ARG;
     }
     /* First the bounds, without allocating: values <= 1 + brackets + commas (each value but the
@@ -486,7 +524,7 @@ zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, i
         } else if (c == '{' || c == '[') {
             values++;
             if (++depth > max_depth) {
-                if (err) ZERO__ERR(err, "JSON nested more than %d levels deep (at byte %zu)", max_depth, i);
+                if (err) ZERO__ERR(err, "JSON nested more than %d levels deep (at byte %zu) is not supported", max_depth, i);
                 return ZERO_ERR_FORMAT;
             }
         } else if (c == '}' || c == ']') {
@@ -502,14 +540,46 @@ zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, i
         }
     }
     /* Then the grammar; its keys (at most the values counted) are what it allocates. */
-    jscan p = {.t = text, .n = len, .err = err};
-    if (!jvalue(&p, 0)) {
+    jscan p = {.t = text, .n = len, .err = err, .last_key = last != NULL};
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        jfail(&p, 0, "a UTF-8 byte order mark (EF BB BF) before the value: expected the JSON text itself (Python's "
+                     "json and serde_json refuse it too; save the file without it)");
+    } else if (!jvalue(&p, 0)) {
         jws(&p);
         if (p.i < p.n) jfail(&p, p.i, "bytes after the JSON value");
     }
+    if (p.st == ZERO_OK && p.nspans) {
+        /* each replaced member becomes blanks (its line breaks kept, so that lines and bytes still
+         * point where they did); what is left is JSON holding each key once, the last */
+        char *t = malloc(len + 1);
+        if (!t) {
+            jnomem(&p);
+        } else {
+            memcpy(t, text, len);
+            t[len] = 0;
+            for (size_t k = 0; k < p.nspans; k++)
+                for (size_t j = p.spans[k].from; j < p.spans[k].to; j++)
+                    if (t[j] != '\n') t[j] = ' ';
+            *last = t;
+        }
+    }
     free(p.keys);
     free(p.arena);
+    free(p.spans);
     return p.st;
+}
+
+zero_status zero_json_check(const char *text, size_t len, uint64_t max_values, int max_depth, zero_error *err) {
+    return json_check(text, len, max_values, max_depth, NULL, err);
+}
+
+zero_status zero_json_check_last(const char *text, size_t len, uint64_t max_values, int max_depth, char **last,
+                                 zero_error *err) {
+    if (!last) {
+        if (err) ZERO__ERR(err, "zero_json_check_last: no place for the text");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return json_check(text, len, max_values, max_depth, last, err);
 }
 
 zero_status zero_check_replaceable(const char *path, zero_error *err) {

@@ -497,9 +497,16 @@ static int load_model(loader *L, const cJSON *m, const cJSON *added) {
     uint32_t rank = 0;
     char *buf = NULL;
     size_t buf_cap = 0;
+    const int strings = merges && merges->child && cJSON_IsString(merges->child); /* the form of all of them */
     for (const cJSON *e = merges ? merges->child : NULL; e; e = e->next, rank++) {
         const char *a, *b;
         size_t an, bn;
+        if (rank && cJSON_IsString(e) != strings && (cJSON_IsString(e) || cJSON_IsArray(e))) {
+            free(buf);
+            FAIL("tokenizer.json: model.merges[%u]: %s among merges written %s: expected one form for all (as "
+                 "tokenizers reads them)", rank, strings ? "a pair [\"a\", \"b\"]" : "a string \"a b\"",
+                 strings ? "\"a b\"" : "[\"a\", \"b\"]");
+        }
         if (cJSON_IsString(e)) {
             const char *s = e->valuestring, *sp = strchr(s, ' ');
             if (!sp || strchr(sp + 1, ' ')) {
@@ -617,8 +624,8 @@ static int load_added_entries(loader *L, const cJSON *a, int32_t *entry) {
 
 static int load_added(loader *L, const cJSON *a) {
     zero_tokenizer *t = L->t;
-    if (!a || cJSON_IsNull(a)) return 0;
-    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array");
+    if (!a) return 0;
+    if (!cJSON_IsArray(a)) FAIL("tokenizer.json: added_tokens: expected an array"); /* null too, as tokenizers */
     const int n = cJSON_GetArraySize(a);
     if (!(t->added = calloc((size_t)n + 1, sizeof *t->added))) return nomem(L);
     /* entry[id]: the added_tokens index that took id, -1 for none */
@@ -796,14 +803,20 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
     zero_status st = ZERO_ERR_FORMAT;
     zero_error je;
     cJSON *root = NULL;
-    if (zero_json_check(json, len, TK_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+    /* a key twice in an object: tokenizers (serde_json) and transformers (Python's json) take the
+     * last; these are the texts with the earlier ones blanked, when there are any */
+    char *json_last = NULL, *config_last = NULL;
+    if (zero_json_check_last(json, len, TK_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &json_last, &je) != ZERO_OK) {
         zero__tk_errorf(msg, "tokenizer.json: %s: refused before parsing", je.msg);
         goto done;
     }
-    if (config && zero_json_check(config, strlen(config), TK_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &je) != ZERO_OK) {
+    if (config && zero_json_check_last(config, strlen(config), TK_CONFIG_MAX_VALUES, ZERO_JSON_MAX_DEPTH, &config_last,
+                                       &je) != ZERO_OK) {
         zero__tk_errorf(msg, "tokenizer_config.json: %s: refused before parsing", je.msg);
         goto done;
     }
+    if (json_last) json = json_last;
+    if (config_last) config = config_last;
     root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
@@ -828,7 +841,7 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
         t->has_decoder = 1;
         if (add_dec(L, dec, "decoder")) goto done;
     }
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
+    if (added && !cJSON_IsArray(added)) {
         zero__tk_errorf(msg, "tokenizer.json: added_tokens: expected an array");
         goto done;
     }
@@ -851,6 +864,8 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
     st = ZERO_OK;
 done:
     cJSON_Delete(root);
+    free(json_last);
+    free(config_last);
     if (st) {
         if (!strncmp(msg, "out of memory", 13)) st = ZERO_ERR_NOMEM;
         if (err) snprintf(err->msg, sizeof err->msg, "%s", msg);

@@ -53,8 +53,8 @@ refused "a FIFO as data, bytes" 2 "fifo" "not a regular file" -- train --model t
 refused "a FIFO as data, through the tokenizer" 2 "fifo" "not a regular file" -- train --init-from m --data fifo "${TR[@]}"
 refused "a FIFO as --init-from, train" 2 "fifo" "not a regular file" -- train --init-from fifo "${TR[@]}"
 refused "a FIFO as --init-from, sample" 2 "fifo" "not a regular file" -- sample --init-from fifo "${Q[@]}"
-python3 -c "print('{\"text\": ' + '[' * 100 + ']' * 100 + '}')" >deep.jsonl
-refused "a JSONL line nested 101 deep" 2 "deep.jsonl:1" "nested more than 64" -- train --init-from m --data deep.jsonl "${TR[@]}"
+python3 -c "print('{\"text\": ' + '[' * 200 + ']' * 200 + '}')" >deep.jsonl
+refused "a JSONL line nested 201 deep" 2 "deep.jsonl:1" "nested more than 127" -- train --init-from m --data deep.jsonl "${TR[@]}"
 # a data directory: its regular files; a link in it (here to a file outside) is skipped
 mkdir d
 for i in $(seq 200); do echo "line $i of some text to train on"; done >d/a.txt
@@ -74,8 +74,8 @@ refused "generation_config.json a link out of the directory" 1 "m/generation_con
 rm m/generation_config.json
 truncate -s 2M m/generation_config.json
 refused "a 2 MiB generation_config.json" 1 "2097152 bytes" "refused before reading" -- sample --init-from m "${Q[@]}"
-python3 -c "print('{\"eos_token_id\": ' + '[' * 100 + ']' * 100 + '}')" >m/generation_config.json
-refused "generation_config.json nested 101 deep" 1 "nested more than 64" -- sample --init-from m "${Q[@]}"
+python3 -c "print('{\"eos_token_id\": ' + '[' * 200 + ']' * 200 + '}')" >m/generation_config.json
+refused "generation_config.json nested 201 deep" 1 "nested more than 127" -- sample --init-from m "${Q[@]}"
 echo '{"eos_token_id": 1e300}' >m/generation_config.json
 "$ZERO" sample --init-from m "${Q[@]}" >out 2>err
 check "an eos_token_id of 1e300 is no stop token (not converted): samples" test -s out -a ! -s err
@@ -83,10 +83,10 @@ rm m/generation_config.json
 
 # --- tokenizer_config.json (the chat template) and sample --tokenizer
 cp m/tokenizer_config.json tc.json
-python3 -c "print('[' * 100 + ']' * 100)" >m/tokenizer_config.json
-refused "tokenizer_config.json nested 101 deep, sample --chat" 1 "m/tokenizer_config.json" "nested more than 64" -- \
+python3 -c "print('[' * 200 + ']' * 200)" >m/tokenizer_config.json
+refused "tokenizer_config.json nested 201 deep, sample --chat" 1 "m/tokenizer_config.json" "nested more than 127" -- \
     sample --init-from m --chat "${Q[@]}"
-refused "tokenizer_config.json nested 101 deep, train on chats" 1 "m/tokenizer_config.json" "nested more than 64" -- \
+refused "tokenizer_config.json nested 201 deep, train on chats" 1 "m/tokenizer_config.json" "nested more than 127" -- \
     train --init-from m --data "$FT/chats.jsonl" "${TR[@]}"
 truncate -s 20M m/tokenizer_config.json
 refused "a 20 MiB tokenizer_config.json" 1 "20971520 bytes" "refused before reading" -- sample --init-from m --chat "${Q[@]}"
@@ -118,8 +118,8 @@ refused "adapter_config.json a link out of the adapter directory" 2 "ad/adapter_
 rm ad/adapter_config.json
 truncate -s 2M ad/adapter_config.json
 refused "a 2 MiB adapter_config.json" 2 "2097152 bytes" "refused before reading" -- train "${LB[@]}" --lora-from ad
-python3 -c "print('{\"r\": ' + '[' * 100 + ']' * 100 + '}')" >ad/adapter_config.json
-refused "adapter_config.json nested 101 deep" 2 "nested more than 64" -- train "${LB[@]}" --lora-from ad
+python3 -c "print('{\"r\": ' + '[' * 200 + ']' * 200 + '}')" >ad/adapter_config.json
+refused "adapter_config.json nested 201 deep" 2 "nested more than 127" -- train "${LB[@]}" --lora-from ad
 cp ac.json ad/adapter_config.json
 mv ad/adapter_model.safetensors am.safetensors
 ln -s "$TMP/am.safetensors" ad/adapter_model.safetensors

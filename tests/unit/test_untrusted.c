@@ -179,7 +179,10 @@ static void test_json(void) {
         {"[1e]", "exponent"},
         {"[-]", "without digits"},
         {"[+1]", "'+' where a value was expected"},
-        {"[NaN]", "'N' where a value was expected"},
+        {"[NaN]", "NaN is not JSON (RFC 8259 has no such number) and is not supported"},
+        {"[-Infinity]", "-Infinity is not JSON"},
+        {"[Infinity]", "Infinity is not JSON"},
+        {"[Nan]", "'N' where a value was expected"},
         {"[tru]", "'t' where a value was expected"},
         {"[\"ab", "does not end"},
         {"[\"a\tb\"]", "control character (0x09)"},
@@ -219,6 +222,35 @@ static void test_json(void) {
         if (st != ZERO_OK) printf("  good json %zu: %s\n", i, e.msg);
         ZT_OK(st);
     }
+    /* a byte order mark is named as one */
+    ZT_EQ_INT(zero_json_check("\xef\xbb\xbf{}", 5, 10, 2, &e), ZERO_ERR_FORMAT);
+    ZT_CHECK(strstr(e.msg, "column 1 (byte 0): a UTF-8 byte order mark") != NULL);
+    /* zero_json_check_last: a key twice is read as Python's json and serde_json read it, the last;
+     * the earlier members are blanked (line breaks kept), at every depth and for escaped keys too */
+    static const struct {
+        const char *text, *want; /* want NULL: nothing repeated, no copy */
+    } last[] = {
+        {"{\"a\":1,\"b\":2}", NULL},
+        {"{\"a\":1,\"b\":{\"a\":2},\"a\":3}", "{      \"b\":{\"a\":2},\"a\":3}"},
+        {"{\"a\" : [1,\n2] ,\n \"a\":{\"x\":1,\"x\":2},\"a\":0}", "{         \n    \n                   \"a\":0}"},
+        {"[{\"k\":{\"x\":1,\"x\":2}}, {\"\\u0041\":1,\"A\":2,\"\\u0041\":3}]",
+         "[{\"k\":{      \"x\":2}}, {                 \"\\u0041\":3}]"},
+    };
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+        char *t = (char *)1;
+        const zero_status st = zero_json_check_last(last[i].text, strlen(last[i].text), 1000, 8, &t, &e);
+        ZT_OK(st);
+        if (!last[i].want) {
+            ZT_CHECK(t == NULL);
+            continue;
+        }
+        ZT_CHECKF(t && !strcmp(t, last[i].want), "case %zu: '%s'", i, t ? t : "(none)");
+        if (t) ZT_OK(zero_json_check(t, strlen(t), 1000, 8, &e)); /* each key once now */
+        free(t);
+    }
+    char *t = (char *)1;
+    ZT_EQ_INT(zero_json_check_last("{\"a\":1,\"a\":2,}", 14, 1000, 8, &t, &e), ZERO_ERR_FORMAT);
+    ZT_CHECK(t == NULL && strstr(e.msg, "expected a key") != NULL);
 }
 
 static void test_tmp_and_private(void) {
