@@ -581,7 +581,7 @@ static args eval_args(rstate *R, scope *sc, const tp_node *x, int skip_first_pos
 
 /* Argument i by position, or by name; NULL when absent. Fails on more positional arguments than max. */
 static const tp_val *arg(rstate *R, const args *a, int i, const char *name) {
-    if (i < a->npos) return &a->pos[i];
+    if (i >= 0 && i < a->npos) return &a->pos[i];
     for (int k = 0; k < a->nkw; k++)
         if (name && str_eq(a->kwn[k], name)) return &a->kw[k];
     return NULL;
