@@ -94,6 +94,13 @@ CONVERSATIONS = [
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    # the built-in formats written with {% generation %} blocks (make_tokenizer_fixtures.py made
+    # tests/data/tokenizer/NAME.chat.ids with them: transformers' ids and assistant masks)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_tokenizer_fixtures import CHATML, LLAMA3, MISTRAL
+    for name, src in (("gen-chatml", CHATML), ("gen-llama3", LLAMA3), ("gen-mistral", MISTRAL)):
+        with open(os.path.join(OUT, name + ".jinja"), "w") as f:
+            f.write(src)
     toks = {}
     with open(os.path.join(OUT, "conversations.jsonl"), "w") as f:
         for c in CONVERSATIONS:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "zero/data.h"
 #include "zero/template.h"
 #include "zero/tokenizer.h"
 
@@ -269,6 +270,163 @@ static void test_limits(void) {
     ZT_CHECK(zero_template_parse(&t, deep, strlen(deep), &err) == ZERO_ERR_UNSUPPORTED && strstr(err.msg, "nested"));
 }
 
+/* A fixture tokenizer with the chat template of file tmpl (relative to dir) and the given config. */
+static zero_tokenizer *tok_with(const char *tokname, const char *tmpl, const char *bos, const char *eos) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../tokenizer/%s/tokenizer.json", dir, tokname);
+    size_t n;
+    char *json = slurp(path, &n);
+    snprintf(path, sizeof path, "%s/%s", dir, tmpl);
+    char *src = slurp(path, NULL);
+    cJSON *cfg = cJSON_CreateObject();
+    if (bos) cJSON_AddStringToObject(cfg, "bos_token", bos);
+    if (eos) cJSON_AddStringToObject(cfg, "eos_token", eos);
+    cJSON_AddStringToObject(cfg, "chat_template", src);
+    char *cfgs = cJSON_PrintUnformatted(cfg);
+    zero_tokenizer *t = NULL;
+    zero_error err;
+    ZT_CHECKF(zero_tokenizer_load_json(&t, json, n, cfgs, &err) == ZERO_OK, "%s: %s", tokname, err.msg);
+    free(json);
+    free(src);
+    free(cfgs);
+    cJSON_Delete(cfg);
+    return t;
+}
+
+/* {% generation %} masks: the built-in formats written with generation blocks, run as the model's
+ * template, give transformers' ids and return_assistant_tokens_mask (tests/data/tokenizer/NAME.chat.ids). */
+static void test_generation_masks(void) {
+    const char *toks[] = {"qwen2", "smollm2", "llama3", "mistral"};
+    const char *tmpls[] = {"gen-chatml.jinja", "gen-chatml.jinja", "gen-llama3.jinja", "gen-mistral.jinja"};
+    const char *bos[] = {NULL, "<|im_start|>", "<|begin_of_text|>", "<s>"};
+    const char *eos[] = {"<|im_end|>", "<|im_end|>", "<|end_of_text|>", "</s>"};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../tokenizer/chats.jsonl", dir);
+    char *chats = slurp(path, NULL);
+    int checked = 0;
+    for (int t = 0; t < 4; t++) {
+        zero_tokenizer *tok = tok_with(toks[t], tmpls[t], bos[t], eos[t]);
+        ZT_CHECK(zero_chat_format_detect(tok) == ZERO_CHAT_MODEL);
+        snprintf(path, sizeof path, "%s/../tokenizer/%s.chat.ids", dir, toks[t]);
+        char *want = slurp(path, NULL);
+        char *save1 = NULL, *save2 = NULL;
+        char *cl = strtok_r(chats == NULL ? NULL : strdup(chats), "\n", &save1), *wl = strtok_r(want, "\n", &save2);
+        char *chats_copy = cl;
+        for (; cl && wl; cl = strtok_r(NULL, "\n", &save1), wl = strtok_r(NULL, "\n", &save2)) {
+            cJSON *c = cJSON_Parse(cl), *ms = cJSON_GetObjectItem(c, "messages");
+            zero_chat_message m[16];
+            int nm = 0;
+            for (cJSON *e = ms->child; e && nm < 16; e = e->next)
+                m[nm++] = (zero_chat_message){cJSON_GetObjectItem(e, "role")->valuestring, cJSON_GetObjectItem(e, "content")->valuestring};
+            zero_token_ids ids = {0};
+            uint8_t *mask = NULL;
+            size_t cap = 0;
+            zero_error err;
+            ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, nm, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s", toks[t], err.msg);
+            int32_t wid[4096];
+            uint8_t wm[4096];
+            size_t ni = 0, nmk = 0;
+            int in_mask = 0;
+            for (char *p = wl; *p;) {
+                while (*p == ' ') p++;
+                if (!*p) break;
+                if (*p == '|') {
+                    in_mask = 1;
+                    p++;
+                    continue;
+                }
+                char *e;
+                long v = strtol(p, &e, 10);
+                if (in_mask) wm[nmk++] = (uint8_t)v;
+                else wid[ni++] = (int32_t)v;
+                p = e;
+            }
+            int same = ids.n == ni && nmk == ni;
+            for (size_t i = 0; same && i < ni; i++) same = ids.ids[i] == wid[i] && mask[i] == wm[i];
+            ZT_CHECKF(same, "%s: ids/mask differ from transformers' (%zu vs %zu tokens)", toks[t], ids.n, ni);
+            checked++;
+            zero_token_ids_free(&ids);
+            free(mask);
+            cJSON_Delete(c);
+        }
+        free(chats_copy);
+        free(want);
+        zero_tokenizer_free(tok);
+    }
+    ZT_EQ_INT(checked, 12);
+    free(chats);
+}
+
+/* Without {% generation %}: each assistant turn's rendered content and the special token after it. */
+static void masked_text(const char *tokname, const char *tmpl, const char *bos, const char *eos, const char *want) {
+    zero_tokenizer *tok = tok_with(tokname, tmpl, bos, eos);
+    zero_chat_message m[] = {{"system", "Answer in one word."}, {"user", "Sky colour?"}, {"assistant", " Blue "},
+                             {"user", "Grass?"}, {"assistant", "Green 🌿"}};
+    zero_token_ids ids = {0};
+    uint8_t *mask = NULL;
+    size_t cap = 0;
+    zero_error err;
+    ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, 5, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s", tmpl, err.msg);
+    char got[1024] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        if (!mask[i]) {
+            if (k && got[k - 1] != '|') got[k++] = '|';
+            continue;
+        }
+        char *s;
+        size_t n;
+        zero_tokenizer_decode(tok, &ids.ids[i], 1, 0, &s, &n);
+        /* the decoded pieces of consecutive masked tokens, joined; '|' between runs */
+        size_t j = i + 1;
+        while (j < ids.n && mask[j]) j++;
+        zero_tokenizer_free_text(s);
+        zero_tokenizer_decode(tok, &ids.ids[i], j - i, 0, &s, &n);
+        memcpy(got + k, s, n);
+        k += n;
+        zero_tokenizer_free_text(s);
+        i = j - 1;
+    }
+    got[k] = 0;
+    ZT_CHECKF(!strcmp(got, want), "%s: masked [%s], want [%s]", tmpl, got, want);
+    zero_token_ids_free(&ids);
+    free(mask);
+    zero_tokenizer_free(tok);
+}
+
+static void test_turn_masks(void) {
+    masked_text("qwen2", "qwen2.5.jinja", NULL, "<|im_end|>", " Blue <|im_end|>|Green 🌿<|im_end|>|");
+    masked_text("smollm2", "smollm2.jinja", "<|im_start|>", "<|im_end|>", " Blue <|im_end|>|Green 🌿<|im_end|>|");
+    masked_text("llama3", "llama-3.1.jinja", "<|begin_of_text|>", "<|eot_id|>", "Blue<|eot_id|>|Green 🌿<|eot_id|>");
+    masked_text("mistral", "mistral-v0.3.jinja", "<s>", "</s>", "Blue</s>|Green 🌿</s>");
+    masked_text("qwen2", "qwen3.jinja", NULL, "<|im_end|>", " Blue <|im_end|>|Green 🌿<|im_end|>|");
+}
+
+static void test_chat_errors(void) {
+    /* a template outside the subset is the tokenizer's fault, named with its line; raise_exception
+     * is the chat's, with the template's message */
+    zero_tokenizer *tok = tok_with("qwen2", "gemma-2.jinja", NULL, "<|im_end|>");
+    zero_chat_message m[] = {{"system", "s"}, {"user", "u"}};
+    zero_token_ids ids = {0};
+    zero_error err;
+    ZT_CHECK(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, 2, 1, &ids, NULL, NULL, &err) == ZERO_ERR_FORMAT &&
+             strstr(err.msg, "chat template line 1: the template raised an exception: System role not supported"));
+    zero_tokenizer_free(tok);
+    zero_data_opts o;
+    zero_data_opts_default(&o);
+    tok = tok_with("qwen2", "phi-3.5.jinja", NULL, "<|im_end|>");
+    zero_data *d;
+    ZT_OK(zero_data_create(&d, tok, &o, &err));
+    const char *line = "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}";
+    ZT_OK(zero_data_add_jsonl_line(d, line, strlen(line), "x.jsonl:1"));
+    const uint8_t *mk;
+    size_t n;
+    const int32_t *ids2 = zero_data_last_example(d, &mk, &n);
+    ZT_CHECK(ids2 && n > 3);
+    zero_data_free(d);
+    zero_tokenizer_free(tok);
+}
+
 int main(void) {
     const char *src = getenv("ZERO_SOURCE_DIR");
     snprintf(dir, sizeof dir, "%s/tests/data/chat_template", src ? src : ".");
@@ -276,5 +434,8 @@ int main(void) {
     test_generation_spans();
     test_limits();
     test_fixtures();
+    test_generation_masks();
+    test_turn_masks();
+    test_chat_errors();
     return zt_finish("test_chat_template");
 }
