@@ -228,6 +228,11 @@ static zero_status add_chat(zero_data *d, const char *where, const zero_chat_mes
             return st;
         }
         st = zero__chat_encode_template(d->tok, d->tmpl, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+        if (st == ZERO_ERR_UNSUPPORTED) {
+            snprintf(d->err, sizeof d->err, "%.150s: the tokenizer's %.230s (choose a built-in format with "
+                     "--chat-template chatml|llama3|mistral)", where, cerr.msg);
+            return st;
+        }
     } else st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
     if (st == ZERO_ERR_NOMEM) return nomem(d);
     if (st && strstr(cerr.msg, "needs the token")) { /* the tokenizer's, not the example's: never skipped */

@@ -409,6 +409,23 @@ static void npush(parser *P, nvec *v, tp_node *x) {
     v->v[v->n++] = x;
 }
 
+/* The filters and tests the renderer has (render.c): any other name is refused when the template is
+ * parsed, not when a chat first reaches it. */
+static int known(tp_str s, const char *const *names) {
+    for (; *names; names++)
+        if (s.n == strlen(*names) && !memcmp(s.p, *names, s.n)) return 1;
+    return 0;
+}
+static const char *const FILTERS[] = {"safe", "trim", "tojson", "length", "count", "upper", "lower", "capitalize",
+                                      "title", "default", "d", "first", "last", "join", "replace", "string", "int",
+                                      "float", "list", "items", "reverse", "abs", "select", "reject", "selectattr",
+                                      "rejectattr", "map", NULL};
+static const char *const TESTS[] = {"defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
+                                    "number", "string", "mapping", "iterable", "sequence", "callable", "odd", "even",
+                                    "divisibleby", "lower", "upper", "eq", "equalto", "==", "ne", "!=", "lt",
+                                    "lessthan", "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "sameas",
+                                    "in", NULL};
+
 static void enter(parser *P) {
     if (++P->depth > ZERO_TEMPLATE_MAX_DEPTH)
         pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "nested more than %d deep: not supported", ZERO_TEMPLATE_MAX_DEPTH);
@@ -610,6 +627,8 @@ static tp_node *filter_expr(parser *P, tp_node *x) {
             tp_node *y = mk(P, TN_FILTER, line);
             y->a = x;
             y->s = expect_name(P);
+            if (!known(y->s, FILTERS))
+                pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s' is not supported yet", (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
             if (is_op(P, ".")) pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s.' (a dotted filter name) is not supported yet", (int)y->s.n, y->s.p);
             if (is_op(P, "(")) call_args(P, y);
             x = y;
@@ -622,6 +641,8 @@ static tp_node *filter_expr(parser *P, tp_node *x) {
                 y->op = 1;
             }
             y->s = expect_name(P);
+            if (!known(y->s, TESTS))
+                pfail(P, ZERO_ERR_UNSUPPORTED, line, "test '%.*s' is not supported yet", (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
             if (is_op(P, "(")) call_args(P, y);
             else {
                 ptok *t = cur(P);

@@ -52,6 +52,7 @@ static _Noreturn void fail(rstate *R, int line, zero_status st, const char *fmt,
     longjmp(R->jb, 1);
 }
 #define FAILF(line, ...) fail(R, line, ZERO_ERR_FORMAT, __VA_ARGS__)
+#define FAILU(line, ...) fail(R, line, ZERO_ERR_UNSUPPORTED, __VA_ARGS__)
 
 static void step(rstate *R, int line) {
     if (++R->steps > R->max_steps)
@@ -756,7 +757,7 @@ static tp_val getattr_(rstate *R, const tp_val *o, tp_str name, int line) {
         if (str_eq(name, "depth0")) return ival(0);
         if (str_eq(name, "previtem")) return i > 0 ? lp->items->v[i - 1] : undef(name);
         if (str_eq(name, "nextitem")) return i + 1 < n ? lp->items->v[i + 1] : undef(name);
-        FAILF(line, "loop.%.*s is not supported yet", (int)name.n, name.p);
+        FAILU(line, "loop.%.*s is not supported yet", (int)name.n, name.p);
     }
     case TV_UNDEF:
         FAILF(line, "'%.*s' is undefined (reading its attribute '%.*s')", (int)o->u.s.n, o->u.s.p, (int)name.n, name.p);
@@ -854,7 +855,7 @@ static int run_test(rstate *R, tp_str name, const tp_val *v, const args *a) {
                 }
             }
 #undef T
-    FAILF(a->line, "test '%.*s' is not supported yet", (int)name.n, name.p);
+    FAILU(a->line, "test '%.*s' is not supported yet", (int)name.n, name.p);
 }
 
 /* ---------------------------------------------------------------- filters */
@@ -910,7 +911,7 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
     const int line = a->line;
 #define F(s) str_eq(name, s)
     if (F("safe") || F("e") || F("escape") || F("forceescape")) {
-        if (!F("safe")) FAILF(line, "filter '%.*s' is not supported yet", (int)name.n, name.p);
+        if (!F("safe")) FAILU(line, "filter '%.*s' is not supported yet", (int)name.n, name.p);
         arity(R, a, 0, NULL);
         return *v;
     }
@@ -928,9 +929,9 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         jsonfmt f = {.indent = -1, .item_sep = {", ", 2}, .key_sep = {": ", 2}};
         const tp_val *ea = arg(R, a, 0, "ensure_ascii"), *ind = arg(R, a, 1, "indent"), *sep = arg(R, a, 2, "separators"),
                      *sk = arg(R, a, 3, "sort_keys");
-        if (ea && truthy(ea)) FAILF(line, "tojson(ensure_ascii=True) is not supported yet");
+        if (ea && truthy(ea)) FAILU(line, "tojson(ensure_ascii=True) is not supported yet");
         if (ind && ind->t != TV_NONE) {
-            if (ind->t == TV_STR) FAILF(line, "tojson: a string indent is not supported yet");
+            if (ind->t == TV_STR) FAILU(line, "tojson: a string indent is not supported yet");
             f.indent = (int)need_int(R, ind, a, "indent");
             if (f.indent < 0) f.indent = 0;
             if (f.indent > 64) FAILF(line, "tojson: indent %d: expected at most 64", f.indent);
@@ -1004,7 +1005,7 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         static const char *const nm[] = {"default", "base", NULL};
         arity(R, a, 2, nm);
         const tp_val *dv = arg(R, a, 0, "default");
-        if (arg(R, a, 1, "base")) FAILF(line, "int(base=...) is not supported yet");
+        if (arg(R, a, 1, "base")) FAILU(line, "int(base=...) is not supported yet");
         if (v->t == TV_INT || v->t == TV_BOOL) return ival(v->u.i);
         if (v->t == TV_FLOAT && isfinite(v->u.f) && fabs(v->u.f) < 9.2e18) return ival((int64_t)v->u.f);
         if (v->t == TV_STR) {
@@ -1107,7 +1108,7 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         return lval(out);
     }
 #undef F
-    FAILF(line, "filter '%.*s' is not supported yet", (int)name.n, name.p);
+    FAILU(line, "filter '%.*s' is not supported yet", (int)name.n, name.p);
 }
 
 /* ---------------------------------------------------------------- methods of strings and dicts */
@@ -1192,7 +1193,7 @@ static tp_val str_format(rstate *R, tp_str f, const args *a) {
         if (j >= f.n) FAILF(a->line, "format: a '{' that is never closed");
         tp_str field = {f.p + i + 1, j - i - 1};
         if (memchr(field.p, ':', field.n) || memchr(field.p, '!', field.n) || memchr(field.p, '.', field.n) || memchr(field.p, '[', field.n))
-            FAILF(a->line, "format: field '{%.*s}' (a conversion or spec) is not supported yet", (int)field.n, field.p);
+            FAILU(a->line, "format: field '{%.*s}' (a conversion or spec) is not supported yet", (int)field.n, field.p);
         const tp_val *v = NULL;
         if (!field.n) {
             if (auto_i >= a->npos) FAILF(a->line, "format: not enough arguments");
@@ -1323,7 +1324,7 @@ static tp_val call_method(rstate *R, const tp_val *o, tp_str m, args *a) {
         FAILF(line, "'%.*s' is undefined (calling its method '%.*s')", (int)o->u.s.n, o->u.s.p, (int)m.n, m.p);
     }
 #undef M
-    FAILF(line, "method %s is not supported yet", what);
+    FAILU(line, "method %s is not supported yet", what);
 }
 
 /* ---------------------------------------------------------------- calls */
