@@ -29,7 +29,7 @@ typedef struct zero_template zero_template;
 
 /* What a template source may be: at most 1 MiB, blocks and expressions nested at most 128 deep. */
 #define ZERO_TEMPLATE_MAX_SOURCE (UINT64_C(1) << 20)
-#define ZERO_TEMPLATE_MAX_DEPTH 128
+#define ZERO_TEMPLATE_MAX_DEPTH  128
 
 /* Parses a template (len bytes, not NUL-terminated necessarily). A syntax error or a construct
  * outside the subset is ZERO_ERR_FORMAT / ZERO_ERR_UNSUPPORTED with "chat template line N: ..." in
@@ -48,9 +48,9 @@ typedef struct zero_template_opts {
 void zero_template_opts_default(zero_template_opts *o);
 
 typedef struct zero_template_output {
-    char *text;          /* NUL-terminated, len bytes */
+    char *text; /* NUL-terminated, len bytes */
     size_t len;
-    size_t (*spans)[2];  /* the output of each {% generation %} block: [begin, end) bytes */
+    size_t (*spans)[2]; /* the output of each {% generation %} block: [begin, end) bytes */
     size_t nspans;
 } zero_template_output;
 
@@ -59,8 +59,8 @@ typedef struct zero_template_output {
  * error (ZERO_ERR_FORMAT: the template failed, raise_exception included; ZERO_ERR_INVALID_ARG: the
  * context is not a JSON object; ZERO_ERR_NOSPACE: a limit was reached; ZERO_ERR_NOMEM) out is
  * zeroed and err says why, with the template's line. */
-zero_status zero_template_render(const zero_template *t, const char *context, size_t len,
-                                 const zero_template_opts *o, zero_template_output *out, zero_error *err);
+zero_status zero_template_render(const zero_template *t, const char *context, size_t len, const zero_template_opts *o,
+                                 zero_template_output *out, zero_error *err);
 void zero_template_output_free(zero_template_output *out);
 
 #ifdef __cplusplus

@@ -15,8 +15,8 @@
 typedef struct tp_arena {
     struct tp_blk *head;
     uint64_t used, limit;
-    jmp_buf *jb;      /* where an allocation that fails or passes limit jumps */
-    zero_error *err;  /* and the message it leaves */
+    jmp_buf *jb;     /* where an allocation that fails or passes limit jumps */
+    zero_error *err; /* and the message it leaves */
     zero_status *st;
 } tp_arena;
 void *zero__tp_alloc(tp_arena *a, size_t n); /* zeroed */

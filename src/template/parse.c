@@ -67,8 +67,8 @@ int zero__tp_space_at(const char *s, size_t n, size_t *len) {
     else if ((u[0] & 0xF0) == 0xE0 && n >= 3)
         cp = ((u[0] & 0x0Fu) << 12) | ((u[1] & 0x3Fu) << 6) | (u[2] & 0x3Fu), *len = 3;
     else return 0;
-    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 /* ---------------------------------------------------------------- lexer */
@@ -182,7 +182,10 @@ static tp_str unescape(parser *P, int line, const char *s, size_t n) {
             if (i + (size_t)hex >= n) pfail(P, ZERO_ERR_FORMAT, line, "a truncated \\%c escape in a string", c);
             for (int d = 0; d < hex; d++) {
                 char h = s[++i];
-                int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                int v = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
                 if (v < 0) pfail(P, ZERO_ERR_FORMAT, line, "a bad \\%c escape in a string", c);
                 cp = cp * 16 + (unsigned)v;
             }
@@ -209,12 +212,13 @@ static size_t lex_tag(parser *P, size_t i, int *line, char kind, int *strip, int
     const char *s = P->src;
     const size_t n = P->n;
     const char close = kind == '{' ? '}' : '%';
-    static const char *ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<", ">",
-                                "=", "(", ")", "[", "]", "{", "}", ",", ".", ":", "|"};
+    static const char *ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                                ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|"};
     int brackets = 0;
     for (;;) {
         while (i < n && is_ws(s[i])) *line += s[i++] == '\n';
-        if (i >= n) pfail(P, ZERO_ERR_FORMAT, *line, "unexpected end of template: expected '%s'", kind == '{' ? "}}" : "%}");
+        if (i >= n)
+            pfail(P, ZERO_ERR_FORMAT, *line, "unexpected end of template: expected '%s'", kind == '{' ? "}}" : "%}");
         if (brackets == 0 && (s[i] == '-' || s[i] == '+') && i + 2 < n && s[i + 1] == close && s[i + 2] == '}') {
             *strip = s[i] == '-';
             *plus = s[i] == '+';
@@ -255,7 +259,8 @@ static size_t lex_tag(parser *P, size_t i, int *line, char kind, int *strip, int
             else {
                 errno = 0;
                 unsigned long long v = strtoull(num, NULL, 10);
-                if (errno || v > INT64_MAX) pfail(P, ZERO_ERR_UNSUPPORTED, *line, "integer %s is too large: not supported yet", num);
+                if (errno || v > INT64_MAX)
+                    pfail(P, ZERO_ERR_UNSUPPORTED, *line, "integer %s is too large: not supported yet", num);
                 P->t[P->nt - 1].i = (int64_t)v;
             }
         } else if (c == '\'' || c == '"') {
@@ -277,7 +282,8 @@ static size_t lex_tag(parser *P, size_t i, int *line, char kind, int *strip, int
                 if (i + l <= n && !memcmp(s + i, ops[k], l)) break;
             }
             if (k == sizeof ops / sizeof ops[0])
-                pfail(P, ZERO_ERR_FORMAT, *line, "unexpected character '%c' in a %s", c, kind == '{' ? "{{ }}" : "{% %}");
+                pfail(P, ZERO_ERR_FORMAT, *line, "unexpected character '%c' in a %s", c,
+                      kind == '{' ? "{{ }}" : "{% %}");
             size_t l = strlen(ops[k]);
             if (c == '(' || c == '[' || c == '{') brackets++;
             if ((c == ')' || c == ']' || c == '}') && brackets > 0) brackets--;
@@ -304,8 +310,7 @@ static void lex(parser *P) {
         const char kind = s[q + 1];
         const char sign = q + 2 < n && (s[q + 2] == '-' || s[q + 2] == '+') ? s[q + 2] : 0;
         if (sign == '-') rstrip_py(s + i, &tn);
-        else if (sign != '+' && kind != '{') { /* lstrip_blocks */
-            size_t l = tn;
+        else if (sign != '+' && kind != '{') { /* lstrip_blocks */ size_t l = tn;
             while (l > 0 && s[i + l - 1] != '\n') l--;
             if ((l > 0 || line_starting) && l < tn) {
                 size_t e = l;
@@ -378,12 +383,14 @@ static void expect_op(parser *P, const char *op) {
 }
 static tp_str expect_name(parser *P) {
     char b[64];
-    if (cur(P)->k != K_NAME) pfail(P, ZERO_ERR_FORMAT, cur(P)->line, "expected a name, found %s", tok_desc(P, b, sizeof b));
+    if (cur(P)->k != K_NAME)
+        pfail(P, ZERO_ERR_FORMAT, cur(P)->line, "expected a name, found %s", tok_desc(P, b, sizeof b));
     return P->t[P->pos++].s;
 }
 static void expect_kind(parser *P, uint8_t k, const char *what) {
     char b[64];
-    if (cur(P)->k != k) pfail(P, ZERO_ERR_FORMAT, cur(P)->line, "expected %s, found %s", what, tok_desc(P, b, sizeof b));
+    if (cur(P)->k != k)
+        pfail(P, ZERO_ERR_FORMAT, cur(P)->line, "expected %s, found %s", what, tok_desc(P, b, sizeof b));
     P->pos++;
 }
 
@@ -416,19 +423,21 @@ static int known(tp_str s, const char *const *names) {
         if (s.n == strlen(*names) && !memcmp(s.p, *names, s.n)) return 1;
     return 0;
 }
-static const char *const FILTERS[] = {"safe", "trim", "tojson", "length", "count", "upper", "lower", "capitalize",
-                                      "title", "default", "d", "first", "last", "join", "replace", "string", "int",
-                                      "float", "list", "items", "reverse", "abs", "select", "reject", "selectattr",
-                                      "rejectattr", "map", NULL};
-static const char *const TESTS[] = {"defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
-                                    "number", "string", "mapping", "iterable", "sequence", "callable", "odd", "even",
-                                    "divisibleby", "lower", "upper", "eq", "equalto", "==", "ne", "!=", "lt",
-                                    "lessthan", "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "sameas",
-                                    "in", NULL};
+static const char *const FILTERS[] = {"safe",       "trim",   "tojson",  "length",     "count",      "upper", "lower",
+                                      "capitalize", "title",  "default", "d",          "first",      "last",  "join",
+                                      "replace",    "string", "int",     "float",      "list",       "items", "reverse",
+                                      "abs",        "select", "reject",  "selectattr", "rejectattr", "map",   NULL};
+static const char *const TESTS[] = {
+    "defined",     "undefined", "none",    "boolean",  "true",     "false",    "integer",     "float",
+    "number",      "string",    "mapping", "iterable", "sequence", "callable", "odd",         "even",
+    "divisibleby", "lower",     "upper",   "eq",       "equalto",  "==",       "ne",          "!=",
+    "lt",          "lessthan",  "<",       "le",       "<=",       "gt",       "greaterthan", ">",
+    "ge",          ">=",        "sameas",  "in",       NULL};
 
 static void enter(parser *P) {
     if (++P->depth > ZERO_TEMPLATE_MAX_DEPTH)
-        pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "nested more than %d deep: not supported", ZERO_TEMPLATE_MAX_DEPTH);
+        pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "nested more than %d deep: not supported",
+              ZERO_TEMPLATE_MAX_DEPTH);
 }
 
 static tp_node *expr(parser *P);
@@ -440,8 +449,10 @@ static void call_args(parser *P, tp_node *x) {
     int nkw = 0, kwcap = 0;
     expect_op(P, "(");
     while (!is_op(P, ")")) {
-        if (is_op(P, "*") || is_op(P, "**")) pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "*args in a call are not supported yet");
-        if (cur(P)->k == K_NAME && P->t[P->pos + 1].k == K_OP && P->t[P->pos + 1].s.n == 1 && P->t[P->pos + 1].s.p[0] == '=') {
+        if (is_op(P, "*") || is_op(P, "**"))
+            pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "*args in a call are not supported yet");
+        if (cur(P)->k == K_NAME && P->t[P->pos + 1].k == K_OP && P->t[P->pos + 1].s.n == 1 &&
+            P->t[P->pos + 1].s.p[0] == '=') {
             tp_str nm = expect_name(P);
             P->pos++;
             if (nkw == kwcap) {
@@ -628,8 +639,11 @@ static tp_node *filter_expr(parser *P, tp_node *x) {
             y->a = x;
             y->s = expect_name(P);
             if (!known(y->s, FILTERS))
-                pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s' is not supported yet", (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
-            if (is_op(P, ".")) pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s.' (a dotted filter name) is not supported yet", (int)y->s.n, y->s.p);
+                pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s' is not supported yet",
+                      (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
+            if (is_op(P, "."))
+                pfail(P, ZERO_ERR_UNSUPPORTED, line, "filter '%.*s.' (a dotted filter name) is not supported yet",
+                      (int)y->s.n, y->s.p);
             if (is_op(P, "(")) call_args(P, y);
             x = y;
         } else if (is_name(P, "is")) {
@@ -642,7 +656,8 @@ static tp_node *filter_expr(parser *P, tp_node *x) {
             }
             y->s = expect_name(P);
             if (!known(y->s, TESTS))
-                pfail(P, ZERO_ERR_UNSUPPORTED, line, "test '%.*s' is not supported yet", (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
+                pfail(P, ZERO_ERR_UNSUPPORTED, line, "test '%.*s' is not supported yet",
+                      (int)(y->s.n > 40 ? 40 : y->s.n), y->s.p);
             if (is_op(P, "(")) call_args(P, y);
             else {
                 ptok *t = cur(P);
@@ -702,7 +717,11 @@ static tp_node *math2(parser *P) {
     tp_node *x = pow_expr(P);
     for (;;) {
         const int line = cur(P)->line;
-        uint8_t op = is_op(P, "*") ? OP_MUL : is_op(P, "/") ? OP_DIV : is_op(P, "//") ? OP_FLOORDIV : is_op(P, "%") ? OP_MOD : 0;
+        uint8_t op = is_op(P, "*")    ? OP_MUL
+                     : is_op(P, "/")  ? OP_DIV
+                     : is_op(P, "//") ? OP_FLOORDIV
+                     : is_op(P, "%")  ? OP_MOD
+                                      : 0;
         if (!op) return x;
         P->pos++;
         x = bin(P, TN_BIN, op, line, x, pow_expr(P));
@@ -731,12 +750,12 @@ static tp_node *compare(parser *P) {
     tp_node *x = math1(P), *chain = NULL, *prev = x;
     for (;;) {
         const int line = cur(P)->line;
-        uint8_t op = is_op(P, "==")   ? CMP_EQ
-                     : is_op(P, "!=") ? CMP_NE
-                     : is_op(P, "<")  ? CMP_LT
-                     : is_op(P, "<=") ? CMP_LE
-                     : is_op(P, ">")  ? CMP_GT
-                     : is_op(P, ">=") ? CMP_GE
+        uint8_t op = is_op(P, "==")     ? CMP_EQ
+                     : is_op(P, "!=")   ? CMP_NE
+                     : is_op(P, "<")    ? CMP_LT
+                     : is_op(P, "<=")   ? CMP_LE
+                     : is_op(P, ">")    ? CMP_GT
+                     : is_op(P, ">=")   ? CMP_GE
                      : is_name(P, "in") ? CMP_IN
                                         : 0;
         if (!op && is_name(P, "not") && P->t[P->pos + 1].k == K_NAME && P->t[P->pos + 1].s.n == 2 &&
@@ -863,7 +882,8 @@ static tp_node *statement(parser *P) {
             P->pos++;
             x->c = expr(P);
         }
-        if (is_name(P, "recursive")) pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "recursive for loops are not supported yet");
+        if (is_name(P, "recursive"))
+            pfail(P, ZERO_ERR_UNSUPPORTED, cur(P)->line, "recursive for loops are not supported yet");
         end_tag(P);
         static const char *const e[] = {"else", "endfor"};
         P->loops++;
@@ -891,7 +911,9 @@ static tp_node *statement(parser *P) {
             if (is_op(P, ",")) pfail(P, ZERO_ERR_UNSUPPORTED, line, "'set' of a tuple is not supported yet");
             end_tag(P);
         } else {
-            if (x->op) pfail(P, ZERO_ERR_FORMAT, line, "expected '=' after 'set %.*s.%.*s'", (int)x->names[0].n, x->names[0].p, (int)x->s.n, x->s.p);
+            if (x->op)
+                pfail(P, ZERO_ERR_FORMAT, line, "expected '=' after 'set %.*s.%.*s'", (int)x->names[0].n, x->names[0].p,
+                      (int)x->s.n, x->s.p);
             if (is_op(P, "|")) pfail(P, ZERO_ERR_UNSUPPORTED, line, "a filtered block 'set' is not supported yet");
             end_tag(P);
             static const char *const e[] = {"endset"};
@@ -945,7 +967,8 @@ static tp_node *statement(parser *P) {
         end_tag(P);
         P->has_gen = 1;
     } else {
-        static const char *const known_ends[] = {"endif", "endfor", "endset", "endmacro", "endgeneration", "elif", "else"};
+        static const char *const known_ends[] = {"endif",         "endfor", "endset", "endmacro",
+                                                 "endgeneration", "elif",   "else"};
         for (size_t k = 0; k < sizeof known_ends / sizeof known_ends[0]; k++)
             if (KW(known_ends[k])) pfail(P, ZERO_ERR_FORMAT, line, "'%s' without its opening tag", known_ends[k]);
         pfail(P, ZERO_ERR_UNSUPPORTED, line, "tag '%.*s' is not supported yet", (int)(kw.n > 40 ? 40 : kw.n), kw.p);

@@ -99,7 +99,8 @@ static int str_eq(tp_str a, const char *b) { return a.n == strlen(b) && !memcmp(
 static int str_same(tp_str a, tp_str b) { return a.n == b.n && (!a.n || !memcmp(a.p, b.p, a.n)); }
 
 static const char *type_name(const tp_val *v) {
-    static const char *n[] = {"undefined", "none", "boolean", "integer", "float", "string", "list", "dict", "loop", "function", "macro"};
+    static const char *n[] = {"undefined", "none", "boolean", "integer",  "float", "string",
+                              "list",      "dict", "loop",    "function", "macro"};
     return v->t == TV_DICT && v->ns ? "namespace" : n[v->t];
 }
 
@@ -206,7 +207,10 @@ static void to_str(rstate *R, buf *b, const tp_val *v, int repr, int line) {
     case TV_NONE: bput(R, b, "None", 4, line); break;
     case TV_BOOL: bput(R, b, v->u.i ? "True" : "False", v->u.i ? 4 : 5, line); break;
     case TV_INT: bput(R, b, t, (size_t)snprintf(t, sizeof t, "%lld", (long long)v->u.i), line); break;
-    case TV_FLOAT: fmt_float(v->u.f, t, sizeof t); bput(R, b, t, strlen(t), line); break;
+    case TV_FLOAT:
+        fmt_float(v->u.f, t, sizeof t);
+        bput(R, b, t, strlen(t), line);
+        break;
     case TV_STR:
         if (repr) repr_str(R, b, v->u.s, line);
         else bput(R, b, v->u.s.p, v->u.s.n, line);
@@ -292,7 +296,8 @@ static int key_cmp(const void *a, const void *b) {
 
 static void to_json(rstate *R, buf *b, const tp_val *v, const jsonfmt *f, int level, int line) {
     char t[64];
-    if (level > ZERO_TEMPLATE_MAX_DEPTH) FAILF(line, "tojson: a value nested more than %d deep", ZERO_TEMPLATE_MAX_DEPTH);
+    if (level > ZERO_TEMPLATE_MAX_DEPTH)
+        FAILF(line, "tojson: a value nested more than %d deep", ZERO_TEMPLATE_MAX_DEPTH);
     switch (v->t) {
     case TV_NONE: bput(R, b, "null", 4, line); break;
     case TV_BOOL: bput(R, b, v->u.i ? "true" : "false", v->u.i ? 4 : 5, line); break;
@@ -507,7 +512,8 @@ static tp_val from_json(rstate *R, const cJSON *j, int depth) {
     if (depth > 512) fail(R, 0, ZERO_ERR_INVALID_ARG, "the context nests more than 512 deep");
     if (cJSON_IsNull(j)) return (tp_val){.t = TV_NONE};
     if (cJSON_IsBool(j)) return bval(cJSON_IsTrue(j));
-    if (cJSON_IsNumber(j)) return cjson_is_int(j) ? ival((int64_t)j->valuedouble) : (tp_val){.t = TV_FLOAT, .u.f = j->valuedouble};
+    if (cJSON_IsNumber(j))
+        return cjson_is_int(j) ? ival((int64_t)j->valuedouble) : (tp_val){.t = TV_FLOAT, .u.f = j->valuedouble};
     if (cJSON_IsString(j)) return mkstr(R, j->valuestring, strlen(j->valuestring));
     if (cJSON_IsArray(j)) {
         tp_list *l = mklist(R, (size_t)cJSON_GetArraySize(j));
@@ -588,7 +594,8 @@ static const tp_val *arg(rstate *R, const args *a, int i, const char *name) {
     return NULL;
 }
 static void arity(rstate *R, const args *a, int max, const char *const *names) {
-    if (a->npos > max) FAILF(a->line, "%s takes at most %d argument%s, not %d", a->what, max, max == 1 ? "" : "s", a->npos);
+    if (a->npos > max)
+        FAILF(a->line, "%s takes at most %d argument%s, not %d", a->what, max, max == 1 ? "" : "s", a->npos);
     for (int k = 0; k < a->nkw; k++) {
         int ok = 0;
         for (int i = 0; names && names[i]; i++) ok |= str_eq(a->kwn[k], names[i]);
@@ -596,11 +603,13 @@ static void arity(rstate *R, const args *a, int max, const char *const *names) {
     }
 }
 static tp_str need_str(rstate *R, const tp_val *v, const args *a, const char *what) {
-    if (!v || v->t != TV_STR) FAILF(a->line, "%s: %s must be a string, not %s", a->what, what, v ? type_name(v) : "missing");
+    if (!v || v->t != TV_STR)
+        FAILF(a->line, "%s: %s must be a string, not %s", a->what, what, v ? type_name(v) : "missing");
     return v->u.s;
 }
 static int64_t need_int(rstate *R, const tp_val *v, const args *a, const char *what) {
-    if (!v || (v->t != TV_INT && v->t != TV_BOOL)) FAILF(a->line, "%s: %s must be an integer, not %s", a->what, what, v ? type_name(v) : "missing");
+    if (!v || (v->t != TV_INT && v->t != TV_BOOL))
+        FAILF(a->line, "%s: %s must be an integer, not %s", a->what, what, v ? type_name(v) : "missing");
     return v->u.i;
 }
 
@@ -651,7 +660,8 @@ static tp_val recase(rstate *R, tp_str s, int how) {
         else if (how == 3) o = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
         else if (how == 4) o = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp);
         else {
-            const int boundary = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || (cp < 0x80 && (cp == ' ' || (cp >= 9 && cp <= 13)));
+            const int boundary = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' ||
+                                 (cp < 0x80 && (cp == ' ' || (cp >= 9 && cp <= 13)));
             o = boundary ? cp : prev_cased ? utf8proc_tolower(cp) : utf8proc_toupper(cp);
             prev_cased = !boundary;
             first = 0;
@@ -678,7 +688,7 @@ static tp_val replace(rstate *R, tp_str s, tp_str old, tp_str nw, int64_t count,
     buf b = {0};
     int64_t done = 0;
     if (!old.n) {
-        for (size_t i = 0;; ) {
+        for (size_t i = 0;;) {
             if (count < 0 || done < count) bput(R, &b, nw.p, nw.n, line), done++;
             if (i >= s.n) break;
             size_t l = u8len(s.p + i, s.n - i);
@@ -702,7 +712,8 @@ static tp_val replace(rstate *R, tp_str s, tp_str old, tp_str nw, int64_t count,
 }
 
 /* Python's slice of n items: the indices it takes, in order. */
-static size_t slice_idx(rstate *R, const tp_val *lo, const tp_val *hi, const tp_val *st, int64_t n, int64_t **out, int line) {
+static size_t slice_idx(rstate *R, const tp_val *lo, const tp_val *hi, const tp_val *st, int64_t n, int64_t **out,
+                        int line) {
     int64_t step = 1;
     if (st && st->t != TV_NONE) {
         if (st->t != TV_INT) FAILF(line, "a slice step must be an integer");
@@ -831,9 +842,9 @@ static int run_test(rstate *R, tp_str name, const tp_val *v, const args *a) {
         tp_val c = recase(R, v->u.s, T("lower") ? 2 : 1);
         return str_same(c.u.s, v->u.s);
     }
-    static const char *const cmp_names[][3] = {{"eq", "equalto", "=="}, {"ne", "!=", NULL}, {"lt", "lessthan", "<"},
-                                               {"le", "<=", NULL},       {"gt", "greaterthan", ">"}, {"ge", ">=", NULL},
-                                               {"sameas", NULL, NULL},   {"in", NULL, NULL}};
+    static const char *const cmp_names[][3] = {
+        {"eq", "equalto", "=="},    {"ne", "!=", NULL}, {"lt", "lessthan", "<"}, {"le", "<=", NULL},
+        {"gt", "greaterthan", ">"}, {"ge", ">=", NULL}, {"sameas", NULL, NULL},  {"in", NULL, NULL}};
     for (int c = 0; c < 8; c++)
         for (int k = 0; k < 3 && cmp_names[c][k]; k++)
             if (T(cmp_names[c][k])) {
@@ -848,9 +859,10 @@ static int run_test(rstate *R, tp_str name, const tp_val *v, const args *a) {
                 case 4: return order(R, v, o, a->line) > 0;
                 case 5: return order(R, v, o, a->line) >= 0;
                 case 6:
-                    return v->t == o->t && ((v->t == TV_NONE || v->t == TV_UNDEF) || (v->t == TV_BOOL && v->u.i == o->u.i) ||
-                                            ((v->t == TV_LIST || v->t == TV_DICT) && v->u.l == o->u.l) ||
-                                            (v->t == TV_INT && v->u.i == o->u.i));
+                    return v->t == o->t &&
+                           ((v->t == TV_NONE || v->t == TV_UNDEF) || (v->t == TV_BOOL && v->u.i == o->u.i) ||
+                            ((v->t == TV_LIST || v->t == TV_DICT) && v->u.l == o->u.l) ||
+                            (v->t == TV_INT && v->u.i == o->u.i));
                 default: return contains(R, o, v, a->line);
                 }
             }
@@ -927,8 +939,8 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         static const char *const nm[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
         arity(R, a, 4, nm);
         jsonfmt f = {.indent = -1, .item_sep = {", ", 2}, .key_sep = {": ", 2}};
-        const tp_val *ea = arg(R, a, 0, "ensure_ascii"), *ind = arg(R, a, 1, "indent"), *sep = arg(R, a, 2, "separators"),
-                     *sk = arg(R, a, 3, "sort_keys");
+        const tp_val *ea = arg(R, a, 0, "ensure_ascii"), *ind = arg(R, a, 1, "indent"),
+                     *sep = arg(R, a, 2, "separators"), *sk = arg(R, a, 3, "sort_keys");
         if (ea && truthy(ea)) FAILU(line, "tojson(ensure_ascii=True) is not supported yet");
         if (ind && ind->t != TV_NONE) {
             if (ind->t == TV_STR) FAILU(line, "tojson: a string indent is not supported yet");
@@ -995,7 +1007,8 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         arity(R, a, 3, nm);
         const tp_val *c = arg(R, a, 2, "count");
         return replace(R, str_of(R, v, line), need_str(R, arg(R, a, 0, "old"), a, "old"),
-                       need_str(R, arg(R, a, 1, "new"), a, "new"), c && c->t != TV_NONE ? need_int(R, c, a, "count") : -1, line);
+                       need_str(R, arg(R, a, 1, "new"), a, "new"),
+                       c && c->t != TV_NONE ? need_int(R, c, a, "count") : -1, line);
     }
     if (F("string")) {
         arity(R, a, 0, NULL);
@@ -1115,16 +1128,16 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
 static tp_val split(rstate *R, tp_str s, const tp_val *sep, int64_t maxsplit, int line) {
     tp_list *l = mklist(R, 0);
     size_t cap = 0;
-#define PUSH(x)                                                                                                        \
-    do {                                                                                                               \
-        if (l->n == cap) {                                                                                             \
-            size_t nc = cap ? 2 * cap : 8;                                                                             \
-            tp_val *nv = zero__tp_alloc(&R->A, nc * sizeof *nv);                                                       \
-            if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);                                                             \
-            l->v = nv;                                                                                                 \
-            cap = nc;                                                                                                  \
-        }                                                                                                              \
-        l->v[l->n++] = (x);                                                                                            \
+#define PUSH(x)                                                  \
+    do {                                                         \
+        if (l->n == cap) {                                       \
+            size_t nc = cap ? 2 * cap : 8;                       \
+            tp_val *nv = zero__tp_alloc(&R->A, nc * sizeof *nv); \
+            if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);       \
+            l->v = nv;                                           \
+            cap = nc;                                            \
+        }                                                        \
+        l->v[l->n++] = (x);                                      \
     } while (0)
     if (!sep || sep->t == TV_NONE) {
         size_t i = 0, sl;
@@ -1192,7 +1205,8 @@ static tp_val str_format(rstate *R, tp_str f, const args *a) {
         while (j < f.n && f.p[j] != '}') j++;
         if (j >= f.n) FAILF(a->line, "format: a '{' that is never closed");
         tp_str field = {f.p + i + 1, j - i - 1};
-        if (memchr(field.p, ':', field.n) || memchr(field.p, '!', field.n) || memchr(field.p, '.', field.n) || memchr(field.p, '[', field.n))
+        if (memchr(field.p, ':', field.n) || memchr(field.p, '!', field.n) || memchr(field.p, '.', field.n) ||
+            memchr(field.p, '[', field.n))
             FAILU(a->line, "format: field '{%.*s}' (a conversion or spec) is not supported yet", (int)field.n, field.p);
         const tp_val *v = NULL;
         if (!field.n) {
@@ -1292,7 +1306,8 @@ static tp_val call_method(rstate *R, const tp_val *o, tp_str m, args *a) {
                 else if (M("isdigit")) ok = c == UTF8PROC_CATEGORY_ND;
                 else {
                     ok = c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO;
-                    if (M("isalnum")) ok |= c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+                    if (M("isalnum"))
+                        ok |= c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
                 }
                 if (!ok) return bval(0);
                 i += l;
@@ -1348,7 +1363,8 @@ static tp_val call_func(rstate *R, int fn, args *a) {
         int64_t n = 0;
         if (st > 0 && hi > lo) n = (hi - lo + st - 1) / st;
         if (st < 0 && lo > hi) n = (lo - hi - st - 1) / -st;
-        if (n > 100000) FAILF(line, "range() of %lld items: at most 100000 (transformers' sandbox limit)", (long long)n);
+        if (n > 100000)
+            FAILF(line, "range() of %lld items: at most 100000 (transformers' sandbox limit)", (long long)n);
         tp_list *l = mklist(R, (size_t)n);
         for (int64_t i = 0; i < n; i++) l->v[i] = ival(lo + i * st);
         return lval(l);
@@ -1394,7 +1410,8 @@ static tp_val call_macro(rstate *R, const tp_node *m, args *a) {
     if (++R->depth > 64) FAILF(a->line, "macro calls nested more than 64 deep");
     scope *s = zero__tp_alloc(&R->A, sizeof *s);
     s->up = R->root;
-    if (a->npos > m->nnames) FAILF(a->line, "macro '%.*s' takes %d arguments, not %d", (int)m->s.n, m->s.p, m->nnames, a->npos);
+    if (a->npos > m->nnames)
+        FAILF(a->line, "macro '%.*s' takes %d arguments, not %d", (int)m->s.n, m->s.p, m->nnames, a->npos);
     for (int i = 0; i < m->nnames; i++) {
         tp_val v = undef(m->names[i]);
         if (i < a->npos) v = a->pos[i];
@@ -1409,7 +1426,8 @@ static tp_val call_macro(rstate *R, const tp_node *m, args *a) {
     for (int k = 0; k < a->nkw; k++) {
         int ok = 0;
         for (int i = 0; i < m->nnames; i++) ok |= str_same(a->kwn[k], m->names[i]);
-        if (!ok) FAILF(a->line, "macro '%.*s' has no argument '%.*s'", (int)m->s.n, m->s.p, (int)a->kwn[k].n, a->kwn[k].p);
+        if (!ok)
+            FAILF(a->line, "macro '%.*s' has no argument '%.*s'", (int)m->s.n, m->s.p, (int)a->kwn[k].n, a->kwn[k].p);
     }
     buf cap = {0}, *saved = R->cur;
     R->cur = &cap;
@@ -1454,7 +1472,8 @@ static tp_val arith(rstate *R, int op, const tp_val *a, const tp_val *b, int lin
         return sval((tp_str){p, s.n * (size_t)k});
     }
     static const char *ops[] = {"", "+", "-", "*", "/", "//", "%", "**"};
-    if (!is_num(a) || !is_num(b)) FAILF(line, "'%s' between a %s and a %s is not supported", ops[op], type_name(a), type_name(b));
+    if (!is_num(a) || !is_num(b))
+        FAILF(line, "'%s' between a %s and a %s is not supported", ops[op], type_name(a), type_name(b));
     if (a->t != TV_FLOAT && b->t != TV_FLOAT && op != OP_DIV) {
         const int64_t x = a->u.i, y = b->u.i;
         int64_t r = 0;
@@ -1519,7 +1538,11 @@ static tp_val eval(rstate *R, scope *sc, const tp_node *x) {
         static const struct {
             const char *n;
             int f;
-        } g[] = {{"range", F_RANGE}, {"namespace", F_NAMESPACE}, {"raise_exception", F_RAISE}, {"strftime_now", F_STRFTIME}, {"dict", F_DICT}};
+        } g[] = {{"range", F_RANGE},
+                 {"namespace", F_NAMESPACE},
+                 {"raise_exception", F_RAISE},
+                 {"strftime_now", F_STRFTIME},
+                 {"dict", F_DICT}};
         for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
             if (str_eq(x->s, g[i].n)) return (tp_val){.t = TV_FUNC, .u.i = g[i].f};
         return undef(x->s);
@@ -1534,7 +1557,8 @@ static tp_val eval(rstate *R, scope *sc, const tp_node *x) {
     }
     case TN_SLICE: {
         tp_val o = eval(R, sc, x->a);
-        tp_val lo = x->b ? eval(R, sc, x->b) : (tp_val){.t = TV_NONE}, hi = x->c ? eval(R, sc, x->c) : (tp_val){.t = TV_NONE},
+        tp_val lo = x->b ? eval(R, sc, x->b) : (tp_val){.t = TV_NONE},
+               hi = x->c ? eval(R, sc, x->c) : (tp_val){.t = TV_NONE},
                st = x->d ? eval(R, sc, x->d) : (tp_val){.t = TV_NONE};
         int64_t *idx;
         if (o.t == TV_LIST) {
@@ -1654,8 +1678,7 @@ static void unpack(rstate *R, scope *s, const tp_node *x, const tp_val *item) {
         return;
     }
     tp_list *l = iter_list(R, item, x->line);
-    if (l->n != (size_t)x->nnames)
-        FAILF(x->line, "cannot unpack %zu values into %d names", l->n, x->nnames);
+    if (l->n != (size_t)x->nnames) FAILF(x->line, "cannot unpack %zu values into %d names", l->n, x->nnames);
     for (int i = 0; i < x->nnames; i++) assign(R, s, x->names[i], l->v[i]);
 }
 
@@ -1775,8 +1798,8 @@ void zero_template_opts_default(zero_template_opts *o) {
     o->max_steps = UINT64_C(1) << 28;
 }
 
-zero_status zero_template_render(const zero_template *t, const char *context, size_t len,
-                                 const zero_template_opts *o, zero_template_output *out, zero_error *err) {
+zero_status zero_template_render(const zero_template *t, const char *context, size_t len, const zero_template_opts *o,
+                                 zero_template_output *out, zero_error *err) {
     zero_error scratch;
     if (!err) err = &scratch;
     memset(out, 0, sizeof *out);

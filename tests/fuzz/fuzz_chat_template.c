@@ -5,10 +5,11 @@
 #include "zero/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char ctx[] = "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", "
-                              "\"content\": \"h\\u00e9 \\ud83d\\ude00\"}, {\"role\": \"assistant\", \"content\": \" a \"}], "
-                              "\"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", "
-                              "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"x\": [1, 2.5, null]}}]}";
+    static const char ctx[] =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", "
+        "\"content\": \"h\\u00e9 \\ud83d\\ude00\"}, {\"role\": \"assistant\", \"content\": \" a \"}], "
+        "\"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", "
+        "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"x\": [1, 2.5, null]}}]}";
     zero_template *t = NULL;
     zero_error err;
     if (zero_template_parse(&t, (const char *)data, size, &err) != ZERO_OK) return 0;

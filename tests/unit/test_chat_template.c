@@ -72,13 +72,14 @@ static void test_fixtures(void) {
     char *convs = slurp(path, NULL);
     cJSON *conv[64];
     int nconv = 0;
-    for (char *line = strtok(convs, "\n"); line && nconv < 64; line = strtok(NULL, "\n")) conv[nconv++] = cJSON_Parse(line);
+    for (char *line = strtok(convs, "\n"); line && nconv < 64; line = strtok(NULL, "\n"))
+        conv[nconv++] = cJSON_Parse(line);
     snprintf(path, sizeof path, "%s/expected.jsonl", dir);
     size_t n;
     char *exp = slurp(path, &n);
     int renders = 0, errors = 0, ids_checked = 0;
-    const char *names[] = {"llama-3.1", "llama-3.2", "qwen2.5", "qwen3", "mistral-v0.3", "mistral-nemo",
-                           "smollm2", "gemma-2", "gemma-3", "phi-3.5"};
+    const char *names[] = {"llama-3.1",    "llama-3.2", "qwen2.5", "qwen3",   "mistral-v0.3",
+                           "mistral-nemo", "smollm2",   "gemma-2", "gemma-3", "phi-3.5"};
     zero_template *tmpl[10] = {0};
     zero_tokenizer *toks[4] = {0};
     const char *tokn[4] = {"llama3", "qwen2", "mistral", "smollm2"};
@@ -108,7 +109,8 @@ static void test_fixtures(void) {
             continue;
         }
         cJSON *ctx = cJSON_Duplicate(conv[ci], 1);
-        cJSON_AddBoolToObject(ctx, "add_generation_prompt", cJSON_IsTrue(cJSON_GetObjectItem(r, "add_generation_prompt")));
+        cJSON_AddBoolToObject(ctx, "add_generation_prompt",
+                              cJSON_IsTrue(cJSON_GetObjectItem(r, "add_generation_prompt")));
         const cJSON *bos = cJSON_GetObjectItem(r, "bos_token"), *eos = cJSON_GetObjectItem(r, "eos_token");
         if (cJSON_IsString(bos)) cJSON_AddStringToObject(ctx, "bos_token", bos->valuestring);
         if (cJSON_IsString(eos)) cJSON_AddStringToObject(ctx, "eos_token", eos->valuestring);
@@ -122,11 +124,13 @@ static void test_fixtures(void) {
         const cJSON *want = cJSON_GetObjectItem(r, "text"), *werr = cJSON_GetObjectItem(r, "error");
         if (werr) {
             errors++;
-            ZT_CHECKF(st != ZERO_OK && strstr(err.msg, werr->valuestring), "%s conv %d: expected the error [%s], got %s",
-                      name, ci, werr->valuestring, st ? err.msg : out.text);
+            ZT_CHECKF(st != ZERO_OK && strstr(err.msg, werr->valuestring),
+                      "%s conv %d: expected the error [%s], got %s", name, ci, werr->valuestring,
+                      st ? err.msg : out.text);
         } else {
             renders++;
-            ZT_CHECKF(st == ZERO_OK && out.len == strlen(want->valuestring) && !memcmp(out.text, want->valuestring, out.len),
+            ZT_CHECKF(st == ZERO_OK && out.len == strlen(want->valuestring) &&
+                          !memcmp(out.text, want->valuestring, out.len),
                       "%s conv %d agp %d: got\n[%s] (%s)\nwant\n[%s]", name, ci,
                       cJSON_IsTrue(cJSON_GetObjectItem(r, "add_generation_prompt")), st ? "" : out.text, err.msg,
                       want->valuestring);
@@ -138,7 +142,8 @@ static void test_fixtures(void) {
                 zero_token_ids got = {0};
                 ZT_OK(zero_tokenizer_encode(toks[k], out.text, out.len, 0, &got));
                 int same = got.n == (size_t)cJSON_GetArraySize(ids);
-                for (size_t i = 0; same && i < got.n; i++) same = got.ids[i] == cJSON_GetArrayItem(ids, (int)i)->valueint;
+                for (size_t i = 0; same && i < got.n; i++)
+                    same = got.ids[i] == cJSON_GetArrayItem(ids, (int)i)->valueint;
                 ZT_CHECKF(same, "%s conv %d: ids through %s differ (%zu vs %d)", name, ci, tk->valuestring, got.n,
                           cJSON_GetArraySize(ids));
                 zero_token_ids_free(&got);
@@ -173,29 +178,37 @@ static void test_language(void) {
                 "8 3 -4 2 3.5 1024 a7");
     expect_text("{{ s|trim }}|{{ s.strip() }}|{{ s.lstrip() }}|{{ s.upper() }}|{{ s|lower }}|{{ 'hello world'|title }}",
                 ctx, "Ab c|Ab c|Ab c | AB C | ab c |Hello World");
-    expect_text("{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'abc'[::-1] }} {{ 'héllo'[1:3] }} {{ [1,2,3][-1] }}",
-                ctx, "['a', 'b', '', 'c'] ['a', 'b'] cba él 3");
-    expect_text("{{ d|tojson }} {{ d.a|tojson(indent=2) }}", ctx, "{\"b\": 1, \"a\": [1, 2.5, null, true]} [\n  1,\n  2.5,\n  null,\n  true\n]");
+    expect_text(
+        "{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'abc'[::-1] }} {{ 'héllo'[1:3] }} {{ [1,2,3][-1] }}", ctx,
+        "['a', 'b', '', 'c'] ['a', 'b'] cba él 3");
+    expect_text("{{ d|tojson }} {{ d.a|tojson(indent=2) }}", ctx,
+                "{\"b\": 1, \"a\": [1, 2.5, null, true]} [\n  1,\n  2.5,\n  null,\n  true\n]");
     expect_text("{{ {'é': '日本\\n'}|tojson }} {{ d|tojson(separators=(',', ':'), sort_keys=true) }}", ctx,
                 "{\"é\": \"日本\\n\"} {\"a\":[1,2.5,null,true],\"b\":1}");
     expect_text("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for k in d %}{{ k }}{% endfor %}", ctx,
                 "b=1;a=[1, 2.5, None, True];ba");
-    expect_text("{% for i in range(5) if i is odd %}{{ loop.index }}/{{ loop.length }}{{ ',' if not loop.last }}{% endfor %}",
-                ctx, "1/2,2/2");
+    expect_text(
+        "{% for i in range(5) if i is odd %}{{ loop.index }}/{{ loop.length }}{{ ',' if not loop.last }}{% endfor %}",
+        ctx, "1/2,2/2");
     expect_text("{% for i in [] %}x{% else %}empty{% endfor %}", ctx, "empty");
-    expect_text("{% for i in range(10) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}",
+    expect_text("{% for i in range(10) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif "
+                "%}{{ i }}{% endfor %}",
                 ctx, "02");
-    expect_text("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}", ctx, "6");
+    expect_text("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+                ctx, "6");
     expect_text("{% set v = 1 %}{% for i in range(3) %}{% set v = i %}{% endfor %}{{ v }}", ctx, "1");
-    expect_text("{% macro greet(name, p='Hi') %}{{ p }} {{ name }}{% endmacro %}{{ greet('A') }}/{{ greet('B', p='Yo') }}", ctx,
-                "Hi A/Yo B");
+    expect_text(
+        "{% macro greet(name, p='Hi') %}{{ p }} {{ name }}{% endmacro %}{{ greet('A') }}/{{ greet('B', p='Yo') }}", ctx,
+        "Hi A/Yo B");
     expect_text("{% set b %}in {{ x }}{% endset %}[{{ b }}]", ctx, "[in 7]");
-    expect_text("{{ y is defined }} {{ x is number }} {{ s is string }} {{ d is mapping }} {{ none is none }} {{ x is divisibleby 7 }}",
+    expect_text("{{ y is defined }} {{ x is number }} {{ s is string }} {{ d is mapping }} {{ none is none }} {{ x is "
+                "divisibleby 7 }}",
                 ctx, "False True True True True True");
-    expect_text("{{ 'b' in 'abc' }} {{ 3 not in [1, 2] }} {{ 'a' in d }} {{ 1 < x <= 7 }} {{ x if x > 9 else 'no' }}", ctx,
-                "True True True True no");
+    expect_text("{{ 'b' in 'abc' }} {{ 3 not in [1, 2] }} {{ 'a' in d }} {{ 1 < x <= 7 }} {{ x if x > 9 else 'no' }}",
+                ctx, "True True True True no");
     expect_text("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}", ctx, "hi");
-    expect_text("{{ [3, 1]|first }}{{ [3, 1]|last }}{{ 'abc'|length }}{{ y|default('dflt') }}{{ '5'|int + 1 }}{{ 'a-b'.replace('-', '+') }}",
+    expect_text("{{ [3, 1]|first }}{{ [3, 1]|last }}{{ 'abc'|length }}{{ y|default('dflt') }}{{ '5'|int + 1 }}{{ "
+                "'a-b'.replace('-', '+') }}",
                 ctx, "313dflt6a+b");
     expect_text("{{ '{} and {}'.format(1, 'two') }} {{ d.get('zz', 'none') }} {{ 'Abc'.startswith(('x', 'A')) }}", ctx,
                 "1 and two none True");
@@ -220,14 +233,16 @@ static void test_language(void) {
 }
 
 static void test_generation_spans(void) {
-    const char *src = "{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' %}{% generation %}{{ m.content }}"
-                      "</s>{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}";
+    const char *src =
+        "{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' %}{% generation %}{{ m.content }}"
+        "</s>{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}";
     zero_template *t;
     zero_error err;
     ZT_OK(zero_template_parse(&t, src, strlen(src), &err));
     ZT_CHECK(zero_template_has_generation(t));
-    const char *ctx = "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a1\"},"
-                      " {\"role\": \"user\", \"content\": \"q2\"}, {\"role\": \"assistant\", \"content\": \"é\"}]}";
+    const char *ctx =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a1\"},"
+        " {\"role\": \"user\", \"content\": \"q2\"}, {\"role\": \"assistant\", \"content\": \"é\"}]}";
     zero_template_output o;
     ZT_OK(zero_template_render(t, ctx, strlen(ctx), NULL, &o, &err));
     ZT_CHECK(!strcmp(o.text, "<user>q<assistant>a1</s><user>q2<assistant>é</s>"));
@@ -317,12 +332,14 @@ static void test_generation_masks(void) {
             zero_chat_message m[16];
             int nm = 0;
             for (cJSON *e = ms->child; e && nm < 16; e = e->next)
-                m[nm++] = (zero_chat_message){cJSON_GetObjectItem(e, "role")->valuestring, cJSON_GetObjectItem(e, "content")->valuestring};
+                m[nm++] = (zero_chat_message){cJSON_GetObjectItem(e, "role")->valuestring,
+                                              cJSON_GetObjectItem(e, "content")->valuestring};
             zero_token_ids ids = {0};
             uint8_t *mask = NULL;
             size_t cap = 0;
             zero_error err;
-            ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, nm, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s", toks[t], err.msg);
+            ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, nm, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s",
+                      toks[t], err.msg);
             int32_t wid[4096];
             uint8_t wm[4096];
             size_t ni = 0, nmk = 0;
@@ -360,13 +377,17 @@ static void test_generation_masks(void) {
 /* Without {% generation %}: each assistant turn's rendered content and the special token after it. */
 static void masked_text(const char *tokname, const char *tmpl, const char *bos, const char *eos, const char *want) {
     zero_tokenizer *tok = tok_with(tokname, tmpl, bos, eos);
-    zero_chat_message m[] = {{"system", "Answer in one word."}, {"user", "Sky colour?"}, {"assistant", " Blue "},
-                             {"user", "Grass?"}, {"assistant", "Green 🌿"}};
+    zero_chat_message m[] = {{"system", "Answer in one word."},
+                             {"user", "Sky colour?"},
+                             {"assistant", " Blue "},
+                             {"user", "Grass?"},
+                             {"assistant", "Green 🌿"}};
     zero_token_ids ids = {0};
     uint8_t *mask = NULL;
     size_t cap = 0;
     zero_error err;
-    ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, 5, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s", tmpl, err.msg);
+    ZT_CHECKF(zero_chat_encode(tok, ZERO_CHAT_MODEL, m, 5, 0, &ids, &mask, &cap, &err) == ZERO_OK, "%s: %s", tmpl,
+              err.msg);
     char got[1024] = "";
     size_t k = 0;
     for (size_t i = 0; i < ids.n; i++) {
@@ -417,7 +438,8 @@ static void test_chat_errors(void) {
     tok = tok_with("qwen2", "phi-3.5.jinja", NULL, "<|im_end|>");
     zero_data *d;
     ZT_OK(zero_data_create(&d, tok, &o, &err));
-    const char *line = "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}";
+    const char *line =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}";
     ZT_OK(zero_data_add_jsonl_line(d, line, strlen(line), "x.jsonl:1"));
     const uint8_t *mk;
     size_t n;
