@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --chat                 wrap TEXT as a user message in the model's chat format (with the\n"
             "                         assistant's header after it) and print the reply, up to end of turn\n"
             "  --system TEXT          with --chat: a system message first\n"
-            "  --chat-template NAME   with --chat: chatml, llama3 or mistral (default: the one training\n"
+            "  --chat-template NAME   with --chat: model, chatml, llama3 or mistral (default: the one training\n"
             "                         recorded, else the tokenizer's)\n"
             "  --tokenizer DIR|FILE   the tokenizer (default: the model directory's tokenizer.json)\n"
             "  --tokens N             tokens to generate at most (default 200)\n"
@@ -114,7 +114,8 @@ static int parse(int argc, char **argv, sample_opts *o) {
         return -1;
     }
     if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->fmt) != ZERO_OK) {
-        cli_error(CLI_USAGE, "sample: --chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
+        cli_error(CLI_USAGE, "sample: --chat-template '%s': expected model (the tokenizer's own template) or one of the "
+                  "built-in formats chatml, llama3, mistral",
                   o->chat_template);
         return -1;
     }
@@ -194,8 +195,9 @@ static void print_json(const sample_opts *o, const dec_config *g, const sample_o
     cJSON_Delete(j);
 }
 
-/* The chat format a checkpoint's training run was asked for (user.chat_template), else NONE. */
-static zero_chat_format recorded_format(const char *path) {
+/* The chat format a checkpoint's training run used (user.chat_template), else NONE; for the model's
+ * template, its text too (user.chat_template_text, malloc'd into *text). */
+static zero_chat_format recorded_format(const char *path, char **text) {
     zero_ckpt *c = NULL;
     zero_error err = {{0}};
     zero_chat_format f = ZERO_CHAT_NONE;
@@ -203,6 +205,8 @@ static zero_chat_format recorded_format(const char *path) {
     cJSON *man = cJSON_Parse(zero_ckpt_manifest(c));
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "user"), "chat_template");
     if (cJSON_IsString(v) && zero_chat_format_parse(v->valuestring, &f) != ZERO_OK) f = ZERO_CHAT_NONE;
+    const cJSON *tx = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(man, "user"), "chat_template_text");
+    if (f == ZERO_CHAT_MODEL && cJSON_IsString(tx)) *text = strdup(tx->valuestring);
     cJSON_Delete(man);
     zero_ckpt_close(c);
     return f;
@@ -229,6 +233,10 @@ static int stop_tokens(zero_tokenizer *tok, const char *tokpath, const sample_op
     ADD(zero_tokenizer_eos(tok));
     if (o->chat && o->fmt == ZERO_CHAT_CHATML) ADD(zero_tokenizer_token_id(tok, "<|im_end|>"));
     if (o->chat && o->fmt == ZERO_CHAT_LLAMA3) ADD(zero_tokenizer_token_id(tok, "<|eot_id|>"));
+    if (o->chat && o->fmt == ZERO_CHAT_MODEL) { /* the end-of-turn tokens of the published templates */
+        static const char *const ends[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eom_id|>"};
+        for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) ADD(zero_tokenizer_token_id(tok, ends[i]));
+    }
     char dir[4200], gc[4300];
     struct stat sb;
     if (!stat(tokpath, &sb) && S_ISDIR(sb.st_mode)) {
@@ -374,7 +382,17 @@ int cli_sample(int argc, char **argv) {
         }
     }
     if (o.chat) {
-        if (o.fmt == ZERO_CHAT_NONE && src.kind == CLI_MODEL_CKPT) o.fmt = recorded_format(o.init_from);
+        char *rec_text = NULL;
+        if (o.fmt == ZERO_CHAT_NONE && src.kind == CLI_MODEL_CKPT) o.fmt = recorded_format(o.init_from, &rec_text);
+        const char *have = zero_tokenizer_chat_template(tok);
+        if (rec_text && (!have || strcmp(rec_text, have))) {
+            free(rec_text);
+            rc = cli_error(CLI_USAGE, "sample: --chat: the chat template of the tokenizer in %s is not the one the "
+                           "checkpoint was trained with (recorded in its run record): give --chat-template NAME, or "
+                           "the tokenizer the run used (--tokenizer DIR)", tokpath);
+            goto out;
+        }
+        free(rec_text);
         if (o.fmt == ZERO_CHAT_NONE) o.fmt = zero_chat_format_detect(tok);
         if (o.fmt == ZERO_CHAT_NONE) {
             rc = cli_error(CLI_USAGE,

@@ -11,7 +11,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: zero tokenize --tokenizer DIR|tokenizer.json INPUT... (-o OUT | --print) [--seq T]\n"
-            "                     [--chat-template chatml|llama3|mistral] [--skip-bad-examples]\n"
+            "                     [--chat-template model|chatml|llama3|mistral] [--skip-bad-examples]\n"
             "                     [--no-special] [--json]\n"
             "\n"
             "Tokenizes INPUT files with a Hugging Face tokenizer.json (byte-level BPE: GPT-2, Llama 3,\n"
@@ -33,7 +33,8 @@ static void usage(FILE *f) {
             "                           skipped line: an empty line)\n"
             "  --seq T                  pack examples into rows of T + 1 tokens (best fit, EOS padding with\n"
             "                           no loss); an example longer than T + 1 is a bad example\n"
-            "  --chat-template NAME     chatml, llama3 or mistral (default: from the tokenizer)\n"
+            "  --chat-template NAME     model (the tokenizer's own chat template), chatml, llama3 or mistral\n"
+            "                           (default: model when the tokenizer has a template, else from its tokens)\n"
             "  --skip-bad-examples      skip and count bad JSONL lines instead of failing on the first\n"
             "  --no-special             --print: without the post-processor (no BOS)\n"
             "  --json                   a JSON summary; with --print, one {\"ids\", \"mask\"} object a line\n"
@@ -73,7 +74,7 @@ static int parse(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--chat-template")) {
             if (!(v = cli_flag_value(argc, argv, &i))) return -1;
             if (zero_chat_format_parse(v, &o->chat)) {
-                cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, "
+                cli_error(CLI_USAGE, "--chat-template '%s': expected model or one of the built-in formats chatml, llama3, "
                           "mistral (Jinja templates are not executed)", v);
                 return -1;
             }

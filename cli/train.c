@@ -55,6 +55,14 @@ static int open_data(train_opts *o) {
                              "read as bytes", o->chat_template ? "--chat-template" : "--skip-bad-examples", what);
         }
     }
+    /* --resume of a run that trained with the model's template: the same template, or a refusal */
+    if (o->chat_template_text && o->chat == ZERO_CHAT_MODEL) {
+        const char *have = o->tok ? zero_tokenizer_chat_template(o->tok) : NULL;
+        if (!have || strcmp(have, o->chat_template_text))
+            return cli_error(CLI_USAGE, "--resume: the chat template of the tokenizer in %s is not the one the run "
+                             "trained with (its run record holds it): give --chat-template NAME to choose another",
+                             o->tokdir[0] ? o->tokdir : "the model's directory");
+    }
     dec_data_opts d;
     dec_data_opts_default(&d);
     d.path = o->data;
@@ -80,7 +88,8 @@ void train_release(train_opts *o) {
     zero_tokenizer_free(o->tok);
     o->tok = NULL;
     cli_model_free(&o->src);
-    for (int i = 0; i < 3; i++) {
+    o->chat_template_text = NULL;
+    for (int i = 0; i < 4; i++) {
         free(o->run_strings[i]);
         o->run_strings[i] = NULL;
     }
@@ -192,8 +201,8 @@ int train_prepare(train_opts *o, int world) {
     /* --resume with --init-from: only for a LoRA run's base (train_lora_resume) */
     o->chat = ZERO_CHAT_NONE;
     if (o->chat_template && zero_chat_format_parse(o->chat_template, &o->chat) != ZERO_OK)
-        return cli_error(CLI_USAGE, "--chat-template '%s': expected one of the built-in formats chatml, llama3, mistral",
-                         o->chat_template);
+        return cli_error(CLI_USAGE, "--chat-template '%s': expected model (the tokenizer's own template) or one of the "
+                         "built-in formats chatml, llama3, mistral", o->chat_template);
     if ((rc = ux_check_outputs(o)) != CLI_OK) return rc; /* fail now, not after the run */
     if (world > 0) {
         zero_status s = zero_config_resolve(cfg, world, &err);

@@ -38,7 +38,13 @@ char *train_user_json(const train_opts *o, int world) {
         cJSON_AddStringToObject(root, "source", abs ? abs : o->src.source);
         free(abs);
     }
-    if (o->chat_template) cJSON_AddStringToObject(root, "chat_template", zero_chat_format_name(o->chat));
+    /* the chat format the run used: a name, or "model" and the template's text (resume and sample
+     * --chat use the same one, or refuse) */
+    const char *tmpl = o->tok ? zero_tokenizer_chat_template(o->tok) : NULL;
+    const int model = tmpl && (o->chat == ZERO_CHAT_MODEL || (!o->chat_template && o->chat == ZERO_CHAT_NONE));
+    if (o->chat_template || model)
+        cJSON_AddStringToObject(root, "chat_template", model ? "model" : zero_chat_format_name(o->chat));
+    if (model) cJSON_AddStringToObject(root, "chat_template_text", tmpl);
     cJSON_AddNumberToObject(root, "seq", o->T);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON_AddNumberToObject(root, "global_batch", (double)(world * o->cfg.micro_batch * o->cfg.grad_accum));
@@ -301,7 +307,11 @@ int train_resume_run(train_opts *o) {
         o->run_recorded = 1;
     }
     const char *v = NULL;
-    if (!o->chat_template && zero_ckpt_user_string(c, "chat_template", &v) == ZERO_OK) o->chat_template = keep(o, 2, v);
+    if (!o->chat_template && zero_ckpt_user_string(c, "chat_template", &v) == ZERO_OK) {
+        o->chat_template = keep(o, 2, v);
+        if (!strcmp(v, "model") && zero_ckpt_user_string(c, "chat_template_text", &v) == ZERO_OK)
+            o->chat_template_text = keep(o, 3, v);
+    }
     double x = 0;
     if (!o->checkpointing && zero_ckpt_user_number(c, "run.activation_checkpointing", &x) == ZERO_OK && x == 1)
         o->checkpointing = 1;

@@ -61,14 +61,18 @@ typedef enum zero_chat_format {
     ZERO_CHAT_CHATML = 1,  /* <|im_start|>role\ncontent<|im_end|>\n (Qwen, SmolLM) */
     ZERO_CHAT_LLAMA3 = 2,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> after BOS */
     ZERO_CHAT_MISTRAL = 3, /* BOS [INST] user [/INST]assistant EOS ... */
+    ZERO_CHAT_MODEL = 4,   /* the tokenizer's own chat template, rendered by zero/template.h */
 } zero_chat_format;
 
-/* "chatml", "llama3", "mistral" -> the format; ZERO_ERR_INVALID_ARG for another name. */
+/* "chatml", "llama3", "mistral", "model" -> the format; ZERO_ERR_INVALID_ARG for another name. */
 zero_status zero_chat_format_parse(const char *name, zero_chat_format *out);
 const char *zero_chat_format_name(zero_chat_format f);
-/* The format a tokenizer implies: its chat_template's markers, else its special tokens
- * (<|im_start|>: chatml, <|start_header_id|>: llama3, [INST]: mistral); ZERO_CHAT_NONE if none. */
+/* The format a tokenizer implies: ZERO_CHAT_MODEL when it has a chat template, else
+ * zero_chat_format_builtin's. */
 zero_chat_format zero_chat_format_detect(const zero_tokenizer *tok);
+/* The built-in format a tokenizer implies: its chat template's markers, else its special tokens
+ * (<|im_start|>: chatml, <|start_header_id|>: llama3, [INST]: mistral); ZERO_CHAT_NONE if none. */
+zero_chat_format zero_chat_format_builtin(const zero_tokenizer *tok);
 
 typedef struct zero_chat_message {
     const char *role; /* "system", "user" or "assistant" */
@@ -78,7 +82,11 @@ typedef struct zero_chat_message {
 /* Renders and tokenizes a conversation (with add_generation_prompt: the assistant header after
  * it, for sampling). Appends ids to *ids and, when mask is not NULL, one byte per id to *mask:
  * 1 for the tokens of assistant turns (their content and end marker). Bad roles or order are
- * ZERO_ERR_INVALID_ARG with the reason in err. */
+ * ZERO_ERR_INVALID_ARG with the reason in err. ZERO_CHAT_MODEL renders the tokenizer's template
+ * (messages, add_generation_prompt, bos_token and eos_token of tokenizer_config.json): the mask is
+ * its {% generation %} blocks, or, without them, each assistant message's span (the bytes that change
+ * when its content does) and the special token that follows it (docs/TOKENIZER.md); a template
+ * outside the subset is ZERO_ERR_UNSUPPORTED, raise_exception ZERO_ERR_FORMAT, both with the line. */
 zero_status zero_chat_encode(zero_tokenizer *tok, zero_chat_format fmt, const zero_chat_message *msgs, int n,
                              int add_generation_prompt, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
                              zero_error *err);

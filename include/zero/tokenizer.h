@@ -62,9 +62,13 @@ int zero_tokenizer_is_special(const zero_tokenizer *tok, int32_t id);
  * <|im_end|>, <|eot_id|> that is a token. */
 int32_t zero_tokenizer_bos(const zero_tokenizer *tok);
 int32_t zero_tokenizer_eos(const zero_tokenizer *tok);
-/* tokenizer_config.json's chat_template (Jinja source; never executed): the string, or of a list of
- * named templates the one named "default", else the first; NULL when absent. */
+/* The model's chat template (Jinja source, rendered by zero/template.h): chat_template.jinja beside
+ * tokenizer.json when there is one, else tokenizer_config.json's chat_template — the string, or of a
+ * list of named templates the one named "default", else the first; NULL when absent. */
 const char *zero_tokenizer_chat_template(const zero_tokenizer *tok);
+/* tokenizer_config.json's bos_token (eos 0) or eos_token (eos 1) as written there (the content of an
+ * AddedToken object), NULL when absent or null: what transformers passes a chat template. */
+const char *zero_tokenizer_config_token(const zero_tokenizer *tok, int eos);
 
 /* A growable list of ids, and optionally each token's start offset in the encoded text (bytes).
  * Zero-initialize it; encode appends; free with zero_token_ids_free. */

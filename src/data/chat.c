@@ -1,16 +1,19 @@
-/* src/data/chat.c — the built-in chat formats (ChatML, Llama 3, Mistral [INST]) rendered in C, no
- * Jinja: the text of a conversation, the spans of assistant turns, and their tokens with a loss mask. */
+/* src/data/chat.c — chats into ids with a loss mask: the model's own chat template (rendered by the
+ * template layer; the assistant spans from its {% generation %} blocks or by rendering each assistant
+ * turn twice), or the built-in formats (ChatML, Llama 3, Mistral [INST]) rendered here in C. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/internal.h"
 #include "zero/data.h"
+#include "zero/template.h"
 
-static const char *NAMES[] = {"none", "chatml", "llama3", "mistral"};
+static const char *NAMES[] = {"none", "chatml", "llama3", "mistral", "model"};
 
 zero_status zero_chat_format_parse(const char *name, zero_chat_format *out) {
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 5; i++)
         if (name && !strcmp(name, NAMES[i])) {
             *out = (zero_chat_format)i;
             return ZERO_OK;
@@ -18,9 +21,14 @@ zero_status zero_chat_format_parse(const char *name, zero_chat_format *out) {
     return ZERO_ERR_INVALID_ARG;
 }
 
-const char *zero_chat_format_name(zero_chat_format f) { return f >= 0 && f <= 3 ? NAMES[f] : "invalid"; }
+const char *zero_chat_format_name(zero_chat_format f) { return f >= 0 && f <= 4 ? NAMES[f] : "invalid"; }
 
 zero_chat_format zero_chat_format_detect(const zero_tokenizer *tok) {
+    if (zero_tokenizer_chat_template(tok)) return ZERO_CHAT_MODEL;
+    return zero_chat_format_builtin(tok);
+}
+
+zero_chat_format zero_chat_format_builtin(const zero_tokenizer *tok) {
     const char *tmpl = zero_tokenizer_chat_template(tok);
     if (tmpl && strstr(tmpl, "<|im_start|>")) return ZERO_CHAT_CHATML;
     if (tmpl && strstr(tmpl, "<|start_header_id|>")) return ZERO_CHAT_LLAMA3;
@@ -87,6 +95,8 @@ static void py_strip(const char *s, size_t n, size_t *a, size_t *b) {
     *a = i;
     *b = j;
 }
+
+int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi);
 
 static const char *tok_str(const zero_tokenizer *tok, int32_t id) {
     const char *s = id >= 0 ? zero_tokenizer_token(tok, id, NULL) : NULL;
@@ -169,15 +179,148 @@ nomem:
 }
 
 /* 1 when the token starting at a (ending where the next starts, or at e) meets [lo, hi). */
-int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi);
 int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi) {
     if (e <= a) return lo <= a && a < hi;
     return a < hi && e > lo;
 }
 
+/* ---------------------------------------------------------------- the model's template */
+/* The context transformers gives a chat template: messages, add_generation_prompt, bos_token and
+ * eos_token as tokenizer_config.json writes them; message k's content replaced by alt when k >= 0. */
+static char *chat_context(const zero_tokenizer *tok, const zero_chat_message *m, int n, int gen, int k,
+                          const char *alt) {
+    cJSON *c = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(c, "messages");
+    int ok = c && arr;
+    for (int i = 0; ok && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && cJSON_AddItemToArray(arr, o) && cJSON_AddStringToObject(o, "role", m[i].role) &&
+             cJSON_AddStringToObject(o, "content", i == k ? alt : m[i].content);
+    }
+    ok = ok && cJSON_AddBoolToObject(c, "add_generation_prompt", gen);
+    const char *bos = zero_tokenizer_config_token(tok, 0), *eos = zero_tokenizer_config_token(tok, 1);
+    if (ok && bos) ok = cJSON_AddStringToObject(c, "bos_token", bos) != NULL;
+    if (ok && eos) ok = cJSON_AddStringToObject(c, "eos_token", eos) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(c) : NULL;
+    cJSON_Delete(c);
+    return s;
+}
+
+static zero_status render_model(const zero_tokenizer *tok, const zero_template *t, const zero_chat_message *m, int n,
+                                int gen, int k, const char *alt, zero_template_output *out, zero_error *err) {
+    char *ctx = chat_context(tok, m, n, gen, k, alt);
+    if (!ctx) {
+        snprintf(err->msg, sizeof err->msg, "out of memory rendering a chat");
+        return ZERO_ERR_NOMEM;
+    }
+    zero_template_opts o;
+    zero_template_opts_default(&o);
+    zero_status st = zero_template_render(t, ctx, strlen(ctx), &o, out, err);
+    free(ctx);
+    return st;
+}
+
+/* The span of assistant message k in the rendering r: the bytes that change when its content is
+ * replaced by a one-character sentinel it does not hold (from the first to the last that differ). */
+static zero_status assistant_span(const zero_tokenizer *tok, const zero_template *t, const zero_chat_message *m, int n,
+                                  int k, const zero_template_output *r, size_t *lo, size_t *hi, zero_error *err) {
+    static const char *const sentinels[] = {"\x7f", "\x1e", "\x1f", "\x1d", "\x1c"};
+    const char *alt = NULL;
+    for (size_t i = 0; i < sizeof sentinels / sizeof sentinels[0] && !alt; i++)
+        if (!strchr(m[k].content, sentinels[i][0])) alt = sentinels[i];
+    if (!alt) {
+        snprintf(err->msg, sizeof err->msg, "message %d: its content holds every control character zero marks "
+                 "assistant turns with (0x1c-0x1f, 0x7f)", k);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_template_output o;
+    zero_status st = render_model(tok, t, m, n, 0, k, alt, &o, err);
+    if (st) return st;
+    size_t p = 0;
+    while (p < r->len && p < o.len && r->text[p] == o.text[p]) p++;
+    size_t s = 0;
+    while (s < r->len - p && s < o.len - p && r->text[r->len - 1 - s] == o.text[o.len - 1 - s]) s++;
+    *lo = p;
+    *hi = r->len - s;
+    zero_template_output_free(&o);
+    return ZERO_OK;
+}
+
+zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template *t, const zero_chat_message *msgs,
+                                       int n, int gen, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
+                                       zero_error *err);
+zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template *t, const zero_chat_message *msgs,
+                                       int n, int gen, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
+                                       zero_error *err) {
+    for (int i = 0; i < n; i++)
+        if (!role_ok(msgs[i].role) || !msgs[i].content) {
+            snprintf(err->msg, sizeof err->msg, "message %d: role '%.40s': expected system, user or assistant with a "
+                     "content string", i, msgs[i].role ? msgs[i].role : "(none)");
+            return ZERO_ERR_INVALID_ARG;
+        }
+    zero_template_output r;
+    zero_status st = render_model(tok, t, msgs, n, gen, -1, NULL, &r, err);
+    if (st) return st;
+    size_t(*spans)[2] = NULL;
+    size_t nspans = 0;
+    int extend = 0; /* 1: each span also takes the special token that starts where it ends */
+    if (zero_template_has_generation(t)) {
+        spans = r.spans;
+        nspans = r.nspans;
+        r.spans = NULL;
+    } else if (mask) {
+        extend = 1;
+        spans = calloc((size_t)n + 1, sizeof *spans);
+        if (!spans) st = ZERO_ERR_NOMEM;
+        for (int k = 0; !st && k < n; k++)
+            if (!strcmp(msgs[k].role, "assistant")) {
+                st = assistant_span(tok, t, msgs, n, k, &r, &spans[nspans][0], &spans[nspans][1], err);
+                nspans += !st;
+            }
+    }
+    const size_t first = ids->n;
+    if (!st && (st = zero_tokenizer_encode(tok, r.text, r.len, ZERO_TOK_OFFSETS, ids)))
+        snprintf(err->msg, sizeof err->msg, "%s", zero_tokenizer_last_error(tok));
+    if (!st && mask) {
+        if (ids->n > *mask_cap) {
+            uint8_t *nm = realloc(*mask, ids->cap);
+            if (!nm) st = ZERO_ERR_NOMEM;
+            else {
+                *mask = nm;
+                *mask_cap = ids->cap;
+            }
+        }
+        for (size_t i = first; !st && i < ids->n; i++) {
+            const uint32_t a = ids->offsets[i], e = i + 1 < ids->n ? ids->offsets[i + 1] : (uint32_t)r.len;
+            uint8_t v = 0;
+            for (size_t k = 0; k < nspans && !v; k++)
+                v = (uint8_t)(zero__data_in_span(a, e, spans[k][0], spans[k][1]) ||
+                              (extend && a == spans[k][1] && zero_tokenizer_is_special(tok, ids->ids[i])));
+            (*mask)[i] = v;
+        }
+    }
+    if (st == ZERO_ERR_NOMEM) snprintf(err->msg, sizeof err->msg, "out of memory encoding a chat");
+    free(spans);
+    zero_template_output_free(&r);
+    return st;
+}
+
 zero_status zero_chat_encode(zero_tokenizer *tok, zero_chat_format fmt, const zero_chat_message *msgs, int n,
                              int add_generation_prompt, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
                              zero_error *err) {
+    if (fmt == ZERO_CHAT_MODEL) {
+        const char *src = zero_tokenizer_chat_template(tok);
+        zero_template *t = NULL;
+        if (!src) {
+            snprintf(err->msg, sizeof err->msg, "chat format model: the tokenizer has no chat template (choose a "
+                     "built-in format: chatml, llama3, mistral)");
+            return ZERO_ERR_INVALID_ARG;
+        }
+        zero_status st = zero_template_parse(&t, src, strlen(src), err);
+        if (st) return st;
+        st = zero__chat_encode_template(tok, t, msgs, n, add_generation_prompt, ids, mask, mask_cap, err);
+        zero_template_free(t);
+        return st;
+    }
     rtext r = {0};
     zero_status st = render(tok, fmt, msgs, n, add_generation_prompt, &r, err);
     if (st) goto done;

@@ -12,13 +12,18 @@
 
 #include "tokenizer/internal.h"
 #include "zero/data.h"
+#include "zero/template.h"
 
 int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi);
+zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template *t, const zero_chat_message *msgs,
+                                       int n, int gen, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
+                                       zero_error *err);
 
 struct zero_data {
     zero_tokenizer *tok;
     zero_data_opts o;
     zero_chat_format chat;
+    zero_template *tmpl; /* the tokenizer's chat template, parsed at the first chat (ZERO_CHAT_MODEL) */
     int32_t *ids;
     uint8_t *mask;
     size_t n, cap;
@@ -61,6 +66,7 @@ void zero_data_free(zero_data *d) {
     free(d->mask);
     free(d->ex);
     zero_token_ids_free(&d->scratch);
+    zero_template_free(d->tmpl);
     free(d->m);
     free(d);
 }
@@ -207,7 +213,27 @@ static zero_status add_chat(zero_data *d, const char *where, const zero_chat_mes
     }
     zero_error cerr;
     d->scratch.n = 0;
-    zero_status st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+    zero_status st;
+    if (d->chat == ZERO_CHAT_MODEL) {
+        const char *src = zero_tokenizer_chat_template(d->tok);
+        if (!d->tmpl && !src) {
+            snprintf(d->err, sizeof d->err, "%.200s: chat format model: the tokenizer has no chat template (choose "
+                     "one of chatml, llama3, mistral: --chat-template)", where);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        /* the template's own faults are the tokenizer's, not the example's: never skipped */
+        if (!d->tmpl && (st = zero_template_parse(&d->tmpl, src, strlen(src), &cerr))) {
+            snprintf(d->err, sizeof d->err, "the tokenizer's %.300s (choose a built-in format with --chat-template "
+                     "chatml|llama3|mistral)", cerr.msg);
+            return st;
+        }
+        st = zero__chat_encode_template(d->tok, d->tmpl, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+        if (st == ZERO_ERR_UNSUPPORTED) {
+            snprintf(d->err, sizeof d->err, "%.150s: the tokenizer's %.230s (choose a built-in format with "
+                     "--chat-template chatml|llama3|mistral)", where, cerr.msg);
+            return st;
+        }
+    } else st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
     if (st == ZERO_ERR_NOMEM) return nomem(d);
     if (st && strstr(cerr.msg, "needs the token")) { /* the tokenizer's, not the example's: never skipped */
         snprintf(d->err, sizeof d->err, "%.200s: %.300s", where, cerr.msg);

@@ -177,6 +177,7 @@ struct zero_tokenizer {
 
     int32_t bos, eos;
     char *chat_template;
+    char *cfg_bos, *cfg_eos; /* tokenizer_config.json's bos_token / eos_token strings (NULL: absent) */
 
     tk_cache cache;
     pcre2_match_data *md;

@@ -772,7 +772,8 @@ static int load_config(loader *L, const char *text) {
         cJSON_Delete(cfg);
         return -1;
     }
-    if (tmpl && !(t->chat_template = strdup(tmpl))) {
+    if ((tmpl && !(t->chat_template = strdup(tmpl))) || (bos && !(t->cfg_bos = strdup(bos))) ||
+        (eos && !(t->cfg_eos = strdup(eos)))) {
         cJSON_Delete(cfg);
         return nomem(L);
     }
@@ -939,11 +940,33 @@ zero_status zero_tokenizer_load(zero_tokenizer **out, const char *path, zero_err
     }
     free(json);
     free(cfg);
+    if (st == ZERO_OK) {
+        /* chat_template.jinja beside them (what transformers writes since 4.50) is the template, over
+         * tokenizer_config.json's */
+        char jpath[4096];
+        char *jt = NULL;
+        size_t jn = 0;
+        if (zero_path_in_dir(dir, "chat_template.jinja", jpath, sizeof jpath, &perr) == ZERO_OK) {
+            rs = slurp(jpath, TK_CONFIG_MAX_BYTES, &jt, &jn, &missing, &cerr);
+            if (rs != ZERO_OK && !missing) {
+                zero_tokenizer_free(*out);
+                *out = NULL;
+                if (err) *err = cerr;
+                return rs;
+            }
+            if (jt) {
+                free((*out)->chat_template);
+                (*out)->chat_template = jt;
+            }
+        }
+    }
     return st;
 }
 
 void zero_tokenizer_free(zero_tokenizer *t) {
     if (!t) return;
+    free(t->cfg_bos);
+    free(t->cfg_eos);
     for (int32_t i = 0; t->tok && i < t->vocab_size; i++) free(t->tok[i]);
     free(t->tok);
     free(t->tok_n);
@@ -991,6 +1014,7 @@ int32_t zero_tokenizer_vocab_size(const zero_tokenizer *t) { return t->vocab_siz
 int32_t zero_tokenizer_bos(const zero_tokenizer *t) { return t->bos; }
 int32_t zero_tokenizer_eos(const zero_tokenizer *t) { return t->eos; }
 const char *zero_tokenizer_chat_template(const zero_tokenizer *t) { return t->chat_template; }
+const char *zero_tokenizer_config_token(const zero_tokenizer *t, int eos) { return eos ? t->cfg_eos : t->cfg_bos; }
 
 int32_t zero_tokenizer_token_id(const zero_tokenizer *t, const char *token) {
     return token ? zero__tk_strmap_get(&t->content, token, strlen(token)) : -1;

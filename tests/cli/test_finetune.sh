@@ -120,7 +120,7 @@ Q=$("$PY" -c "import json; print(json.load(open('$GOLD'))['plain']['prompt_text'
 N=$("$PY" -c "import json; print(json.load(open('$GOLD'))['new_tokens'])")
 sample chat.json --init-from "$TMP/ex" --chat --prompt "$P" --temperature 0 --tokens "$N" --json
 check "sample --chat of the export: transformers' prompt ids, greedy tokens and text" gold_sample chat.json chat
-check "sample --chat stops at <|im_end|>" "$PY" -c "import json; j = json.load(open('$TMP/chat.json')); assert j['stop'] == 'eos' and j['tokens'][-1] == 2 and len(j['tokens']) < $N and j['chat_template'] == 'chatml', j"
+check "sample --chat stops at <|im_end|>, with the export's own chat template" "$PY" -c "import json; j = json.load(open('$TMP/chat.json')); assert j['stop'] == 'eos' and j['tokens'][-1] == 2 and len(j['tokens']) < $N and j['chat_template'] == 'model', j"
 sample chat.txt --init-from "$TMP/ck" --chat --prompt "$P" --temperature 0 --tokens "$N"
 check "sample --chat of the checkpoint prints the reply" test "$(cat "$TMP/chat.txt")" = "$("$PY" -c "import json; print(json.load(open('$GOLD'))['chat']['text'])")"
 sample plain.json --init-from "$TMP/ex" --prompt "$Q" --temperature 0 --tokens "$N" --json
