@@ -152,7 +152,8 @@ static void test_refusals(void) {
     parse_bad("[1]", "not a JSON object", NULL);
     parse_bad("{\"architectures\": [\"PhiForCausalLM\"]}", "architectures [\"PhiForCausalLM\"]", "LlamaForCausalLM");
     parse_bad("{\"architectures\": [\"LlamaModel\"]}", "architectures [\"LlamaModel\"]", NULL);
-    parse_bad("{\"model_type\": \"gemma\"}", "model_type \"gemma\"", NULL);
+    parse_bad("{\"model_type\": \"phi\"}", "model_type \"phi\"", NULL);
+    parse_bad("{\"model_type\": \"gemma3\"}", "model_type \"gemma3\"", NULL); /* the multimodal wrapper */
     parse_bad("{}", "model_type (missing)", NULL);
     parse_bad("{" LLAMA ", \"hidden_act\": \"gelu\"}", "hidden_act \"gelu\"", "silu");
     parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", "rope_scaling.rope_type \"yarn\"", NULL);
