@@ -1145,6 +1145,9 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
     if (m->embed_scale != 0.0f)
         for (size_t i = 0; i < NC; i++) m->dres[i] *= m->embed_scale;
+    if (m->cfg.has_pad) /* nn.Embedding(padding_idx): the pad token's lookups add no gradient */
+        for (size_t n = 0; n < N; n++)
+            if (p->tokens[n] == m->cfg.pad_token) memset(m->dres + n * C, 0, (size_t)C * sizeof(float));
     MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->impl));
     TRY(u->grad_ready(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     return ZERO_OK;

@@ -86,6 +86,8 @@ typedef struct dec_config {
     int rope_orig_ctx;        /* llama3 original_max_position_embeddings */
     int sliding_window;       /* 0: none; else sequences may not be longer than it */
     double init_std;          /* initializer_range */
+    int has_pad;              /* pad_token_id is set (not GPT-2): transformers' embedding is then */
+    int pad_token;            /* nn.Embedding(padding_idx = it), whose row takes no gradient */
     /* Gemma and Phi-3 (0 for the others: the Llama computation) */
     int gemma;                /* (1 + w) RMSNorm gains, GeGLU, embeddings scaled by sqrt(C) */
     int sandwich;             /* Gemma 2/3: post-attention and pre/post-feedforward norms */

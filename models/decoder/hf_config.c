@@ -379,6 +379,20 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
     return ZERO_OK;
 }
 
+/* pad_token_id: transformers' Llama-family embeddings are nn.Embedding(padding_idx = it), whose
+ * row of that token takes no gradient from the lookup (the tied head's part still reaches it). */
+static zero_status parse_pad(const cJSON *o, dec_config *c, zero_error *err) {
+    const cJSON *v = get(o, "pad_token_id");
+    if (!v || cJSON_IsNull(v)) return ZERO_OK;
+    char exp[64];
+    snprintf(exp, sizeof exp, "expected a token in [0, %d) or null", c->vocab);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble >= c->vocab)
+        return refuse(err, "pad_token_id", v, exp);
+    c->has_pad = 1;
+    c->pad_token = (int)v->valuedouble;
+    return ZERO_OK;
+}
+
 /* A feature of the config that zero does not compute yet: refused, never ignored. */
 static zero_status not_yet(zero_error *err, const char *field, const cJSON *v, const char *what) {
     char *txt = v ? cJSON_PrintUnformatted(v) : NULL;
@@ -606,6 +620,7 @@ zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes
              ? parse_gemma(o, &c, notes, sizeof notes, err)
              : parse_llama(o, &c, notes, sizeof notes, err);
     if (st) goto out;
+    if (c.arch != DEC_ARCH_GPT2 && (st = parse_pad(o, &c, err))) goto out;
     if ((st = dec_config_check(&c, err))) goto out;
     *cfg = c;
     if (notes_out && notes[0]) {

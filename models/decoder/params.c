@@ -223,6 +223,10 @@ zero_status dec_config_check(const dec_config *c, zero_error *err) {
         dec__errorf(err, "rotary dims %d: expected an even number <= head_dim %d (0: all)", c->rotary_dim, c->head_dim);
         return ZERO_ERR_INVALID_ARG;
     }
+    if (c->has_pad && (c->pad_token < 0 || c->pad_token >= c->vocab)) {
+        dec__errorf(err, "pad_token_id %d: expected a token in [0, %d)", c->pad_token, c->vocab);
+        return ZERO_ERR_INVALID_ARG;
+    }
     if (c->sandwich && !c->gemma) {
         dec__errorf(err, "sandwich norms without the Gemma computation: expected both (Gemma 2/3) or neither");
         return ZERO_ERR_INVALID_ARG;
@@ -280,7 +284,8 @@ int dec_config_equal(const dec_config *a, const dec_config *b) {
            a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta && a->rope_type == b->rope_type &&
            a->rope_factor == b->rope_factor && a->rope_low_freq == b->rope_low_freq &&
            a->rope_high_freq == b->rope_high_freq && a->rope_orig_ctx == b->rope_orig_ctx &&
-           a->sliding_window == b->sliding_window && a->init_std == b->init_std && a->gemma == b->gemma &&
+           a->sliding_window == b->sliding_window && a->init_std == b->init_std && a->has_pad == b->has_pad &&
+           (!a->has_pad || a->pad_token == b->pad_token) && a->gemma == b->gemma &&
            a->sandwich == b->sandwich && a->fused_names == b->fused_names && a->attn_scalar == b->attn_scalar &&
            a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
            a->sliding_pattern == b->sliding_pattern && a->rope_local_theta == b->rope_local_theta &&
