@@ -61,7 +61,7 @@ greedy() { "$ZERO" sample --prompt-ids "1 2 3 4" --temperature 0 --tokens 16 "$@
 golden_val() { "$PY" -c "import sys; sys.path.insert(0, '$TMP'); import st; print(repr(st.f64(sys.argv[1], 'val_loss')))" "$LORA/$1.golden.safetensors"; }
 
 # ---------------------------------------------------------------- PEFT's adapters, PEFT's losses
-for name in gpt2 llama_gqa4 llama3_bias qwen3; do
+for name in gpt2 llama_gqa4 llama3_bias qwen3 gemma2 gemma3 phi3 phi3_longrope; do
     base="$DEC/$name" gv=$(golden_val "$name")
     v=$(val_of "$name.peft" --init-from "$base" --lora-from "$LORA/$name" --save "$TMP/$name.ck")
     check "$name: zero's loss with PEFT's adapter $v = PEFT's $gv (1e-5)" close "$v" "$gv" 1e-5
