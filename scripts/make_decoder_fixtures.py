@@ -227,14 +227,14 @@ FIXTURES = {
                                                    num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
                                                    head_dim=8, max_position_embeddings=64, query_pre_attn_scalar=12,
                                                    attn_logit_softcapping=4.0, final_logit_softcapping=3.0,
-                                                   sliding_window=16, tie_word_embeddings=True), torch.float32,
+                                                   sliding_window=32, tie_word_embeddings=True), torch.float32,
                None, False),
     # Gemma 3 (text): q/k norms, layers local-local-global-local (pattern 3), the local layers' RoPE
     # base 100 and the global ones' 1e4 with linear scaling x2, query_pre_attn_scalar 8, GQA 2, bf16
     "gemma3": (transformers.Gemma3ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
                                                    num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                                                    head_dim=8, max_position_embeddings=64, query_pre_attn_scalar=8,
-                                                   sliding_window=16,
+                                                   sliding_window=32,
                                                    layer_types=["sliding_attention", "sliding_attention",
                                                                 "full_attention", "sliding_attention"],
                                                    rope_parameters={

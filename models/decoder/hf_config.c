@@ -675,12 +675,27 @@ static cJSON *fresh(const dec_config *c) {
         cJSON_AddNumberToObject(o, "num_attention_heads", c->n_head);
         cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_head);
         cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-        cJSON_AddStringToObject(o, "hidden_act", "silu");
+        if (!c->gemma) cJSON_AddStringToObject(o, "hidden_act", "silu");
+        else cJSON_AddStringToObject(o, c->arch == DEC_ARCH_GEMMA ? "hidden_act" : "hidden_activation", "gelu_pytorch_tanh");
         cJSON_AddNumberToObject(o, "max_position_embeddings", c->n_ctx);
         cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
         cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
         cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-        if (c->rope_type == DEC_ROPE_DEFAULT) {
+        if (c->rotary_dim) { /* transformers truncates int(head_dim * factor): a factor that gives it back */
+            double f = (double)c->rotary_dim / c->head_dim;
+            if ((int)(c->head_dim * f) != c->rotary_dim) f = (c->rotary_dim + 0.5) / c->head_dim;
+            cJSON_AddNumberToObject(o, "partial_rotary_factor", f);
+        }
+        if (c->arch == DEC_ARCH_GEMMA3) cJSON_AddNumberToObject(o, "rope_local_base_freq", c->rope_local_theta);
+        if (c->rope_type == DEC_ROPE_LONGROPE) {
+            cJSON_AddNumberToObject(o, "original_max_position_embeddings", c->rope_orig_ctx);
+            cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
+            cJSON_AddStringToObject(r, "type", "longrope");
+            cJSON_AddItemToObject(r, "short_factor", cJSON_CreateDoubleArray(c->rope_short, c->rope_n_factors));
+            cJSON_AddItemToObject(r, "long_factor", cJSON_CreateDoubleArray(c->rope_long, c->rope_n_factors));
+            cJSON_AddNumberToObject(r, "factor", c->rope_factor);
+            cJSON_AddNumberToObject(r, "attention_factor", c->rope_attn_factor);
+        } else if (c->rope_type == DEC_ROPE_DEFAULT) {
             cJSON_AddNullToObject(o, "rope_scaling");
         } else {
             cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
@@ -692,7 +707,27 @@ static cJSON *fresh(const dec_config *c) {
                 cJSON_AddNumberToObject(r, "original_max_position_embeddings", c->rope_orig_ctx);
             }
         }
-        if (c->arch == DEC_ARCH_LLAMA || c->arch == DEC_ARCH_QWEN3) cJSON_AddBoolToObject(o, "attention_bias", c->o_bias);
+        if (c->arch == DEC_ARCH_LLAMA || c->arch == DEC_ARCH_QWEN3 || c->gemma)
+            cJSON_AddBoolToObject(o, "attention_bias", c->o_bias);
+        if (c->has_pad) cJSON_AddNumberToObject(o, "pad_token_id", c->pad_token);
+        if (c->sandwich) {
+            cJSON_AddNumberToObject(o, "query_pre_attn_scalar", c->attn_scalar);
+            if (c->attn_softcap > 0) cJSON_AddNumberToObject(o, "attn_logit_softcapping", c->attn_softcap);
+            else cJSON_AddNullToObject(o, "attn_logit_softcapping");
+            if (c->final_softcap > 0) cJSON_AddNumberToObject(o, "final_logit_softcapping", c->final_softcap);
+            else cJSON_AddNullToObject(o, "final_logit_softcapping");
+            if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+            else cJSON_AddNullToObject(o, "sliding_window");
+            cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+            for (int l = 0; l < c->n_layer; l++)
+                cJSON_AddItemToArray(lt, cJSON_CreateString(c->sliding_pattern > 1 && (l + 1) % c->sliding_pattern
+                                                                ? "sliding_attention"
+                                                                : "full_attention"));
+        }
+        if (c->arch == DEC_ARCH_PHI3) {
+            if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+            else cJSON_AddNullToObject(o, "sliding_window");
+        }
         if (c->arch == DEC_ARCH_LLAMA) cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
         cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
         if (c->arch == DEC_ARCH_MISTRAL) {
