@@ -748,6 +748,46 @@ static cJSON *fresh(const dec_config *c) {
     return o;
 }
 
+/* transformers 5's configs are strict dataclasses: a field typed float refuses an integer
+ * ("final_logit_softcapping ... expected float, got int"), and cJSON prints 3.0 as 3. The numbers
+ * of these fields (and of the lists under them) are written back with a decimal point. */
+static const char *const float_keys[] = {
+    "rope_theta", "rms_norm_eps", "layer_norm_epsilon", "initializer_range", "attention_dropout", "resid_pdrop",
+    "embd_pdrop", "attn_pdrop", "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq", "factor",
+    "attention_factor", "low_freq_factor", "high_freq_factor", "partial_rotary_factor", "short_factor",
+    "long_factor"};
+
+static void floats_of(cJSON *o) {
+    for (cJSON *k = o ? o->child : NULL; k; k = k->next) {
+        if (cJSON_IsObject(k)) {
+            floats_of(k);
+            continue;
+        }
+        int fl = 0;
+        for (size_t i = 0; k->string && i < sizeof float_keys / sizeof float_keys[0]; i++)
+            fl |= !strcmp(k->string, float_keys[i]);
+        if (!fl) continue;
+        if (cJSON_IsNumber(k)) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.15g", k->valuedouble);
+            if (strtod(buf, NULL) != k->valuedouble) snprintf(buf, sizeof buf, "%.17g", k->valuedouble);
+            if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+            cJSON *raw = cJSON_CreateRaw(buf);
+            if (raw && cJSON_ReplaceItemInObjectCaseSensitive(o, k->string, raw)) k = raw; /* the key kept */
+        } else if (cJSON_IsArray(k)) {
+            for (cJSON *e = k->child; e; e = e->next) {
+                if (!cJSON_IsNumber(e)) continue;
+                char buf[64];
+                snprintf(buf, sizeof buf, "%.15g", e->valuedouble);
+                if (strtod(buf, NULL) != e->valuedouble) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
+                if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+                cJSON *raw = cJSON_CreateRaw(buf);
+                if (raw) cJSON_ReplaceItemViaPointer(k, e, raw), e = raw;
+            }
+        }
+    }
+}
+
 char *dec_config_to_json(const dec_config *c, const char *base, const char *dtype) {
     cJSON *o = base ? cJSON_Parse(base) : NULL;
     if (base && (!o || !cJSON_IsObject(o))) {
@@ -761,6 +801,7 @@ char *dec_config_to_json(const dec_config *c, const char *base, const char *dtyp
         if (get(o, "dtype")) set = 1, set_item(o, "dtype", cJSON_CreateString(dtype));
         if (get(o, "torch_dtype") || !set) set_item(o, "torch_dtype", cJSON_CreateString(dtype));
     }
+    floats_of(o);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     return dec__json_indent(text);
