@@ -53,6 +53,8 @@ def perturb(model, seed):
                 p.copy_(torch.randn(p.shape, generator=g) * std)
             elif name.endswith("bias"):
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+            elif "Gemma" in type(model).__name__:  # Gemma's gains are 1 + w
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
             else:  # LayerNorm / RMSNorm gains
                 p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.1)
 
@@ -155,7 +157,10 @@ def to_published_rope(path):
     c = json.load(open(p))
     rp = c.pop("rope_parameters")
     c["rope_theta"] = rp.pop("rope_theta")
+    if "partial_rotary_factor" in rp:
+        c["partial_rotary_factor"] = rp.pop("partial_rotary_factor")
     if rp.get("rope_type", "default") != "default":
+        rp["type"] = rp.pop("rope_type")  # Phi-3's published files say "type"
         c["rope_scaling"] = rp
     json.dump(c, open(p, "w"), indent=2, sort_keys=True)
 
@@ -208,6 +213,52 @@ FIXTURES = {
                                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
                                                  head_dim=8, max_position_embeddings=64, rope_theta=1e6,
                                                  tie_word_embeddings=False), torch.bfloat16, None, False),
+    # Gemma: (1 + w) RMSNorm gains, GeGLU (gelu_pytorch_tanh), embeddings x sqrt(32), head_dim 16
+    # (4 x 16 = 64 != 32), MQA, tied head, bf16
+    "gemma": (transformers.GemmaForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                                                 head_dim=16, max_position_embeddings=64, rope_theta=10000.0,
+                                                 hidden_act="gelu_pytorch_tanh", tie_word_embeddings=True),
+              torch.bfloat16, None, False),
+    # Gemma 2: sandwich norms, query_pre_attn_scalar 12 (!= head_dim 8), attention soft-capping at 4 and
+    # final soft-capping at 3 (small: they shape every logit), 3 layers alternating local/global with
+    # a window past the sequence, GQA 2, tied, fp32
+    "gemma2": (transformers.Gemma2ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                   num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                                                   head_dim=8, max_position_embeddings=64, query_pre_attn_scalar=12,
+                                                   attn_logit_softcapping=4.0, final_logit_softcapping=3.0,
+                                                   sliding_window=32, tie_word_embeddings=True), torch.float32,
+               None, False),
+    # Gemma 3 (text): q/k norms, layers local-local-global-local (pattern 3), the local layers' RoPE
+    # base 100 and the global ones' 1e4 with linear scaling x2, query_pre_attn_scalar 8, GQA 2, bf16
+    "gemma3": (transformers.Gemma3ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                   num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                                   head_dim=8, max_position_embeddings=64, query_pre_attn_scalar=8,
+                                                   sliding_window=32,
+                                                   layer_types=["sliding_attention", "sliding_attention",
+                                                                "full_attention", "sliding_attention"],
+                                                   rope_parameters={
+                                                       "full_attention": dict(rope_type="linear", factor=2.0,
+                                                                              rope_theta=10000.0),
+                                                       "sliding_attention": dict(rope_type="default",
+                                                                                 rope_theta=100.0)},
+                                                   tie_word_embeddings=True), torch.bfloat16, None, False),
+    # Phi-3: fused qkv_proj and gate_up_proj, partial_rotary_factor 0.5 (4 of head_dim 8 rotated),
+    # GQA 2, untied, fp32
+    "phi3": (transformers.Phi3ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                               max_position_embeddings=64, original_max_position_embeddings=64,
+                                               partial_rotary_factor=0.5, rope_theta=10000.0,
+                                               tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                                               eos_token_id=2), torch.float32, None, False),
+    # Phi-3 with LongRoPE: original_max_position_embeddings 4 < the sequences' 8, so the long factors
+    # and the attention factor sqrt(1 + ln 16 / ln 4) apply; bf16, the published rope_scaling form
+    "phi3_longrope": (transformers.Phi3ForCausalLM, dict(
+        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=64, original_max_position_embeddings=4,
+        rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=4,
+                             short_factor=[1.0, 1.5, 2.0, 3.5], long_factor=[1.2, 2.5, 4.0, 9.0]),
+        tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2), torch.bfloat16, None, True),
 }
 
 

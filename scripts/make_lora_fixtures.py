@@ -47,6 +47,14 @@ FIXTURES = {
     "llama3_bias": ("llama3_bias", dict(r=3, lora_alpha=6, target_modules=["k_proj", "o_proj", "up_proj"])),
     # q/k RMSNorm after the q adapter
     "qwen3": ("qwen3", dict(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj", "down_proj"])),
+    # Gemma 2: every projection, behind the sandwich norms and soft-capping
+    "gemma2": ("gemma2", dict(r=4, lora_alpha=8, target_modules=LLAMA_ALL)),
+    # Gemma 3: q/k norms after the q and k adapters, GeGLU's gate and up
+    "gemma3": ("gemma3", dict(r=2, lora_alpha=4, target_modules=["q_proj", "k_proj", "gate_proj", "up_proj"])),
+    # Phi-3's fused modules: qkv_proj and gate_up_proj (one adapter over the three / two), partial RoPE
+    "phi3": ("phi3", dict(r=4, lora_alpha=8, target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"])),
+    # LongRoPE, rsLoRA, the fused qkv only
+    "phi3_longrope": ("phi3_longrope", dict(r=3, lora_alpha=6, target_modules=["qkv_proj"], use_rslora=True)),
 }
 
 

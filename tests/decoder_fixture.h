@@ -14,8 +14,9 @@
 #include "harness.h"
 #include "zero/ckpt.h"
 
-static const char *const zt_fixtures[] = {"gpt2", "llama_gqa4", "llama3_bias", "llama_mqa_sharded",
-                                          "mistral", "qwen2", "qwen3"};
+static const char *const zt_fixtures[] = {"gpt2",  "llama_gqa4", "llama3_bias", "llama_mqa_sharded",
+                                          "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                                          "phi3_longrope"};
 #define ZT_NFIXTURES ((int)(sizeof zt_fixtures / sizeof zt_fixtures[0]))
 enum { ZT_FB = 12, ZT_FT = 8 }; /* the golden batch: 12 sequences of 8 tokens */
 

@@ -27,7 +27,11 @@ typedef struct dec__acts {
     float *ln2_mean; /* (N) */
     float *ln2_rstd; /* (N) */
     float *fch;      /* (N, FC) the MLP's first product (+ bias): GELU input, or [gate | up] */
-    float *fch_act;  /* (N, F) GELU(fch), or silu(gate) * up */
+    float *fch_act;  /* (N, F) GELU(fch), or silu(gate) * up (Gemma: gelu(gate) * up) */
+    float *ao;       /* (N, C) Gemma 2/3: the attention projection's output, before its norm */
+    float *mo;       /* (N, C) Gemma 2/3: the MLP's output, before its norm */
+    float *pan_rstd; /* (N) */
+    float *pfn_rstd; /* (N) */
 } dec__acts;
 
 struct dec_model {
@@ -51,16 +55,21 @@ struct dec_model {
     float *lnf_mean;  /* (N) */
     float *lnf_rstd;  /* (N) */
     float *logits;    /* (head_rows, V) */
+    float *capt;      /* (head_rows, V) Gemma 2's final soft-capping: tanh(logit / cap) of the chunk */
     float *losses;    /* (N) */
     float *dres;      /* (N, C) gradient of the residual stream */
     float *dbuf;      /* (N, max(C, Q)) gradient of a norm output or of the attention output */
     float *dqkv;      /* (N, QKV) */
     float *dfch;      /* (N, FC), or (N, max(FC, Q + KV)) with qk_norm: d q, k after their norms */
     float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
-    float *rope_cos;  /* (Tmax, D/2) Llama family only */
-    float *rope_sin;  /* (Tmax, D/2) */
+    float *rope_cos;  /* (ntab, Tmax, R/2) Llama family only (R: the rotated dims of a head) */
+    float *rope_sin;  /* (ntab, Tmax, R/2) */
+    /* the tables above: [0] the global layers' (LongRoPE: its short factors), [1] Gemma 3's local
+     * layers', [2] LongRoPE's long factors (sequences past original_max_position_embeddings) */
+    mk_rope rope[3];
+    int has_rope[3];
+    float embed_scale; /* Gemma: sqrt(C) rounded to fp32 (the compute dtype), else 0 */
     float *vec;       /* a unit's vectors (norm gains, biases) widened from its bf16 working copy */
-    mk_rope rope;     /* the table above */
     dec__lora *lora;  /* LoRA adapters (dec_set_lora): the base is frozen, layers train adapters */
     uint64_t lora_bytes;
     zero_status fail_status; /* set by a provider whose call returned NULL */
@@ -107,10 +116,26 @@ static uint64_t head_rows_of(uint64_t N, int V) {
     return r < N ? r : N;
 }
 
-/* Columns of dfch: the MLP product's gradient, also the gradient of the normalized q and k. */
+/* Which RoPE tables a model of sequences up to T needs (the bits of 1 << k for table k of
+ * dec_model.rope) and how many. */
+static unsigned rope_table_set(const dec_config *c, int T) {
+    unsigned set = 1;
+    if (c->rope_local_theta > 0 && c->sliding_pattern > 1) set |= 2;
+    if (c->rope_type == DEC_ROPE_LONGROPE && T > c->rope_orig_ctx) set |= 4;
+    return set;
+}
+static int rope_tables(const dec_config *c, int T) {
+    const unsigned s = rope_table_set(c, T);
+    return (int)(s & 1) + (int)(s >> 1 & 1) + (int)(s >> 2 & 1);
+}
+
+/* Columns of dfch: the MLP product's gradient, also the gradient of the normalized q and k, and
+ * with sandwich norms the attention projection's output gradient. */
 static uint64_t dfch_cols(const dec_config *c, const dec__dims *d) {
     const uint64_t qk = (uint64_t)d->Q + (uint64_t)d->KV;
-    return c->qk_norm && qk > (uint64_t)d->FC ? qk : (uint64_t)d->FC;
+    uint64_t n = c->qk_norm && qk > (uint64_t)d->FC ? qk : (uint64_t)d->FC;
+    if (c->sandwich && (uint64_t)d->C > n) n = (uint64_t)d->C;
+    return n;
 }
 
 static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
@@ -123,12 +148,13 @@ static void plan_of(const dec_config *c, int B, int T, int ckpt, plan *p) {
     /* the attention keeps its output and one log-sum-exp per row: no (T, T) matrix */
     p->act_set = N * (C + QKV + Q + C + C + FC + F) + 4 * N + (uint64_t)B * (uint64_t)d.H * (uint64_t)T;
     if (c->qk_norm) p->act_set += N * (Q + KV) + N * (uint64_t)(d.H + d.G);
+    if (c->sandwich) p->act_set += 2 * NC + 2 * N;
     p->nsets = ckpt ? 1 : L;
     p->lnf = NC + 2 * N;
     p->head_rows = head_rows_of(N, c->vocab);
-    p->head = p->head_rows * (uint64_t)c->vocab + N;
+    p->head = p->head_rows * (uint64_t)c->vocab * (c->final_softcap > 0 ? 2 : 1) + N;
     p->grads = NC + N * (C > Q ? C : Q) + N * QKV + N * dfch_cols(c, &d) + (d.llama ? N * F : 0);
-    p->rope = d.llama ? (uint64_t)T * (uint64_t)d.D : 0;
+    p->rope = d.llama ? (uint64_t)T * (uint64_t)(c->rotary_dim ? c->rotary_dim : d.D) * (uint64_t)rope_tables(c, T) : 0;
     /* a layer's vectors at most (the final unit's are 2C): the norms' gains and biases, the
      * products' biases and the q/k norms' gains, read in fp32 beside a bf16 working copy */
     p->vec = 6 * C + QKV + FC + 2 * (uint64_t)d.D;
@@ -305,31 +331,52 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
             a->qkn = s, s += N * (size_t)(d->Q + d->KV);
             a->qk_rstd = s, s += N * (size_t)(d->H + d->G);
         }
+        if (cfg->sandwich) {
+            a->ao = s, s += NC;
+            a->mo = s, s += NC;
+            a->pan_rstd = s, s += N;
+            a->pfn_rstd = s, s += N;
+        }
         a->lse = s; /* (B, H, T): the rest of the set */
     }
     m->lnf_mean = m->lnf + NC;
     m->lnf_rstd = m->lnf_mean + N;
-    m->losses = m->logits + p.head_rows * (size_t)cfg->vocab;
+    m->losses = m->logits + p.head_rows * (size_t)cfg->vocab * (cfg->final_softcap > 0 ? 2 : 1);
+    if (cfg->final_softcap > 0) m->capt = m->logits + p.head_rows * (size_t)cfg->vocab;
     m->dbuf = m->dres + NC;
     m->dqkv = m->dbuf + N * (size_t)(d->C > d->Q ? d->C : d->Q);
     m->dfch = m->dqkv + N * (size_t)d->QKV;
     m->dact = d->llama ? m->dfch + N * (size_t)dfch_cols(cfg, d) : NULL;
     if (p.rope) {
-        m->rope_sin = m->rope_cos + (size_t)T * (size_t)(d->D / 2);
-        const mk_rope_freq f = {cfg->rope_theta,
-                                cfg->rope_type == DEC_ROPE_LINEAR   ? MK_ROPE_LINEAR
-                                : cfg->rope_type == DEC_ROPE_LLAMA3 ? MK_ROPE_LLAMA3
+        const int R = cfg->rotary_dim ? cfg->rotary_dim : d->D, nt = rope_tables(cfg, T);
+        const unsigned set = rope_table_set(cfg, T);
+        const size_t tab = (size_t)T * (size_t)(R / 2);
+        m->rope_sin = m->rope_cos + (size_t)nt * tab;
+        int at = 0;
+        for (int k = 0; k < 3; k++) {
+            if (!(set >> k & 1)) continue;
+            mk_rope_freq f = {cfg->rope_theta,
+                              cfg->rope_type == DEC_ROPE_LINEAR     ? MK_ROPE_LINEAR
+                              : cfg->rope_type == DEC_ROPE_LLAMA3   ? MK_ROPE_LLAMA3
+                              : cfg->rope_type == DEC_ROPE_LONGROPE ? MK_ROPE_LONGROPE
                                                                     : MK_ROPE_NONE,
-                                cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx};
-        if (mk_rope_table(m->rope_cos, m->rope_sin, T, d->D, &f) != ZERO_OK) {
-            dec__errorf(err, "rope_theta %g, rope_scaling (factor %g, low %g, high %g, original %d): expected theta "
-                        "> 1 and finite positive factors (high_freq_factor > low_freq_factor)", cfg->rope_theta,
-                        cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx);
-            dec_free(m);
-            return ZERO_ERR_INVALID_ARG;
+                              cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx,
+                              k == 2 ? cfg->rope_long : cfg->rope_short, cfg->rope_attn_factor};
+            if (k == 1) f = (mk_rope_freq){.theta = cfg->rope_local_theta, .scaling = MK_ROPE_NONE};
+            float *cs = m->rope_cos + (size_t)at * tab, *sn = m->rope_sin + (size_t)at * tab;
+            if (mk_rope_table(cs, sn, T, R, &f) != ZERO_OK) {
+                dec__errorf(err, "rope_theta %g, rope_scaling (factor %g, low %g, high %g, original %d): expected theta "
+                            "> 1 and finite positive factors (high_freq_factor > low_freq_factor)", cfg->rope_theta,
+                            cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq, cfg->rope_orig_ctx);
+                dec_free(m);
+                return ZERO_ERR_INVALID_ARG;
+            }
+            m->rope[k] = (mk_rope){cs, sn, T, R};
+            m->has_rope[k] = 1;
+            at++;
         }
-        m->rope = (mk_rope){m->rope_cos, m->rope_sin, T, d->D};
     }
+    if (cfg->gemma) m->embed_scale = (float)sqrt((double)d->C);
     *out = m;
     return ZERO_OK;
 nomem:
@@ -473,6 +520,7 @@ typedef struct dec__uw {
     const uint16_t *b;
     const float *ad; /* a layer's LoRA adapters in fp32 (dec__lora_fwd), NULL without LoRA */
     const float *ln1_w, *ln1_b, *qkv_b, *q_norm, *k_norm, *o_b, *ln2_w, *ln2_b, *fc_b, *proj_b; /* a layer */
+    const float *pan_w, *pfn_w; /* Gemma 2/3's output norms */
     dmat qkv, o, fc, proj;
     const float *lnf_w, *lnf_b; /* the final unit */
     dmat head;                  /* its lm_head, or the tied head's wte */
@@ -484,6 +532,17 @@ static const float *vec_of(dec_model *m, const dec__uw *o, uint64_t off, size_t 
     if (o->p) return o->p + off;
     float *v = m->vec + *at;
     zero_convert(o->b + off, ZERO_DTYPE_BF16, v, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+    *at += n;
+    return v;
+}
+
+/* A norm gain: vec_of's, and for Gemma (1 + w) in fp32 (as transformers computes it), in m->vec. */
+static const float *gain_of(dec_model *m, const dec__uw *o, uint64_t off, size_t n, size_t *at) {
+    if (off == DEC__NONE || !m->cfg.gemma) return vec_of(m, o, off, n, at);
+    float *v = m->vec + *at;
+    if (o->p) memcpy(v, o->p + off, n * sizeof(float));
+    else zero_convert(o->b + off, ZERO_DTYPE_BF16, v, ZERO_DTYPE_FP32, n, ZERO_IMPL_AUTO);
+    for (size_t i = 0; i < n; i++) v[i] = 1.0f + v[i];
     *at += n;
     return v;
 }
@@ -507,20 +566,22 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
     if (unit == DEC_UNIT_EMBEDDINGS) {
         o->head = mat_of(o, 0); /* wte */
     } else if (unit <= m->cfg.n_layer) {
-        o->ln1_w = vec_of(m, o, w->ln1_w, C, &at);
+        o->ln1_w = gain_of(m, o, w->ln1_w, C, &at);
         o->ln1_b = vec_of(m, o, w->ln1_b, C, &at);
         o->qkv_b = vec_of(m, o, w->qkv_b, (size_t)d->QKV, &at);
-        o->q_norm = vec_of(m, o, w->q_norm, (size_t)d->D, &at);
-        o->k_norm = vec_of(m, o, w->k_norm, (size_t)d->D, &at);
+        o->q_norm = gain_of(m, o, w->q_norm, (size_t)d->D, &at);
+        o->k_norm = gain_of(m, o, w->k_norm, (size_t)d->D, &at);
         o->o_b = vec_of(m, o, w->o_b, C, &at);
-        o->ln2_w = vec_of(m, o, w->ln2_w, C, &at);
+        o->ln2_w = gain_of(m, o, w->ln2_w, C, &at);
+        o->pan_w = gain_of(m, o, w->pan_w, C, &at);
+        o->pfn_w = gain_of(m, o, w->pfn_w, C, &at);
         o->ln2_b = vec_of(m, o, w->ln2_b, C, &at);
         o->fc_b = vec_of(m, o, w->fc_b, (size_t)d->FC, &at);
         o->proj_b = vec_of(m, o, w->proj_b, C, &at);
         o->qkv = mat_of(o, w->qkv_w), o->o = mat_of(o, w->o_w);
         o->fc = mat_of(o, w->fc_w), o->proj = mat_of(o, w->proj_w);
     } else {
-        o->lnf_w = vec_of(m, o, w->lnf_w, C, &at);
+        o->lnf_w = gain_of(m, o, w->lnf_w, C, &at);
         o->lnf_b = vec_of(m, o, w->lnf_b, C, &at);
         o->head = mat_of(o, w->head_w);
     }
@@ -614,8 +675,26 @@ static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const 
  * normalized q/k buffer's with qk_norm), v in the projection. */
 static mk_attn attn_of(const dec_model *m, int B, int T, size_t ld_qk) {
     const dec__dims *d = &m->d;
-    const mk_attn a = {B, T, d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q, 1.0f / sqrtf((float)d->D)};
+    /* Gemma 2/3: 1/sqrt(query_pre_attn_scalar) (transformers' query_pre_attn_scalar ** -0.5) */
+    const float scale = m->cfg.attn_scalar > 0 ? (float)(1.0 / sqrt(m->cfg.attn_scalar)) : 1.0f / sqrtf((float)d->D);
+    const mk_attn a = {B,     T,    d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q,
+                       scale, (float)m->cfg.attn_softcap};
     return a;
+}
+
+/* The RoPE table of layer l for sequences of T: Gemma 3's local table on its local layers,
+ * LongRoPE's long one past original_max_position_embeddings (transformers picks by the pass's
+ * length, max(position_ids) + 1 = T). */
+static const mk_rope *rope_of(const dec_model *m, int l, int T) {
+    const dec_config *c = &m->cfg;
+    if (m->has_rope[1] && (l + 1) % c->sliding_pattern != 0) return &m->rope[1];
+    if (m->has_rope[2] && T > c->rope_orig_ctx) return &m->rope[2];
+    return &m->rope[0];
+}
+
+/* y = a + b, element-wise (a residual add after a sandwich norm; y may equal a or b). */
+static void add_rows(float *y, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
 static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T) {
@@ -639,16 +718,24 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
                                              d->G, d->D, d->QKV, QK, eps, im));
         qk = a->qkn, ld_qk = QK;
     }
-    if (d->llama) MK(m, "rope", mk_rope_fwd(&m->rope, qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    if (d->llama) MK(m, "rope", mk_rope_fwd(rope_of(m, l, T), qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
     const mk_attn at = attn_of(m, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
-    TRY(lin_fwd(m, "attention projection", a->res2, a->atty, w->o, w->o_b, x, N, d->Q, C));
-    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->res2, N, l);
+    if (m->cfg.sandwich) { /* Gemma 2/3: x + norm(o), the norm's input kept in ao */
+        TRY(lin_fwd(m, "attention projection", a->ao, a->atty, w->o, w->o_b, NULL, N, d->Q, C));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->ao, N, l);
+        TRY(norm_fwd(m, a->res2, NULL, a->pan_rstd, a->ao, w->pan_w, NULL, N));
+        add_rows(a->res2, a->res2, x, NC);
+    } else {
+        TRY(lin_fwd(m, "attention projection", a->res2, a->atty, w->o, w->o_b, x, N, d->Q, C));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_O, p, a->atty, a->res2, N, l);
+    }
     TRY(norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N));
     if (d->llama) {
         TRY(lin_fwd(m, "gate/up projection", a->fch, a->ln2, w->fc, w->fc_b, NULL, N, C, d->FC));
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
-        MK(m, "swiglu", mk_swiglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
+        if (m->cfg.gemma) MK(m, "geglu", mk_geglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
+        else MK(m, "swiglu", mk_swiglu_fwd(a->fch_act, d->F, a->fch, a->fch + d->F, d->FC, N, d->F, im));
     } else if (w->fc_b) { /* the bias added in GELU's pass */
         TRY(lin_fwd(m, "fc", a->fch, a->ln2, w->fc, NULL, NULL, N, C, d->FC));
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
@@ -658,8 +745,15 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
         if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_FC, p, a->ln2, a->fch, N, l);
         MK(m, "gelu", mk_gelu_fwd(a->fch_act, a->fch, N * (size_t)d->F, im));
     }
-    TRY(lin_fwd(m, "mlp projection", y, a->fch_act, w->proj, w->proj_b, a->res2, N, d->F, C));
-    if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, y, N, l);
+    if (m->cfg.sandwich) { /* res2 + norm(mlp), the norm's input kept in mo */
+        TRY(lin_fwd(m, "mlp projection", a->mo, a->fch_act, w->proj, w->proj_b, NULL, N, d->F, C));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, a->mo, N, l);
+        TRY(norm_fwd(m, y, NULL, a->pfn_rstd, a->mo, w->pfn_w, NULL, N));
+        add_rows(y, y, a->res2, NC);
+    } else {
+        TRY(lin_fwd(m, "mlp projection", y, a->fch_act, w->proj, w->proj_b, a->res2, N, d->F, C));
+        if (m->lora) dec__lora_fwd(m->lora, DEC__SITE_PROJ, p, a->fch_act, y, N, l);
+    }
     if (m->ckpt) m->shared_holds = l;
     return ZERO_OK;
 }
@@ -675,12 +769,23 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const float *p = w->ad; /* LoRA's adapters */
     const float *x = m->resid + (size_t)l * NC;
     const dec__acts *a = &m->acts[l];
+    /* Gemma 2/3: d mo (the MLP output's gradient through its norm) into dbuf; dres stays d res2's
+     * residual part */
+    const float *dmlp = m->dres;
+    if (m->cfg.sandwich) {
+        TRY(norm_bwd(m, m->dbuf, m->dres, a->mo, w->pfn_w, g, lo->pfn_w, DEC__NONE, NULL, a->pfn_rstd, N, 0));
+        dmlp = m->dbuf;
+    }
     if (d->llama) {
-        TRY(lin_bwd(m, "mlp projection backward", m->dact, optw(g, lo->proj_w), optw(g, lo->proj_b), m->dres,
+        TRY(lin_bwd(m, "mlp projection backward", m->dact, optw(g, lo->proj_w), optw(g, lo->proj_b), dmlp,
                     a->fch_act, w->proj, N, d->F, C));
-        if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, m->dres, m->dact, N, l);
-        MK(m, "swiglu backward", mk_swiglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC, N,
-                                               d->F, im));
+        if (gl) dec__lora_bwd(m->lora, DEC__SITE_PROJ, p, gl, a->fch_act, dmlp, m->dact, N, l);
+        if (m->cfg.gemma)
+            MK(m, "geglu backward", mk_geglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC,
+                                                 N, d->F, im));
+        else
+            MK(m, "swiglu backward", mk_swiglu_bwd(m->dfch, m->dfch + d->F, m->dact, d->F, a->fch, a->fch + d->F, d->FC,
+                                                   N, d->F, im));
     } else {
         TRY(lin_bwd(m, "mlp projection backward", m->dfch, optw(g, lo->proj_w), optw(g, lo->proj_b), m->dres,
                     a->fch_act, w->proj, N, d->F, C));
@@ -694,9 +799,14 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
                 w->fc, N, C, d->FC));
     if (gl) dec__lora_bwd(m->lora, DEC__SITE_FC, p, gl, a->ln2, m->dfch, m->dbuf, N, l);
     TRY(norm_bwd(m, m->dres, m->dbuf, a->res2, w->ln2_w, g, lo->ln2_w, lo->ln2_b, a->ln2_mean, a->ln2_rstd, N, 1));
-    TRY(lin_bwd(m, "attention projection backward", m->dbuf, optw(g, lo->o_w), optw(g, lo->o_b), m->dres, a->atty,
+    const float *dattn = m->dres; /* the attention projection's output gradient */
+    if (m->cfg.sandwich) {        /* through the post-attention norm, into dfch (free until the attention's) */
+        TRY(norm_bwd(m, m->dfch, m->dres, a->ao, w->pan_w, g, lo->pan_w, DEC__NONE, NULL, a->pan_rstd, N, 0));
+        dattn = m->dfch;
+    }
+    TRY(lin_bwd(m, "attention projection backward", m->dbuf, optw(g, lo->o_w), optw(g, lo->o_b), dattn, a->atty,
                 w->o, N, d->Q, C));
-    if (gl) dec__lora_bwd(m->lora, DEC__SITE_O, p, gl, a->atty, m->dres, m->dbuf, N, l);
+    if (gl) dec__lora_bwd(m->lora, DEC__SITE_O, p, gl, a->atty, dattn, m->dbuf, N, l);
     /* d q and d k: into dqkv, or (qk_norm) into dfch, the gradient after the norms */
     const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
     float *dqk = m->cfg.qk_norm ? m->dfch : m->dqkv;
@@ -704,7 +814,7 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const mk_attn at = attn_of(m, B, T, ld_qk);
     MK(m, "attention backward", mk_attention_bwd(&at, dqk, dqk + d->Q, m->dqkv + d->Q + d->KV, m->dbuf, qk, qk + d->Q,
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
-    if (d->llama) MK(m, "rope backward", mk_rope_bwd(&m->rope, dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    if (d->llama) MK(m, "rope backward", mk_rope_bwd(rope_of(m, l, T), dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
     if (m->cfg.qk_norm) { /* dqkv's q and k columns: the gradients before the norms */
         MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, optw(g, lo->q_norm), dqk, a->qkv, w->q_norm,
                                                       a->qk_rstd, N, d->H, d->D, d->QKV, QK, 0, im));
@@ -813,6 +923,12 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
         } else {
             MK(m, "lm head", mk_linear_fwd(m->logits, xr, W, NULL, NULL, nr, C, V, 1, m->prec, m->impl));
         }
+        const float cap = (float)m->cfg.final_softcap;
+        if (cap > 0.0f) /* final_logit_softcapping: cap tanh(logit / cap), tanh kept for the backward */
+            for (size_t i = 0; i < nr * (size_t)V; i++) {
+                m->capt[i] = tanhf(m->logits[i] / cap);
+                m->logits[i] = cap * m->capt[i];
+            }
         if (m->probe && m->probe_head == 0.0f) m->probe_head = first_nonfinite(m->logits, nr * V);
         if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
         if (!targets) continue;
@@ -820,6 +936,8 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
            mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, bwd ? dscale : 0.0f, m->impl));
         if (!bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
+        if (cap > 0.0f)
+            for (size_t i = 0; i < nr * (size_t)V; i++) m->logits[i] *= 1.0f - m->capt[i] * m->capt[i];
         if (h) {
             zero_convert(m->logits, ZERO_DTYPE_FP32, h->dy, ZERO_DTYPE_BF16, nr * V, ZERO_IMPL_AUTO);
             MK(m, "lm head backward", mk_linear_bwd_bf16(dx + r0 * C, gW, h->dy, h->x, h->w, (int)nr, C, V, 1));
@@ -945,6 +1063,8 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     m->probe_head = 0.0f;
     TRY(gather_unit(m, u, DEC_UNIT_EMBEDDINGS, &w));
     TRY(embed_fwd(m, &w, p->tokens, N, T));
+    if (m->embed_scale != 0.0f) /* Gemma: the embeddings times sqrt(C) */
+        for (size_t i = 0; i < NC; i++) m->resid[i] *= m->embed_scale;
     probe_site(m, "the embeddings", DEC_UNIT_EMBEDDINGS, &w, 0, lay->emb_numel, m->resid, NC, NULL, 0, 0.0f);
     TRY(u->release(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     for (int l = 0; l < L; l++) {
@@ -1023,6 +1143,11 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     if (frozen) return ZERO_OK; /* frozen embeddings: nothing below the first layer trains */
     /* The embedding backward reads no parameter: its gradient buffer is all it needs. */
     TRY_PTR(u->grad(m, u->ctx, DEC_UNIT_EMBEDDINGS), g);
+    if (m->embed_scale != 0.0f)
+        for (size_t i = 0; i < NC; i++) m->dres[i] *= m->embed_scale;
+    if (m->cfg.has_pad) /* nn.Embedding(padding_idx): the pad token's lookups add no gradient */
+        for (size_t n = 0; n < N; n++)
+            if (p->tokens[n] == m->cfg.pad_token) memset(m->dres + n * C, 0, (size_t)C * sizeof(float));
     MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->impl));
     TRY(u->grad_ready(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     return ZERO_OK;

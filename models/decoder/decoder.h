@@ -45,6 +45,10 @@ typedef enum dec_arch {
     DEC_ARCH_MISTRAL,  /* MistralForCausalLM: Llama + sliding_window */
     DEC_ARCH_QWEN2,    /* Qwen2ForCausalLM: Llama with q/k/v biases */
     DEC_ARCH_QWEN3,    /* Qwen3ForCausalLM: Llama with per-head q/k RMSNorm */
+    DEC_ARCH_GEMMA,    /* GemmaForCausalLM: (1 + w) RMSNorm, GeGLU, embeddings x sqrt(C), tied */
+    DEC_ARCH_GEMMA2,   /* Gemma2ForCausalLM: Gemma + sandwich norms, soft-capping, sliding layers */
+    DEC_ARCH_GEMMA3,   /* Gemma3ForCausalLM (gemma3_text): Gemma 2 + q/k norms, local RoPE */
+    DEC_ARCH_PHI3,     /* Phi3ForCausalLM: Llama with fused qkv_proj and gate_up_proj, LongRoPE */
     DEC_ARCH_COUNT
 } dec_arch;
 
@@ -52,7 +56,11 @@ typedef enum dec_rope {
     DEC_ROPE_DEFAULT = 0, /* inv_freq_i = theta^(-2i/D) */
     DEC_ROPE_LINEAR,      /* inv_freq / factor */
     DEC_ROPE_LLAMA3,      /* Llama 3.1's smoothed band scaling */
+    DEC_ROPE_LONGROPE,    /* Phi-3's per-pair factors (short or long by sequence length) */
 } dec_rope;
+
+/* The most rotated pairs a LongRoPE config lists (head_dim 256 / 2). */
+#define DEC_LONGROPE_MAX 128
 
 typedef struct dec_config {
     dec_arch arch;
@@ -78,11 +86,29 @@ typedef struct dec_config {
     int rope_orig_ctx;        /* llama3 original_max_position_embeddings */
     int sliding_window;       /* 0: none; else sequences may not be longer than it */
     double init_std;          /* initializer_range */
+    int has_pad;              /* pad_token_id is set (not GPT-2): transformers' embedding is then */
+    int pad_token;            /* nn.Embedding(padding_idx = it), whose row takes no gradient */
+    /* Gemma and Phi-3 (0 for the others: the Llama computation) */
+    int gemma;                /* (1 + w) RMSNorm gains, GeGLU, embeddings scaled by sqrt(C) */
+    int sandwich;             /* Gemma 2/3: post-attention and pre/post-feedforward norms */
+    int fused_names;          /* Phi-3: qkv_proj and gate_up_proj tensors */
+    double attn_scalar;       /* query_pre_attn_scalar: scale 1/sqrt(it) (0: head_dim) */
+    double attn_softcap;      /* attn_logit_softcapping (0: none) */
+    double final_softcap;     /* final_logit_softcapping (0: none) */
+    int sliding_pattern;      /* Gemma 2/3: layer l is a sliding (local) layer unless
+                               * (l + 1) % pattern == 0; 0: every layer global */
+    double rope_local_theta;  /* Gemma 3: the local layers' RoPE base (0: rope_theta) */
+    int rotary_dim;           /* Phi-3 partial_rotary_factor: rotated dims of a head (0: head_dim) */
+    int rope_max_ctx;         /* LongRoPE: max_position_embeddings for the attention factor */
+    int rope_n_factors;       /* LongRoPE: the pairs short/long_factor list (rotary_dim / 2) */
+    double rope_short[DEC_LONGROPE_MAX], rope_long[DEC_LONGROPE_MAX];
+    double rope_attn_factor;  /* LongRoPE's cos/sin scale (attention_factor, or derived) */
 } dec_config;
 
 /* "GPT2LMHeadModel", "LlamaForCausalLM", ... (the config.json "architectures" entry). */
 const char *dec_arch_name(dec_arch a);
-/* The config.json "model_type": "gpt2", "llama", "mistral", "qwen2", "qwen3". */
+/* The config.json "model_type": "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+ * "gemma3_text", "phi3". */
 const char *dec_arch_model_type(dec_arch a);
 /* Llama-family layers: RMSNorm, RoPE, SwiGLU, separate q/k/v projections. */
 static inline int dec_is_llama(const dec_config *c) { return c->arch != DEC_ARCH_GPT2; }

@@ -53,6 +53,7 @@ void dec__dims_of(const dec_config *c, dec__dims *d);
 typedef struct dec__layout {
     uint64_t ln1_w, ln1_b, qkv_w, qkv_b, q_norm, k_norm, o_w, o_b;
     uint64_t ln2_w, ln2_b, fc_w, fc_b, proj_w, proj_b, numel;
+    uint64_t pan_w, pfn_w; /* Gemma 2/3: the attention's and the MLP's output norms */
     /* the final unit */
     uint64_t lnf_w, lnf_b, head_w, final_numel;
     /* the embeddings */

@@ -114,6 +114,80 @@ static zero_status parse_gpt2(const cJSON *o, dec_config *c, char *notes, size_t
     return ZERO_OK;
 }
 
+/* partial_rotary_factor: Phi-3's rotated fraction of a head (rotary_dim = int(head_dim * f), as
+ * transformers truncates it); the other architectures rotate the whole head. */
+static zero_status partial_rotary(const cJSON *prf, const char *field, dec_config *c, zero_error *err) {
+    if (!prf || cJSON_IsNull(prf)) return ZERO_OK;
+    if (!cJSON_IsNumber(prf)) return refuse(err, field, prf, "expected a number");
+    if (prf->valuedouble == 1.0) {
+        c->rotary_dim = 0;
+        return ZERO_OK;
+    }
+    if (c->arch != DEC_ARCH_PHI3) return refuse(err, field, prf, "expected 1 (RoPE on the whole head)");
+    const int rd = prf->valuedouble > 0.0 && prf->valuedouble < 1.0 ? (int)(c->head_dim * prf->valuedouble) : 0;
+    if (rd < 2 || rd % 2) {
+        char exp[128];
+        snprintf(exp, sizeof exp, "expected a factor in (0, 1] that rotates an even number >= 2 of head_dim %d",
+                 c->head_dim);
+        return refuse(err, field, prf, exp);
+    }
+    c->rotary_dim = rd;
+    return ZERO_OK;
+}
+
+/* Phi-3's LongRoPE object: short_factor and long_factor (one per rotated pair),
+ * original_max_position_embeddings (here or at the top level, read by the caller), and the cos/sin
+ * scale transformers derives: attention_factor, else from factor (default max_position_embeddings /
+ * original) as sqrt(1 + ln(factor) / ln(original)), 1 when factor <= 1. */
+static zero_status parse_longrope(const cJSON *r, const char *which, dec_config *c, zero_error *err) {
+    char field[96];
+    const int pairs = (c->rotary_dim ? c->rotary_dim : c->head_dim) / 2;
+    const char *keys[2] = {"short_factor", "long_factor"};
+    double *dst[2] = {c->rope_short, c->rope_long};
+    for (int k = 0; k < 2; k++) {
+        snprintf(field, sizeof field, "%s.%s", which, keys[k]);
+        const cJSON *a = get(r, keys[k]);
+        char exp[128];
+        snprintf(exp, sizeof exp, "expected a list of %d positive numbers (one per rotated pair)", pairs);
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != pairs || pairs > DEC_LONGROPE_MAX)
+            return refuse(err, field, a, exp);
+        int i = 0;
+        for (const cJSON *e = a->child; e; e = e->next, i++) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble > 0.0) || !isfinite(e->valuedouble)) return refuse(err, field, e, exp);
+            dst[k][i] = e->valuedouble;
+        }
+    }
+    c->rope_n_factors = pairs;
+    if (present(r, "original_max_position_embeddings")) {
+        snprintf(field, sizeof field, "%s.original_max_position_embeddings", which);
+        const cJSON *v = get(r, "original_max_position_embeddings");
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 1 << 30)
+            return refuse(err, field, v, "expected a whole number >= 1");
+        c->rope_orig_ctx = (int)v->valuedouble;
+    }
+    c->rope_max_ctx = c->n_ctx;
+    double factor = (double)c->n_ctx / c->rope_orig_ctx, attn = 0.0;
+    const cJSON *f = get(r, "factor"), *af = get(r, "attention_factor");
+    if (f && !cJSON_IsNull(f)) {
+        snprintf(field, sizeof field, "%s.factor", which);
+        if (!cJSON_IsNumber(f) || !(f->valuedouble > 0) || !isfinite(f->valuedouble))
+            return refuse(err, field, f, "expected a number > 0");
+        factor = f->valuedouble;
+    }
+    if (af && !cJSON_IsNull(af)) {
+        snprintf(field, sizeof field, "%s.attention_factor", which);
+        if (!cJSON_IsNumber(af) || !(af->valuedouble > 0) || !isfinite(af->valuedouble))
+            return refuse(err, field, af, "expected a number > 0");
+        attn = af->valuedouble;
+    } else {
+        attn = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)c->rope_orig_ctx));
+    }
+    c->rope_attn_factor = attn;
+    c->rope_factor = factor;
+    c->rope_type = DEC_ROPE_LONGROPE;
+    return ZERO_OK;
+}
+
 /* One RoPE object, `which` (rope_scaling or rope_parameters), into c's rope fields; c already
  * holds the top level's rope_theta, which the object's own wins over. */
 static zero_status parse_rope_obj(const cJSON *r, const char *which, dec_config *c, zero_error *err) {
@@ -126,10 +200,8 @@ static zero_status parse_rope_obj(const cJSON *r, const char *which, dec_config 
         c->rope_theta = t->valuedouble;
     }
     const cJSON *prf = get(r, "partial_rotary_factor");
-    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0) {
-        snprintf(field, sizeof field, "%s.partial_rotary_factor", which);
-        return refuse(err, field, prf, "expected 1 (RoPE on the whole head)");
-    }
+    snprintf(field, sizeof field, "%s.partial_rotary_factor", which);
+    TRY(partial_rotary(prf, field, c, err));
     const cJSON *type = get(r, "rope_type");
     if (!type || cJSON_IsNull(type)) type = get(r, "type");
     snprintf(field, sizeof field, "%s.%s", which, get(r, "rope_type") ? "rope_type" : "type");
@@ -146,6 +218,11 @@ static zero_status parse_rope_obj(const cJSON *r, const char *which, dec_config 
         return ZERO_OK;
     }
     if (!strcmp(t, "default")) return ZERO_OK;
+    /* Phi-3 reads "su" and "yarn" as longrope (transformers' Phi3Config renames them) */
+    if (c->arch == DEC_ARCH_PHI3 && (!strcmp(t, "longrope") || !strcmp(t, "su") || !strcmp(t, "yarn")))
+        return parse_longrope(r, which, c, err);
+    if (!strcmp(t, "longrope"))
+        return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\" (longrope: Phi-3 only)");
     if (strcmp(t, "linear") && strcmp(t, "llama3"))
         return refuse(err, field, type, "expected \"default\", \"linear\" or \"llama3\" (zero computes no other RoPE scaling)");
     c->rope_type = !strcmp(t, "linear") ? DEC_ROPE_LINEAR : DEC_ROPE_LLAMA3;
@@ -175,14 +252,16 @@ static zero_status parse_rope_obj(const cJSON *r, const char *which, dec_config 
 static int same_rope(const dec_config *a, const dec_config *b) {
     return a->rope_type == b->rope_type && a->rope_theta == b->rope_theta && a->rope_factor == b->rope_factor &&
            a->rope_low_freq == b->rope_low_freq && a->rope_high_freq == b->rope_high_freq &&
-           a->rope_orig_ctx == b->rope_orig_ctx;
+           a->rope_orig_ctx == b->rope_orig_ctx && a->rotary_dim == b->rotary_dim &&
+           a->rope_attn_factor == b->rope_attn_factor && !memcmp(a->rope_short, b->rope_short, sizeof a->rope_short) &&
+           !memcmp(a->rope_long, b->rope_long, sizeof a->rope_long);
 }
 
 /* RoPE: rope_scaling (the published form) or rope_parameters (transformers 5), rope_theta inside
  * it or at the top level (default 10000). A file with both is read when they give the same RoPE
  * (a config written for both versions) and refused when they differ: transformers 5 reads
  * rope_scaling there, and a reader that takes rope_parameters would compute another model. */
-static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
+static zero_status parse_rope(const cJSON *o, dec_config *c, double def_theta, zero_error *err) {
     const char *which[2] = {"rope_scaling", "rope_parameters"};
     const cJSON *r[2];
     for (int k = 0; k < 2; k++) {
@@ -191,11 +270,9 @@ static zero_status parse_rope(const cJSON *o, dec_config *c, zero_error *err) {
             return refuse(err, which[k], r[k], "expected an object or null");
         if (r[k] && !r[k]->child) r[k] = NULL; /* null or {} */
     }
-    TRY(get_num(o, "rope_theta", 10000.0, 1.0000001, 1e12, &c->rope_theta, err));
+    TRY(get_num(o, "rope_theta", def_theta, 1.0000001, 1e12, &c->rope_theta, err));
     c->rope_type = DEC_ROPE_DEFAULT;
-    const cJSON *prf = get(o, "partial_rotary_factor");
-    if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0)
-        return refuse(err, "partial_rotary_factor", prf, "expected 1 (RoPE on the whole head)");
+    TRY(partial_rotary(get(o, "partial_rotary_factor"), "partial_rotary_factor", c, err));
     dec_config d = *c;
     if (r[0]) TRY(parse_rope_obj(r[0], which[0], c, err));
     if (r[1]) TRY(parse_rope_obj(r[1], which[1], &d, err));
@@ -219,7 +296,7 @@ static zero_status parse_window(const cJSON *o, dec_config *c, zero_error *err) 
     if (c->arch == DEC_ARCH_LLAMA) use = 0;
     if (use) {
         const cJSON *w = get(o, "sliding_window");
-        if (!w) window = def;
+        if (!w) window = c->arch == DEC_ARCH_PHI3 ? 0 : def;
         else if (!cJSON_IsNull(w)) TRY(get_int(o, "sliding_window", def, 1, 1 << 30, &window, err));
     }
     if (c->arch == DEC_ARCH_QWEN2 || c->arch == DEC_ARCH_QWEN3) {
@@ -249,10 +326,11 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
     const dec_arch arch = c->arch;
     memset(c, 0, sizeof *c);
     c->arch = arch;
-    const int qwen = arch == DEC_ARCH_QWEN2 || arch == DEC_ARCH_QWEN3;
-    const int dV = qwen ? 151936 : 32000, dC = 4096, dI = arch == DEC_ARCH_MISTRAL ? 14336 : qwen ? 22016 : 11008;
-    const int dctx = arch == DEC_ARCH_MISTRAL ? 131072 : qwen ? 32768 : 2048;
-    const double deps = 1e-6;
+    const int qwen = arch == DEC_ARCH_QWEN2 || arch == DEC_ARCH_QWEN3, phi3 = arch == DEC_ARCH_PHI3;
+    const int dV = qwen ? 151936 : phi3 ? 32064 : 32000, dC = phi3 ? 3072 : 4096;
+    const int dI = arch == DEC_ARCH_MISTRAL ? 14336 : qwen ? 22016 : phi3 ? 8192 : 11008;
+    const int dctx = arch == DEC_ARCH_MISTRAL ? 131072 : qwen ? 32768 : phi3 ? 4096 : 2048;
+    const double deps = phi3 ? 1e-5 : 1e-6;
     TRY(get_int(o, "vocab_size", dV, 1, 1 << 24, &c->vocab, err));
     TRY(get_int(o, "hidden_size", dC, 1, 1 << 16, &c->n_embd, err));
     TRY(get_int(o, "intermediate_size", dI, 1, 1 << 18, &c->n_inner, err));
@@ -286,8 +364,184 @@ static zero_status parse_llama(const cJSON *o, dec_config *c, char *notes, size_
     c->o_bias = ab;
     c->mlp_bias = mb;
     c->qk_norm = arch == DEC_ARCH_QWEN3;
-    TRY(parse_rope(o, c, err));
+    if (arch == DEC_ARCH_PHI3) {
+        c->fused_names = 1;
+        TRY(get_int(o, "original_max_position_embeddings", 4096, 1, 1 << 30, &c->rope_orig_ctx, err));
+    }
+    TRY(parse_rope(o, c, 10000.0, err));
+    if (c->rope_type != DEC_ROPE_LONGROPE && c->rope_type != DEC_ROPE_LLAMA3) c->rope_orig_ctx = 0;
     TRY(parse_window(o, c, err));
+    note_dropout(o, "attention_dropout", notes, cap);
+    if (phi3) {
+        note_dropout(o, "resid_pdrop", notes, cap);
+        note_dropout(o, "embd_pdrop", notes, cap);
+    }
+    return ZERO_OK;
+}
+
+/* pad_token_id: transformers' Llama-family embeddings are nn.Embedding(padding_idx = it), whose
+ * row of that token takes no gradient from the lookup (the tied head's part still reaches it). */
+static zero_status parse_pad(const cJSON *o, dec_config *c, zero_error *err) {
+    const cJSON *v = get(o, "pad_token_id");
+    if (!v || cJSON_IsNull(v)) return ZERO_OK;
+    char exp[64];
+    snprintf(exp, sizeof exp, "expected a token in [0, %d) or null", c->vocab);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble >= c->vocab)
+        return refuse(err, "pad_token_id", v, exp);
+    c->has_pad = 1;
+    c->pad_token = (int)v->valuedouble;
+    return ZERO_OK;
+}
+
+/* A feature of the config that zero does not compute yet: refused, never ignored. */
+static zero_status not_yet(zero_error *err, const char *field, const cJSON *v, const char *what) {
+    char *txt = v ? cJSON_PrintUnformatted(v) : NULL;
+    dec__errorf(err, "config.json %s %s: %s is not supported yet", field, txt ? txt : "(missing)", what);
+    cJSON_free(txt);
+    return ZERO_ERR_UNSUPPORTED;
+}
+
+/* A positive number or null/absent (0: none); def when absent. */
+static zero_status get_opt_pos(const cJSON *o, const char *key, double def, double *out, zero_error *err) {
+    const cJSON *v = get(o, key);
+    if (!v) {
+        *out = def;
+        return ZERO_OK;
+    }
+    if (cJSON_IsNull(v)) {
+        *out = 0.0;
+        return ZERO_OK;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || !isfinite(v->valuedouble))
+        return refuse(err, key, v, "expected a number > 0 or null");
+    *out = v->valuedouble;
+    return ZERO_OK;
+}
+
+/* Gemma 2/3's local layers: layer_types (transformers 5), else sliding_window_pattern (Gemma 3's,
+ * default 6) or Gemma 2's alternation (2): layer l is local unless (l + 1) % pattern == 0. A
+ * layer_types list of another shape is refused as not supported yet. */
+static zero_status parse_gemma_layers(const cJSON *o, dec_config *c, zero_error *err) {
+    const cJSON *lt = get(o, "layer_types");
+    int pattern = c->arch == DEC_ARCH_GEMMA2 ? 2 : 6;
+    if (c->arch == DEC_ARCH_GEMMA3) TRY(get_int(o, "sliding_window_pattern", 6, 1, 1 << 20, &pattern, err));
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layer)
+            return refuse(err, "layer_types", lt, "expected one entry per layer");
+        int first_full = -1, l = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, l++) {
+            if (!cJSON_IsString(e) ||
+                (strcmp(e->valuestring, "full_attention") && strcmp(e->valuestring, "sliding_attention")))
+                return refuse(err, "layer_types", e, "expected \"full_attention\" or \"sliding_attention\"");
+            if (first_full < 0 && !strcmp(e->valuestring, "full_attention")) first_full = l;
+        }
+        pattern = first_full < 0 ? c->n_layer + 1 : first_full + 1;
+        l = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, l++)
+            if (!strcmp(e->valuestring, "full_attention") != ((l + 1) % pattern == 0))
+                return not_yet(err, "layer_types", lt,
+                               "a pattern other than every n-th layer global (the others sliding)");
+    }
+    c->sliding_pattern = pattern;
+    return ZERO_OK;
+}
+
+/* Gemma's activation: gelu_pytorch_tanh (gelu_new is the same function; Gemma 1's legacy "gelu"
+ * means it too, as transformers reads it). Gemma 1 names it hidden_act, Gemma 2/3 hidden_activation. */
+static zero_status gemma_act(const cJSON *o, const dec_config *c, zero_error *err) {
+    const char *key = c->arch == DEC_ARCH_GEMMA ? "hidden_act" : "hidden_activation";
+    const cJSON *act = get(o, key);
+    if (!act || cJSON_IsNull(act)) return ZERO_OK;
+    const char *a = cJSON_IsString(act) ? act->valuestring : "";
+    if (!strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_new") || (c->arch == DEC_ARCH_GEMMA && !strcmp(a, "gelu")))
+        return ZERO_OK;
+    return refuse(err, key, act, "expected \"gelu_pytorch_tanh\" (GeGLU with the tanh GELU; zero computes no other)");
+}
+
+/* Gemma 3's RoPE: global layers rope_theta (default 1e6) with rope_scaling, local layers
+ * rope_local_base_freq (default 1e4) unscaled; or transformers 5's rope_parameters with one object
+ * per layer type. A scaled local RoPE is refused as not supported yet. */
+static zero_status parse_gemma3_rope(const cJSON *o, dec_config *c, zero_error *err) {
+    const cJSON *rp = get(o, "rope_parameters");
+    const cJSON *full = cJSON_IsObject(rp) ? get(rp, "full_attention") : NULL;
+    const cJSON *slide = cJSON_IsObject(rp) ? get(rp, "sliding_attention") : NULL;
+    if (!full && !slide) {
+        TRY(parse_rope(o, c, 1e6, err));
+        return get_num(o, "rope_local_base_freq", 10000.0, 1.0000001, 1e12, &c->rope_local_theta, err);
+    }
+    if (present(o, "rope_scaling")) return refuse(err, "rope_scaling", get(o, "rope_scaling"),
+                                                  "expected null beside per-layer-type rope_parameters");
+    TRY(get_num(o, "rope_theta", 1e6, 1.0000001, 1e12, &c->rope_theta, err));
+    TRY(get_num(o, "rope_local_base_freq", 10000.0, 1.0000001, 1e12, &c->rope_local_theta, err));
+    c->rope_type = DEC_ROPE_DEFAULT;
+    if (full) {
+        if (!cJSON_IsObject(full)) return refuse(err, "rope_parameters.full_attention", full, "expected an object");
+        TRY(parse_rope_obj(full, "rope_parameters.full_attention", c, err));
+    }
+    if (slide) {
+        if (!cJSON_IsObject(slide)) return refuse(err, "rope_parameters.sliding_attention", slide, "expected an object");
+        dec_config d = *c;
+        d.rope_theta = c->rope_local_theta;
+        d.rope_type = DEC_ROPE_DEFAULT;
+        TRY(parse_rope_obj(slide, "rope_parameters.sliding_attention", &d, err));
+        if (d.rope_type != DEC_ROPE_DEFAULT)
+            return not_yet(err, "rope_parameters.sliding_attention", slide, "a scaled RoPE on the local layers");
+        c->rope_local_theta = d.rope_theta;
+    }
+    return ZERO_OK;
+}
+
+/* Gemma (1), Gemma 2, Gemma 3 (text): Llama's layout with (1 + w) RMSNorm gains, GeGLU, the
+ * embeddings scaled by sqrt(hidden_size), an independent head_dim; Gemma 2/3 add the sandwich
+ * norms, query_pre_attn_scalar, soft-capping and local (sliding) layers; Gemma 3 q/k norms and
+ * the local layers' own RoPE base. */
+static zero_status parse_gemma(const cJSON *o, dec_config *c, char *notes, size_t cap, zero_error *err) {
+    const dec_arch arch = c->arch;
+    memset(c, 0, sizeof *c);
+    c->arch = arch;
+    const int g1 = arch == DEC_ARCH_GEMMA, g3 = arch == DEC_ARCH_GEMMA3;
+    c->gemma = 1;
+    c->sandwich = !g1;
+    c->qk_norm = g3;
+    TRY(get_int(o, "vocab_size", g3 ? 262208 : 256000, 1, 1 << 24, &c->vocab, err));
+    TRY(get_int(o, "hidden_size", g1 ? 3072 : 2304, 1, 1 << 16, &c->n_embd, err));
+    TRY(get_int(o, "intermediate_size", g1 ? 24576 : 9216, 1, 1 << 18, &c->n_inner, err));
+    TRY(get_int(o, "num_hidden_layers", g1 ? 28 : 26, 1, 4096, &c->n_layer, err));
+    TRY(get_int(o, "num_attention_heads", g1 ? 16 : 8, 1, 1 << 12, &c->n_head, err));
+    TRY(get_int(o, "num_key_value_heads", g1 ? 16 : 4, 1, 1 << 12, &c->n_kv_head, err));
+    if (c->n_head % c->n_kv_head)
+        return refuse(err, "num_key_value_heads", get(o, "num_key_value_heads"), "expected a divisor of num_attention_heads");
+    TRY(get_int(o, "head_dim", 256, 2, 1 << 12, &c->head_dim, err));
+    if (c->head_dim % 2) return refuse(err, "head_dim", get(o, "head_dim"), "expected an even number (RoPE)");
+    TRY(gemma_act(o, c, err));
+    TRY(get_int(o, "max_position_embeddings", g3 ? 131072 : 8192, 1, 1 << 24, &c->n_ctx, err));
+    TRY(get_num(o, "initializer_range", 0.02, 0.0, 1.0, &c->init_std, err));
+    TRY(get_num(o, "rms_norm_eps", 1e-6, 1e-30, 0.5, &c->norm_eps, err));
+    TRY(get_bool(o, "tie_word_embeddings", 1, &c->tied, err));
+    int ab = 0;
+    TRY(get_bool(o, "attention_bias", 0, &ab, err));
+    c->qkv_bias = c->o_bias = ab;
+    int bidir = 0;
+    TRY(get_bool(o, "use_bidirectional_attention", 0, &bidir, err));
+    if (bidir) return not_yet(err, "use_bidirectional_attention", get(o, "use_bidirectional_attention"),
+                              "bidirectional attention");
+    if (g3) TRY(parse_gemma3_rope(o, c, err));
+    else TRY(parse_rope(o, c, 10000.0, err));
+    if (!g1) {
+        int qs;
+        TRY(get_int(o, "query_pre_attn_scalar", 256, 1, 1 << 24, &qs, err));
+        c->attn_scalar = qs;
+        TRY(get_opt_pos(o, "attn_logit_softcapping", g3 ? 0.0 : 50.0, &c->attn_softcap, err));
+        TRY(get_opt_pos(o, "final_logit_softcapping", g3 ? 0.0 : 30.0, &c->final_softcap, err));
+        TRY(parse_gemma_layers(o, c, err));
+        const cJSON *w = get(o, "sliding_window");
+        int window = 4096;
+        if (w && cJSON_IsNull(w)) window = 0;
+        else TRY(get_int(o, "sliding_window", 4096, 1, 1 << 30, &window, err));
+        /* the window matters only where a layer is local: pattern 1 makes every layer global */
+        c->sliding_window = c->sliding_pattern > 1 ? window : 0;
+        if (!window) c->sliding_pattern = 0;
+    }
     note_dropout(o, "attention_dropout", notes, cap);
     return ZERO_OK;
 }
@@ -351,8 +605,9 @@ zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes
             found = a;
     if (found < 0) {
         st = refuse(err, name ? "architectures" : "model_type", name ? archs : mt,
-                    "expected GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
-                    "Qwen3ForCausalLM (model_type gpt2, llama, mistral, qwen2, qwen3)");
+                    "expected GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                    "Qwen3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Phi3ForCausalLM "
+                    "(model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3)");
         goto out;
     }
     if (present(o, "quantization_config")) {
@@ -363,8 +618,11 @@ zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes
     if ((st = check_dtype(o, err))) goto out;
     c.arch = (dec_arch)found;
     st = c.arch == DEC_ARCH_GPT2 ? parse_gpt2(o, &c, notes, sizeof notes, err)
-                                 : parse_llama(o, &c, notes, sizeof notes, err);
+         : c.arch == DEC_ARCH_GEMMA || c.arch == DEC_ARCH_GEMMA2 || c.arch == DEC_ARCH_GEMMA3
+             ? parse_gemma(o, &c, notes, sizeof notes, err)
+             : parse_llama(o, &c, notes, sizeof notes, err);
     if (st) goto out;
+    if (c.arch != DEC_ARCH_GPT2 && (st = parse_pad(o, &c, err))) goto out;
     if ((st = dec_config_check(&c, err))) goto out;
     *cfg = c;
     if (notes_out && notes[0]) {
@@ -419,12 +677,27 @@ static cJSON *fresh(const dec_config *c) {
         cJSON_AddNumberToObject(o, "num_attention_heads", c->n_head);
         cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_head);
         cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-        cJSON_AddStringToObject(o, "hidden_act", "silu");
+        if (!c->gemma) cJSON_AddStringToObject(o, "hidden_act", "silu");
+        else cJSON_AddStringToObject(o, c->arch == DEC_ARCH_GEMMA ? "hidden_act" : "hidden_activation", "gelu_pytorch_tanh");
         cJSON_AddNumberToObject(o, "max_position_embeddings", c->n_ctx);
         cJSON_AddNumberToObject(o, "initializer_range", c->init_std);
         cJSON_AddNumberToObject(o, "rms_norm_eps", c->norm_eps);
         cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-        if (c->rope_type == DEC_ROPE_DEFAULT) {
+        if (c->rotary_dim) { /* transformers truncates int(head_dim * factor): a factor that gives it back */
+            double f = (double)c->rotary_dim / c->head_dim;
+            if ((int)(c->head_dim * f) != c->rotary_dim) f = (c->rotary_dim + 0.5) / c->head_dim;
+            cJSON_AddNumberToObject(o, "partial_rotary_factor", f);
+        }
+        if (c->arch == DEC_ARCH_GEMMA3) cJSON_AddNumberToObject(o, "rope_local_base_freq", c->rope_local_theta);
+        if (c->rope_type == DEC_ROPE_LONGROPE) {
+            cJSON_AddNumberToObject(o, "original_max_position_embeddings", c->rope_orig_ctx);
+            cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
+            cJSON_AddStringToObject(r, "type", "longrope");
+            cJSON_AddItemToObject(r, "short_factor", cJSON_CreateDoubleArray(c->rope_short, c->rope_n_factors));
+            cJSON_AddItemToObject(r, "long_factor", cJSON_CreateDoubleArray(c->rope_long, c->rope_n_factors));
+            cJSON_AddNumberToObject(r, "factor", c->rope_factor);
+            cJSON_AddNumberToObject(r, "attention_factor", c->rope_attn_factor);
+        } else if (c->rope_type == DEC_ROPE_DEFAULT) {
             cJSON_AddNullToObject(o, "rope_scaling");
         } else {
             cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
@@ -436,7 +709,27 @@ static cJSON *fresh(const dec_config *c) {
                 cJSON_AddNumberToObject(r, "original_max_position_embeddings", c->rope_orig_ctx);
             }
         }
-        if (c->arch == DEC_ARCH_LLAMA || c->arch == DEC_ARCH_QWEN3) cJSON_AddBoolToObject(o, "attention_bias", c->o_bias);
+        if (c->arch == DEC_ARCH_LLAMA || c->arch == DEC_ARCH_QWEN3 || c->gemma)
+            cJSON_AddBoolToObject(o, "attention_bias", c->o_bias);
+        if (c->has_pad) cJSON_AddNumberToObject(o, "pad_token_id", c->pad_token);
+        if (c->sandwich) {
+            cJSON_AddNumberToObject(o, "query_pre_attn_scalar", c->attn_scalar);
+            if (c->attn_softcap > 0) cJSON_AddNumberToObject(o, "attn_logit_softcapping", c->attn_softcap);
+            else cJSON_AddNullToObject(o, "attn_logit_softcapping");
+            if (c->final_softcap > 0) cJSON_AddNumberToObject(o, "final_logit_softcapping", c->final_softcap);
+            else cJSON_AddNullToObject(o, "final_logit_softcapping");
+            if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+            else cJSON_AddNullToObject(o, "sliding_window");
+            cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+            for (int l = 0; l < c->n_layer; l++)
+                cJSON_AddItemToArray(lt, cJSON_CreateString(c->sliding_pattern > 1 && (l + 1) % c->sliding_pattern
+                                                                ? "sliding_attention"
+                                                                : "full_attention"));
+        }
+        if (c->arch == DEC_ARCH_PHI3) {
+            if (c->sliding_window) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+            else cJSON_AddNullToObject(o, "sliding_window");
+        }
         if (c->arch == DEC_ARCH_LLAMA) cJSON_AddBoolToObject(o, "mlp_bias", c->mlp_bias);
         cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
         if (c->arch == DEC_ARCH_MISTRAL) {
@@ -457,6 +750,46 @@ static cJSON *fresh(const dec_config *c) {
     return o;
 }
 
+/* transformers 5's configs are strict dataclasses: a field typed float refuses an integer
+ * ("final_logit_softcapping ... expected float, got int"), and cJSON prints 3.0 as 3. The numbers
+ * of these fields (and of the lists under them) are written back with a decimal point. */
+static const char *const float_keys[] = {
+    "rope_theta", "rms_norm_eps", "layer_norm_epsilon", "initializer_range", "attention_dropout", "resid_pdrop",
+    "embd_pdrop", "attn_pdrop", "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq", "factor",
+    "attention_factor", "low_freq_factor", "high_freq_factor", "partial_rotary_factor", "short_factor",
+    "long_factor"};
+
+static void floats_of(cJSON *o) {
+    for (cJSON *k = o ? o->child : NULL; k; k = k->next) {
+        if (cJSON_IsObject(k)) {
+            floats_of(k);
+            continue;
+        }
+        int fl = 0;
+        for (size_t i = 0; k->string && i < sizeof float_keys / sizeof float_keys[0]; i++)
+            fl |= !strcmp(k->string, float_keys[i]);
+        if (!fl) continue;
+        if (cJSON_IsNumber(k)) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.15g", k->valuedouble);
+            if (strtod(buf, NULL) != k->valuedouble) snprintf(buf, sizeof buf, "%.17g", k->valuedouble);
+            if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+            cJSON *raw = cJSON_CreateRaw(buf);
+            if (raw && cJSON_ReplaceItemInObjectCaseSensitive(o, k->string, raw)) k = raw; /* the key kept */
+        } else if (cJSON_IsArray(k)) {
+            for (cJSON *e = k->child; e; e = e->next) {
+                if (!cJSON_IsNumber(e)) continue;
+                char buf[64];
+                snprintf(buf, sizeof buf, "%.15g", e->valuedouble);
+                if (strtod(buf, NULL) != e->valuedouble) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
+                if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+                cJSON *raw = cJSON_CreateRaw(buf);
+                if (raw) cJSON_ReplaceItemViaPointer(k, e, raw), e = raw;
+            }
+        }
+    }
+}
+
 char *dec_config_to_json(const dec_config *c, const char *base, const char *dtype) {
     cJSON *o = base ? cJSON_Parse(base) : NULL;
     if (base && (!o || !cJSON_IsObject(o))) {
@@ -470,6 +803,7 @@ char *dec_config_to_json(const dec_config *c, const char *base, const char *dtyp
         if (get(o, "dtype")) set = 1, set_item(o, "dtype", cJSON_CreateString(dtype));
         if (get(o, "torch_dtype") || !set) set_item(o, "torch_dtype", cJSON_CreateString(dtype));
     }
+    floats_of(o);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     return dec__json_indent(text);

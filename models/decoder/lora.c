@@ -31,7 +31,18 @@ static const tdesc GPT2_T[] = {
     {DEC_LORA_MLP_C_PROJ, DEC__SITE_PROJ, "mlp.c_proj", "mlp.c_proj"},
 };
 
+static const tdesc PHI3_T[] = {
+    {DEC_LORA_QKV_PROJ, DEC__SITE_QKV, "self_attn.qkv_proj", "qkv_proj"},
+    {DEC_LORA_O, DEC__SITE_O, "self_attn.o_proj", "o_proj"},
+    {DEC_LORA_GATE_UP, DEC__SITE_FC, "mlp.gate_up_proj", "gate_up_proj"},
+    {DEC_LORA_DOWN, DEC__SITE_PROJ, "mlp.down_proj", "down_proj"},
+};
+
 static const tdesc *table(const dec_config *c, int *n) {
+    if (c->fused_names) {
+        *n = (int)(sizeof PHI3_T / sizeof PHI3_T[0]);
+        return PHI3_T;
+    }
     if (dec_is_llama(c)) {
         *n = (int)(sizeof LLAMA_T / sizeof LLAMA_T[0]);
         return LLAMA_T;
@@ -50,7 +61,9 @@ static void geometry(const dec_config *c, unsigned bit, int *col0, int *out, int
     case DEC_LORA_Q: *out = d.Q, *in = d.C, *ld = d.QKV; break;
     case DEC_LORA_K: *col0 = d.Q, *out = d.KV, *in = d.C, *ld = d.QKV; break;
     case DEC_LORA_V: *col0 = d.Q + d.KV, *out = d.KV, *in = d.C, *ld = d.QKV; break;
-    case DEC_LORA_C_ATTN: *out = d.QKV, *in = d.C, *ld = d.QKV; break;
+    case DEC_LORA_C_ATTN:
+    case DEC_LORA_QKV_PROJ: *out = d.QKV, *in = d.C, *ld = d.QKV; break;
+    case DEC_LORA_GATE_UP: *out = d.FC, *in = d.C, *ld = d.FC; break;
     case DEC_LORA_O:
     case DEC_LORA_ATTN_C_PROJ: *out = d.C, *in = d.Q, *ld = d.C; break;
     case DEC_LORA_GATE: *out = d.F, *in = d.C, *ld = d.FC; break;
@@ -73,7 +86,7 @@ zero_status dec_lora_targets(const dec_config *cfg, const char *names, unsigned 
     const tdesc *t = table(cfg, &n);
     *out = 0;
     if (!names || !*names) { /* PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING */
-        *out = dec_is_llama(cfg) ? DEC_LORA_Q | DEC_LORA_V : DEC_LORA_C_ATTN;
+        *out = cfg->fused_names ? DEC_LORA_QKV_PROJ : dec_is_llama(cfg) ? DEC_LORA_Q | DEC_LORA_V : DEC_LORA_C_ATTN;
         return ZERO_OK;
     }
     const char *p = names;

@@ -37,7 +37,9 @@ enum {
     DEC_LORA_ATTN_C_PROJ = 1u << 8,
     DEC_LORA_C_FC = 1u << 9,
     DEC_LORA_MLP_C_PROJ = 1u << 10,
-    DEC_LORA_NTARGETS = 11,
+    DEC_LORA_QKV_PROJ = 1u << 11, /* Phi-3's fused self_attn.qkv_proj */
+    DEC_LORA_GATE_UP = 1u << 12,  /* Phi-3's fused mlp.gate_up_proj */
+    DEC_LORA_NTARGETS = 13,
 };
 
 typedef struct dec_lora {
@@ -52,9 +54,9 @@ typedef struct dec_lora {
 /* PEFT's defaults: r 8, alpha 8, no dropout, no rsLoRA, no target (dec_lora_targets sets them). */
 void dec_lora_default(dec_lora *l);
 /* Parses comma-separated module names for cfg's architecture into DEC_LORA_* bits: q_proj,
- * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama family); c_attn, c_proj, c_fc,
- * attn.c_proj, mlp.c_proj (GPT-2); "" or NULL: PEFT's default for the architecture (q_proj,v_proj;
- * GPT-2 c_attn). A name the architecture does not have is ZERO_ERR_INVALID_ARG naming it. */
+ * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (Llama family, Gemma); qkv_proj, o_proj,
+ * gate_up_proj, down_proj (Phi-3); c_attn, c_proj, c_fc, attn.c_proj, mlp.c_proj (GPT-2); "" or
+ * NULL: PEFT's default for the architecture (q_proj,v_proj; Phi-3 qkv_proj; GPT-2 c_attn). A name the architecture does not have is ZERO_ERR_INVALID_ARG naming it. */
 zero_status dec_lora_targets(const dec_config *cfg, const char *names, unsigned *out, zero_error *err);
 /* The targets as PEFT's target_modules, comma-separated ("q_proj,v_proj"; GPT-2's two c_proj
  * together as "c_proj"), into buf. */

@@ -27,9 +27,11 @@ zero_status dec_check_finite(const float *x, size_t n, uint64_t first, const cha
     return ZERO_OK;
 }
 
-static const char *const arch_names[DEC_ARCH_COUNT] = {"GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM",
-                                                        "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
-static const char *const model_types[DEC_ARCH_COUNT] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};
+static const char *const arch_names[DEC_ARCH_COUNT] = {
+    "GPT2LMHeadModel",  "LlamaForCausalLM",  "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+    "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",  "Phi3ForCausalLM"};
+static const char *const model_types[DEC_ARCH_COUNT] = {"gpt2",   "llama",  "mistral",     "qwen2", "qwen3",
+                                                        "gemma",  "gemma2", "gemma3_text", "phi3"};
 
 const char *dec_arch_name(dec_arch a) { return a >= 0 && a < DEC_ARCH_COUNT ? arch_names[a] : "?"; }
 const char *dec_arch_model_type(dec_arch a) { return a >= 0 && a < DEC_ARCH_COUNT ? model_types[a] : "?"; }
@@ -156,7 +158,8 @@ zero_status dec_config_preset(dec_config *cfg, const char *name, zero_error *err
 zero_status dec_config_check(const dec_config *c, zero_error *err) {
     if (c->arch < 0 || c->arch >= DEC_ARCH_COUNT) {
         dec__errorf(err, "architecture %d: expected one of GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, "
-                    "Qwen2ForCausalLM, Qwen3ForCausalLM", (int)c->arch);
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+                    "Phi3ForCausalLM", (int)c->arch);
         return ZERO_ERR_INVALID_ARG;
     }
     /* The limits keep B*T*QKV, V*C, F*C and B*H*T*T far below 2^62 for any B, T an int holds. */
@@ -216,6 +219,40 @@ zero_status dec_config_check(const dec_config *c, zero_error *err) {
         dec__errorf(err, "rope factor %g: expected a number > 0", c->rope_factor);
         return ZERO_ERR_INVALID_ARG;
     }
+    if (c->rotary_dim < 0 || c->rotary_dim > c->head_dim || c->rotary_dim % 2) {
+        dec__errorf(err, "rotary dims %d: expected an even number <= head_dim %d (0: all)", c->rotary_dim, c->head_dim);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (c->has_pad && (c->pad_token < 0 || c->pad_token >= c->vocab)) {
+        dec__errorf(err, "pad_token_id %d: expected a token in [0, %d)", c->pad_token, c->vocab);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (c->sandwich && !c->gemma) {
+        dec__errorf(err, "sandwich norms without the Gemma computation: expected both (Gemma 2/3) or neither");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const double scal[4] = {c->attn_scalar, c->attn_softcap, c->final_softcap, c->rope_local_theta};
+    for (int i = 0; i < 4; i++) {
+        if (!(scal[i] >= 0.0) || !isfinite(scal[i])) {
+            dec__errorf(err, "%s %g: expected a finite number >= 0 (0: none)",
+                        (const char *[]){"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                                         "rope_local_base_freq"}[i], scal[i]);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
+    if (c->sliding_pattern < 0) {
+        dec__errorf(err, "sliding window pattern %d: expected 0 (none) or a period >= 1", c->sliding_pattern);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (c->rope_type == DEC_ROPE_LONGROPE) {
+        const int rd = c->rotary_dim ? c->rotary_dim : c->head_dim;
+        if (c->rope_n_factors != rd / 2 || c->rope_orig_ctx < 1 || !(c->rope_attn_factor > 0.0)) {
+            dec__errorf(err, "longrope: %d factors, original_max_position_embeddings %d, attention factor %g: "
+                        "expected %d factors (the rotated pairs), a context >= 1 and a factor > 0",
+                        c->rope_n_factors, c->rope_orig_ctx, c->rope_attn_factor, rd / 2);
+            return ZERO_ERR_INVALID_ARG;
+        }
+    }
     if (c->rope_type == DEC_ROPE_LLAMA3 &&
         (!(c->rope_low_freq > 0) || !(c->rope_high_freq > c->rope_low_freq) || c->rope_orig_ctx < 1)) {
         dec__errorf(err, "llama3 rope: low_freq_factor %g, high_freq_factor %g, original_max_position_embeddings %d: "
@@ -247,7 +284,15 @@ int dec_config_equal(const dec_config *a, const dec_config *b) {
            a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta && a->rope_type == b->rope_type &&
            a->rope_factor == b->rope_factor && a->rope_low_freq == b->rope_low_freq &&
            a->rope_high_freq == b->rope_high_freq && a->rope_orig_ctx == b->rope_orig_ctx &&
-           a->sliding_window == b->sliding_window && a->init_std == b->init_std;
+           a->sliding_window == b->sliding_window && a->init_std == b->init_std && a->has_pad == b->has_pad &&
+           (!a->has_pad || a->pad_token == b->pad_token) && a->gemma == b->gemma &&
+           a->sandwich == b->sandwich && a->fused_names == b->fused_names && a->attn_scalar == b->attn_scalar &&
+           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
+           a->sliding_pattern == b->sliding_pattern && a->rope_local_theta == b->rope_local_theta &&
+           a->rotary_dim == b->rotary_dim && a->rope_max_ctx == b->rope_max_ctx &&
+           a->rope_n_factors == b->rope_n_factors && a->rope_attn_factor == b->rope_attn_factor &&
+           !memcmp(a->rope_short, b->rope_short, sizeof a->rope_short) &&
+           !memcmp(a->rope_long, b->rope_long, sizeof a->rope_long);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -295,6 +340,14 @@ static int layer_specs(const dec_config *c, dec__layout *L, spec *s) {
         return n;
     }
     ADD("input_layernorm.weight", d.C, 0, nd, &L->ln1_w);
+    if (c->fused_names) { /* Phi-3: [q | k | v] and [gate | up] are one tensor each, zero's layout */
+        ADD("self_attn.qkv_proj.weight", d.QKV, d.C, 0, &L->qkv_w);
+        ADD("self_attn.o_proj.weight", d.C, d.Q, 0, &L->o_w);
+        ADD("post_attention_layernorm.weight", d.C, 0, nd, &L->ln2_w);
+        ADD("mlp.gate_up_proj.weight", 2 * (int64_t)d.F, d.C, 0, &L->fc_w);
+        ADD("mlp.down_proj.weight", d.C, d.F, 0, &L->proj_w);
+        return n;
+    }
     ADD("self_attn.q_proj.weight", d.Q, d.C, 0, &L->qkv_w);
     ADD("self_attn.k_proj.weight", d.KV, d.C, 0, NULL);
     ADD("self_attn.v_proj.weight", d.KV, d.C, 0, NULL);
@@ -309,7 +362,12 @@ static int layer_specs(const dec_config *c, dec__layout *L, spec *s) {
     }
     ADD("self_attn.o_proj.weight", d.C, d.Q, 0, &L->o_w);
     if (c->o_bias) ADD("self_attn.o_proj.bias", d.C, 0, nd, &L->o_b);
-    ADD("post_attention_layernorm.weight", d.C, 0, nd, &L->ln2_w);
+    if (c->sandwich) { /* Gemma 2/3: post_attention_layernorm normalizes the attention's output */
+        ADD("post_attention_layernorm.weight", d.C, 0, nd, &L->pan_w);
+        ADD("pre_feedforward_layernorm.weight", d.C, 0, nd, &L->ln2_w);
+    } else {
+        ADD("post_attention_layernorm.weight", d.C, 0, nd, &L->ln2_w);
+    }
     ADD("mlp.gate_proj.weight", d.F, d.C, 0, &L->fc_w);
     ADD("mlp.up_proj.weight", d.F, d.C, 0, NULL);
     if (c->mlp_bias) {
@@ -318,6 +376,7 @@ static int layer_specs(const dec_config *c, dec__layout *L, spec *s) {
     }
     ADD("mlp.down_proj.weight", d.C, d.F, 0, &L->proj_w);
     if (c->mlp_bias) ADD("mlp.down_proj.bias", d.C, 0, nd, &L->proj_b);
+    if (c->sandwich) ADD("post_feedforward_layernorm.weight", d.C, 0, nd, &L->pfn_w);
 #undef ADD
     return n;
 }
@@ -476,8 +535,8 @@ void dec_init_unit(const dec_config *c, int unit, uint64_t seed, float *dst) {
             const int proj = gpt2 && strstr(s[k].name, "c_proj");
             fill_normal(dst + at, cnt, proj ? proj_std : std, &state);
         } else {
-            /* norm gains are 1, biases 0 */
-            const int gain = !strstr(s[k].name, "bias");
+            /* norm gains are 1 (Gemma's (1 + w) gains: w = 0), biases 0 */
+            const int gain = !strstr(s[k].name, "bias") && !c->gemma;
             fill_value(dst + at, cnt, gain ? 1.0f : 0.0f);
         }
         at += cnt;

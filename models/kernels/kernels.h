@@ -63,6 +63,15 @@ zero_status mk_swiglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_o
                           const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols,
                           zero_impl impl);
 
+/* GeGLU, Gemma's MLP middle: out = gelu(gate) * up with GPT-2's tanh GELU (gelu_pytorch_tanh),
+ * the layout and aliasing of mk_swiglu_fwd. */
+zero_status mk_geglu_fwd(float *out, size_t ld_out, const float *gate, const float *up,
+                         size_t ld_in, size_t rows, size_t cols, zero_impl impl);
+/* dgate = dy * up * gelu'(gate), dup = dy * gelu(gate), as mk_swiglu_bwd. */
+zero_status mk_geglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_out,
+                         const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols,
+                         zero_impl impl);
+
 /* ---------------------------------------------------------------- normalization */
 /* LayerNorm over each row of C: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + eps) with the
  * biased variance. x rows are ldx apart, y rows ldy apart. mean and rstd (rows) receive the row
@@ -130,6 +139,7 @@ typedef enum mk_rope_scaling {
     MK_ROPE_NONE = 0,   /* inv_freq_i = theta^(-2i/rot_dim) */
     MK_ROPE_LINEAR = 1, /* inv_freq / factor (position interpolation) */
     MK_ROPE_LLAMA3 = 2, /* Llama 3.1's piecewise rescaling of the wavelengths */
+    MK_ROPE_LONGROPE = 3, /* Phi-3's: inv_freq_i / ext_factors[i] */
 } mk_rope_scaling;
 
 /* The frequencies of a model, as its config.json gives them (rope_theta, rope_scaling). */
@@ -140,6 +150,8 @@ typedef struct mk_rope_freq {
     double low_freq_factor; /* LLAMA3 */
     double high_freq_factor;
     int original_max_pos;   /* LLAMA3: original_max_position_embeddings */
+    const double *ext_factors; /* LONGROPE: rot_dim/2 factors (short_factor or long_factor) */
+    double attn_factor;     /* LONGROPE: cos and sin multiplied by it (its attention scaling) */
 } mk_rope_freq;
 
 /* Fills cos and sin (n_pos, rot_dim/2): angle = p * inv_freq_i for position p and pair i, with
@@ -186,6 +198,8 @@ typedef struct mk_attn {
     int n_head, n_kv_head, head_dim; /* n_kv_head divides n_head; head_dim in [1, 256] */
     size_t ld_q, ld_k, ld_v, ld_o;   /* floats between consecutive tokens */
     float scale;                     /* logit = scale * q.k, usually 1/sqrt(head_dim) */
+    float softcap;                   /* > 0: logit = softcap * tanh(logit / softcap) (Gemma 2's
+                                      * attn_logit_softcapping) before the softmax; 0: none */
 } mk_attn;
 
 /* out = softmax(scale * q k^T, causal) v, written; lse (B, n_head, T) receives each row's

@@ -20,6 +20,7 @@ void mk__att_fwd_row_scalar(const mk_attn *a, float *out, float *lse, const floa
     for (int j = 0; j <= t; j++) {
         const float *kj = k + ((size_t)b * T + j) * a->ld_k + (size_t)kvh * hd;
         ws[j] = (float)(a->scale * dot(qt, kj, hd));
+        if (a->softcap > 0.0f) ws[j] = a->softcap * tanhf(ws[j] / a->softcap);
         mx = ws[j] > mx ? ws[j] : mx;
     }
     double l = 0.0, acc[MK_ATT_MAX_HD] = {0};
@@ -32,6 +33,10 @@ void mk__att_fwd_row_scalar(const mk_attn *a, float *out, float *lse, const floa
     float *o = out + tok * a->ld_o + (size_t)h * hd;
     for (int d = 0; d < hd; d++) o[d] = (float)(acc[d] / l);
     if (lse) lse[((size_t)b * a->n_head + h) * T + t] = (float)(mx + log(l));
+}
+
+static const float *kj_of(const mk_attn *a, const float *k, size_t kt, int g) {
+    return k + kt * a->ld_k + (size_t)g * a->head_dim;
 }
 
 void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const float *dout,
@@ -55,14 +60,20 @@ void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const
             double D = 0.0;
             for (int j = 0; j <= t; j++) {
                 const size_t kt = (size_t)b * T + j;
-                p[j] = expf((float)(a->scale * dot(qt, k + kt * a->ld_k + (size_t)g * hd, hd)) - l);
+                float s = (float)(a->scale * dot(qt, k + kt * a->ld_k + (size_t)g * hd, hd));
+                if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
+                p[j] = expf(s - l);
                 dp[j] = (float)dot(dot_, v + kt * a->ld_v + (size_t)g * hd, hd);
                 D += (double)p[j] * dp[j];
             }
             double acc[MK_ATT_MAX_HD] = {0};
             for (int j = 0; j <= t; j++) {
                 const size_t kt = (size_t)b * T + j;
-                const float ds = a->scale * (p[j] * (dp[j] - (float)D));
+                float ds = a->scale * (p[j] * (dp[j] - (float)D));
+                if (a->softcap > 0.0f) { /* d cap tanh(s/cap) / ds = 1 - tanh^2 */
+                    const float th = tanhf((float)(a->scale * dot(qt, kj_of(a, k, kt, g), hd)) / a->softcap);
+                    ds *= 1.0f - th * th;
+                }
                 const float *kj = k + kt * a->ld_k + (size_t)g * hd;
                 float *dkj = dk + kt * a->ld_k + (size_t)g * hd, *dvj = dv + kt * a->ld_v + (size_t)g * hd;
                 for (int d = 0; d < hd; d++) {

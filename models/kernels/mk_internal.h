@@ -57,6 +57,8 @@ typedef struct mk__isa {
     void (*silu_bwd)(float *dx, const float *dy, const float *x, size_t n);
     void (*swiglu_fwd)(float *out, const float *g, const float *u, size_t n);
     void (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, size_t n);
+    void (*geglu_fwd)(float *out, const float *g, const float *u, size_t n);
+    void (*geglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u, size_t n);
     /* y = (x - mean) * rstd * w + b; *mean, *rstd receive the row statistics. b may be NULL. */
     void (*ln_fwd_row)(float *y, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int C, float eps);

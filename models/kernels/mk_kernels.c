@@ -113,24 +113,25 @@ zero_status mk_silu_bwd(float *dx, const float *dy, const float *x, size_t n, ze
     return ZERO_OK;
 }
 
-zero_status mk_swiglu_fwd(float *out, size_t ld_out, const float *gate, const float *up,
-                          size_t ld_in, size_t rows, size_t cols, zero_impl impl) {
-    PICK(impl, isa);
+typedef void (*glu_fwd_fn)(float *out, const float *g, const float *u, size_t n);
+typedef void (*glu_bwd_fn)(float *dg, float *du, const float *dy, const float *g, const float *u, size_t n);
+
+/* A gated unit's forward and backward (SwiGLU, GeGLU) on rows of a fused or separate layout. */
+static zero_status glu_fwd(glu_fwd_fn fn, float *out, size_t ld_out, const float *gate, const float *up,
+                           size_t ld_in, size_t rows, size_t cols) {
     if (!rows || !cols) return ZERO_OK;
     if (!out || !gate || !up || ld_out < cols || ld_in < cols) return ZERO_ERR_INVALID_ARG;
     if (ld_out == cols && ld_in == cols) { /* contiguous: one flat range */
-        run_ew3(isa->swiglu_fwd, out, gate, up, rows * cols);
+        run_ew3(fn, out, gate, up, rows * cols);
         return ZERO_OK;
     }
 #pragma omp parallel for schedule(static) if (rows * cols >= MK_PAR_MIN)
-    for (size_t r = 0; r < rows; r++) isa->swiglu_fwd(out + r * ld_out, gate + r * ld_in, up + r * ld_in, cols);
+    for (size_t r = 0; r < rows; r++) fn(out + r * ld_out, gate + r * ld_in, up + r * ld_in, cols);
     return ZERO_OK;
 }
 
-zero_status mk_swiglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_out,
-                          const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols,
-                          zero_impl impl) {
-    PICK(impl, isa);
+static zero_status glu_bwd(glu_bwd_fn fn, float *dgate, float *dup, const float *dy, size_t ld_out,
+                           const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols) {
     if (!rows || !cols) return ZERO_OK;
     if (!dgate || !dup || !dy || !gate || !up || ld_out < cols || ld_in < cols)
         return ZERO_ERR_INVALID_ARG;
@@ -139,15 +140,40 @@ zero_status mk_swiglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_o
 #pragma omp parallel for schedule(static) if (n >= MK_PAR_MIN)
         for (size_t c = 0; c < nch; c++) {
             const size_t i = c * MK_CHUNK_ELEMS;
-            isa->swiglu_bwd(dgate + i, dup + i, dy + i, gate + i, up + i, min_sz(MK_CHUNK_ELEMS, n - i));
+            fn(dgate + i, dup + i, dy + i, gate + i, up + i, min_sz(MK_CHUNK_ELEMS, n - i));
         }
         return ZERO_OK;
     }
 #pragma omp parallel for schedule(static) if (rows * cols >= MK_PAR_MIN)
     for (size_t r = 0; r < rows; r++)
-        isa->swiglu_bwd(dgate + r * ld_in, dup + r * ld_in, dy + r * ld_out, gate + r * ld_in,
-                        up + r * ld_in, cols);
+        fn(dgate + r * ld_in, dup + r * ld_in, dy + r * ld_out, gate + r * ld_in, up + r * ld_in, cols);
     return ZERO_OK;
+}
+
+zero_status mk_swiglu_fwd(float *out, size_t ld_out, const float *gate, const float *up,
+                          size_t ld_in, size_t rows, size_t cols, zero_impl impl) {
+    PICK(impl, isa);
+    return glu_fwd(isa->swiglu_fwd, out, ld_out, gate, up, ld_in, rows, cols);
+}
+
+zero_status mk_swiglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_out,
+                          const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols,
+                          zero_impl impl) {
+    PICK(impl, isa);
+    return glu_bwd(isa->swiglu_bwd, dgate, dup, dy, ld_out, gate, up, ld_in, rows, cols);
+}
+
+zero_status mk_geglu_fwd(float *out, size_t ld_out, const float *gate, const float *up,
+                         size_t ld_in, size_t rows, size_t cols, zero_impl impl) {
+    PICK(impl, isa);
+    return glu_fwd(isa->geglu_fwd, out, ld_out, gate, up, ld_in, rows, cols);
+}
+
+zero_status mk_geglu_bwd(float *dgate, float *dup, const float *dy, size_t ld_out,
+                         const float *gate, const float *up, size_t ld_in, size_t rows, size_t cols,
+                         zero_impl impl) {
+    PICK(impl, isa);
+    return glu_bwd(isa->geglu_bwd, dgate, dup, dy, ld_out, gate, up, ld_in, rows, cols);
 }
 
 /* ---------------------------------------------------------------- column-sum chunks */

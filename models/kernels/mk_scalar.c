@@ -45,6 +45,18 @@ static void swiglu_bwd(float *dg, float *du, const float *dy, const float *g, co
     for (size_t i = 0; i < n; i++) zero__swiglu_grad(dy[i], g[i], u[i], dg + i, du + i);
 }
 
+static void geglu_fwd(float *out, const float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = zero__gelu(g[i]) * u[i];
+}
+
+static void geglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
+                      size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        dg[i] = dy[i] * u[i] * zero__gelu_grad(g[i]);
+        du[i] = dy[i] * zero__gelu(g[i]);
+    }
+}
+
 static void ln_fwd_row(float *y, float *mean, float *rstd, const float *x, const float *w,
                        const float *b, int C, float eps) {
     double s = 0.0;
@@ -174,6 +186,8 @@ const mk__isa mk__isa_scalar = {
     .silu_bwd = silu_bwd,
     .swiglu_fwd = swiglu_fwd,
     .swiglu_bwd = swiglu_bwd,
+    .geglu_fwd = geglu_fwd,
+    .geglu_bwd = geglu_bwd,
     .ln_fwd_row = ln_fwd_row,
     .ln_bwd_row = ln_bwd_row,
     .rms_fwd_row = rms_fwd_row,

@@ -120,6 +120,29 @@ static void MK_FN(swiglu_bwd)(float *dg, float *du, const float *dy, const float
     }
 }
 
+static void MK_FN(geglu_fwd)(float *out, const float *g, const float *u, size_t n) {
+    size_t i = 0;
+    for (; i + MK_W <= n; i += MK_W) v_store(out + i, v_mul(gelu_v(v_load(g + i)), v_load(u + i)));
+    if (i < n)
+        v_store_n(out + i, v_mul(gelu_v(v_load_n(g + i, n - i)), v_load_n(u + i, n - i)), n - i);
+}
+
+static void MK_FN(geglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
+                             size_t n) {
+    size_t i = 0;
+    for (; i + MK_W <= n; i += MK_W) {
+        const vf d = v_load(dy + i), uu = v_load(u + i), gg = v_load(g + i);
+        v_store(dg + i, v_mul(v_mul(d, uu), gelu_grad_v(gg)));
+        v_store(du + i, v_mul(d, gelu_v(gg)));
+    }
+    if (i < n) {
+        const size_t m = n - i;
+        const vf d = v_load_n(dy + i, m), uu = v_load_n(u + i, m), gg = v_load_n(g + i, m);
+        v_store_n(dg + i, v_mul(v_mul(d, uu), gelu_grad_v(gg)), m);
+        v_store_n(du + i, v_mul(d, gelu_v(gg)), m);
+    }
+}
+
 static void MK_FN(exp_array)(float *y, const float *x, size_t n) {
     size_t i = 0;
     for (; i + MK_W <= n; i += MK_W) v_store(y + i, v_exp(v_load(x + i)));
@@ -609,7 +632,9 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
                 memset(s, 0, sizeof(float) * (size_t)ncp);
                 continue;
             }
-            const vf sc = v_set1(scale);
+            if (a->softcap > 0.0f) /* soft-capped logits: scaled and capped here, sc then 1 */
+                for (int j = 0; j < valid; j++) s[j] = a->softcap * tanhf(s[j] * scale / a->softcap);
+            const vf sc = v_set1(a->softcap > 0.0f ? 1.0f : scale);
             vf mx = v_set1(-INFINITY);
             int i = 0;
             for (; i + MK_W <= valid; i += MK_W) {
@@ -721,7 +746,15 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                     const int valid = t - j0 + 1 < nc ? t - j0 + 1 : nc;
                     float *p = P + (size_t)r * BC, *ds = dS + (size_t)r * BC;
                     int i = 0;
-                    if (valid > 0) {
+                    if (valid > 0 && a->softcap > 0.0f) { /* through the cap: d/ds = 1 - tanh^2 */
+                        const float cap = a->softcap, dd = D[(size_t)hh * T + t];
+                        for (; i < valid; i++) {
+                            const float th = tanhf(p[i] * scale / cap), e = expf(cap * th - lh[t]);
+                            p[i] = e;
+                            ds[i] = scale * (e * (ds[i] - dd)) * (1.0f - th * th);
+                        }
+                        for (; i < ncp && i % MK_W; i++) p[i] = ds[i] = 0.0f;
+                    } else if (valid > 0) {
                         const vf l = v_set1(lh[t]), dd = v_set1(D[(size_t)hh * T + t]);
                         for (; i < valid; i += MK_W) {
                             vf e = v_exp(v_fmsub(v_load(p + i), sc, l));
@@ -784,6 +817,8 @@ const mk__isa MK_TABLE = {
     .silu_bwd = MK_FN(silu_bwd),
     .swiglu_fwd = MK_FN(swiglu_fwd),
     .swiglu_bwd = MK_FN(swiglu_bwd),
+    .geglu_fwd = MK_FN(geglu_fwd),
+    .geglu_bwd = MK_FN(geglu_bwd),
     .ln_fwd_row = MK_FN(ln_fwd_row),
     .ln_bwd_row = MK_FN(ln_bwd_row),
     .rms_fwd_row = MK_FN(rms_fwd_row),

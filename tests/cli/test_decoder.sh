@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hugging Face model directories in and out, without torch: every fixture of
-# scripts/make_decoder_fixtures.py (GPT-2, Llama x3, Mistral, Qwen2, Qwen3) trains from its
+# scripts/make_decoder_fixtures.py (GPT-2, Llama x3, Mistral, Qwen2, Qwen3, Gemma 1/2/3, Phi-3 x2) trains from its
 # directory at stage 3 on 2 ranks and validates at the loss transformers computed (committed
 # golden, 1e-5 relative); exported to a directory (sharded or not) and trained from again, the same
 # loss; the export has the source's tensor names, shapes, dtype and config, and bitwise the
@@ -69,7 +69,7 @@ EOF
 
 # --- every fixture: from its directory at stage 3 on 2 ranks (lr 0: the weights stay), the
 # validation loss transformers computed; exported and trained from again, the same loss
-for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3; do
+for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3 gemma gemma2 gemma3 phi3 phi3_longrope; do
     G=$(golden $f)
     run $f --init-from "$FIX/$f" --ranks 2 --stage 3 --micro-batch 2 --steps 1 --lr 0 --save "$TMP/ck_$f"
     check "$f: validation loss $(val_loss "$TMP/$f.json") = transformers' $G (rel 1e-5)" close "$(val_loss "$TMP/$f.json")" "$G" 1e-5

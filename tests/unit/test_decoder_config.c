@@ -3,7 +3,9 @@
  * rope_parameters alike, head_dim, GQA, biases, sliding windows), every refusal naming its field
  * and value, config.json out and back in, the unit table of a Llama-family layer, and the
  * activation figure equal to what dec_create allocates. */
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "decoder/decoder.h"
 #include "harness.h"
@@ -152,7 +154,8 @@ static void test_refusals(void) {
     parse_bad("[1]", "not a JSON object", NULL);
     parse_bad("{\"architectures\": [\"PhiForCausalLM\"]}", "architectures [\"PhiForCausalLM\"]", "LlamaForCausalLM");
     parse_bad("{\"architectures\": [\"LlamaModel\"]}", "architectures [\"LlamaModel\"]", NULL);
-    parse_bad("{\"model_type\": \"gemma\"}", "model_type \"gemma\"", NULL);
+    parse_bad("{\"model_type\": \"phi\"}", "model_type \"phi\"", NULL);
+    parse_bad("{\"model_type\": \"gemma3\"}", "model_type \"gemma3\"", NULL); /* the multimodal wrapper */
     parse_bad("{}", "model_type (missing)", NULL);
     parse_bad("{" LLAMA ", \"hidden_act\": \"gelu\"}", "hidden_act \"gelu\"", "silu");
     parse_bad("{" LLAMA ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", "rope_scaling.rope_type \"yarn\"", NULL);
@@ -271,10 +274,67 @@ static void test_activation_bytes(void) {
     }
 }
 
+
+#define GEMMA3 "\"model_type\": \"gemma3_text\", \"hidden_size\": 32, \"intermediate_size\": 48, " \
+               "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, " \
+               "\"vocab_size\": 64, \"max_position_embeddings\": 64"
+#define PHI3 "\"model_type\": \"phi3\", \"hidden_size\": 96, \"intermediate_size\": 48, \"num_hidden_layers\": 2, " \
+             "\"num_attention_heads\": 4, \"vocab_size\": 64, \"max_position_embeddings\": 64"
+
+/* Gemma and Phi-3: transformers' defaults, both Gemma 3 RoPE forms alike, the Gemma 2 pattern, Phi-3's
+ * partial RoPE and LongRoPE's attention factor; every sub-feature zero does not compute refused. */
+static void test_gemma_phi3(void) {
+    dec_config g = parse_ok("{\"model_type\": \"gemma2\", \"num_hidden_layers\": 4}");
+    ZT_CHECK(g.arch == DEC_ARCH_GEMMA2 && g.gemma && g.sandwich && !g.qk_norm && g.tied && g.head_dim == 256);
+    ZT_CHECK(g.attn_softcap == 50.0 && g.final_softcap == 30.0 && g.attn_scalar == 256 && g.sliding_pattern == 2);
+    ZT_CHECK(g.sliding_window == 4096 && g.n_embd == 2304 && g.vocab == 256000 && g.norm_eps == 1e-6);
+    g = parse_ok("{\"model_type\": \"gemma\", \"hidden_act\": \"gelu\"}"); /* Gemma 1's legacy name of the tanh GELU */
+    ZT_CHECK(g.gemma && !g.sandwich && g.attn_scalar == 0 && g.attn_softcap == 0 && g.sliding_window == 0);
+    /* Gemma 3: the published form (rope_theta, rope_local_base_freq, rope_scaling, sliding_window_pattern)
+     * and transformers 5's (rope_parameters per layer type, layer_types) are one model */
+    const dec_config a = parse_ok("{" GEMMA3 ", \"rope_theta\": 1e6, \"rope_local_base_freq\": 1e4, \"sliding_window\": 32, "
+                                  "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0}, \"sliding_window_pattern\": 2}");
+    const dec_config b = parse_ok("{" GEMMA3 ", \"sliding_window\": 32, \"layer_types\": [\"sliding_attention\", "
+                                  "\"full_attention\", \"sliding_attention\", \"full_attention\"], \"rope_parameters\": "
+                                  "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1e6}, "
+                                  "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}}");
+    ZT_CHECK(dec_config_equal(&a, &b) && a.qk_norm && a.sliding_pattern == 2 && a.rope_local_theta == 1e4);
+    ZT_CHECK(a.rope_type == DEC_ROPE_LINEAR && a.rope_factor == 8.0 && a.rope_theta == 1e6);
+    /* Phi-3 */
+    dec_config p = parse_ok("{" PHI3 ", \"partial_rotary_factor\": 0.75}");
+    ZT_CHECK(p.arch == DEC_ARCH_PHI3 && p.fused_names && p.head_dim == 24 && p.rotary_dim == 18 && !p.tied);
+    p = parse_ok("{" PHI3 ", \"original_max_position_embeddings\": 16, \"rope_scaling\": {\"type\": \"longrope\", "
+                 "\"short_factor\": [1,1,1,1,1,1,1,1,1,1,1,1], \"long_factor\": [2,2,2,2,2,2,2,2,2,2,2,2]}}");
+    ZT_CHECK(p.rope_type == DEC_ROPE_LONGROPE && p.rope_orig_ctx == 16 && p.rope_n_factors == 12);
+    ZT_CHECK(fabs(p.rope_attn_factor - sqrt(1.0 + log(4.0) / log(16.0))) < 1e-15 && p.rope_long[11] == 2.0);
+    char *out = dec_config_to_json(&p, NULL, NULL);
+    dec_config q = parse_ok(out);
+    ZT_CHECKF(dec_config_equal(&p, &q), "phi3 out and back: %s", out);
+    free(out);
+    out = dec_config_to_json(&a, NULL, NULL);
+    q = parse_ok(out);
+    ZT_CHECKF(dec_config_equal(&a, &q), "gemma3 out and back: %s", out);
+    free(out);
+    /* refusals: what zero does not compute, named and never ignored */
+    parse_bad("{" GEMMA3 ", \"layer_types\": [\"full_attention\", \"sliding_attention\", \"sliding_attention\", "
+              "\"sliding_attention\"]}", "config.json layer_types", "is not supported yet");
+    parse_bad("{" GEMMA3 ", \"use_bidirectional_attention\": true}", "use_bidirectional_attention true", "not supported yet");
+    parse_bad("{" GEMMA3 ", \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2, "
+              "\"rope_theta\": 1e4}}}", "rope_parameters.sliding_attention", "not supported yet");
+    parse_bad("{\"model_type\": \"gemma2\", \"hidden_activation\": \"gelu\"}", "hidden_activation \"gelu\"", "gelu_pytorch_tanh");
+    parse_bad("{\"model_type\": \"gemma2\", \"attn_logit_softcapping\": -1}", "attn_logit_softcapping -1", NULL);
+    parse_bad("{" PHI3 ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1], \"long_factor\": [1, 1]}}",
+              "rope_scaling.short_factor", "12 positive numbers");
+    parse_bad("{" PHI3 ", \"partial_rotary_factor\": 0.01}", "partial_rotary_factor 0.01", "even");
+    parse_bad("{" LLAMA ", \"partial_rotary_factor\": 0.5}", "partial_rotary_factor 0.5", "whole head");
+    parse_bad("{" PHI3 ", \"pad_token_id\": 64}", "pad_token_id 64", "[0, 64)");
+}
+
 int main(void) {
     test_presets();
     test_parse();
     test_refusals();
+    test_gemma_phi3();
     test_llama_table();
     test_activation_bytes();
     return zt_finish("test_decoder_config");

@@ -85,9 +85,12 @@ static double silu_grad_d(double x) {
     return s * (1.0 + x * (1.0 - s));
 }
 
-typedef enum { A_GELU, A_GELU_B, A_SILU, A_SILU_B, A_SWIGLU, A_SWIGLU_BG, A_SWIGLU_BU, A_COUNT } act_kind;
-static const char *act_name[A_COUNT] = {"gelu fwd", "gelu bwd", "silu fwd", "silu bwd",
-                                        "swiglu fwd", "swiglu bwd dgate", "swiglu bwd dup"};
+typedef enum {
+    A_GELU, A_GELU_B, A_SILU, A_SILU_B, A_SWIGLU, A_SWIGLU_BG, A_SWIGLU_BU, A_GEGLU, A_GEGLU_BG, A_GEGLU_BU, A_COUNT
+} act_kind;
+static const char *act_name[A_COUNT] = {"gelu fwd",   "gelu bwd",         "silu fwd",        "silu bwd",
+                                        "swiglu fwd", "swiglu bwd dgate", "swiglu bwd dup",  "geglu fwd",
+                                        "geglu bwd dgate", "geglu bwd dup"};
 
 /* Runs every activation kernel on (x, y, d) of n with impl; outs[k] receives kind k. */
 static void run_acts(zero_impl impl, const float *x, const float *u, const float *d, size_t n,
@@ -98,6 +101,8 @@ static void run_acts(zero_impl impl, const float *x, const float *u, const float
     ZT_OK(mk_silu_bwd(outs[A_SILU_B], d, x, n, impl));
     ZT_OK(mk_swiglu_fwd(outs[A_SWIGLU], n ? n : 1, x, u, n ? n : 1, n ? 1 : 0, n, impl));
     ZT_OK(mk_swiglu_bwd(outs[A_SWIGLU_BG], outs[A_SWIGLU_BU], d, n ? n : 1, x, u, n ? n : 1, n ? 1 : 0, n, impl));
+    ZT_OK(mk_geglu_fwd(outs[A_GEGLU], n ? n : 1, x, u, n ? n : 1, n ? 1 : 0, n, impl));
+    ZT_OK(mk_geglu_bwd(outs[A_GEGLU_BG], outs[A_GEGLU_BU], d, n ? n : 1, x, u, n ? n : 1, n ? 1 : 0, n, impl));
 }
 
 static void test_activations(void) {
@@ -106,11 +111,11 @@ static void test_activations(void) {
      * carry the exp argument's rounding, which grows with |u| up to the clamp at 80. */
     /* Derivatives cross zero (gelu' at x = -0.75, silu' at -1.28): there the bound is absolute,
      * a few fp32 roundings of the O(1) terms times |dy| <= 2 (and |up| <= 3 for dgate). */
-    const double ref_atol[A_COUNT] = {1e-30, 8e-7, 1e-30, 8e-7, 1e-30, 2.4e-6, 1e-30};
+    const double ref_atol[A_COUNT] = {1e-30, 8e-7, 1e-30, 8e-7, 1e-30, 2.4e-6, 1e-30, 1e-30, 2.4e-6, 1e-30};
     /* GELU's exp argument -2u carries the fp32 rounding of u: relative 2^-23 |2u| in exp(-2u),
      * up to 1e-5 near the clamp (80), where gelu(x) is below 1e-33. */
-    const double ref_rtol[A_COUNT] = {1.2e-5, 1.2e-5, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6};
-    const double vec_rtol[A_COUNT] = {1.2e-5, 1.2e-5, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6};
+    const double ref_rtol[A_COUNT] = {1.2e-5, 1.2e-5, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1.2e-5, 1.2e-5, 1.2e-5};
+    const double vec_rtol[A_COUNT] = {1.2e-5, 1.2e-5, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1.2e-5, 1.2e-5, 1.2e-5};
     mt_err eref[A_COUNT] = {{0}}, evec[2][A_COUNT] = {{{0}}};
     const size_t nmax = sizes[NSIZES - 1];
     float *x = mt_alloc(nmax), *u = mt_alloc(nmax), *d = mt_alloc(nmax), *ref = mt_alloc(nmax);
@@ -135,6 +140,9 @@ static void test_activations(void) {
                 case A_SWIGLU: r = silu_d(xi) * u[i]; break;
                 case A_SWIGLU_BG: r = (double)d[i] * u[i] * silu_grad_d(xi); break;
                 case A_SWIGLU_BU: r = d[i] * silu_d(xi); break;
+                case A_GEGLU: r = gelu_d(xi) * u[i]; break;
+                case A_GEGLU_BG: r = (double)d[i] * u[i] * gelu_grad_d(xi); break;
+                case A_GEGLU_BU: r = d[i] * gelu_d(xi); break;
                 }
                 ref[i] = (float)r;
             }

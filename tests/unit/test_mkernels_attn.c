@@ -100,6 +100,7 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                     double d = 0.0;
                     for (int i = 0; i < hd; i++) d += (double)qt[i] * kj[i];
                     p[j] = d * a->scale;
+                    if (a->softcap > 0.0f) p[j] = a->softcap * tanh(p[j] / a->softcap);
                     mx = fmax(mx, p[j]);
                 }
                 for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - mx));
@@ -120,7 +121,11 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                 }
                 memset(gq, 0, sizeof(double) * hd);
                 for (int j = 0; j <= t; j++) {
-                    const double ds = p[j] * (dp[j] - D) * a->scale;
+                    double ds = p[j] * (dp[j] - D) * a->scale;
+                    if (a->softcap > 0.0f) { /* through the cap: 1 - tanh^2 of the capped logit's argument */
+                        const double th = log(p[j] * l) + mx; /* the capped logit */
+                        ds *= 1.0 - (th / a->softcap) * (th / a->softcap);
+                    }
                     const float *kj = s->k + ((size_t)b * T + j) * a->ld_k + (size_t)g * hd;
                     double *gkj = gk + (((size_t)b * T + j) * a->n_kv_head + g) * hd;
                     double *gvj = gv + (((size_t)b * T + j) * a->n_kv_head + g) * hd;
@@ -155,10 +160,12 @@ static double max_abs(const float *x, size_t n) {
 static void test_against_ref(void) {
     printf("attention, per case: worst |diff| / bound of out, lse, grads (scalar vs double; vector vs scalar)\n");
     mt_err ws[4] = {{0}}, wv[MT_NVEC][4] = {{{0}}};
-    for (int ci = 0; ci < NCASES; ci++) {
-        const acase *c = &cases[ci];
+    /* every case plain, then again with Gemma 2's logit soft-capping (a cap of 0.5 bends every logit) */
+    for (int ci = 0; ci < 2 * NCASES; ci++) {
+        const acase *c = &cases[ci % NCASES];
         abuf s;
         abuf_init(&s, c);
+        if (ci >= NCASES) s.a.softcap = 0.5f;
         float *gp[3];
         size_t gn[3];
         const int ng = grad_parts(&s, gp, gn);
