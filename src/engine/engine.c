@@ -318,7 +318,6 @@ static uint64_t device_need(const zero_engine *e) {
 static const char *device_unsupported(const zero_engine *e) {
     const etable *t = &e->own;
     if (e->cfg.deterministic) return "zero_extensions.deterministic";
-    if (t->hpz) return "zero_optimization.zero_hpz_partition_size";
     if (e->wdt == ZERO_DTYPE_FP32 && (t->k[EK_OPTIM].tier == TIER_NVME || t->k[EK_PARAMS].tier == TIER_NVME))
         return "fp32 training with offload to nvme";
     return NULL;
@@ -448,8 +447,8 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
         const uint64_t shi = shi0 < u->numel ? shi0 : u->numel;
         a = lo > slo ? lo : slo;
         b = hi < shi ? hi : shi;
-        if (a < b)
-            zero_convert(values + (a - lo), ZERO_DTYPE_FP32, zero__wptr(e, u->sec, a - slo), e->wdt, b - a, ZERO_IMPL_AUTO);
+        if (a < b && (s = zero__x_store(e, zero__wptr(e, u->sec, a - slo), e->wdt, values + (a - lo), b - a)) != ZERO_OK)
+            return s;
         if (whole && every) u->sec_valid = 1;
     }
     /* a master of its own (half precision), over the update range */

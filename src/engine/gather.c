@@ -20,7 +20,8 @@ static int is_gathered(const eunit *u) { return u->gathered || u->fgathered; }
 static void sec_refresh(zero_engine *e, eunit *u) {
     if (!u->sec_fill) return;
     const uint64_t n = zero__own_sec_elems(e, u);
-    memcpy(u->sec, zero__wptr(e, u->gathered, zero__own_sec_offset(e, u)), (size_t)(n * e->wsize));
+    if (zero__x_copy(e, u->sec, zero__wptr(e, u->gathered, zero__own_sec_offset(e, u)), (size_t)(n * e->wsize)) != ZERO_OK)
+        return; /* the device failed: the secondary shard stays stale (the next gather goes over the world) */
     u->sec_valid = 1;
     u->sec_fill = 0;
 }
@@ -63,6 +64,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
         if (s == ZERO_OK && u->fpadded)
             s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
+        u->pf_pending = s == ZERO_OK; /* landed or not (on a device it has), its use still to be made */
     }
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s'%s failed: %s", u->name,
@@ -87,6 +89,7 @@ static void free_gathered(zero_engine *e, eunit *u) {
     zero__dbuf_put(e, u->fgathered);
     u->gathered = u->fgathered = NULL;
     u->sec_fill = 0; /* a prefetch dropped unused refreshes nothing */
+    u->pf_pending = 0;
     e->live -= gather_elems(u);
 }
 
@@ -164,7 +167,8 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     zero_status s = nvme ? zero__poff_prepare(e, u) : ZERO_OK;
     if ((s = zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)s, 0)) != ZERO_OK) return s;
     if (nvme && (s = zero__poff_check(e, u)) != ZERO_OK) return s;
-    if (u->prefetch || u->fprefetch) {
+    if (u->pf_pending) { /* a prefetch: waited for (on a device it has landed already) */
+        u->pf_pending = 0;
         if ((s = wait_prefetch(e, u)) != ZERO_OK) return s;
         if (nvme) zero__poff_done(e, u);
         sec_refresh(e, u);

@@ -100,6 +100,7 @@ typedef struct eunit {
     double prefetch_t0;     /* when it was started (zero_now) */
     void *fgathered;        /* stage 3: fpadded frozen-dtype all-gather target */
     zero_request *fprefetch; /* stage 3: in-flight all-gather into `fgathered` */
+    int pf_pending;          /* stage 3: a prefetch was started and its landing not yet handled */
     void *hpart, *hfpart;    /* on a device: gather_parts' host copies of the two parts */
 
     /* (T) reduction */

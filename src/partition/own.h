@@ -16,7 +16,7 @@ enum { EXT_NONE = 0, EXT_WHOLE = 1, EXT_SHARD = 2 };
 /* Where it lives. TIER_RAM: pageable host memory, where every state of a CPU rank is;
  * TIER_DEVICE: the accelerator's memory; TIER_PINNED: page-locked host memory a device copies
  * from (ZeRO-Offload's "cpu"). The plan returns the last two only for a device rank
- * (zero__own_in.device), which only the planner describes yet: the engine runs on host memory. */
+ * (zero__own_in.device): the planner's GPU rows, and an engine with a device (devtier.c). */
 enum { TIER_RAM = 0, TIER_NVME = 1, TIER_DEVICE = 2, TIER_PINNED = 3 };
 
 /* The validity rules, one bit each; a plan names every rule its setup breaks (zero__own_plan.invalid)
