@@ -133,6 +133,9 @@ typedef struct cli_sizing_opts {
     const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
     zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
     int deterministic;                  /* --deterministic: the exact accumulators in the transient */
+    int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
+    double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
+    double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
@@ -160,6 +163,9 @@ void cli_sizing_opts_default(cli_sizing_opts *o);
 /* Takes argv[*i] when it is one of the shared flags (advancing *i past its value): returns 1,
  * 0 when it is not one of them, -1 after printing the error for a bad value. */
 int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i);
+/* --gpus N: the ranks (it must agree with --ranks when both are given) and a GPU machine (it needs
+ * --gpu-memory). Returns CLI_OK or the exit status of the error it printed. */
+int cli_sizing_resolve(cli_sizing_opts *o);
 /* Checks the shared flags and builds the model; returns CLI_OK or the exit status of the error
  * it printed. */
 int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out);
