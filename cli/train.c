@@ -128,6 +128,7 @@ int train_prepare(train_opts *o, int world) {
     zero_config *cfg = &o->cfg;
     zero_config_default(cfg);
     int rc;
+    if ((rc = train_device_resolve(o)) != CLI_OK) return rc; /* --device, --device-memory: nothing runs first */
     /* --resume: the checkpoint's run is the base (its configuration, data, chat format), which the
      * config file and the flags below then change, each change said at the start */
     if ((rc = ux_check_inputs(o)) != CLI_OK) return rc; /* the paths given, --resume's first */
@@ -277,6 +278,7 @@ int train_prepare(train_opts *o, int world) {
                                     "not a multiple of it",
                          cfg->deterministic_atom, (long long)cfg->micro_batch);
     if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
+    if ((rc = train_device_check(o, world)) != CLI_OK) return rc;
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
@@ -891,7 +893,12 @@ int train_run(train_opts *o, int mpi) {
         ecfg.grad_accum = o->cfg.micro_batch * o->cfg.grad_accum / o->cfg.deterministic_atom;
         ecfg.micro_batch = o->cfg.deterministic_atom;
     }
-    if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, NULL, &err)) != ZERO_OK) {
+    /* every rank's engine on the device the flags or the environment named (train_device_resolve) */
+    zero_engine_options eo;
+    zero_engine_options_default(&eo);
+    eo.device.backend = o->dev_backend;
+    eo.device.capacity = o->dev_capacity;
+    if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, &eo, &err)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }

@@ -29,6 +29,15 @@ typedef struct train_opts {
     int seed_given; /* --seed on the command line (a resumed run must agree with its checkpoint) */
     const char *lora_spec, *lora_from; /* --lora SPEC, --lora-from ADAPTER_DIR */
     int save_frozen;                   /* --save-frozen */
+    const char *device;                /* --device NAME (NULL: $ZERO_DEVICE, else cpu) */
+    const char *device_memory;         /* --device-memory SIZE as given (NULL: $ZERO_DEVICE_MEMORY) */
+
+    /* filled by train_device_resolve (cli/train_device.c): what every rank's engine gets */
+    char dev_backend[16];    /* "cpu", "fake" or "cuda" */
+    const char *dev_source;  /* "--device" or "ZERO_DEVICE" (NULL: the default, cpu) */
+    uint64_t dev_capacity;   /* device bytes: the flag's or the variable's; 0: the backend's own */
+    const char *dev_mem_source; /* "--device-memory" or "ZERO_DEVICE_MEMORY" (NULL: not given) */
+    const char *dev_mem_text;   /* the size as given, for messages */
 
     /* filled by train_prepare */
     zero_config cfg;
@@ -77,6 +86,13 @@ void train_resume_changes(train_opts *o);
 /* The digest of a data file or directory (CRC32C and bytes of its contents; a directory's regular
  * files in name order, names included): 0, or -1 with err set. */
 int train_data_digest(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t cap);
+/* --device / $ZERO_DEVICE and --device-memory / $ZERO_DEVICE_MEMORY into o->dev_*: an unknown
+ * backend, one this build lacks (cuda) and a malformed size are each one line and exit 2. */
+int train_device_resolve(train_opts *o);
+/* The device's capacity against the plan's per-rank device bytes of this run (model states on
+ * the device, the transient, the activations), before anything is allocated: one line naming the
+ * bytes, the largest unit and the `zero plan` that suggests a setup, exit 2, when they do not fit. */
+int train_device_check(const train_opts *o, int world);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
 /* cli/train_lora.c. --lora's value ("r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05,rslora")
