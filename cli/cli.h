@@ -121,6 +121,20 @@ void cli_json_double(FILE *f, double v);
 
 /* `zero estimate` and `zero plan` (cli/cmd_estimate.c): the flags both take and the planner's
  * description of the model they name. */
+/* The device a command's engine runs on (--device / $ZERO_DEVICE, --device-memory /
+ * $ZERO_DEVICE_MEMORY: the flag wins), as resolved by cli_device_resolve (cli/train_device.c). */
+typedef struct cli_device {
+    char backend[16];       /* "cpu", "fake" or "cuda": one this build has */
+    const char *source;     /* "--device" or "ZERO_DEVICE" (NULL: the default, cpu) */
+    uint64_t capacity;      /* device bytes given; 0: the backend's own */
+    const char *mem_source; /* "--device-memory" or "ZERO_DEVICE_MEMORY" (NULL: not given) */
+    const char *mem_text;   /* the size as given, for messages */
+} cli_device;
+/* flag_device / flag_memory: the flags' values or NULL. An unknown backend (the line lists the
+ * built ones), a known one this build lacks (cuda) and a malformed size are each one line:
+ * returns CLI_USAGE after printing it, else CLI_OK. */
+int cli_device_resolve(const char *flag_device, const char *flag_memory, cli_device *out);
+
 typedef struct cli_sizing_opts {
     const char *model;                  /* --model NAME|DIR or the DIR argument: a preset or a model directory */
     double params;                      /* --params N (0: not given) */

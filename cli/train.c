@@ -896,8 +896,8 @@ int train_run(train_opts *o, int mpi) {
     /* every rank's engine on the device the flags or the environment named (train_device_resolve) */
     zero_engine_options eo;
     zero_engine_options_default(&eo);
-    eo.device.backend = o->dev_backend;
-    eo.device.capacity = o->dev_capacity;
+    eo.device.backend = o->dev.backend;
+    eo.device.capacity = o->dev.capacity;
     if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, &eo, &err)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;

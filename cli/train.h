@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cli.h"
 #include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/lora.h"
@@ -32,12 +33,7 @@ typedef struct train_opts {
     const char *device;                /* --device NAME (NULL: $ZERO_DEVICE, else cpu) */
     const char *device_memory;         /* --device-memory SIZE as given (NULL: $ZERO_DEVICE_MEMORY) */
 
-    /* filled by train_device_resolve (cli/train_device.c): what every rank's engine gets */
-    char dev_backend[16];    /* "cpu", "fake" or "cuda" */
-    const char *dev_source;  /* "--device" or "ZERO_DEVICE" (NULL: the default, cpu) */
-    uint64_t dev_capacity;   /* device bytes: the flag's or the variable's; 0: the backend's own */
-    const char *dev_mem_source; /* "--device-memory" or "ZERO_DEVICE_MEMORY" (NULL: not given) */
-    const char *dev_mem_text;   /* the size as given, for messages */
+    cli_device dev; /* filled by train_device_resolve: what every rank's engine gets */
 
     /* filled by train_prepare */
     zero_config cfg;

@@ -24,44 +24,46 @@ static int is_built(const char *name, const char *built) {
     return 0;
 }
 
-int train_device_resolve(train_opts *o) {
+int cli_device_resolve(const char *flag_device, const char *flag_memory, cli_device *out) {
+    memset(out, 0, sizeof *out);
     const char *built = zero_device_backends_built();
-    const char *name = o->device, *env = getenv("ZERO_DEVICE");
-    o->dev_source = o->device ? "--device" : env && *env ? "ZERO_DEVICE" : NULL;
+    const char *name = flag_device, *env = getenv("ZERO_DEVICE");
+    out->source = flag_device ? "--device" : env && *env ? "ZERO_DEVICE" : NULL;
     if (!name) name = env && *env ? env : "cpu";
     if (!is_built(name, built)) {
         int known = 0;
         for (const char *const *k = known_backends; *k; k++) known |= !strcmp(*k, name);
         if (known)
-            return cli_error(CLI_USAGE, "%s %s: this build has no %s backend (built: %s)", o->dev_source, name, name,
+            return cli_error(CLI_USAGE, "%s %s: this build has no %s backend (built: %s)", out->source, name, name,
                              built);
-        return cli_error(CLI_USAGE, "%s '%s': expected one of the built device backends: %s", o->dev_source, name,
-                         built);
+        return cli_error(CLI_USAGE, "%s '%s': expected one of the built device backends: %s", out->source, name, built);
     }
-    snprintf(o->dev_backend, sizeof o->dev_backend, "%s", name);
-    const char *mem = o->device_memory, *menv = getenv("ZERO_DEVICE_MEMORY");
-    o->dev_mem_source = mem ? "--device-memory" : menv && *menv ? "ZERO_DEVICE_MEMORY" : NULL;
+    snprintf(out->backend, sizeof out->backend, "%s", name);
+    const char *mem = flag_memory, *menv = getenv("ZERO_DEVICE_MEMORY");
+    out->mem_source = mem ? "--device-memory" : menv && *menv ? "ZERO_DEVICE_MEMORY" : NULL;
     if (!mem) mem = menv && *menv ? menv : NULL;
-    o->dev_capacity = 0;
-    o->dev_mem_text = mem;
+    out->capacity = 0;
+    out->mem_text = mem;
     if (mem) {
         double bytes = 0;
-        if (cli_parse_size(o->dev_mem_source, mem, &bytes)) return CLI_USAGE;
+        if (cli_parse_size(out->mem_source, mem, &bytes)) return CLI_USAGE;
         if (!(bytes >= 1) || bytes > 0x1p62)
-            return cli_error(CLI_USAGE, "%s '%s': expected a size of at least 1 byte, such as 24GiB", o->dev_mem_source,
+            return cli_error(CLI_USAGE, "%s '%s': expected a size of at least 1 byte, such as 24GiB", out->mem_source,
                              mem);
-        o->dev_capacity = (uint64_t)llround(bytes);
+        out->capacity = (uint64_t)llround(bytes);
     }
     return CLI_OK;
 }
+
+int train_device_resolve(train_opts *o) { return cli_device_resolve(o->device, o->device_memory, &o->dev); }
 
 /* The fake backend's memory when none is given (zero/device.h: 24 GiB). */
 #define FAKE_DEFAULT_CAPACITY (UINT64_C(24) << 30)
 
 int train_device_check(const train_opts *o, int world) {
     if (world <= 0) return CLI_OK;
-    uint64_t cap = o->dev_capacity;
-    if (!cap && !strcmp(o->dev_backend, "fake")) cap = FAKE_DEFAULT_CAPACITY;
+    uint64_t cap = o->dev.capacity;
+    if (!cap && !strcmp(o->dev.backend, "fake")) cap = FAKE_DEFAULT_CAPACITY;
     if (!cap) return CLI_OK; /* cpu without a capacity: host memory, which ux_check_memory checks */
     const dec_config *m = &o->model_cfg;
     cli_device_need need;
@@ -79,10 +81,10 @@ int train_device_check(const train_opts *o, int world) {
     cli_fmt_bytes(need.largest_bytes, f, sizeof f);
     dec_unit_name(m, need.largest_unit, unit, sizeof unit);
     char given[160];
-    if (o->dev_mem_source) snprintf(given, sizeof given, "%s %s", o->dev_mem_source, o->dev_mem_text);
+    if (o->dev.mem_source) snprintf(given, sizeof given, "%s %s", o->dev.mem_source, o->dev.mem_text);
     else
         snprintf(given, sizeof given, "--device %s (%s of device memory: its default; --device-memory sets it)",
-                 o->dev_backend, a);
+                 o->dev.backend, a);
     const double ram = cli_machine_ram();
     char host[48] = "";
     if (ram > 0) snprintf(host, sizeof host, " --host-mem %.0fGiB", floor(ram / 1073741824.0));
@@ -93,5 +95,5 @@ int train_device_check(const train_opts *o, int world) {
                      "each stage and offload needs",
                      given, o->cfg.stage, b, c, d, e, (long long)o->cfg.micro_batch, unit,
                      (unsigned long long)need.largest_numel, f, a, o->src.name, world,
-                     o->dev_mem_text ? o->dev_mem_text : "24GiB", host, zero_dtype_name(o->cfg.precision), o->T);
+                     o->dev.mem_text ? o->dev.mem_text : "24GiB", host, zero_dtype_name(o->cfg.precision), o->T);
 }

@@ -91,4 +91,16 @@ else echo "FAIL --device cpu trains: $(tail -2 "$TMP/cpu.out")"; fail=1; fi
 "$ZERO" train --help >"$TMP/help"
 if grep -q -- "--device cpu|fake|cuda" "$TMP/help" && grep -q -- "--device-memory SIZE" "$TMP/help"; then echo "ok   --help"
 else echo "FAIL --help lists --device and --device-memory"; fail=1; fi
+# --- zero bench step passes --device and --device-memory to zero train, after checking them
+"$ZERO" bench step --model tiny --device tpu >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -qF -- "--device 'tpu': expected one of the built" "$TMP/err"
+then echo "ok   bench step --device tpu"; else echo "FAIL bench step --device tpu (rc $rc): $(cat "$TMP/err")"; fail=1; fi
+(cd "$TMP" && "$ZERO" bench step --model tiny --seq 16 --micro-batch 1 --ranks-list 1 --stages 0 --steps 2 --no-torch \
+    --gemm-seconds 0 --device fake --device-memory 8GiB >"$TMP/out" 2>"$TMP/err")
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "zero train --ranks 1 --stage 0 failed (exit 1)" "$TMP/err" &&
+    grep -qF "backend 'fake': the engine on a device other than cpu is not supported yet" "$TMP/err"
+then echo "ok   bench step --device fake: zero train's not supported yet"
+else echo "FAIL bench step --device fake (rc $rc): $(cat "$TMP/err")"; fail=1; fi
 exit $fail
