@@ -411,7 +411,7 @@ int cli_plan(int argc, char **argv) {
                cli_fmt_bytes(res.usable_device, e, sizeof e), act_known ? "" : " (activations unknown: not counted)");
         if (k->offload_optimizer == ZERO_OFFLOAD_CPU)
             reason(&why, "offload to cpu: the host keeps %s per node, %s pinned per rank (master weights and optimizer "
-                         "states%s, and the %s fp32 staging copy of the gradient the host optimizer reads); each step "
+                         "states%s, and the %s gradient shard the host optimizer reads); each step "
                          "copies the gradient shard to the host and the updated parameters back",
                    cli_fmt_bytes(k->need_host, a, sizeof a), cli_fmt_bytes((double)k->mem.pinned, b, sizeof b),
                    k->offload_param == ZERO_OFFLOAD_CPU ? ", the parameter shard" : "",
@@ -422,7 +422,7 @@ int cli_plan(int argc, char **argv) {
                          "writes them once",
                    cli_fmt_bytes(k->need_nvme, a, sizeof a),
                    k->offload_param == ZERO_OFFLOAD_NVME ? ", and the parameter shard" : "",
-                   cli_fmt_bytes((double)k->mem.pool, b, sizeof b), cpu_only ? "" : " (pinned) and a pinned gradient staging copy of ",
+                   cli_fmt_bytes((double)k->mem.pool, b, sizeof b), cpu_only ? "" : " (pinned), beside the pinned gradient shard of ",
                    cpu_only ? "" : cli_fmt_bytes((double)k->mem.grad_staging, c, sizeof c));
         if (act_known) {
             const int64_t *vm = k->variant_micro_batch;
