@@ -59,6 +59,7 @@ typedef struct step_opts {
     double gemm_s;                   /* seconds of each GEMM-rate measurement; 0: none */
     const char *model, *data, *torch_script;
     const char *precision;           /* fp32 or bf16: zero train's working precision, torch's autocast */
+    const char *device, *device_memory; /* --device, --device-memory: passed to zero train (NULL: not given) */
 } step_opts;
 
 /* The figures of one configuration over every repeat. */
@@ -78,6 +79,7 @@ static void usage(FILE *f) {
             "                       [--steps N] [--warmup W] [--repeat R] [--model NAME] [--micro-batch B]\n"
             "                       [--seq T] [--data FILE] [--gemm-seconds S] [--no-torch]\n"
             "                       [--torch-script FILE] [--timeout S] [--precision fp32|bf16]\n"
+            "                       [--device cpu|fake|cuda] [--device-memory SIZE]\n"
             "\n"
             "Runs `zero train` (AdamW, --precision) for every thread count, rank count and stage, through\n"
             "--ranks, and reads its --log-json records: the step time (rank 0's, median of the steps\n"
@@ -116,6 +118,8 @@ static void usage(FILE *f) {
             "  --precision P     fp32 (default) or bf16: zero train's working precision (bf16 products\n"
             "                    where the CPU multiplies bf16) and PyTorch's autocast to bf16; the\n"
             "                    GEMM rate of the mfu is then that of the same bf16 products\n"
+            "  --device D        zero train's --device (cpu, fake, cuda; default $ZERO_DEVICE, else cpu);\n"
+            "  --device-memory X and --device-memory (docs/CLI.md): only cpu trains yet\n"
             "  --json            one object a line: \"run\": \"zero\" rows {\"ranks\", \"threads\", \"stage\",\n"
             "                    \"step_ms\", \"step_ms_min\", \"step_ms_max\", \"tokens_per_s\", \"rss_peak\",\n"
             "                    \"model_states\", \"stage0_model_states\", \"mem_total\", \"comm_wait_ms\",\n"
@@ -199,14 +203,19 @@ static int parse(int argc, char **argv, step_opts *o) {
             }
             o->precision = v;
         }
+        else if (!strcmp(a, "--device")) { VALUE(); o->device = v; }
+        else if (!strcmp(a, "--device-memory")) { VALUE(); o->device_memory = v; }
         else {
             cli_error(CLI_USAGE, "bench step: unknown option '%s': expected --json, --ranks-list, --stages, --threads-list, "
                       "--steps, --warmup, --repeat, --model, --micro-batch, --seq, --data, --gemm-seconds, --no-torch, "
-                      "--torch-script, --timeout or --precision", a);
+                      "--torch-script, --timeout, --precision, --device or --device-memory", a);
             return -1;
         }
 #undef VALUE
     }
+    /* zero train gets them as given; checked here first so that a bad one is this command's usage error */
+    cli_device dev;
+    if (cli_device_resolve(o->device, o->device_memory, &dev) != CLI_OK) return -1;
     if (o->warmup >= o->steps) {
         cli_error(CLI_USAGE, "--warmup %d with --steps %d: expected warmup < steps (at least one timed step)",
                   o->warmup, o->steps);
@@ -457,6 +466,8 @@ static int run_ours(ctx *c, int ranks, int stage, int threads, figures *f) {
     int k = 0;
     while (argv[k]) k++;
     if (o->data) argv[k++] = "--data", argv[k++] = (char *)o->data;
+    if (o->device) argv[k++] = "--device", argv[k++] = (char *)o->device;
+    if (o->device_memory) argv[k++] = "--device-memory", argv[k++] = (char *)o->device_memory;
     argv[k] = NULL;
     env_save sv;
     env_threads(&sv, threads);

@@ -121,6 +121,20 @@ void cli_json_double(FILE *f, double v);
 
 /* `zero estimate` and `zero plan` (cli/cmd_estimate.c): the flags both take and the planner's
  * description of the model they name. */
+/* The device a command's engine runs on (--device / $ZERO_DEVICE, --device-memory /
+ * $ZERO_DEVICE_MEMORY: the flag wins), as resolved by cli_device_resolve (cli/train_device.c). */
+typedef struct cli_device {
+    char backend[16];       /* "cpu", "fake" or "cuda": one this build has */
+    const char *source;     /* "--device" or "ZERO_DEVICE" (NULL: the default, cpu) */
+    uint64_t capacity;      /* device bytes given; 0: the backend's own */
+    const char *mem_source; /* "--device-memory" or "ZERO_DEVICE_MEMORY" (NULL: not given) */
+    const char *mem_text;   /* the size as given, for messages */
+} cli_device;
+/* flag_device / flag_memory: the flags' values or NULL. An unknown backend (the line lists the
+ * built ones), a known one this build lacks (cuda) and a malformed size are each one line:
+ * returns CLI_USAGE after printing it, else CLI_OK. */
+int cli_device_resolve(const char *flag_device, const char *flag_memory, cli_device *out);
+
 typedef struct cli_sizing_opts {
     const char *model;                  /* --model NAME|DIR or the DIR argument: a preset or a model directory */
     double params;                      /* --params N (0: not given) */
@@ -133,6 +147,9 @@ typedef struct cli_sizing_opts {
     const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
     zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
     int deterministic;                  /* --deterministic: the exact accumulators in the transient */
+    int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
+    double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
+    double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
@@ -160,6 +177,9 @@ void cli_sizing_opts_default(cli_sizing_opts *o);
 /* Takes argv[*i] when it is one of the shared flags (advancing *i past its value): returns 1,
  * 0 when it is not one of them, -1 after printing the error for a bad value. */
 int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i);
+/* --gpus N: the ranks (it must agree with --ranks when both are given) and a GPU machine (it needs
+ * --gpu-memory). Returns CLI_OK or the exit status of the error it printed. */
+int cli_sizing_resolve(cli_sizing_opts *o);
 /* Checks the shared flags and builds the model; returns CLI_OK or the exit status of the error
  * it printed. */
 int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out);

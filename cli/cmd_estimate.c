@@ -22,6 +22,17 @@ void cli_sizing_opts_default(cli_sizing_opts *o) {
     o->precision = ZERO_DTYPE_FP32;
     o->optimizer = ZERO_OPTIM_ADAMW;
     o->frozen_dtype = ZERO_DTYPE_COUNT;
+    o->host_mem = -1;
+}
+
+int cli_sizing_resolve(cli_sizing_opts *o) {
+    if (o->gpus && o->ranks && o->gpus != o->ranks)
+        return cli_error(CLI_USAGE, "--gpus %d and --ranks %d: expected one of them, or the same number (each GPU is a rank)",
+                         o->gpus, o->ranks);
+    if (o->gpus && !(o->device_mem > 0))
+        return cli_error(CLI_USAGE, "--gpus %d: expected --gpu-memory too (each GPU's memory, e.g. 24GiB)", o->gpus);
+    if (o->gpus) o->ranks = o->gpus;
+    return CLI_OK;
 }
 
 int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
@@ -31,7 +42,7 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         {"--layers", &o->layers, 1, 4096},  {"--dim", &o->dim, 1, 1 << 16},
         {"--heads", &o->heads, 1, 1 << 12}, {"--seq", &o->seq, 1, 1 << 20},
         {"--vocab", &o->vocab, 1, 1 << 24}, {"--ranks", &o->ranks, 1, 1 << 20},
-        {"--nodes", &o->nodes, 1, 1 << 20},
+        {"--nodes", &o->nodes, 1, 1 << 20}, {"--gpus", &o->gpus, 1, 1 << 20},
     };
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
         if (strcmp(a, ints[k].flag)) continue;
@@ -84,6 +95,12 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
             cli_error(CLI_USAGE, "--frozen-dtype '%s': expected fp32, bf16 or fp16", v);
             return -1;
         }
+        return 1;
+    }
+    /* --device-mem: the older name of --gpu-memory */
+    if (!strcmp(a, "--gpu-memory") || !strcmp(a, "--device-mem") || !strcmp(a, "--host-mem")) {
+        double *dst = !strcmp(a, "--host-mem") ? &o->host_mem : &o->device_mem;
+        if (!(v = cli_flag_value(argc, argv, i)) || cli_parse_size(a, v, dst)) return -1;
         return 1;
     }
     if (!strcmp(a, "--json")) {
@@ -315,6 +332,10 @@ static void usage(FILE *f) {
             "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
             "  --optimizer O        adamw (default), adam, sgd (momentum 0.9), lion\n"
             "  --micro-batch B      sequences per micro-batch for the activation figure and the step time (1)\n"
+            "  --gpus N             the ranks are N GPUs (as --ranks N); needs --gpu-memory\n"
+            "  --gpu-memory X       each GPU's memory (also --device-mem X): every row then says whether it\n"
+            "                       fits (device + transient + activations, 10%% kept free, as zero plan)\n"
+            "  --host-mem Y         host RAM per node, with --gpu-memory: the rows' host bytes are checked too\n"
             "  --lora r=R[,alpha=A,targets=NAME,...]   LoRA as zero train --lora: the base frozen (no gradient,\n"
             "                       master or optimizer state), the adapters trained (docs/PLANNING.md, LoRA)\n"
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
@@ -338,6 +359,10 @@ typedef struct est_row {
     zero_plan_mem mem;
     zero_plan_traffic traffic;
     zero_plan_time time[2]; /* the step without [0] and with [1] activation checkpointing */
+    /* --gpu-memory (a GPU machine given): the need at the micro-batch without [0] and with [1]
+     * activation checkpointing, and whether each fits (zero_plan_fit, the planner's rule) */
+    zero_plan_candidate fit[2];
+    int fits[2];
 } est_row;
 
 /* The table's rows: stage 0 has no offload; at stage 3 "cpu" and "nvme" move the parameter
@@ -403,6 +428,11 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
            (long long)mb);
     json_u64_or_null(stdout, act_known, (uint64_t)m->seq);
+    printf(", \"gpus\": %d, \"gpu_memory\": ", o->gpus);
+    cli_json_double(stdout, o->device_mem);
+    printf(", \"host_mem\": ");
+    if (o->host_mem >= 0) cli_json_double(stdout, o->host_mem);
+    else printf("null");
     if (m->unit_frozen) {
         printf(", \"lora\": {\"r\": %d, \"alpha\": ", m->lora_r);
         cli_json_double(stdout, m->lora_alpha);
@@ -422,16 +452,27 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         const est_row *r = &rows[i];
         const uint64_t *b = r->mem.bytes;
         printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
-               "\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, "
-               "\"transient_bytes\": %llu, \"accumulator_bytes\": %llu, \"params_bytes\": %llu, \"grads_bytes\": %llu, "
-               "\"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, "
-               "\"traffic_bytes\": ",
+               "\"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"grad_staging_bytes\": %llu, "
+               "\"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"accumulator_bytes\": %llu, \"params_bytes\": %llu, "
+               "\"grads_bytes\": %llu, \"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, ",
                i ? "," : "", r->stage, r->hpz, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
-               (unsigned long long)r->mem.device, (unsigned long long)r->mem.host,
-               (unsigned long long)r->mem.nvme, (unsigned long long)r->mem.transient,
-               (unsigned long long)r->mem.accumulator, (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
+               (unsigned long long)r->mem.device, (unsigned long long)r->mem.host, (unsigned long long)r->mem.pinned,
+               (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.nvme,
+               (unsigned long long)r->mem.transient, (unsigned long long)r->mem.accumulator,
+               (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
                (unsigned long long)b[ZERO_MEM_MASTER], (unsigned long long)b[ZERO_MEM_OPTIM],
                (unsigned long long)r->mem.pool);
+        if (o->device_mem > 0) { /* a GPU machine given: the planner's fitting rule at the micro-batch */
+            printf("\"fits\": %s, \"fits_checkpointed\": %s, \"need_device\": ", r->fits[0] ? "true" : "false",
+                   r->fits[1] ? "true" : "false");
+            cli_json_double(stdout, r->fit[0].need_device);
+            printf(", \"need_device_checkpointed\": ");
+            cli_json_double(stdout, r->fit[1].need_device);
+            printf(", \"need_host\": ");
+            cli_json_double(stdout, r->fit[0].need_host);
+            printf(", ");
+        }
+        printf("\"traffic_bytes\": ");
         cli_json_double(stdout, r->traffic.volume);
         printf(", \"traffic_counted_bytes\": ");
         cli_json_double(stdout, r->traffic.counted);
@@ -464,9 +505,17 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
                (unsigned long long)m->trainable, 100.0 * (double)m->trainable / (double)m->params,
                (unsigned long long)m0->frozen, zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype),
                o->ranks);
-    printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host on a GPU machine):\n");
-    printf("stage  offload      device        host          nvme          transient     step, micro-batch %lld: "
-           "plain / checkpointed\n", (long long)mb);
+    const int gpu = o->device_mem > 0;
+    if (gpu)
+        printf("\nper-rank bytes on %d GPU%s of %s (host: a rank's host memory, pinned: of it page-locked;\n"
+               "fits: device + transient + activations at micro-batch %lld within %s usable per GPU%s%s):\n",
+               o->ranks, o->ranks == 1 ? "" : "s", cli_fmt_bytes(o->device_mem, a, sizeof a), (long long)mb,
+               cli_fmt_bytes(0.9 * o->device_mem, b, sizeof b), o->host_mem >= 0 ? ", host within " : ", host not checked",
+               o->host_mem >= 0 ? cli_fmt_bytes(0.9 * o->host_mem, c, sizeof c) : "");
+    else
+        printf("\nper-rank model states (device = the rank's RAM on a CPU-only run; host and pinned on a GPU machine):\n");
+    printf("stage  offload      device        host          pinned        nvme          transient     %s"
+           "step, micro-batch %lld: plain / checkpointed\n", gpu ? "fits   " : "", (long long)mb);
     int any_hpz = 0;
     for (int i = 0; i < nrows; i++) {
         const est_row *r = &rows[i];
@@ -474,16 +523,21 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         any_hpz |= r->hpz > 1;
         if (r->hpz > 1) snprintf(off, sizeof off, "hpZ %d", r->hpz);
         else snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt), r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
-        char t0[32], t1[32];
-        printf("%-6d %-12s %-13s %-13s %-13s %-13s %s / %s\n", r->stage, off,
+        char t0[32], t1[32], p[32];
+        const char *fit = !gpu ? "" : r->fits[0] ? "yes    " : r->fits[1] ? "ckpt   " : "no     ";
+        printf("%-6d %-12s %-13s %-13s %-13s %-13s %-13s %s%s / %s\n", r->stage, off,
                cli_fmt_bytes((double)r->mem.device, a, sizeof a),
                cli_fmt_bytes((double)r->mem.host, b, sizeof b),
+               cli_fmt_bytes((double)r->mem.pinned, p, sizeof p),
                cli_fmt_bytes((double)r->mem.nvme, c, sizeof c),
-               cli_fmt_bytes((double)r->mem.transient, d, sizeof d), cli_fmt_seconds(r->time[0].total, t0, sizeof t0),
+               cli_fmt_bytes((double)r->mem.transient, d, sizeof d), fit, cli_fmt_seconds(r->time[0].total, t0, sizeof t0),
                cli_fmt_seconds(r->time[1].total, t1, sizeof t1));
     }
-    printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools;\n"
-           " transient: gathered units and in-flight gradient buffers, on the device%s)\n",
+    printf("(\"+p\": the parameter shard is offloaded too; host includes the NVMe swap pools; with the optimizer\n"
+           " on cpu or nvme the gradient shard is in pinned host memory too, where the host optimizer reads it;\n"
+           " transient: gathered units and in-flight gradient buffers, on the device%s%s)\n",
+           gpu ? ";\n fits: yes, ckpt (only with activation checkpointing) or no; NVMe is not sized here (zero plan --nvme)"
+               : "",
            any_hpz ? ";\n hpZ H: zero_hpz_partition_size H, the ranks per node: a secondary parameter shard per node" : "");
     if (m->unit_frozen)
         printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
@@ -529,8 +583,12 @@ int cli_estimate(int argc, char **argv) {
         if (r == 0)
             return cli_error(CLI_USAGE, "estimate: unknown option '%s' (zero estimate --help)", argv[i]);
     }
+    if (cli_sizing_resolve(&o) != CLI_OK) return CLI_USAGE;
+    if (o.host_mem >= 0 && !(o.device_mem > 0))
+        return cli_error(CLI_USAGE, "estimate: --host-mem without --gpu-memory: expected both (the fit of each row on a GPU "
+                         "machine), or neither");
     cli_rates rates;
-    int rc = cli_rates_resolve(&topt, 0, &rates);
+    int rc = cli_rates_resolve(&topt, o.device_mem > 0, &rates);
     if (rc != CLI_OK) return rc;
     cli_sizing_model m;
     rc = cli_sizing_model_build(&o, &m);
@@ -579,6 +637,23 @@ int cli_estimate(int argc, char **argv) {
     const int act_known = m.plan.activation != NULL;
     const uint64_t act = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 0) : 0;
     const uint64_t act_ckpt = act_known ? m.plan.activation(m.plan.activation_ctx, mb, 1) : 0;
+    if (o.device_mem > 0) {
+        /* the planner's fitting rule on the GPU machine given: each rank's device need against
+         * --gpu-memory, the host bytes of a node's ranks against --host-mem (not checked without
+         * it), the planner's 10% headroom; NVMe is not sized here (zero plan --nvme) */
+        zero_plan_request req;
+        zero_plan_request_default(&req);
+        req.base.ranks = o.ranks;
+        req.nodes = o.nodes;
+        req.device_mem = o.device_mem;
+        req.host_mem = o.host_mem >= 0 ? o.host_mem : INFINITY;
+        req.nvme_mem = INFINITY;
+        for (int i = 0; i < nrows; i++)
+            for (int ckpt = 0; ckpt < 2; ckpt++) {
+                memset(&rows[i].fit[ckpt], 0, sizeof rows[i].fit[ckpt]);
+                rows[i].fits[ckpt] = zero_plan_fit(&req, &rows[i].mem, ckpt ? act_ckpt : act, &rows[i].fit[ckpt], NULL);
+            }
+    }
     if (o.json) print_json(&o, &m, rows, nrows, mb, act_known, act, act_ckpt, &rates, &compute);
     else print_text(&o, &m, rows, nrows, mb, act_known, act, act_ckpt, &rates, &compute);
     cli_sizing_model_free(&m);

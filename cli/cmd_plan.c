@@ -14,6 +14,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: zero plan (--model NAME|DIR | DIR | --params N | --layers L --dim C) --ranks R\n"
             "                 [--device-mem X] --host-mem Y [--nvme Z] [--link-gbps G] [options]\n"
+            "       zero plan (...model...) --gpus N --gpu-memory X --host-mem Y [options]\n"
             "\n"
             "Walks the ladder stage 0; 1; 2; 2 + optimizer on cpu; 3; 3 + hpZ (on several nodes: a\n"
             "secondary parameter shard per node); 3 + optimizer on cpu; 3 + optimizer and parameters\n"
@@ -26,8 +27,12 @@ static void usage(FILE *f) {
             "  --model NAME|DIR | DIR | --params N | --layers L --dim C [--heads --seq --vocab]   (as estimate)\n"
             "  --ranks R             data-parallel ranks (required); --nodes M machines (1): R/M\n"
             "                        ranks per node share its memory and its network link\n"
-            "  --device-mem X        device (GPU) memory per rank, e.g. 24GiB; leave it out on a\n"
-            "                        CPU-only machine: each rank then gets its share of --host-mem\n"
+            "  --gpus N              the ranks are N GPUs (as --ranks N; needs --gpu-memory)\n"
+            "  --gpu-memory X        device (GPU) memory per rank, e.g. 24GiB (also --device-mem X);\n"
+            "                        leave it out on a CPU-only machine: each rank then gets its\n"
+            "                        share of --host-mem. On a GPU machine each rung shows a rank's\n"
+            "                        device bytes, host bytes and, of those, the pinned (page-locked)\n"
+            "                        ones: offloaded states, NVMe pools, the gradient's staging copy\n"
             "  --host-mem Y          host RAM per node (required)\n"
             "  --nvme Z              free NVMe space per node (NVMe offload is considered only with it)\n"
             "  --nvme-path DIR       where the config puts NVMe offload files (./zero_nvme)\n"
@@ -129,21 +134,32 @@ static void time_reason(char *buf, size_t cap, const zero_plan_result *res, int 
              fmt_tps(tokens_per_s(&res->cand[next], ranks, seq), p2, sizeof p2), where, ties);
 }
 
-/* Every rung: fits, how it runs, its need per rank and its predicted step. */
+/* Every rung: fits, how it runs, its need per rank (device; on a GPU machine also the host bytes
+ * of a rank, and of those the page-locked ones) and its predicted step. */
 static void print_rungs(const zero_plan_result *res, int ranks, int64_t seq, int cpu_only) {
-    char name[96], need[32], t[32];
-    printf("rungs (need per rank: %s + transient + activations; tokens/s of all ranks):\n",
-           cpu_only ? "RAM" : "device memory");
-    printf("  %-44s %-5s %-12s %-14s %-12s %s\n", "rung", "fits", "micro-batch", "need", "step", "tokens/s");
+    char name[96], need[32], t[32], h[32], p[32];
+    printf("rungs (need per rank: %s + transient + activations%s; tokens/s of all ranks):\n",
+           cpu_only ? "RAM" : "device memory", cpu_only ? "" : "; host: a rank's host memory, pinned: of it page-locked");
+    if (cpu_only)
+        printf("  %-44s %-5s %-12s %-14s %-12s %s\n", "rung", "fits", "micro-batch", "need", "step", "tokens/s");
+    else
+        printf("  %-44s %-5s %-12s %-14s %-13s %-13s %-12s %s\n", "rung", "fits", "micro-batch", "device", "host",
+               "pinned", "step", "tokens/s");
     for (int i = 0; i < res->count; i++) {
         const zero_plan_candidate *c = &res->cand[i];
         char mb[32];
         rung_name(c, name, sizeof name);
         snprintf(mb, sizeof mb, "%lld%s", (long long)c->micro_batch, c->checkpointing ? " + ckpt" : "");
         const double tps = tokens_per_s(c, ranks, seq);
-        printf("  %-44s %-5s %-12s %-14s %-12s %.*f%s\n", name, c->fits ? "yes" : "no", mb,
-               cli_fmt_bytes(c->need_device, need, sizeof need), cli_fmt_seconds(c->step_seconds, t, sizeof t),
-               tps < 100 ? 2 : 0, tps, i == res->chosen ? "   <- chosen" : "");
+        if (cpu_only)
+            printf("  %-44s %-5s %-12s %-14s %-12s %.*f%s\n", name, c->fits ? "yes" : "no", mb,
+                   cli_fmt_bytes(c->need_device, need, sizeof need), cli_fmt_seconds(c->step_seconds, t, sizeof t),
+                   tps < 100 ? 2 : 0, tps, i == res->chosen ? "   <- chosen" : "");
+        else
+            printf("  %-44s %-5s %-12s %-14s %-13s %-13s %-12s %.*f%s\n", name, c->fits ? "yes" : "no", mb,
+                   cli_fmt_bytes(c->need_device, need, sizeof need), cli_fmt_bytes((double)c->mem.host, h, sizeof h),
+                   cli_fmt_bytes((double)c->mem.pinned, p, sizeof p), cli_fmt_seconds(c->step_seconds, t, sizeof t),
+                   tps < 100 ? 2 : 0, tps, i == res->chosen ? "   <- chosen" : "");
     }
 }
 
@@ -298,7 +314,7 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
 int cli_plan(int argc, char **argv) {
     cli_sizing_opts o;
     cli_sizing_opts_default(&o);
-    double device = 0, host = -1, nvme = 0, headroom = 0.1;
+    double nvme = 0, headroom = 0.1;
     cli_time_opts topt = {NULL, 0};
     const char *out_path = NULL, *nvme_path = "./zero_nvme";
     for (int i = 1; i < argc; i++) {
@@ -311,12 +327,8 @@ int cli_plan(int argc, char **argv) {
         if (r == 0) r = cli_time_flag(&topt, argc, argv, &i);
         if (r < 0) return CLI_USAGE;
         if (r > 0) continue;
-        double *size = !strcmp(a, "--device-mem") ? &device
-                       : !strcmp(a, "--host-mem") ? &host
-                       : !strcmp(a, "--nvme")     ? &nvme
-                                                  : NULL;
-        if (size) {
-            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_size(a, v, size)) return CLI_USAGE;
+        if (!strcmp(a, "--nvme")) {
+            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_size(a, v, &nvme)) return CLI_USAGE;
         } else if (!strcmp(a, "--headroom")) {
             if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_double(a, v, 0, 0.95, &headroom))
                 return CLI_USAGE;
@@ -328,6 +340,8 @@ int cli_plan(int argc, char **argv) {
             return cli_error(CLI_USAGE, "plan: unknown option '%s' (zero plan --help)", a);
         }
     }
+    if (cli_sizing_resolve(&o) != CLI_OK) return CLI_USAGE;
+    const double device = o.device_mem, host = o.host_mem;
     if (o.lora || o.frozen_dtype != ZERO_DTYPE_COUNT)
         return cli_error(CLI_USAGE, "plan: %s is not supported yet (zero estimate --lora shows a LoRA run's memory)",
                          o.lora ? "--lora" : "--frozen-dtype");
@@ -396,18 +410,20 @@ int cli_plan(int argc, char **argv) {
                cli_fmt_bytes((double)k->activation, c, sizeof c), cli_fmt_bytes(k->need_device, d, sizeof d),
                cli_fmt_bytes(res.usable_device, e, sizeof e), act_known ? "" : " (activations unknown: not counted)");
         if (k->offload_optimizer == ZERO_OFFLOAD_CPU)
-            reason(&why, "offload to cpu: the host keeps %s per node (master weights and optimizer "
-                         "states%s); each step copies the gradient shard to the host and the updated "
-                         "parameters back",
-                   cli_fmt_bytes(k->need_host, a, sizeof a),
-                   k->offload_param == ZERO_OFFLOAD_CPU ? ", and the parameter shard" : "");
+            reason(&why, "offload to cpu: the host keeps %s per node, %s pinned per rank (master weights and optimizer "
+                         "states%s, and the %s gradient shard the host optimizer reads); each step "
+                         "copies the gradient shard to the host and the updated parameters back",
+                   cli_fmt_bytes(k->need_host, a, sizeof a), cli_fmt_bytes((double)k->mem.pinned, b, sizeof b),
+                   k->offload_param == ZERO_OFFLOAD_CPU ? ", the parameter shard" : "",
+                   cli_fmt_bytes((double)k->mem.grad_staging, c, sizeof c));
         if (k->offload_optimizer == ZERO_OFFLOAD_NVME)
             reason(&why, "offload to NVMe: %s per node on the drive (master weights and optimizer "
-                         "states%s), swapped through a %s host pool per rank; each step reads and "
+                         "states%s), swapped through a %s host pool per rank%s%s; each step reads and "
                          "writes them once",
                    cli_fmt_bytes(k->need_nvme, a, sizeof a),
                    k->offload_param == ZERO_OFFLOAD_NVME ? ", and the parameter shard" : "",
-                   cli_fmt_bytes((double)k->mem.pool, b, sizeof b));
+                   cli_fmt_bytes((double)k->mem.pool, b, sizeof b), cpu_only ? "" : " (pinned), beside the pinned gradient shard of ",
+                   cpu_only ? "" : cli_fmt_bytes((double)k->mem.grad_staging, c, sizeof c));
         if (act_known) {
             const int64_t *vm = k->variant_micro_batch;
             const double *vs = k->variant_seconds;
@@ -468,9 +484,9 @@ int cli_plan(int argc, char **argv) {
                res.chosen >= 0 ? "true" : "false", k->stage, k->hpz_partition_size, zero_plan_offload_name(k->offload_optimizer),
                zero_plan_offload_name(k->offload_param), (long long)k->micro_batch,
                k->checkpointing ? "true" : "false");
-        printf("\"device_bytes\": %llu, \"host_bytes\": %llu, \"nvme_bytes\": %llu, \"transient_bytes\": %llu, "
-               "\"activation_bytes\": ",
-               (unsigned long long)k->mem.device, (unsigned long long)k->mem.host,
+        printf("\"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"nvme_bytes\": %llu, "
+               "\"transient_bytes\": %llu, \"activation_bytes\": ",
+               (unsigned long long)k->mem.device, (unsigned long long)k->mem.host, (unsigned long long)k->mem.pinned,
                (unsigned long long)k->mem.nvme, (unsigned long long)k->mem.transient);
         if (act_known) printf("%llu", (unsigned long long)k->activation);
         else printf("null");
@@ -508,6 +524,11 @@ int cli_plan(int argc, char **argv) {
                    zero_plan_offload_name(r->offload_param), r->fits ? "true" : "false",
                    (long long)r->micro_batch, r->checkpointing ? "true" : "false");
             cli_json_double(stdout, r->need_device);
+            printf(", \"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"grad_staging_bytes\": %llu, "
+                   "\"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"activation_bytes\": %llu",
+                   (unsigned long long)r->mem.device, (unsigned long long)r->mem.host, (unsigned long long)r->mem.pinned,
+                   (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.nvme,
+                   (unsigned long long)r->mem.transient, (unsigned long long)r->activation);
             printf(", \"need_host\": ");
             cli_json_double(stdout, r->need_host);
             printf(", \"need_nvme\": ");

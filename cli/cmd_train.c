@@ -52,6 +52,10 @@ static void usage(FILE *f) {
             "  --print-every N            a progress line every N steps (default: the config's steps_per_print, else 1)\n"
             "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
             "  --save-total-limit N, --resume DIR, --trace FILE   (docs/CLI.md)\n"
+            "  --device cpu|fake|cuda     the device every rank's engine keeps its states on (default: $ZERO_DEVICE,\n"
+            "                             else cpu); only cpu trains yet: another is refused as not supported yet\n"
+            "  --device-memory SIZE       the device's memory per rank, e.g. 24GiB (default: $ZERO_DEVICE_MEMORY, else\n"
+            "                             the backend's: fake 24 GiB); a run whose plan needs more is refused first\n"
             "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
             "                             safetensors), a checkpoint or a safetensors file (with LoRA: the base's directory)\n"
             "  --lora r=R,alpha=A,targets=q_proj,v_proj[,dropout=P][,rslora]   train LoRA adapters, the base frozen\n"
@@ -117,6 +121,8 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--lora")) { VAL(); o->lora_spec = v; }
         else if (!strcmp(a, "--lora-from")) { VAL(); o->lora_from = v; }
         else if (!strcmp(a, "--save-frozen")) o->save_frozen = 1;
+        else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--device-memory")) { VAL(); o->device_memory = v; }
         else if ((ux = ux_flag(o, argc, argv, &i)) != 0) { if (ux < 0) return -1; }
         else {
             cli_error(CLI_USAGE, "train: unknown option '%s' (zero train --help lists them)", a);

@@ -28,26 +28,52 @@ static double activations(const dec_config *m, int64_t B, int T, int ckpt) {
     return one * (double)B;
 }
 
-int cli_mem_need_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int64_t B, int T,
-                    int ckpt, cli_mem_need *out) {
+/* The planner's figures of model m under cfg for `world` ranks, on a device rank or a CPU rank;
+ * *largest (may be NULL): the unit of most elements. Returns 0, or -1 as cli_mem_need_of. */
+static int plan_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int on_device,
+                   zero_plan_mem *out, int *largest, uint64_t *largest_numel) {
     const int n = dec_num_units(m);
     uint64_t *numel = malloc(2 * (size_t)n * sizeof *numel), *frozen = numel ? numel + n : NULL;
     if (!numel) return -1;
     for (int u = 0; u < n; u++) numel[u] = dec_unit_numel(m, u);
     if (lora) /* LoRA (docs/LORA.md): the base frozen, the adapters trained */
         for (int u = 0; u < n; u++) frozen[u] = numel[u], numel[u] += dec_lora_unit_numel(m, lora, u);
+    int big = 0;
+    for (int u = 1; u < n; u++)
+        if (numel[u] > numel[big]) big = u;
+    if (largest) *largest = big;
+    if (largest_numel) *largest_numel = numel[big];
     zero_plan_model pm = {n, numel, NULL, NULL, lora ? frozen : NULL};
     zero_plan_setup s;
     zero_plan_setup_from_config(&s, cfg, world);
-    zero_plan_mem pmem;
+    s.on_device = on_device;
     zero_error err = {{0}};
-    const zero_status st = zero_plan_estimate(&pm, &s, &pmem, &err);
+    const zero_status st = zero_plan_estimate(&pm, &s, out, &err);
     free(numel);
-    if (st != ZERO_OK) return -1;
+    return st == ZERO_OK ? 0 : -1;
+}
+
+int cli_mem_need_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int64_t B, int T,
+                    int ckpt, cli_mem_need *out) {
+    zero_plan_mem pmem;
+    if (plan_of(m, lora, cfg, world, 0, &pmem, NULL, NULL)) return -1;
     const double lact = lora ? (double)dec_lora_activation_bytes(m, lora, (int)B, T) : 0.0;
     out->states = (double)pmem.device + (double)pmem.host;
     out->transient = (double)pmem.transient;
     out->act = activations(m, B, T, ckpt) + lact;
     out->act_ckpt = activations(m, B, T, 1) + lact;
+    return 0;
+}
+
+int cli_device_need_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int64_t B, int T,
+                       int ckpt, cli_device_need *out) {
+    zero_plan_mem pmem;
+    if (plan_of(m, lora, cfg, world, 1, &pmem, &out->largest_unit, &out->largest_numel)) return -1;
+    const double lact = lora ? (double)dec_lora_activation_bytes(m, lora, (int)B, T) : 0.0;
+    out->device = (double)pmem.device;
+    out->host = (double)pmem.host;
+    out->transient = (double)pmem.transient;
+    out->act = activations(m, B, T, ckpt) + lact;
+    out->largest_bytes = (double)out->largest_numel * (double)zero_dtype_size(cfg->precision);
     return 0;
 }

@@ -30,4 +30,19 @@ double cli_machine_ram(void);
 int cli_mem_need_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int64_t B, int T,
                     int ckpt, cli_mem_need *out);
 
+/* One device rank's bytes (zero_plan_estimate on a device rank: what the device holds). */
+typedef struct cli_device_need {
+    double device;    /* model states on the device */
+    double host;      /* on the host (pinned: offloaded states, pools, a host optimizer's gradients) */
+    double transient; /* the transient buffers, on the device */
+    double act;       /* activations of a micro-batch as the run keeps them */
+    int largest_unit; /* the unit of most elements */
+    uint64_t largest_numel;
+    double largest_bytes; /* its elements in the working dtype: what a gathered copy takes */
+} cli_device_need;
+
+/* As cli_mem_need_of, on a device rank. Returns 0, or -1 as cli_mem_need_of does. */
+int cli_device_need_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int64_t B, int T,
+                       int ckpt, cli_device_need *out);
+
 #endif

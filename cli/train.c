@@ -138,6 +138,7 @@ int train_prepare(train_opts *o, int world) {
     zero_config_default(cfg);
     o->prepare_world = world;
     int rc;
+    if ((rc = train_device_resolve(o)) != CLI_OK) return rc; /* --device, --device-memory: nothing runs first */
     /* --resume: the checkpoint's run is the base (its configuration, data, chat format), which the
      * config file and the flags below then change, each change said at the start */
     if ((rc = ux_check_inputs(o)) != CLI_OK) return rc; /* the paths given, --resume's first */
@@ -287,6 +288,7 @@ int train_prepare(train_opts *o, int world) {
                                     "not a multiple of it",
                          cfg->deterministic_atom, (long long)cfg->micro_batch);
     if ((rc = ux_check_memory(o, world)) != CLI_OK) return rc; /* before anything is allocated */
+    if ((rc = train_device_check(o, world)) != CLI_OK) return rc;
 
     if (!o->dataset && (rc = open_data(o)) != CLI_OK) return rc;
     if (dec_data_check(o->dataset, o->T, m->vocab, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
@@ -330,9 +332,16 @@ typedef struct run_state {
 enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M_COUNT };
 
 static int max_mem(run_state *r, int64_t out[M_COUNT]) {
-    zero_mem_stats es, ms;
+    zero_mem_stats es, ms, sp;
     zero_engine_mem_stats(r->e, &es);
     dec_mem_stats(r->model, &ms);
+    /* on a device the states live in its memory and in pinned host memory: counted where they are */
+    const zero_mem_space spaces[2] = {ZERO_SPACE_DEVICE, ZERO_SPACE_HOST_PINNED};
+    for (int k = 0; k < 2; k++) {
+        zero_engine_device_mem_stats(r->e, spaces[k], &sp);
+        for (int c = 0; c < ZERO_MEM_COUNT; c++) es.peak[c] += sp.peak[c];
+        es.total_peak += sp.total_peak;
+    }
     int64_t mine[M_COUNT] = {
         (int64_t)es.peak[ZERO_MEM_PARAMS], (int64_t)es.peak[ZERO_MEM_GRADS],   (int64_t)es.peak[ZERO_MEM_MASTER],
         (int64_t)es.peak[ZERO_MEM_OPTIM],  (int64_t)es.peak[ZERO_MEM_BUFFERS], (int64_t)es.total_peak,
@@ -899,7 +908,12 @@ int train_run(train_opts *o, int mpi) {
         ecfg.grad_accum = o->cfg.micro_batch * o->cfg.grad_accum / o->cfg.deterministic_atom;
         ecfg.micro_batch = o->cfg.deterministic_atom;
     }
-    if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, NULL, &err)) != ZERO_OK) {
+    /* every rank's engine on the device the flags or the environment named (train_device_resolve) */
+    zero_engine_options eo;
+    zero_engine_options_default(&eo);
+    eo.device.backend = o->dev.backend;
+    eo.device.capacity = o->dev.capacity;
+    if ((s = zero_engine_create_with(&r.e, r.comm, &ecfg, &eo, &err)) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }

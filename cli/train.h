@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cli.h"
 #include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/lora.h"
@@ -29,6 +30,10 @@ typedef struct train_opts {
     int seed_given; /* --seed on the command line (a resumed run must agree with its checkpoint) */
     const char *lora_spec, *lora_from; /* --lora SPEC, --lora-from ADAPTER_DIR */
     int save_frozen;                   /* --save-frozen */
+    const char *device;                /* --device NAME (NULL: $ZERO_DEVICE, else cpu) */
+    const char *device_memory;         /* --device-memory SIZE as given (NULL: $ZERO_DEVICE_MEMORY) */
+
+    cli_device dev; /* filled by train_device_resolve: what every rank's engine gets */
 
     /* filled by train_prepare */
     zero_config cfg;
@@ -92,6 +97,13 @@ void train_data_digest_pass_on(const train_opts *o);
 /* Under MPI, before train_prepare's pass for the world: rank 0 reads the digest the run needs (a
  * save records it, --resume compares it) and every rank takes it. Returns an exit status. */
 int train_data_digest_share(train_opts *o, zero_comm *comm);
+/* --device / $ZERO_DEVICE and --device-memory / $ZERO_DEVICE_MEMORY into o->dev_*: an unknown
+ * backend, one this build lacks (cuda) and a malformed size are each one line and exit 2. */
+int train_device_resolve(train_opts *o);
+/* The device's capacity against the plan's per-rank device bytes of this run (model states on
+ * the device, the transient, the activations), before anything is allocated: one line naming the
+ * bytes, the largest unit and the `zero plan` that suggests a setup, exit 2, when they do not fit. */
+int train_device_check(const train_opts *o, int world);
 /* The JSON object a checkpoint keeps of this run (malloc'd), or NULL when out of memory. */
 char *train_user_json(const train_opts *o, int world);
 /* cli/train_lora.c. --lora's value ("r=16,alpha=32,targets=q_proj,v_proj,dropout=0.05,rslora")

@@ -117,13 +117,21 @@ typedef struct zero_plan_setup {
     int deterministic;               /* zero_extensions.deterministic: the grids join the gradients and
                                       * the fixed-point sums the transient (docs/ENGINE.md §11); no
                                       * frozen parts */
+    int on_device;                   /* 1: each rank computes on a device (a GPU): the states not
+                                      * offloaded are device memory, "cpu" offload is pinned host
+                                      * memory, so is the gradient a host optimizer reads (the
+                                      * ownership plan), the NVMe pools are pinned, and parameters
+                                      * kept on the host are copied to the device to be used
+                                      * (transient); 0: a CPU rank, every state in RAM (device 0) */
 } zero_plan_setup;
 
 /* 1 rank, stage 0, fp32, AdamW, align 16, no offload, DeepSpeed's pool defaults (optimizer: 4
- * buffers of the 1 MiB aio block; parameters: 5 buffers of 1e8 elements), hpZ off (1). */
+ * buffers of the 1 MiB aio block; parameters: 5 buffers of 1e8 elements), hpZ off (1), a device
+ * rank (on_device 1: the planner sizes GPU machines). */
 void zero_plan_setup_default(zero_plan_setup *s);
 /* The setup that a resolved config describes for `world` ranks (stage, precision, optimizer,
- * align_bytes / 4, offloads, pools) — what zero_engine_create would build from cfg. */
+ * align_bytes / 4, offloads, pools) — what zero_engine_create would build from cfg — on CPU
+ * ranks (on_device 0); a caller sizing a device run sets on_device. */
 void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world);
 
 /* Per-rank bytes of one setup. bytes[] is indexed by zero_mem_category, like zero_mem_stats:
@@ -151,9 +159,16 @@ typedef struct zero_plan_mem {
                                   * whole 4 (U1 + U2) (the buffers handed to the model); 4104 (N + 1).
                                   * The grids, B bytes, are in bytes[ZERO_MEM_GRADS] */
     uint64_t pool;               /* host I/O buffers of NVMe offload (counted in `host`) */
-    /* Where the model states live on a GPU machine (on a CPU-only machine device and host are
-     * the same RAM: add them). device excludes the transient. */
+    /* Where the model states live: on a device rank (on_device) device memory, host memory and
+     * NVMe; on a CPU rank device is 0 and host is all of it. device excludes the transient. */
     uint64_t device, host, nvme;
+    /* Of host, the page-locked part (device ranks only; 0 on a CPU rank): the states offloaded to
+     * "cpu", the NVMe pools and grad_staging. */
+    uint64_t pinned;
+    /* Of pinned: the gradients (bytes[ZERO_MEM_GRADS]) where the update runs on the host
+     * (offload_optimizer "cpu" or "nvme" on a device rank, ZeRO-Offload): the rank accumulates
+     * them there for the host optimizer, the device holds only the units' in backward. */
+    uint64_t grad_staging;
 } zero_plan_mem;
 
 /* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)
@@ -317,6 +332,19 @@ typedef struct zero_plan_result {
     double usable_nvme;       /* per node */
     int ranks_per_node;
 } zero_plan_result;
+
+/* The need of one setup's bytes `mem` with `activation` bytes of activations on the request's
+ * hardware (r->device_mem 0: a CPU-only machine, where the host bytes join the rank's need),
+ * into c->need_* and c->missing_* (c's other fields are left as they are), the usable sizes
+ * into *usable (may be NULL); returns 1 when nothing is missing: the search's fitting rule. */
+typedef struct zero_plan_usable {
+    double device; /* per rank */
+    double host;   /* per node (0 on a CPU-only machine) */
+    double nvme;   /* per node */
+    int ranks_per_node;
+} zero_plan_usable;
+int zero_plan_fit(const zero_plan_request *r, const zero_plan_mem *mem, uint64_t activation,
+                  zero_plan_candidate *c, zero_plan_usable *usable);
 
 /* Evaluates every rung. Fitting means: per rank, model states on the device + transient +
  * activation <= usable_device; per node, ranks_per_node * host bytes <= usable_host and

@@ -31,6 +31,9 @@ enum zc_flags {
     ZC_UNSET0 = 1u << 7,    /* the field's 0 means "not given": skipped by checks and by to_json */
     ZC_UNSET_NEG = 1u << 8, /* the field's -1 means "decided by resolve": skipped likewise */
     ZC_POW2 = 1u << 9,      /* the value must be a power of two */
+    /* a section DeepSpeed reads through pydantic (lax mode): inside it a number may be written as a
+     * string ("5e8", "16") and a boolean as one of pydantic's words ("true", "off", "1"), as there */
+    ZC_PYDANTIC = 1u << 10,
 };
 
 typedef struct zc_ctx zc_ctx;
@@ -71,6 +74,8 @@ struct zc_ctx {
     int fp16_on, bf16_on;
     /* optimizer.params.adam_w_mode (-1: absent, DeepSpeed's default true) */
     int adam_w_mode;
+    /* inside a ZC_PYDANTIC section: strings coerce to numbers and booleans as pydantic does */
+    int lax;
     /* Loading reports every problem of a document at once (a config with five unsupported keys is
      * one run, not six): zero__zc_walk notes each key's message here and goes on with the next key.
      * `problems`: the messages in document order, one a line (malloc'd; NULL until the first). */
@@ -106,6 +111,12 @@ int zero__zc_is_auto(const cJSON *v);
 /* A boolean as DeepSpeed takes it: true/false, or the number 0 or 1 (its pydantic sections coerce
  * them, its plain ones test their truth). 1 with *on set, 0 when v is neither. */
 int zero__zc_bool(const cJSON *v, int *on);
+/* zero__zc_bool, and inside a ZC_PYDANTIC section pydantic's words too (c->lax). */
+int zero__zc_lax_bool(const zc_ctx *c, const cJSON *v, int *on);
+/* A number: a JSON number, or inside a ZC_PYDANTIC section a string pydantic coerces (an integer
+ * for an integer key: digits with an optional sign; a decimal or exponent number otherwise,
+ * surrounding white space allowed). 1 with *out set, else 0. */
+int zero__zc_lax_number(const zc_ctx *c, const cJSON *v, int integer, double *out);
 /* Checks a number against k's range, integrality, multiple and power-of-two rules. */
 zero_status zero__zc_check_number(zc_ctx *c, const zc_key *k, double v);
 /* Reads the keys of JSON object `obj` through table `keys` into cfg. A key whose value is wrong or

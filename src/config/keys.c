@@ -54,7 +54,10 @@ static zero_status load_section_off(zc_ctx *c, const zc_key *k, const cJSON *v, 
     size_t old = zero__zc_push(c, "enabled");
     zero_status st = ZERO_OK;
     int on = 0;
-    if (!zero__zc_bool(en, &on)) st = zero__zc_type_error(c, "a boolean (true or false)", en);
+    /* "auto": the HF Trainer writes it for amp.enabled and fills true only for its apex backend,
+     * which zero has not: off */
+    if (zero__zc_is_auto(en)) on = 0;
+    else if (!zero__zc_bool(en, &on)) st = zero__zc_type_error(c, "a boolean (true or false)", en);
     else if (on)
         st = zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "true is not supported yet (only false is accepted)%s%s",
                            k->hint ? "; " : "", k->hint ? k->hint : "");
@@ -204,13 +207,13 @@ static int save_path(const zc_key *k, const zero_config *cfg, cJSON *parent) {
 
 static zero_status load_fp16_enabled(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k, (void)cfg;
-    if (!zero__zc_bool(v, &c->fp16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
+    if (!zero__zc_lax_bool(c, v, &c->fp16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
     return ZERO_OK;
 }
 
 static zero_status load_bf16_enabled(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k, (void)cfg;
-    if (!zero__zc_bool(v, &c->bf16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
+    if (!zero__zc_lax_bool(c, v, &c->bf16_on)) return zero__zc_type_error(c, "a boolean (true or false) or \"auto\"", v);
     return ZERO_OK;
 }
 
@@ -456,6 +459,13 @@ static const zc_key fp16_keys[] = {
 static const zc_key bf16_keys[] = {
     {.name = "enabled", .kind = ZC_CUSTOM, .flags = ZC_AUTO, .auto_bit = ZERO_AUTO_PRECISION,
      .load = load_bf16_enabled, .save = save_bf16_enabled},
+    /* when a micro-batch's gradient joins the fp32 accumulation: the same sum either way */
+    {.name = "immediate_grad_update", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
+    /* zero skips a step whose gradients are not finite in every precision (docs/ENGINE.md §6-7) */
+    {.name = "check_grad_overflow", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .off_value = 1,
+     .hint = "zero always skips a step whose gradients are not finite"},
+    {.name = "bf16_master_weights_and_grads", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .hint = "zero keeps an fp32 master copy"},
+    {.name = "bf16_optimizer_states", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY, .hint = "zero keeps fp32 optimizer states"},
     {0},
 };
 
@@ -468,7 +478,11 @@ static zero_status load_bfloat16_old(zc_ctx *c, const zc_key *k, const cJSON *v,
         return zero__zc_fail(c, ZERO_ERR_CONFIG, "the old name of \"bf16\", given beside it: DeepSpeed reads only "
                                                   "\"bf16\" then; keep one of the two");
     if (!cJSON_IsObject(v)) return zero__zc_type_error(c, "an object", v);
-    return zero__zc_walk(c, bf16_keys, v, cfg);
+    const int lax = c->lax;
+    c->lax = 1; /* DeepSpeed's DeepSpeedBF16Config, a pydantic model */
+    const zero_status st = zero__zc_walk(c, bf16_keys, v, cfg);
+    c->lax = lax;
+    return st;
 }
 
 static const zc_key offload_optimizer_keys[] = {
@@ -481,8 +495,13 @@ static const zc_key offload_optimizer_keys[] = {
     {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_optimizer.buffer_count), .lo = 0, .hi = 65536},
     {.name = "pipeline_read", .kind = ZC_BOOL, .off = OFF(offload_optimizer.pipeline_read)},
     {.name = "pipeline_write", .kind = ZC_BOOL, .off = OFF(offload_optimizer.pipeline_write)},
-    {.name = "ratio", .kind = ZC_F64, .off = OFF(offload_optimizer.ratio), .lo = 0, .hi = 1},
+    /* partial offload (DeepSpeed's Twin-Flow, stage 3): not implemented, so only 1 */
+    {.name = "ratio", .kind = ZC_F64, .flags = ZC_OFF_ONLY, .lo = 0, .hi = 1, .off_value = 1,
+     .hint = "zero offloads all of the master and optimizer states"},
     {.name = "fast_init", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
+    {.name = "super_offload", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
+    /* the share of the cores SuperOffload's CPU Adam takes: nothing without super_offload */
+    {.name = "cpuadam_cores_perc", .kind = ZC_F64, .flags = ZC_NO_EFFECT, .lo = 0, .hi = 1},
     {0},
 };
 
@@ -500,11 +519,21 @@ static const zc_key offload_param_keys[] = {
 
 /* zero_hpz_partition_size 0: DeepSpeed forms secondary groups only above 1, so 0 is 1 (off). */
 static zero_status load_hpz(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
-    if (!cJSON_IsNumber(v)) return zero__zc_type_error(c, "an integer", v);
-    const zero_status st = zero__zc_check_number(c, k, v->valuedouble);
+    double x;
+    if (!zero__zc_lax_number(c, v, 1, &x)) return zero__zc_type_error(c, "an integer", v);
+    const zero_status st = zero__zc_check_number(c, k, x);
     if (st) return st;
-    cfg->hpz_partition_size = v->valuedouble < 1 ? 1 : (int)v->valuedouble;
+    cfg->hpz_partition_size = x < 1 ? 1 : (int)x;
     return ZERO_OK;
+}
+
+/* leaf_module: which PyTorch module classes or names ZeRO-3 fetches as one (DeepSpeed's
+ * DeepSpeedZeroLeafModuleConfig): zero's units are fetched whole already, so it changes nothing;
+ * an object (or null), its contents not read. */
+static zero_status load_leaf_module(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k, (void)cfg;
+    if (cJSON_IsNull(v) || cJSON_IsObject(v)) return ZERO_OK;
+    return zero__zc_type_error(c, "an object (PyTorch module classes and names) or null", v);
 }
 
 #define DEPRECATED_OFFLOAD "deprecated in DeepSpeed: use zero_optimization.offload_optimizer / offload_param"
@@ -535,8 +564,8 @@ static const zc_key zero_keys[] = {
      .off = OFF(gather_16bit_weights_on_model_save)},
     {.name = "stage3_gather_fp16_weights_on_model_save", .kind = ZC_BOOL, .flags = ZC_NOSAVE,
      .off = OFF(gather_16bit_weights_on_model_save)},
-    {.name = "offload_optimizer", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_optimizer_keys},
-    {.name = "offload_param", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = offload_param_keys},
+    {.name = "offload_optimizer", .kind = ZC_OBJECT, .flags = ZC_NULL_OK | ZC_PYDANTIC, .children = offload_optimizer_keys},
+    {.name = "offload_param", .kind = ZC_OBJECT, .flags = ZC_NULL_OK | ZC_PYDANTIC, .children = offload_param_keys},
     {.name = "zero_hpz_partition_size", .kind = ZC_INT, .off = OFF(hpz_partition_size), .lo = 0, .hi = INFINITY,
      .load = load_hpz},
     {.name = "zero_quantized_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
@@ -563,6 +592,12 @@ static const zc_key zero_keys[] = {
     {.name = "log_trace_cache_warnings", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
     {.name = "stage3_model_persistence_threshold", .kind = ZC_F64, .flags = ZC_NO_EFFECT, .lo = 0, .hi = INFINITY},
     {.name = "stage3_module_granularity_threshold", .kind = ZC_F64, .flags = ZC_NO_EFFECT, .lo = 0, .hi = INFINITY},
+    /* ZenFlow (an object enables it): not implemented */
+    {.name = "zenflow", .kind = ZC_CUSTOM, .load = load_null_only},
+    {.name = "stage3_allgather_sequential", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
+    {.name = "enable_sanity_checks", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
+    {.name = "save_muon_momentum_buffer_in_memory", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
+    {.name = "leaf_module", .kind = ZC_CUSTOM, .load = load_leaf_module},
     {0},
 };
 
@@ -765,10 +800,10 @@ static const zc_key root_keys[] = {
      .check = check_optimizer, .save = save_optimizer},
     {.name = "scheduler", .kind = ZC_CUSTOM, .children = sched_section, .load = load_scheduler,
      .check = check_scheduler, .save = save_scheduler},
-    {.name = "fp16", .kind = ZC_OBJECT, .children = fp16_keys},
-    {.name = "bf16", .kind = ZC_OBJECT, .children = bf16_keys},
+    {.name = "fp16", .kind = ZC_OBJECT, .flags = ZC_PYDANTIC, .children = fp16_keys},
+    {.name = "bf16", .kind = ZC_OBJECT, .flags = ZC_PYDANTIC, .children = bf16_keys},
     {.name = "bfloat16", .kind = ZC_CUSTOM, .flags = ZC_NOSAVE, .children = bf16_keys, .load = load_bfloat16_old},
-    {.name = "zero_optimization", .kind = ZC_OBJECT, .children = zero_keys},
+    {.name = "zero_optimization", .kind = ZC_OBJECT, .flags = ZC_PYDANTIC, .children = zero_keys},
     {.name = "aio", .kind = ZC_OBJECT, .children = aio_keys},
     {.name = "zero_extensions", .kind = ZC_OBJECT, .children = extension_keys},
     {.name = "prescale_gradients", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY,
@@ -784,7 +819,7 @@ static const zc_key root_keys[] = {
     {.name = "zero_force_ds_cpu_optimizer", .kind = ZC_BOOL, .flags = ZC_NO_EFFECT},
     {.name = "activation_checkpointing", .kind = ZC_OBJECT, .children = activation_keys},
     {.name = "amp", .kind = ZC_CUSTOM, .load = load_section_off, .hint = "use fp16 or bf16"},
-    {.name = "tensorboard", .kind = ZC_OBJECT, .flags = ZC_NULL_OK, .children = tensorboard_keys},
+    {.name = "tensorboard", .kind = ZC_OBJECT, .flags = ZC_NULL_OK | ZC_PYDANTIC, .children = tensorboard_keys},
     {.name = "wandb", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},
     {.name = "csv_monitor", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},
     {.name = "comet", .kind = ZC_CUSTOM, .load = load_section_off, .hint = MONITOR_HINT},

@@ -2,6 +2,7 @@
  * key schema (keys.c), and say exactly where and why a document is rejected. */
 #include "config/internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* A config is a few KiB; anything this large is not one. */
 #define ZC_MAX_FILE (16u << 20)
@@ -65,6 +67,41 @@ int zero__zc_bool(const cJSON *v, int *on) {
     if (cJSON_IsBool(v)) *on = cJSON_IsTrue(v);
     else if (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)) *on = v->valuedouble == 1;
     else return 0;
+    return 1;
+}
+
+int zero__zc_lax_bool(const zc_ctx *c, const cJSON *v, int *on) {
+    if (zero__zc_bool(v, on)) return 1;
+    if (!c->lax || !cJSON_IsString(v)) return 0;
+    /* pydantic's str -> bool (lax mode), case-insensitive */
+    static const char *const no[] = {"0", "off", "f", "false", "n", "no", NULL};
+    static const char *const yes[] = {"1", "on", "t", "true", "y", "yes", NULL};
+    for (int i = 0; no[i]; i++) {
+        if (!strcasecmp(v->valuestring, no[i])) return *on = 0, 1;
+        if (!strcasecmp(v->valuestring, yes[i])) return *on = 1, 1;
+    }
+    return 0;
+}
+
+int zero__zc_lax_number(const zc_ctx *c, const cJSON *v, int integer, double *out) {
+    if (cJSON_IsNumber(v)) return *out = v->valuedouble, 1;
+    if (!c->lax || !cJSON_IsString(v)) return 0;
+    const char *p = v->valuestring;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) return 0;
+    if (integer) { /* pydantic's str -> int: an optional sign and digits */
+        const char *q = p + (*p == '+' || *p == '-');
+        if (!isdigit((unsigned char)*q)) return 0;
+        while (isdigit((unsigned char)*q)) q++;
+        while (isspace((unsigned char)*q)) q++;
+        if (*q) return 0;
+    }
+    char *end = NULL;
+    const double x = strtod(p, &end);
+    if (end == p) return 0;
+    while (isspace((unsigned char)*end)) end++;
+    if (*end) return 0;
+    *out = x;
     return 1;
 }
 
@@ -174,12 +211,17 @@ static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, 
     if (k->load) return k->load(c, k, v, cfg);
     char nb[40], nb2[40];
     switch (k->kind) {
-    case ZC_OBJECT:
+    case ZC_OBJECT: {
         if (!cJSON_IsObject(v)) return zero__zc_type_error(c, "an object", v);
-        return zero__zc_walk(c, k->children, v, cfg);
+        const int lax = c->lax;
+        if (k->flags & ZC_PYDANTIC) c->lax = 1;
+        const zero_status st = zero__zc_walk(c, k->children, v, cfg);
+        c->lax = lax;
+        return st;
+    }
     case ZC_BOOL: {
         int on;
-        if (!zero__zc_bool(v, &on)) return zero__zc_type_error(c, "a boolean (true or false)", v);
+        if (!zero__zc_lax_bool(c, v, &on)) return zero__zc_type_error(c, "a boolean (true or false)", v);
         /* off_value says which of false (0) and true (1) is the accepted one */
         if ((k->flags & ZC_OFF_ONLY) && on != (k->off_value != 0))
             return zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "%s is not supported yet (only %s is accepted)%s%s",
@@ -192,14 +234,16 @@ static zero_status load_value_inner(zc_ctx *c, const zc_key *k, const cJSON *v, 
     case ZC_I64:
     case ZC_F32:
     case ZC_F64: {
-        if (!cJSON_IsNumber(v)) return zero__zc_type_error(c, is_integer_kind(k->kind) ? "an integer" : "a number", v);
-        zero_status st = zero__zc_check_number(c, k, v->valuedouble);
+        double x;
+        if (!zero__zc_lax_number(c, v, is_integer_kind(k->kind), &x))
+            return zero__zc_type_error(c, is_integer_kind(k->kind) ? "an integer" : "a number", v);
+        zero_status st = zero__zc_check_number(c, k, x);
         if (st) return st;
-        if ((k->flags & ZC_OFF_ONLY) && v->valuedouble != k->off_value)
+        if ((k->flags & ZC_OFF_ONLY) && x != k->off_value)
             return zero__zc_fail(c, ZERO_ERR_UNSUPPORTED, "%s is not supported yet (only %s is accepted)%s%s",
-                                 zero__zc_num(nb, v->valuedouble), zero__zc_num(nb2, k->off_value),
-                                 k->hint ? "; " : "", k->hint ? k->hint : "");
-        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, v->valuedouble, cfg);
+                                 zero__zc_num(nb, x), zero__zc_num(nb2, k->off_value), k->hint ? "; " : "",
+                                 k->hint ? k->hint : "");
+        if (!(k->flags & (ZC_NO_EFFECT | ZC_OFF_ONLY))) store_number(k, x, cfg);
         return ZERO_OK;
     }
     case ZC_CUSTOM: break;

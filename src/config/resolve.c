@@ -254,11 +254,12 @@ zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err) {
 
     if ((st = check_offload(&t, world, &t.offload_optimizer, "offload_optimizer", 0, err))) return st;
     if ((st = check_offload(&t, world, &t.offload_param, "offload_param", 1, err))) return st;
-    if (t.offload_optimizer.device != ZERO_OFFLOAD_NONE && t.offload_optimizer.ratio < 1.0 && t.stage != 3)
-        return fail(err, ZERO_ERR_CONFIG,
-                    "zero_optimization.offload_optimizer.ratio: %g (partial offload) needs zero_optimization.stage 3 "
-                    "(stage is %d)",
-                    t.offload_optimizer.ratio, t.stage);
+    /* the loader takes 1 only; a program may have set the field directly */
+    if (t.offload_optimizer.ratio != 1.0)
+        return fail(err, ZERO_ERR_UNSUPPORTED,
+                    "zero_optimization.offload_optimizer.ratio: %g is not supported yet (only 1 is accepted: zero "
+                    "offloads all of the master and optimizer states)",
+                    t.offload_optimizer.ratio);
 
     if ((st = zero__config_check_hpz(&t, world, err ? err->msg : NULL, err ? sizeof err->msg : 0))) return st;
 

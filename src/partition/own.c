@@ -83,6 +83,12 @@ void zero__own_plan_of(const zero__own_in *in, zero__own_plan *t) {
     /* the optimizer offload moves master and states together; "cpu" moves them on a device rank */
     const int otier = onvme || oo == ZERO_OFFLOAD_CPU ? tier_of(oo, in->device) : base;
     t->k[EK_OPTIM].tier = t->k[EK_MASTER].tier = otier;
+    /* ZeRO-Offload: where the update runs on the host (its master or states off the device), a
+     * device rank keeps the gradient it accumulates there too, page-locked, for the host optimizer
+     * to read; the device holds only the gradients of the units in backward (transient). fp32
+     * without optimizer state keeps nothing off the device: the update runs where the
+     * parameters are. */
+    if (in->device && (half || in->nstates > 0) && (oo == ZERO_OFFLOAD_CPU || onvme)) t->k[EK_GRADS].tier = TIER_PINNED;
     if (!sep) { /* the master is the working parameters' owned slice */
         t->master_in_params = 1;
         t->k[EK_MASTER].extent = EXT_NONE;

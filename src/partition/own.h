@@ -15,7 +15,8 @@ enum { EK_PARAMS = 0, EK_GRADS = 1, EK_MASTER = 2, EK_OPTIM = 3, EK_FROZEN = 4, 
 enum { EXT_NONE = 0, EXT_WHOLE = 1, EXT_SHARD = 2 };
 /* Where it lives. TIER_RAM: pageable host memory, where every state of a CPU rank is;
  * TIER_DEVICE: the accelerator's memory; TIER_PINNED: page-locked host memory a device copies
- * from (ZeRO-Offload's "cpu"). The plan returns the last two only for a device rank
+ * from (ZeRO-Offload's "cpu": the states offloaded, and the gradients of an update that runs on
+ * the host, "cpu" or "nvme"). The plan returns the last two only for a device rank
  * (zero__own_in.device): the planner's GPU rows, and an engine with a device (devtier.c). */
 enum { TIER_RAM = 0, TIER_NVME = 1, TIER_DEVICE = 2, TIER_PINNED = 3 };
 

@@ -24,6 +24,7 @@ void zero_plan_setup_default(zero_plan_setup *s) {
     s->param_buffer_size = 100000000;
     s->frozen_dtype = ZERO_DTYPE_COUNT;
     s->hpz_partition_size = 1;
+    s->on_device = 1;
 }
 
 void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int world) {
@@ -44,6 +45,7 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->frozen_dtype = cfg->frozen_dtype;
     s->hpz_partition_size = cfg->hpz_partition_size;
     s->deterministic = cfg->deterministic;
+    s->on_device = 0; /* the engine runs on host memory unless its caller says otherwise */
 }
 
 const char *zero_plan_offload_name(zero_offload_device d) {
@@ -67,8 +69,8 @@ static uint64_t add(uint64_t a, uint64_t b, int *ovf) {
     return r;
 }
 
-/* The ownership plan of a setup (src/partition/own.h) on a device rank: the extents and tiers the
- * formulas below read, and the rules check_setup words. */
+/* The ownership plan of a setup (src/partition/own.h) on a device or a CPU rank (s->on_device):
+ * the extents and tiers the formulas below read, and the rules check_setup words. */
 static void own_plan(const zero_plan_setup *s, int any_frozen, zero__own_plan *t) {
     const zero__own_in in = {
         .stage = s->stage,
@@ -79,7 +81,7 @@ static void own_plan(const zero_plan_setup *s, int any_frozen, zero__own_plan *t
         .offload_optimizer = s->offload_optimizer,
         .offload_param = s->offload_param,
         .hpz = s->hpz_partition_size,
-        .device = 1,
+        .device = s->on_device != 0,
     };
     zero__own_plan_of(&in, t);
 }
@@ -171,6 +173,7 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
 
 /* Adds `bytes` to the memory of a tier (TIER_*: device, host pinned or not, or NVMe). */
 static void place(zero_plan_mem *o, int tier, uint64_t bytes, int *ovf) {
+    if (tier == TIER_PINNED) o->pinned = add(o->pinned, bytes, ovf);
     if (tier == TIER_PINNED || tier == TIER_RAM) o->host = add(o->host, bytes, ovf);
     else if (tier == TIER_NVME) o->nvme = add(o->nvme, bytes, ovf);
     else o->device = add(o->device, bytes, ovf);
@@ -254,13 +257,17 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     /* On one rank a shard is the whole unit and the engine keeps every row in RAM whole, as at
      * stage 0: the stage-3 gathers copy only parameters read from NVMe, and the gradients
      * accumulate in place instead of going through reduction buffers. */
-    const int gathers = own.gather_collective;
+    /* A device rank computes on device memory: parameters kept on the host (offload_param "cpu")
+     * come to the device a unit at a time, as a gathered copy, even where the rank keeps them whole */
+    const int gathers = own.gather_collective || own.k[EK_PARAMS].tier == TIER_PINNED;
     const int sharded_grads = own.reduce_each_mb;
     uint64_t t = 0;
     if (half || any_frozen) t = add(t, mul(X1, 4, &ovf), &ovf);
     if (half) t = add(t, ZERO__PLAN_STEP_CHUNK, &ovf);
     if (gathers) t = add(t, add(G1, G2, &ovf), &ovf);
-    if (half || sharded_grads) t = add(t, mul(U12, 4, &ovf), &ovf);
+    /* gradients kept off the device (ZeRO-Offload) are computed on it a unit at a time */
+    const int grads_away = own.k[EK_GRADS].tier == TIER_PINNED;
+    if (half || sharded_grads || grads_away) t = add(t, mul(U12, 4, &ovf), &ovf);
     if (sharded_grads) {
         /* Half: the starting unit's working-dtype copy joins two in-flight sends, before its
          * fp32 buffer is freed. fp32: the fp32 buffer itself is sent; the starting unit adds its
@@ -287,10 +294,11 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         o.model_states = add(o.model_states, b[c], &ovf);
     o.transient = b[ZERO_MEM_BUFFERS];
 
-    /* Each state in its tier: gradients stay on the device in every setup; the optimizer offload
-     * moves master + states together, the parameter offload (stage 3) the parameter shard. */
+    /* Each state in its tier: the optimizer offload moves master + states together, and on a
+     * device rank the gradient with them (the host optimizer reads it: ZeRO-Offload); the
+     * parameter offload (stage 3) the parameter shard. */
     place(&o, own.k[EK_PARAMS].tier, b[ZERO_MEM_PARAMS] - sec_bytes, &ovf);
-    place(&o, TIER_DEVICE, sec_bytes, &ovf); /* hpZ: the backward gathers read it there */
+    place(&o, s->on_device ? TIER_DEVICE : TIER_RAM, sec_bytes, &ovf); /* hpZ: the backward gathers read it there */
     place(&o, own.k[EK_GRADS].tier, b[ZERO_MEM_GRADS], &ovf);
     place(&o, own.k[EK_MASTER].tier, b[ZERO_MEM_MASTER], &ovf);
     place(&o, own.k[EK_OPTIM].tier, b[ZERO_MEM_OPTIM], &ovf);
@@ -301,7 +309,9 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         if ((uint64_t)s->param_buffer_size < per) per = (uint64_t)s->param_buffer_size;
         o.pool = add(o.pool, mul(mul((uint64_t)s->param_buffer_count, per, &ovf), w, &ovf), &ovf);
     }
-    o.host = add(o.host, o.pool, &ovf);
+    /* a device copies from and to page-locked memory only: the pools are pinned there */
+    place(&o, s->on_device ? TIER_PINNED : TIER_RAM, o.pool, &ovf);
+    if (own.k[EK_GRADS].tier == TIER_PINNED) o.grad_staging = b[ZERO_MEM_GRADS];
     if (ovf) {
         zero__plan_err(err, "model of %d units at %d ranks: byte counts overflow 64 bits",
                        m->num_units, s->ranks);

@@ -36,11 +36,44 @@ static const rung ladder[] = {
 };
 _Static_assert(sizeof ladder / sizeof ladder[0] == ZERO_PLAN_MAX_CANDIDATES, "ladder size");
 
+/* The usable sizes of a request's hardware: per rank on the device (on a CPU-only machine its
+ * share of the node's RAM), per node on the host and NVMe. */
+static void usable_of(const zero_plan_request *r, zero_plan_usable *u) {
+    const double keep = 1.0 - r->headroom;
+    u->ranks_per_node = r->nodes > 0 && r->base.ranks >= r->nodes ? r->base.ranks / r->nodes : 1;
+    if (r->device_mem == 0) {
+        u->device = keep * r->host_mem / (double)u->ranks_per_node;
+        u->host = 0;
+    } else {
+        u->device = keep * r->device_mem;
+        u->host = keep * r->host_mem;
+    }
+    u->nvme = keep * r->nvme_mem;
+}
+
+int zero_plan_fit(const zero_plan_request *r, const zero_plan_mem *mem, uint64_t activation,
+                  zero_plan_candidate *c, zero_plan_usable *usable) {
+    zero_plan_usable u;
+    usable_of(r, &u);
+    if (usable) *usable = u;
+    const double rpn = (double)u.ranks_per_node;
+    c->need_device = (double)mem->device + (double)mem->transient + (double)activation;
+    if (r->device_mem == 0) {
+        c->need_device += (double)mem->host;
+        c->need_host = 0;
+    } else {
+        c->need_host = rpn * (double)mem->host;
+    }
+    c->need_nvme = rpn * (double)mem->nvme;
+    c->missing_device = fmax(0.0, c->need_device - u.device);
+    c->missing_host = fmax(0.0, c->need_host - u.host);
+    c->missing_nvme = fmax(0.0, c->need_nvme - u.nvme);
+    return c->missing_device == 0 && c->missing_host == 0 && c->missing_nvme == 0;
+}
+
 typedef struct ctx {
     const zero_plan_model *m;
-    int cpu_only;
-    double rpn;
-    double ud, uh, un;
+    const zero_plan_request *r;
 } ctx;
 
 static uint64_t activation(const ctx *c, int64_t mb, int ckpt) {
@@ -49,22 +82,10 @@ static uint64_t activation(const ctx *c, int64_t mb, int ckpt) {
 
 /* Fills the needs and shortfalls of cand at (mb, ckpt); returns 1 when nothing is missing. */
 static int size_at(const ctx *c, zero_plan_candidate *cand, int64_t mb, int ckpt) {
-    const zero_plan_mem *mem = &cand->mem;
     cand->micro_batch = mb;
     cand->checkpointing = ckpt;
     cand->activation = activation(c, mb, ckpt);
-    cand->need_device = (double)mem->device + (double)mem->transient + (double)cand->activation;
-    if (c->cpu_only) {
-        cand->need_device += (double)mem->host;
-        cand->need_host = 0;
-    } else {
-        cand->need_host = c->rpn * (double)mem->host;
-    }
-    cand->need_nvme = c->rpn * (double)mem->nvme;
-    cand->missing_device = fmax(0.0, cand->need_device - c->ud);
-    cand->missing_host = fmax(0.0, cand->need_host - c->uh);
-    cand->missing_nvme = fmax(0.0, cand->need_nvme - c->un);
-    return cand->missing_device == 0 && cand->missing_host == 0 && cand->missing_nvme == 0;
+    return zero_plan_fit(c->r, &cand->mem, cand->activation, cand, NULL);
 }
 
 static zero_status check_request(const zero_plan_request *r, zero_error *err) {
@@ -107,20 +128,14 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
     if (st != ZERO_OK) return st;
     zero_plan_result res;
     memset(&res, 0, sizeof res);
-    res.ranks_per_node = r->base.ranks / r->nodes;
-    const double keep = 1.0 - r->headroom;
-    ctx c = {m, r->device_mem == 0, (double)res.ranks_per_node, 0, 0, 0};
-    if (c.cpu_only) {
-        c.ud = keep * r->host_mem / c.rpn;
-        c.uh = 0;
-    } else {
-        c.ud = keep * r->device_mem;
-        c.uh = keep * r->host_mem;
-    }
-    c.un = keep * r->nvme_mem;
-    res.usable_device = c.ud;
-    res.usable_host = c.uh;
-    res.usable_nvme = c.un;
+    zero_plan_usable u;
+    usable_of(r, &u);
+    res.ranks_per_node = u.ranks_per_node;
+    res.usable_device = u.device;
+    res.usable_host = u.host;
+    res.usable_nvme = u.nvme;
+    const int cpu_only = r->device_mem == 0;
+    ctx c = {m, r};
 
     res.chosen = -1;
     res.closest = -1;
@@ -130,7 +145,7 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         const rung *g = &ladder[i];
         const int uses_cpu = g->opt == ZERO_OFFLOAD_CPU || g->param == ZERO_OFFLOAD_CPU;
         const int uses_nvme = g->opt == ZERO_OFFLOAD_NVME || g->param == ZERO_OFFLOAD_NVME;
-        if ((uses_cpu && c.cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
+        if ((uses_cpu && cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
         /* hpZ's group is a node: it needs several nodes (else nothing crosses) of several ranks */
         if (g->hpz && (r->nodes < 2 || res.ranks_per_node < 2)) continue;
         zero_plan_candidate *cand = &res.cand[res.count];
@@ -143,6 +158,7 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         s.offload_optimizer = g->opt;
         s.offload_param = g->param;
         s.hpz_partition_size = g->hpz ? res.ranks_per_node : 1;
+        s.on_device = !cpu_only; /* a CPU rank keeps every state in RAM */
         cand->hpz_partition_size = s.hpz_partition_size;
         st = zero_plan_estimate(m, &s, &cand->mem, err);
         if (st != ZERO_OK) return st;

@@ -70,20 +70,26 @@ for r in d["rows"]:
     trans = 0
     if half: trans += U1 * 4 + 16384 * 4                 # fp32 view, the step's chunk
     if s == 3: trans += (U1 + U2) * w                    # gathered + prefetched
-    if half or s >= 2: trans += (U1 + U2) * 4            # fp32 grad buffers (one held open)
+    # fp32 grad buffers (one held open); a device rank whose gradients are on the host computes them there
+    if half or s >= 2 or r["offload"] != "none": trans += (U1 + U2) * 4
     if s >= 2:                                           # reductions in flight
         trans += (U1 + U2 + U3) * w + (U1 + U2) // N * w if half else (U1 + U2) * 4 + (U1 + U2 + U3) // N * 4
     pool = 0
     if r["offload"] == "nvme": pool += 4 * (1 << 20)
     if r["offload_param"] == "nvme": pool += 5 * min(10**8, U1 // N) * w
     dev, host, nvme = 0, pool, 0
-    for where, b in ((r["offload_param"], params), ("none", grads), (r["offload"], master + optim)):
+    # ZeRO-Offload: with the update on the host (optimizer on cpu or nvme) the gradient shard is
+    # accumulated in pinned host memory, where the host optimizer reads it
+    staging = grads if r["offload"] != "none" else 0
+    host += staging
+    for where, b in ((r["offload_param"], params), ("none", grads - staging), (r["offload"], master + optim)):
         if where == "cpu": host += b
         elif where == "nvme": nvme += b
         else: dev += b
     got = (r["params_bytes"], r["grads_bytes"], r["master_bytes"], r["optim_bytes"],
-           r["transient_bytes"], r["device_bytes"], r["host_bytes"], r["nvme_bytes"], r["pool_bytes"])
-    want = (params, grads, master, optim, trans, dev, host, nvme, pool)
+           r["transient_bytes"], r["device_bytes"], r["host_bytes"], r["nvme_bytes"], r["pool_bytes"],
+           r["pinned_bytes"], r["grad_staging_bytes"])
+    want = (params, grads, master, optim, trans, dev, host, nvme, pool, host, staging)
     assert got == want, (r, want)
     vol = (3 if s == 3 else 2) * P * w
     assert abs(r["traffic_bytes"] - vol) < 1e-6 * vol, (r["traffic_bytes"], vol)

@@ -208,7 +208,9 @@ static void placement(zero_comm *comm, int world, int rank) {
         int where[ZERO_MEM_COUNT];
         for (int c = 0; c < ZERO_MEM_COUNT; c++) where[c] = ZERO_SPACE_DEVICE;
         where[ZERO_MEM_PARAMS] = poff ? ZERO_SPACE_HOST_PINNED : ZERO_SPACE_DEVICE;
-        where[ZERO_MEM_MASTER] = where[ZERO_MEM_OPTIM] = offl ? ZERO_SPACE_HOST_PINNED : ZERO_SPACE_DEVICE;
+        /* ZeRO-Offload: the gradient the host's step reads stays with the master and the states */
+        where[ZERO_MEM_MASTER] = where[ZERO_MEM_OPTIM] = where[ZERO_MEM_GRADS] =
+            offl ? ZERO_SPACE_HOST_PINNED : ZERO_SPACE_DEVICE;
         for (int l = 0; l < MLP_LAYERS; l++) {
             zero_unit_info ui;
             ZT_OK(zero_engine_unit_info(e, l, &ui));

@@ -365,21 +365,29 @@ static void test_unknown_keys(void) {
 }
 
 static void test_wrong_types(void) {
-    EXPECT("{\"zero_optimization\": {\"stage\": \"3\"}}", ZERO_ERR_CONFIG,
-           "zero_optimization.stage: expected an integer, found a string (\"3\")", NULL);
+    /* a number as a string: DeepSpeed's pydantic sections coerce it (test_deepspeed_strings), its
+     * plain keys do not */
+    EXPECT("{\"train_batch_size\": \"8\"}", ZERO_ERR_CONFIG, "train_batch_size: expected an integer, found a string (\"8\")",
+           NULL);
+    EXPECT("{\"zero_optimization\": {\"stage\": \"three\"}}", ZERO_ERR_CONFIG,
+           "zero_optimization.stage: expected an integer, found a string (\"three\")", NULL);
+    EXPECT("{\"zero_optimization\": {\"stage\": \"3.0\"}}", ZERO_ERR_CONFIG,
+           "zero_optimization.stage: expected an integer, found a string (\"3.0\")", NULL);
     EXPECT("{\"zero_optimization\": {\"stage\": \"auto\"}}", ZERO_ERR_CONFIG,
            "zero_optimization.stage: \"auto\" is not accepted for this key (expected an integer", NULL);
     /* 0 and 1 are DeepSpeed's booleans too (test_deepspeed_values); 2 is not */
     EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": 2}}}", ZERO_ERR_CONFIG,
            "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a number (2)", NULL);
-    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": \"true\"}}}", ZERO_ERR_CONFIG,
-           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a string (\"true\")", NULL);
+    EXPECT("{\"zero_optimization\": {\"offload_param\": {\"pin_memory\": \"maybe\"}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_param.pin_memory: expected a boolean (true or false), found a string (\"maybe\")", NULL);
+    EXPECT("{\"wall_clock_breakdown\": \"true\"}", ZERO_ERR_CONFIG,
+           "wall_clock_breakdown: expected a boolean (true or false), found a string (\"true\")", NULL);
     EXPECT("{\"train_batch_size\": 2.5}", ZERO_ERR_CONFIG, "train_batch_size: 2.5 is not an integer", NULL);
     EXPECT("{\"train_batch_size\": true}", ZERO_ERR_CONFIG, "train_batch_size: expected an integer, found a boolean (true)", NULL);
     EXPECT("{\"gradient_clipping\": [1]}", ZERO_ERR_CONFIG, "gradient_clipping: expected a number, found an array", NULL);
     EXPECT("{\"zero_optimization\": 3}", ZERO_ERR_CONFIG, "zero_optimization: expected an object, found a number (3)", NULL);
-    EXPECT("{\"fp16\": {\"enabled\": \"yes\"}}", ZERO_ERR_CONFIG,
-           "fp16.enabled: expected a boolean (true or false) or \"auto\", found a string (\"yes\")", NULL);
+    EXPECT("{\"fp16\": {\"enabled\": \"sure\"}}", ZERO_ERR_CONFIG,
+           "fp16.enabled: expected a boolean (true or false) or \"auto\", found a string (\"sure\")", NULL);
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"betas\": 0.9}}}", ZERO_ERR_CONFIG,
            "optimizer.params.betas: expected an array of 2 numbers, found a number (0.9)", NULL);
     EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"betas\": [0.9, \"x\"]}}}", ZERO_ERR_CONFIG,
@@ -463,7 +471,7 @@ static void test_unsupported(void) {
            "zero_optimization.zero_hpz_partition_size: -2 is out of range", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 2.5}}", ZERO_ERR_CONFIG,
            "zero_optimization.zero_hpz_partition_size: 2.5 is not an integer", NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": \"2\"}}", ZERO_ERR_CONFIG,
+    EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": \"2x\"}}", ZERO_ERR_CONFIG,
            "zero_optimization.zero_hpz_partition_size: expected an integer", NULL);
     EXPECT("{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {\"cycle_min_lr\": 0}}}", ZERO_ERR_UNSUPPORTED,
            "scheduler.type: \"OneCycle\" is not supported yet", NULL);
@@ -492,6 +500,110 @@ static void test_unsupported(void) {
 
 /* Values DeepSpeed accepts for keys zero reads (its pydantic schema: deepspeed/runtime/zero/config.py,
  * zero/offload_config.py, precision_config.py; docs/CONFIG.md lists the audit), each refused before. */
+/* Strings where DeepSpeed's pydantic sections (zero_optimization with its offload sections, fp16,
+ * bf16, tensorboard) coerce them: numbers and pydantic's boolean words. */
+static void test_deepspeed_strings(void) {
+    zero_config c;
+    zero_error err = {{0}};
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": \"3\", \"reduce_bucket_size\": \"500000000\", "
+                   "\"stage3_max_live_parameters\": \" 1000 \", \"overlap_comm\": \"false\", \"zero_hpz_partition_size\": \"2\", "
+                   "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/n\", \"buffer_count\": \"7\", \"pin_memory\": \"off\"}, "
+                   "\"offload_optimizer\": {\"pin_memory\": \"Yes\", \"ratio\": \"1\"}}, "
+                   "\"fp16\": {\"enabled\": \"True\", \"loss_scale\": \"128\", \"initial_scale_power\": \"+12\", "
+                   "\"min_loss_scale\": \"0.5\"}}",
+               &err));
+    ZT_EQ_INT(c.stage, 3);
+    ZT_EQ_INT(c.reduce_bucket_size, 500000000);
+    ZT_EQ_INT(c.max_live_parameters, 1000);
+    ZT_EQ_INT(c.overlap_comm, 0);
+    ZT_EQ_INT(c.hpz_partition_size, 2);
+    ZT_EQ_INT(c.offload_param.buffer_count, 7);
+    ZT_EQ_INT(c.offload_param.pin_memory, 0);
+    ZT_EQ_INT(c.offload_optimizer.pin_memory, 1);
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_FP16);
+    ZT_EQ_F(c.loss_scale, 128);
+    ZT_EQ_INT(c.initial_scale_power, 12);
+    ZT_EQ_F(c.min_loss_scale, 0.5);
+    ZT_OK(load(&c, "{\"bf16\": {\"enabled\": \"1\"}, \"tensorboard\": {\"enabled\": \"no\"}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    ZT_OK(load(&c, "{\"bfloat16\": {\"enabled\": \"on\"}}", &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    /* the coerced value is range-checked as a number is */
+    EXPECT("{\"zero_optimization\": {\"stage\": \"4\"}}", ZERO_ERR_CONFIG,
+           "zero_optimization.stage: 4 is out of range (expected an integer in [0, 3])", NULL);
+    EXPECT("{\"zero_optimization\": {\"offload_optimizer\": {\"ratio\": \"0.5\"}}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.offload_optimizer.ratio: 0.5 is not supported yet", NULL);
+    /* an integer key takes digits only, as pydantic's int; a float key an exponent too */
+    EXPECT("{\"zero_optimization\": {\"reduce_bucket_size\": \"5e8\"}}", ZERO_ERR_CONFIG,
+           "zero_optimization.reduce_bucket_size: expected an integer, found a string (\"5e8\")", NULL);
+    ZT_OK(load(&c, "{\"fp16\": {\"loss_scale\": \"1e3\"}}", &err));
+    ZT_EQ_F(c.loss_scale, 1000);
+    EXPECT("{\"fp16\": {\"loss_scale\": \"\"}}", ZERO_ERR_CONFIG, "fp16.loss_scale: expected a number, found a string", NULL);
+    /* sections DeepSpeed reads as plain dicts keep JSON's types: aio, the optimizer's params */
+    EXPECT("{\"aio\": {\"queue_depth\": \"8\"}}", ZERO_ERR_CONFIG, "aio.queue_depth: expected an integer, found a string", NULL);
+    EXPECT("{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"0.001\"}}}", ZERO_ERR_CONFIG,
+           "optimizer.params.lr: expected a number, found a string (\"0.001\")", NULL);
+    /* "auto" where the HF Trainer writes it: amp.enabled is off (true only for its apex backend) */
+    ZT_OK(load(&c, "{\"amp\": {\"enabled\": \"auto\", \"opt_level\": \"auto\"}}", &err));
+}
+
+/* Keys of newer DeepSpeed versions (precision_config.py, zero/config.py, zero/offload_config.py):
+ * each honoured, accepted as changing nothing, or refused as not supported yet. */
+static void test_deepspeed_new_keys(void) {
+    zero_config c;
+    zero_error err = {{0}};
+    /* accepted: their values change nothing zero computes (docs/CONFIG.md says why) */
+    ZT_OK(load(&c, "{\"bf16\": {\"enabled\": true, \"immediate_grad_update\": true, \"check_grad_overflow\": true, "
+                   "\"bf16_master_weights_and_grads\": false, \"bf16_optimizer_states\": false}, "
+                   "\"zero_optimization\": {\"stage\": 3, \"stage3_allgather_sequential\": true, \"enable_sanity_checks\": true, "
+                   "\"save_muon_momentum_buffer_in_memory\": true, \"leaf_module\": {\"classes\": [\"MixtralSparseMoeBlock\"]}, "
+                   "\"zenflow\": null, \"log_trace_cache_warnings\": true, \"stage3_module_granularity_threshold\": 100, "
+                   "\"zeropp_loco_param\": null, \"mics_shard_size\": -1, "
+                   "\"offload_optimizer\": {\"device\": \"cpu\", \"super_offload\": false, \"cpuadam_cores_perc\": 0.5, "
+                   "\"fast_init\": true, \"pipeline_read\": true, \"pipeline_write\": true}}}",
+               &err));
+    ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
+    ZT_EQ_INT(c.stage, 3);
+    /* refused: each named in the one error that lists a document's problems */
+    EXPECT("{\"bf16\": {\"enabled\": true, \"check_grad_overflow\": false, \"bf16_master_weights_and_grads\": true, "
+           "\"bf16_optimizer_states\": true}, \"zero_optimization\": {\"stage\": 3, \"zenflow\": {\"topk_ratio\": 0.1}, "
+           "\"offload_optimizer\": {\"device\": \"cpu\", \"super_offload\": true, \"ratio\": 0.3}, \"mics_shard_size\": 8, "
+           "\"zeropp_loco_param\": {\"err_beta\": 0.8}}}",
+           ZERO_ERR_UNSUPPORTED, "8 problems: (1) bf16.check_grad_overflow: false is not supported yet (only true is accepted); "
+                                 "zero always skips a step whose gradients are not finite",
+           NULL);
+    /* every one of them, listed whole by the file loader's report (the message holds what fits) */
+    char path[] = "/tmp/zero_test_config_XXXXXX";
+    const int fd = mkstemp(path);
+    ZT_CHECKF(fd >= 0, "mkstemp");
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"bf16\": {\"check_grad_overflow\": false, \"bf16_master_weights_and_grads\": true, \"bf16_optimizer_states\": true}, "
+        "\"zero_optimization\": {\"zenflow\": {\"topk_ratio\": 0.1}, \"offload_optimizer\": {\"super_offload\": true, "
+        "\"ratio\": 0.3}, \"mics_shard_size\": 8, \"zeropp_loco_param\": {\"err_beta\": 0.8}}}",
+          f);
+    fclose(f);
+    char *all = NULL;
+    zero_config_default(&c);
+    ZT_EQ_INT(zero_config_load_json_file_report(&c, path, &all, &err), ZERO_ERR_UNSUPPORTED);
+    unlink(path);
+    ZT_CHECKF(all != NULL, "no report");
+    if (!all) return;
+    const char *named[] = {"bf16.check_grad_overflow", "bf16.bf16_master_weights_and_grads", "bf16.bf16_optimizer_states",
+                           "zero_optimization.zenflow", "zero_optimization.offload_optimizer.super_offload",
+                           "zero_optimization.offload_optimizer.ratio: 0.3", "zero_optimization.mics_shard_size: 8",
+                           "zero_optimization.zeropp_loco_param"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        ZT_CHECKF(strstr(all, named[i]) != NULL, "%s not named in: %s", named[i], all);
+    free(all);
+    /* types and ranges are DeepSpeed's */
+    EXPECT("{\"zero_optimization\": {\"offload_optimizer\": {\"cpuadam_cores_perc\": 1.5}}}", ZERO_ERR_CONFIG,
+           "zero_optimization.offload_optimizer.cpuadam_cores_perc: 1.5 is out of range (expected a number in [0, 1])", NULL);
+    EXPECT("{\"zero_optimization\": {\"leaf_module\": [1]}}", ZERO_ERR_CONFIG,
+           "zero_optimization.leaf_module: expected an object (PyTorch module classes and names) or null, found an array", NULL);
+    EXPECT("{\"bf16\": {\"immediate_grad_update\": 3}}", ZERO_ERR_CONFIG,
+           "bf16.immediate_grad_update: expected a boolean (true or false), found a number (3)", NULL);
+}
+
 static void test_deepspeed_values(void) {
     zero_config c;
     zero_error err = {{0}};
@@ -903,11 +1015,18 @@ static void test_combinations(void) {
     ZT_EQ_INT(zero_config_resolve(&c, 2, &err), ZERO_ERR_CONFIG);
     ZT_CHECKF(strstr(err.msg, "offload_optimizer.device: \"cpu\" needs zero_optimization.stage 1, 2 or 3 (stage is 0)"),
               "message: %s", err.msg);
-    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", "
-                   "\"nvme_path\": \"/n\", \"ratio\": 0.5}}}", &err));
-    ZT_EQ_INT(zero_config_resolve(&c, 2, &err), ZERO_ERR_CONFIG);
-    ZT_CHECKF(strstr(err.msg, "offload_optimizer.ratio: 0.5 (partial offload) needs zero_optimization.stage 3"),
+    /* partial offload is not implemented: the loader takes ratio 1 only, resolve refuses a field
+     * a program set to anything else */
+    ZT_EQ_INT(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\", "
+                       "\"ratio\": 0.5}}}", &err), ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(!strcmp(err.msg, "zero_optimization.offload_optimizer.ratio: 0.5 is not supported yet (only 1 is accepted); "
+                               "zero offloads all of the master and optimizer states"),
               "message: %s", err.msg);
+    ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\", \"ratio\": 1}}}",
+               &err));
+    c.offload_optimizer.ratio = 0.25;
+    ZT_EQ_INT(zero_config_resolve(&c, 2, &err), ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(strstr(err.msg, "zero_optimization.offload_optimizer.ratio: 0.25 is not supported yet"), "message: %s", err.msg);
     ZT_OK(load(&c, "{\"optimizer\": {\"type\": \"SGD\", \"params\": {\"nesterov\": true}}}", &err));
     ZT_EQ_INT(zero_config_resolve(&c, 1, &err), ZERO_ERR_CONFIG);
     ZT_CHECKF(strstr(err.msg, "optimizer.params.nesterov: true needs optimizer.params.momentum > 0"), "message: %s", err.msg);
@@ -1052,7 +1171,7 @@ static void test_roundtrip(void) {
         " \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/nvme \\\"quoted\\\" dir\", \"buffer_count\": 9,"
         "  \"buffer_size\": 123456789, \"max_in_cpu\": 5},"
         " \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/o\", \"pipeline_read\": true,"
-        "  \"pipeline_write\": true, \"ratio\": 0.3}}, \"zero_extensions\": {\"check_divergence\": false, \"align_bytes\": 4096},"
+        "  \"pipeline_write\": true, \"ratio\": 1}}, \"zero_extensions\": {\"check_divergence\": false, \"align_bytes\": 4096},"
         " \"aio\": {\"single_submit\": true, \"overlap_events\": false, \"intra_op_parallelism\": 4}}",
     };
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
@@ -1068,7 +1187,7 @@ static void test_roundtrip(void) {
             ZT_FAIL("doc %zu: resolve failed: %s", i, err.msg);
         }
     }
-    ZT_EQ_F(c.offload_optimizer.ratio, 0.3);
+    ZT_EQ_F(c.offload_optimizer.ratio, 1);
 }
 
 /* ------------------------------------------------------------------ suggestions */
@@ -1162,6 +1281,8 @@ int main(void) {
     test_unsupported();
     test_all_problems();
     test_deepspeed_values();
+    test_deepspeed_strings();
+    test_deepspeed_new_keys();
     test_malformed();
     test_files();
     test_batch();

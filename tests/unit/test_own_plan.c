@@ -56,7 +56,10 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     /* tiers */
     const int base = tier(ZERO_OFFLOAD_NONE, device);
     ZT_EQ_INT(t.k[EK_PARAMS].tier, tier(op, device));
-    ZT_EQ_INT(t.k[EK_GRADS].tier, base);
+    /* ZeRO-Offload: a device rank whose update runs on the host (its master or states in pinned
+     * memory or on NVMe) keeps the gradient it accumulates in pinned memory */
+    const int host_update = device && (half || k > 0) && (oo == ZERO_OFFLOAD_CPU || on);
+    ZT_EQ_INT(t.k[EK_GRADS].tier, host_update ? TIER_PINNED : base);
     const int otier = on ? TIER_NVME : oo == ZERO_OFFLOAD_CPU ? tier(oo, device) : base;
     ZT_EQ_INT(t.k[EK_OPTIM].tier, otier);
     ZT_EQ_INT(t.k[EK_MASTER].tier, sep ? otier : t.k[EK_PARAMS].tier);

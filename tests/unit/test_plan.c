@@ -158,8 +158,12 @@ static void test_offload_placement(void) {
     zero_plan_setup s = golden_setup(2, ZERO_DTYPE_BF16);
     s.offload_optimizer = ZERO_OFFLOAD_CPU;
     ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
-    ZT_EQ_INT(mem.device, 12192 + 4064);
-    ZT_EQ_INT(mem.host, 8128 + 16256);
+    ZT_EQ_INT(mem.device, 12192); /* the bf16 parameters, whole */
+    /* ZeRO-Offload: master 4S + Adam 8S, and the bf16 gradient shard 2S the host optimizer reads,
+     * all pinned (S = 2032) */
+    ZT_EQ_INT(mem.host, 8128 + 16256 + 4064);
+    ZT_EQ_INT(mem.pinned, mem.host);
+    ZT_EQ_INT(mem.grad_staging, 4064);
     ZT_EQ_INT(mem.nvme, 0);
     ZT_EQ_INT(mem.transient, 126112); /* offload moves states, not the transient */
 
@@ -167,19 +171,29 @@ static void test_offload_placement(void) {
     s.offload_optimizer = ZERO_OFFLOAD_CPU;
     s.offload_param = ZERO_OFFLOAD_CPU;
     ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
-    ZT_EQ_INT(mem.device, 4064);
-    ZT_EQ_INT(mem.host, 4064 + 8128 + 16256);
+    ZT_EQ_INT(mem.device, 0);
+    ZT_EQ_INT(mem.host, 4064 + 4064 + 8128 + 16256);
+    ZT_EQ_INT(mem.pinned, mem.host);
 
     /* NVMe: the states go to the drive; the host keeps the swap pools: 4 x 1 MiB for the
      * optimizer, 5 x min(1e8, U1/N = 1680) elements x 2 bytes for the parameters. */
     s.offload_optimizer = ZERO_OFFLOAD_NVME;
     s.offload_param = ZERO_OFFLOAD_NVME;
     ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
-    ZT_EQ_INT(mem.device, 4064);
+    ZT_EQ_INT(mem.device, 0);
     ZT_EQ_INT(mem.nvme, 4064 + 8128 + 16256);
     ZT_EQ_INT(mem.pool, 4 * 1048576 + 5 * 1680 * 2);
-    ZT_EQ_INT(mem.host, mem.pool);
+    ZT_EQ_INT(mem.host, mem.pool + 4064); /* the host optimizer reads the gradient shard there */
+    ZT_EQ_INT(mem.pinned, mem.host);
     ZT_EQ_INT(mem.model_states, 4064 * 2 + 8128 + 16256);
+
+    /* A CPU rank (on_device 0): every state in RAM, nothing pinned, no staging copy */
+    s.on_device = 0;
+    ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+    ZT_EQ_INT(mem.device, 0);
+    ZT_EQ_INT(mem.pinned, 0);
+    ZT_EQ_INT(mem.grad_staging, 0);
+    ZT_EQ_INT(mem.host, mem.pool + 4064); /* the pools and the gradient shard */
 }
 
 static void test_traffic(void) {
@@ -247,9 +261,11 @@ static void test_errors(void) {
  *   stage 0: 192000 + 192000 + 384000 + 768000 = 1536000 (+ 77056 = 1613056 on the device)
  *   stage 1: 192000 + 192000 + 128000 + 256000 = 768000 (845056)
  *   stage 2: 192000 + 64000 + 384000 = 640000 (724096)
- *   2 + optimizer on cpu: 256000 (340096) on the device, 384000 per rank on the host
+ *   2 + optimizer on cpu: 192000 (276096) on the device, 384000 + 64000 (the gradient shard the
+ *   host optimizer reads, 2S) per rank on the host
  *   stage 3: 64000 + 64000 + 384000 = 512000 (599936)
- *   3 + optimizer on cpu: 128000 (215936); 3 + cpu + cpu: 64000 (151936), host 448000 per rank */
+ *   3 + optimizer on cpu: 64000 (151936), host 448000; 3 + cpu + cpu: 0 (87936), host 512000
+ *   per rank */
 static uint64_t search_units[100];
 
 /* Activations: 10000 bytes per sequence, 1000 with checkpointing. */
@@ -312,31 +328,31 @@ static void test_search(void) {
     ZT_EQ_INT(res.cand[1].micro_batch, 5);
     ZT_EQ_INT(res.closest, 1);
 
-    /* 345000 bytes and a roomy host: stage 2 with the optimizer on cpu, with checkpointing
-     * (340096 + 10000 does not fit), 340096 + 1000 B <= 345000 -> B = 4; host 3 x 384000. */
+    /* 345000 bytes and a roomy host: stage 2 with the optimizer on cpu, 276096 + 10000 B <= 345000
+     * -> B = 6 without checkpointing; host 3 x 448000. */
     r = golden_request(345000, 1e7, 0);
     ZT_OK(zero_plan_search(&m, &r, &res, &err));
     ZT_EQ_INT(res.chosen, 3);
     ZT_EQ_INT(res.cand[3].stage, 2);
     ZT_EQ_INT(res.cand[3].offload_optimizer, ZERO_OFFLOAD_CPU);
     ZT_EQ_INT(res.cand[3].offload_param, ZERO_OFFLOAD_NONE);
-    ZT_EQ_INT(res.cand[3].checkpointing, 1);
-    ZT_EQ_INT(res.cand[3].micro_batch, 4);
-    ZT_NEAR(res.cand[3].need_host, 3 * 384000.0, 0);
+    ZT_EQ_INT(res.cand[3].checkpointing, 0);
+    ZT_EQ_INT(res.cand[3].micro_batch, 6);
+    ZT_NEAR(res.cand[3].need_host, 3 * 448000.0, 0);
     ZT_NEAR(res.cand[2].missing_device, 724096 + 1000 - 345000, 0);
 
-    /* Nothing fits in 1000 bytes: the closest is 3 + cpu + cpu, missing 151936 + 1000 - 1000. */
+    /* Nothing fits in 1000 bytes: the closest is 3 + cpu + cpu, missing 87936 + 1000 - 1000. */
     r = golden_request(1000, 1e9, 0);
     ZT_OK(zero_plan_search(&m, &r, &res, &err));
     ZT_EQ_INT(res.chosen, -1);
     ZT_EQ_INT(res.closest, 6);
     ZT_EQ_INT(res.cand[6].stage, 3);
     ZT_EQ_INT(res.cand[6].offload_param, ZERO_OFFLOAD_CPU);
-    ZT_NEAR(res.cand[6].missing_device, 151936, 0);
+    ZT_NEAR(res.cand[6].missing_device, 87936, 0);
     ZT_NEAR(res.cand[6].missing_host, 0, 0);
 
-    /* NVMe wins when the host is too small for the cpu rungs (1152000 per node and more) but holds
-     * the swap pools: 3 x (4 x 1024) bytes. */
+    /* NVMe wins when the host is too small for the cpu rungs (1344000 per node and more) but holds
+     * the swap pools and the gradient shards the host optimizer reads: 3 x (4 x 1024 + 64000) bytes. */
     r = golden_request(345000, 1e6, 1e9);
     r.base.aio_block_size = 1024;
     ZT_OK(zero_plan_search(&m, &r, &res, &err));
@@ -346,12 +362,12 @@ static void test_search(void) {
         const zero_plan_candidate *c = &res.cand[res.chosen];
         ZT_EQ_INT(c->stage, 2);
         ZT_EQ_INT(c->offload_optimizer, ZERO_OFFLOAD_NVME);
-        ZT_NEAR(c->need_host, 3 * 4096.0, 0);
+        ZT_NEAR(c->need_host, 3 * (4096.0 + 64000), 0);
         ZT_NEAR(c->need_nvme, 3 * 384000.0, 0);
         ZT_NEAR(c->missing_host + c->missing_device + c->missing_nvme, 0, 0);
     }
-    ZT_NEAR(res.cand[3].missing_host, 1152000 - 1e6, 0);
-    ZT_NEAR(res.cand[6].missing_host, 1344000 - 1e6, 0);
+    ZT_NEAR(res.cand[3].missing_host, 1344000 - 1e6, 0);
+    ZT_NEAR(res.cand[6].missing_host, 1536000 - 1e6, 0);
 
     /* Headroom: 10% of 1000000 kept free leaves 900000: as above, stage 1 at micro-batch 5. */
     r = golden_request(1000000, 0, 0);
@@ -657,7 +673,8 @@ static void test_hpz(void) {
     /* with the parameter shard on the host the secondary one stays on the device */
     s.offload_param = s.offload_optimizer = ZERO_OFFLOAD_CPU;
     ZT_OK(zero_plan_estimate(&m, &s, &mem, &err));
-    ZT_EQ_INT(mem.device, 1600 * 4 + 3200 * 4); /* the gradient shard and the secondary one */
+    ZT_EQ_INT(mem.device, 3200 * 4); /* the secondary shard; the gradient shard is pinned with the host's update */
+    ZT_EQ_INT(mem.grad_staging, 1600 * 4);
     s.offload_param = s.offload_optimizer = ZERO_OFFLOAD_NONE;
     /* H = N: the engine keeps no secondary shard */
     s.hpz_partition_size = 4;
