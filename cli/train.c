@@ -328,8 +328,11 @@ typedef struct run_state {
     int64_t init_rss;   /* the largest per-rank peak RSS by then */
 } run_state;
 
-/* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss]. */
-enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M_COUNT };
+/* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss] —
+ * the states wherever they live — and on a device its own: the states' and all bytes at their
+ * peak in device memory, and in pinned host memory. */
+enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M_DEV_STATES, M_DEV_PEAK, M_PIN_STATES,
+       M_PIN_PEAK, M_COUNT };
 
 static int max_mem(run_state *r, int64_t out[M_COUNT]) {
     zero_mem_stats es, ms, sp;
@@ -337,15 +340,19 @@ static int max_mem(run_state *r, int64_t out[M_COUNT]) {
     dec_mem_stats(r->model, &ms);
     /* on a device the states live in its memory and in pinned host memory: counted where they are */
     const zero_mem_space spaces[2] = {ZERO_SPACE_DEVICE, ZERO_SPACE_HOST_PINNED};
+    int64_t states[2] = {0, 0}, peak[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
         zero_engine_device_mem_stats(r->e, spaces[k], &sp);
         for (int c = 0; c < ZERO_MEM_COUNT; c++) es.peak[c] += sp.peak[c];
         es.total_peak += sp.total_peak;
+        for (int c = ZERO_MEM_PARAMS; c <= ZERO_MEM_OPTIM; c++) states[k] += (int64_t)sp.peak[c];
+        peak[k] = (int64_t)sp.total_peak;
     }
     int64_t mine[M_COUNT] = {
         (int64_t)es.peak[ZERO_MEM_PARAMS], (int64_t)es.peak[ZERO_MEM_GRADS],   (int64_t)es.peak[ZERO_MEM_MASTER],
         (int64_t)es.peak[ZERO_MEM_OPTIM],  (int64_t)es.peak[ZERO_MEM_BUFFERS], (int64_t)es.total_peak,
-        (int64_t)ms.total_peak,            (int64_t)zero_rss_peak_bytes()};
+        (int64_t)ms.total_peak,            (int64_t)zero_rss_peak_bytes(),     states[0],
+        peak[0],                           states[1],                          peak[1]};
     return zero_comm_all_reduce(r->comm, mine, out, M_COUNT, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
 }
 
@@ -456,6 +463,9 @@ static void json_mem(FILE *f, const int64_t m[M_COUNT]) {
                "\"activations\":%lld},\"rss_peak\":%lld",
             (long long)m[M_PARAMS], (long long)m[M_GRADS], (long long)m[M_MASTER], (long long)m[M_OPTIM],
             (long long)m[M_BUFFERS], (long long)m[M_TOTAL], (long long)m[M_ACT], (long long)m[M_RSS]);
+    if (m[M_DEV_PEAK] || m[M_PIN_PEAK]) /* a device run: its memory, and the pinned host memory it copies through */
+        fprintf(f, ",\"device_mem\":{\"states\":%lld,\"peak\":%lld,\"pinned_states\":%lld,\"pinned_peak\":%lld}",
+                (long long)m[M_DEV_STATES], (long long)m[M_DEV_PEAK], (long long)m[M_PIN_STATES], (long long)m[M_PIN_PEAK]);
 }
 
 static void json_comm(FILE *f, const zero_comm_counters *c) {

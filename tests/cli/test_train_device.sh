@@ -93,6 +93,26 @@ losses() { grep '"step"' "$1" | sed -n 's/.*"loss":\([^,]*\).*/\1/p'; }
 train_on cpu0 -- --device cpu
 train_on fake0 -- --device fake --device-memory 1GiB
 train_on fake1 ZERO_DEVICE=fake --
+# the device's bytes against the planner's: the states to within a 256-byte block per array (the
+# device's granule: 5 arrays a unit), and the whole peak within the plan's device need (which
+# also counts what this build keeps on the host: the model's activations and fp32 views)
+"$ZERO" estimate --model tiny --gpus 2 --gpu-memory 1GiB --precision bf16 --seq 16 --micro-batch 1 --json \
+    >"$TMP/est.json" 2>"$TMP/est.err"
+if $PY - "$TMP/est.json" "$TMP/fake0.json" <<'PYEOF'
+import json, sys
+est = json.load(open(sys.argv[1]))
+row = [r for r in est["rows"] if r["stage"] == 2 and r["offload"] == "none"][0]
+plan = row["params_bytes"] + row["grads_bytes"] + row["master_bytes"] + row["optim_bytes"]
+assert plan == row["device_bytes"], row
+dev = [json.loads(l)["device_mem"] for l in open(sys.argv[2]) if '"device_mem"' in l][-1]
+slack = 256 * 5 * est["units"]
+assert 0 <= dev["states"] - plan < slack, (dev, plan, slack)
+assert dev["peak"] <= row["need_device"], (dev, row["need_device"])
+assert dev["pinned_states"] == 0, dev
+print(f"device states {dev['states']} B, plan {plan} B (+{dev['states'] - plan} B of block rounding, bound {slack}); "
+      f"device peak {dev['peak']} B <= plan's need {row['need_device']} B")
+PYEOF
+then echo "ok   the fake device's bytes against zero estimate --gpus 2"; else echo "FAIL device bytes vs the planner"; fail=1; fi
 for n in fake0 fake1; do
     if grep -q '"done":true' "$TMP/$n.json" && [ -n "$(losses "$TMP/cpu0.json")" ] &&
         [ "$(losses "$TMP/cpu0.json")" = "$(losses "$TMP/$n.json")" ]; then
