@@ -73,7 +73,7 @@ void zero__det_set_floor(eunit *u) {
  * 0-1, the shard at 2-3; zeroed after every step); half precision in a transient int32 buffer of
  * the same elements. */
 static int32_t *acc_of(zero_engine *e, eunit *u) {
-    if (e->wdt == ZERO_DTYPE_FP32) return (int32_t *)u->grads;
+    if (e->wdt == ZERO_DTYPE_FP32 && !e->dev) return (int32_t *)u->grads; /* on a device: host sums, as in half */
     if (!u->dacc) u->dacc = zero__buf_get(e, (size_t)u->v.gelems * 4, 1);
     return u->dacc;
 }
@@ -228,7 +228,7 @@ static zero_status reduce_unit(zero_engine *e, eunit *u, float *tmp, uint64_t tm
     const uint64_t base = e->own.reduce_each_mb ? u->offset : 0, step = tmp ? tmp_n : CHUNK;
     for (uint64_t c = v->lo; c < v->hi; c += step) {
         const uint64_t n = v->hi - c < step ? v->hi - c : step;
-        float *out = tmp ? tmp : (float *)v->grad + (c - v->lo);
+        float *out = tmp ? tmp : (float *)v->grad + (c - v->lo); /* on a device always tmp */
         const int64_t ch = 1 << 12;
 #pragma omp parallel for schedule(static) if (n > (1u << 16))
         for (int64_t k = 0; k < (int64_t)n; k += ch) {
@@ -236,7 +236,10 @@ static zero_status reduce_unit(zero_engine *e, eunit *u, float *tmp, uint64_t tm
             zero__dq_convert(acc + (c - base) + (uint64_t)k, out + k, c + (uint64_t)k, m, u->dgrid, u->dfloor,
                              u->dseen);
         }
-        if (tmp) zero_convert(tmp, ZERO_DTYPE_FP32, zero__wptr(e, v->grad, c - v->lo), e->wdt, n, ZERO_IMPL_AUTO);
+        if (tmp) {
+            zero_status s = zero__x_store(e, zero__wptr(e, v->grad, c - v->lo), e->wdt, tmp, n);
+            if (s != ZERO_OK) return s;
+        }
     }
     return ZERO_OK;
 }
@@ -273,7 +276,7 @@ zero_status zero__det_reduce_all(zero_engine *e, int *redo) {
         if (n > tmp_n) tmp_n = n;
     }
     if (tmp_n > CONVERT_TMP) tmp_n = CONVERT_TMP;
-    if (s == ZERO_OK && !(outgrown && !nan) && e->wdt != ZERO_DTYPE_FP32 && !(tmp = zero__buf_get(e, tmp_n * 4, 0)))
+    if (s == ZERO_OK && !(outgrown && !nan) && (e->wdt != ZERO_DTYPE_FP32 || e->dev) && !(tmp = zero__buf_get(e, tmp_n * 4, 0)))
         s = zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
@@ -289,7 +292,7 @@ zero_status zero__det_reduce_all(zero_engine *e, int *redo) {
         zero__buf_put(e, u->gscratch);
         u->gscratch = NULL;
         /* a redo (or a failure) drops the sums: the persistent buffer is zeroed */
-        if ((s != ZERO_OK || (outgrown && !nan)) && e->wdt == ZERO_DTYPE_FP32 && u->grads)
+        if ((s != ZERO_OK || (outgrown && !nan)) && e->wdt == ZERO_DTYPE_FP32 && !e->dev && u->grads)
             memset(u->grads, 0, (size_t)u->v.gelems * 4);
         drop_marks(e, u);
     }
@@ -317,6 +320,19 @@ zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow) {
         const eview *v = &e->units[i].v;
         const void *g = zero__wptr(e, v->grad, v->slo - v->lo);
         const int64_t n = (int64_t)(v->shi - v->slo), ch = 1 << 12;
+        void *host = NULL; /* on a device: the owned gradient's host copy */
+        if (n > 0 && zero__dev_is(e, g)) {
+            host = zero__buf_get(e, (size_t)n * e->wsize, 0);
+            const zero_status cs = host ? zero__x_copy(e, host, g, (size_t)n * e->wsize)
+                                        : zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+            if (cs != ZERO_OK) {
+                zero__buf_put(e, host);
+                zero__buf_put(e, recs);
+                free(all);
+                return cs;
+            }
+            g = host;
+        }
 #pragma omp parallel if (n > (1 << 16))
         {
             zero__dk_sq mine;
@@ -340,6 +356,7 @@ zero_status zero__det_norm(zero_engine *e, double *sumsq, int *overflow) {
                 bad |= mbad;
             }
         }
+        zero__buf_put(e, host);
     }
     int64_t *rec = recs + nrec * (size_t)e->world;
     rec[0] = bad;

@@ -317,7 +317,6 @@ static uint64_t device_need(const zero_engine *e) {
 /* What the device tier does not run yet: one line naming it (NULL when the setup runs). */
 static const char *device_unsupported(const zero_engine *e) {
     const etable *t = &e->own;
-    if (e->cfg.deterministic) return "zero_extensions.deterministic";
     if (e->wdt == ZERO_DTYPE_FP32 && (t->k[EK_OPTIM].tier == TIER_NVME || t->k[EK_PARAMS].tier == TIER_NVME))
         return "fp32 training with offload to nvme";
     return NULL;
