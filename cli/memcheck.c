@@ -33,6 +33,7 @@ static double activations(const dec_config *m, int64_t B, int T, int ckpt) {
 static int plan_of(const dec_config *m, const dec_lora *lora, const zero_config *cfg, int world, int on_device,
                    zero_plan_mem *out, int *largest, uint64_t *largest_numel) {
     const int n = dec_num_units(m);
+    if (n < 1) return -1;
     uint64_t *numel = malloc(2 * (size_t)n * sizeof *numel), *frozen = numel ? numel + n : NULL;
     if (!numel) return -1;
     for (int u = 0; u < n; u++) numel[u] = dec_unit_numel(m, u);

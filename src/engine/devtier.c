@@ -222,7 +222,8 @@ zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n) 
     }
     zero__kcall k = {.id = ZERO__K_ADD, .n = n, .p = {dst, (void *)src}, .a = {(double)e->wdt}};
     zero_status s = launch(e, &k, "gradient sum");
-    if (s == ZERO_OK && !zero__dev_is(e, dst)) { /* into pinned host memory (ZeRO-Offload's gradient): the host reads it next */
+    if (s == ZERO_OK &&
+        !zero__dev_is(e, dst)) { /* into pinned host memory (ZeRO-Offload's gradient): the host reads it next */
         s = zero_stream_sync(e->stream);
         if (s != ZERO_OK) return dev_fail(e, s, "gradient sum");
     }

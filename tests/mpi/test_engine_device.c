@@ -91,13 +91,19 @@ static int run(zero_comm *comm, const zero_config *cfg, const char *backend, int
     return rc;
 }
 
+static uint64_t bits(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
 /* bitwise: the same kernels on the same numbers */
 static void same(const run_result *a, const run_result *b, const char *what) {
     for (int s = 0; s < STEPS; s++) {
-        ZT_CHECKF(memcmp(&a->losses[s], &b->losses[s], sizeof(double)) == 0, "%s: loss of step %d: %.17g vs %.17g",
-                  what, s, a->losses[s], b->losses[s]);
-        ZT_CHECKF(memcmp(&a->norms[s], &b->norms[s], sizeof(double)) == 0, "%s: norm of step %d: %.17g vs %.17g", what,
-                  s, a->norms[s], b->norms[s]);
+        ZT_CHECKF(bits(a->losses[s]) == bits(b->losses[s]), "%s: loss of step %d: %.17g vs %.17g", what, s,
+                  a->losses[s], b->losses[s]);
+        ZT_CHECKF(bits(a->norms[s]) == bits(b->norms[s]), "%s: norm of step %d: %.17g vs %.17g", what, s, a->norms[s],
+                  b->norms[s]);
     }
     for (int l = 0; l < MLP_LAYERS; l++) {
         const int bad = memcmp(a->params[l], b->params[l], (size_t)mlp_unit_numel(l) * sizeof(float));
