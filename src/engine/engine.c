@@ -314,14 +314,6 @@ static uint64_t device_need(const zero_engine *e) {
     return need;
 }
 
-/* What the device tier does not run yet: one line naming it (NULL when the setup runs). */
-static const char *device_unsupported(const zero_engine *e) {
-    const etable *t = &e->own;
-    if (e->wdt == ZERO_DTYPE_FP32 && (t->k[EK_OPTIM].tier == TIER_NVME || t->k[EK_PARAMS].tier == TIER_NVME))
-        return "fp32 training with offload to nvme";
-    return NULL;
-}
-
 zero_status zero_engine_finalize(zero_engine *e) {
     if (!e) return ZERO_ERR_INVALID_ARG;
     if (e->finalized) return zero__eng_fail(e, ZERO_ERR_STATE, "finalize: called twice");
@@ -358,10 +350,6 @@ zero_status zero_engine_finalize(zero_engine *e) {
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
                               "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
                               "supported yet (offload_optimizer is: frozen parameters have no optimizer state)");
-    const char *nodev = e->dev ? device_unsupported(e) : NULL;
-    if (nodev)
-        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "finalize: %s on the %s device is not supported yet", nodev,
-                              zero_device_backend(e->dev));
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
     const etable *t = &e->own;
@@ -456,7 +444,7 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
     if (a < b && !t->master_in_params && v->master &&
         (s = zero__x_store(e, v->master + (a - v->lo), ZERO_DTYPE_FP32, values + (a - lo), b - a)) != ZERO_OK)
         return s;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
+    const int half = e->wdt != ZERO_DTYPE_FP32 || !t->master_in_params; /* a working copy apart from the master */
     unsigned arrays = (t->k[EK_MASTER].tier == TIER_NVME ? ARR_MASTER : 0u) |
                       (half && t->k[EK_PARAMS].tier == TIER_NVME ? ARR_WORK : 0u);
     if (!arrays || a >= b) return ZERO_OK;

@@ -233,7 +233,7 @@ static void tile_geometry(const zero_engine *e, const etile *x, uint64_t *L, uin
 static void tile_bind(zero_engine *e, etile *x, char *buf) {
     const eoffload *o = &e->off;
     eunit *u = x->u;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
+    const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
     uint64_t L, Lp;
     tile_geometry(e, x, &L, &Lp);
     char *pslice = buf ? buf + (uint64_t)o->nso * L : NULL;
@@ -261,7 +261,7 @@ static void tile_bind(zero_engine *e, etile *x, char *buf) {
 static int tile_extents(const zero_engine *e, const etile *x, unsigned rd, unsigned wr, int rmw, zero_offload_extent *ext) {
     const eoffload *o = &e->off;
     const eunit *u = x->u;
-    const int half = e->wdt != ZERO_DTYPE_FP32;
+    const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
     uint64_t L, Lp;
     tile_geometry(e, x, &L, &Lp);
     if (rmw) rd |= wr;

@@ -63,7 +63,7 @@ for r in d["rows"]:
     grads = (S if s >= 2 else P) * w
     # fp32: the master is the working copy, except under ZeRO-Offload on a GPU: the host's step
     # keeps an fp32 master of its own beside the states (docs/ENGINE.md §3)
-    master = 0 if w == 4 and r["offload"] != "cpu" else (P if s == 0 else S) * 4
+    master = 0 if w == 4 and r["offload"] not in ("cpu", "nvme") else (P if s == 0 else S) * 4
     optim = (P if s == 0 else S) * 4 * k
     half = w != 4
     U3 = U[2]
