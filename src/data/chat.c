@@ -112,8 +112,47 @@ static zero_status need(const zero_tokenizer *tok, zero_chat_format fmt, const c
 static int role_ok(const char *r) { return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant")); }
 
 /* The keys of an assistant message that are its turn as much as its content is: trained, and
- * dropped from the rendering that locates the turn (assistant_span). */
+ * changed in the rendering that locates the turn (assistant_span). */
 static const char *const TURN_KEYS[] = {"tool_calls", "reasoning_content"};
+
+static int put(cJSON *o, const char *key, cJSON *v);
+
+/* 1 when a string or key of v holds the byte c. */
+static int holds(const cJSON *v, char c) {
+    if (v->string && strchr(v->string, c)) return 1;
+    if (cJSON_IsString(v)) return strchr(v->valuestring, c) != NULL;
+    for (const cJSON *x = v->child; x; x = x->next)
+        if (holds(x, c)) return 1;
+    return 0;
+}
+
+/* An assistant message o in the form that locates its turn: content and reasoning_content the
+ * sentinel alt; each tool call's name alt, its arguments alt (a string) or {} (an object), its id alt
+ * as many times as it has characters (templates check an id's length). The shape stays: what the
+ * template tests (tool_calls defined, arguments a string, the number of calls) answers as before. */
+static int turn_variant(cJSON *o, const char *alt) {
+    int ok = put(o, "content", cJSON_CreateString(alt));
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(o, "reasoning_content");
+    if (ok && cJSON_IsString(rc)) ok = put(o, "reasoning_content", cJSON_CreateString(alt));
+    cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "tool_calls");
+    for (cJSON *c = cJSON_IsArray(tc) ? tc->child : NULL; ok && c; c = c->next) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        if (cJSON_IsString(id)) {
+            char ids[256];
+            size_t n = 0;
+            for (const char *q = id->valuestring; *q && n < sizeof ids - 1; q++)
+                if (((unsigned char)*q & 0xC0) != 0x80) ids[n++] = alt[0];
+            ids[n] = 0;
+            ok = put(c, "id", cJSON_CreateString(ids));
+        }
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
+        if (!ok || !cJSON_IsObject(f)) continue;
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(f, "arguments");
+        ok = put(f, "name", cJSON_CreateString(alt)) &&
+             (!a || put(f, "arguments", cJSON_IsString(a) ? cJSON_CreateString(alt) : cJSON_CreateObject()));
+    }
+    return ok;
+}
 
 /* Message i's JSON as an object, or NULL with err set; NULL json is an empty object. */
 static cJSON *message_json(const char *json, int i, zero_error *err) {
@@ -241,7 +280,7 @@ static int put(cJSON *o, const char *key, cJSON *v) {
 
 /* The context transformers gives a chat template: messages (each message's JSON with its role and
  * content), tools, add_generation_prompt, bos_token and eos_token as tokenizer_config.json writes
- * them; message k's content replaced by alt and its TURN_KEYS dropped when k >= 0. NULL with err
+ * them; message k in turn_variant's form (alt) when k >= 0. NULL with err
  * set when a message's JSON is not an object or memory runs out. */
 static char *chat_context(const zero_tokenizer *tok, const zero_chat_message *m, const char *const *json, int n,
                           const char *tools, int gen, int k, const char *alt, zero_error *err) {
@@ -254,12 +293,8 @@ static char *chat_context(const zero_tokenizer *tok, const zero_chat_message *m,
             return NULL;
         }
         ok = cJSON_AddItemToArray(arr, o) && put(o, "role", cJSON_CreateString(m[i].role)) &&
-             (i == k || !m[i].content || put(o, "content", cJSON_CreateString(m[i].content)));
-        if (ok && i == k) {
-            ok = put(o, "content", cJSON_CreateString(alt));
-            for (size_t j = 0; j < sizeof TURN_KEYS / sizeof TURN_KEYS[0]; j++)
-                cJSON_DeleteItemFromObjectCaseSensitive(o, TURN_KEYS[j]);
-        }
+             (i == k || !m[i].content || put(o, "content", cJSON_CreateString(m[i].content))) &&
+             (i != k || turn_variant(o, alt));
     }
     if (ok && tools) {
         cJSON *tl = cJSON_Parse(tools);
@@ -294,18 +329,49 @@ static zero_status render_model(const zero_tokenizer *tok, const zero_template *
     return st;
 }
 
-/* The span of assistant message k in the rendering r: the bytes that change when its content is
- * replaced by a one-character sentinel it does not hold and its tool calls and reasoning are dropped
- * (from the first to the last byte that differ). */
+/* An assistant turn in the rendering: [lo, hi) the bytes that change when the turn does, cap > hi
+ * the end of the chat rendered up to the turn (the end of its rendering) or 0. */
+typedef struct turn_span {
+    size_t lo, hi, cap;
+    int first; /* 1: up to the first special token in [hi, cap), not the last */
+} turn_span;
+
+/* Length of the rendering of the first n messages (with the generation prompt: gen) when it is a
+ * prefix of r, else 0 (the template renders a shorter chat otherwise, or refuses it). */
+static size_t prefix_render(const zero_tokenizer *tok, const zero_template *t, const zero_chat_message *m,
+                            const char *const *json, int n, const char *tools, int gen, const zero_template_output *r) {
+    zero_template_output o;
+    zero_error e;
+    if (render_model(tok, t, m, json, n, tools, gen, -1, NULL, &o, &e) != ZERO_OK) return 0;
+    const size_t len = o.len <= r->len && !memcmp(o.text, r->text, o.len) ? o.len : 0;
+    zero_template_output_free(&o);
+    return len;
+}
+
+/* The span of assistant message k in the rendering r: the bytes that change when its content,
+ * reasoning and tool calls are replaced by a one-character sentinel none of them holds
+ * (turn_variant; from the first to the last byte that differ). A turn with tool calls or reasoning
+ * also reaches back to where the chat before it, with the generation prompt, ends and forward to where
+ * the chat up to it ends (cap): the scaffolding around its calls, when those renderings are prefixes;
+ * where the chat up to it renders otherwise (Qwen 3 shows an empty <think> in a last turn), forward to
+ * the first special token after it (its end of turn). */
 static zero_status assistant_span(const zero_tokenizer *tok, const zero_template *t, const zero_chat_message *m,
                                   const char *const *json, int n, const char *tools, int k,
-                                  const zero_template_output *r, size_t *lo, size_t *hi, zero_error *err) {
+                                  const zero_template_output *r, turn_span *sp, zero_error *err) {
     static const char *const sentinels[] = {"\x7f", "\x1e", "\x1f", "\x1d", "\x1c"};
+    cJSON *mj = json && json[k] ? cJSON_Parse(json[k]) : NULL;
     const char *alt = NULL;
     for (size_t i = 0; i < sizeof sentinels / sizeof sentinels[0] && !alt; i++)
-        if (!m[k].content || !strchr(m[k].content, sentinels[i][0])) alt = sentinels[i];
+        if (mj ? !holds(mj, sentinels[i][0]) : !m[k].content || !strchr(m[k].content, sentinels[i][0]))
+            alt = sentinels[i];
+    int more = 0; /* tool calls or reasoning */
+    for (size_t i = 0; mj && i < sizeof TURN_KEYS / sizeof TURN_KEYS[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(mj, TURN_KEYS[i]);
+        more |= v && !cJSON_IsNull(v);
+    }
+    cJSON_Delete(mj);
     if (!alt) {
-        snprintf(err->msg, sizeof err->msg, "message %d: its content holds every control character zero marks "
+        snprintf(err->msg, sizeof err->msg, "message %d: its strings hold every control character zero marks "
                  "assistant turns with (0x1c-0x1f, 0x7f)", k);
         return ZERO_ERR_INVALID_ARG;
     }
@@ -316,9 +382,14 @@ static zero_status assistant_span(const zero_tokenizer *tok, const zero_template
     while (p < r->len && p < o.len && r->text[p] == o.text[p]) p++;
     size_t s = 0;
     while (s < r->len - p && s < o.len - p && r->text[r->len - 1 - s] == o.text[o.len - 1 - s]) s++;
-    *lo = p;
-    *hi = r->len - s;
     zero_template_output_free(&o);
+    *sp = (turn_span){p, r->len - s, 0, 0};
+    if (more) {
+        const size_t a = prefix_render(tok, t, m, json, k, tools, 1, r), b = prefix_render(tok, t, m, json, k + 1, tools, 0, r);
+        if (a && a < sp->lo) sp->lo = a;
+        if (b > sp->hi) sp->cap = b;
+        else if (sp->hi < r->len) sp->cap = r->len, sp->first = 1;
+    }
     return ZERO_OK;
 }
 
@@ -335,20 +406,20 @@ zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template 
     zero_template_output r;
     zero_status st = render_model(tok, t, msgs, json, n, tools, gen, -1, NULL, &r, err);
     if (st) return st;
-    size_t(*spans)[2] = NULL;
+    turn_span *spans = NULL;
     size_t nspans = 0;
     int extend = 0; /* 1: each span also takes the special token that starts where it ends */
     if (zero_template_has_generation(t)) {
-        spans = r.spans;
-        nspans = r.nspans;
-        r.spans = NULL;
+        spans = calloc(r.nspans + 1, sizeof *spans);
+        if (!spans) st = ZERO_ERR_NOMEM;
+        for (size_t k = 0; spans && k < r.nspans; k++) spans[nspans++] = (turn_span){r.spans[k][0], r.spans[k][1], 0, 0};
     } else if (mask) {
         extend = 1;
         spans = calloc((size_t)n + 1, sizeof *spans);
         if (!spans) st = ZERO_ERR_NOMEM;
         for (int k = 0; !st && k < n; k++)
             if (!strcmp(msgs[k].role, "assistant")) {
-                st = assistant_span(tok, t, msgs, json, n, tools, k, &r, &spans[nspans][0], &spans[nspans][1], err);
+                st = assistant_span(tok, t, msgs, json, n, tools, k, &r, &spans[nspans], err);
                 nspans += !st;
             }
     }
@@ -364,12 +435,24 @@ zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template 
                 *mask_cap = ids->cap;
             }
         }
+        /* a capped span runs on to the end of the last special token that starts in [hi, cap): the
+         * turn's end marker, not the newline after it */
+        for (size_t k = 0; !st && k < nspans; k++) {
+            size_t last = spans[k].hi;
+            for (size_t i = first; spans[k].cap && i < ids->n; i++)
+                if (ids->offsets[i] >= spans[k].hi && ids->offsets[i] < spans[k].cap &&
+                    zero_tokenizer_is_special(tok, ids->ids[i])) {
+                    last = i + 1 < ids->n ? ids->offsets[i + 1] : r.len;
+                    if (spans[k].first) break;
+                }
+            spans[k].cap = last;
+        }
         for (size_t i = first; !st && i < ids->n; i++) {
             const uint32_t a = ids->offsets[i], e = i + 1 < ids->n ? ids->offsets[i + 1] : (uint32_t)r.len;
             uint8_t v = 0;
             for (size_t k = 0; k < nspans && !v; k++)
-                v = (uint8_t)(zero__data_in_span(a, e, spans[k][0], spans[k][1]) ||
-                              (extend && a == spans[k][1] && zero_tokenizer_is_special(tok, ids->ids[i])));
+                v = (uint8_t)(zero__data_in_span(a, e, spans[k].lo, spans[k].cap > spans[k].hi ? spans[k].cap : spans[k].hi) ||
+                              (extend && a == spans[k].hi && zero_tokenizer_is_special(tok, ids->ids[i])));
             (*mask)[i] = v;
         }
     }
