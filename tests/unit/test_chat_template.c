@@ -192,6 +192,14 @@ static void test_language(void) {
                 "{\"b\": 1, \"a\": [1, 2.5, null, true]} [\n  1,\n  2.5,\n  null,\n  true\n]");
     expect_text("{{ {'é': '日本\\n'}|tojson }} {{ d|tojson(separators=(',', ':'), sort_keys=true) }}", ctx,
                 "{\"é\": \"日本\\n\"} {\"a\":[1,2.5,null,true],\"b\":1}");
+    /* Python's full case mapping, json.dumps' ensure_ascii and a string indent (transformers' renders) */
+    expect_text("{{ 'straße ﬁx ŉ'|upper }}|{{ 'İx'|lower }}|{{ 'Straße'.upper() }}", ctx, "STRASSE FIX ʼN|i̇x|STRASSE");
+    expect_text(
+        "{{ {'a': 'é😀', 'b': [1]}|tojson(ensure_ascii=true) }}|{{ {'a': [1, {'b': 2}]}|tojson(indent='\t') }}|"
+        "{{ [1]|tojson(indent='') }}",
+        ctx,
+        "{\"a\": \"\\u00e9\\ud83d\\ude00\", \"b\": [1]}|{\n\t\"a\": [\n\t\t1,\n\t\t{\n\t\t\t\"b\": 2\n\t\t}\n\t]\n}|"
+        "[\n1\n]");
     expect_text("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{% for k in d %}{{ k }}{% endfor %}", ctx,
                 "b=1;a=[1, 2.5, None, True];ba");
     expect_text(
