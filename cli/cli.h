@@ -76,6 +76,10 @@ extern int cli_quiet_errors;
  * first pass over the checks that every rank repeats), so that a warning prints once per job. */
 extern int cli_quiet_warnings;
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Where texts a (ours) and b (recorded) first differ, for a refusal that names both: "line N: 'A...'
+ * here, 'B...' in the record" (each line cut at 40 bytes), or "... ends at line N ..." when one is a
+ * prefix of the other. */
+void cli_first_difference(const char *a, const char *b, char *out, size_t cap);
 /* "zero: note: ..." on stderr for what zero_ckpt_open chose on the user's behalf (a newer step
  * than `latest` names), unless warnings are quiet; nothing when it chose nothing. */
 void cli_ckpt_note(const zero_ckpt *c);

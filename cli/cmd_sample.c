@@ -386,10 +386,12 @@ int cli_sample(int argc, char **argv) {
         if (o.fmt == ZERO_CHAT_NONE && src.kind == CLI_MODEL_CKPT) o.fmt = recorded_format(o.init_from, &rec_text);
         const char *have = zero_tokenizer_chat_template(tok);
         if (rec_text && (!have || strcmp(rec_text, have))) {
+            char diff[256] = "it has none";
+            if (have) cli_first_difference(have, rec_text, diff, sizeof diff);
             free(rec_text);
             rc = cli_error(CLI_USAGE, "sample: --chat: the chat template of the tokenizer in %s is not the one the "
-                           "checkpoint was trained with (recorded in its run record): give --chat-template NAME, or "
-                           "the tokenizer the run used (--tokenizer DIR)", tokpath);
+                           "checkpoint %s was trained with, which its run record holds (%s): give --chat-template NAME, "
+                           "or the tokenizer the run used (--tokenizer DIR)", tokpath, o.init_from, diff);
             goto out;
         }
         free(rec_text);

@@ -58,10 +58,13 @@ static int open_data(train_opts *o) {
     /* --resume of a run that trained with the model's template: the same template, or a refusal */
     if (o->chat_template_text && o->chat == ZERO_CHAT_MODEL) {
         const char *have = o->tok ? zero_tokenizer_chat_template(o->tok) : NULL;
-        if (!have || strcmp(have, o->chat_template_text))
-            return cli_error(CLI_USAGE, "--resume: the chat template of the tokenizer in %s is not the one the run "
-                             "trained with (its run record holds it): give --chat-template NAME to choose another",
-                             o->tokdir[0] ? o->tokdir : "the model's directory");
+        if (!have || strcmp(have, o->chat_template_text)) {
+            char diff[256] = "it has none";
+            if (have) cli_first_difference(have, o->chat_template_text, diff, sizeof diff);
+            return cli_error(CLI_USAGE, "--resume %s: the chat template of the tokenizer in %s is not the one the run "
+                             "trained with, which its run record holds (%s): give --chat-template NAME to choose "
+                             "another", o->resume, o->tokdir[0] ? o->tokdir : "the model's directory", diff);
+        }
     }
     dec_data_opts d;
     dec_data_opts_default(&d);

@@ -14,6 +14,15 @@
 
 int cli_quiet_errors;
 
+void cli_first_difference(const char *a, const char *b, char *out, size_t cap) {
+    size_t i = 0, line = 1, start = 0;
+    for (; a[i] && a[i] == b[i]; i++)
+        if (a[i] == '\n') line++, start = i + 1;
+    const size_t na = strcspn(a + start, "\n"), nb = strcspn(b + start, "\n");
+    snprintf(out, cap, "line %zu: '%.*s%s' here, '%.*s%s' in the record", line, (int)(na < 40 ? na : 40), a + start,
+             na > 40 ? "..." : "", (int)(nb < 40 ? nb : 40), b + start, nb > 40 ? "..." : "");
+}
+
 int cli_error(int code, const char *fmt, ...) {
     if (cli_quiet_errors) return code;
     /* one write of the whole line, so the lines of several ranks do not interleave */

@@ -11,9 +11,13 @@
 # Output:
 #   conversations.jsonl  one context a line: {"messages": [...], "tools"?: [...]}
 #   expected.jsonl       one render a line: {"template", "conv", "add_generation_prompt", "bos_token",
-#                        "eos_token", "now", "text"} or "error" (the template's exception text);
+#                        "eos_token", "now", "text"} or "error" (the template's exception text) and
+#                        "error_type" (TemplateError: its raise_exception; TypeError: Python's);
 #                        "tokenizer" and "ids" (tok.encode(text, add_special_tokens=False), as
 #                        apply_chat_template(tokenize=True) encodes) where a tokenizer fixture fits
+#   masks.jsonl          one chat a line where a tokenizer fits (no generation prompt): {"template",
+#                        "conv", "tokenizer", "bos_token", "eos_token", "ids", "mask"}, the assistant-turn loss mask zero trains
+#                        with (turn_masks: the rule of docs/TOKENIZER.md over transformers' renders)
 import datetime as dt
 import json
 import os
@@ -89,7 +93,143 @@ CONVERSATIONS = [
                   {"role": "tool", "content": "{\"temp\": 21.5, \"sky\": \"clear\"}", "tool_call_id": "abc123def"},
                   m("assistant", "It is 21.5 °C and clear.")], "tools": TOOLS},
     {"messages": [m("assistant", "I speak first."), m("user", "Odd order.")]},
+    # 15-19: what chat JSONL holds beyond role and content, as zero train passes it through (OpenAI's
+    # form: arguments as a JSON string, content null beside tool_calls; a tool result's name; two
+    # calls at once; reasoning_content; a key no template reads)
+    {"messages": [m("system", "Use the tools."), m("user", "Weather in Oslo for 3 days?"),
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "call0oslo", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"days\": 3}"}}]},
+                  {"role": "tool", "name": "get_weather", "tool_call_id": "call0oslo",
+                   "content": "{\"temp\": -4, \"sky\": \"snow\"}"},
+                  m("assistant", "Snow, about -4 °C.")], "tools": TOOLS},
+    {"messages": [m("user", "Paris and Rome?"),
+                  {"role": "assistant", "content": "Checking both.", "tool_calls": [
+                      {"id": "call1pari", "type": "function",
+                       "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                      {"id": "call2rome", "type": "function",
+                       "function": {"name": "get_weather", "arguments": {"city": "Rome", "days": 1}}}]},
+                  {"role": "tool", "tool_call_id": "call1pari", "content": "sunny"},
+                  {"role": "tool", "tool_call_id": "call2rome", "content": "rain"},
+                  m("assistant", "Paris: sunny. Rome: rain.")], "tools": TOOLS},
+    {"messages": [m("user", "2+2?"), {"role": "assistant", "content": "4", "reasoning_content": "Two and two."},
+                  m("user", "And 3+3?"),
+                  {"role": "assistant", "content": "6", "reasoning_content": "\nThree and three is six.\n"}]},
+    {"messages": [m("user", "Weather in Lima?"),
+                  {"role": "assistant", "content": "", "reasoning_content": "A tool knows.", "tool_calls": [
+                      {"id": "call3lima", "type": "function",
+                       "function": {"name": "get_weather", "arguments": {"city": "Lima"}}}]},
+                  {"role": "tool", "tool_call_id": "call3lima", "content": "fog"},
+                  {"role": "assistant", "content": "Foggy.", "reasoning_content": "Say it."}], "tools": TOOLS},
+    {"messages": [{"role": "system", "content": "Be brief.", "name": "policy"},
+                  {"role": "user", "content": "Hi!", "name": "ana", "weight": 0},
+                  {"role": "assistant", "content": "Hello, Ana.", "weight": 1}]},
 ]
+
+# The loss mask zero trains with, computed here from transformers' renders and tokenizers' offsets
+# (docs/TOKENIZER.md, "The loss mask"): each assistant message's span is the bytes that change when
+# its content, reasoning_content and tool calls are replaced by a one-character sentinel (turn_variant);
+# a turn with tool calls or reasoning also reaches back to the end of the chat before it rendered with
+# the generation prompt, and on to the last special token of the chat rendered up to it (where those
+# renders are prefixes of the whole; else on to the first special token after it); a token is trained
+# when it meets a span, or is a special token starting where one ends.
+SENTINELS = ["\x7f", "\x1e", "\x1f", "\x1d", "\x1c"]
+TURN_KEYS = ("tool_calls", "reasoning_content")
+
+
+def render(template, messages, tools, agp, special):
+    return render_jinja_template(conversations=[messages], tools=tools, chat_template=template,
+                                 add_generation_prompt=agp, **special)[0][0]
+
+
+def holds(v, c):
+    if isinstance(v, str):
+        return c in v
+    if isinstance(v, dict):
+        return any(c in k or holds(x, c) for k, x in v.items())
+    if isinstance(v, list):
+        return any(holds(x, c) for x in v)
+    return False
+
+
+def turn_variant(msg, alt):
+    o = json.loads(json.dumps(msg))
+    o["content"] = alt
+    if isinstance(o.get("reasoning_content"), str):
+        o["reasoning_content"] = alt
+    for c in o.get("tool_calls") or []:
+        if isinstance(c.get("id"), str):
+            c["id"] = alt * len(c["id"])
+        f = c.get("function")
+        if isinstance(f, dict):
+            f["name"] = alt
+            if "arguments" in f:
+                f["arguments"] = alt if isinstance(f["arguments"], str) else {}
+    return o
+
+
+def prefix_len(template, messages, tools, agp, special, full):
+    try:
+        t = render(template, messages, tools, agp, special).encode()
+    except Exception:
+        return 0
+    return len(t) if full.startswith(t) else 0
+
+
+def turn_masks(template, conv, special, tok, text):
+    full = text.encode()
+    msgs, tools = conv["messages"], conv.get("tools")
+    spans = []
+    for k, msg in enumerate(msgs):
+        if msg["role"] != "assistant":
+            continue
+        alt = next(c for c in SENTINELS if not holds(msg, c))
+        other = msgs[:k] + [turn_variant(msg, alt)] + msgs[k + 1:]
+        o = render(template, other, tools, False, special).encode()
+        p = 0
+        while p < len(full) and p < len(o) and full[p] == o[p]:
+            p += 1
+        s = 0
+        while s < len(full) - p and s < len(o) - p and full[-1 - s] == o[-1 - s]:
+            s += 1
+        lo, hi, cap, first = p, len(full) - s, 0, False
+        if any(msg.get(key) is not None for key in TURN_KEYS):
+            a = prefix_len(template, msgs[:k], tools, True, special, full)
+            b = prefix_len(template, msgs[:k + 1], tools, False, special, full)
+            if a and a < lo:
+                lo = a
+            if b > hi:
+                cap = b
+            elif hi < len(full):  # the chat up to it renders otherwise: on to the first special token
+                cap, first = len(full), True
+        spans.append([lo, hi, cap, first])
+    enc = tok.encode(text, add_special_tokens=False)
+    # byte offsets of each token's start (tokenizers gives characters)
+    char_to_byte = [0]
+    for ch in text:
+        char_to_byte.append(char_to_byte[-1] + len(ch.encode()))
+    starts = [char_to_byte[a] for a, _ in enc.offsets]
+    ends = starts[1:] + [len(full)]
+    special_ids = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
+    for sp in spans:  # a capped span ends with the last (first) special token that starts in [hi, cap)
+        last = sp[1]
+        for i, a in enumerate(starts):
+            if sp[2] and sp[1] <= a < sp[2] and enc.ids[i] in special_ids:
+                last = ends[i]
+                if sp[3]:
+                    break
+        sp[2] = last
+    mask = []
+    for i, a in enumerate(starts):
+        e = ends[i]
+        v = 0
+        for lo, hi, cap, _ in spans:
+            end = max(hi, cap)
+            meets = (lo <= a < end) if e <= a else (a < end and e > lo)
+            if meets or (a == hi and enc.ids[i] in special_ids):
+                v = 1
+        mask.append(v)
+    return enc.ids, mask
 
 
 def main():
@@ -105,7 +245,8 @@ def main():
     with open(os.path.join(OUT, "conversations.jsonl"), "w") as f:
         for c in CONVERSATIONS:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")
-    n_ok = n_err = 0
+    n_ok = n_err = n_mask = 0
+    fm = open(os.path.join(OUT, "masks.jsonl"), "w")
     with open(os.path.join(OUT, "expected.jsonl"), "w") as f:
         for name, (bos, eos, tokname) in TEMPLATES.items():
             with open(os.path.join(OUT, name + ".jinja")) as tf:
@@ -120,21 +261,27 @@ def main():
                     if eos is not None:
                         special["eos_token"] = eos
                     try:
-                        rendered, _ = render_jinja_template(
-                            conversations=[conv["messages"]], tools=conv.get("tools"), chat_template=template,
-                            add_generation_prompt=agp, **special)
+                        rendered = [render(template, conv["messages"], conv.get("tools"), agp, special)]
                         rec["text"] = rendered[0]
                         if tokname:
                             if tokname not in toks:
                                 toks[tokname] = Tokenizer.from_file(os.path.join(TOKDIR, tokname, "tokenizer.json"))
                             rec["tokenizer"] = tokname
                             rec["ids"] = toks[tokname].encode(rendered[0], add_special_tokens=False).ids
+                            if not agp and name != "llama-3.2":  # its date is today's in zero train
+                                ids, mask = turn_masks(template, conv, special, toks[tokname], rendered[0])
+                                assert ids == rec["ids"]
+                                fm.write(json.dumps({"template": name, "conv": ci, "tokenizer": tokname, "bos_token": bos,
+                                                     "eos_token": eos, "ids": ids, "mask": mask}) + "\n")
+                                n_mask += 1
                         n_ok += 1
                     except Exception as e:  # the template's raise_exception (or a type error): recorded
                         rec["error"] = str(e)
+                        rec["error_type"] = type(e).__name__  # TemplateError: raise_exception's
                         n_err += 1
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    print(f"{n_ok} renders, {n_err} errors -> {OUT}")
+    fm.close()
+    print(f"{n_ok} renders, {n_err} errors, {n_mask} masks -> {OUT}")
 
 
 if __name__ == "__main__":

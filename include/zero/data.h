@@ -90,6 +90,20 @@ typedef struct zero_chat_message {
 zero_status zero_chat_encode(zero_tokenizer *tok, zero_chat_format fmt, const zero_chat_message *msgs, int n,
                              int add_generation_prompt, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
                              zero_error *err);
+/* zero_chat_encode of a chat as a JSONL line holds it: chat is a JSON object (len bytes) with
+ * "messages" and, optionally, "tools" (the functions the model may call, OpenAI's and transformers'
+ * form: [{"type": "function", "function": {"name", "description", "parameters"}}]). A message has a
+ * string role (system, user, assistant, or tool: a tool's result) and a string content (null or
+ * absent only on an assistant message with tool_calls); the model's template gets every other key as
+ * the JSON value it is (tool_calls [{"type": "function", "function": {"name", "arguments": {...} or
+ * "..."}}], tool_call_id, name, reasoning_content, ...). The mask: each assistant turn's tool calls and
+ * reasoning are trained as its content is (the bytes that change when its content, tool_calls and
+ * reasoning_content change), tool results are not. The built-in formats refuse tools, tool turns,
+ * tool_calls and reasoning_content (ZERO_ERR_UNSUPPORTED, "... is not supported yet"); a malformed chat
+ * is ZERO_ERR_INVALID_ARG naming the message and key. */
+zero_status zero_chat_encode_json(zero_tokenizer *tok, zero_chat_format fmt, const char *chat, size_t len,
+                                  int add_generation_prompt, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
+                                  zero_error *err);
 
 /* ---------------------------------------------------------------- data sets */
 typedef struct zero_data_opts {

@@ -10,14 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/internal.h"
 #include "tokenizer/internal.h"
 #include "zero/data.h"
 #include "zero/template.h"
 
-int zero__data_in_span(uint32_t a, uint32_t e, size_t lo, size_t hi);
-zero_status zero__chat_encode_template(zero_tokenizer *tok, const zero_template *t, const zero_chat_message *msgs,
-                                       int n, int gen, zero_token_ids *ids, uint8_t **mask, size_t *mask_cap,
-                                       zero_error *err);
 
 struct zero_data {
     zero_tokenizer *tok;
@@ -205,7 +202,8 @@ static const char *str_field(const cJSON *o, const char *k) {
 }
 
 /* A chat: rendered in the chat format, loss on the assistant turns (docs/TOKENIZER.md). */
-static zero_status add_chat(zero_data *d, const char *where, const zero_chat_message *m, int n, int *too_long) {
+static zero_status add_chat(zero_data *d, const char *where, const zero_chat_message *m, const char *const *json,
+                            int n, const char *tools, int *too_long) {
     if (d->chat == ZERO_CHAT_NONE && (d->chat = zero_chat_format_detect(d->tok)) == ZERO_CHAT_NONE) {
         snprintf(d->err, sizeof d->err, "%.200s: a chat, and the tokenizer implies no chat format: choose one of "
                  "chatml, llama3, mistral (--chat-template)", where);
@@ -227,13 +225,13 @@ static zero_status add_chat(zero_data *d, const char *where, const zero_chat_mes
                      "chatml|llama3|mistral)", cerr.msg);
             return st;
         }
-        st = zero__chat_encode_template(d->tok, d->tmpl, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+        st = zero__chat_encode_template(d->tok, d->tmpl, m, json, n, tools, 0, &d->scratch, &d->m, &d->mcap, &cerr);
         if (st == ZERO_ERR_UNSUPPORTED) {
             snprintf(d->err, sizeof d->err, "%.150s: the tokenizer's %.230s (choose a built-in format with "
                      "--chat-template chatml|llama3|mistral)", where, cerr.msg);
             return st;
         }
-    } else st = zero_chat_encode(d->tok, d->chat, m, n, 0, &d->scratch, &d->m, &d->mcap, &cerr);
+    } else st = zero__chat_encode(d->tok, d->chat, m, json, n, tools, 0, &d->scratch, &d->m, &d->mcap, &cerr);
     if (st == ZERO_ERR_NOMEM) return nomem(d);
     if (st && strstr(cerr.msg, "needs the token")) { /* the tokenizer's, not the example's: never skipped */
         snprintf(d->err, sizeof d->err, "%.200s: %.300s", where, cerr.msg);
@@ -291,7 +289,7 @@ static zero_status sharegpt_chat(zero_data *d, const char *where, const cJSON *o
     zero_chat_message *m = calloc((size_t)n, sizeof *m);
     if (!m) return nomem(d);
     int i = 0;
-    if (has_sys) m[i++] = (zero_chat_message){"system", sys->valuestring};
+    if (has_sys) m[i++] = (zero_chat_message){.role = "system", .content = sys->valuestring};
     for (const cJSON *e = conv->child; e; e = e->next, i++) {
         const char *from = str_field(e, "from"), *value = str_field(e, "value");
         snprintf(num, sizeof num, "%d", i - has_sys);
@@ -400,30 +398,21 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
     }
     const uint64_t skipped0 = d->st.skipped; /* a bad example in skip mode: ZERO_OK, and counted */
     int too_long = 0;
-    zero_chat_message *m = NULL;
+    zero_chat_message *m = NULL; /* a chat: chat's messages, or sharegpt_chat's (malloc'd) */
+    zero__chat chat = {0};
     int n = 0;
+    if (shape >= 0 && shape != SHAPE_MESSAGES && present(o, "tools")) {
+        st = bad(d, where, "\"tools\" beside %s: expected them beside \"messages\"", shape_name[shape], NULL);
+        goto done;
+    }
     switch (shape) {
     case SHAPE_MESSAGES: {
-        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
-        if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
-            st = bad(d, where, "\"messages\": expected a non-empty array of {\"role\", \"content\"}", NULL, NULL);
-            break;
-        }
-        n = cJSON_GetArraySize(msgs);
-        if (!(m = calloc((size_t)n, sizeof *m))) {
-            st = nomem(d);
-            break;
-        }
-        int i = 0;
-        for (const cJSON *e = msgs->child; e && !st; e = e->next, i++) {
-            m[i].role = str_field(e, "role");
-            m[i].content = str_field(e, "content");
-            snprintf(num, sizeof num, "%d", i);
-            if (!m[i].role || !m[i].content)
-                st = bad(d, where, "messages[%s]: expected {\"role\": ..., \"content\": \"...\"}", num, NULL);
-            else if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant"))
-                st = bad(d, where, "messages[%s]: role '%.40s' is not system, user or assistant", num, m[i].role);
-            if (d->st.skipped != skipped0) break; /* skipped: the rest is not looked at */
+        char why[256];
+        if ((st = zero__chat_read(o, &chat, why, sizeof why)) == ZERO_ERR_NOMEM) st = nomem(d);
+        else if (st) st = bad(d, where, "%s", why, NULL);
+        else {
+            m = chat.msgs;
+            n = chat.n;
         }
         break;
     }
@@ -455,9 +444,11 @@ zero_status zero_data_add_jsonl_line(zero_data *d, const char *line, size_t len,
                  "(ShareGPT) or \"instruction\" and \"output\" (Alpaca)", NULL, NULL);
     }
     if (m) {
-        if (st == ZERO_OK && d->st.skipped == skipped0) st = add_chat(d, where, m, n, &too_long);
-        free(m);
+        if (st == ZERO_OK && d->st.skipped == skipped0)
+            st = add_chat(d, where, m, chat.n ? (const char *const *)chat.json : NULL, n, chat.tools, &too_long);
+        if (m != chat.msgs) free(m);
     }
+    zero__chat_free(&chat);
     if (st == ZERO_OK && too_long) {
         char a[32], b[32];
         snprintf(a, sizeof a, "%zu", d->scratch.n + 1);

@@ -249,18 +249,33 @@ static tp_str str_of(rstate *R, const tp_val *v, int line) {
 }
 
 typedef struct jsonfmt {
-    int indent; /* -1: none */
+    int indent;        /* -1: none */
+    tp_str indent_str; /* json.dumps' indent as a string (indent = 1: one per level) */
     tp_str item_sep, key_sep;
     int sort_keys;
+    int ascii; /* ensure_ascii: every code point past 0x7f as \uXXXX (surrogate pairs past 0xFFFF) */
 } jsonfmt;
 
-static void json_str(rstate *R, buf *b, tp_str s, int line) {
+static void json_str(rstate *R, buf *b, tp_str s, int ascii, int line) {
     bput(R, b, "\"", 1, line);
     size_t a = 0;
     for (size_t i = 0; i < s.n; i++) {
         const unsigned char c = (unsigned char)s.p[i];
         const char *e = NULL;
-        char u[8];
+        char u[16];
+        if (ascii && c >= 0x80) {
+            size_t l;
+            const int32_t cp = u8dec(s.p + i, s.n - i, &l);
+            if (cp >= 0x10000)
+                snprintf(u, sizeof u, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                         0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else snprintf(u, sizeof u, "\\u%04x", cp >= 0 ? cp : c);
+            bput(R, b, s.p + a, i - a, line);
+            bput(R, b, u, strlen(u), line);
+            i += l - 1;
+            a = i + 1;
+            continue;
+        }
         if (c == '"') e = "\\\"";
         else if (c == '\\') e = "\\\\";
         else if (c == '\n') e = "\\n";
@@ -284,7 +299,10 @@ static void json_str(rstate *R, buf *b, tp_str s, int line) {
 
 static void json_nl(rstate *R, buf *b, const jsonfmt *f, int level, int line) {
     bput(R, b, "\n", 1, line);
-    for (int i = 0; i < f->indent * level; i++) bput(R, b, " ", 1, line);
+    if (f->indent_str.p)
+        for (int i = 0; i < level; i++) bput(R, b, f->indent_str.p, f->indent_str.n, line);
+    else
+        for (int i = 0; i < f->indent * level; i++) bput(R, b, " ", 1, line);
 }
 
 static int key_cmp(const void *a, const void *b) {
@@ -310,7 +328,7 @@ static void to_json(rstate *R, buf *b, const tp_val *v, const jsonfmt *f, int le
             bput(R, b, t, strlen(t), line);
         }
         break;
-    case TV_STR: json_str(R, b, v->u.s, line); break;
+    case TV_STR: json_str(R, b, v->u.s, f->ascii, line); break;
     case TV_LIST:
         if (!v->u.l->n) {
             bput(R, b, "[]", 2, line);
@@ -345,7 +363,7 @@ static void to_json(rstate *R, buf *b, const tp_val *v, const jsonfmt *f, int le
         for (size_t i = 0; i < d->n; i++) {
             if (i) bput(R, b, f->item_sep.p, f->item_sep.n, line);
             if (f->indent >= 0) json_nl(R, b, f, level + 1, line);
-            json_str(R, b, d->k[ord[i]], line);
+            json_str(R, b, d->k[ord[i]], f->ascii, line);
             bput(R, b, f->key_sep.p, f->key_sep.n, line);
             to_json(R, b, &d->v[ord[i]], f, level + 1, line);
         }
@@ -645,6 +663,31 @@ static tp_str strip(tp_str s, const tp_str *chars, int which) {
     return (tp_str){s.p + a, b - a};
 }
 
+/* Python's full case mappings (Unicode's SpecialCasing.txt, unconditional) that grow a code point
+ * into several, for upper() and lower(): the Latin ones (the Greek and Armenian ones differ from
+ * utf8proc's single code point: docs/TOKENIZER.md names them). */
+static const char *full_case(int32_t cp, int how) {
+    if (how == 1) switch (cp) {
+        case 0xDF: return "SS";       /* ß */
+        case 0x149: return "\u02BCN"; /* ŉ */
+        case 0x1F0: return "J\u030C"; /* ǰ */
+        case 0x1E96: return "H\u0331";
+        case 0x1E97: return "T\u0308";
+        case 0x1E98: return "W\u030A";
+        case 0x1E99: return "Y\u030A";
+        case 0x1E9A: return "A\u02BE";
+        case 0xFB00: return "FF";
+        case 0xFB01: return "FI";
+        case 0xFB02: return "FL";
+        case 0xFB03: return "FFI";
+        case 0xFB04: return "FFL";
+        case 0xFB05:
+        case 0xFB06: return "ST";
+        default: return NULL;
+        }
+    return how == 2 && cp == 0x130 ? "i\u0307" : NULL; /* İ */
+}
+
 /* upper (1), lower (2), capitalize (3), title as str.title (4), title as Jinja's filter (5). */
 static tp_val recase(rstate *R, tp_str s, int how) {
     buf b = {0};
@@ -673,7 +716,9 @@ static tp_val recase(rstate *R, tp_str s, int how) {
         }
         if (how == 4) prev_cased = cased;
         first = 0;
-        if (l == 1 && cp > 0x7f) bput(R, &b, s.p + i, 1, 0); /* a stray byte stays */
+        const char *full = full_case(cp, how);
+        if (full) bput(R, &b, full, strlen(full), 0);
+        else if (l == 1 && cp > 0x7f) bput(R, &b, s.p + i, 1, 0); /* a stray byte stays */
         else {
             utf8proc_uint8_t e[4];
             utf8proc_ssize_t n = utf8proc_encode_char(o, e);
@@ -941,10 +986,13 @@ static tp_val apply_filter(rstate *R, scope *sc, tp_str name, const tp_val *v, a
         jsonfmt f = {.indent = -1, .item_sep = {", ", 2}, .key_sep = {": ", 2}};
         const tp_val *ea = arg(R, a, 0, "ensure_ascii"), *ind = arg(R, a, 1, "indent"),
                      *sep = arg(R, a, 2, "separators"), *sk = arg(R, a, 3, "sort_keys");
-        if (ea && truthy(ea)) FAILU(line, "tojson(ensure_ascii=True) is not supported yet");
+        f.ascii = ea && truthy(ea);
         if (ind && ind->t != TV_NONE) {
-            if (ind->t == TV_STR) FAILU(line, "tojson: a string indent is not supported yet");
-            f.indent = (int)need_int(R, ind, a, "indent");
+            if (ind->t == TV_STR) {
+                if (ind->u.s.n > 64) FAILF(line, "tojson: an indent of %zu bytes: expected at most 64", ind->u.s.n);
+                f.indent_str = ind->u.s;
+                f.indent = 1;
+            } else f.indent = (int)need_int(R, ind, a, "indent");
             if (f.indent < 0) f.indent = 0;
             if (f.indent > 64) FAILF(line, "tojson: indent %d: expected at most 64", f.indent);
             f.item_sep = (tp_str){",", 1};
