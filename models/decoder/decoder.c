@@ -671,14 +671,14 @@ static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const 
     return ZERO_OK;
 }
 
-/* The attention's shape on this micro-batch; q and k at ld_qk (the projection's stride, or the
- * normalized q/k buffer's with qk_norm), v in the projection. */
-static mk_attn attn_of(const dec_model *m, int B, int T, size_t ld_qk) {
+/* Layer l's attention on this micro-batch; q and k at ld_qk (the projection's stride, or the
+ * normalized q/k buffer's with qk_norm), v in the projection; the layer's sliding window. */
+static mk_attn attn_of(const dec_model *m, int l, int B, int T, size_t ld_qk) {
     const dec__dims *d = &m->d;
     /* Gemma 2/3: 1/sqrt(query_pre_attn_scalar) (transformers' query_pre_attn_scalar ** -0.5) */
     const float scale = m->cfg.attn_scalar > 0 ? (float)(1.0 / sqrt(m->cfg.attn_scalar)) : 1.0f / sqrtf((float)d->D);
     const mk_attn a = {B,     T,    d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q,
-                       scale, (float)m->cfg.attn_softcap};
+                       scale, (float)m->cfg.attn_softcap, dec_layer_window(&m->cfg, l)};
     return a;
 }
 
@@ -719,7 +719,7 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
         qk = a->qkn, ld_qk = QK;
     }
     if (d->llama) MK(m, "rope", mk_rope_fwd(rope_of(m, l, T), qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
-    const mk_attn at = attn_of(m, B, T, ld_qk);
+    const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
     if (m->cfg.sandwich) { /* Gemma 2/3: x + norm(o), the norm's input kept in ao */
         TRY(lin_fwd(m, "attention projection", a->ao, a->atty, w->o, w->o_b, NULL, N, d->Q, C));
@@ -811,7 +811,7 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
     float *dqk = m->cfg.qk_norm ? m->dfch : m->dqkv;
     const size_t ld_qk = m->cfg.qk_norm ? QK : (size_t)d->QKV;
-    const mk_attn at = attn_of(m, B, T, ld_qk);
+    const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention backward", mk_attention_bwd(&at, dqk, dqk + d->Q, m->dqkv + d->Q + d->KV, m->dbuf, qk, qk + d->Q,
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
     if (d->llama) MK(m, "rope backward", mk_rope_bwd(rope_of(m, l, T), dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
