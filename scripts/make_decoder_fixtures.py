@@ -160,18 +160,26 @@ GEN_PROMPT, GEN_NEW, GEN_MARGIN = 6, 10, 1e-3
 
 def generation(path, V, seed):
     """A prompt and transformers' greedy continuation (generate(), with its cache), on a prompt whose
-    every step picks its token by a float64 logit margin over GEN_MARGIN (fp32 must pick the same)."""
+    every step picks its token by a float64 logit margin over GEN_MARGIN (fp32 must pick the same), and
+    whose continuation the same model without its window (sliding_window 64: nothing masked) does not
+    generate: the tokens depend on the window."""
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation="eager")
+    full = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation="eager",
+                                                             sliding_window=64)
     g = torch.Generator().manual_seed(seed)
-    for _ in range(50):
-        prompt = torch.randint(0, V, (1, GEN_PROMPT), generator=g)
+
+    def greedy(m, prompt):
         with torch.no_grad():
-            out = model.generate(prompt, max_new_tokens=GEN_NEW, min_new_tokens=GEN_NEW, do_sample=False,
-                                 eos_token_id=None, pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+            return m.generate(prompt, max_new_tokens=GEN_NEW, min_new_tokens=GEN_NEW, do_sample=False,
+                              eos_token_id=None, pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+    for _ in range(200):
+        prompt = torch.randint(0, V, (1, GEN_PROMPT), generator=g)
+        out = greedy(model, prompt)
         margins = [s[0].topk(2).values for s in out.scores]
-        if min((m[0] - m[1]).item() for m in margins) > GEN_MARGIN:
+        if min((m[0] - m[1]).item() for m in margins) > GEN_MARGIN and \
+                not torch.equal(greedy(full, prompt).sequences, out.sequences):
             return prompt[0].to(torch.int32).contiguous(), out.sequences[0, GEN_PROMPT:].to(torch.int32).contiguous()
-    raise SystemExit("%s: no prompt found whose greedy tokens are clear" % path)
+    raise SystemExit("%s: no prompt found whose greedy tokens are clear and depend on the window" % path)
 
 
 def to_published_rope(path):
