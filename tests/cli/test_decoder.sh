@@ -205,7 +205,7 @@ edit llama_gqa4 prf 'c["partial_rotary_factor"] = 0.5'
 init "$TMP/prf"
 expect_error "partial RoPE" 1 "partial_rotary_factor 0.5"
 # Qwen's windowed layers are not computed: a sequence past the window is refused, within it trains
-edit qwen2 window 'c["use_sliding_window"] = True; c["sliding_window"] = 4; c["max_window_layers"] = 1'
+edit qwen2 window 'c["use_sliding_window"] = True; c["sliding_window"] = 4; c["layer_types"] = ["full_attention", "sliding_attention"]'
 init "$TMP/window"
 expect_error "Qwen2 with a sliding window shorter than the sequence" 2 "sliding_window 4" "--seq 8" "not supported yet"
 run window_ok --init-from "$TMP/window" --seq 4 --micro-batch 2 --steps 1
