@@ -178,7 +178,12 @@ double dec_step_flops(const dec_config *c, int B, int T) {
     dec__dims_of(c, &d);
     const double N = (double)B * T, L = c->n_layer;
     const double linear = 2.0 * N * (L * layer_macs(&d) + (double)d.C * c->vocab);
-    const double attn = 2.0 * B * (double)d.H * d.D * (double)T * (T + 1.0) * L;
+    double pairs = 0.0; /* query-key pairs the layers see */
+    for (int l = 0; l < c->n_layer; l++) {
+        const double W = dec_layer_window(c, l);
+        pairs += W > 0 && W < T ? W * (W + 1.0) / 2.0 + (T - W) * W : T * (T + 1.0) / 2.0;
+    }
+    const double attn = 4.0 * B * (double)d.H * d.D * pairs;
     return 3.0 * (linear + attn);
 }
 

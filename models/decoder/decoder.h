@@ -162,8 +162,9 @@ uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpoin
 
 /* Model FLOPs of one micro-batch of B sequences of T tokens, forward and backward: 3 x the
  * forward's, which is 2 per multiply-add of every linear layer and of the LM head over the B*T
- * rows, plus the causal attention's q k^T and p v (2 B H D T (T + 1) a layer). The convention of
- * model FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
+ * rows, plus the causal attention's q k^T and p v (4 B H D per query-key pair a layer sees: T (T + 1)
+ * / 2 pairs, or W (W + 1) / 2 + (T - W) W within a sliding window W < T). The convention of model
+ * FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
 double dec_step_flops(const dec_config *cfg, int B, int T);
 /* The rate of the BLAS on this model's products (FLOP/s): every linear layer's forward, backward-
  * data and backward-weight product of one layer and the LM head's (in the model's row chunks),

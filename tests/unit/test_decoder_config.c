@@ -140,6 +140,13 @@ static void test_parse(void) {
                  "\"num_key_value_heads\": 2, \"num_hidden_layers\": 3, \"sliding_window\": 5}");
     ZT_OK(dec_config_check_seq(&c, 64, NULL));
     ZT_CHECK(dec_layer_window(&c, 0) == 5 && dec_layer_window(&c, 2) == 5);
+    { /* the step's FLOPs count the pairs the window leaves: 5*6/2 + (64 - 5)*5 of 64*65/2 a layer */
+        dec_config full = c;
+        full.sliding_window = 0;
+        const double per_pair = 3.0 * 4.0 * 2 * c.n_head * c.head_dim * c.n_layer;
+        const double d = dec_step_flops(&full, 2, 64) - dec_step_flops(&c, 2, 64);
+        ZT_CHECKF(fabs(d - per_pair * (64.0 * 65 / 2 - (5.0 * 6 / 2 + 59.0 * 5))) <= 1e-9 * d, "flops %g", d);
+    }
     c = parse_ok("{" LLAMA "}");
     ZT_CHECK(dec_layer_window(&c, 0) == 0);
     /* GPT-2: defaults and n_inner */
