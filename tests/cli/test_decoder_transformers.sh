@@ -71,5 +71,5 @@ for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3 gemma
     args+=("$TMP/ex_$f" "$(val_loss "$TMP/$f.json")" "$g")
 done
 "$PYT" "$TMP/hf.py" "$TOK" "${args[@]}" 2>"$TMP/py.err" || { fail=1; grep -v "Loading weights" "$TMP/py.err" | tail -5; }
-[ ${#args[@]} -eq 36 ] || { echo "FAIL: not every fixture was compared"; fail=1; }
+[ ${#args[@]} -eq 48 ] || { echo "FAIL: not every fixture was compared"; fail=1; }
 exit $fail
