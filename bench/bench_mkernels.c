@@ -2,7 +2,10 @@
  * the best impl of this CPU, on the shapes of a training step (512 rows of small / gpt2 / SmolLM2).
  *
  * Usage: bench_mkernels [seconds-per-kernel]. Threads follow OMP_NUM_THREADS. Prints one line per
- * kernel: name, shape, scalar ms, best ms, speed-up, and for attention the GFLOP/s of the best. */
+ * kernel: name, shape, scalar ms, best ms, speed-up, and for attention the GFLOP/s of the best.
+ * bench_mkernels window [seconds]: the best impl's attention forward + backward, causal against a
+ * sliding window of 512, at T = 1024 .. 16384 (8 heads of 64 on 4 kv heads, B = 1): how the time
+ * grows with T (T^2 causal, T * W windowed). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +109,34 @@ static void run(const char *name, const char *shape, kern k, ctx *c, double secs
     printf("\n");
 }
 
+static void k_att_fb(ctx *c, zero_impl i) {
+    k_att_f(c, i);
+    k_att_b(c, i);
+}
+
+/* Causal against windowed attention over T: time per call, and per query-key pair computed. */
+static int bench_window(double secs) {
+    ctx c = {0};
+    const int H = 8, G = 4, hd = 64, W = 512;
+    printf("attention forward + backward, %s, B1 H%d/%d hd%d: best of >= %.2f s each\n",
+           zero_impl_name(zero_impl_best()), H, G, hd, secs);
+    printf("%6s %12s %14s %8s %16s\n", "T", "causal ms", "window 512 ms", "ratio", "ns/(T*W) window");
+    for (int T = 1024; T <= 16384; T *= 2) {
+        const size_t ld = (size_t)(H + 2 * G) * hd, N = (size_t)T;
+        c.at = (mk_attn){.B = 1, .T = T, .n_head = H, .n_kv_head = G, .head_dim = hd, .ld_q = ld, .ld_k = ld,
+                         .ld_v = ld, .ld_o = (size_t)H * hd, .scale = 1.0f / 8.0f};
+        c.q = buf(N * ld, 1.0f), c.dq = buf(N * ld, 1.0f), c.out = buf(N * H * hd, 1.0f), c.lse = buf((size_t)H * T, 1.0f);
+        const double tc = T <= 8192 ? timeit(k_att_fb, &c, ZERO_IMPL_AUTO, secs) : NAN;
+        c.at.window = W;
+        const double tw = timeit(k_att_fb, &c, ZERO_IMPL_AUTO, secs);
+        printf("%6d %12.1f %14.1f %8.2f %16.3f\n", T, tc * 1e3, tw * 1e3, tc / tw, tw * 1e9 / ((double)T * W));
+        free(c.q), free(c.dq), free(c.out), free(c.lse);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "window")) return bench_window(argc > 2 ? atof(argv[2]) : 0.3);
     const double secs = argc > 1 ? atof(argv[1]) : 0.3;
     const size_t rows = 512;
     ctx c = {0};

@@ -20,6 +20,10 @@
 #   val_loss F64 (1)       the mean loss `zero train --data tokens.bin --seq 8` validates on with a global
 #                          batch of 4 sequences and --val-batches 1 (windows 0-3 of the last 5% of the
 #                          tokens: docs/MODEL.md, Data): what an exported copy must give again
+#   gen_prompt I32 (6)     (the *_window fixtures, whose sliding window is shorter than the sequence)
+#   gen_tokens I32 (10)    transformers' greedy generate() of 10 tokens after the prompt (its KV cache:
+#                          a sliding layer's query sees the last sliding_window keys), every step's
+#                          float64 logit margin between the first and second token over 1e-3
 # metadata: lr, beta1, beta2, eps, weight_decay (AdamW; weight decay on the 2-D tensors only).
 # tests/data/decoder/tokens.bin: 2048 random tokens below 64 in zero's ZEROTOK1 format.
 # The goldens are computed in float64 from the stored weights (a bf16/fp16 file's values widened).
@@ -151,6 +155,33 @@ def golden_of(path, seed):
     }
 
 
+GEN_PROMPT, GEN_NEW, GEN_MARGIN = 6, 10, 1e-3
+
+
+def generation(path, V, seed):
+    """A prompt and transformers' greedy continuation (generate(), with its cache), on a prompt whose
+    every step picks its token by a float64 logit margin over GEN_MARGIN (fp32 must pick the same), and
+    whose continuation the same model without its window (sliding_window 64: nothing masked) does not
+    generate: the tokens depend on the window."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation="eager")
+    full = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float64, attn_implementation="eager",
+                                                             sliding_window=64)
+    g = torch.Generator().manual_seed(seed)
+
+    def greedy(m, prompt):
+        with torch.no_grad():
+            return m.generate(prompt, max_new_tokens=GEN_NEW, min_new_tokens=GEN_NEW, do_sample=False,
+                              eos_token_id=None, pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+    for _ in range(200):
+        prompt = torch.randint(0, V, (1, GEN_PROMPT), generator=g)
+        out = greedy(model, prompt)
+        margins = [s[0].topk(2).values for s in out.scores]
+        if min((m[0] - m[1]).item() for m in margins) > GEN_MARGIN and \
+                not torch.equal(greedy(full, prompt).sequences, out.sequences):
+            return prompt[0].to(torch.int32).contiguous(), out.sequences[0, GEN_PROMPT:].to(torch.int32).contiguous()
+    raise SystemExit("%s: no prompt found whose greedy tokens are clear and depend on the window" % path)
+
+
 def to_published_rope(path):
     """Rewrites transformers 5's rope_parameters as the published form: rope_theta + rope_scaling."""
     p = os.path.join(path, "config.json")
@@ -259,6 +290,43 @@ FIXTURES = {
         rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=4,
                              short_factor=[1.0, 1.5, 2.0, 3.5], long_factor=[1.2, 2.5, 4.0, 9.0]),
         tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2), torch.bfloat16, None, True),
+    # Sliding windows shorter than the sequences of 8 (transformers 5: query t sees keys t - W < j <= t).
+    # Mistral with window 3 on both layers, GQA 2, fp32
+    "mistral_window": (transformers.MistralForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                            num_hidden_layers=2, num_attention_heads=4,
+                                                            num_key_value_heads=2, max_position_embeddings=64,
+                                                            sliding_window=3, rope_theta=10000.0,
+                                                            tie_word_embeddings=False), torch.float32, None, True),
+    # Gemma 2 with window 4 on layers 0 and 2 (layer 1 global), attention soft-capping 4, final 3, bf16
+    "gemma2_window": (transformers.Gemma2ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                          num_hidden_layers=3, num_attention_heads=4,
+                                                          num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+                                                          query_pre_attn_scalar=12, attn_logit_softcapping=4.0,
+                                                          final_logit_softcapping=3.0, sliding_window=4,
+                                                          tie_word_embeddings=True), torch.bfloat16, None, False),
+    # Gemma 3 with window 3 on its local layers (local-local-global-local), q/k norms, local RoPE base
+    # 100, the published sliding_window_pattern form (no layer_types), fp32
+    "gemma3_window": (transformers.Gemma3ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                          num_hidden_layers=4, num_attention_heads=4,
+                                                          num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+                                                          query_pre_attn_scalar=8, sliding_window=3,
+                                                          layer_types=["sliding_attention", "sliding_attention",
+                                                                       "full_attention", "sliding_attention"],
+                                                          rope_parameters={
+                                                              "full_attention": dict(rope_type="default",
+                                                                                     rope_theta=10000.0),
+                                                              "sliding_attention": dict(rope_type="default",
+                                                                                        rope_theta=100.0)},
+                                                          tie_word_embeddings=True), torch.float32, None, False),
+    # Phi-3 with window 4 on every layer (Phi-3-mini-4k's sliding_window 2047, scaled down), partial
+    # RoPE 0.5, GQA 2, bf16
+    "phi3_window": (transformers.Phi3ForCausalLM, dict(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                                      num_hidden_layers=2, num_attention_heads=4,
+                                                      num_key_value_heads=2, max_position_embeddings=64,
+                                                      original_max_position_embeddings=64, partial_rotary_factor=0.5,
+                                                      rope_theta=10000.0, sliding_window=4, tie_word_embeddings=False,
+                                                      pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                    torch.bfloat16, None, False),
 }
 
 
@@ -281,8 +349,15 @@ def main():
             os.remove(gen)
         if published:
             to_published_rope(path)
+        if name == "gemma3_window":  # Gemma 3's published form: sliding_window_pattern, no layer_types
+            c = json.load(open(os.path.join(path, "config.json")))
+            assert c.pop("layer_types") == kw["layer_types"]
+            c["sliding_window_pattern"] = 3
+            json.dump(c, open(os.path.join(path, "config.json"), "w"), indent=2, sort_keys=True)
         g, drift = goldens(path, 300 + i)
         g["val_loss"] = torch.tensor([val_loss(path, toks)], dtype=torch.float64)
+        if name.endswith("_window"):
+            g["gen_prompt"], g["gen_tokens"] = generation(path, kw["vocab_size"], 400 + i)
         meta = {"lr": repr(LR), "beta1": repr(BETAS[0]), "beta2": repr(BETAS[1]), "eps": repr(EPS),
                 "weight_decay": repr(WD), "transformers": transformers.__version__, "torch": torch.__version__}
         save_file(g, os.path.join(OUT, name + ".golden.safetensors"), metadata=meta)

@@ -14,11 +14,13 @@
 #include "harness.h"
 #include "zero/ckpt.h"
 
-static const char *const zt_fixtures[] = {"gpt2",  "llama_gqa4", "llama3_bias", "llama_mqa_sharded",
-                                          "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                                          "phi3_longrope"};
+static const char *const zt_fixtures[] = {"gpt2",           "llama_gqa4",     "llama3_bias",   "llama_mqa_sharded",
+                                          "mistral",        "qwen2",          "qwen3",         "gemma",
+                                          "gemma2",         "gemma3",         "phi3",          "phi3_longrope",
+                                          "mistral_window", "gemma2_window",  "gemma3_window", "phi3_window"};
 #define ZT_NFIXTURES ((int)(sizeof zt_fixtures / sizeof zt_fixtures[0]))
 enum { ZT_FB = 12, ZT_FT = 8 }; /* the golden batch: 12 sequences of 8 tokens */
+enum { ZT_GEN_PROMPT = 6, ZT_GEN_NEW = 10 }; /* the *_window fixtures' greedy generation */
 
 typedef struct zt_golden {
     int32_t tokens[ZT_FB * ZT_FT], targets[ZT_FB * ZT_FT];
@@ -26,6 +28,8 @@ typedef struct zt_golden {
     size_t nlogits;
     double loss, grad_norm, adamw[6];
     double lr, beta1, beta2, eps, wd;
+    int has_gen; /* transformers' greedy generate() (the *_window fixtures) */
+    int32_t gen_prompt[ZT_GEN_PROMPT], gen_tokens[ZT_GEN_NEW];
 } zt_golden;
 
 static inline void zt_fixture_path(const char *name, const char *suffix, char *buf, size_t cap) {
@@ -71,6 +75,10 @@ static inline int zt_golden_load(const char *name, zt_golden *g) {
          zt_read_tensor(f, "loss", &g->loss, sizeof g->loss) ||
          zt_read_tensor(f, "grad_norm", &g->grad_norm, sizeof g->grad_norm) ||
          zt_read_tensor(f, "adamw", g->adamw, sizeof g->adamw);
+    g->has_gen = zero_st_find(f, "gen_tokens") >= 0;
+    if (!rc && g->has_gen)
+        rc = zt_read_tensor(f, "gen_prompt", g->gen_prompt, sizeof g->gen_prompt) ||
+             zt_read_tensor(f, "gen_tokens", g->gen_tokens, sizeof g->gen_tokens);
     g->lr = zt_meta(f, "lr");
     g->beta1 = zt_meta(f, "beta1");
     g->beta2 = zt_meta(f, "beta2");

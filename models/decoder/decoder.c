@@ -178,7 +178,12 @@ double dec_step_flops(const dec_config *c, int B, int T) {
     dec__dims_of(c, &d);
     const double N = (double)B * T, L = c->n_layer;
     const double linear = 2.0 * N * (L * layer_macs(&d) + (double)d.C * c->vocab);
-    const double attn = 2.0 * B * (double)d.H * d.D * (double)T * (T + 1.0) * L;
+    double pairs = 0.0; /* query-key pairs the layers see */
+    for (int l = 0; l < c->n_layer; l++) {
+        const double W = dec_layer_window(c, l);
+        pairs += W > 0 && W < T ? W * (W + 1.0) / 2.0 + (T - W) * W : T * (T + 1.0) / 2.0;
+    }
+    const double attn = 4.0 * B * (double)d.H * d.D * pairs;
     return 3.0 * (linear + attn);
 }
 
@@ -671,14 +676,14 @@ static zero_status norm_bwd(dec_model *m, float *dinp, const float *dout, const 
     return ZERO_OK;
 }
 
-/* The attention's shape on this micro-batch; q and k at ld_qk (the projection's stride, or the
- * normalized q/k buffer's with qk_norm), v in the projection. */
-static mk_attn attn_of(const dec_model *m, int B, int T, size_t ld_qk) {
+/* Layer l's attention on this micro-batch; q and k at ld_qk (the projection's stride, or the
+ * normalized q/k buffer's with qk_norm), v in the projection; the layer's sliding window. */
+static mk_attn attn_of(const dec_model *m, int l, int B, int T, size_t ld_qk) {
     const dec__dims *d = &m->d;
     /* Gemma 2/3: 1/sqrt(query_pre_attn_scalar) (transformers' query_pre_attn_scalar ** -0.5) */
     const float scale = m->cfg.attn_scalar > 0 ? (float)(1.0 / sqrt(m->cfg.attn_scalar)) : 1.0f / sqrtf((float)d->D);
     const mk_attn a = {B,     T,    d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q,
-                       scale, (float)m->cfg.attn_softcap};
+                       scale, (float)m->cfg.attn_softcap, dec_layer_window(&m->cfg, l)};
     return a;
 }
 
@@ -719,7 +724,7 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
         qk = a->qkn, ld_qk = QK;
     }
     if (d->llama) MK(m, "rope", mk_rope_fwd(rope_of(m, l, T), qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
-    const mk_attn at = attn_of(m, B, T, ld_qk);
+    const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
     if (m->cfg.sandwich) { /* Gemma 2/3: x + norm(o), the norm's input kept in ao */
         TRY(lin_fwd(m, "attention projection", a->ao, a->atty, w->o, w->o_b, NULL, N, d->Q, C));
@@ -811,7 +816,7 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const float *qk = m->cfg.qk_norm ? a->qkn : a->qkv;
     float *dqk = m->cfg.qk_norm ? m->dfch : m->dqkv;
     const size_t ld_qk = m->cfg.qk_norm ? QK : (size_t)d->QKV;
-    const mk_attn at = attn_of(m, B, T, ld_qk);
+    const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention backward", mk_attention_bwd(&at, dqk, dqk + d->Q, m->dqkv + d->Q + d->KV, m->dbuf, qk, qk + d->Q,
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
     if (d->llama) MK(m, "rope backward", mk_rope_bwd(rope_of(m, l, T), dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));

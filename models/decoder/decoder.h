@@ -84,7 +84,8 @@ typedef struct dec_config {
     double rope_low_freq;     /* llama3 low_freq_factor */
     double rope_high_freq;    /* llama3 high_freq_factor */
     int rope_orig_ctx;        /* llama3 original_max_position_embeddings */
-    int sliding_window;       /* 0: none; else sequences may not be longer than it */
+    int sliding_window;       /* 0: none; else the local layers' window (dec_layer_window): query
+                               * t sees keys t - sliding_window < j <= t */
     double init_std;          /* initializer_range */
     int has_pad;              /* pad_token_id is set (not GPT-2): transformers' embedding is then */
     int pad_token;            /* nn.Embedding(padding_idx = it), whose row takes no gradient */
@@ -132,9 +133,14 @@ zero_status dec_config_check(const dec_config *cfg, zero_error *err);
  * holds elements [first, first + n) of it). */
 zero_status dec_check_finite(const float *x, size_t n, uint64_t first, const char *file, const char *tensor,
                               zero_error *err);
-/* Checks that sequences of T tokens are allowed: T <= n_ctx, and T <= sliding_window when the
- * model has one (a shorter window would mask keys the pass does not mask). */
+/* Checks that sequences of T tokens are allowed: T <= n_ctx, and, for Qwen2/Qwen3 with
+ * use_sliding_window (whose windowed layers zero does not compute yet), T <= sliding_window. */
 zero_status dec_config_check_seq(const dec_config *cfg, int T, zero_error *err);
+/* The attention window of layer l, as transformers applies it: sliding_window on every layer of
+ * Mistral and Phi-3, on Gemma 2/3's local layers (sliding_pattern), 0 (none) elsewhere — and on
+ * Qwen2/Qwen3, whose windowed layers are not computed (dec_config_check_seq refuses a sequence
+ * longer than their window, so none masks anything). */
+int dec_layer_window(const dec_config *cfg, int l);
 /* 1 when a and b describe the same computation (every field equal). */
 int dec_config_equal(const dec_config *a, const dec_config *b);
 
@@ -156,8 +162,9 @@ uint64_t dec_activation_bytes(const dec_config *cfg, int B, int T, int checkpoin
 
 /* Model FLOPs of one micro-batch of B sequences of T tokens, forward and backward: 3 x the
  * forward's, which is 2 per multiply-add of every linear layer and of the LM head over the B*T
- * rows, plus the causal attention's q k^T and p v (2 B H D T (T + 1) a layer). The convention of
- * model FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
+ * rows, plus the causal attention's q k^T and p v (4 B H D per query-key pair a layer sees: T (T + 1)
+ * / 2 pairs, or W (W + 1) / 2 + (T - W) W within a sliding window W < T). The convention of model
+ * FLOP utilization: recomputation (checkpointing) and the optimizer are not counted. */
 double dec_step_flops(const dec_config *cfg, int B, int T);
 /* The rate of the BLAS on this model's products (FLOP/s): every linear layer's forward, backward-
  * data and backward-weight product of one layer and the LM head's (in the model's row chunks),

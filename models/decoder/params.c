@@ -268,12 +268,23 @@ zero_status dec_config_check_seq(const dec_config *c, int T, zero_error *err) {
                     c->arch == DEC_ARCH_GPT2 ? "n_positions" : "max_position_embeddings");
         return ZERO_ERR_INVALID_ARG;
     }
-    if (c->sliding_window > 0 && T > c->sliding_window) {
-        dec__errorf(err, "sequence length %d: longer than the model's sliding_window %d, which zero does not "
-                    "compute (expected sequences of at most %d tokens)", T, c->sliding_window, c->sliding_window);
+    if ((c->arch == DEC_ARCH_QWEN2 || c->arch == DEC_ARCH_QWEN3) && c->sliding_window > 0 && T > c->sliding_window) {
+        dec__errorf(err, "sequence length %d: longer than the model's sliding_window %d: %s's windowed layers "
+                    "(use_sliding_window) are not supported yet (expected sequences of at most %d tokens)", T,
+                    c->sliding_window, dec_arch_name(c->arch), c->sliding_window);
         return ZERO_ERR_INVALID_ARG;
     }
     return ZERO_OK;
+}
+
+int dec_layer_window(const dec_config *c, int l) {
+    switch (c->arch) {
+    case DEC_ARCH_MISTRAL:
+    case DEC_ARCH_PHI3: return c->sliding_window;
+    case DEC_ARCH_GEMMA2:
+    case DEC_ARCH_GEMMA3: return c->sliding_pattern > 1 && (l + 1) % c->sliding_pattern ? c->sliding_window : 0;
+    default: return 0;
+    }
 }
 
 int dec_config_equal(const dec_config *a, const dec_config *b) {

@@ -200,12 +200,17 @@ typedef struct mk_attn {
     float scale;                     /* logit = scale * q.k, usually 1/sqrt(head_dim) */
     float softcap;                   /* > 0: logit = softcap * tanh(logit / softcap) (Gemma 2's
                                       * attn_logit_softcapping) before the softmax; 0: none */
+    int window;                      /* > 0: sliding window, query t sees keys j with
+                                      * t - window < j <= t (the window keys ending at itself,
+                                      * transformers' sliding_window); 0: every j <= t */
 } mk_attn;
 
-/* out = softmax(scale * q k^T, causal) v, written; lse (B, n_head, T) receives each row's
- * natural-log sum of exp of the logits (for the backward). The vector impls are blockwise
+/* out = softmax(scale * q k^T, causal, within the window) v, written; lse (B, n_head, T)
+ * receives each row's natural-log sum of exp of the logits (for the backward). The vector impls are blockwise
  * (online softmax over key blocks; no (T, T) buffer); the scalar reference materializes one
- * row of T logits at a time. ZERO_ERR_INVALID_ARG for a shape outside the limits above or a
+ * row of T logits at a time. With a window the vector impls skip the key blocks wholly outside
+ * it (work of order T * (window + 64) instead of T^2 / 2); a window >= T gives the causal result
+ * bit for bit. ZERO_ERR_INVALID_ARG for a shape outside the limits above, a negative window or a
  * stride too small for its heads; ZERO_ERR_NOMEM if a thread's block scratch (209 KiB at head_dim 256;
  * the scalar reference: 4T bytes) cannot be allocated (the output is then incomplete). out must
  * not alias q, k or v. */

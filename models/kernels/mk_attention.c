@@ -1,9 +1,15 @@
-/* models/kernels/mk_attention.c — the scalar reference of causal GQA attention: one query row at a
- * time with its T logits materialized (dots and sums in double), forward and backward. */
+/* models/kernels/mk_attention.c — the scalar reference of causal GQA attention (optionally within a
+ * sliding window): one query row at a time with its logits materialized (dots and sums in double),
+ * forward and backward. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/mk_internal.h"
+
+/* The first key query t sees: t - window + 1 within a window, else 0. */
+static int first_key(const mk_attn *a, int t) {
+    return a->window > 0 && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
+}
 
 static double dot(const float *a, const float *b, int n) {
     double s = 0.0;
@@ -16,15 +22,16 @@ void mk__att_fwd_row_scalar(const mk_attn *a, float *out, float *lse, const floa
     const int T = a->T, hd = a->head_dim, kvh = h / (a->n_head / a->n_kv_head);
     const size_t tok = (size_t)b * T + t;
     const float *qt = q + tok * a->ld_q + (size_t)h * hd;
+    const int j_lo = first_key(a, t);
     float mx = -INFINITY;
-    for (int j = 0; j <= t; j++) {
+    for (int j = j_lo; j <= t; j++) {
         const float *kj = k + ((size_t)b * T + j) * a->ld_k + (size_t)kvh * hd;
         ws[j] = (float)(a->scale * dot(qt, kj, hd));
         if (a->softcap > 0.0f) ws[j] = a->softcap * tanhf(ws[j] / a->softcap);
         mx = ws[j] > mx ? ws[j] : mx;
     }
     double l = 0.0, acc[MK_ATT_MAX_HD] = {0};
-    for (int j = 0; j <= t; j++) {
+    for (int j = j_lo; j <= t; j++) {
         const float p = expf(ws[j] - mx);
         const float *vj = v + ((size_t)b * T + j) * a->ld_v + (size_t)kvh * hd;
         l += p;
@@ -57,8 +64,9 @@ void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const
             const float *qt = q + tok * a->ld_q + (size_t)h * hd;
             const float *dot_ = dout + tok * a->ld_o + (size_t)h * hd;
             const float l = lse[((size_t)b * a->n_head + h) * T + t];
+            const int j_lo = first_key(a, t);
             double D = 0.0;
-            for (int j = 0; j <= t; j++) {
+            for (int j = j_lo; j <= t; j++) {
                 const size_t kt = (size_t)b * T + j;
                 float s = (float)(a->scale * dot(qt, k + kt * a->ld_k + (size_t)g * hd, hd));
                 if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
@@ -67,7 +75,7 @@ void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const
                 D += (double)p[j] * dp[j];
             }
             double acc[MK_ATT_MAX_HD] = {0};
-            for (int j = 0; j <= t; j++) {
+            for (int j = j_lo; j <= t; j++) {
                 const size_t kt = (size_t)b * T + j;
                 float ds = a->scale * (p[j] * (dp[j] - (float)D));
                 if (a->softcap > 0.0f) { /* d cap tanh(s/cap) / ds = 1 - tanh^2 */

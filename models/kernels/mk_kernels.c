@@ -482,13 +482,16 @@ size_t mk__att_bwd_ws(const mk_attn *a) {
 
 static zero_status att_check(const mk_attn *a) {
     if (!a || a->B < 0 || a->T < 0 || a->n_head < 1 || a->n_kv_head < 1 ||
-        a->n_head % a->n_kv_head || a->head_dim < 1 || a->head_dim > MK_ATT_MAX_HD ||
+        a->n_head % a->n_kv_head || a->head_dim < 1 || a->head_dim > MK_ATT_MAX_HD || a->window < 0 ||
         !(a->scale > 0.0f) || !isfinite(a->scale))
         return ZERO_ERR_INVALID_ARG;
     const size_t hq = (size_t)a->n_head * a->head_dim, hk = (size_t)a->n_kv_head * a->head_dim;
     if (a->ld_q < hq || a->ld_o < hq || a->ld_k < hk || a->ld_v < hk) return ZERO_ERR_INVALID_ARG;
     return ZERO_OK;
 }
+
+/* Keys a query row sees at most: the window, or T. */
+static int att_keys(const mk_attn *a) { return a->window > 0 && a->window < a->T ? a->window : a->T; }
 
 zero_status mk_attention_fwd(const mk_attn *a, float *out, float *lse, const float *q,
                              const float *k, const float *v, zero_impl impl) {
@@ -500,7 +503,7 @@ zero_status mk_attention_fwd(const mk_attn *a, float *out, float *lse, const flo
     if (!a->B || !a->T) return ZERO_OK;
     if (!out || !q || !k || !v) return ZERO_ERR_INVALID_ARG;
     const int B = a->B, T = a->T, H = a->n_head;
-    const double work = (double)B * H * T * (double)T * a->head_dim;
+    const double work = (double)B * H * T * (double)att_keys(a) * a->head_dim;
     int fail = 0;
     if (which == ZERO_IMPL_SCALAR) {
         const long rows = (long)B * H * T;
@@ -553,7 +556,7 @@ zero_status mk_attention_bwd(const mk_attn *a, float *dq, float *dk, float *dv, 
     if (!a->B || !a->T) return ZERO_OK;
     if (!dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse) return ZERO_ERR_INVALID_ARG;
     const int B = a->B, T = a->T, G = a->n_kv_head;
-    const double work = (double)B * a->n_head * T * (double)T * a->head_dim;
+    const double work = (double)B * a->n_head * T * (double)att_keys(a) * a->head_dim;
     const long ntask = (long)B * G;
     const size_t wsn = which == ZERO_IMPL_SCALAR ? 2 * (size_t)T : mk__att_bwd_ws(a);
     const mk__att_bwd_fn fn = which == ZERO_IMPL_SCALAR ? mk__att_bwd_scalar

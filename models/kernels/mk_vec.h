@@ -592,6 +592,20 @@ static void att_logits(float *S, const float *const *ar, const float *Kt, int hd
     }
 }
 
+/* e with its first k lanes (0 <= k < MK_W) zero: the keys of a vector before a row's window
+ * (whatever they held, inf or NaN from a logit the row does not see, is overwritten). */
+static inline vf zero_below(vf e, int k) {
+    float tmp[MK_W];
+    v_store(tmp, e);
+    for (int z = 0; z < k; z++) tmp[z] = 0.0f;
+    return v_load(tmp);
+}
+
+/* The first key of a key block (j0) that query t sees within the window: 0 without one. */
+static inline int win_start(const mk_attn *a, int t, int j0) {
+    return a->window > 0 && t - a->window + 1 - j0 > 0 ? t - a->window + 1 - j0 : 0;
+}
+
 static inline float dot_hd(const float *a, const float *b, int hd) {
     vf s = v_zero();
     for (int d = 0; d < hd; d += MK_W) {
@@ -618,25 +632,31 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
     }
     const float *kb = k + (size_t)b * T * a->ld_k + (size_t)kvh * hd;
     const float *vb = v + (size_t)b * T * a->ld_v + (size_t)kvh * hd;
-    for (int j0 = 0; j0 <= t_last; j0 += BC) {
+    /* within a window the block's first row sees no key before t0 - window + 1: the key blocks
+     * wholly before it are skipped (the work grows with T * window, not T^2) */
+    const int j_first = a->window > 0 && t0 - a->window + 1 > 0 ? (t0 - a->window + 1) / BC * BC : 0;
+    for (int j0 = j_first; j0 <= t_last; j0 += BC) {
         const int nc = t_last - j0 + 1 < BC ? t_last - j0 + 1 : BC;
         const int ncp = (nc + 2 * MK_W - 1) / (2 * MK_W) * (2 * MK_W);
         pack_t(Kt, kb + (size_t)j0 * a->ld_k, a->ld_k, nc, ncp, hd);
         pack_rows(Vp, vb + (size_t)j0 * a->ld_v, a->ld_v, nc, hd, hdp);
         att_logits(S, qr, Kt, hd, nr, t0, j0, nc);
-        /* online softmax: scale, running max, exps (zero past each row's last visible key) */
+        /* online softmax: scale, running max, exps (zero outside each row's visible keys
+         * [st, valid): past its diagonal, and before its window) */
         for (int r = 0; r < nr; r++) {
             float *s = S + (size_t)r * BC;
-            const int valid = t0 + r - j0 + 1 < nc ? t0 + r - j0 + 1 : nc;
-            if (valid <= 0) {
+            const int valid = t0 + r - j0 + 1 < nc ? t0 + r - j0 + 1 : nc, st = win_start(a, t0 + r, j0);
+            const int i0 = st / MK_W * MK_W; /* the vector holding the row's first visible key */
+            if (valid <= st) { /* no key of the block in view (st >= 0) */
                 memset(s, 0, sizeof(float) * (size_t)ncp);
                 continue;
             }
             if (a->softcap > 0.0f) /* soft-capped logits: scaled and capped here, sc then 1 */
-                for (int j = 0; j < valid; j++) s[j] = a->softcap * tanhf(s[j] * scale / a->softcap);
+                for (int j = st; j < valid; j++) s[j] = a->softcap * tanhf(s[j] * scale / a->softcap);
+            for (int j = i0; j < st; j++) s[j] = -INFINITY; /* out of the max */
             const vf sc = v_set1(a->softcap > 0.0f ? 1.0f : scale);
             vf mx = v_set1(-INFINITY);
-            int i = 0;
+            int i = i0;
             for (; i + MK_W <= valid; i += MK_W) {
                 const vf x = v_mul(v_load(s + i), sc);
                 v_store(s + i, x);
@@ -652,13 +672,16 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
             const float alpha = expf(M[r] - m_new);
             const vf mv = v_set1(m_new);
             vf sum = v_zero();
-            for (i = 0; i + MK_W <= valid; i += MK_W) {
-                const vf e = v_exp(v_sub(v_load(s + i), mv));
+            for (i = 0; i < i0; i += MK_W) v_store(s + i, v_zero());
+            for (; i + MK_W <= valid; i += MK_W) {
+                vf e = v_exp(v_sub(v_load(s + i), mv));
+                if (i < st) e = zero_below(e, st - i);
                 v_store(s + i, e);
                 sum = v_add(sum, e);
             }
             if (i < valid) {
-                const vf e = v_keep_n(v_exp(v_sub(v_load(s + i), mv)), (size_t)(valid - i));
+                vf e = v_keep_n(v_exp(v_sub(v_load(s + i), mv)), (size_t)(valid - i));
+                if (i < st) e = zero_below(e, st - i);
                 v_store(s + i, e);
                 sum = v_add(sum, e);
                 i += MK_W;
@@ -672,12 +695,14 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
                 for (int d = 0; d < hdp; d += MK_W) v_store(o + d, v_mul(v_load(o + d), av));
             }
         }
-        /* O += P V, four rows at a time over the keys the last of them sees */
+        /* O += P V, four rows at a time over the keys from the first one's window start to the
+         * last one's diagonal (the probabilities outside are zero) */
         for (int r = 0; r < nr; r += 4) {
-            const int R = nr - r < 4 ? nr - r : 4;
+            const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, t0 + r, j0);
             int jm = t0 + r + R - 1 - j0 + 1;
             jm = jm < nc ? jm : nc;
-            att_acc(O + (size_t)r * hdp, (size_t)hdp, S + (size_t)r * BC, BC, 1, Vp, (size_t)hdp, R, jm, hdp);
+            att_acc(O + (size_t)r * hdp, (size_t)hdp, S + (size_t)r * BC + js, BC, 1, Vp + (size_t)js * hdp,
+                    (size_t)hdp, R, jm - js, hdp);
         }
     }
     for (int r = 0; r < nr; r++) {
@@ -725,10 +750,12 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
         pack_rows(Kp, kb + (size_t)j0 * a->ld_k, a->ld_k, nc, hd, hdp);
         memset(dKa, 0, sizeof(float) * (size_t)nc * hdp);
         memset(dVa, 0, sizeof(float) * (size_t)nc * hdp);
+        /* within a window, rows from j0 + nc - 1 + window on see no key of the block */
+        const int t_end = a->window > 0 && j0 + nc - 1 + a->window < T ? j0 + nc - 1 + a->window : T;
         for (int hh = 0; hh < grp; hh++) {
             const int h = g * grp + hh;
             const float *lh = lse + ((size_t)b * H + h) * T;
-            for (int t0 = j0 / BR * BR; t0 < T; t0 += BR) {
+            for (int t0 = j0 / BR * BR; t0 < t_end; t0 += BR) {
                 const int nr = T - t0 < BR ? T - t0 : BR;
                 for (int r = 0; r < nr; r++) {
                     const size_t tok = (size_t)b * T + t0 + r;
@@ -739,28 +766,36 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                 pack_rows(dOp, dr[0], a->ld_o, nr, hd, hdp);
                 att_logits(P, qr, Kt, hd, nr, t0, j0, nc);
                 att_logits(dS, dr, Vt, hd, nr, t0, j0, nc);
-                /* P = exp(scale s - lse); dS = scale P (dP - D); both zero past the diagonal */
+                /* P = exp(scale s - lse); dS = scale P (dP - D); both zero outside the row's
+                 * visible keys [st, valid) */
                 const vf sc = v_set1(scale);
                 for (int r = 0; r < nr; r++) {
                     const int t = t0 + r;
-                    const int valid = t - j0 + 1 < nc ? t - j0 + 1 : nc;
+                    const int valid = t - j0 + 1 < nc ? t - j0 + 1 : nc, st = win_start(a, t, j0);
                     float *p = P + (size_t)r * BC, *ds = dS + (size_t)r * BC;
                     int i = 0;
-                    if (valid > 0 && a->softcap > 0.0f) { /* through the cap: d/ds = 1 - tanh^2 */
+                    if (valid > st && a->softcap > 0.0f) { /* through the cap: d/ds = 1 - tanh^2 */
                         const float cap = a->softcap, dd = D[(size_t)hh * T + t];
+                        for (; i < st; i++) p[i] = ds[i] = 0.0f;
                         for (; i < valid; i++) {
                             const float th = tanhf(p[i] * scale / cap), e = expf(cap * th - lh[t]);
                             p[i] = e;
                             ds[i] = scale * (e * (ds[i] - dd)) * (1.0f - th * th);
                         }
                         for (; i < ncp && i % MK_W; i++) p[i] = ds[i] = 0.0f;
-                    } else if (valid > 0) {
+                    } else if (valid > st) {
                         const vf l = v_set1(lh[t]), dd = v_set1(D[(size_t)hh * T + t]);
+                        for (const int i0 = st / MK_W * MK_W; i < i0; i += MK_W) {
+                            v_store(p + i, v_zero());
+                            v_store(ds + i, v_zero());
+                        }
                         for (; i < valid; i += MK_W) {
                             vf e = v_exp(v_fmsub(v_load(p + i), sc, l));
                             if (valid - i < MK_W) e = v_keep_n(e, (size_t)(valid - i));
+                            vf d = v_mul(sc, v_mul(e, v_sub(v_load(ds + i), dd)));
+                            if (i < st) e = zero_below(e, st - i), d = zero_below(d, st - i);
                             v_store(p + i, e);
-                            v_store(ds + i, v_mul(sc, v_mul(e, v_sub(v_load(ds + i), dd))));
+                            v_store(ds + i, d);
                         }
                     }
                     for (; i < ncp; i += MK_W) {
@@ -768,24 +803,27 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                         v_store(ds + i, v_zero());
                     }
                 }
-                /* dV += P^T dO and dK += dS^T Q, four keys at a time over the rows that see them */
+                /* dV += P^T dO and dK += dS^T Q, four keys at a time over the rows that see them:
+                 * from the first key's diagonal to the last key's window end */
                 for (int j = 0; j < nc; j += 4) {
                     const int R = nc - j < 4 ? nc - j : 4;
                     const int r0 = j0 + j - t0 > 0 ? j0 + j - t0 : 0;
-                    if (r0 >= nr) continue;
+                    int r1 = nr;
+                    if (a->window > 0 && j0 + j + R - 1 + a->window - t0 < nr) r1 = j0 + j + R - 1 + a->window - t0;
+                    if (r0 >= r1) continue;
                     att_acc(dVa + (size_t)j * hdp, (size_t)hdp, P + (size_t)r0 * BC + j, 1, BC,
-                            dOp + (size_t)r0 * hdp, (size_t)hdp, R, nr - r0, hdp);
+                            dOp + (size_t)r0 * hdp, (size_t)hdp, R, r1 - r0, hdp);
                     att_acc(dKa + (size_t)j * hdp, (size_t)hdp, dS + (size_t)r0 * BC + j, 1, BC,
-                            Qp + (size_t)r0 * hdp, (size_t)hdp, R, nr - r0, hdp);
+                            Qp + (size_t)r0 * hdp, (size_t)hdp, R, r1 - r0, hdp);
                 }
                 /* dQ += dS K, into the rows of dq */
                 memset(dQb, 0, sizeof(float) * (size_t)nr * hdp);
                 for (int r = 0; r < nr; r += 4) {
-                    const int R = nr - r < 4 ? nr - r : 4;
+                    const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, t0 + r, j0);
                     int jm = t0 + r + R - 1 - j0 + 1;
                     jm = jm < nc ? jm : nc;
-                    att_acc(dQb + (size_t)r * hdp, (size_t)hdp, dS + (size_t)r * BC, BC, 1, Kp,
-                            (size_t)hdp, R, jm, hdp);
+                    att_acc(dQb + (size_t)r * hdp, (size_t)hdp, dS + (size_t)r * BC + js, BC, 1,
+                            Kp + (size_t)js * hdp, (size_t)hdp, R, jm - js, hdp);
                 }
                 for (int r = 0; r < nr; r++) {
                     float *o = dq + ((size_t)b * T + t0 + r) * a->ld_q + (size_t)h * hd;

@@ -59,7 +59,8 @@ sys.exit(1 if bad else 0)
 PYEOF
 
 args=()
-for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3 gemma gemma2 gemma3 phi3 phi3_longrope; do
+for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3 gemma gemma2 gemma3 phi3 phi3_longrope \
+         mistral_window gemma2_window gemma3_window phi3_window; do
     "$ZERO" train --init-from "$FIX/$f" --data "$TOK" --seq 8 --ranks 2 --stage 3 --micro-batch 2 --steps 3 --lr 1e-2 \
         --val-every 0 --val-batches 1 --save "$TMP/ck_$f" --log-json "$TMP/$f.json" >"$TMP/out" 2>&1 ||
         { echo "FAIL train $f"; cat "$TMP/out"; fail=1; continue; }
@@ -70,5 +71,5 @@ for f in gpt2 llama_gqa4 llama3_bias llama_mqa_sharded mistral qwen2 qwen3 gemma
     args+=("$TMP/ex_$f" "$(val_loss "$TMP/$f.json")" "$g")
 done
 "$PYT" "$TMP/hf.py" "$TOK" "${args[@]}" 2>"$TMP/py.err" || { fail=1; grep -v "Loading weights" "$TMP/py.err" | tail -5; }
-[ ${#args[@]} -eq 36 ] || { echo "FAIL: not every fixture was compared"; fail=1; }
+[ ${#args[@]} -eq 48 ] || { echo "FAIL: not every fixture was compared"; fail=1; }
 exit $fail

@@ -131,8 +131,24 @@ static void test_parse(void) {
     ZT_CHECK(c.sliding_window == 16 && c.head_dim == 128 && c.qk_norm && !c.qkv_bias);
     zero_error err = {{0}};
     ZT_EQ_INT(dec_config_check_seq(&c, 17, &err), ZERO_ERR_INVALID_ARG);
-    ZT_CHECKF(strstr(err.msg, "17") && strstr(err.msg, "sliding_window 16"), "message: %s", err.msg);
+    ZT_CHECKF(strstr(err.msg, "17") && strstr(err.msg, "sliding_window 16") && strstr(err.msg, "not supported yet"),
+              "message: %s", err.msg);
     ZT_OK(dec_config_check_seq(&c, 16, NULL));
+    ZT_CHECK(dec_layer_window(&c, 0) == 0 && dec_layer_window(&c, 1) == 0); /* Qwen's: not computed */
+    /* Mistral's window on every layer, computed at any length */
+    c = parse_ok("{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"num_hidden_layers\": 3, \"sliding_window\": 5}");
+    ZT_OK(dec_config_check_seq(&c, 64, NULL));
+    ZT_CHECK(dec_layer_window(&c, 0) == 5 && dec_layer_window(&c, 2) == 5);
+    { /* the step's FLOPs count the pairs the window leaves: 5*6/2 + (64 - 5)*5 of 64*65/2 a layer */
+        dec_config full = c;
+        full.sliding_window = 0;
+        const double per_pair = 3.0 * 4.0 * 2 * c.n_head * c.head_dim * c.n_layer;
+        const double d = dec_step_flops(&full, 2, 64) - dec_step_flops(&c, 2, 64);
+        ZT_CHECKF(fabs(d - per_pair * (64.0 * 65 / 2 - (5.0 * 6 / 2 + 59.0 * 5))) <= 1e-9 * d, "flops %g", d);
+    }
+    c = parse_ok("{" LLAMA "}");
+    ZT_CHECK(dec_layer_window(&c, 0) == 0);
     /* GPT-2: defaults and n_inner */
     c = parse_ok("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 48, \"n_head\": 4, \"n_layer\": 3, "
                  "\"vocab_size\": 99, \"n_positions\": 32}");
@@ -300,6 +316,17 @@ static void test_gemma_phi3(void) {
                                   "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}}");
     ZT_CHECK(dec_config_equal(&a, &b) && a.qk_norm && a.sliding_pattern == 2 && a.rope_local_theta == 1e4);
     ZT_CHECK(a.rope_type == DEC_ROPE_LINEAR && a.rope_factor == 8.0 && a.rope_theta == 1e6);
+    /* which layers have the window (transformers' layer_types): Gemma 3 pattern 2 and Gemma 2 every
+     * other layer, the n-th global; Gemma 3's default pattern 6; none with sliding_window null */
+    ZT_CHECK(dec_layer_window(&a, 0) == 32 && dec_layer_window(&a, 1) == 0 && dec_layer_window(&a, 2) == 32 &&
+             dec_layer_window(&a, 3) == 0);
+    ZT_OK(dec_config_check_seq(&a, 64, NULL));
+    g = parse_ok("{\"model_type\": \"gemma2\", \"num_hidden_layers\": 3, \"sliding_window\": 7}");
+    ZT_CHECK(dec_layer_window(&g, 0) == 7 && dec_layer_window(&g, 1) == 0 && dec_layer_window(&g, 2) == 7);
+    g = parse_ok("{" GEMMA3 ", \"num_hidden_layers\": 7, \"sliding_window\": 512}");
+    for (int l = 0; l < 7; l++) ZT_EQ_INT(dec_layer_window(&g, l), l == 5 ? 0 : 512);
+    g = parse_ok("{\"model_type\": \"gemma2\", \"sliding_window\": null}");
+    ZT_CHECK(dec_layer_window(&g, 0) == 0);
     /* Phi-3 */
     dec_config p = parse_ok("{" PHI3 ", \"partial_rotary_factor\": 0.75}");
     ZT_CHECK(p.arch == DEC_ARCH_PHI3 && p.fused_names && p.head_dim == 24 && p.rotary_dim == 18 && !p.tied);
@@ -307,6 +334,9 @@ static void test_gemma_phi3(void) {
                  "\"short_factor\": [1,1,1,1,1,1,1,1,1,1,1,1], \"long_factor\": [2,2,2,2,2,2,2,2,2,2,2,2]}}");
     ZT_CHECK(p.rope_type == DEC_ROPE_LONGROPE && p.rope_orig_ctx == 16 && p.rope_n_factors == 12);
     ZT_CHECK(fabs(p.rope_attn_factor - sqrt(1.0 + log(4.0) / log(16.0))) < 1e-15 && p.rope_long[11] == 2.0);
+    ZT_CHECK(dec_layer_window(&p, 0) == 0); /* Phi3Config's default: no window */
+    dec_config pw = parse_ok("{" PHI3 ", \"sliding_window\": 2047}"); /* Phi-3-mini-4k's */
+    ZT_CHECK(dec_layer_window(&pw, 0) == 2047 && dec_layer_window(&pw, 1) == 2047);
     char *out = dec_config_to_json(&p, NULL, NULL);
     dec_config q = parse_ok(out);
     ZT_CHECKF(dec_config_equal(&p, &q), "phi3 out and back: %s", out);

@@ -1,8 +1,10 @@
 /* The decoder against transformers on every fixture of scripts/make_decoder_fixtures.py (GPT-2,
- * Llama with GQA 4 / llama3 RoPE and biases / MQA sharded fp16, Mistral, Qwen2, Qwen3), loaded
+ * Llama with GQA 4 / llama3 RoPE and biases / MQA sharded fp16, Mistral, Qwen2, Qwen3, Gemma 1/2/3,
+ * Phi-3, and Mistral, Gemma 2/3 and Phi-3 with sliding windows shorter than the sequence), loaded
  * from their Hugging Face directories: logits within 1e-4 absolute, the masked mean loss within
  * 1e-5 relative, the gradient's global norm within 1e-4 relative; activation checkpointing
- * bitwise equal; a batch split in two with the global denominator equal to the whole. */
+ * bitwise equal; a batch split in two with the global denominator equal to the whole; the
+ * windowed fixtures' greedy generation past the window equal to transformers' generate(). */
 #include <stdint.h>
 
 #include "decoder_fixture.h"
@@ -98,6 +100,19 @@ static void fixture(zero_comm *self, const char *name, double *worst_logit, doub
     ZT_OK(dec_forward(m, params, g.tokens + half, g.targets + half, ZT_FB / 2, ZT_FT, 0, &d1, NULL));
     ZT_CHECKF(fabs(d1 - (double)h2 * count / (double)dec_count_targets(g.targets + half, (size_t)half)) <= 1e-5 * d1,
               "%s: the default denominator is not the micro-batch's count", name);
+
+    /* past the window: transformers' greedy generate() (its cache keeps a sliding layer's last
+     * sliding_window keys); zero recomputes the context, each query within its window */
+    if (g.has_gen) {
+        dec_model *mg = NULL;
+        int32_t out[ZT_GEN_NEW] = {0};
+        const dec_sampling greedy = {0.0f, 0, 0};
+        ZT_OK(dec_create(&mg, &c, 1, ZT_GEN_PROMPT + ZT_GEN_NEW, 0, &err));
+        if (mg) ZT_OK(dec_generate(mg, params, g.gen_prompt, ZT_GEN_PROMPT, ZT_GEN_NEW, &greedy, out));
+        ZT_CHECKF(!memcmp(out, g.gen_tokens, sizeof out), "%s: greedy tokens differ from transformers' generate()",
+                  name);
+        dec_free(mg);
+    }
 
     printf("%-18s %-20s logits %.2e (|max| %.2f)  loss %.7f vs %.7f (%.1e)  grad norm %.6f vs %.6f (%.1e)\n", name,
            dec_arch_name(c.arch), dl, lmax, loss, g.loss, rl, gn, g.grad_norm, rn);

@@ -212,6 +212,11 @@ int main(void) {
     c.n_layer = 2, c.n_embd = 48, c.n_head = 6, c.n_kv_head = 1, c.head_dim = 8, c.n_inner = 64, c.vocab = 53, c.n_ctx = 80;
     ZT_OK(dec_config_check(&c, NULL));
     check_model("llama, tied, MQA", &c, 2, 65);
+    /* Mistral's sliding window of 5 on every layer at T 140: the third query block skips the
+     * first key block, the window's start falls inside the second */
+    c.arch = DEC_ARCH_MISTRAL, c.sliding_window = 5, c.n_ctx = 160;
+    ZT_OK(dec_config_check(&c, NULL));
+    check_model("mistral, window 5", &c, 1, 140);
     long_sequence();
     return zt_finish("test_decoder_kernels");
 }

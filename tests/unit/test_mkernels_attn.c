@@ -1,7 +1,8 @@
 /* Tests of the fused causal attention (models/kernels): the scalar reference against a double-
- * precision materialized attention and finite differences, every vector impl (blockwise, online
- * softmax) against the scalar one on ragged shapes, GQA, fused and separate layouts, thread-count
- * independence, argument checks. */
+ * precision materialized attention (its mask written out: causal, and within a sliding window) and
+ * finite differences, every vector impl (blockwise, online softmax) against the scalar one on
+ * ragged shapes, GQA, fused and separate layouts, soft-capping, sliding windows; a window >= T
+ * bitwise the causal kernel; thread-count independence, argument checks. */
 #include "mkernels_util.h"
 
 #ifdef _OPENMP
@@ -18,6 +19,9 @@ static const acase cases[] = {
     {1, 70, 2, 1, 256, 0}, {3, 37, 9, 3, 64, 1},  {1, 300, 2, 2, 24, 1}, {2, 17, 8, 8, 7, 0},
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
+/* a sliding window per case: 1 (the token itself), shorter than a key block (T 130 window 17: the
+ * first blocks skipped), a block and one more, windows ending inside a block, W = T (all) */
+static const int windows[NCASES] = {1, 3, 64, 1, 17, 65, 64, 100, 2, 5, 70, 16};
 
 /* Buffers of one case: q, k, v (in one fused buffer or three), out, lse, their gradients. */
 typedef struct abuf {
@@ -82,6 +86,9 @@ static int grad_parts(abuf *s, float **p, size_t *n) {
     return 3;
 }
 
+/* The mask, written out: query t sees key j when j <= t and, within a window W, j > t - W. */
+static int visible(const mk_attn *a, int t, int j) { return j <= t && (a->window == 0 || j > t - a->window); }
+
 /* The double-precision materialized attention: out, lse and the gradients (into float arrays
  * laid out as s's). */
 static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk, float *dv) {
@@ -98,7 +105,8 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                 const float *qt = s->q + ((size_t)b * T + t) * a->ld_q + (size_t)h * hd;
                 const float *dot = s->dout + ((size_t)b * T + t) * a->ld_o + (size_t)h * hd;
                 double mx = -INFINITY, l = 0.0, D = 0.0;
-                for (int j = 0; j <= t; j++) {
+                for (int j = 0; j < T; j++) {
+                    if (!visible(a, t, j)) continue;
                     const float *kj = s->k + ((size_t)b * T + j) * a->ld_k + (size_t)g * hd;
                     double d = 0.0;
                     for (int i = 0; i < hd; i++) d += (double)qt[i] * kj[i];
@@ -106,15 +114,18 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                     if (a->softcap > 0.0f) p[j] = a->softcap * tanh(p[j] / a->softcap);
                     mx = fmax(mx, p[j]);
                 }
-                for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j < T; j++)
+                    if (visible(a, t, j)) l += (p[j] = exp(p[j] - mx));
                 float *o = out + ((size_t)b * T + t) * a->ld_o + (size_t)h * hd;
                 for (int i = 0; i < hd; i++) {
                     double acc = 0.0;
-                    for (int j = 0; j <= t; j++) acc += p[j] / l * s->v[((size_t)b * T + j) * a->ld_v + (size_t)g * hd + i];
+                    for (int j = 0; j < T; j++)
+                        if (visible(a, t, j)) acc += p[j] / l * s->v[((size_t)b * T + j) * a->ld_v + (size_t)g * hd + i];
                     o[i] = (float)acc;
                 }
                 lse[((size_t)b * a->n_head + h) * T + t] = (float)(mx + log(l));
-                for (int j = 0; j <= t; j++) {
+                for (int j = 0; j < T; j++) {
+                    if (!visible(a, t, j)) continue;
                     p[j] /= l;
                     const float *vj = s->v + ((size_t)b * T + j) * a->ld_v + (size_t)g * hd;
                     double d = 0.0;
@@ -123,7 +134,8 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                     D += p[j] * d;
                 }
                 memset(gq, 0, sizeof(double) * hd);
-                for (int j = 0; j <= t; j++) {
+                for (int j = 0; j < T; j++) {
+                    if (!visible(a, t, j)) continue;
                     double ds = p[j] * (dp[j] - D) * a->scale;
                     if (a->softcap > 0.0f) { /* through the cap: 1 - tanh^2 of the capped logit's argument */
                         const double th = log(p[j] * l) + mx; /* the capped logit */
@@ -163,12 +175,14 @@ static double max_abs(const float *x, size_t n) {
 static void test_against_ref(void) {
     printf("attention, per case: worst |diff| / bound of out, lse, grads (scalar vs double; vector vs scalar)\n");
     mt_err ws[4] = {{0}}, wv[MT_NVEC][4] = {{{0}}};
-    /* every case plain, then again with Gemma 2's logit soft-capping (a cap of 0.5 bends every logit) */
-    for (int ci = 0; ci < 2 * NCASES; ci++) {
+    /* every case plain, then again with Gemma 2's logit soft-capping (a cap of 0.5 bends every
+     * logit), then within its sliding window (soft-capped on every other case) */
+    for (int ci = 0; ci < 3 * NCASES; ci++) {
         const acase *c = &cases[ci % NCASES];
         abuf s;
         abuf_init(&s, c);
-        if (ci >= NCASES) s.a.softcap = 0.5f;
+        if (ci >= NCASES && (ci < 2 * NCASES || ci % 2)) s.a.softcap = 0.5f;
+        if (ci >= 2 * NCASES) s.a.window = windows[ci % NCASES];
         float *gp[3];
         size_t gn[3];
         const int ng = grad_parts(&s, gp, gn);
@@ -221,11 +235,13 @@ static void test_against_ref(void) {
     }
 }
 
-/* Central differences of L = sum r .* out through the scalar forward, against its backward. */
-static void test_fd(void) {
+/* Central differences of L = sum r .* out through the scalar forward, against its backward; causal,
+ * and within a window of 3. */
+static void test_fd(int window) {
     const acase c = {2, 6, 4, 2, 5, 1};
     abuf s;
     abuf_init(&s, &c);
+    s.a.window = window;
     ZT_OK(mk_attention_fwd(&s.a, s.out, s.lse, s.q, s.k, s.v, ZERO_IMPL_SCALAR));
     for (size_t i = 0; i < s.nq; i++) s.dqkv[i] = 0.0f;
     ZT_OK(mk_attention_bwd(&s.a, s.dq, s.dk, s.dv, s.dout, s.q, s.k, s.v, s.out, s.lse, ZERO_IMPL_SCALAR));
@@ -250,13 +266,13 @@ static void test_fd(void) {
         worst = fmax(worst, err);
         ZT_CHECKF(err <= 1.0, "attention fd[%zu]: fd %.7g, backward %.7g", i, fd, g);
     }
-    printf("attention: finite differences of the scalar reference within %.4f of the bound (%zu elements)\n",
-           worst, s.nq);
+    printf("attention, window %d: finite differences of the scalar reference within %.4f of the bound (%zu "
+           "elements)\n", window, worst, s.nq);
     abuf_free(&s);
 }
 
-/* Same bits on 1 and 3 threads, for every impl. */
-static void test_threads(void) {
+/* Same bits on 1 and 3 threads, for every impl; causal and within a window of 40. */
+static void test_threads(int window) {
 #ifdef _OPENMP
     const int saved = omp_get_max_threads();
     const acase c = {3, 150, 4, 2, 32, 1};
@@ -269,6 +285,7 @@ static void test_threads(void) {
             abuf s;
             mt_state = 0x1234567ull; /* the same inputs both times */
             abuf_init(&s, &c);
+            s.a.window = window;
             omp_set_num_threads(k ? 3 : 1);
             memset(s.dqkv, 0, 4 * s.nq);
             memset(s.out, 0, 4 * s.no); /* the padding between rows is never written */
@@ -282,11 +299,62 @@ static void test_threads(void) {
             }
             abuf_free(&s);
         }
-        ZT_CHECKF(same, "%s attention differs between 1 and 3 threads", zero_impl_name(impl));
+        ZT_CHECKF(same, "%s attention (window %d) differs between 1 and 3 threads", zero_impl_name(impl), window);
         free(keep[0]), free(keep[1]), free(keep[2]);
     }
     omp_set_num_threads(saved);
+#else
+    (void)window;
 #endif
+}
+
+/* A window of T or more masks nothing: out, lse, dq, dk, dv bit for bit those of the causal
+ * kernel, in every impl (the windowed paths must not change a single rounding). */
+static void test_window_full(void) {
+    int n = 0;
+    for (int ci = 0; ci < NCASES; ci++) {
+        const acase *c = &cases[ci];
+        for (int v = -1; v < MT_NVEC; v++) {
+            const zero_impl impl = v < 0 ? ZERO_IMPL_SCALAR : mt_vec_impls[v];
+            if (v >= 0 && !mt_impl_runs(impl)) continue;
+            for (int capped = 0; capped < 2; capped++) {
+                const int wins[3] = {0, c->T, c->T + 1 + ci * 1000};
+                float *keep[3] = {NULL, NULL, NULL};
+                for (int w = 0; w < 3; w++) {
+                    abuf s;
+                    mt_state = 0x9e3779b97f4a7c15ull + (uint64_t)ci; /* the same inputs each time */
+                    abuf_init(&s, c);
+                    s.a.window = wins[w];
+                    s.a.softcap = capped ? 0.5f : 0.0f;
+                    float *gp[3];
+                    size_t gn[3];
+                    const int ng = grad_parts(&s, gp, gn);
+                    memset(s.out, 0, 4 * s.no);
+                    for (int i = 0; i < ng; i++) memset(gp[i], 0, 4 * gn[i]);
+                    ZT_OK(mk_attention_fwd(&s.a, s.out, s.lse, s.q, s.k, s.v, impl));
+                    ZT_OK(mk_attention_bwd(&s.a, s.dq, s.dk, s.dv, s.dout, s.q, s.k, s.v, s.out, s.lse, impl));
+                    /* gradients as one list: the fused buffer, or dq, dk, dv back to back */
+                    size_t ngrad = 0;
+                    for (int i = 0; i < ng; i++) ngrad += gn[i];
+                    float *g = malloc(4 * ngrad), *at = g;
+                    for (int i = 0; i < ng; i++) memcpy(at, gp[i], 4 * gn[i]), at += gn[i];
+                    if (!w) {
+                        keep[0] = mt_dup(s.out, s.no), keep[1] = mt_dup(s.lse, s.nl), keep[2] = g;
+                    } else {
+                        ZT_CHECKF(!memcmp(keep[0], s.out, 4 * s.no) && !memcmp(keep[1], s.lse, 4 * s.nl) &&
+                                      !memcmp(keep[2], g, 4 * ngrad),
+                                  "%s attention, case %d, window %d (softcap %d): not bitwise the causal kernel",
+                                  zero_impl_name(impl), ci, wins[w], capped);
+                        free(g);
+                        n++;
+                    }
+                    abuf_free(&s);
+                }
+                free(keep[0]), free(keep[1]), free(keep[2]);
+            }
+        }
+    }
+    printf("attention: a window >= T bitwise the causal kernel (%d runs: forward and backward)\n", n);
 }
 
 static void test_args(void) {
@@ -300,6 +368,9 @@ static void test_args(void) {
     ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     b = a, b.ld_k = 3;
     ZT_EQ_INT(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    b = a, b.window = -1;
+    ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     b = a, b.scale = 0.0f;
     ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     b = a, b.T = 0;
@@ -311,8 +382,11 @@ static void test_args(void) {
 int main(void) {
     printf("impl chosen here: %s\n", zero_impl_name(zero_impl_best()));
     test_against_ref();
-    test_fd();
-    test_threads();
+    test_fd(0);
+    test_fd(3);
+    test_window_full();
+    test_threads(0);
+    test_threads(40);
     test_args();
     return zt_finish("test_mkernels_attn");
 }
