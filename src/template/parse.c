@@ -408,8 +408,8 @@ typedef struct nvec {
 static void npush(parser *P, nvec *v, tp_node *x) {
     if (v->n == v->cap) {
         int nc = v->cap ? 2 * v->cap : 8;
-        tp_node **nv = zero__tp_alloc(P->A, (size_t)nc * sizeof *nv);
-        if (v->n) memcpy(nv, v->v, (size_t)v->n * sizeof *nv);
+        tp_node **nv = zero__tp_alloc(P->A, (size_t)nc * sizeof(void *)); /* pointers: all one size */
+        if (v->n) memcpy(nv, v->v, (size_t)v->n * sizeof(void *));
         v->v = nv;
         v->cap = nc;
     }

@@ -143,7 +143,7 @@ static void fmt_float(double x, char *o, size_t cap) {
         if (strtod(e, NULL) == x) break;
     }
     /* digits and exponent of the shortest repr, laid out as Python's float repr does */
-    char dig[24];
+    char dig[24] = {'0'}; /* "0" when %e gave no digit (it always gives one) */
     int nd = 0, neg = e[0] == '-';
     const char *q = e + neg;
     for (; *q && *q != 'e'; q++)
@@ -695,7 +695,7 @@ static tp_val recase(rstate *R, tp_str s, int how) {
     for (size_t i = 0; i < s.n;) {
         size_t l;
         int32_t cp = u8dec(s.p + i, s.n - i, &l);
-        int32_t o = cp;
+        int32_t o;
         const utf8proc_category_t cat = utf8proc_category(cp);
         const int cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
         if (how == 1) o = utf8proc_toupper(cp);

@@ -123,7 +123,7 @@ static void test_fixtures(void) {
         zero_status st = zero_template_render(tmpl[ti], ctxs, strlen(ctxs), &o, &out, &err);
         const cJSON *want = cJSON_GetObjectItem(r, "text"), *werr = cJSON_GetObjectItem(r, "error");
         const cJSON *wtype = cJSON_GetObjectItem(r, "error_type");
-        if (werr && cJSON_IsString(wtype) && strcmp(wtype->valuestring, "TemplateError")) {
+        if (werr && cJSON_IsString(wtype) && strcmp(wtype->valuestring, "TemplateError") != 0) {
             /* Python's own error (a None added to a string): the render fails here too, in its words */
             type_errors++;
             ZT_CHECKF(st == ZERO_ERR_FORMAT, "%s conv %d: expected an error as Python's %s [%s], got %s", name, ci,
@@ -340,8 +340,8 @@ static void test_generation_masks(void) {
         snprintf(path, sizeof path, "%s/../tokenizer/%s.chat.ids", dir, toks[t]);
         char *want = slurp(path, NULL);
         char *save1 = NULL, *save2 = NULL;
-        char *cl = strtok_r(chats == NULL ? NULL : strdup(chats), "\n", &save1), *wl = strtok_r(want, "\n", &save2);
-        char *chats_copy = cl;
+        char *chats_copy = chats ? strdup(chats) : NULL; /* strtok_r cuts it: freed as a whole below */
+        char *cl = strtok_r(chats_copy, "\n", &save1), *wl = strtok_r(want, "\n", &save2);
         for (; cl && wl; cl = strtok_r(NULL, "\n", &save1), wl = strtok_r(NULL, "\n", &save2)) {
             cJSON *c = cJSON_Parse(cl), *ms = cJSON_GetObjectItem(c, "messages");
             zero_chat_message m[16];
