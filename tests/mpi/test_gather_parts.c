@@ -74,7 +74,8 @@ static void check_engine(zero_comm *world, int stage, zero_dtype prec) {
             ZT_CHECKF(!memcmp(view, want, n * 4), "stage %d %s unit %d: the view is not the working copy widened",
                       stage, zero_dtype_name(prec), u);
             /* on the cpu backend the fp32 view is the working copy itself (on a device, both are host copies) */
-            if (prec == ZERO_DTYPE_FP32 && !strcmp(zero_engine_device(e), "cpu")) ZT_CHECK((const void *)view == pt.trainable);
+            if (prec == ZERO_DTYPE_FP32 && !strcmp(zero_engine_device(e), "cpu"))
+                ZT_CHECK((const void *)view == pt.trainable);
             ZT_OK(zero_engine_release(e, u));
         }
         ZT_OK(zero_engine_release(e, u));
