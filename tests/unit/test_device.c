@@ -189,7 +189,8 @@ static void test_create_errors(void) {
 }
 
 /* The cuda module's loading, in a child each (a process loads it once): a ZERO_CUDA_MODULE that
- * is not there, and one that is not the module (libzero.so itself), are one line each. */
+ * is not there, one that is not a shared object, and one that is not the module (libzero.so
+ * itself, where the build has it) are one line each. */
 static void module_child(const char *path, const char *want) {
     int fd[2];
     if (pipe(fd) != 0) {
@@ -226,12 +227,18 @@ static void module_child(const char *path, const char *want) {
 static void test_module_errors(void) {
     if (!strstr(zero_device_backends_built(), "cuda")) return;
     module_child("/nonexistent/libzero-cuda.so", "ZERO_CUDA_MODULE '/nonexistent/libzero-cuda.so': no such file");
-    const char *bd = getenv("ZERO_BUILD_DIR");
-    if (bd) {
-        char lib[1024];
-        snprintf(lib, sizeof lib, "%s/libzero.so", bd);
-        module_child(lib, "is from another build of zero");
+    char text[] = "/tmp/zero_test_device_XXXXXX"; /* not a shared object */
+    const int fd = mkstemp(text);
+    if (fd >= 0) {
+        if (write(fd, "not ELF\n", 8) != 8) ZT_FAIL("write %s", text);
+        close(fd);
+        module_child(text, "did not load: ");
+        unlink(text);
     }
+    const char *bd = getenv("ZERO_BUILD_DIR"); /* a shared object without the entry point */
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s/libzero.so", bd ? bd : ".");
+    if (bd && access(lib, F_OK) == 0) module_child(lib, "is from another build of zero");
 }
 
 static void on_segv(int sig) {
