@@ -643,7 +643,7 @@ static void test_launch_checks(const char *backend) {
 int main(void) {
     /* ZERO_TEST_DEVICE=cuda (scripts/gpu_check.sh): the backend-generic checks on that backend */
     const char *extra = getenv("ZERO_TEST_DEVICE");
-    if (extra && *extra && strcmp(extra, "cpu") && strcmp(extra, "fake")) {
+    if (extra && *extra && strcmp(extra, "cpu") != 0 && strcmp(extra, "fake") != 0) {
         zero_device_options o;
         zero_device_options_default(&o);
         o.backend = extra;

@@ -55,7 +55,7 @@ static int run(zero_comm *comm, const zero_config *cfg, const char *backend, run
     }
     int rc = mlp_register(e) || mlp_init(e, 7) ? -1 : 0;
     for (int s = 0; s < STEPS && !rc; s++) {
-        zero_step_stats st;
+        zero_step_stats st = {0};
         rc = mlp_train_step(e, s, 1, 0, (int)cfg->grad_accum, BSZ, &out->losses[s], &st, 1.0f);
         out->norms[s] = st.grad_norm;
     }
@@ -71,16 +71,28 @@ static int run(zero_comm *comm, const zero_config *cfg, const char *backend, run
     return rc;
 }
 
+static uint64_t dbits(double v) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return u;
+}
+
+static uint32_t fbits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
 static void same(const run_result *a, const run_result *b, const char *what) {
     for (int s = 0; s < STEPS; s++) {
-        ZT_CHECKF(memcmp(&a->losses[s], &b->losses[s], sizeof(double)) == 0, "%s: loss of step %d: %.17g vs %.17g",
-                  what, s, a->losses[s], b->losses[s]);
-        ZT_CHECKF(memcmp(&a->norms[s], &b->norms[s], sizeof(double)) == 0, "%s: norm of step %d: %.17g vs %.17g", what,
-                  s, a->norms[s], b->norms[s]);
+        ZT_CHECKF(dbits(a->losses[s]) == dbits(b->losses[s]), "%s: loss of step %d: %.17g vs %.17g", what, s,
+                  a->losses[s], b->losses[s]);
+        ZT_CHECKF(dbits(a->norms[s]) == dbits(b->norms[s]), "%s: norm of step %d: %.17g vs %.17g", what, s, a->norms[s],
+                  b->norms[s]);
     }
     for (int l = 0; l < MLP_LAYERS; l++) {
         int bad = 0;
-        for (int i = 0; i < mlp_unit_numel(l); i++) bad += memcmp(&a->params[l][i], &b->params[l][i], 4) != 0;
+        for (int i = 0; i < mlp_unit_numel(l); i++) bad += fbits(a->params[l][i]) != fbits(b->params[l][i]);
         ZT_CHECKF(!bad, "%s: %d parameters of layer %d differ", what, bad, l);
     }
 }
@@ -89,6 +101,8 @@ static int compared;
 
 static void compare(zero_comm *comm, const zero_config *cfg, const char *dev, const char *what) {
     run_result cpu, d;
+    memset(&cpu, 0, sizeof cpu);
+    memset(&d, 0, sizeof d);
     if (run(comm, cfg, "cpu", &cpu) == 0 && run(comm, cfg, dev, &d) == 0) {
         same(&cpu, &d, what);
         ZT_CHECKF(d.device_peak > 0, "%s: nothing was held on the %s device", what, dev);
