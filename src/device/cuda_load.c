@@ -42,7 +42,7 @@ static void load(void) {
         if (try_path(env) == 0) snprintf(load_error, sizeof load_error, "ZERO_CUDA_MODULE '%s': no such file", env);
         return;
     }
-    char paths[4][1024];
+    char paths[5][1024];
     int np = 0;
     Dl_info info;
     /* beside the program or the libzero.so this code is in, or in its zero/ folder (installed) */
@@ -52,6 +52,8 @@ static void load(void) {
         const char *dir = slash ? info.dli_fname : ".";
         snprintf(paths[np++], sizeof paths[0], "%.*s/libzero-cuda.so", len, dir);
         snprintf(paths[np++], sizeof paths[0], "%.*s/zero/libzero-cuda.so", len, dir);
+        /* an installed `zero` (PREFIX/bin) finds PREFIX/lib/zero, wherever the prefix was moved */
+        snprintf(paths[np++], sizeof paths[0], "%.*s/../%s/zero/libzero-cuda.so", len, dir, ZERO_CUDA_MODULE_LIBDIR);
     }
     snprintf(paths[np++], sizeof paths[0], "%s", ZERO_CUDA_MODULE_INSTALLED);
     snprintf(paths[np++], sizeof paths[0], "%s", ZERO_CUDA_MODULE_BUILT);
