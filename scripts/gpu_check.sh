@@ -102,6 +102,13 @@ if [ $NOBUILD = 0 ]; then
     [ -n "$nvcc" ] && export PATH="$(dirname "$nvcc"):$PATH"
     step configure 0 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
     step build 0 300 cmake --build "$BUILD" -j "$JOBS" --target zero_cli test_device test_cuda_bodies test_engine_on_device
+    if [ ! -x "$BUILD/tests/test_device" ] || [ ! -f "$BUILD/libzero-cuda.so" ]; then
+        # a GPU run is rare: where this machine's compilers warn where CI's do not, build again
+        # with the warnings kept but not errors (the failed try stays in the summary)
+        step configure_nowerror 0 60 cmake -S "$ROOT" -B "$BUILD" -DZERO_CUDA_WERROR=OFF
+        step build_nowerror 0 300 cmake --build "$BUILD" -j "$JOBS" --target zero_cli test_device test_cuda_bodies \
+            test_engine_on_device
+    fi
 fi
 built=$(grep -o 'zero: CUDA backend .*' "$OUT/configure.log" 2>/dev/null | head -n 1)
 [ $NOBUILD = 1 ] && built="$BUILD as it was (--no-build)"
