@@ -123,9 +123,9 @@ step device_host 0 120 env ZERO_BUILD_DIR="$BUILD" ZERO_TEST_GPU=$GPU_ENV "$BUIL
 step device_cuda 1 120 env ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$BUILD/tests/test_device"
 if [ -n "$sanitizer" ]; then
     # the same test under the sanitizer: any error is exit 99
-    step memcheck 1 180 env ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$sanitizer" --tool memcheck --error-exitcode 99 \
+    step memcheck 1 180 env ZERO_TEST_SMALL=1 ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$sanitizer" --tool memcheck --error-exitcode 99 \
         "$BUILD/tests/test_device"
-    step racecheck 1 180 env ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$sanitizer" --tool racecheck --error-exitcode 99 \
+    step racecheck 1 180 env ZERO_TEST_SMALL=1 ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$sanitizer" --tool racecheck --error-exitcode 99 \
         "$BUILD/tests/test_device"
 else
     STEPS+=("{\"name\": \"memcheck\", \"gpu\": 1, \"status\": \"skipped\", \"seconds\": 0, \"detail\": \"compute-sanitizer not found\"}")

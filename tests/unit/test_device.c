@@ -589,6 +589,86 @@ static void test_all_kernels(const char *backend) {
     free(hx), free(hy), free(out), free(ref), free(ha), free(hb), free(o16), free(r16), free(osq);
 }
 
+/* Past the grid a launch covers in one pass (65535 blocks of 256 threads): the grid-stride loops
+ * go round twice, and the sums of squares run more blocks than a CUDA block has groups. Widening,
+ * accumulation, the optimizer and the sums of squares against the host references (a GPU run:
+ * the cpu and fake backends run these loops on the host). */
+static void test_large(const char *backend) {
+    zero_device *d = make(backend, 1ull << 30, 0, 1);
+    if (!d) return;
+    const int any_nan = !strcmp(backend, "cuda");
+    const size_t n = (65535u * 256u) + 4099u;
+    float *x = malloc(n * 4), *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    double *sq = malloc((n / 1000 + 1) * 8);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = rnd_float(i);
+        g[i] = rnd_float(i + 3) * 0.01f;
+        h[i] = (uint16_t)rnd32();
+    }
+    float *dx = NULL, *dg = NULL, *dm = NULL, *dv = NULL;
+    uint16_t *dh = NULL;
+    double *dsq = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_MASTER, n * 4, (void **)&dx));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 4, (void **)&dg));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dm));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dv));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, n * 2, (void **)&dh));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, (n / 1000 + 1) * 8, (void **)&dsq));
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    /* widen bf16, then add the gradient to it (fp32 accumulation) */
+    zero__kcall w = {.id = ZERO__K_WIDEN, .n = n, .p = {dh, dx}, .a = {ZERO_DTYPE_BF16}};
+    zero__kcall acc = {.id = ZERO__K_ACCUM_F32, .n = n, .p = {dx, dg}, .a = {ZERO_DTYPE_FP32}};
+    ZT_OK(zero_stream_copy(s, dh, h, n * 2));
+    ZT_OK(zero_stream_copy(s, dg, g, n * 4));
+    ZT_OK(zero__stream_launch(s, &w));
+    ZT_OK(zero__stream_launch(s, &acc));
+    ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    ZT_OK(zero_convert(h, ZERO_DTYPE_BF16, ref, ZERO_DTYPE_FP32, n, ZERO_IMPL_SCALAR));
+    zero__accumulate_scalar(ZERO_DTYPE_FP32, ref, g, n);
+    ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: %zu-element widening and accumulation differ", backend, n);
+    /* AdamW over all of it */
+    zero_optim_hparams hp;
+    zero_optim_hparams_default(&hp, ZERO_OPTIM_ADAMW);
+    hp.weight_decay = 0.1f;
+    zero__kcall k = {.id = ZERO__K_OPTIM, .n = n, .p = {dx, dm, dv, dg}};
+    zero__optim_consts(&hp, 2, 1.0f, 1.0f, &k.optim);
+    ZT_OK(zero_stream_copy(s, dx, x, n * 4));
+    ZT_OK(zero_stream_memset(s, dm, 0, n * 4));
+    ZT_OK(zero_stream_memset(s, dv, 0, n * 4));
+    ZT_OK(zero__stream_launch(s, &k));
+    ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    float *rm = calloc(n, 4), *rv = calloc(n, 4);
+    memcpy(ref, x, n * 4);
+    zero__optim_scalar(&k.optim, ref, rm, rv, g, n, NULL, ZERO_DTYPE_FP32);
+    ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: a %zu-element AdamW step differs", backend, n);
+    /* sums of squares by 1000: more blocks of the sum than a launch covers at once */
+    const size_t nb = (n + 999) / 1000;
+    zero__kcall sk = {.id = ZERO__K_SUMSQ, .n = n, .p = {dg, dsq}, .a = {ZERO_DTYPE_FP32, 1000}};
+    ZT_OK(zero__stream_launch(s, &sk));
+    ZT_OK(zero_stream_copy(s, sq, dsq, nb * 8));
+    ZT_OK(zero_stream_sync(s));
+    int wrong = 0;
+    for (size_t b = 0; b < nb; b++) {
+        const size_t lo = b * 1000, len = n - lo < 1000 ? n - lo : 1000;
+        const double r = zero__sumsq_scalar(ZERO_DTYPE_FP32, g + lo, len);
+        wrong += !same_vals(&r, &sq[b], 1, 8, 0, any_nan);
+    }
+    ZT_CHECKF(wrong == 0, "%s: %d of %zu sums of squares differ", backend, wrong, nb);
+    zero_stream_free(s);
+    zero_device_release(d, dx);
+    zero_device_release(d, dg);
+    zero_device_release(d, dm);
+    zero_device_release(d, dv);
+    zero_device_release(d, dh);
+    zero_device_release(d, dsq);
+    zero_device_free(d);
+    free(x), free(g), free(out), free(ref), free(h), free(sq), free(rm), free(rv);
+}
+
 /* A launch the table cannot run is refused before it is queued, with one line: every backend's
  * kernels then run on operands they can reach. */
 static void test_launch_checks(const char *backend) {
@@ -661,6 +741,7 @@ int main(void) {
         test_launch_checks(extra);
         test_kernels_match_host(extra);
         test_all_kernels(extra);
+        if (!getenv("ZERO_TEST_SMALL")) test_large(extra); /* ZERO_TEST_SMALL: under a sanitizer */
         zero_device *d = make(extra, 1u << 20, 0, 1);
         if (d) {
             ZT_EQ_INT(consumer_wrong(d, 1), 0); /* ordered by the event: right every time */
