@@ -336,6 +336,11 @@ int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t c
         zero__errorf(why, cap, "launch: kernel %d is not one of the %d the device has", k->id, ZERO__K_COUNT);
         return -1;
     }
+    if (k->n > (SIZE_MAX >> 4)) { /* every extent below is n times at most 8 bytes, without overflow */
+        zero__errorf(why, cap, "launch %s: %llu elements: expected fewer than 2^60", kernel_names[k->id],
+                     (unsigned long long)k->n);
+        return -1;
+    }
     const size_t n = (size_t)k->n, es = half_or_f32(k->a[0]);
     switch (k->id) {
     case ZERO__K_FILL_F32: ext[0] = n * 4; break;

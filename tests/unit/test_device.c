@@ -696,6 +696,7 @@ static void test_launch_checks(const char *backend) {
         {{.id = ZERO__K_AXPY_F32, .n = 257, .p = {x, y}}, "launch axpy_f32: operand 0"}, /* past its 1024 bytes */
         {{.id = ZERO__K_AXPY_F32, .n = 4, .p = {y, x + 254}}, "launch axpy_f32: operand 1"}, /* runs past the block */
         {{.id = ZERO__K_F32_TO_BF16, .n = 4, .p = {x, NULL}}, "launch f32_to_bf16: operand 1"},
+        {{.id = ZERO__K_AXPY_F32, .n = 1ull << 62, .p = {x, y}}, "launch axpy_f32: 4611686018427387904 elements"},
         {{.id = ZERO__K_OPTIM, .n = 4, .p = {x, y, NULL, y}, .optim = {.type = ZERO_OPTIM_ADAMW}},
          "launch optim: operand 2"},
         {{.id = ZERO__K_OPTIM, .n = 4, .p = {x, y, y, y}, .optim = {.type = 7}}, "optimizer type 7: expected adamw"},
