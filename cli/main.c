@@ -48,7 +48,12 @@ static int version(int verbose) {
     dec_compute_info ci;
     dec_compute_info_get(&ci);
     printf("blas: %s\nbf16 products: %s\nkernels: %s\n", ci.blas, ci.bf16_products, ci.kernels);
-    printf("device backends: %s (the engine runs on cpu; docs/DEVICE.md)\n", zero_device_backends_built());
+    printf("device backends: %s (docs/DEVICE.md)\n", zero_device_backends_built());
+    if (strstr(zero_device_backends_built(), "cuda")) { /* loads the cuda module: nothing of CUDA runs before */
+        char cuda[512];
+        zero_device_describe("cuda", cuda, sizeof cuda);
+        printf("cuda: %s\n", cuda);
+    }
     const char *note = cli_blas_core_note();
     if (note) printf("note: %s\n", note);
     return CLI_OK;

@@ -21,7 +21,11 @@
  *    device memory (an allocation past it fails, naming the bytes). A cost model (bytes /
  *    bandwidth + latency per copy direction, a rate for kernels) gives each stream a modeled
  *    clock, so overlap can be measured; bytes are counted per direction.
- *  - cuda: the GPU build's (not built yet: ZERO_ERR_UNSUPPORTED names it).
+ *  - cuda: an NVIDIA GPU through the CUDA runtime, in a module of its own (libzero-cuda.so, built
+ *    where nvcc is found) loaded on the first create that names it: libzero starts where no CUDA
+ *    library is installed. Device memory from a stream-ordered pool, pinned memory from
+ *    cudaHostAlloc, one CUDA stream and event per zero_stream and zero_event. Without a GPU its
+ *    create fails at once: "no CUDA device (cudaGetDeviceCount: ...)".
  *
  * Contracts:
  *  - Memory of every space is allocated and freed here, and accounted per space and category in
@@ -76,10 +80,15 @@ void zero_device_options_default(zero_device_options *o);
 zero_status zero_device_create(zero_device **out, const zero_device_options *o, zero_error *err);
 /* Waits for every stream, then frees (NULL is a no-op). Streams, events and memory must be freed first. */
 void zero_device_free(zero_device *d);
-const char *zero_device_backend(const zero_device *d); /* "cpu", "fake" */
+const char *zero_device_backend(const zero_device *d); /* "cpu", "fake", "cuda" */
 const char *zero_device_last_error(const zero_device *d);
-/* The backends this build has, comma-separated ("cpu,fake"). */
+/* The backends this build has, comma-separated ("cpu,fake", "cpu,fake,cuda"). */
 const char *zero_device_backends_built(void);
+/* One line on what stands behind a backend, written to buf (`zero --version --verbose`): for cuda
+ * the CUDA runtime the module was built against, the driver found (or none), the cuBLASLt and
+ * NCCL libraries found (or none); "" for cpu and fake. ZERO_ERR_UNSUPPORTED with the reason in buf
+ * when the backend is not built or its module does not load; ZERO_ERR_CONFIG for another name. */
+zero_status zero_device_describe(const char *backend, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- memory */
 #define ZERO_DEVICE_ALIGN 256 /* every block's alignment, and the granule its bytes are counted in */

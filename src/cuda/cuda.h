@@ -1,7 +1,8 @@
-/* Private entry points of the GPU build's kernels (src/cuda/kernels.cu), callable from C.
- * Compile-only on machines without a GPU. Every element runs the kernel layer's formula
- * (src/kernels/elem.h) that the CPU reference runs, compiled without fma contraction, so the bits
- * are the CPU's (docs/KERNELS.md, "The kernel layer"). */
+/* Private entry point of the GPU kernels (src/cuda/kernels.cu), callable from C: the cuda
+ * backend (src/cuda/device_cuda.c) launches the device layer's kernels by id through it. Every
+ * element runs the body of src/cuda/bodies.h, the kernel layer's formula that the host reference
+ * runs, compiled without fma contraction, so the bits are the host's (docs/KERNELS.md, "The kernel
+ * layer"). */
 #ifndef ZERO_CUDA_H
 #define ZERO_CUDA_H
 
@@ -14,18 +15,12 @@
 extern "C" {
 #endif
 
-/* dst[i] = src[i] narrowed to bf16 (bf16 = 1) or fp16 bits, as zero__fp32_to_bf16_bits /
- * zero__fp32_to_fp16_bits round, on `stream`. 0 or -1. */
-int zero__cuda_f32_to_half(const float *src, uint16_t *dst, int bf16, size_t n, void *stream);
-/* dst[i] = src[i] widened from bf16 (bf16 = 1) or fp16 bits, exactly. 0 or -1. */
-int zero__cuda_half_to_f32(const uint16_t *src, float *dst, int bf16, size_t n, void *stream);
-/* The step of zero_optim_step on n elements (AdamW, Adam, SGD with or without momentum, Lion, as
- * k->type says) with the per-step constants k (zero__optim_consts, src/optim/internal.h; passed
- * by value to the device): p master, s0/s1 the states (NULL where the optimizer keeps none),
- * g the gradient; with out, each updated element is also stored there in out_dt (0 fp32, 1 bf16,
- * 2 fp16). 0 or -1. */
-int zero__cuda_optim(const zero__optim_k *k, float *p, float *s0, float *s1, const float *g, size_t n, void *out,
-                     int out_dt, void *stream);
+/* Queues kernel `id` (a ZERO__K_* of src/device/internal.h) over n elements on the CUDA stream
+ * `stream`, with the operands p and scalars a of the device layer's kernel call (their meaning per
+ * id is that table's) and, for ZERO__K_OPTIM, the step's constants. The caller has checked the
+ * call (zero__kcall_extents). Returns the launch's cudaError_t (0: queued); n == 0 queues nothing. */
+int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const double a[4], const zero__optim_k *optim,
+                      void *stream);
 
 #ifdef __cplusplus
 }

@@ -1,76 +1,103 @@
-// Device kernels for the GPU build: fp32 <-> bf16/fp16 conversion and the fused optimizer step
-// with the half-precision write-back. Each thread runs the kernel layer's element formulas
-// (src/kernels/elem.h), the CPU reference's text, compiled with --fmad=false (CMakeLists.txt): the
-// same roundings in the same order, so the same bits. Compiled when nvcc is found
-// (ZERO_CUDA=AUTO); nothing here runs on a machine without a GPU.
+// The device layer's kernels on an NVIDIA GPU, one per id of src/device/internal.h's table. Each
+// thread runs a body of src/cuda/bodies.h (the kernel layer's element formulas, src/kernels/elem.h),
+// compiled with --fmad=false (CMakeLists.txt): the same roundings in the same order as the host
+// reference, so the same bits; the sum of squares keeps the host's 16 lanes and fixed tree.
 #include <cuda_runtime.h>
 
+#include "cuda/bodies.h"
 #include "cuda/cuda.h"
-#include "zero/optim.h"
+#include "device/kernel_ids.h"
 
 namespace {
 
+constexpr int kThreads = 256;
+
 // A grid-stride loop: element i of n for every thread of the grid.
 #define ZERO_CUDA_FOR(i, n)                                                                                       \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < (n); i += (uint64_t)gridDim.x * blockDim.x)
 
-__global__ void f32_to_bf16(const float *src, uint16_t *dst, size_t n) {
-    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp32_to_bf16_bits(src[i]);
+__global__ void fill_f32(float *y, float v, uint64_t n) { ZERO_CUDA_FOR(i, n) y[i] = v; }
+
+__global__ void axpy_f32(float *y, const float *x, float a, uint64_t n) { ZERO_CUDA_FOR(i, n) zero__kb_axpy(y, x, a, i); }
+
+__global__ void to_half(const float *x, uint16_t *y, int bf, uint64_t n) {
+    ZERO_CUDA_FOR(i, n) y[i] = bf ? zero__fp32_to_bf16_bits(x[i]) : zero__fp32_to_fp16_bits(x[i]);
 }
 
-__global__ void f32_to_f16(const float *src, uint16_t *dst, size_t n) {
-    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp32_to_fp16_bits(src[i]);
+__global__ void widen(const uint16_t *x, float *y, int bf, uint64_t n) { ZERO_CUDA_FOR(i, n) y[i] = zero__kb_widen(bf, x[i]); }
+
+__global__ void add(int dt, void *dst, const void *src, uint64_t n) { ZERO_CUDA_FOR(i, n) zero__kb_add(dt, dst, src, i); }
+
+__global__ void accum_f32(int dt, void *dst, const float *src, uint64_t n) {
+    ZERO_CUDA_FOR(i, n) zero__kb_accum(dt, dst, src, i);
 }
 
-__global__ void bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
-    ZERO_CUDA_FOR(i, n) dst[i] = zero__bf16_bits_to_fp32(src[i]);
+// k by value (kernel parameter memory)
+__global__ void optim(zero__optim_k k, float *p, float *s0, float *s1, const float *g, uint64_t n) {
+    ZERO_CUDA_FOR(i, n) zero__kb_optim(&k, p, s0, s1, g, i);
 }
 
-__global__ void f16_to_f32(const uint16_t *src, float *dst, size_t n) {
-    ZERO_CUDA_FOR(i, n) dst[i] = zero__fp16_bits_to_fp32(src[i]);
-}
-
-// zero__optim_scalar, one element a thread; k by value (kernel parameter memory).
-__global__ void optim_step(zero__optim_k k, float *p, float *s0, float *s1, const float *g, size_t n, void *out,
-                           int out_dt) {
-    ZERO_CUDA_FOR(i, n) {
-        switch (k.type) {
-        case ZERO_OPTIM_ADAMW:
-        case ZERO_OPTIM_ADAM: zero__adam_elem(&k, p + i, s0 + i, s1 + i, g[i]); break;
-        case ZERO_OPTIM_SGD: zero__sgd_elem(&k, p + i, s0 ? s0 + i : nullptr, g[i]); break;
-        case ZERO_OPTIM_LION: zero__lion_elem(&k, p + i, s0 + i, g[i]); break;
+// Block b of nb (block elements each, the last one shorter) to out[b]: a CUDA block holds
+// kThreads / 16 groups of 16 threads, a group per block of the sum, a thread per lane.
+__global__ void sumsq(int dt, const void *x, uint64_t n, uint64_t block, uint64_t nb, double *out) {
+    __shared__ double lanes[kThreads];
+    constexpr unsigned groups = kThreads / ZERO__KB_LANES;
+    const unsigned lane = threadIdx.x % ZERO__KB_LANES, grp = threadIdx.x / ZERO__KB_LANES;
+    const size_t es = zero__kb_dtype_size(dt);
+    for (uint64_t b0 = (uint64_t)blockIdx.x * groups; b0 < nb; b0 += (uint64_t)gridDim.x * groups) {
+        const uint64_t b = b0 + grp;
+        double acc = 0;
+        if (b < nb) {
+            const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+            acc = zero__kb_sumsq_lane(dt, static_cast<const char *>(x) + lo * es, len, lane);
         }
-        if (!out) continue;
-        if (out_dt == 1) static_cast<uint16_t *>(out)[i] = zero__fp32_to_bf16_bits(p[i]);
-        else if (out_dt == 2) static_cast<uint16_t *>(out)[i] = zero__fp32_to_fp16_bits(p[i]);
-        else static_cast<float *>(out)[i] = p[i];
+        lanes[threadIdx.x] = acc;
+        __syncthreads();
+        if (lane == 0 && b < nb) out[b] = zero__kb_sumsq_tree(lanes + grp * ZERO__KB_LANES);
+        __syncthreads();
     }
 }
 
-int grid_for(size_t n) {
-    size_t blocks = (n + 255) / 256;
-    return blocks > 65535 ? 65535 : (blocks ? (int)blocks : 1);
+unsigned grid_for(uint64_t items, unsigned per_block) {
+    const uint64_t blocks = (items + per_block - 1) / per_block;
+    return blocks > 65535 ? 65535u : (blocks ? (unsigned)blocks : 1u);
 }
 
 }  // namespace
 
-extern "C" int zero__cuda_f32_to_half(const float *src, uint16_t *dst, int bf16, size_t n, void *stream) {
+extern "C" int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const double a[4], const zero__optim_k *k,
+                                 void *stream) {
+    if (n == 0) return cudaSuccess;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (bf16) f32_to_bf16<<<grid_for(n), 256, 0, s>>>(src, dst, n);
-    else f32_to_f16<<<grid_for(n), 256, 0, s>>>(src, dst, n);
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
-}
-
-extern "C" int zero__cuda_half_to_f32(const uint16_t *src, float *dst, int bf16, size_t n, void *stream) {
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (bf16) bf16_to_f32<<<grid_for(n), 256, 0, s>>>(src, dst, n);
-    else f16_to_f32<<<grid_for(n), 256, 0, s>>>(src, dst, n);
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
-}
-
-extern "C" int zero__cuda_optim(const zero__optim_k *k, float *p, float *s0, float *s1, const float *g, size_t n,
-                                void *out, int out_dt, void *stream) {
-    if (n == 0) return 0;
-    optim_step<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(*k, p, s0, s1, g, n, out, out_dt);
-    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+    const unsigned g = grid_for(n, kThreads);
+    const int dt = (int)a[0];
+    switch (id) {
+    case ZERO__K_FILL_F32: fill_f32<<<g, kThreads, 0, s>>>(static_cast<float *>(p[0]), (float)a[0], n); break;
+    case ZERO__K_AXPY_F32:
+        axpy_f32<<<g, kThreads, 0, s>>>(static_cast<float *>(p[0]), static_cast<const float *>(p[1]), (float)a[0], n);
+        break;
+    case ZERO__K_F32_TO_BF16:
+    case ZERO__K_F32_TO_FP16:
+        to_half<<<g, kThreads, 0, s>>>(static_cast<const float *>(p[0]), static_cast<uint16_t *>(p[1]),
+                                       id == ZERO__K_F32_TO_BF16, n);
+        break;
+    case ZERO__K_OPTIM:
+        optim<<<g, kThreads, 0, s>>>(*k, static_cast<float *>(p[0]), static_cast<float *>(p[1]),
+                                     static_cast<float *>(p[2]), static_cast<const float *>(p[3]), n);
+        break;
+    case ZERO__K_WIDEN:
+        widen<<<g, kThreads, 0, s>>>(static_cast<const uint16_t *>(p[0]), static_cast<float *>(p[1]),
+                                     dt == ZERO_DTYPE_BF16, n);
+        break;
+    case ZERO__K_ADD: add<<<g, kThreads, 0, s>>>(dt, p[0], p[1], n); break;
+    case ZERO__K_ACCUM_F32: accum_f32<<<g, kThreads, 0, s>>>(dt, p[0], static_cast<const float *>(p[1]), n); break;
+    case ZERO__K_SUMSQ: {
+        const uint64_t block = (uint64_t)a[1], nb = (n + block - 1) / block;
+        sumsq<<<grid_for(nb, kThreads / ZERO__KB_LANES), kThreads, 0, s>>>(dt, p[0], n, block, nb,
+                                                                             static_cast<double *>(p[1]));
+        break;
+    }
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
 }

@@ -48,6 +48,7 @@ static void cpu_drain(zero_stream *s) { (void)s; }
 const zero__dev_vtable zero__dev_cpu = {
     .name = "cpu",
     .asynchronous = 0,
+    .modeled = 0,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,

@@ -2,13 +2,18 @@
  * checks, the cost model's clocks, counters and events; the backends (cpu.c, fake.c) run what
  * it queues. */
 #include "device/internal.h"
+#include "zero/optim.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef ZERO_HAVE_CUDA
+const char *zero_device_backends_built(void) { return "cpu,fake,cuda"; }
+#else
 const char *zero_device_backends_built(void) { return "cpu,fake"; }
+#endif
 
 void zero_device_options_default(zero_device_options *o) {
     if (!o) return;
@@ -52,14 +57,17 @@ zero_status zero_device_create(zero_device **out, const zero_device_options *opt
     }
     if (!name || !*name) name = "cpu";
     const zero__dev_vtable *vt = !strcmp(name, "cpu") ? &zero__dev_cpu : !strcmp(name, "fake") ? &zero__dev_fake : NULL;
-    if (!vt) {
-        if (err) {
-            if (!strcmp(name, "cuda"))
-                ZERO__ERR(err, "%s 'cuda': this build has no CUDA backend yet (built: %s)", from,
-                          zero_device_backends_built());
-            else ZERO__ERR(err, "%s '%s': expected one of %s", from, name, zero_device_backends_built());
+    if (!vt && !strcmp(name, "cuda")) {
+        char why[400];
+        vt = zero__dev_cuda_load(why, sizeof why);
+        if (!vt) {
+            if (err) ZERO__ERR(err, "%s 'cuda': %s (built: %s)", from, why, zero_device_backends_built());
+            return ZERO_ERR_UNSUPPORTED;
         }
-        return !strcmp(name, "cuda") ? ZERO_ERR_UNSUPPORTED : ZERO_ERR_CONFIG;
+    }
+    if (!vt) {
+        if (err) ZERO__ERR(err, "%s '%s': expected one of %s", from, name, zero_device_backends_built());
+        return ZERO_ERR_CONFIG;
     }
     const char *mem = getenv("ZERO_DEVICE_MEMORY");
     if (!o.capacity && mem && *mem && parse_size(mem, &o.capacity) != 0) {
@@ -248,7 +256,7 @@ void zero_stream_free(zero_stream *s) {
 
 /* The cost model: op runs on s after what s queued before, for its modeled cost. */
 static void model(zero_stream *s, double cost) {
-    if (!s->d->vt->asynchronous) return; /* the cpu backend costs what the host does */
+    if (!s->d->vt->modeled) return; /* the cpu backend costs what the host does; cuda what the GPU does */
     s->mclock += cost;
     zero_device *d = s->d;
     pthread_mutex_lock(&d->mu);
@@ -315,13 +323,87 @@ zero_status zero_stream_memset(zero_stream *s, void *dst, int byte, size_t n) {
     return submit(s, &op);
 }
 
+static size_t half_or_f32(double dt) {
+    return dt == ZERO_DTYPE_FP32 ? 4 : dt == ZERO_DTYPE_BF16 || dt == ZERO_DTYPE_FP16 ? 2 : 0;
+}
+
+static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",
+                                                        "widen",    "add",      "accum_f32",   "sumsq"};
+
+int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t cap) {
+    memset(ext, 0, 4 * sizeof *ext);
+    if ((unsigned)k->id >= ZERO__K_COUNT) {
+        zero__errorf(why, cap, "launch: kernel %d is not one of the %d the device has", k->id, ZERO__K_COUNT);
+        return -1;
+    }
+    if (k->n > (SIZE_MAX >> 4)) { /* every extent below is n times at most 8 bytes, without overflow */
+        zero__errorf(why, cap, "launch %s: %llu elements: expected fewer than 2^60", kernel_names[k->id],
+                     (unsigned long long)k->n);
+        return -1;
+    }
+    const size_t n = (size_t)k->n, es = half_or_f32(k->a[0]);
+    switch (k->id) {
+    case ZERO__K_FILL_F32: ext[0] = n * 4; break;
+    case ZERO__K_AXPY_F32: ext[0] = ext[1] = n * 4; break;
+    case ZERO__K_F32_TO_BF16:
+    case ZERO__K_F32_TO_FP16:
+        ext[0] = n * 4;
+        ext[1] = n * 2;
+        break;
+    case ZERO__K_OPTIM: {
+        const int t = k->optim.type;
+        if (t != ZERO_OPTIM_ADAMW && t != ZERO_OPTIM_ADAM && t != ZERO_OPTIM_SGD && t != ZERO_OPTIM_LION) {
+            zero__errorf(why, cap, "launch optim: optimizer type %d: expected adamw, adam, sgd or lion", t);
+            return -1;
+        }
+        ext[0] = ext[3] = n * 4;
+        /* the states the optimizer keeps: Adam(W) two, Lion one, SGD one with momentum (p[1] given) */
+        ext[1] = t != ZERO_OPTIM_SGD || k->p[1] ? n * 4 : 0;
+        ext[2] = t == ZERO_OPTIM_ADAMW || t == ZERO_OPTIM_ADAM ? n * 4 : 0;
+        break;
+    }
+    case ZERO__K_WIDEN:
+    case ZERO__K_ADD:
+    case ZERO__K_ACCUM_F32:
+    case ZERO__K_SUMSQ:
+        if (!es || (k->id == ZERO__K_WIDEN && es != 2)) {
+            zero__errorf(why, cap, "launch %s: dtype %g: expected %s", kernel_names[k->id], k->a[0],
+                         k->id == ZERO__K_WIDEN ? "bf16 or fp16" : "fp32, bf16 or fp16");
+            return -1;
+        }
+        ext[0] = n * es;
+        ext[1] = k->id == ZERO__K_WIDEN || k->id == ZERO__K_ACCUM_F32 ? n * 4 : n * es;
+        if (k->id == ZERO__K_SUMSQ) {
+            const double b = k->a[1];
+            if (!(b >= 1 && b <= 9e15 && b == (double)(uint64_t)b)) {
+                zero__errorf(why, cap, "launch sumsq: block %g: expected a whole number of elements >= 1", b);
+                return -1;
+            }
+            ext[1] = (size_t)((k->n + (uint64_t)b - 1) / (uint64_t)b) * sizeof(double);
+        }
+        break;
+    default: break;
+    }
+    return 0;
+}
+
 zero_status zero__stream_launch(zero_stream *s, const zero__kcall *k) {
     if (!s || !k) return ZERO_ERR_INVALID_ARG;
     zero_device *d = s->d;
-    if ((unsigned)k->id >= ZERO__K_COUNT) {
-        zero__errorf(d->err, sizeof d->err, "launch: kernel %d is not one of the %d the device has", k->id,
-                     ZERO__K_COUNT);
-        return ZERO_ERR_INVALID_ARG;
+    size_t ext[4];
+    if (zero__kcall_extents(k, ext, d->err, sizeof d->err) != 0) return ZERO_ERR_INVALID_ARG;
+    /* every operand in device or pinned memory of this device: what a kernel on any backend can reach */
+    for (int j = 0; j < 4 && k->n; j++) {
+        if (!ext[j]) continue;
+        const long b = k->p[j] ? find_block(d, (uintptr_t)k->p[j]) : -1;
+        if (b < 0 || d->blocks[b].space == ZERO_SPACE_HOST ||
+            (uintptr_t)k->p[j] + ext[j] > d->blocks[b].lo + d->blocks[b].bytes) {
+            zero__errorf(d->err, sizeof d->err,
+                         "launch %s: operand %d (%p, %zu bytes) must lie inside one device or pinned block of the "
+                         "%s device's",
+                         kernel_names[k->id], j, k->p[j], ext[j], d->vt->name);
+            return ZERO_ERR_INVALID_ARG;
+        }
     }
     zero__op op = {.kind = ZERO__OP_KERNEL, .k = *k, .dst_space = ZERO_SPACE_DEVICE, .src_space = ZERO_SPACE_DEVICE};
     pthread_mutex_lock(&d->mu);
@@ -359,6 +441,13 @@ zero_status zero_event_create(zero_device *d, zero_event **out) {
         return ZERO_ERR_NOMEM;
     }
     ev->d = d;
+    if (d->vt->event_create) {
+        const zero_status st = d->vt->event_create(ev);
+        if (st != ZERO_OK) {
+            free(ev);
+            return st;
+        }
+    }
     pthread_mutex_init(&ev->mu, NULL);
     pthread_cond_init(&ev->cv, NULL);
     *out = ev;
@@ -368,6 +457,7 @@ zero_status zero_event_create(zero_device *d, zero_event **out) {
 void zero_event_free(zero_event *ev) {
     if (!ev) return;
     (void)zero_event_sync(ev);
+    if (ev->d->vt->event_destroy) ev->d->vt->event_destroy(ev);
     pthread_cond_destroy(&ev->cv);
     pthread_mutex_destroy(&ev->mu);
     free(ev);
@@ -409,6 +499,7 @@ zero_status zero_stream_wait(zero_stream *s, zero_event *ev) {
 
 int zero_event_query(zero_event *ev) {
     if (!ev) return 1;
+    if (ev->d->vt->event_query) return ev->d->vt->event_query(ev);
     pthread_mutex_lock(&ev->mu);
     const int r = ev->done >= ev->recorded;
     pthread_mutex_unlock(&ev->mu);
@@ -417,6 +508,7 @@ int zero_event_query(zero_event *ev) {
 
 zero_status zero_event_sync(zero_event *ev) {
     if (!ev) return ZERO_ERR_INVALID_ARG;
+    if (ev->d->vt->event_sync) return ev->d->vt->event_sync(ev);
     pthread_mutex_lock(&ev->mu);
     const uint64_t gen = ev->recorded;
     pthread_mutex_unlock(&ev->mu);

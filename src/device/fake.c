@@ -433,6 +433,7 @@ static void fake_drain(zero_stream *s) {
 const zero__dev_vtable zero__dev_fake = {
     .name = "fake",
     .asynchronous = 1,
+    .modeled = 1,
     .create = fake_create,
     .destroy = fake_destroy,
     .alloc = fake_alloc,

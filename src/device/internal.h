@@ -5,6 +5,7 @@
 #define ZERO_DEVICE_INTERNAL_H
 
 #include "common/internal.h"
+#include "device/kernel_ids.h"
 #include "kernels/elem.h"
 #include "zero/device.h"
 
@@ -14,20 +15,8 @@
 #define ZERO__DEV_SPACES 3
 
 /* ---------------------------------------------------------------- kernels */
-/* A kernel call: an id and its arguments by value (pointers into device or pinned memory, sizes
- * and scalars), so that it can cross to the fake device's worker process. */
-enum {
-    ZERO__K_FILL_F32 = 0,    /* p[0][i] = a[0], i < n */
-    ZERO__K_AXPY_F32 = 1,    /* p[0][i] += a[0] * p[1][i], i < n */
-    ZERO__K_F32_TO_BF16 = 2, /* (uint16) p[1][i] = bf16(p[0][i]), round to nearest even */
-    ZERO__K_F32_TO_FP16 = 3, /* (uint16) p[1][i] = fp16(p[0][i]) */
-    ZERO__K_OPTIM = 4,       /* optim's element step over master p[0], states p[1], p[2], gradient p[3] */
-    ZERO__K_WIDEN = 5,       /* (float) p[1][i] = widen(p[0][i]), p[0] in the half dtype a[0] (bf16 / fp16) */
-    ZERO__K_ADD = 6,         /* p[0][i] += p[1][i], both in dtype a[0]: the host reduction's two-source sum */
-    ZERO__K_ACCUM_F32 = 7,   /* p[0][i] (dtype a[0]) += (float) p[1][i]: the host accumulation */
-    ZERO__K_SUMSQ = 8,       /* (double) p[1][b] = Σ x² over block b of a[1] elements of p[0] (dtype a[0]) */
-    ZERO__K_COUNT
-};
+/* A kernel call: an id (device/kernel_ids.h) and its arguments by value (pointers into device or
+ * pinned memory, sizes and scalars), so that it can cross to the fake device's worker process. */
 typedef struct zero__kcall {
     int id;
     uint64_t n;
@@ -38,8 +27,13 @@ typedef struct zero__kcall {
 } zero__kcall;
 typedef void (*zero__kernel_fn)(const zero__kcall *k);
 extern const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT];
-/* Queues k on s (ZERO_ERR_INVALID_ARG for an unknown id). */
+/* Queues k on s. ZERO_ERR_INVALID_ARG for an unknown id, a dtype or block the kernel does not
+ * take, a missing operand, or an operand whose extent (n elements of its type) does not lie inside
+ * one device or pinned block of s's device: every backend's kernels may then run unchecked. */
 zero_status zero__stream_launch(zero_stream *s, const zero__kcall *k);
+/* The bytes of each operand of k (0: none), for the checks above and for a backend; -1 with a
+ * message in why when k's id, dtype or block is not one the table has. */
+int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t cap);
 
 /* ---------------------------------------------------------------- operations */
 typedef enum { ZERO__OP_COPY, ZERO__OP_SET, ZERO__OP_KERNEL, ZERO__OP_RECORD, ZERO__OP_WAIT } zero__op_kind;
@@ -57,6 +51,7 @@ typedef struct zero__op {
 
 struct zero_event {
     zero_device *d;
+    void *impl; /* the backend's event (cuda: a cudaEvent_t), where it keeps one */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t recorded; /* generations recorded (host side) */
@@ -76,7 +71,8 @@ struct zero_stream {
 /* ---------------------------------------------------------------- backends */
 typedef struct zero__dev_vtable {
     const char *name;
-    int asynchronous; /* streams run apart from the caller (and the cost model applies) */
+    int asynchronous; /* streams run apart from the caller (copies from or to pageable memory are waited for) */
+    int modeled;      /* the cost model applies (fake) */
     zero_status (*create)(zero_device *d, const zero_device_options *o, zero_error *err);
     void (*destroy)(zero_device *d);
     /* raw memory of a space (the front accounts it); NULL when the region is full */
@@ -88,10 +84,38 @@ typedef struct zero__dev_vtable {
     zero_status (*submit)(zero_stream *s, const zero__op *op);
     /* waits until s's queue is empty */
     void (*drain)(zero_stream *s);
+    /* Optional: a backend whose events are its own (cuda). Without them the front keeps the
+     * generations (zero__event_complete / zero__event_block) and the backend runs RECORD and
+     * WAIT operations through those. */
+    zero_status (*event_create)(zero_event *ev);
+    void (*event_destroy)(zero_event *ev);
+    int (*event_query)(zero_event *ev);        /* 1: done (or never recorded) */
+    zero_status (*event_sync)(zero_event *ev); /* the device's err says why on failure */
 } zero__dev_vtable;
 
 extern const zero__dev_vtable zero__dev_cpu;
 extern const zero__dev_vtable zero__dev_fake;
+
+/* The cuda backend lives in a module of its own (libzero-cuda.so, src/cuda/), loaded on the first
+ * create that names it, so that libzero and `zero` start where no CUDA library is installed
+ * (docs/DEVICE.md, "The cuda backend"). The module's entry points, and the number that says both
+ * sides were built from the same structures: */
+#define ZERO__CUDA_MODULE_ENTRY "zero__cuda_module_entry"
+typedef struct zero__cuda_module {
+    uint64_t abi; /* zero__dev_abi() of the build that made the module */
+    const zero__dev_vtable *vt;
+    /* one line on the CUDA stack: the runtime built against, the driver found (or none), the
+     * cuBLASLt and NCCL libraries found (or none) */
+    void (*describe)(char *buf, size_t cap);
+} zero__cuda_module;
+typedef const zero__cuda_module *(*zero__cuda_module_fn)(void);
+/* A fingerprint of the structures the front and a backend module share. */
+#define zero__dev_abi()                                                                  \
+    ((uint64_t)sizeof(struct zero_device) | (uint64_t)sizeof(struct zero_stream) << 12 | \
+     (uint64_t)sizeof(struct zero_event) << 24 | (uint64_t)sizeof(zero__op) << 36 |      \
+     (uint64_t)sizeof(zero__dev_vtable) << 48 | (uint64_t)ZERO__K_COUNT << 58)
+/* The cuda module's table (NULL with why filled when it is not built or does not load). */
+const zero__dev_vtable *zero__dev_cuda_load(char *why, size_t cap);
 
 typedef struct zero__dev_block {
     uintptr_t lo;

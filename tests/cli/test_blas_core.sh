@@ -15,7 +15,7 @@ check() { # check NAME COMMAND...
 
 OPENBLAS_CORETYPE=Haswell "$ZERO" --version --verbose >"$TMP/named.txt"
 check "--version --verbose: exit 0" test $? -eq 0
-for k in "blas: OpenBLAS" "bf16 products: " "kernels: " "device backends: cpu,fake "; do
+for k in "blas: OpenBLAS" "bf16 products: " "kernels: " "device backends: cpu,fake"; do
     check "--version --verbose: a '$k' line" grep -q "^$k" "$TMP/named.txt"
 done
 check "a named core stands (Haswell)" grep -q "^blas: .*, core Haswell$" "$TMP/named.txt"

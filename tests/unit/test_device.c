@@ -1,16 +1,21 @@
-/* The device layer on both backends: accounting per space against the blocks allocated, the
- * fake device's capacity, NaN-filled new memory, copies in every direction (pinned and pageable)
- * with their byte counters, kernels, streams ordered by events — and the fake device biting: a
- * host access to device memory faults, a dropped event wait shows as a wrong number, and the cost
- * model's makespan is the sum or the max of two streams as their events say. */
+/* The device layer on its backends: accounting per space against the blocks allocated, the
+ * capacity, NaN-filled new memory, copies in every direction (pinned and pageable) with their byte
+ * counters, every kernel of the table against the host reference bit for bit, the launch checks,
+ * streams ordered by events — and the fake device biting: a host access to device memory faults,
+ * a dropped event wait shows as a wrong number, and the cost model's makespan is the sum or the
+ * max of two streams as their events say. The cuda backend: where there is no GPU its create fails
+ * at once naming cudaGetDeviceCount's error; with ZERO_TEST_DEVICE=cuda (scripts/gpu_check.sh on a
+ * GPU) the backend-generic checks run on it too. */
 #include "device/internal.h"
 #include "harness.h"
+#include "common/internal.h"
 #include "optim/internal.h"
 
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,7 +79,7 @@ static void test_roundtrip(const char *backend) {
     ZT_EQ_INT(c.bytes[ZERO_COPY_D2H], 3 * n * 4);
     ZT_EQ_INT(c.copies[ZERO_COPY_D2H], 3);
     ZT_EQ_INT(c.kernels, 1);
-    if (!strcmp(backend, "cpu")) ZT_CHECK(c.modeled_s == 0);
+    if (strcmp(backend, "fake") != 0) ZT_CHECK(c.modeled_s == 0); /* only the fake device models time */
     /* accounting: what was allocated, rounded to 256 bytes, per space and category */
     const size_t r = (n * 4 + 255) / 256 * 256;
     zero_mem_stats st;
@@ -100,30 +105,78 @@ static void test_roundtrip(const char *backend) {
     zero_device_free(d);
 }
 
-static void test_capacity(void) {
-    zero_device *d = make("fake", 1u << 20, 0, 1);
+/* A capacity is honoured: an allocation past it fails with one line naming the bytes. */
+static void test_capacity(const char *backend) {
+    zero_device *d = make(backend, 1u << 20, 0, 1);
     if (!d) return;
     void *a = NULL, *b = NULL;
     ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, 700000, &a));
     ZT_EQ_INT(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, 400000, &b), ZERO_ERR_NOMEM);
-    ZT_CHECKF(strstr(zero_device_last_error(d), "400128 bytes for optim do not fit") &&
+    char want[96];
+    snprintf(want, sizeof want, "%s device: device memory: 400128 bytes for optim do not fit", backend);
+    ZT_CHECKF(strstr(zero_device_last_error(d), want) &&
                   strstr(zero_device_last_error(d), "700160 of its 1048576 bytes are in use"),
               "%s", zero_device_last_error(d));
     zero_device_release(d, a);
     ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, 1u << 20, &b)); /* freed space is reused whole */
     zero_device_release(d, b);
     zero_device_free(d);
-    /* backends that are not built, and sizes that are not sizes */
+}
+
+/* Whether this machine has an NVIDIA GPU: $ZERO_TEST_GPU (1 or 0) where set, else whether the
+ * driver's control device exists. */
+static int gpu_expected(void) {
+    const char *v = getenv("ZERO_TEST_GPU");
+    if (v && *v) return strcmp(v, "0") != 0;
+    return access("/dev/nvidiactl", F_OK) == 0;
+}
+
+/* cuda: not built (a CPU build), no GPU (at once, one line), or a GPU: created. */
+static void test_cuda_create(void) {
     zero_device_options o;
     zero_device_options_default(&o);
-    zero_error err;
+    zero_error err = {{0}};
     zero_device *x = NULL;
     o.backend = "cuda";
-    ZT_EQ_INT(zero_device_create(&x, &o, &err), ZERO_ERR_UNSUPPORTED);
-    ZT_CHECKF(strstr(err.msg, "no CUDA backend") != NULL, "%s", err.msg);
+    const zero_status st = zero_device_create(&x, &o, &err);
+    if (!strstr(zero_device_backends_built(), "cuda")) {
+        ZT_EQ_INT(st, ZERO_ERR_UNSUPPORTED);
+        ZT_CHECKF(strstr(err.msg, "no CUDA backend") != NULL, "%s", err.msg);
+    } else if (gpu_expected()) {
+        ZT_CHECKF(st == ZERO_OK, "a GPU is expected (ZERO_TEST_GPU, /dev/nvidiactl) but: %s", err.msg);
+        ZT_CHECKF(!strcmp(zero_device_backend(x), "cuda"), "backend %s", zero_device_backend(x));
+        ZT_CHECK(zero_device_capacity(x, ZERO_SPACE_DEVICE) > (1ull << 30));
+        zero_device_free(x);
+    } else {
+        /* no GPU: at once, one line naming the call and its error */
+        ZT_EQ_INT(st, ZERO_ERR_UNSUPPORTED);
+        ZT_CHECKF(!strncmp(err.msg, "no CUDA device (cudaGetDeviceCount: ", 36) && strchr(err.msg, '\n') == NULL &&
+                      err.msg[strlen(err.msg) - 1] == ')',
+                  "%s", err.msg);
+        printf("cuda without a GPU: %s\n", err.msg);
+        char line[512];
+        ZT_OK(zero_device_describe("cuda", line, sizeof line));
+        ZT_CHECKF(strstr(line, "runtime ") && strstr(line, "cuBLASLt ") && strstr(line, "NCCL "), "%s", line);
+        printf("cuda: %s\n", line);
+    }
+}
+
+/* Backends that are not built or cannot start, and sizes that are not sizes. */
+static void test_create_errors(void) {
+    test_cuda_create();
+    zero_device_options o;
+    zero_device_options_default(&o);
+    zero_error err = {{0}};
+    zero_device *x = NULL;
     o.backend = "tpu";
     ZT_EQ_INT(zero_device_create(&x, &o, &err), ZERO_ERR_CONFIG);
-    ZT_CHECKF(strstr(err.msg, "'tpu': expected one of cpu,fake") != NULL, "%s", err.msg);
+    char want[64];
+    snprintf(want, sizeof want, "'tpu': expected one of %s", zero_device_backends_built());
+    ZT_CHECKF(strstr(err.msg, want) != NULL, "%s", err.msg);
+    char line[512];
+    ZT_EQ_INT(zero_device_describe("tpu", line, sizeof line), ZERO_ERR_CONFIG);
+    ZT_OK(zero_device_describe("fake", line, sizeof line));
+    ZT_CHECK(line[0] == 0);
     o.backend = "fake";
     setenv("ZERO_DEVICE_MEMORY", "24 GiB", 1);
     ZT_EQ_INT(zero_device_create(&x, &o, &err), ZERO_ERR_CONFIG);
@@ -133,6 +186,59 @@ static void test_capacity(void) {
     ZT_EQ_INT(zero_device_capacity(x, ZERO_SPACE_DEVICE), 2ull << 30);
     zero_device_free(x);
     unsetenv("ZERO_DEVICE_MEMORY");
+}
+
+/* The cuda module's loading, in a child each (a process loads it once): a ZERO_CUDA_MODULE that
+ * is not there, one that is not a shared object, and one that is not the module (libzero.so
+ * itself, where the build has it) are one line each. */
+static void module_child(const char *path, const char *want) {
+    int fd[2];
+    if (pipe(fd) != 0) {
+        ZT_FAIL("pipe");
+        return;
+    }
+    fflush(NULL);
+    const pid_t c = fork();
+    if (c == 0) {
+        close(fd[0]);
+        setenv("ZERO_CUDA_MODULE", path, 1);
+        zero_device_options o;
+        zero_device_options_default(&o);
+        o.backend = "cuda";
+        zero_device *x = NULL;
+        zero_error err = {{0}};
+        const zero_status st = zero_device_create(&x, &o, &err);
+        if (write(fd[1], err.msg, strlen(err.msg)) < 0) _exit(3);
+        _exit(st == ZERO_ERR_UNSUPPORTED ? 0 : 1);
+    }
+    close(fd[1]);
+    char msg[600] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof msg - 1 && (r = read(fd[0], msg + got, sizeof msg - 1 - got)) > 0) got += (size_t)r;
+    close(fd[0]);
+    int st = 0;
+    waitpid(c, &st, 0);
+    ZT_CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ZERO_CUDA_MODULE=%s: status 0x%x (%s)", path, st, msg);
+    ZT_CHECKF(strstr(msg, want) != NULL && !strchr(msg, '\n'), "ZERO_CUDA_MODULE=%s: '%s', expected '%s'", path, msg,
+              want);
+}
+
+static void test_module_errors(void) {
+    if (!strstr(zero_device_backends_built(), "cuda")) return;
+    module_child("/nonexistent/libzero-cuda.so", "ZERO_CUDA_MODULE '/nonexistent/libzero-cuda.so': no such file");
+    char text[] = "/tmp/zero_test_device_XXXXXX"; /* not a shared object */
+    const int fd = mkstemp(text);
+    if (fd >= 0) {
+        if (write(fd, "not ELF\n", 8) != 8) ZT_FAIL("write %s", text);
+        close(fd);
+        module_child(text, "did not load: ");
+        unlink(text);
+    }
+    const char *bd = getenv("ZERO_BUILD_DIR"); /* a shared object without the entry point */
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s/libzero.so", bd ? bd : ".");
+    if (bd && access(lib, F_OK) == 0) module_child(lib, "is from another build of zero");
 }
 
 static void on_segv(int sig) {
@@ -248,15 +354,25 @@ static void test_cost_model(void) {
     }
 }
 
-/* 1 when a and b hold the same bits (NaN payloads included) */
-static int same_bits(const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, a + i, 4);
-        memcpy(&y, b + i, 4);
-        if (x != y) return 0;
-    }
+/* 1 when a and b hold the same n values of es bytes (bf: 2-byte values are bf16, else fp16) bit
+ * for bit. Where `any_nan`, two NaNs count as the same whatever their payloads: a GPU's arithmetic
+ * returns its canonical NaN where the host keeps an operand's payload (docs/DEVICE.md); the cpu
+ * and fake backends run the host's code and are held to every bit. */
+static int nan_bits(const unsigned char *p, size_t es, int bf) {
+    uint64_t u = 0;
+    memcpy(&u, p, es);
+    if (es == 8) return (u & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    if (es == 4) return (u & 0x7fffffffu) > 0x7f800000u;
+    return bf ? (u & 0x7fffu) > 0x7f80u : (u & 0x7fffu) > 0x7c00u;
+}
+static int same_vals(const void *a, const void *b, size_t n, size_t es, int bf, int any_nan) {
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < n; i++, x += es, y += es)
+        if (memcmp(x, y, es) != 0 && !(any_nan && nan_bits(x, es, bf) && nan_bits(y, es, bf))) return 0;
     return 1;
+}
+static int same_bits(const float *a, const float *b, size_t n, int any_nan) {
+    return same_vals(a, b, n, 4, 0, any_nan);
 }
 
 /* The device's kernels run the kernel layer's element formulas: on the fake device (in its worker
@@ -265,6 +381,7 @@ static int same_bits(const float *a, const float *b, size_t n) {
 static void test_kernels_match_host(const char *backend) {
     zero_device *d = make(backend, 64u << 20, 20, 3);
     if (!d) return;
+    const int any_nan = !strcmp(backend, "cuda");
     const size_t n = 4099;
     float *hp = malloc(n * 4), *hm = malloc(n * 4), *hv = malloc(n * 4), *hg = malloc(n * 4);
     float *rp = malloc(n * 4), *rm = malloc(n * 4), *rv = malloc(n * 4);
@@ -310,7 +427,7 @@ static void test_kernels_match_host(const char *backend) {
         ZT_OK(zero_stream_copy(s, op, dp, n * 4));
         ZT_OK(zero_stream_copy(s, om, dm, n * 4));
         ZT_OK(zero_stream_sync(s));
-        ZT_CHECKF(same_bits(op, rp, n) && same_bits(om, rm, n),
+        ZT_CHECKF(same_bits(op, rp, n, any_nan) && same_bits(om, rm, n, any_nan),
                   "%s: optimizer %d on the device differs from the host's", backend, (int)types[t]);
         free(op);
         free(om);
@@ -322,8 +439,8 @@ static void test_kernels_match_host(const char *backend) {
         ZT_OK(zero_stream_copy(s, h16, d16, n * 2));
         ZT_OK(zero_stream_sync(s));
         ZT_OK(zero_convert(hp, ZERO_DTYPE_FP32, r16, bf ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP16, n, ZERO_IMPL_SCALAR));
-        ZT_CHECKF(!memcmp(h16, r16, n * 2), "%s: %s narrowing on the device differs from the host's", backend,
-                  bf ? "bf16" : "fp16");
+        ZT_CHECKF(same_vals(h16, r16, n, 2, bf, any_nan), "%s: %s narrowing on the device differs from the host's",
+                  backend, bf ? "bf16" : "fp16");
     }
     zero_stream_free(s);
     zero_device_release(d, dp);
@@ -335,14 +452,319 @@ static void test_kernels_match_host(const char *backend) {
     free(hp), free(hm), free(hv), free(hg), free(rp), free(rm), free(rv), free(h16), free(r16);
 }
 
+/* Values that cover every class: zeros, subnormals, infinities, NaN, ties, and random ones. */
+static uint64_t rng_state = 12345;
+static uint32_t rnd32(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 32);
+}
+static float rnd_float(size_t i) {
+    static const float edge[] = {0.0f, -0.0f,    1e-40f,        -1e-40f,     INFINITY, -INFINITY,
+                                 NAN,  65520.0f, 3.3895314e38f, 1.00390625f, 6e-8f,    -2.9802322e-08f};
+    if (i % 61 < 12) return edge[i % 61];
+    if (i % 61 == 12) { /* a random bit pattern, NaN payloads and all */
+        const uint32_t u = rnd32();
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    return (float)((int32_t)rnd32() % 2000001) * 1e-4f;
+}
+
+/* Every kernel of the table but the optimizer's (test_kernels_match_host) on the device against
+ * the host reference it stands for, bitwise: fill and axpy against their loops, widening against
+ * zero_convert, the two-source sum against zero__reduce_scalar, accumulation against
+ * zero__accumulate_scalar, the sums of squares block by block against zero__sumsq_scalar. */
+static void test_all_kernels(const char *backend) {
+    zero_device *d = make(backend, 64u << 20, 20, 5);
+    if (!d) return;
+    const int any_nan = !strcmp(backend, "cuda");
+    const size_t n = 4099;
+    float *hx = malloc(n * 4), *hy = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+    uint16_t *ha = malloc(n * 2), *hb = malloc(n * 2), *o16 = malloc(n * 2), *r16 = malloc(n * 2);
+    double *osq = malloc(n * 8);
+    for (size_t i = 0; i < n; i++) {
+        hx[i] = rnd_float(i);
+        hy[i] = rnd_float(i + 7);
+        ha[i] = (uint16_t)rnd32(); /* every 16-bit pattern class: subnormal, Inf, NaN halves too */
+        hb[i] = i % 5 ? (uint16_t)rnd32() : (uint16_t)(rnd32() & 0x83ff); /* subnormals and zeros */
+    }
+    float *dx = NULL, *dy = NULL;
+    uint16_t *da = NULL, *db = NULL;
+    double *dsq = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 4, (void **)&dx));
+    ZT_OK(
+        zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, n * 4, (void **)&dy)); /* pinned operands too */
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 2, (void **)&da));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 2, (void **)&db));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, n * 8, (void **)&dsq));
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    /* fill, then axpy: y += a x */
+    zero__kcall fill = {.id = ZERO__K_FILL_F32, .n = n, .p = {dx}, .a = {-0.1}};
+    ZT_OK(zero__stream_launch(s, &fill));
+    ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) bad += out[i] != (float)-0.1;
+    ZT_CHECKF(bad == 0, "%s: fill: %d elements differ", backend, bad);
+    ZT_OK(zero_stream_copy(s, dx, hx, n * 4));
+    ZT_OK(zero_stream_copy(s, dy, hy, n * 4));
+    zero__kcall axpy = {.id = ZERO__K_AXPY_F32, .n = n, .p = {dy, dx}, .a = {0.3}};
+    ZT_OK(zero__stream_launch(s, &axpy));
+    ZT_OK(zero_stream_copy(s, out, dy, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    for (size_t i = 0; i < n; i++) {
+        const float p = (float)0.3 * hx[i]; /* rounded, then added: no fma */
+        ref[i] = hy[i] + p;
+    }
+    ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: axpy differs from the host's", backend);
+    const zero_dtype half[2] = {ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int h = 0; h < 2; h++) {
+        zero__kcall w = {.id = ZERO__K_WIDEN, .n = n, .p = {da, dx}, .a = {(double)half[h]}};
+        ZT_OK(zero_stream_copy(s, da, ha, n * 2));
+        ZT_OK(zero__stream_launch(s, &w));
+        ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+        ZT_OK(zero_stream_sync(s));
+        ZT_OK(zero_convert(ha, half[h], ref, ZERO_DTYPE_FP32, n, ZERO_IMPL_SCALAR));
+        ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: widening %s differs from the host's", backend,
+                  zero_dtype_name(half[h]));
+    }
+    const zero_dtype all[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    for (int t = 0; t < 3; t++) {
+        const zero_dtype dt = all[t];
+        const size_t es = dt == ZERO_DTYPE_FP32 ? 4 : 2;
+        const void *A = dt == ZERO_DTYPE_FP32 ? (const void *)hx : ha,
+                   *B = dt == ZERO_DTYPE_FP32 ? (const void *)hy : hb;
+        void *dA = dt == ZERO_DTYPE_FP32 ? (void *)dx : da, *dB = dt == ZERO_DTYPE_FP32 ? (void *)dy : db;
+        /* dA += dB */
+        zero__kcall add = {.id = ZERO__K_ADD, .n = n, .p = {dA, dB}, .a = {(double)dt}};
+        ZT_OK(zero_stream_copy(s, dA, A, n * es));
+        ZT_OK(zero_stream_copy(s, dB, B, n * es));
+        ZT_OK(zero__stream_launch(s, &add));
+        ZT_OK(zero_stream_copy(s, out, dA, n * es));
+        ZT_OK(zero_stream_sync(s));
+        memcpy(ref, A, n * es);
+        const void *src[2] = {ref, B};
+        zero__reduce_scalar(dt, 0, src, 2, ref, n, 0);
+        ZT_CHECKF(same_vals(out, ref, n, es, dt == ZERO_DTYPE_BF16, any_nan), "%s: the %s sum differs from the host's",
+                  backend, zero_dtype_name(dt));
+        /* dA (dt) += hy (fp32, from the pinned block) */
+        zero__kcall acc = {.id = ZERO__K_ACCUM_F32, .n = n, .p = {dA, dy}, .a = {(double)dt}};
+        ZT_OK(zero_stream_copy(s, dA, A, n * es));
+        ZT_OK(zero_stream_copy(s, dy, hy, n * 4));
+        ZT_OK(zero__stream_launch(s, &acc));
+        ZT_OK(zero_stream_copy(s, out, dA, n * es));
+        ZT_OK(zero_stream_sync(s));
+        memcpy(ref, A, n * es);
+        zero__accumulate_scalar(dt, ref, hy, n);
+        ZT_CHECKF(same_vals(out, ref, n, es, dt == ZERO_DTYPE_BF16, any_nan),
+                  "%s: %s accumulation differs from the host's", backend, zero_dtype_name(dt));
+        /* sums of squares by blocks: shorter than the 16 lanes, not a multiple of them, one block */
+        const uint64_t blocks[5] = {1, 7, 16, 1000, 8192};
+        ZT_OK(zero_stream_copy(s, dA, A, n * es));
+        for (int b = 0; b < 5; b++) {
+            const uint64_t nb = (n + blocks[b] - 1) / blocks[b];
+            zero__kcall sq = {.id = ZERO__K_SUMSQ, .n = n, .p = {dA, dsq}, .a = {(double)dt, (double)blocks[b]}};
+            ZT_OK(zero__stream_launch(s, &sq));
+            ZT_OK(zero_stream_copy(s, osq, dsq, nb * 8));
+            ZT_OK(zero_stream_sync(s));
+            int wrong = 0;
+            for (uint64_t k = 0; k < nb; k++) {
+                const uint64_t lo = k * blocks[b], len = n - lo < blocks[b] ? n - lo : blocks[b];
+                const double r = zero__sumsq_scalar(dt, (const char *)A + lo * es, (size_t)len);
+                wrong += !same_vals(&r, &osq[k], 1, 8, 0, any_nan);
+            }
+            ZT_CHECKF(wrong == 0, "%s: %s sums of squares by %llu: %d of %llu blocks differ from the host's", backend,
+                      zero_dtype_name(dt), (unsigned long long)blocks[b], wrong, (unsigned long long)nb);
+        }
+    }
+    zero_stream_free(s);
+    zero_device_release(d, dx);
+    zero_device_release(d, dy);
+    zero_device_release(d, da);
+    zero_device_release(d, db);
+    zero_device_release(d, dsq);
+    zero_device_free(d);
+    free(hx), free(hy), free(out), free(ref), free(ha), free(hb), free(o16), free(r16), free(osq);
+}
+
+/* Past the grid a launch covers in one pass (65535 blocks of 256 threads): the grid-stride loops
+ * go round twice, and the sums of squares run more blocks than a CUDA block has groups. Widening,
+ * accumulation, the optimizer and the sums of squares against the host references (a GPU run:
+ * the cpu and fake backends run these loops on the host). */
+static void test_large(const char *backend) {
+    zero_device *d = make(backend, 1ull << 30, 0, 1);
+    if (!d) return;
+    const int any_nan = !strcmp(backend, "cuda");
+    const size_t n = (65535u * 256u) + 4099u;
+    float *x = malloc(n * 4), *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    double *sq = malloc((n / 1000 + 1) * 8);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = rnd_float(i);
+        g[i] = rnd_float(i + 3) * 0.01f;
+        h[i] = (uint16_t)rnd32();
+    }
+    float *dx = NULL, *dg = NULL, *dm = NULL, *dv = NULL;
+    uint16_t *dh = NULL;
+    double *dsq = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_MASTER, n * 4, (void **)&dx));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_GRADS, n * 4, (void **)&dg));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dm));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_OPTIM, n * 4, (void **)&dv));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, n * 2, (void **)&dh));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, (n / 1000 + 1) * 8, (void **)&dsq));
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    /* widen bf16, then add the gradient to it (fp32 accumulation) */
+    zero__kcall w = {.id = ZERO__K_WIDEN, .n = n, .p = {dh, dx}, .a = {ZERO_DTYPE_BF16}};
+    zero__kcall acc = {.id = ZERO__K_ACCUM_F32, .n = n, .p = {dx, dg}, .a = {ZERO_DTYPE_FP32}};
+    ZT_OK(zero_stream_copy(s, dh, h, n * 2));
+    ZT_OK(zero_stream_copy(s, dg, g, n * 4));
+    ZT_OK(zero__stream_launch(s, &w));
+    ZT_OK(zero__stream_launch(s, &acc));
+    ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    ZT_OK(zero_convert(h, ZERO_DTYPE_BF16, ref, ZERO_DTYPE_FP32, n, ZERO_IMPL_SCALAR));
+    zero__accumulate_scalar(ZERO_DTYPE_FP32, ref, g, n);
+    ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: %zu-element widening and accumulation differ", backend, n);
+    /* AdamW over all of it */
+    zero_optim_hparams hp;
+    zero_optim_hparams_default(&hp, ZERO_OPTIM_ADAMW);
+    hp.weight_decay = 0.1f;
+    zero__kcall k = {.id = ZERO__K_OPTIM, .n = n, .p = {dx, dm, dv, dg}};
+    zero__optim_consts(&hp, 2, 1.0f, 1.0f, &k.optim);
+    ZT_OK(zero_stream_copy(s, dx, x, n * 4));
+    ZT_OK(zero_stream_memset(s, dm, 0, n * 4));
+    ZT_OK(zero_stream_memset(s, dv, 0, n * 4));
+    ZT_OK(zero__stream_launch(s, &k));
+    ZT_OK(zero_stream_copy(s, out, dx, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    float *rm = calloc(n, 4), *rv = calloc(n, 4);
+    memcpy(ref, x, n * 4);
+    zero__optim_scalar(&k.optim, ref, rm, rv, g, n, NULL, ZERO_DTYPE_FP32);
+    ZT_CHECKF(same_bits(out, ref, n, any_nan), "%s: a %zu-element AdamW step differs", backend, n);
+    /* sums of squares by 1000: more blocks of the sum than a launch covers at once */
+    const size_t nb = (n + 999) / 1000;
+    zero__kcall sk = {.id = ZERO__K_SUMSQ, .n = n, .p = {dg, dsq}, .a = {ZERO_DTYPE_FP32, 1000}};
+    ZT_OK(zero__stream_launch(s, &sk));
+    ZT_OK(zero_stream_copy(s, sq, dsq, nb * 8));
+    ZT_OK(zero_stream_sync(s));
+    int wrong = 0;
+    for (size_t b = 0; b < nb; b++) {
+        const size_t lo = b * 1000, len = n - lo < 1000 ? n - lo : 1000;
+        const double r = zero__sumsq_scalar(ZERO_DTYPE_FP32, g + lo, len);
+        wrong += !same_vals(&r, &sq[b], 1, 8, 0, any_nan);
+    }
+    ZT_CHECKF(wrong == 0, "%s: %d of %zu sums of squares differ", backend, wrong, nb);
+    zero_stream_free(s);
+    zero_device_release(d, dx);
+    zero_device_release(d, dg);
+    zero_device_release(d, dm);
+    zero_device_release(d, dv);
+    zero_device_release(d, dh);
+    zero_device_release(d, dsq);
+    zero_device_free(d);
+    free(x), free(g), free(out), free(ref), free(h), free(sq), free(rm), free(rv);
+}
+
+/* A launch the table cannot run is refused before it is queued, with one line: every backend's
+ * kernels then run on operands they can reach. */
+static void test_launch_checks(const char *backend) {
+    zero_device *d = make(backend, 1u << 20, 0, 1);
+    if (!d) return;
+    float *x = NULL, *y = NULL, *p = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, 1000, (void **)&x));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, 1000, (void **)&y));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST, ZERO_MEM_PARAMS, 1000, (void **)&p));
+    float host[64];
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    struct {
+        zero__kcall k;
+        const char *want;
+    } bad[] = {
+        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 9"},
+        {{.id = ZERO__K_WIDEN, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32}},
+         "launch widen: dtype 0: expected bf16 or fp16"},
+        {{.id = ZERO__K_ADD, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_INT32}}, "launch add: dtype 3: expected fp32, bf16"},
+        {{.id = ZERO__K_SUMSQ, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32, 0}}, "launch sumsq: block 0: expected"},
+        {{.id = ZERO__K_SUMSQ, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32, 2.5}}, "launch sumsq: block 2.5: expected"},
+        {{.id = ZERO__K_FILL_F32, .n = 4, .p = {host}}, "launch fill_f32: operand 0"},
+        {{.id = ZERO__K_FILL_F32, .n = 4, .p = {p}}, "launch fill_f32: operand 0"},      /* pageable, the device's */
+        {{.id = ZERO__K_AXPY_F32, .n = 257, .p = {x, y}}, "launch axpy_f32: operand 0"}, /* past its 1024 bytes */
+        {{.id = ZERO__K_AXPY_F32, .n = 4, .p = {y, x + 254}}, "launch axpy_f32: operand 1"}, /* runs past the block */
+        {{.id = ZERO__K_F32_TO_BF16, .n = 4, .p = {x, NULL}}, "launch f32_to_bf16: operand 1"},
+        {{.id = ZERO__K_AXPY_F32, .n = 1ull << 62, .p = {x, y}}, "launch axpy_f32: 4611686018427387904 elements"},
+        {{.id = ZERO__K_OPTIM, .n = 4, .p = {x, y, NULL, y}, .optim = {.type = ZERO_OPTIM_ADAMW}},
+         "launch optim: operand 2"},
+        {{.id = ZERO__K_OPTIM, .n = 4, .p = {x, y, y, y}, .optim = {.type = 7}}, "optimizer type 7: expected adamw"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ZT_EQ_INT(zero__stream_launch(s, &bad[i].k), ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(strstr(zero_device_last_error(d), bad[i].want) != NULL, "case %zu: '%s', expected '%s'", i,
+                  zero_device_last_error(d), bad[i].want);
+    }
+    /* what the table takes: SGD without momentum keeps no state; nothing to do for n == 0 */
+    zero__kcall sgd = {.id = ZERO__K_OPTIM, .n = 4, .p = {x, NULL, NULL, y}, .optim = {.type = ZERO_OPTIM_SGD}};
+    ZT_OK(zero__stream_launch(s, &sgd));
+    zero__kcall none = {.id = ZERO__K_FILL_F32, .n = 0, .p = {NULL}};
+    ZT_OK(zero__stream_launch(s, &none));
+    zero__kcall edge = {.id = ZERO__K_AXPY_F32, .n = 6, .p = {x + 250, y + 250}}; /* the block's last 24 bytes */
+    ZT_OK(zero__stream_launch(s, &edge));
+    ZT_OK(zero_stream_sync(s));
+    zero_stream_free(s);
+    zero_device_release(d, x);
+    zero_device_release(d, y);
+    zero_device_release(d, p);
+    zero_device_free(d);
+}
+
 int main(void) {
+    /* ZERO_TEST_DEVICE=cuda (scripts/gpu_check.sh): the backend-generic checks on that backend */
+    const char *extra = getenv("ZERO_TEST_DEVICE");
+    if (extra && *extra && strcmp(extra, "cpu") != 0 && strcmp(extra, "fake") != 0) {
+        zero_device_options o;
+        zero_device_options_default(&o);
+        o.backend = extra;
+        zero_device *probe = NULL;
+        zero_error err = {{0}};
+        if (zero_device_create(&probe, &o, &err) != ZERO_OK) {
+            if (gpu_expected()) ZT_FAIL("%s does not start where a GPU is expected: %s", extra, err.msg);
+            else printf("test_device: %s skipped: %s\n", extra, err.msg);
+            return gpu_expected() ? zt_finish("test_device") : 77;
+        }
+        zero_device_free(probe);
+        printf("test_device: the backend-generic checks on %s\n", extra);
+        test_roundtrip(extra);
+        test_capacity(extra);
+        test_launch_checks(extra);
+        test_kernels_match_host(extra);
+        test_all_kernels(extra);
+        if (!getenv("ZERO_TEST_SMALL")) test_large(extra); /* ZERO_TEST_SMALL: under a sanitizer */
+        zero_device *d = make(extra, 1u << 20, 0, 1);
+        if (d) {
+            ZT_EQ_INT(consumer_wrong(d, 1), 0); /* ordered by the event: right every time */
+            zero_device_free(d);
+        }
+        test_cuda_create(); /* nothing of the fake device here: no worker process under a sanitizer */
+        return zt_finish("test_device");
+    }
+    test_module_errors(); /* before this process loads the cuda module */
     test_roundtrip("cpu");
     test_roundtrip("fake");
-    test_capacity();
+    test_capacity("fake");
+    test_capacity("cpu");
+    test_create_errors();
     test_host_access_faults();
     test_events();
     test_cost_model();
+    test_launch_checks("cpu");
+    test_launch_checks("fake");
     test_kernels_match_host("cpu");
     test_kernels_match_host("fake");
+    test_all_kernels("cpu");
+    test_all_kernels("fake");
     return zt_finish("test_device");
 }
