@@ -92,6 +92,12 @@ static int parse(int argc, char **argv, rates_opts *o) {
         cli_error(CLI_USAGE, "bench rates: --params: expected a model with a shape (--model, or --layers and --dim)");
         return -1;
     }
+    /* the machine-sizing flags of estimate and plan: this command measures the machine it runs on */
+    const char *sizing = o->s.gpus ? "--gpus" : o->s.device_mem > 0 ? "--gpu-memory" : o->s.host_mem >= 0 ? "--host-mem" : NULL;
+    if (sizing) {
+        cli_error(CLI_USAGE, "bench rates: unknown option '%s' (it measures this machine; zero bench rates --help)", sizing);
+        return -1;
+    }
     if (o->s.nodes != 1) {
         cli_error(CLI_USAGE, "bench rates: --nodes: the nodes are those of the MPI world (run it under mpirun)");
         return -1;
