@@ -146,46 +146,42 @@ zero_status zero__x_zero(zero_engine *e, void *dst, size_t bytes) {
     return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "memset");
 }
 
-zero_status zero__x_store(zero_engine *e, void *dst, zero_dtype ddt, const float *src, uint64_t n) {
-    if (!n) return ZERO_OK;
-    if (!zero__dev_is(e, dst)) {
-        zero_convert(src, ZERO_DTYPE_FP32, dst, ddt, (size_t)n, ZERO_IMPL_AUTO);
-        return ZERO_OK;
-    }
-    const size_t es = zero_dtype_size(ddt);
-    if (ddt == ZERO_DTYPE_FP32) return zero__x_copy(e, dst, src, (size_t)n * 4);
+/* n elements between host fp32 `host` and `dev` (device memory, dtype dt) through a host buffer
+ * of the working size, a chunk at a time: up (host to device) or down. */
+static zero_status staged(zero_engine *e, int up, float *host, void *dev, zero_dtype dt, uint64_t n) {
+    const size_t es = zero_dtype_size(dt);
+    if (dt == ZERO_DTYPE_FP32)
+        return up ? zero__x_copy(e, dev, host, (size_t)n * 4) : zero__x_copy(e, host, dev, (size_t)n * 4);
     const uint64_t c = n < HOST_CHUNK ? n : HOST_CHUNK;
     void *tmp = zero__buf_get(e, (size_t)(c * es), 0);
-    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "device upload: out of memory");
+    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "device %s: out of memory", up ? "upload" : "download");
     zero_status s = ZERO_OK;
     for (uint64_t a = 0; a < n && s == ZERO_OK; a += c) {
         const uint64_t k = n - a < c ? n - a : c;
-        zero_convert(src + a, ZERO_DTYPE_FP32, tmp, ddt, (size_t)k, ZERO_IMPL_AUTO);
-        s = zero__x_copy(e, (char *)dst + a * es, tmp, (size_t)(k * es));
+        char *d = (char *)dev + a * es;
+        if (up) {
+            zero_convert(host + a, ZERO_DTYPE_FP32, tmp, dt, (size_t)k, ZERO_IMPL_AUTO);
+            s = zero__x_copy(e, d, tmp, (size_t)(k * es));
+        } else if ((s = zero__x_copy(e, tmp, d, (size_t)(k * es))) == ZERO_OK) {
+            zero_convert(tmp, dt, host + a, ZERO_DTYPE_FP32, (size_t)k, ZERO_IMPL_AUTO);
+        }
     }
     zero__buf_put(e, tmp);
     return s;
 }
 
+zero_status zero__x_store(zero_engine *e, void *dst, zero_dtype ddt, const float *src, uint64_t n) {
+    if (!n) return ZERO_OK;
+    if (zero__dev_is(e, dst)) return staged(e, 1, (float *)src, dst, ddt, n);
+    zero_convert(src, ZERO_DTYPE_FP32, dst, ddt, (size_t)n, ZERO_IMPL_AUTO);
+    return ZERO_OK;
+}
+
 zero_status zero__x_load(zero_engine *e, float *dst, const void *src, zero_dtype sdt, uint64_t n) {
     if (!n) return ZERO_OK;
-    if (!zero__dev_is(e, src)) {
-        zero_convert(src, sdt, dst, ZERO_DTYPE_FP32, (size_t)n, ZERO_IMPL_AUTO);
-        return ZERO_OK;
-    }
-    const size_t es = zero_dtype_size(sdt);
-    if (sdt == ZERO_DTYPE_FP32) return zero__x_copy(e, dst, src, (size_t)n * 4);
-    const uint64_t c = n < HOST_CHUNK ? n : HOST_CHUNK;
-    void *tmp = zero__buf_get(e, (size_t)(c * es), 0);
-    if (!tmp) return zero__eng_fail(e, ZERO_ERR_NOMEM, "device download: out of memory");
-    zero_status s = ZERO_OK;
-    for (uint64_t a = 0; a < n && s == ZERO_OK; a += c) {
-        const uint64_t k = n - a < c ? n - a : c;
-        s = zero__x_copy(e, tmp, (const char *)src + a * es, (size_t)(k * es));
-        if (s == ZERO_OK) zero_convert(tmp, sdt, dst + a, ZERO_DTYPE_FP32, (size_t)k, ZERO_IMPL_AUTO);
-    }
-    zero__buf_put(e, tmp);
-    return s;
+    if (zero__dev_is(e, src)) return staged(e, 0, dst, (void *)src, sdt, n);
+    zero_convert(src, sdt, dst, ZERO_DTYPE_FP32, (size_t)n, ZERO_IMPL_AUTO);
+    return ZERO_OK;
 }
 
 zero_status zero__x_convert(zero_engine *e, const void *src, zero_dtype sdt, void *dst, zero_dtype ddt, uint64_t n) {

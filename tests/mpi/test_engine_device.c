@@ -5,164 +5,48 @@
  * backend bit for bit, on this MPI world (1-4 ranks). The device holds the states the ownership
  * table puts there (every array's bytes against the formulas), a save on the device resumes on the
  * cpu backend and back bitwise the uninterrupted run, and a capacity too small fails finalize naming the bytes. */
-#include "harness.h"
-#include "mlp_model.h"
+#include "engine_device.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STEPS 6
-#define BSZ   3
-
-typedef struct run_result {
-    float *params[MLP_LAYERS];
-    double norms[STEPS], losses[STEPS];
-} run_result;
-
-static void result_free(run_result *r) {
-    for (int l = 0; l < MLP_LAYERS; l++) free(r->params[l]);
-}
-
-static void config(zero_config *cfg, int stage, zero_dtype prec, int accum, double clip, zero_optim_type opt) {
-    zero_config_default(cfg);
-    cfg->stage = stage;
-    cfg->precision = prec;
-    cfg->grad_accum = accum;
-    cfg->micro_batch = BSZ;
-    cfg->gradient_clipping = clip;
-    zero_optim_hparams_default(&cfg->optim, opt);
-    cfg->optim.lr = opt == ZERO_OPTIM_SGD ? 5e-2f : 1e-2f;
-    cfg->optim.weight_decay = 0.1f;
-    if (opt == ZERO_OPTIM_SGD) cfg->optim.momentum = 0.9f;
-}
-
-static void options(zero_engine_options *o, const char *backend, uint64_t seed) {
-    zero_engine_options_default(o);
-    o->device.backend = backend;
-    o->device.seed = seed;
-    o->device.max_delay_us = 20;
-}
-
-static int create(zero_comm *comm, const zero_config *cfg, const char *backend, int rank, zero_engine **e) {
-    zero_engine_options o;
-    options(&o, backend, (uint64_t)rank * 7 + 1);
-    zero_error err = {{0}};
-    if (zero_engine_create_with(e, comm, cfg, &o, &err) != ZERO_OK) {
-        ZT_FAIL("create on %s: %s", backend, err.msg);
-        return -1;
-    }
-    if (mlp_register(*e) || mlp_init(*e, 7)) {
-        ZT_FAIL("register on %s: %s", backend, zero_engine_last_error(*e));
-        return -1;
-    }
-    return 0;
-}
-
-static int train(zero_engine *e, int64_t first, int steps, int accum, int world, int rank, run_result *out, int at) {
-    for (int s = 0; s < steps; s++) {
-        zero_step_stats st;
-        if (mlp_train_step(e, first + s, world, rank, accum, BSZ, &out->losses[at + s], &st, 1.0f)) {
-            ZT_FAIL("step %lld: %s", (long long)(first + s), zero_engine_last_error(e));
-            return -1;
-        }
-        out->norms[at + s] = st.grad_norm;
-    }
-    return 0;
-}
-
-static int read_params(zero_engine *e, run_result *out) {
-    for (int l = 0; l < MLP_LAYERS; l++) {
-        out->params[l] = malloc((size_t)mlp_unit_numel(l) * sizeof(float));
-        if (zero_engine_read_unit(e, l, out->params[l])) {
-            ZT_FAIL("read_unit %d: %s", l, zero_engine_last_error(e));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int run(zero_comm *comm, const zero_config *cfg, const char *backend, int world, int rank, run_result *out) {
-    memset(out, 0, sizeof *out);
-    zero_engine *e = NULL;
-    int rc = create(comm, cfg, backend, rank, &e);
-    if (!rc) rc = train(e, 0, STEPS, (int)cfg->grad_accum, world, rank, out, 0);
-    if (!rc) rc = read_params(e, out);
-    zero_engine_free(e);
-    return rc;
-}
-
-static uint64_t bits(double x) {
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-/* bitwise: the same kernels on the same numbers */
-static void same(const run_result *a, const run_result *b, const char *what) {
-    for (int s = 0; s < STEPS; s++) {
-        ZT_CHECKF(bits(a->losses[s]) == bits(b->losses[s]), "%s: loss of step %d: %.17g vs %.17g", what, s,
-                  a->losses[s], b->losses[s]);
-        ZT_CHECKF(bits(a->norms[s]) == bits(b->norms[s]), "%s: norm of step %d: %.17g vs %.17g", what, s, a->norms[s],
-                  b->norms[s]);
-    }
-    for (int l = 0; l < MLP_LAYERS; l++) {
-        const int bad = memcmp(a->params[l], b->params[l], (size_t)mlp_unit_numel(l) * sizeof(float));
-        ZT_CHECKF(!bad, "%s: parameters of layer %d differ", what, l);
-    }
+/* one configuration on the cpu backend and on the fake device */
+static void both(zero_comm *comm, const zero_config *cfg, int world, int rank, const char *what) {
+    ed_compare(comm, cfg, "fake", world, rank, what);
 }
 
 static void equivalence(zero_comm *comm, int world, int rank) {
     const zero_dtype precs[3] = {ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, ZERO_DTYPE_FP16};
+    char what[96];
     for (int stage = 0; stage <= 3; stage++)
         for (int pi = 0; pi < 3; pi++)
             for (int accum = 1; accum <= 2; accum++) {
                 zero_config cfg;
-                config(&cfg, stage, precs[pi], accum, accum == 2 ? 0.05 : 0.0, ZERO_OPTIM_ADAMW);
-                run_result cpu, fake;
-                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
-                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
-                    char what[96];
-                    snprintf(what, sizeof what, "stage %d %s accum %d", stage, zero_dtype_name(precs[pi]), accum);
-                    same(&cpu, &fake, what);
-                }
-                result_free(&cpu);
-                result_free(&fake);
+                ed_config(&cfg, stage, precs[pi], accum, accum == 2 ? 0.05 : 0.0, ZERO_OPTIM_ADAMW);
+                snprintf(what, sizeof what, "stage %d %s accum %d", stage, zero_dtype_name(precs[pi]), accum);
+                both(comm, &cfg, world, rank, what);
             }
     /* deterministic mode: its integer sums on the host, the gradient they give copied up */
     for (int stage = 0; stage <= 3; stage++)
         for (int pi = 0; pi < 2; pi++) {
             zero_config cfg;
-            config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+            ed_config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
             cfg.deterministic = 1;
-            run_result cpu, fake;
-            if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
-            if (!run(comm, &cfg, "fake", world, rank, &fake)) {
-                char what[96];
-                snprintf(what, sizeof what, "stage %d %s deterministic", stage, zero_dtype_name(precs[pi]));
-                same(&cpu, &fake, what);
-            }
-            result_free(&cpu);
-            result_free(&fake);
+            snprintf(what, sizeof what, "stage %d %s deterministic", stage, zero_dtype_name(precs[pi]));
+            both(comm, &cfg, world, rank, what);
         }
-    /* ZeRO-Offload (master and states in pinned host memory, the step on the host) and stage 3's
-     * parameters in pinned host memory: the same bits again */
+    /* ZeRO-Offload (master, states and gradient in pinned host memory, the step on the host) and
+     * stage 3's parameters in pinned host memory: the same bits again */
     for (int stage = 1; stage <= 3; stage++)
         for (int pi = 0; pi < 2; pi++)
             for (int po = 0; po <= (stage == 3); po++) {
                 zero_config cfg;
-                config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+                ed_config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
                 cfg.offload_optimizer.device = ZERO_OFFLOAD_CPU;
                 if (po) cfg.offload_param.device = ZERO_OFFLOAD_CPU;
-                run_result cpu, fake;
-                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
-                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
-                    char what[96];
-                    snprintf(what, sizeof what, "stage %d %s offload optimizer%s", stage, zero_dtype_name(precs[pi]),
-                             po ? " and parameters" : "");
-                    same(&cpu, &fake, what);
-                }
-                result_free(&cpu);
-                result_free(&fake);
+                snprintf(what, sizeof what, "stage %d %s offload optimizer%s", stage, zero_dtype_name(precs[pi]),
+                         po ? " and parameters" : "");
+                both(comm, &cfg, world, rank, what);
             }
     /* ZeRO-Infinity: the optimizer (stages 1-3) and stage 3's parameters on NVMe, through the pool */
     char dir[128];
@@ -175,23 +59,16 @@ static void equivalence(zero_comm *comm, int world, int rank) {
         for (int pi = 0; pi < 3; pi++)
             for (int po = 0; po <= (stage == 3); po++) {
                 zero_config cfg;
-                config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+                ed_config(&cfg, stage, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
                 cfg.offload_optimizer.device = ZERO_OFFLOAD_NVME;
                 snprintf(cfg.offload_optimizer.nvme_path, sizeof cfg.offload_optimizer.nvme_path, "%s", dir);
                 if (po) {
                     cfg.offload_param.device = ZERO_OFFLOAD_NVME;
                     snprintf(cfg.offload_param.nvme_path, sizeof cfg.offload_param.nvme_path, "%s", dir);
                 }
-                run_result cpu, fake;
-                if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
-                if (!run(comm, &cfg, "fake", world, rank, &fake)) {
-                    char what[96];
-                    snprintf(what, sizeof what, "stage %d %s nvme optimizer%s", stage, zero_dtype_name(precs[pi]),
-                             po ? " and parameters" : "");
-                    same(&cpu, &fake, what);
-                }
-                result_free(&cpu);
-                result_free(&fake);
+                snprintf(what, sizeof what, "stage %d %s nvme optimizer%s", stage, zero_dtype_name(precs[pi]),
+                         po ? " and parameters" : "");
+                both(comm, &cfg, world, rank, what);
             }
     zero_comm_barrier(comm);
     if (rank == 0) rmdir(dir);
@@ -199,12 +76,9 @@ static void equivalence(zero_comm *comm, int world, int rank) {
     for (int o = 0; o < 2; o++)
         for (int stage = 1; stage <= 3; stage += 2) {
             zero_config cfg;
-            config(&cfg, stage, ZERO_DTYPE_BF16, 1, 0, opts[o]);
-            run_result cpu, fake;
-            if (run(comm, &cfg, "cpu", world, rank, &cpu)) continue;
-            if (!run(comm, &cfg, "fake", world, rank, &fake)) same(&cpu, &fake, zero_optim_name(opts[o]));
-            result_free(&cpu);
-            result_free(&fake);
+            ed_config(&cfg, stage, ZERO_DTYPE_BF16, 1, 0, opts[o]);
+            snprintf(what, sizeof what, "stage %d %s", stage, zero_optim_name(opts[o]));
+            both(comm, &cfg, world, rank, what);
         }
 }
 
@@ -217,11 +91,11 @@ static void placement(zero_comm *comm, int world, int rank) {
         /* 4: stage 2 with ZeRO-Offload; 5: stage 3 with the optimizer and the parameters offloaded */
         const int offl = stage >= 4, poff = stage == 5, st = stage == 4 ? 2 : stage == 5 ? 3 : stage;
         zero_config cfg;
-        config(&cfg, st, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+        ed_config(&cfg, st, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
         if (offl) cfg.offload_optimizer.device = ZERO_OFFLOAD_CPU;
         if (poff) cfg.offload_param.device = ZERO_OFFLOAD_CPU;
         zero_engine *e = NULL;
-        if (create(comm, &cfg, "fake", rank, &e)) {
+        if (ed_create(comm, &cfg, "fake", (uint64_t)rank * 7 + 1, &e)) {
             zero_engine_free(e);
             continue;
         }
@@ -272,30 +146,31 @@ static void checkpoints(zero_comm *comm, int world, int rank) {
     for (int dir_i = 0; dir_i < 2; dir_i++) {
         const char *first = dir_i == 0 ? "fake" : "cpu", *second = dir_i == 0 ? "cpu" : "fake";
         zero_config cfg, cfg2;
-        config(&cfg, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
-        config(&cfg2, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
-        run_result whole, part;
+        ed_config(&cfg, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
+        ed_config(&cfg2, 3, ZERO_DTYPE_BF16, 2, 0.05, ZERO_OPTIM_ADAMW);
+        ed_result whole, part;
         memset(&part, 0, sizeof part);
-        if (run(comm, &cfg2, "cpu", world, rank, &whole)) continue;
+        if (ed_run(comm, &cfg2, "cpu", world, rank, &whole)) continue;
         zero_engine *e = NULL, *f = NULL;
-        if (!create(comm, &cfg, first, rank, &e) && !train(e, 0, STEPS / 2, 2, world, rank, &part, 0)) {
+        if (!ed_create(comm, &cfg, first, (uint64_t)rank * 7 + 1, &e) &&
+            !ed_train(e, 0, ED_STEPS / 2, 2, world, rank, &part, 0)) {
             if (zero_engine_save(e, dir, NULL) != ZERO_OK) ZT_FAIL("save on %s: %s", first, zero_engine_last_error(e));
-            else if (!create(comm, &cfg2, second, rank, &f)) {
+            else if (!ed_create(comm, &cfg2, second, (uint64_t)rank * 7 + 2, &f)) {
                 if (zero_engine_load(f, dir, NULL) != ZERO_OK)
                     ZT_FAIL("load on %s: %s", second, zero_engine_last_error(f));
-                else if (!train(f, STEPS / 2, STEPS - STEPS / 2, 2, world, rank, &part, STEPS / 2))
-                    read_params(f, &part);
+                else if (!ed_train(f, ED_STEPS / 2, ED_STEPS - ED_STEPS / 2, 2, world, rank, &part, ED_STEPS / 2))
+                    ed_read(f, &part);
             }
         }
         if (part.params[MLP_LAYERS - 1]) {
             char what[64];
             snprintf(what, sizeof what, "saved on %s, resumed on %s", first, second);
-            same(&whole, &part, what);
+            ed_same(&whole, &part, what);
         }
         zero_engine_free(e);
         zero_engine_free(f);
-        result_free(&whole);
-        result_free(&part);
+        ed_free(&whole);
+        ed_free(&part);
         zero_comm_barrier(comm);
         if (rank == 0) {
             char cmd[300];
@@ -309,9 +184,10 @@ static void checkpoints(zero_comm *comm, int world, int rank) {
 /* A device too small: finalize fails with the device's line (bytes asked, in use, capacity). */
 static void capacity(zero_comm *comm, int rank) {
     zero_config cfg;
-    config(&cfg, 0, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
+    ed_config(&cfg, 0, ZERO_DTYPE_BF16, 1, 0, ZERO_OPTIM_ADAMW);
     zero_engine_options o;
-    options(&o, "fake", 1);
+    zero_engine_options_default(&o);
+    o.device.backend = "fake";
     o.device.capacity = 4096;
     zero_engine *e = NULL;
     zero_error err = {{0}};
