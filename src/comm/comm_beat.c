@@ -139,6 +139,14 @@ static zero_status join_remote(zero_comm *c, MPI_Comm comm, MPI_Comm node, const
     if (id) c->beat = id;
     free(all);
     free(r);
+    /* every rank now knows its remote peers' nonces: a datagram sent from here on is taken */
+    const int brc = MPI_Barrier(comm);
+    if (brc != MPI_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: MPI_Barrier (heartbeats across nodes)", fn);
+        return zero__cerr_mpi(e, brc, what);
+    }
+    if (n > 0) zero__beat_hello(c->beat);
     return ZERO_OK;
 }
 

@@ -158,6 +158,10 @@ int zero__beat_udp(int *port, uint64_t *nonce);
 /* Adds n peers on other nodes to list id (0: a new list), copied; returns the list's id, or 0
  * when out of memory or the table is full (nothing more is watched; list id stays as it was). */
 int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n);
+/* One datagram now to every remote peer of list id, from the caller's thread: join_remote sends it
+ * once every rank has its list, so that a peer stopped before its watchdog's first tick (a tiny
+ * model's first steps take less) has been heard, and is judged. */
+void zero__beat_hello(int id);
 
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;

@@ -53,7 +53,7 @@ static int g_page_fd = -1;
 static uint64_t g_nonce; /* this process's, in its page and its datagrams */
 static int g_sock = -1;  /* UDP, non-blocking; -1: none */
 static int g_port;       /* its port, host byte order */
-static uint64_t g_ticks; /* the count this process's datagrams carry (the watchdog thread's) */
+static _Atomic uint64_t g_ticks; /* the count this process's datagrams carry (the watchdog thread's) */
 
 typedef struct peer {
     const zero__beat_page *page; /* mapped read-only; NULL: a peer on another node (remote) */
@@ -123,13 +123,13 @@ static void udp_drain(int64_t now) {
     }
 }
 
-/* Under g_mu: this tick's datagram to every address of every remote peer (errors ignored: an
- * address that does not reach the peer is one of several, and a peer never reached is never
- * judged). */
-static void udp_send(void) {
-    const uint64_t w[3] = {htobe64(ZERO__BEAT_MAGIC), htobe64(g_nonce), htobe64(g_ticks)};
+/* Under g_mu: this tick's datagram to every address of every remote peer of list `id` (0: of
+ * every list; errors ignored: an address that does not reach the peer is one of several, and a
+ * peer never reached is never judged). */
+static void udp_send(int id) {
+    const uint64_t w[3] = {htobe64(ZERO__BEAT_MAGIC), htobe64(g_nonce), htobe64(atomic_load(&g_ticks))};
     for (int l = 0; l < BEAT_LISTS; l++)
-        for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
+        for (int i = 0; g_lists[l].id && (!id || g_lists[l].id == id) && i < g_lists[l].n; i++) {
             const peer *p = &g_lists[l].p[i];
             for (int a = 0; !p->page && a < p->remote.naddr; a++) {
                 struct sockaddr_in to = {0};
@@ -151,11 +151,11 @@ static void *watch_main(void *arg) {
         const int late = now - last > LATE_TICK_NS;
         last = now;
         if (g_page) atomic_fetch_add(&g_page->count, 1);
-        g_ticks++;
+        atomic_fetch_add(&g_ticks, 1);
         pthread_mutex_lock(&g_mu);
         if (g_sock >= 0) {
             udp_drain(now);
-            udp_send();
+            udp_send(0);
         }
         for (int l = 0; l < BEAT_LISTS; l++)
             for (int i = 0; g_lists[l].id && i < g_lists[l].n; i++) {
@@ -305,6 +305,13 @@ int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n) {
     }
     pthread_mutex_unlock(&g_mu);
     return out;
+}
+
+void zero__beat_hello(int id) {
+    if (id <= 0) return;
+    pthread_mutex_lock(&g_mu);
+    if (g_sock >= 0) udp_send(id);
+    pthread_mutex_unlock(&g_mu);
 }
 
 int zero__beat_watch(const zero__beat_page *const *page, const int *rank, const int *pid, int n) {
