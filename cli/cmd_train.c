@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "  --tensorboard DIR          TensorBoard event files in DIR (loss, eval loss, lr, grad norm, tokens/s,\n"
             "                             memory); the config's tensorboard section writes to output_path/job_name\n"
             "  --print-every N            a progress line every N steps (default: the config's steps_per_print, else 1)\n"
-            "  --offload-optimizer none|nvme:DIR, --offload-param none|nvme:DIR, --save DIR, --save-every N,\n"
+            "  --offload-optimizer none|cpu|nvme:DIR, --offload-param none|cpu|nvme:DIR, --save DIR, --save-every N,\n"
             "  --save-total-limit N, --resume DIR, --trace FILE   (docs/CLI.md)\n"
             "  --device cpu|fake|cuda     the device every rank's engine keeps its states on (default: $ZERO_DEVICE,\n"
             "                             else cpu); only cpu trains yet: another is refused as not supported yet\n"

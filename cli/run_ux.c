@@ -398,8 +398,10 @@ static void put(line *l, const char *fmt, ...) {
     if (w > 0) l->n += (size_t)w < sizeof l->s - l->n ? (size_t)w : sizeof l->s - l->n - 1;
 }
 
-static const char *offload_name(zero_offload_device d) {
-    return d == ZERO_OFFLOAD_NVME ? "nvme" : d == ZERO_OFFLOAD_CPU ? "cpu (a no-op here)" : "none";
+/* "cpu" moves a state to pinned host memory on a device; with the cpu backend it is there already */
+static const char *offload_name(zero_offload_device d, const train_opts *o) {
+    if (d == ZERO_OFFLOAD_CPU) return strcmp(o->dev.backend, "cpu") ? "cpu (pinned host memory)" : "cpu (a no-op here)";
+    return d == ZERO_OFFLOAD_NVME ? "nvme" : "none";
 }
 
 static void auto_values(const train_opts *o, unsigned bits, line *l) {
@@ -466,9 +468,9 @@ void ux_print_start(const train_opts *o, FILE *out, int world) {
         else put(&l, ", dynamic loss scale from 2^%d", c->initial_scale_power);
     }
     if (c->offload_optimizer.device != ZERO_OFFLOAD_NONE)
-        put(&l, ", offload_optimizer %s", offload_name(c->offload_optimizer.device));
+        put(&l, ", offload_optimizer %s", offload_name(c->offload_optimizer.device, o));
     if (c->offload_param.device != ZERO_OFFLOAD_NONE)
-        put(&l, ", offload_param %s", offload_name(c->offload_param.device));
+        put(&l, ", offload_param %s", offload_name(c->offload_param.device, o));
     put(&l, ", progress every %lld step%s", (long long)period_of(o, doc), period_of(o, doc) > 1 ? "s" : "");
     fprintf(out, "%s\n", l.s);
 

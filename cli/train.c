@@ -187,12 +187,12 @@ int train_prepare(train_opts *o, int world) {
     zero_offload_config *oc[2] = {&cfg->offload_optimizer, &cfg->offload_param};
     for (int i = 0; i < 2; i++) {
         if (!offl[i]) continue;
-        if (!strcmp(offl[i], "none")) {
-            oc[i]->device = ZERO_OFFLOAD_NONE;
+        if (!strcmp(offl[i], "none") || !strcmp(offl[i], "cpu")) {
+            oc[i]->device = offl[i][0] == 'n' ? ZERO_OFFLOAD_NONE : ZERO_OFFLOAD_CPU;
             continue;
         }
         if (strncmp(offl[i], "nvme:", 5) || !offl[i][5] || strlen(offl[i] + 5) >= sizeof oc[i]->nvme_path)
-            return cli_error(CLI_USAGE, "--offload-%s '%s': expected none or nvme:DIR (DIR shorter than %zu bytes)",
+            return cli_error(CLI_USAGE, "--offload-%s '%s': expected none, cpu or nvme:DIR (DIR shorter than %zu bytes)",
                              i ? "param" : "optimizer", offl[i], sizeof oc[i]->nvme_path);
         oc[i]->device = ZERO_OFFLOAD_NVME;
         snprintf(oc[i]->nvme_path, sizeof oc[i]->nvme_path, "%s", offl[i] + 5);

@@ -274,8 +274,16 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (!half && out == (void *)master) out = NULL;
     const uint64_t ch = n < DEV_CHUNK ? n : DEV_CHUNK;
+    /* a working copy in pageable host memory (the parameters' NVMe tile in the pool, the
+     * optimizer on the device) is written through a device chunk and copied down */
+    const int staged = out && zero_device_space_of(e->dev, out) < 0;
     float *tmp = half ? zero__dbuf_get(e, (size_t)(ch * 4), 0) : NULL;
-    if (half && !tmp) return dev_fail(e, ZERO_ERR_NOMEM, "optimizer step");
+    void *otmp = staged && half ? zero__dbuf_get(e, (size_t)(ch * e->wsize), 0) : NULL;
+    if ((half && !tmp) || (staged && half && !otmp)) {
+        zero__dbuf_put(e, tmp);
+        zero__dbuf_put(e, otmp);
+        return dev_fail(e, ZERO_ERR_NOMEM, "optimizer step");
+    }
     zero_status s = ZERO_OK;
     for (uint64_t a = 0; a < n && s == ZERO_OK; a += ch) {
         const uint64_t m = n - a < ch ? n - a : ch;
@@ -292,14 +300,20 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
                          .optim = c,
                          .flops = 12.0 * (double)m};
         if (s == ZERO_OK) s = launch(e, &k, "optimizer step");
-        if (s == ZERO_OK && out && half) {
+        char *o = out ? (staged ? (char *)otmp : (char *)out + a * e->wsize) : NULL;
+        if (s == ZERO_OK && o && half) {
             zero__kcall nk = {.id = e->wdt == ZERO_DTYPE_BF16 ? ZERO__K_F32_TO_BF16 : ZERO__K_F32_TO_FP16,
                               .n = m,
-                              .p = {master + a, (char *)out + a * e->wsize}};
+                              .p = {master + a, o}};
             s = launch(e, &nk, "optimizer step");
         }
+        /* fp32 with a master of its own (the parameters off the device): the working copy is a copy */
+        if (s == ZERO_OK && out && (staged || !half))
+            s = zero__x_copy(e, (char *)out + a * e->wsize, half ? (const void *)otmp : (const void *)(master + a),
+                             (size_t)(m * e->wsize));
     }
     zero__dbuf_put(e, tmp);
+    zero__dbuf_put(e, otmp);
     return s;
 }
 

@@ -58,8 +58,10 @@ void zero__own_plan_of(const zero__own_in *in, zero__own_plan *t) {
     /* fp32: the master is the working parameters' owned slice, so it lives where they do — unless
      * a device rank keeps the optimizer off the device (ZeRO-Offload, ZeRO-Infinity), where the
      * host's step needs its own fp32 master beside the states and writes the device's working copy
-     * back, as in half precision */
-    const int sep = half || (in->device && (oo == ZERO_OFFLOAD_CPU || onvme));
+     * back, as in half precision; or keeps the parameters off it (offload_param alone) while the
+     * optimizer stays: the master then stays with the states on the device, and the step writes
+     * the working copy out to pinned memory or the NVMe tile */
+    const int sep = half || (in->device && (oo == ZERO_OFFLOAD_CPU || onvme || op != ZERO_OFFLOAD_NONE));
     const int mnvme = sep ? onvme : pnvme;
     /* One rank: its shard is the whole unit (padded / 1), the same bytes, so a row kept in RAM
      * is kept whole, as at stage 0. A gather then hands out the persistent parameters instead of

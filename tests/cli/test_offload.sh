@@ -120,7 +120,7 @@ check "rank 1 full: no swap file left" no_swap_files
 # --- usage errors
 "$Z" train --model tiny --steps 1 --stage 1 --offload-optimizer nvme: >/dev/null 2>"$tmp/u1"; rc=$?
 check "--offload-optimizer nvme: (no DIR): exit 2" test $rc -eq 2
-check "--offload-optimizer nvme: names the flag" grep -q "offload-optimizer 'nvme:': expected none or nvme:DIR" "$tmp/u1"
+check "--offload-optimizer nvme: names the flag" grep -q "offload-optimizer 'nvme:': expected none, cpu or nvme:DIR" "$tmp/u1"
 "$Z" train --model tiny --steps 1 --stage 2 --offload-param "nvme:$nv" >/dev/null 2>"$tmp/u2"; rc=$?
 check "--offload-param at stage 2: exit 2" test $rc -eq 2
 check "--offload-param at stage 2: says stage 3" grep -q "needs zero_optimization.stage 3" "$tmp/u2"

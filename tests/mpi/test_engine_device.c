@@ -70,6 +70,18 @@ static void equivalence(zero_comm *comm, int world, int rank) {
                          po ? " and parameters" : "");
                 both(comm, &cfg, world, rank, what);
             }
+    /* stage 3's parameters off the device alone (pinned, or NVMe through the pool), the optimizer
+     * on it: the master stays with the states (fp32 too), the step writes the working copy out */
+    for (int pi = 0; pi < 3; pi++)
+        for (int pn = 0; pn < 2; pn++) {
+            zero_config cfg;
+            ed_config(&cfg, 3, precs[pi], 2, 0.05, ZERO_OPTIM_ADAMW);
+            cfg.offload_param.device = pn ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_CPU;
+            if (pn) snprintf(cfg.offload_param.nvme_path, sizeof cfg.offload_param.nvme_path, "%s", dir);
+            snprintf(what, sizeof what, "stage 3 %s parameters alone on %s", zero_dtype_name(precs[pi]),
+                     pn ? "nvme" : "cpu");
+            both(comm, &cfg, world, rank, what);
+        }
     zero_comm_barrier(comm);
     if (rank == 0) rmdir(dir);
     const zero_optim_type opts[2] = {ZERO_OPTIM_SGD, ZERO_OPTIM_LION};

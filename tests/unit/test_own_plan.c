@@ -37,8 +37,9 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     /* what lives on NVMe */
     const int pn = op == ZERO_OFFLOAD_NVME, on = oo == ZERO_OFFLOAD_NVME && (k > 0 || half);
     /* a master of its own: half precision, or fp32 on a device rank whose optimizer is in pinned
-     * host memory (ZeRO-Offload: the host's step keeps the fp32 master beside the states) */
-    const int sep = half || (device && (oo == ZERO_OFFLOAD_CPU || on));
+     * host memory (ZeRO-Offload: the host's step keeps the fp32 master beside the states), or whose
+     * parameters are off the device (the master stays with the optimizer) */
+    const int sep = half || (device && (oo == ZERO_OFFLOAD_CPU || on || op != ZERO_OFFLOAD_NONE));
     const int mn = sep ? on : pn;
     int x[EK_COUNT];
     for (int i = 0; i < 4; i++) x[i] = ext(DOC[stage][i]);
