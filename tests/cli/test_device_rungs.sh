@@ -23,6 +23,16 @@ mkdir "$TMP/nvme"
 fail=0
 "$ZERO" --version --verbose | grep -q "device backends:.*fake" || { echo "SKIP: this build has no fake device"; exit 77; }
 
+# offload_args OPTIM PARAM: the flags of a row's offloads (none, cpu, nvme) into the array args
+offload_args() {
+    args=()
+    local flag v pair
+    for pair in "--offload-optimizer:$1" "--offload-param:$2"; do
+        flag=${pair%%:*} v=${pair#*:}
+        case $v in cpu) args+=("$flag" cpu) ;; nvme) args+=("$flag" "nvme:$TMP/nvme") ;; esac
+    done
+}
+
 for n in 1 2 3; do
     "$ZERO" estimate --model tiny --gpus $n --gpu-memory 1GiB --precision bf16 --seq 16 --micro-batch 1 --json \
         >"$TMP/est$n.json" || { echo "FAIL zero estimate --gpus $n"; fail=1; continue; }
@@ -30,11 +40,7 @@ for n in 1 2 3; do
     "$PY" -c 'import json,sys; [print(r["stage"], r["offload"], r["offload_param"]) for r in json.load(open(sys.argv[1]))["rows"]]' \
         "$TMP/est$n.json" >"$TMP/rows$n"
     while read -r s oo op; do
-        args=()
-        for pair in "--offload-optimizer:$oo" "--offload-param:$op"; do
-            flag=${pair%%:*} v=${pair#*:}
-            case $v in cpu) args+=("$flag" cpu) ;; nvme) args+=("$flag" "nvme:$TMP/nvme") ;; esac
-        done
+        offload_args "$oo" "$op"
         name="$n ranks, stage $s, offload $oo/$op"
         rm -f "$TMP/run.json"
         (cd "$TMP" && "$ZERO" train --model tiny --steps 2 --seq 16 --micro-batch 1 --ranks $n --stage "$s" --precision bf16 \
@@ -71,11 +77,7 @@ done
 "$ZERO" plan --model tiny --gpus 2 --gpu-memory 2MiB --host-mem 1GiB --precision bf16 --seq 16 --json >"$TMP/plan.json"
 read -r s oo op mb ck < <("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["fits"]
 print(d["stage"], d["offload_optimizer"], d["offload_param"], d["micro_batch"], int(d["activation_checkpointing"]))' "$TMP/plan.json")
-args=()
-for pair in "--offload-optimizer:$oo" "--offload-param:$op"; do
-    flag=${pair%%:*} v=${pair#*:}
-    case $v in cpu) args+=("$flag" cpu) ;; nvme) args+=("$flag" "nvme:$TMP/nvme") ;; esac
-done
+offload_args "$oo" "$op"
 [ "$ck" = 1 ] && args+=(--activation-checkpointing)
 (cd "$TMP" && "$ZERO" train --model tiny --steps 2 --seq 16 --micro-batch "$mb" --ranks 2 --stage "$s" --precision bf16 \
     --device fake --device-memory 2MiB "${args[@]}" --log-json "$TMP/pick.json" >"$TMP/pick.out" 2>&1)
