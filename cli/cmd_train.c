@@ -53,7 +53,7 @@ static void usage(FILE *f) {
             "  --offload-optimizer none|cpu|nvme:DIR, --offload-param none|cpu|nvme:DIR, --save DIR, --save-every N,\n"
             "  --save-total-limit N, --resume DIR, --trace FILE   (docs/CLI.md)\n"
             "  --device cpu|fake|cuda     the device every rank's engine keeps its states on (default: $ZERO_DEVICE,\n"
-            "                             else cpu); only cpu trains yet: another is refused as not supported yet\n"
+            "                             else cpu); fake: the test device of docs/DEVICE.md (the model computes on the host)\n"
             "  --device-memory SIZE       the device's memory per rank, e.g. 24GiB (default: $ZERO_DEVICE_MEMORY, else\n"
             "                             the backend's: fake 24 GiB); a run whose plan needs more is refused first\n"
             "  --init-from DIR|CKPT|FILE  start from the weights of a Hugging Face model directory (config.json +\n"
