@@ -86,7 +86,7 @@ int main(void) {
     if (!f) return zt_finish("test_json_accept");
     size_t base_len = 0;
     char *base = read_case("base", &base_len); /* the tokenizer.json beside each tokenizer_config.json */
-    char line[4096], base_vals[3][512] = {"", "", ""};
+    char line[4096], base_vals[3][2048] = {"", "", ""};
     int n = 0, same = 0, unsupported = 0, lenient = 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') continue;
