@@ -774,8 +774,16 @@ static void floats_of(cJSON *o) {
             snprintf(buf, sizeof buf, "%.15g", k->valuedouble);
             if (strtod(buf, NULL) != k->valuedouble) snprintf(buf, sizeof buf, "%.17g", k->valuedouble);
             if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+            /* this very item replaced, its key handed over: by name, a repeated key (which the
+             * grammar allows) would replace the first one again and again */
             cJSON *raw = cJSON_CreateRaw(buf);
-            if (raw && cJSON_ReplaceItemInObjectCaseSensitive(o, k->string, raw)) k = raw; /* the key kept */
+            if (raw) {
+                raw->string = k->string;
+                raw->type |= k->type & cJSON_StringIsConst;
+                k->string = NULL;
+                cJSON_ReplaceItemViaPointer(o, k, raw);
+                k = raw;
+            }
         } else if (cJSON_IsArray(k)) {
             for (cJSON *e = k->child; e; e = e->next) {
                 if (!cJSON_IsNumber(e)) continue;

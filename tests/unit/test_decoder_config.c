@@ -345,6 +345,13 @@ static void test_gemma_phi3(void) {
     q = parse_ok(out);
     ZT_CHECKF(dec_config_equal(&a, &q), "gemma3 out and back: %s", out);
     free(out);
+    /* a base config.json whose float keys repeat (the grammar allows it): each number is written
+     * back with its point, once, and the writer ends (it looped, replacing the first by name) */
+    out = dec_config_to_json(&p, "{\"rope_theta\": 1, \"factor\": 2, \"rope_theta\": 3, \"factor\": [4]}", NULL);
+    ZT_CHECKF(out && strstr(out, "\"rope_theta\": 1.0,") && strstr(out, "\"rope_theta\": 3.0,") &&
+                  strstr(out, "\"factor\": 2.0,") && strstr(out, "4.0"),
+              "repeated float keys: %s", out ? out : "(null)");
+    free(out);
     /* refusals: what zero does not compute, named and never ignored */
     parse_bad("{" GEMMA3 ", \"layer_types\": [\"full_attention\", \"sliding_attention\", \"sliding_attention\", "
               "\"sliding_attention\"]}", "config.json layer_types", "is not supported yet");
