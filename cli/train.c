@@ -188,7 +188,7 @@ int train_prepare(train_opts *o, int world) {
     for (int i = 0; i < 2; i++) {
         if (!offl[i]) continue;
         if (!strcmp(offl[i], "none") || !strcmp(offl[i], "cpu")) {
-            oc[i]->device = offl[i][0] == 'n' ? ZERO_OFFLOAD_NONE : ZERO_OFFLOAD_CPU;
+            oc[i]->device = strcmp(offl[i], "cpu") ? ZERO_OFFLOAD_NONE : ZERO_OFFLOAD_CPU;
             continue;
         }
         if (strncmp(offl[i], "nvme:", 5) || !offl[i][5] || strlen(offl[i] + 5) >= sizeof oc[i]->nvme_path)

@@ -759,6 +759,16 @@ static const char *const float_keys[] = {
     "attention_factor", "low_freq_factor", "high_freq_factor", "partial_rotary_factor", "short_factor",
     "long_factor"};
 
+/* v as a raw JSON number that keeps a decimal point (the shortest of 15 or 17 digits that reads
+ * back as v), or NULL when out of memory */
+static cJSON *float_raw(double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+    if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
+    return cJSON_CreateRaw(buf);
+}
+
 static void floats_of(cJSON *o) {
     for (cJSON *k = o ? o->child : NULL; k; k = k->next) {
         if (cJSON_IsObject(k)) {
@@ -770,13 +780,9 @@ static void floats_of(cJSON *o) {
             fl |= !strcmp(k->string, float_keys[i]);
         if (!fl) continue;
         if (cJSON_IsNumber(k)) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%.15g", k->valuedouble);
-            if (strtod(buf, NULL) != k->valuedouble) snprintf(buf, sizeof buf, "%.17g", k->valuedouble);
-            if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
             /* this very item replaced, its key handed over: by name, a repeated key (which the
              * grammar allows) would replace the first one again and again */
-            cJSON *raw = cJSON_CreateRaw(buf);
+            cJSON *raw = float_raw(k->valuedouble);
             if (raw) {
                 raw->string = k->string;
                 raw->type |= k->type & cJSON_StringIsConst;
@@ -787,11 +793,7 @@ static void floats_of(cJSON *o) {
         } else if (cJSON_IsArray(k)) {
             for (cJSON *e = k->child; e; e = e->next) {
                 if (!cJSON_IsNumber(e)) continue;
-                char buf[64];
-                snprintf(buf, sizeof buf, "%.15g", e->valuedouble);
-                if (strtod(buf, NULL) != e->valuedouble) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
-                if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");
-                cJSON *raw = cJSON_CreateRaw(buf);
+                cJSON *raw = float_raw(e->valuedouble);
                 if (raw) cJSON_ReplaceItemViaPointer(k, e, raw), e = raw;
             }
         }
