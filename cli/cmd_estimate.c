@@ -453,12 +453,14 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         const uint64_t *b = r->mem.bytes;
         printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"offload\": \"%s\", \"offload_param\": \"%s\", "
                "\"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"grad_staging_bytes\": %llu, "
+               "\"staging_bytes\": %llu, "
                "\"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"accumulator_bytes\": %llu, \"params_bytes\": %llu, "
                "\"grads_bytes\": %llu, \"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, ",
                i ? "," : "", r->stage, r->hpz, zero_plan_offload_name(r->opt), zero_plan_offload_name(r->param),
                (unsigned long long)r->mem.device, (unsigned long long)r->mem.host, (unsigned long long)r->mem.pinned,
-               (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.nvme,
-               (unsigned long long)r->mem.transient, (unsigned long long)r->mem.accumulator,
+               (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.staging,
+               (unsigned long long)r->mem.nvme, (unsigned long long)r->mem.transient,
+               (unsigned long long)r->mem.accumulator,
                (unsigned long long)b[ZERO_MEM_PARAMS], (unsigned long long)b[ZERO_MEM_GRADS],
                (unsigned long long)b[ZERO_MEM_MASTER], (unsigned long long)b[ZERO_MEM_OPTIM],
                (unsigned long long)r->mem.pool);

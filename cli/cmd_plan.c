@@ -525,9 +525,9 @@ int cli_plan(int argc, char **argv) {
                    (long long)r->micro_batch, r->checkpointing ? "true" : "false");
             cli_json_double(stdout, r->need_device);
             printf(", \"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"grad_staging_bytes\": %llu, "
-                   "\"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"activation_bytes\": %llu",
+                   "\"staging_bytes\": %llu, \"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"activation_bytes\": %llu",
                    (unsigned long long)r->mem.device, (unsigned long long)r->mem.host, (unsigned long long)r->mem.pinned,
-                   (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.nvme,
+                   (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.staging, (unsigned long long)r->mem.nvme,
                    (unsigned long long)r->mem.transient, (unsigned long long)r->activation);
             printf(", \"need_host\": ");
             cli_json_double(stdout, r->need_host);

@@ -39,6 +39,9 @@ static inline void ed_config(zero_config *cfg, int stage, zero_dtype prec, int a
     if (opt == ZERO_OPTIM_SGD) cfg->optim.momentum = 0.9f;
 }
 
+/* zero_engine_options.test_skip_wait for the runs on a device (a test of the switch sets it) */
+static int ed_skip_wait;
+
 /* The engine on `backend` (its streams after random delays of up to 20 µs, seeded by `seed`),
  * the MLP registered and initialized: 0, or -1 with the failure reported (*e may need freeing). */
 static inline int ed_create(zero_comm *comm, const zero_config *cfg, const char *backend, uint64_t seed,
@@ -48,6 +51,7 @@ static inline int ed_create(zero_comm *comm, const zero_config *cfg, const char 
     o.device.backend = backend;
     o.device.seed = seed;
     o.device.max_delay_us = 20;
+    o.test_skip_wait = ed_skip_wait;
     zero_error err = {{0}};
     if (zero_engine_create_with(e, comm, cfg, &o, &err) != ZERO_OK) {
         ZT_FAIL("create on %s: %s", backend, err.msg);

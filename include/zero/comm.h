@@ -167,6 +167,18 @@ zero_status zero_comm_reduce_scatter_device(zero_comm *c, zero_stream *s, const 
                                             zero_dtype dt, zero_op op);
 zero_status zero_comm_all_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                         zero_dtype dt);
+/* Their non-blocking forms: the whole message is copied to pinned host memory at the call (after
+ * what s has queued, waited for) and the host collective started there, in program order as every
+ * collective of c; zero_request_wait (or a zero_request_test that sees it done) copies the result
+ * to recv on s and waits for that copy. send may change once the call returns; recv is not to be
+ * read before. Pinned staging of the whole message (send's bytes and recv's) is held meanwhile.
+ * count 0: *req NULL. */
+zero_status zero_comm_iall_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                         zero_dtype dt, zero_op op, zero_request **req);
+zero_status zero_comm_ireduce_scatter_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                             zero_dtype dt, zero_op op, zero_request **req);
+zero_status zero_comm_iall_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                         zero_dtype dt, zero_request **req);
 /* buf on root is sent to every rank's buf. */
 zero_status zero_comm_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
 zero_status zero_comm_barrier(zero_comm *c);

@@ -72,6 +72,9 @@ typedef struct zero_device_options {
     double gbps[ZERO_COPY_DIR_COUNT];
     double latency_us;
     double gflops;
+    int pace; /* fake: each operation lasts at least its modeled duration in real time (after its
+               * random delay), so that overlap shows in wall-clock time (the benchmarks); 0: as fast
+               * as the host runs it */
 } zero_device_options;
 void zero_device_options_default(zero_device_options *o);
 

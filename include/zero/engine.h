@@ -117,6 +117,10 @@ typedef struct zero_engine_options {
     zero_device_options device; /* the device the engine's states live on (zero/device.h): backend
                                  * NULL = $ZERO_DEVICE, else "cpu" (host memory, today's path);
                                  * capacity 0 = $ZERO_DEVICE_MEMORY, else the backend's */
+    int sync_copies;    /* on a device: each upload of ZeRO-Offload's updated working copy is waited for
+                         * before the host goes on (no overlap: a benchmark's baseline); 0: overlapped */
+    int test_skip_wait; /* tests only: the wait before an upload buffer is filled again is dropped, a
+                         * schedule with a missing wait that the fake device must show (wrong numbers) */
 } zero_engine_options;
 void zero_engine_options_default(zero_engine_options *o);
 

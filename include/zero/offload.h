@@ -142,6 +142,13 @@ typedef struct zero_offload_stats {
  * keeps io (does not own it); several pools may share one io. */
 zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
                                      zero_memacct *acct, zero_error *err);
+/* The same on the caller's memory: mem (ZERO_IO_ALIGN-aligned) holds mem_bytes, at least
+ * zero_offload_pool_bytes_for(buffers, buffer_bytes); the pool does not free it, and the caller
+ * keeps it until zero_offload_pool_free (a device's pinned memory: docs/DEVICE.md). */
+zero_status zero_offload_pool_create_in(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
+                                        void *mem, size_t mem_bytes, zero_error *err);
+/* The bytes a pool of `buffers` buffers of `buffer_bytes` holds (0 when out of range). */
+size_t zero_offload_pool_bytes_for(int buffers, size_t buffer_bytes);
 /* Waits for whatever is in flight, frees the buffers and p (NULL: no-op). */
 void zero_offload_pool_free(zero_offload_pool *p);
 int zero_offload_pool_count(const zero_offload_pool *p);

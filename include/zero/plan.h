@@ -169,6 +169,16 @@ typedef struct zero_plan_mem {
      * (offload_optimizer "cpu" or "nvme" on a device rank, ZeRO-Offload): the rank accumulates
      * them there for the host optimizer, the device holds only the units' in backward. */
     uint64_t grad_staging;
+    /* Beside host (pinned too; reported, not yet in zero_plan_fit's host need): a device rank's staging
+     * buffers (docs/DEVICE.md, "Overlap"), an upper bound: the two 1 MiB upload buffers where the
+     * host updates a working copy kept on the device, and the host-staged device collectives'
+     * staging: the blocking ones 2 (C + C/N), C = min(4 MiB, the largest unit's bytes G1); the
+     * non-blocking ones in flight: where units are gathered (stage 3, or parameters on the host)
+     * the prefetch of one unit G1 (1 + 1/N), and with N > 1 where gradients are sharded three
+     * reduce-scatters (U1 + U2 + U3) w (1 + 1/N). Apart from host so
+     * that host stays the states' figure (a device with a collective library of its own stages
+     * nothing). 0 on a CPU rank. */
+    uint64_t staging;
 } zero_plan_mem;
 
 /* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)

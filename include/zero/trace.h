@@ -1,8 +1,9 @@
 /* zero/trace.h — a per-process recorder of timed spans (compute, communication, I/O) written as
  * Chrome/Perfetto trace events, so a user can see whether communication overlaps computation.
  * The engine records its communication waits and in-flight collectives; a program adds its own
- * compute spans. Off by default: a disabled recorder costs one branch per span. Not thread-safe:
- * record from the thread that drives the engine. */
+ * compute spans; a device's streams record what they run (the fake device: each operation on its
+ * stream's track). Off by default: a disabled recorder costs one branch per span. Spans may be
+ * recorded from any thread. */
 #ifndef ZERO_TRACE_H
 #define ZERO_TRACE_H
 
@@ -18,7 +19,9 @@ enum {
     ZERO_TRACE_COMM_WAIT = 1, /* time blocked on communication: the exposed part */
     ZERO_TRACE_COMM = 2,     /* collectives from issue to completion: in flight */
     ZERO_TRACE_IO = 3,       /* offload and checkpoint I/O */
+    ZERO_TRACE_DEVICE = 4,   /* + k: the device's stream k (k < ZERO_TRACE_STREAMS), what it runs */
 };
+#define ZERO_TRACE_STREAMS 16
 
 void zero_trace_enable(int on);
 int zero_trace_enabled(void);

@@ -387,6 +387,10 @@ static zero_status finish(zero_request *r, zero_status s) {
 
 zero_status zero_request_wait(zero_request *req) {
     if (!req) return ZERO_OK;
+    if (req->dev) { /* a device collective: its host collective's own wait is watched */
+        int done = 0;
+        return finish(req, zero__dev_req_finish(req, 1, &done));
+    }
     const int w = zero__watch_enter(req->comm, "a wait on a non-blocking collective");
     const zero_status s = req->comm->ops->wait(req);
     zero__watch_leave(w);
@@ -400,7 +404,7 @@ zero_status zero_request_test(zero_request *req, int *done) {
         *done = 1;
         return ZERO_OK;
     }
-    zero_status s = req->comm->ops->test(req, done);
+    zero_status s = req->dev ? zero__dev_req_finish(req, 0, done) : req->comm->ops->test(req, done);
     if (s) {
         /* A failed request is over: free it so that the caller does not wait on it again. */
         *done = 1;

@@ -107,6 +107,121 @@ out:
     return st;
 }
 
+/* ---------------------------------------------------------------- non-blocking forms
+ * The whole message is staged at once: its copy to pinned memory is waited for at the call (the
+ * host collective reads it from then on), the host collective is started there — so the host
+ * collectives of every rank start in program order, whatever the devices' timing, as the
+ * communicator requires — and its result goes to the device when the request is waited for (or a
+ * test sees it done): the copy queued on s and waited for, the staging released. What runs while
+ * the caller computes is the host collective, as in the host path. */
+struct zero__dev_req {
+    zero_stream *s;
+    zero_device *d;
+    dev_coll kind;
+    char *in, *out; /* pinned: what goes to the host collective, what comes back (all_reduce: in) */
+    char *recv;
+    size_t recv_bytes;
+    zero_request *hr; /* the host collective (NULL once it is over) */
+};
+
+static void dev_req_free(zero__dev_req *dr) {
+    if (!dr) return;
+    zero_device_release(dr->d, dr->in);
+    zero_device_release(dr->d, dr->out);
+    zero_mem_free(NULL, dr);
+}
+
+static zero_status dev_icollective(zero_comm *c, zero_stream *s, dev_coll kind, const void *send, void *recv,
+                                   size_t count, zero_dtype dt, zero_op op, zero_request **req) {
+    static const char *const names[3] = {"iall_reduce", "ireduce_scatter", "iall_gather"};
+    const char *what = names[kind];
+    if (!c) return ZERO_ERR_INVALID_ARG;
+    if (!req) return dev_fail(c, ZERO_ERR_INVALID_ARG, what, "req is NULL: expected a pointer to receive the request");
+    *req = NULL;
+    zero_device *d = zero_stream_device(s);
+    const size_t esz = zero_dtype_size(dt);
+    if (!d || !esz || (count && (!send || !recv)))
+        return dev_fail(c, ZERO_ERR_INVALID_ARG, what, "expected a stream, a dtype and buffers");
+    if (count == 0) return ZERO_OK; /* nothing to wait for: a NULL request */
+    const size_t world = (size_t)zero_comm_size(c);
+    const size_t in_bytes = (kind == DEV_REDUCE_SCATTER ? world * count : count) * esz;
+    const size_t out_bytes = kind == DEV_ALL_GATHER       ? world * count * esz
+                             : kind == DEV_REDUCE_SCATTER ? count * esz
+                                                          : 0;
+    zero__dev_req *dr = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *dr);
+    zero_request *r = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *r);
+    if (!dr || !r) {
+        zero_mem_free(NULL, dr);
+        zero_mem_free(NULL, r);
+        return dev_fail(c, ZERO_ERR_NOMEM, what, "out of memory for a request");
+    }
+    dr->s = s;
+    dr->d = d;
+    dr->kind = kind;
+    dr->recv = recv;
+    dr->recv_bytes = out_bytes ? out_bytes : in_bytes;
+    zero_status st = zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_COMM, in_bytes, (void **)&dr->in);
+    if (st == ZERO_OK && out_bytes)
+        st = zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_COMM, out_bytes, (void **)&dr->out);
+    if (st == ZERO_OK) st = zero_stream_copy(s, dr->in, send, in_bytes);
+    if (st == ZERO_OK) st = zero_stream_sync(s);
+    if (st != ZERO_OK) {
+        st = dev_fail(c, st, what, zero_device_last_error(d));
+        (void)zero_stream_sync(s); /* nothing queued may still use the staging */
+        dev_req_free(dr);
+        zero_mem_free(NULL, r);
+        return st;
+    }
+    if (kind == DEV_ALL_REDUCE) st = zero_comm_iall_reduce(c, dr->in, dr->in, count, dt, op, &dr->hr);
+    else if (kind == DEV_REDUCE_SCATTER) st = zero_comm_ireduce_scatter(c, dr->in, dr->out, count, dt, op, &dr->hr);
+    else st = zero_comm_iall_gather(c, dr->in, dr->out, count, dt, &dr->hr);
+    if (st != ZERO_OK) { /* the host collective said why in c's error */
+        dev_req_free(dr);
+        zero_mem_free(NULL, r);
+        return st;
+    }
+    r->comm = c;
+    r->dev = dr;
+    *req = r;
+    return ZERO_OK;
+}
+
+zero_status zero__dev_req_finish(zero_request *r, int block, int *done) {
+    zero__dev_req *dr = r->dev;
+    zero_status st = ZERO_OK;
+    *done = 0;
+    if (dr->hr) {
+        if (block) st = zero_request_wait(dr->hr);
+        else if ((st = zero_request_test(dr->hr, done)) == ZERO_OK && !*done) return ZERO_OK;
+        dr->hr = NULL; /* over (wait and a test that ends it free it) */
+    }
+    *done = 1;
+    if (st == ZERO_OK) {
+        st = zero_stream_copy(dr->s, dr->recv, dr->out ? dr->out : dr->in, dr->recv_bytes);
+        const zero_status w = zero_stream_sync(dr->s); /* the staging is released after its copy */
+        if (st == ZERO_OK) st = w;
+        if (st != ZERO_OK) st = dev_fail(r->comm, st, "a collective's result", zero_device_last_error(dr->d));
+    }
+    dev_req_free(dr);
+    r->dev = NULL;
+    return st;
+}
+
+zero_status zero_comm_iall_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                         zero_dtype dt, zero_op op, zero_request **req) {
+    return dev_icollective(c, s, DEV_ALL_REDUCE, send, recv, count, dt, op, req);
+}
+
+zero_status zero_comm_ireduce_scatter_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                             zero_dtype dt, zero_op op, zero_request **req) {
+    return dev_icollective(c, s, DEV_REDUCE_SCATTER, send, recv, count, dt, op, req);
+}
+
+zero_status zero_comm_iall_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
+                                         zero_dtype dt, zero_request **req) {
+    return dev_icollective(c, s, DEV_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM, req);
+}
+
 zero_status zero_comm_all_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                         zero_dtype dt, zero_op op) {
     return dev_collective(c, s, DEV_ALL_REDUCE, send, recv, count, dt, op);

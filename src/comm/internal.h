@@ -61,8 +61,12 @@ struct zero_comm {
 };
 
 
+typedef struct zero__dev_req zero__dev_req;
 struct zero_request {
     zero_comm *comm;
+    /* Non-NULL: a collective on device memory (comm_device.c), its host collective inside; the
+     * backend's wait and test do not apply to it. */
+    zero__dev_req *dev;
     /* Non-NULL: once the transfer is complete, divide avg_count elements of avg_dt here by the
      * communicator size (ZERO_OP_AVG on a backend without ZERO__CAP_AVG). */
     void *avg_buf;
@@ -256,6 +260,10 @@ zero_status zero__shm_job_wait(zero_comm *c, zero__shm *s, zero__shm_job *j);
 int zero__shm_job_done(zero__shm *s, zero__shm_job *j);
 #endif
 
+/* comm_device.c: a device collective's request to its end — its host collective waited for
+ * (block) or tested (*done 0 while it runs), then the result copied to the device. r stays the
+ * caller's to free. */
+zero_status zero__dev_req_finish(zero_request *r, int block, int *done);
 /* comm_device.c: the staging chunk of the device collectives (a test makes it small). */
 extern size_t zero__comm_dev_chunk_bytes;
 

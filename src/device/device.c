@@ -255,8 +255,9 @@ void zero_stream_free(zero_stream *s) {
 }
 
 /* The cost model: op runs on s after what s queued before, for its modeled cost. */
-static void model(zero_stream *s, double cost) {
+static void model(zero_stream *s, zero__op *op, double cost) {
     if (!s->d->vt->modeled) return; /* the cpu backend costs what the host does; cuda what the GPU does */
+    op->cost = cost;
     s->mclock += cost;
     zero_device *d = s->d;
     pthread_mutex_lock(&d->mu);
@@ -305,7 +306,7 @@ zero_status zero_stream_copy(zero_stream *s, void *dst, const void *src, size_t 
     d->ctr.bytes[k] += n;
     d->ctr.copies[k]++;
     pthread_mutex_unlock(&d->mu);
-    model(s, d->latency_s + (double)n / (d->gbps[k] * 1e9));
+    model(s, &op, d->latency_s + (double)n / (d->gbps[k] * 1e9));
     return submit(s, &op);
 }
 
@@ -319,7 +320,7 @@ zero_status zero_stream_memset(zero_stream *s, void *dst, int byte, size_t n) {
                      n, dst);
         return ZERO_ERR_INVALID_ARG;
     }
-    model(s, (double)n / (d->gbps[op.dst_space == ZERO_SPACE_DEVICE ? ZERO_COPY_D2D : ZERO_COPY_H2H] * 1e9));
+    model(s, &op, (double)n / (d->gbps[op.dst_space == ZERO_SPACE_DEVICE ? ZERO_COPY_D2D : ZERO_COPY_H2H] * 1e9));
     return submit(s, &op);
 }
 
@@ -329,6 +330,8 @@ static size_t half_or_f32(double dt) {
 
 static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",
                                                         "widen",    "add",      "accum_f32",   "sumsq"};
+
+const char *zero__kernel_name(int id) { return (unsigned)id < ZERO__K_COUNT ? kernel_names[id] : "unknown"; }
 
 int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t cap) {
     memset(ext, 0, 4 * sizeof *ext);
@@ -409,7 +412,7 @@ zero_status zero__stream_launch(zero_stream *s, const zero__kcall *k) {
     pthread_mutex_lock(&d->mu);
     d->ctr.kernels++;
     pthread_mutex_unlock(&d->mu);
-    model(s, (k->flops > 0 ? k->flops : (double)k->n) / (d->gflops * 1e9));
+    model(s, &op, (k->flops > 0 ? k->flops : (double)k->n) / (d->gflops * 1e9));
     return submit(s, &op);
 }
 

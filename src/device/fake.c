@@ -11,6 +11,7 @@
  * reaches the device through a pinned bounce buffer per stream (1 MiB), as a GPU driver stages it. */
 #define _GNU_SOURCE /* memfd_create */
 #include "device/internal.h"
+#include "zero/trace.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -47,6 +48,7 @@ typedef struct fake {
     pthread_mutex_t sock_mu;
     uint64_t seed, nstreams;
     double max_delay_us;
+    int pace; /* each operation lasts at least its modeled duration */
 } fake;
 
 /* A command to the worker: an operation on memory both processes map at the same addresses. */
@@ -68,6 +70,7 @@ typedef struct fstream {
     int busy, stop;
     uint64_t rng;
     char *bounce; /* BOUNCE bytes of pinned memory */
+    int track;    /* its trace track: ZERO_TRACE_DEVICE + the stream's number */
 } fstream;
 
 /* ---------------------------------------------------------------- regions */
@@ -187,6 +190,7 @@ static zero_status fake_create(zero_device *d, const zero_device_options *o, zer
     const uint64_t pcap = o->pinned_capacity ? o->pinned_capacity : DEFAULT_PINNED;
     f->seed = o->seed;
     f->max_delay_us = o->max_delay_us < 0 ? 200 : o->max_delay_us;
+    f->pace = o->pace != 0;
     pthread_mutex_init(&f->sock_mu, NULL);
     int sv[2] = {-1, -1};
     if (region_init(&f->dev, "zero-fake-device", (cap + ZERO__DEV_ALIGN - 1) / ZERO__DEV_ALIGN * ZERO__DEV_ALIGN,
@@ -324,10 +328,39 @@ static void run_transfer(zero_stream *s, const zero__op *op) {
     }
 }
 
+/* A span on the stream's trace track: what the operation was, from when it began to when it
+ * ended (its pacing included); records (instants) are left out. */
+static void trace_op(const fstream *q, const zero__op *op, double t0) {
+    static const char *const dirs[ZERO_COPY_DIR_COUNT] = {"H2H", "H2D", "D2H", "D2D"};
+    char name[64];
+    switch (op->kind) {
+    case ZERO__OP_COPY: {
+        const int dd = op->dst_space == ZERO_SPACE_DEVICE, sd = op->src_space == ZERO_SPACE_DEVICE;
+        snprintf(name, sizeof name, "copy %s %zu B", dirs[dd && sd ? 3 : dd ? 1 : sd ? 2 : 0], op->n);
+        break;
+    }
+    case ZERO__OP_SET: snprintf(name, sizeof name, "memset %zu B", op->n); break;
+    case ZERO__OP_KERNEL: snprintf(name, sizeof name, "kernel %s", zero__kernel_name(op->k.id)); break;
+    case ZERO__OP_WAIT: snprintf(name, sizeof name, "wait for an event"); break;
+    default: return;
+    }
+    zero_trace_span(q->track, name, t0, zero_now());
+}
+
+/* Paced: the operation that began at t0 lasts its modeled time in real time (a GPU's copy
+ * engine at PCIe speed), so that a schedule's overlap shows in wall-clock time. */
+static void pace_until(double t) {
+    for (double left = t - zero_now(); left > 0; left = t - zero_now()) {
+        const struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void *stream_main(void *arg) {
     zero_stream *s = arg;
     fstream *q = s->impl;
     fake *f = s->d->impl;
+    if (f->pace) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* sleeps of microseconds, not 50 more */
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
@@ -342,6 +375,8 @@ static void *stream_main(void *arg) {
             const struct timespec ts = {0, (long)(us * 1e3)};
             nanosleep(&ts, NULL);
         }
+        const int traced = zero_trace_enabled() && n->op.kind != ZERO__OP_RECORD;
+        const double t0 = (f->pace && n->op.cost > 0) || traced ? zero_now() : 0;
         switch (n->op.kind) {
         case ZERO__OP_RECORD: zero__event_complete(n->op.ev, n->op.gen); break;
         case ZERO__OP_WAIT: zero__event_block(n->op.ev, n->op.gen); break;
@@ -352,6 +387,8 @@ static void *stream_main(void *arg) {
         }
         default: run_transfer(s, &n->op); break;
         }
+        if (f->pace && n->op.cost > 0) pace_until(t0 + n->op.cost);
+        if (traced) trace_op(q, &n->op, t0);
         free(n);
         pthread_mutex_lock(&q->mu);
         q->busy = 0;
@@ -370,6 +407,7 @@ static zero_status fake_stream_create(zero_stream *s) {
         return ZERO_ERR_NOMEM;
     }
     q->rng = f->seed ^ (0x5bd1e995ull * ++f->nstreams);
+    q->track = ZERO_TRACE_DEVICE + (int)((f->nstreams - 1) % ZERO_TRACE_STREAMS);
     q->bounce = region_alloc(&f->pin, BOUNCE);
     if (!q->bounce) {
         free(q);

@@ -31,6 +31,8 @@ extern const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT];
  * take, a missing operand, or an operand whose extent (n elements of its type) does not lie inside
  * one device or pinned block of s's device: every backend's kernels may then run unchecked. */
 zero_status zero__stream_launch(zero_stream *s, const zero__kcall *k);
+/* The kernel's name ("optim", "sumsq", ...; "unknown" outside the table), for messages and traces. */
+const char *zero__kernel_name(int id);
 /* The bytes of each operand of k (0: none), for the checks above and for a backend; -1 with a
  * message in why when k's id, dtype or block is not one the table has. */
 int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t cap);
@@ -47,6 +49,7 @@ typedef struct zero__op {
     zero__kcall k;
     zero_event *ev;
     uint64_t gen; /* RECORD: the generation it completes; WAIT: the one it waits for */
+    double cost;  /* the cost model's duration, in seconds (0 where nothing is modeled) */
 } zero__op;
 
 struct zero_event {

@@ -204,6 +204,75 @@ zero_status zero__x_convert(zero_engine *e, const void *src, zero_dtype sdt, voi
     return s == ZERO_OK ? ZERO_OK : dev_fail(e, s, "conversion");
 }
 
+/* ---------------------------------------------------------------- overlapped uploads */
+void zero__upl_open(zero_engine *e, zero__upl *u, size_t bytes) {
+    memset(u, 0, sizeof *u);
+    u->bytes = e->dev ? bytes : 0;
+}
+
+/* Queues the copy of what the current buffer holds to its place on the device. */
+static zero_status upl_send(zero_engine *e, zero__upl *u) {
+    const int b = u->next;
+    if (!u->fill) return ZERO_OK;
+    zero_status s = zero_stream_copy(e->stream, u->dst, u->buf[b], u->fill);
+    if (s == ZERO_OK) s = zero_event_record(u->ev[b], e->stream);
+    if (s == ZERO_OK && e->sync_copies) s = zero_event_sync(u->ev[b]);
+    if (s != ZERO_OK) return dev_fail(e, s, "upload");
+    u->used[b] = 1;
+    u->next = b ^ 1;
+    u->fill = 0;
+    u->dst = NULL;
+    u->array = NULL;
+    return ZERO_OK;
+}
+
+zero_status zero__upl_take(zero_engine *e, zero__upl *u, const void *array, void *dst, size_t bytes, void **out) {
+    *out = NULL;
+    if (bytes > u->bytes)
+        return zero__eng_fail(e, ZERO_ERR_INTERNAL, "upload of %zu bytes: the buffers hold %zu", bytes, u->bytes);
+    zero_status s;
+    /* what does not continue the buffer's range in the same array (two arrays may lie end to end:
+     * a copy stays inside one block), or does not fit, starts the next */
+    if (u->fill && (array != u->array || (char *)u->dst + u->fill != (char *)dst || u->fill + bytes > u->bytes) &&
+        (s = upl_send(e, u)) != ZERO_OK)
+        return s;
+    const int b = u->next;
+    if (!u->fill) {
+        if (!u->buf[b]) { /* first use: the buffer and its event (no pinned memory where nothing goes up) */
+            if (zero_device_alloc(e->dev, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, u->bytes, &u->buf[b]) != ZERO_OK ||
+                zero_event_create(e->dev, &u->ev[b]) != ZERO_OK)
+                return dev_fail(e, ZERO_ERR_NOMEM, "the upload buffers");
+        } else if (u->used[b] && !e->test_skip_wait) {
+            /* the wait the test switch drops: the host would then overwrite a buffer whose copy
+             * may not have run, and the device receive later numbers (the fake device's delays
+             * make that a wrong parameter, which the test sees) */
+            if ((s = zero_event_sync(u->ev[b])) != ZERO_OK) return dev_fail(e, s, "upload");
+        }
+        u->dst = dst;
+        u->array = array;
+    }
+    *out = (char *)u->buf[b] + u->fill;
+    u->fill += bytes;
+    return ZERO_OK;
+}
+
+zero_status zero__upl_flush(zero_engine *e, zero__upl *u) { return u->bytes ? upl_send(e, u) : ZERO_OK; }
+
+zero_status zero__upl_close(zero_engine *e, zero__upl *u) {
+    if (!e->dev || !u->bytes) return ZERO_OK;
+    zero_status s = upl_send(e, u);
+    if (u->used[0] || u->used[1]) {
+        const zero_status w = zero_stream_sync(e->stream);
+        if (w != ZERO_OK && s == ZERO_OK) s = dev_fail(e, w, "upload");
+    }
+    for (int b = 0; b < 2; b++) {
+        if (u->buf[b]) zero_device_release(e->dev, u->buf[b]);
+        if (u->ev[b]) zero_event_free(u->ev[b]);
+    }
+    memset(u, 0, sizeof *u);
+    return s;
+}
+
 /* ---------------------------------------------------------------- kernels */
 static zero_status launch(zero_engine *e, const zero__kcall *k, const char *what) {
     zero_status s = zero__stream_launch(e->stream, k);
@@ -320,15 +389,18 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
 /* ---------------------------------------------------------------- collectives */
 zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_request **req) {
     if (!e->dev) return zero_comm_iall_reduce(e->data, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM, req);
-    *req = NULL;
+    if (req) return zero_comm_iall_reduce_device(e->data, e->stream, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM, req);
     return zero_comm_all_reduce_device(e->data, e->stream, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM);
 }
 
 zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req) {
     if (!e->dev) return zero_comm_ireduce_scatter(e->data, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM, req);
-    *req = NULL;
+    if (req)
+        return zero_comm_ireduce_scatter_device(e->data, e->stream, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM, req);
     return zero_comm_reduce_scatter_device(e->data, e->stream, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM);
 }
+
+zero_request **zero__x_async(const zero_engine *e, zero_request **req) { return e->dev ? NULL : req; }
 
 zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, void *recv, uint64_t n, zero_dtype dt,
                                zero_request **req) {
@@ -336,6 +408,6 @@ zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, v
         if (req) return zero_comm_iall_gather(c, send, recv, (size_t)n, dt, req);
         return zero_comm_all_gather(c, send, recv, (size_t)n, dt);
     }
-    if (req) *req = NULL;
+    if (req) return zero_comm_iall_gather_device(c, e->stream, send, recv, (size_t)n, dt, req);
     return zero_comm_all_gather_device(c, e->stream, send, recv, (size_t)n, dt);
 }

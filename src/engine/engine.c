@@ -112,6 +112,8 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
         return ZERO_ERR_INVALID_ARG;
     }
     e->opt_io_depth = opts->io.queue_depth;
+    e->sync_copies = opts->sync_copies != 0;
+    e->test_skip_wait = opts->test_skip_wait != 0;
     zero_status ds = zero__dev_open(e, &opts->device, err);
     if (ds != ZERO_OK) {
         free(e);

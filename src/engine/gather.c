@@ -64,7 +64,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
         if (s == ZERO_OK && u->fpadded)
             s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
-        u->pf_pending = s == ZERO_OK; /* landed or not (on a device it has), its use still to be made */
+        u->pf_pending = s == ZERO_OK; /* landed or not, its use still to be made */
     }
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s'%s failed: %s", u->name,
@@ -167,7 +167,7 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     zero_status s = nvme ? zero__poff_prepare(e, u) : ZERO_OK;
     if ((s = zero__ctrl_exchange(e, CTRL_GATHER, unit, (double)s, 0)) != ZERO_OK) return s;
     if (nvme && (s = zero__poff_check(e, u)) != ZERO_OK) return s;
-    if (u->pf_pending) { /* a prefetch: waited for (on a device it has landed already) */
+    if (u->pf_pending) { /* a prefetch: waited for */
         u->pf_pending = 0;
         if ((s = wait_prefetch(e, u)) != ZERO_OK) return s;
         if (nvme) zero__poff_done(e, u);

@@ -141,6 +141,7 @@ typedef struct eoffload {
     zero_swap *ofile, *pfile;
     zero_offload_pool *tpool;  /* step tiles (and checkpoint streaming) */
     zero_offload_pool *ppool;  /* stage-3 parameter shards; == tpool when only parameters go to NVMe */
+    void *tmem, *pmem;         /* on a device: the pools' pinned memory (offload.c), else NULL */
     zero_offload_stats st;     /* since create */
     char job[64];
 } eoffload;
@@ -221,6 +222,8 @@ struct zero_engine {
     /* the device tier (devtier.c): NULL on the cpu backend, where every array is host memory */
     zero_device *dev;
     zero_stream *stream;  /* the engine's one stream: every device operation, in program order */
+    int sync_copies;      /* zero_engine_options.sync_copies: every upload waited for (no overlap) */
+    int test_skip_wait;   /* zero_engine_options.test_skip_wait: the upload buffers' wait dropped */
     char alloc_err[512];  /* the device's reason for the first failed allocation of finalize */
 };
 
@@ -295,13 +298,49 @@ zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t bl
 /* the optimizer's step on n device elements (grad in the working dtype; out: its write-back, or NULL) */
 zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,
                           const void *grad, float gscale, float decay, uint64_t n, void *out);
-/* The data plane's collectives on the unit arrays: started (a request) on the host; run to the
- * end on a device (the host-staged device collectives), *req set to NULL. In place as the host ones. */
+/* Uploads that overlap the host's work (ZeRO-Offload's updated working copy, docs/DEVICE.md
+ * "Overlap"): two pinned buffers taken in turn. The host writes chunks into one, back to back
+ * while they continue one range of device memory; once it is full (or the next chunk goes
+ * elsewhere) its copy to the device is queued on the engine's stream and the host goes on in the
+ * other. A buffer is written again only once its event says its copy has run (the one host wait:
+ * it costs nothing while the host is the slower side). Later device operations are on the same
+ * stream, so they see the uploads without a wait; the host must flush before anything on the
+ * device reads the range (a collective, another stream). */
+#define ZERO__UPL_BYTES ((size_t)1 << 20)
+typedef struct zero__upl {
+    void *buf[2];
+    zero_event *ev[2];
+    int used[2], next;
+    size_t bytes, fill; /* per buffer; what the current one holds */
+    void *dst;          /* where the current buffer goes on the device */
+    const void *array;  /* the device array dst lies in */
+} zero__upl;
+/* bytes per buffer (allocated at first use; on the cpu backend, no device, u stays empty) */
+void zero__upl_open(zero_engine *e, zero__upl *u, size_t bytes);
+/* *out: where to write `bytes` that go to dst (device memory, inside `array`) — in the current
+ * buffer when they continue its range in the same array, else in the next, once its last copy has
+ * run (a failure is recorded on e) */
+zero_status zero__upl_take(zero_engine *e, zero__upl *u, const void *array, void *dst, size_t bytes, void **out);
+/* queues the copy of what the current buffer holds */
+zero_status zero__upl_flush(zero_engine *e, zero__upl *u);
+/* flushes, waits for the copies (ZERO_OK, or the first failure) and frees u's buffers */
+zero_status zero__upl_close(zero_engine *e, zero__upl *u);
+
+/* The data plane's collectives on the unit arrays, started (a request, waited for by the caller):
+ * on a device the host-staged device collectives' non-blocking forms (the whole message staged in
+ * pinned memory at the call, the host collective running while the caller computes, the result
+ * copied up at the wait). In place as the host ones. req NULL: blocking — on a device, chunked
+ * through fixed staging (docs/DEVICE.md "Overlap": non-blocking only where the engine bounds what is
+ * in flight, so that the pinned staging is bounded too; zero__x_async says which). */
 zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_request **req);
 zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req);
 /* req NULL: blocking */
 zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, void *recv, uint64_t n, zero_dtype dt,
                                zero_request **req);
+/* req where every one in flight is staged whole without a bound on their number (the whole
+ * gradient's reductions at stages 0-1, the regather at stages 1-2): NULL on a device, so that
+ * they run blocking through the fixed staging; req on the host */
+zero_request **zero__x_async(const zero_engine *e, zero_request **req);
 
 /* bufcache.c: every transient buffer of the engine (charged to ZERO_MEM_BUFFERS). get returns
  * `bytes` (zero-filled when asked) or NULL when out of memory; put hands it back for reuse. */

@@ -79,6 +79,29 @@ static zero_status agree_job(zero_engine *e) {
     return ZERO_OK;
 }
 
+/* A pool of n buffers of b bytes. On a device in its pinned memory, which the device copies to and
+ * from directly (the planner counts the pools pinned: docs/DEVICE.md); else the pool's own. *raw:
+ * the device block to release after the pool is freed (NULL: none). */
+static zero_status pool_new(zero_engine *e, zero_offload_pool **pool, void **raw, int n, size_t b, zero_error *err) {
+    *raw = NULL;
+    const size_t need = zero_offload_pool_bytes_for(n, b);
+    if (!e->dev || !need) return zero_offload_pool_create(pool, e->off.io, n, b, &e->acct, err);
+    /* device blocks are ZERO_DEVICE_ALIGN-aligned; O_DIRECT buffers ZERO_IO_ALIGN-aligned */
+    if (zero_device_alloc(e->dev, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, need + ZERO_IO_ALIGN - ZERO_DEVICE_ALIGN, raw) !=
+        ZERO_OK) {
+        if (err) ZERO__ERR(err, "the pool's %d x %zu bytes of pinned memory: %s", n, b, zero_device_last_error(e->dev));
+        *raw = NULL;
+        return ZERO_ERR_NOMEM;
+    }
+    void *m = (void *)(((uintptr_t)*raw + ZERO_IO_ALIGN - 1) & ~(uintptr_t)(ZERO_IO_ALIGN - 1));
+    zero_status s = zero_offload_pool_create_in(pool, e->off.io, n, b, m, need, err);
+    if (s != ZERO_OK) {
+        zero_device_release(e->dev, *raw);
+        *raw = NULL;
+    }
+    return s;
+}
+
 /* Chooses the layout and the tile size, creates files and pools. Local: the caller agrees. */
 static zero_status setup_local(zero_engine *e) {
     eoffload *o = &e->off;
@@ -161,11 +184,11 @@ static zero_status setup_local(zero_engine *e) {
     if (o->par) {
         s = zero_swap_create(&o->pfile, o->io, c->offload_param.nvme_path, o->job, e->rank, e->world, "param", pbytes, &err);
         if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_param: %s", err.msg);
-        s = zero_offload_pool_create(&o->ppool, o->io, c->offload_param.buffer_count, pbuf, &e->acct, &err);
+        s = pool_new(e, &o->ppool, &o->pmem, c->offload_param.buffer_count, pbuf, &err);
         if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_param: %s", err.msg);
     }
     if (o->opt) {
-        s = zero_offload_pool_create(&o->tpool, o->io, tcount, tbuf, &e->acct, &err);
+        s = pool_new(e, &o->tpool, &o->tmem, tcount, tbuf, &err);
         if (s != ZERO_OK) return zero__eng_fail(e, s, "offload_optimizer: %s", err.msg);
     } else {
         o->tpool = o->ppool;
@@ -182,6 +205,11 @@ void zero__off_free(zero_engine *e) {
     if (o->tpool != o->ppool) zero_offload_pool_free(o->tpool);
     zero_offload_pool_free(o->ppool);
     o->tpool = o->ppool = NULL;
+    if (e->dev) { /* after the pools: their I/O has been waited for */
+        zero_device_release(e->dev, o->tmem);
+        zero_device_release(e->dev, o->pmem);
+    }
+    o->tmem = o->pmem = NULL;
     zero_error err = {{0}};
     if (zero_swap_remove(o->ofile, &err) != ZERO_OK) zero__log(ZERO_LOG_WARN, "offload: %s", err.msg);
     if (zero_swap_remove(o->pfile, &err) != ZERO_OK) zero__log(ZERO_LOG_WARN, "offload: %s", err.msg);

@@ -49,8 +49,10 @@ static zero_status start_reduction_whole(zero_engine *e, int unit) {
     const double t0 = zero_now();
     u->reduce_t0 = t0;
     const int ar = e->own.update_whole;
-    if (ar) s = zero__x_all_reduce(e, u->grads, u->padded, &u->reduce);
-    else s = zero__x_reduce_scatter(e, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, &u->reduce);
+    /* every unit's reduction may be in flight at once here: blocking on a device (zero__x_async) */
+    if (ar) s = zero__x_all_reduce(e, u->grads, u->padded, zero__x_async(e, &u->reduce));
+    else s = zero__x_reduce_scatter(e, u->grads, zero__wptr(e, u->grads, u->offset), u->shard,
+                                    zero__x_async(e, &u->reduce));
     zero__eng_waited(e, ar ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduction of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
@@ -196,8 +198,8 @@ zero_status zero_engine_grad_ready(zero_engine *e, int unit) {
         if (e->mb == e->cfg.grad_accum - 1) return start_reduction_whole(e, unit);
         return ZERO_OK;
     }
-    if (u->reduce || u->grecv) { /* the previous micro-batch's reduction of this unit must land first (on a
-                                  * device it has: its received shard is still to be added) */
+    if (u->reduce || u->grecv) { /* the previous micro-batch's reduction of this unit must land first (and
+                                  * its received shard be added) */
         s = complete(e, u);
         if (s != ZERO_OK) return s;
     }

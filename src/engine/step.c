@@ -55,7 +55,7 @@ static zero_status sum_squares(zero_engine *e, const void *g, uint64_t n, double
  * `base` the unit element that index 0 of master/states/grad/out corresponds to. */
 static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t lo, uint64_t hi,
                                 uint64_t base, float *master, float *s0, float *s1, void *grad, void *out, float gscale,
-                                float *tmp, void *otmp) {
+                                float *tmp, zero__upl *up) {
     /* slice by slice: the flags (decay) are per parameter */
     for (int k = 0; k < u->v.nslices; k++) {
         const eslice *sl = &u->v.slices[k];
@@ -71,7 +71,8 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
             continue;
         }
         /* on the host (the states in host memory: a host rank, or ZeRO-Offload on a device, whose
-         * gradient comes over from the device and whose updated working copy goes back, a chunk at a time) */
+         * gradient is in pinned memory and whose updated working copy goes up a chunk at a time,
+         * each copy running while the host computes the next chunk) */
         const int dout = out && zero__dev_is(e, out);
         for (uint64_t c = a; c < b; c += tmp ? GRAD_CHUNK : (b - a)) {
             uint64_t n = b - c;
@@ -85,11 +86,12 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
             } else {
                 gf = (const float *)grad + k;
             }
-            void *o = out ? (dout ? otmp : zero__wptr(e, out, k)) : NULL;
+            void *o = out && !dout ? zero__wptr(e, out, k) : NULL;
+            if (s == ZERO_OK && dout && (s = zero__upl_take(e, up, out, zero__wptr(e, out, k), (size_t)(n * e->wsize), &o)) != ZERO_OK)
+                return s; /* recorded */
             if (s == ZERO_OK)
                 s = zero_optim_step(h, e->step + 1, master + k, s0 ? s0 + k : NULL, s1 ? s1 + k : NULL, gf, gscale, decay, n,
                                     o, e->wdt, ZERO_IMPL_AUTO);
-            if (s == ZERO_OK && dout) s = zero__x_copy(e, zero__wptr(e, out, k), otmp, (size_t)(n * e->wsize));
             if (s != ZERO_OK) return zero__eng_fail(e, s, "optimizer step on unit '%s' failed", u->name);
         }
     }
@@ -103,7 +105,9 @@ static zero_status regather_start(zero_engine *e, eunit *u) {
     const eview *v = &u->v;
     if (u->numel == 0) return ZERO_OK; /* nothing trainable: nothing changed */
     u->reduce_t0 = zero_now();
-    zero_status s = zero__x_all_gather(e, e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt, &u->reduce);
+    /* every unit's all-gather may be in flight at once: blocking on a device (zero__x_async) */
+    zero_status s = zero__x_all_gather(e, e->data, zero__wptr(e, v->wp, v->slo - v->wlo), v->wp, u->shard, e->wdt,
+                                       zero__x_async(e, &u->reduce));
     zero__eng_waited(e, "all-gather (updated parameters, issue)", u->reduce_t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "all-gather of unit '%s' failed: %s", u->name, zero_comm_last_error(e->data));
@@ -120,32 +124,33 @@ static zero_status regather_wait(zero_engine *e) {
 }
 
 static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
-    /* host steps: half-precision gradients widen into tmp; under ZeRO-Offload on a device every
-     * gradient chunk comes over into it and the working copy goes back from otmp */
+    /* host steps: half-precision gradients widen into tmp; under ZeRO-Offload on a device the
+     * working copy goes up through the upload buffers */
     const int half = e->wdt != ZERO_DTYPE_FP32, offl = e->dev && e->own.k[EK_OPTIM].tier == TIER_PINNED;
     float *tmp = NULL;
-    void *otmp = NULL;
+    zero__upl up;
+    zero__upl_open(e, &up, offl ? ZERO__UPL_BYTES : 0);
+    zero_status s = ZERO_OK;
     if (half || offl) {
         tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
-        otmp = offl ? zero__buf_get(e, GRAD_CHUNK * e->wsize, 0) : NULL;
-        if (!tmp || (offl && !otmp)) {
-            zero__buf_put(e, tmp);
-            zero__buf_put(e, otmp);
+        if (!tmp) {
+            (void)zero__upl_close(e, &up);
             return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
         }
     }
-    zero_status s = ZERO_OK;
     for (int i = 0; i < e->nunits && s == ZERO_OK; i++) {
         eunit *u = &e->units[i];
         const eview *v = &u->v;
         if (u->numel == 0) continue; /* frozen parameters only */
         s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp,
-                         otmp);
-        if (s == ZERO_OK && e->own.regather) s = regather_start(e, u); /* overlaps the next units' update */
+                         &up);
+        /* the unit's last chunk goes up before its all-gather reads it (on the same stream) */
+        if (s == ZERO_OK && e->own.regather && (s = zero__upl_flush(e, &up)) == ZERO_OK)
+            s = regather_start(e, u); /* overlaps the next units' update */
     }
     zero__buf_put(e, tmp);
-    zero__buf_put(e, otmp);
-    return s;
+    const zero_status c = zero__upl_close(e, &up);
+    return s != ZERO_OK ? s : c;
 }
 
 /* Under NVMe offload: the same kernel on the same numbers, one tile at a time, the tile's master
@@ -154,25 +159,26 @@ typedef struct tile_step {
     const zero_optim_hparams *h;
     float gscale;
     float *tmp;
-    void *otmp;
+    zero__upl up;
 } tile_step;
 
 zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
-    const tile_step *t = ctx;
+    tile_step *t = ctx;
     eunit *u = x->u;
     void *g = zero__wptr(e, u->v.grad, x->first);
     const uint64_t base = u->v.lo + x->first;
-    return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp, t->otmp);
+    return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp, &t->up);
 }
 
 static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
-    tile_step t = {h, gscale, NULL, NULL};
-    if (e->wdt != ZERO_DTYPE_FP32 || e->dev) { /* on a device: the gradient comes over, the working copy goes back */
+    tile_step t = {.h = h, .gscale = gscale};
+    /* on a device: the working copy goes up through the upload buffers (where it is on the device) */
+    zero__upl_open(e, &t.up, ZERO__UPL_BYTES);
+    zero_status s = ZERO_OK;
+    if (e->wdt != ZERO_DTYPE_FP32 || e->dev) {
         t.tmp = zero__buf_get(e, GRAD_CHUNK * 4, 0);
-        t.otmp = e->dev ? zero__buf_get(e, GRAD_CHUNK * e->wsize, 0) : NULL;
-        if (!t.tmp || (e->dev && !t.otmp)) {
-            zero__buf_put(e, t.tmp);
-            zero__buf_put(e, t.otmp);
+        if (!t.tmp) {
+            (void)zero__upl_close(e, &t.up);
             return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
         }
     }
@@ -180,10 +186,10 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
     /* everything the kernel reads and writes; the half working copy is only written */
     eopass p = {0, e->nunits, 0, UINT64_MAX, ARR_MASTER | ARR_S0 | ARR_S1, ARR_MASTER | ARR_S0 | ARR_S1 | (half ? ARR_WORK : 0u),
                 zero__step_tile, &t};
-    zero_status s = zero__off_run(e, &p);
+    s = zero__off_run(e, &p);
     zero__buf_put(e, t.tmp);
-    zero__buf_put(e, t.otmp);
-    return s;
+    const zero_status c = zero__upl_close(e, &t.up);
+    return s != ZERO_OK ? s : c;
 }
 
 /* The step is over (advance), or is to be computed again (a deterministic redo: the sums were

@@ -47,13 +47,20 @@ struct zero_offload_pool {
     int n;
     size_t bytes;
     char *mem;
+    int own_mem; /* mem is the pool's (else the caller's: zero_offload_pool_create_in) */
     pslot *slots;
     uint32_t *crcs; /* the slots' CRC arrays, one allocation */
     char err[512];
 };
 
-zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
-                                     zero_memacct *acct, zero_error *err) {
+size_t zero_offload_pool_bytes_for(int buffers, size_t buffer_bytes) {
+    if (buffers < 1 || buffers > 4096 || buffer_bytes == 0 || buffer_bytes > ((size_t)1 << 40)) return 0;
+    const size_t bytes = (buffer_bytes + ZERO_IO_ALIGN - 1) / ZERO_IO_ALIGN * ZERO_IO_ALIGN;
+    return bytes > SIZE_MAX / (size_t)buffers ? 0 : bytes * (size_t)buffers;
+}
+
+static zero_status pool_create(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes, zero_memacct *acct,
+                               void *mem, size_t mem_bytes, zero_error *err) {
     if (!out) return ZERO_ERR_INVALID_ARG;
     *out = NULL;
     if (!io || buffers < 1 || buffers > 4096 || buffer_bytes == 0 || buffer_bytes > ((size_t)1 << 40)) {
@@ -72,12 +79,20 @@ zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int b
     p->acct = acct;
     p->n = buffers;
     p->bytes = bytes;
+    if (mem && (mem_bytes < bytes * (size_t)buffers || (uintptr_t)mem % ZERO_IO_ALIGN)) {
+        zero_mem_free(NULL, p);
+        if (err)
+            ZERO__ERR(err, "offload pool: memory %p of %zu bytes for %d x %zu: expected %zu bytes or more, %d-byte aligned",
+                      mem, mem_bytes, buffers, bytes, bytes * (size_t)buffers, ZERO_IO_ALIGN);
+        return ZERO_ERR_INVALID_ARG;
+    }
     p->slots = zero_mem_calloc(NULL, ZERO_MEM_BUFFERS, (size_t)buffers * sizeof *p->slots);
     /* 4 bytes per 4 KiB block of the buffers (1/1024 of them), next to the swap files' tables */
     const size_t blocks = bytes / ZERO_IO_ALIGN;
     p->crcs = zero_mem_alloc(NULL, ZERO_MEM_BUFFERS, (size_t)buffers * blocks * sizeof *p->crcs);
     /* One allocation for all buffers: the pool's RAM is buffers x bytes (+ one alignment page). */
-    p->mem = zero_io_buffer_alloc(acct, ZERO_MEM_BUFFERS, (size_t)buffers * bytes);
+    p->own_mem = mem == NULL;
+    p->mem = mem ? mem : zero_io_buffer_alloc(acct, ZERO_MEM_BUFFERS, (size_t)buffers * bytes);
     if (!p->slots || !p->crcs || !p->mem) goto nomem_p;
     for (int i = 0; i < buffers; i++) {
         pslot *s = &p->slots[i];
@@ -91,11 +106,26 @@ zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int b
 nomem_p:
     zero_mem_free(NULL, p->slots);
     zero_mem_free(NULL, p->crcs);
-    zero_io_buffer_free(acct, p->mem);
+    if (p->own_mem) zero_io_buffer_free(acct, p->mem);
     zero_mem_free(NULL, p);
 nomem:
     if (err) ZERO__ERR(err, "offload pool: out of memory for %d buffers of %zu bytes", buffers, bytes);
     return ZERO_ERR_NOMEM;
+}
+
+zero_status zero_offload_pool_create(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
+                                     zero_memacct *acct, zero_error *err) {
+    return pool_create(out, io, buffers, buffer_bytes, acct, NULL, 0, err);
+}
+
+zero_status zero_offload_pool_create_in(zero_offload_pool **out, zero_io *io, int buffers, size_t buffer_bytes,
+                                        void *mem, size_t mem_bytes, zero_error *err) {
+    if (!mem) {
+        if (out) *out = NULL;
+        if (err) ZERO__ERR(err, "offload pool: mem is NULL: expected the caller's memory");
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return pool_create(out, io, buffers, buffer_bytes, NULL, mem, mem_bytes, err);
 }
 
 int zero_offload_pool_count(const zero_offload_pool *p) { return p ? p->n : 0; }
@@ -443,7 +473,7 @@ void zero_offload_pool_free(zero_offload_pool *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++)
         if (wait_slot(p, &p->slots[i], NULL) != ZERO_OK) break;
-    zero_io_buffer_free(p->acct, p->mem);
+    if (p->own_mem) zero_io_buffer_free(p->acct, p->mem);
     zero_mem_free(NULL, p->slots);
     zero_mem_free(NULL, p->crcs);
     zero_mem_free(NULL, p);

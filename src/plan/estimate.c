@@ -312,6 +312,16 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     /* a device copies from and to page-locked memory only: the pools are pinned there */
     place(&o, s->on_device ? TIER_PINNED : TIER_RAM, o.pool, &ovf);
     if (own.k[EK_GRADS].tier == TIER_PINNED) o.grad_staging = b[ZERO_MEM_GRADS];
+    if (s->on_device) { /* the staging of copies and collectives (plan.h) */
+        uint64_t st = 0;
+        if (own.k[EK_OPTIM].tier != TIER_DEVICE && own.k[EK_PARAMS].tier == TIER_DEVICE)
+            st = 2 * ZERO__PLAN_UPL_BYTES; /* the host's step writes a working copy on the device */
+        const uint64_t C = G1 < ZERO__PLAN_DEV_CHUNK ? G1 : ZERO__PLAN_DEV_CHUNK;
+        st = add(st, mul(2, add(C, C / N, &ovf), &ovf), &ovf);
+        if (gathers) st = add(st, add(G1, G1 / N, &ovf), &ovf); /* one rank too: a gather from NVMe prefetches */
+        if (N > 1 && sharded_grads) st = add(st, add(mul(U123, w, &ovf), mul(U123 / N, w, &ovf), &ovf), &ovf);
+        o.staging = st; /* beside host (plan.h) */
+    }
     if (ovf) {
         zero__plan_err(err, "model of %d units at %d ranks: byte counts overflow 64 bits",
                        m->num_units, s->ranks);

@@ -23,6 +23,12 @@
 #define ZERO__PLAN_DET_CHUNK ((uint64_t)1 << 18)
 #define ZERO__PLAN_DET_NORM_BYTES ((uint64_t)8 * 513)
 
+/* A device rank's pinned buffers (docs/DEVICE.md): the two upload buffers of ZeRO-Offload's step
+ * (src/engine: ZERO__UPL_BYTES) and the chunk of the blocking device collectives' staging
+ * (src/comm: zero__comm_dev_chunk_bytes). */
+#define ZERO__PLAN_UPL_BYTES ((uint64_t)1 << 20)
+#define ZERO__PLAN_DEV_CHUNK ((uint64_t)4 << 20)
+
 /* ZERO_ERR_INVALID_ARG with a message for a missing model, no units or an empty unit. */
 zero_status zero__plan_check_model(const zero_plan_model *m, zero_error *err);
 

@@ -6,7 +6,9 @@
 #   (less than 256 bytes an array: 5 arrays a unit);
 # - pinned host memory of the states = the row's pinned bytes less the NVMe swap pools (the
 #   planner counts them pinned; the engine keeps them in pageable memory: docs/DEVICE.md, "What
-#   remains") + the same rounding;
+#   remains") and the staging + the same rounding;
+# - the pinned peak (states, upload buffers, the collectives' staging) within the row's pinned
+#   bytes and its staging, an upper bound (include/zero/plan.h);
 # - the device peak within the row's device need (which counts the activations and fp32 views
 #   this build keeps on the host too).
 # And the pick of `zero plan --gpus 2 --gpu-memory 2MiB`, where the all-on-device stages do not
@@ -66,8 +68,12 @@ want_dev, want_pin = row["device_bytes"], pinned
 assert 0 <= dev["states"] - want_dev < slack, ("device states", dev["states"], want_dev, slack)
 assert 0 <= dev["pinned_states"] - want_pin < slack, ("pinned states", dev["pinned_states"], want_pin, slack)
 assert dev["peak"] <= row["need_device"], ("device peak", dev["peak"], row["need_device"])
+# the pools' buffers rounded up to 4 KiB each and their start aligned (docs/PLANNING.md): (4 + 1) and (5 + 1) x 4 KiB
+pool_round = (6 if oo == "nvme" else 0) * 4096 + (6 if op == "nvme" else 0) * 4096
+assert dev["pinned_peak"] <= row["pinned_bytes"] + row["staging_bytes"] + slack + pool_round, ("pinned peak", dev["pinned_peak"], row)
 print(f"device {dev['states']} B (plan {want_dev} B), pinned {dev['pinned_states']} B (plan {want_pin} B"
-      + (f" + {pools} B of NVMe pools" if pools else "") + f"), device peak {dev['peak']} B <= need {row['need_device']} B")
+      + (f" + {pools} B of NVMe pools" if pools else "") + f"), device peak {dev['peak']} B <= need {row['need_device']} B"
+      + f", pinned peak {dev['pinned_peak']} B <= {row['pinned_bytes']} B + staging {row['staging_bytes']} B")
 EOF
         ); then echo "ok   $name: $out"; else echo "FAIL $name: $out"; fail=1; fi
     done <"$TMP/rows$n"

@@ -2,7 +2,8 @@
 # `zero train --trace FILE` writes one Chrome/Perfetto trace with every rank's compute spans,
 # communication waits (the calls that start a collective included) and collectives in flight
 # (start to completion), also with the progress thread (ZERO_COMM_ASYNC=1); the spans of each
-# step lie inside the run; a bad path is a usage error.
+# step lie inside the run; on the fake device, a track per stream with what it ran (ZeRO-Offload's
+# uploads inside each optimizer step); a bad path is a usage error.
 set -euo pipefail
 Z=${ZERO:?}
 tmp=$(mktemp -d)
@@ -48,6 +49,33 @@ for r in ranks:
 print("ok: %d spans on %d ranks (ZERO_COMM_ASYNC=%s)" % (len(ev), len(ranks), sys.argv[3]))
 PY
 done
+# the fake device: its stream's track, named, with the copies, memsets and kernels it ran
+backends=$("$Z" --version --verbose | sed -n 's/^device backends: //p') # whole output read: no SIGPIPE under pipefail
+if [[ $backends == *fake* ]]; then
+"$Z" train --model tiny --seq 32 --steps 2 --ranks 2 --stage 2 --precision bf16 --device fake --offload-optimizer cpu \
+    --trace "$tmp/d.json" > /dev/null
+/usr/bin/python3 - "$tmp/d.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+for r in (0, 1):
+    tracks = {t for (p, t), n in names.items() if p == r and n.startswith("device stream ")}
+    assert tracks, ("no device stream track on rank %d" % r, names)
+    dev = [e for e in ev if e["pid"] == r and e["tid"] in tracks]
+    kinds = {e["name"].split(" ")[0] for e in dev}
+    assert {"copy", "kernel"} <= kinds, (r, kinds)
+    assert all(e["dur"] >= 0 for e in dev)
+    # ZeRO-Offload: the updated working copy goes up during each optimizer step
+    steps = [e for e in ev if e["pid"] == r and e["name"] == "optimizer step"]
+    ups = [e for e in dev if e["name"].startswith("copy H2D")]
+    assert len(steps) == 2 and ups, (r, len(steps), len(ups))
+    for s in steps:
+        inside = [u for u in ups if s["ts"] - 1e-3 <= u["ts"] <= s["ts"] + s["dur"] + 1e-3]
+        assert inside, ("no upload inside the optimizer step", r, s)
+print("ok: fake device: %d spans on the device stream tracks" % len([e for e in ev if e["tid"] >= 4]))
+PY
+fi
 out=$("$Z" train --model tiny --steps 1 --trace /nonexistent/dir/t.json 2>&1 >/dev/null) && { echo "bad path accepted"; exit 1; }
 echo "$out" | grep -q "^zero: error: --trace '/nonexistent/dir/t.json'" || { echo "unexpected: $out"; exit 1; }
 echo ok

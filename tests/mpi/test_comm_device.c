@@ -24,7 +24,9 @@ static void fill(void *buf, zero_dtype dt, size_t n, int r, int salt) {
     }
 }
 
-static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t count, int salt) {
+/* nb: the non-blocking form — its send buffer overwritten on the device as soon as the call
+ * returns (the message was staged at the call), then tested to its end (nb 1) or waited for (2) */
+static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t count, int salt, int nb) {
     const size_t esz = zero_dtype_size(dt), nin = kind == 1 ? (size_t)N * count : count,
                  nout = kind == 2 ? (size_t)N * count : count;
     char *hin = malloc(nin * esz), *want = malloc(nout * esz), *got = malloc(nout * esz);
@@ -45,16 +47,27 @@ static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t 
     ZT_OK(zero_stream_copy(s, din, hin, nin * esz));
     ZT_OK(zero_stream_sync(s));
     zero_device_counters_get(d, &d0);
-    zero_status st = kind == 0   ? zero_comm_all_reduce_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
-                     : kind == 1 ? zero_comm_reduce_scatter_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
-                                 : zero_comm_all_gather_device(W, s, din, dout, count, dt);
-    ZT_CHECKF(st == ZERO_OK, "collective %d: %s", kind, zero_comm_last_error(W));
+    zero_status st;
+    if (nb) {
+        zero_request *dq = NULL;
+        st = kind == 0   ? zero_comm_iall_reduce_device(W, s, din, dout, count, dt, ZERO_OP_SUM, &dq)
+             : kind == 1 ? zero_comm_ireduce_scatter_device(W, s, din, dout, count, dt, ZERO_OP_SUM, &dq)
+                         : zero_comm_iall_gather_device(W, s, din, dout, count, dt, &dq);
+        if (st == ZERO_OK) st = zero_stream_memset(s, din, 0xff, nin * esz); /* NaN: the result must not see it */
+        for (int done = nb == 2; st == ZERO_OK && !done;) st = zero_request_test(dq, &done);
+        if (st == ZERO_OK && nb == 2) st = zero_request_wait(dq);
+    } else {
+        st = kind == 0   ? zero_comm_all_reduce_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
+             : kind == 1 ? zero_comm_reduce_scatter_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
+                         : zero_comm_all_gather_device(W, s, din, dout, count, dt);
+    }
+    ZT_CHECKF(st == ZERO_OK, "collective %d (non-blocking %d): %s", kind, nb, zero_comm_last_error(W));
     zero_device_counters_get(d, &d1);
     zero_comm_get_counters(W, &c2);
     ZT_OK(zero_stream_copy(s, got, dout, nout * esz));
     ZT_OK(zero_stream_sync(s));
-    ZT_CHECKF(!memcmp(got, want, nout * esz), "collective %d dtype %d count %zu: differs from the host's", kind,
-              (int)dt, count);
+    ZT_CHECKF(!memcmp(got, want, nout * esz),
+              "collective %d dtype %d count %zu (non-blocking %d): differs from the host's", kind, (int)dt, count, nb);
     const int coll = kind == 0 ? ZERO_COLL_ALL_REDUCE : kind == 1 ? ZERO_COLL_REDUCE_SCATTER : ZERO_COLL_ALL_GATHER;
     ZT_EQ_INT(c2.bytes[coll] - c1.bytes[coll], c1.bytes[coll] - c0.bytes[coll]);
     ZT_EQ_INT(d1.bytes[ZERO_COPY_D2H] - d0.bytes[ZERO_COPY_D2H], nin * esz);
@@ -63,6 +76,52 @@ static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t 
     zero_device_release(d, dout);
     free(hin);
     free(want);
+    free(got);
+}
+
+/* Two non-blocking collectives in flight at once, waited for in the other order, and the pinned
+ * staging they held released (the device's pinned bytes back where they were). */
+static void two_in_flight(zero_device *d, zero_stream *s) {
+    const size_t count = 3001, esz = 4;
+    /* bytes: the results are compared bit for bit */
+    char *h = malloc((size_t)N * count * esz), *want_ag = malloc((size_t)N * count * esz),
+         *want_ar = malloc(count * esz);
+    char *got = malloc((size_t)N * count * esz);
+    fill(h, ZERO_DTYPE_FP32, (size_t)N * count, R, 99);
+    zero_request *rq = NULL;
+    ZT_OK(zero_comm_iall_gather(W, h, want_ag, count, ZERO_DTYPE_FP32, &rq));
+    ZT_OK(zero_request_wait(rq));
+    ZT_OK(zero_comm_iall_reduce(W, h, want_ar, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, &rq));
+    ZT_OK(zero_request_wait(rq));
+    void *din = NULL, *dag = NULL, *dar = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, (size_t)N * count * esz, &din));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, (size_t)N * count * esz, &dag));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, count * esz, &dar));
+    ZT_OK(zero_stream_copy(s, din, h, (size_t)N * count * esz));
+    zero_mem_stats p0, p1;
+    zero_device_mem_stats(d, ZERO_SPACE_HOST_PINNED, &p0);
+    zero_request *a = NULL, *b = NULL;
+    ZT_OK(zero_comm_iall_gather_device(W, s, din, dag, count, ZERO_DTYPE_FP32, &a));
+    ZT_OK(zero_comm_iall_reduce_device(W, s, din, dar, count, ZERO_DTYPE_FP32, ZERO_OP_SUM, &b));
+    ZT_OK(zero_request_wait(b));
+    ZT_OK(zero_request_wait(a));
+    zero_device_mem_stats(d, ZERO_SPACE_HOST_PINNED, &p1);
+    ZT_EQ_INT(p1.total_current, p0.total_current);
+    /* both messages were staged at once: the all-gather's count in and N x count out, the
+     * all-reduce's count (in place) */
+    ZT_CHECKF(p1.total_peak >= p0.total_current + ((size_t)N + 2) * count * esz,
+              "pinned peak %zu: expected %zu more than %zu", p1.total_peak, ((size_t)N + 2) * count * esz,
+              p0.total_current);
+    ZT_OK(zero_stream_copy(s, got, dag, (size_t)N * count * esz));
+    ZT_CHECKF(!memcmp(got, want_ag, (size_t)N * count * esz), "all-gather with an all-reduce in flight: differs");
+    ZT_OK(zero_stream_copy(s, got, dar, count * esz));
+    ZT_CHECKF(!memcmp(got, want_ar, count * esz), "all-reduce with an all-gather in flight: differs");
+    zero_device_release(d, din);
+    zero_device_release(d, dag);
+    zero_device_release(d, dar);
+    free(h);
+    free(want_ag);
+    free(want_ar);
     free(got);
 }
 
@@ -93,10 +152,18 @@ int main(int argc, char **argv) {
         zero__comm_dev_chunk_bytes = chunks[ch];
         for (int kind = 0; kind < 3; kind++)
             for (int t = 0; t < 3; t++) {
-                one(d, s, kind, dts[t], 5003, kind * 3 + t);
-                one(d, s, kind, dts[t], 1, kind * 3 + t + 50);
+                one(d, s, kind, dts[t], 5003, kind * 3 + t, 0);
+                one(d, s, kind, dts[t], 1, kind * 3 + t + 50, 0);
             }
     }
+    /* the non-blocking forms stage the whole message (no chunks) */
+    for (int kind = 0; kind < 3; kind++)
+        for (int t = 0; t < 3; t++)
+            for (int nb = 1; nb <= 2; nb++) {
+                one(d, s, kind, dts[t], 5003, kind * 3 + t + 7 * nb, nb);
+                one(d, s, kind, dts[t], 1, kind * 3 + t + 70 * nb, nb);
+            }
+    two_in_flight(d, s);
     zero_stream_free(s);
     zero_device_free(d);
     zero_comm_free(W);

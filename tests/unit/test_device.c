@@ -354,6 +354,43 @@ static void test_cost_model(void) {
     }
 }
 
+/* Paced (zero_device_options.pace): each operation lasts its modeled time in wall-clock time.
+ * At 1 GB/s, 4 MiB host to device take 4.2 ms: the stream's sync returns no sooner; two such
+ * copies ordered on one stream no sooner than twice that (what the overlap benchmark relies on).
+ * Unpaced, the same copy takes what memcpy takes (not checked: a loaded machine may be slow). */
+static void test_pace(void) {
+    zero_device_options o;
+    zero_device_options_default(&o);
+    o.backend = "fake";
+    o.capacity = 16u << 20;
+    o.pinned_capacity = 16u << 20;
+    o.max_delay_us = 0;
+    o.pace = 1;
+    o.gbps[ZERO_COPY_H2D] = 1;
+    zero_device *d = NULL;
+    zero_error err;
+    ZT_CHECKF(zero_device_create(&d, &o, &err) == ZERO_OK, "create paced fake: %s", err.msg);
+    if (!d) return;
+    char *x = NULL, *p = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, 4u << 20, (void **)&x));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, 4u << 20, (void **)&p));
+    zero_stream *a = NULL;
+    ZT_OK(zero_stream_create(d, &a));
+    const double t = 10e-6 + (double)(4u << 20) / 1e9;
+    for (int n = 1; n <= 2; n++) {
+        const double t0 = zero_now();
+        for (int k = 0; k < n; k++) ZT_OK(zero_stream_copy(a, x, p, 4u << 20));
+        ZT_OK(zero_stream_sync(a));
+        const double w = zero_now() - t0;
+        ZT_CHECKF(w >= n * t, "%d paced copies of 4 MiB at 1 GB/s took %.6f s, less than their modeled %.6f s", n, w,
+                  n * t);
+    }
+    zero_stream_free(a);
+    zero_device_release(d, x);
+    zero_device_release(d, p);
+    zero_device_free(d);
+}
+
 /* 1 when a and b hold the same n values of es bytes (bf: 2-byte values are bf16, else fp16) bit
  * for bit. Where `any_nan`, two NaNs count as the same whatever their payloads: a GPU's arithmetic
  * returns its canonical NaN where the host keeps an operand's payload (docs/DEVICE.md); the cpu
@@ -760,6 +797,7 @@ int main(void) {
     test_host_access_faults();
     test_events();
     test_cost_model();
+    test_pace();
     test_launch_checks("cpu");
     test_launch_checks("fake");
     test_kernels_match_host("cpu");

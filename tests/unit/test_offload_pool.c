@@ -2,7 +2,8 @@
  * exactly the bytes their extents name (checked against a copy kept in RAM and a plain pread of
  * the file), compute tiles in order with reads running ahead, count their bytes, hold only
  * buffers x size of RAM (+ one alignment page), and stop at an injected disk fault or a failing
- * compute with the error named, leaving the pool usable. */
+ * compute with the error named, leaving the pool usable; a pool on the caller's memory (the fake
+ * device's pinned memory, as the engine gives it on a device) does the same passes. */
 #include <unistd.h>
 
 #include "harness.h"
@@ -153,6 +154,57 @@ static void run_case(zero_io *io, int buffers, const char *label) {
     free(c.model_b);
 }
 
+/* A pool on the caller's memory: the fake device's pinned memory (a shared mapping, which the
+ * engine hands the pools on a device), through `io` (O_DIRECT where the file system has it): the
+ * write and read-modify-write passes land the same bytes; the pool's buffers are that memory;
+ * memory that is short or misaligned is refused with one line. */
+static void caller_memory_case(zero_io *io, const char *label) {
+    zero_error err = {{0}};
+    zero_device_options o;
+    zero_device_options_default(&o);
+    o.backend = "fake";
+    o.capacity = 1u << 20;
+    o.pinned_capacity = 8u << 20;
+    o.max_delay_us = 0;
+    zero_device *d = NULL;
+    ZT_OK(zero_device_create(&d, &o, &err));
+    if (!d) return;
+    const size_t need = zero_offload_pool_bytes_for(3, TBYTES - 100);
+    ZT_EQ_INT(need, 3 * TBYTES);
+    ZT_EQ_INT(zero_offload_pool_bytes_for(0, TBYTES), 0);
+    void *raw = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, need + ZERO_IO_ALIGN, &raw));
+    char *m = (char *)(((uintptr_t)raw + ZERO_IO_ALIGN - 1) & ~(uintptr_t)(ZERO_IO_ALIGN - 1));
+    zero_offload_pool *p = NULL;
+    ZT_EQ_INT(zero_offload_pool_create_in(&p, io, 3, TBYTES, m + 256, need, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "aligned") != NULL, "message: %s", err.msg);
+    ZT_EQ_INT(zero_offload_pool_create_in(&p, io, 3, TBYTES, m, need - 1, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "expected 36864 bytes or more") != NULL, "message: %s", err.msg);
+    ZT_EQ_INT(zero_offload_pool_create_in(&p, io, 3, TBYTES, NULL, need, &err), ZERO_ERR_INVALID_ARG);
+    ZT_OK(zero_offload_pool_create_in(&p, io, 3, TBYTES - 100, m, need, &err));
+    ZT_CHECK(zero_offload_pool_buffer(p, 0) == m && zero_offload_pool_buffer(p, 2) == m + 2 * TBYTES);
+    zero_swap *a = NULL, *b = NULL;
+    ZT_OK(zero_swap_create(&a, io, dir, "pinned", 0, 1, "a", TILES * 2 * BLK, &err));
+    ZT_OK(zero_swap_create(&b, io, dir, "pinned", 0, 1, "b", TILES * BLK, &err));
+    ctx c = {a, b, calloc(TILES * 2, BLK), calloc(TILES, BLK), 0, 0, 0, -1, NULL, 0, 0, 0};
+    zero_offload_pass pass = {TILES, describe, compute, &c};
+    ZT_OK(zero_offload_pool_run(p, &pass, NULL));
+    c.rmw = 1;
+    c.check = 1;
+    c.computed = 0;
+    ZT_OK(zero_offload_pool_run(p, &pass, NULL));
+    ZT_CHECK(c.computed == TILES && !c.bad_order && !c.mismatch);
+    ZT_CHECKF(file_equals(a, c.model_a, TILES * 2 * BLK) && file_equals(b, c.model_b, TILES * BLK), "%s: passes",
+              label);
+    zero_offload_pool_free(p);
+    zero_device_release(d, raw); /* the caller's, after the pool */
+    ZT_OK(zero_swap_remove(a, &err));
+    ZT_OK(zero_swap_remove(b, &err));
+    zero_device_free(d);
+    free(c.model_a);
+    free(c.model_b);
+}
+
 /* Injected faults: the Nth read or write of file A fails; the pass reports it and the pool runs
  * the next pass normally (after a torn write: once the torn block, found by its checksum, is
  * written again). */
@@ -208,12 +260,14 @@ int main(void) {
         snprintf(label, sizeof label, "posix, %d buffers", b);
         run_case(posix, b, label);
     }
+    caller_memory_case(posix, "posix, the fake device's pinned memory");
     if (zero_io_create_uring(&uring, 8, &err) == ZERO_OK) {
         for (int b = 1; b <= 5; b++) {
             char label[64];
             snprintf(label, sizeof label, "uring, %d buffers", b);
             run_case(uring, b, label);
         }
+        caller_memory_case(uring, "uring, the fake device's pinned memory");
         /* two pools on one ring: each reaps the other's completions and credits them right */
         zero_swap *a = NULL;
         ZT_OK(zero_swap_create(&a, uring, dir, "two", 0, 1, "a", 8 * BLK, &err));

@@ -1127,6 +1127,34 @@ static int load_config(const char *path, const char *ranks) {
     return 0;
 }
 
+/* A device rank's staging (include/zero/plan.h), worked out by hand for the golden model in bf16
+ * on 3 ranks: G1 = 5040 x 2 = 10080, C = min(4 MiB, G1) = 10080; the blocking collectives 2 (C +
+ * C/3) = 26880; stage 3's prefetch G1 + G1/3 = 13440; sharded gradients (stages 2-3) (U1 + U2 +
+ * U3) x 2 = 12192 + (6096/3) x 2 = 4064; ZeRO-Offload's upload buffers 2 MiB where the host's step
+ * writes a working copy kept on the device (not with the parameters offloaded too). A CPU rank
+ * stages nothing; staging stays apart from host. */
+static void test_staging(void) {
+    zero_plan_model m = golden_model();
+    const uint64_t want[4] = {26880, 26880, 26880 + 16256, 26880 + 13440 + 16256};
+    for (int stage = 0; stage < 4; stage++)
+        for (int off = 0; off < 2; off++) {
+            zero_plan_setup s = golden_setup(stage, ZERO_DTYPE_BF16);
+            if (off && stage == 0) continue; /* the optimizer offload needs stage 1 or more */
+            if (off) s.offload_optimizer = ZERO_OFFLOAD_CPU;
+            if (off && stage == 3) s.offload_param = ZERO_OFFLOAD_CPU;
+            zero_plan_mem mem;
+            zero_error err = {{0}};
+            ZT_OK(zero_plan_estimate(&m, &s, &mem, &err));
+            const uint64_t up = off && stage < 3 ? 2u << 20 : 0;
+            ZT_CHECKF(mem.staging == want[stage] + up, "stage %d offload %d: staging %llu, expected %llu", stage, off,
+                      (unsigned long long)mem.staging, (unsigned long long)(want[stage] + up));
+            if (!off) ZT_EQ_INT(mem.host, 0);
+            s.on_device = 0;
+            ZT_OK(zero_plan_estimate(&m, &s, &mem, &err));
+            ZT_EQ_INT(mem.staging, 0);
+        }
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--load-config")) return load_config(argv[2], argv[3]);
     if (argc == 2 && !strcmp(argv[1], "--mpi-engine")) return mpi_engine();
@@ -1136,6 +1164,7 @@ int main(int argc, char **argv) {
     test_optimizers();
     test_one_rank_and_align();
     test_paper();
+    test_staging();
     test_offload_placement();
     test_traffic();
     test_errors();
