@@ -87,7 +87,8 @@ static zero_status update_range(zero_engine *e, eunit *u, const zero_optim_hpara
                 gf = (const float *)grad + k;
             }
             void *o = out && !dout ? zero__wptr(e, out, k) : NULL;
-            if (s == ZERO_OK && dout && (s = zero__upl_take(e, up, out, zero__wptr(e, out, k), (size_t)(n * e->wsize), &o)) != ZERO_OK)
+            if (s == ZERO_OK && dout &&
+                (s = zero__upl_take(e, up, out, zero__wptr(e, out, k), (size_t)(n * e->wsize), &o)) != ZERO_OK)
                 return s; /* recorded */
             if (s == ZERO_OK)
                 s = zero_optim_step(h, e->step + 1, master + k, s0 ? s0 + k : NULL, s1 ? s1 + k : NULL, gf, gscale, decay, n,

@@ -2,7 +2,8 @@
  * the fake device (its memory unaddressable by host code, its streams racing): all-reduce,
  * reduce-scatter and all-gather of fp32, bf16 and int32, over many staging chunks and one, give
  * bitwise the host collectives' results on the same inputs; the communicator's counters count
- * them as the host collective of the whole message; the device copies each byte once each way. */
+ * them as the host collective of the whole message; the device copies each byte once each way.
+ * The same for the non-blocking forms, and the reductions with AVG (the host's division). */
 #include "comm/internal.h"
 #include "harness.h"
 #include "zero/zero.h"
@@ -13,6 +14,7 @@
 
 static zero_comm *W;
 static int R, N;
+static zero_op OP = ZERO_OP_SUM; /* the reductions' op (AVG: finished on the host's staging) */
 
 /* rank r's input i: small integers (exact in bf16 and any sum order over <= 4 ranks) */
 static void fill(void *buf, zero_dtype dt, size_t n, int r, int salt) {
@@ -36,8 +38,8 @@ static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t 
     zero_comm_get_counters(W, &c0);
     /* the host collective on the same input: the reference */
     zero_request *rq = NULL;
-    if (kind == 0) ZT_OK(zero_comm_iall_reduce(W, hin, want, count, dt, ZERO_OP_SUM, &rq));
-    else if (kind == 1) ZT_OK(zero_comm_ireduce_scatter(W, hin, want, count, dt, ZERO_OP_SUM, &rq));
+    if (kind == 0) ZT_OK(zero_comm_iall_reduce(W, hin, want, count, dt, OP, &rq));
+    else if (kind == 1) ZT_OK(zero_comm_ireduce_scatter(W, hin, want, count, dt, OP, &rq));
     else ZT_OK(zero_comm_iall_gather(W, hin, want, count, dt, &rq));
     ZT_OK(zero_request_wait(rq));
     zero_comm_get_counters(W, &c1);
@@ -50,15 +52,15 @@ static void one(zero_device *d, zero_stream *s, int kind, zero_dtype dt, size_t 
     zero_status st;
     if (nb) {
         zero_request *dq = NULL;
-        st = kind == 0   ? zero_comm_iall_reduce_device(W, s, din, dout, count, dt, ZERO_OP_SUM, &dq)
-             : kind == 1 ? zero_comm_ireduce_scatter_device(W, s, din, dout, count, dt, ZERO_OP_SUM, &dq)
+        st = kind == 0   ? zero_comm_iall_reduce_device(W, s, din, dout, count, dt, OP, &dq)
+             : kind == 1 ? zero_comm_ireduce_scatter_device(W, s, din, dout, count, dt, OP, &dq)
                          : zero_comm_iall_gather_device(W, s, din, dout, count, dt, &dq);
         if (st == ZERO_OK) st = zero_stream_memset(s, din, 0xff, nin * esz); /* NaN: the result must not see it */
         for (int done = nb == 2; st == ZERO_OK && !done;) st = zero_request_test(dq, &done);
         if (st == ZERO_OK && nb == 2) st = zero_request_wait(dq);
     } else {
-        st = kind == 0   ? zero_comm_all_reduce_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
-             : kind == 1 ? zero_comm_reduce_scatter_device(W, s, din, dout, count, dt, ZERO_OP_SUM)
+        st = kind == 0   ? zero_comm_all_reduce_device(W, s, din, dout, count, dt, OP)
+             : kind == 1 ? zero_comm_reduce_scatter_device(W, s, din, dout, count, dt, OP)
                          : zero_comm_all_gather_device(W, s, din, dout, count, dt);
     }
     ZT_CHECKF(st == ZERO_OK, "collective %d (non-blocking %d): %s", kind, nb, zero_comm_last_error(W));
@@ -164,6 +166,15 @@ int main(int argc, char **argv) {
                 one(d, s, kind, dts[t], 1, kind * 3 + t + 70 * nb, nb);
             }
     two_in_flight(d, s);
+    /* AVG: the host collective divides on the pinned staging, the result goes up as it is */
+    OP = ZERO_OP_AVG;
+    for (int ch = 0; ch < 2; ch++) {
+        zero__comm_dev_chunk_bytes = chunks[ch];
+        for (int kind = 0; kind < 2; kind++)
+            for (int t = 0; t < 2; t++)
+                for (int nb = 0; nb <= 2; nb++) one(d, s, kind, dts[t], 5003, kind * 3 + t + 11 * nb, nb);
+    }
+    OP = ZERO_OP_SUM;
     zero_stream_free(s);
     zero_device_free(d);
     zero_comm_free(W);
