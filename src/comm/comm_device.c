@@ -117,7 +117,6 @@ out:
 struct zero__dev_req {
     zero_stream *s;
     zero_device *d;
-    dev_coll kind;
     char *in, *out; /* pinned: what goes to the host collective, what comes back (all_reduce: in) */
     char *recv;
     size_t recv_bytes;
@@ -157,7 +156,6 @@ static zero_status dev_icollective(zero_comm *c, zero_stream *s, dev_coll kind, 
     }
     dr->s = s;
     dr->d = d;
-    dr->kind = kind;
     dr->recv = recv;
     dr->recv_bytes = out_bytes ? out_bytes : in_bytes;
     zero_status st = zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_COMM, in_bytes, (void **)&dr->in);

@@ -256,7 +256,7 @@ zero_status zero__upl_take(zero_engine *e, zero__upl *u, const void *array, void
     return ZERO_OK;
 }
 
-zero_status zero__upl_flush(zero_engine *e, zero__upl *u) { return u->bytes ? upl_send(e, u) : ZERO_OK; }
+zero_status zero__upl_flush(zero_engine *e, zero__upl *u) { return upl_send(e, u); }
 
 zero_status zero__upl_close(zero_engine *e, zero__upl *u) {
     if (!e->dev || !u->bytes) return ZERO_OK;
@@ -343,16 +343,10 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
     const int half = e->wdt != ZERO_DTYPE_FP32;
     if (!half && out == (void *)master) out = NULL;
     const uint64_t ch = n < DEV_CHUNK ? n : DEV_CHUNK;
-    /* a working copy in pageable host memory (the parameters' NVMe tile in the pool, the
-     * optimizer on the device) is written through a device chunk and copied down */
-    const int staged = out && zero_device_space_of(e->dev, out) < 0;
+    /* out is device or pinned memory (the parameters on the device, in pinned memory, or in the
+     * NVMe pool, pinned on a device): the kernels write it in place */
     float *tmp = half ? zero__dbuf_get(e, (size_t)(ch * 4), 0) : NULL;
-    void *otmp = staged && half ? zero__dbuf_get(e, (size_t)(ch * e->wsize), 0) : NULL;
-    if ((half && !tmp) || (staged && half && !otmp)) {
-        zero__dbuf_put(e, tmp);
-        zero__dbuf_put(e, otmp);
-        return dev_fail(e, ZERO_ERR_NOMEM, "optimizer step");
-    }
+    if (half && !tmp) return dev_fail(e, ZERO_ERR_NOMEM, "optimizer step");
     zero_status s = ZERO_OK;
     for (uint64_t a = 0; a < n && s == ZERO_OK; a += ch) {
         const uint64_t m = n - a < ch ? n - a : ch;
@@ -369,7 +363,7 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
                          .optim = c,
                          .flops = 12.0 * (double)m};
         if (s == ZERO_OK) s = launch(e, &k, "optimizer step");
-        char *o = out ? (staged ? (char *)otmp : (char *)out + a * e->wsize) : NULL;
+        char *o = out ? (char *)out + a * e->wsize : NULL;
         if (s == ZERO_OK && o && half) {
             zero__kcall nk = {.id = e->wdt == ZERO_DTYPE_BF16 ? ZERO__K_F32_TO_BF16 : ZERO__K_F32_TO_FP16,
                               .n = m,
@@ -377,12 +371,9 @@ zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *ma
             s = launch(e, &nk, "optimizer step");
         }
         /* fp32 with a master of its own (the parameters off the device): the working copy is a copy */
-        if (s == ZERO_OK && out && (staged || !half))
-            s = zero__x_copy(e, (char *)out + a * e->wsize, half ? (const void *)otmp : (const void *)(master + a),
-                             (size_t)(m * e->wsize));
+        if (s == ZERO_OK && o && !half) s = zero__x_copy(e, o, master + a, (size_t)(m * e->wsize));
     }
     zero__dbuf_put(e, tmp);
-    zero__dbuf_put(e, otmp);
     return s;
 }
 
