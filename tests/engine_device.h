@@ -41,6 +41,8 @@ static inline void ed_config(zero_config *cfg, int stage, zero_dtype prec, int a
 
 /* zero_engine_options.test_skip_wait for the runs on a device (a test of the switch sets it) */
 static int ed_skip_wait;
+/* zero_device_options.lazy for the runs on the fake device (the test of the switch sets it) */
+static int ed_lazy;
 
 /* The engine on `backend` (its streams after random delays of up to 20 µs, seeded by `seed`),
  * the MLP registered and initialized: 0, or -1 with the failure reported (*e may need freeing). */
@@ -52,6 +54,7 @@ static inline int ed_create(zero_comm *comm, const zero_config *cfg, const char 
     o.device.seed = seed;
     o.device.max_delay_us = 20;
     o.test_skip_wait = ed_skip_wait;
+    o.device.lazy = ed_lazy;
     zero_error err = {{0}};
     if (zero_engine_create_with(e, comm, cfg, &o, &err) != ZERO_OK) {
         ZT_FAIL("create on %s: %s", backend, err.msg);

@@ -75,6 +75,11 @@ typedef struct zero_device_options {
     int pace; /* fake: each operation lasts at least its modeled duration in real time (after its
                * random delay), so that overlap shows in wall-clock time (the benchmarks); 0: as fast
                * as the host runs it */
+    int lazy; /* fake: a stream runs an operation only once something waits for it: the host's sync
+               * of the stream, its sync or query of an event recorded after the operation, another
+               * stream's wait for such an event. The latest a device may run it, so a missing wait
+               * is a wrong number in every run, not by the timing's chance (the tests of waits);
+               * 0: $ZERO_DEVICE_LAZY=1 turns it on */
 } zero_device_options;
 void zero_device_options_default(zero_device_options *o);
 

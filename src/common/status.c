@@ -70,6 +70,7 @@ void zero__errorf(char *dst, size_t cap, const char *fmt, ...) {
 
 void zero_options_default(zero_options *o) {
     if (!o) return;
+    memset(o, 0, sizeof *o);
     o->log_level = (int)zero_log_get_level();
     o->hugepages = zero__mem_hugepages();
     o->impl = ZERO_IMPL_AUTO;

@@ -74,6 +74,14 @@ zero_status zero_device_create(zero_device **out, const zero_device_options *opt
         if (err) ZERO__ERR(err, "ZERO_DEVICE_MEMORY '%s': expected a size such as 24GiB, 512MiB or 1e9", mem);
         return ZERO_ERR_CONFIG;
     }
+    const char *lazy = getenv("ZERO_DEVICE_LAZY");
+    if (!o.lazy && lazy && *lazy) {
+        if (strcmp(lazy, "0") != 0 && strcmp(lazy, "1") != 0) {
+            if (err) ZERO__ERR(err, "ZERO_DEVICE_LAZY '%s': expected 1 (the fake device's lazy streams) or 0", lazy);
+            return ZERO_ERR_CONFIG;
+        }
+        o.lazy = lazy[0] == '1';
+    }
     if (!(o.max_delay_us < 1e7) || !(o.latency_us >= 0 && o.latency_us < 1e7) || !(o.gflops >= 0)) {
         if (err)
             ZERO__ERR(err,
@@ -502,6 +510,7 @@ zero_status zero_stream_wait(zero_stream *s, zero_event *ev) {
 
 int zero_event_query(zero_event *ev) {
     if (!ev) return 1;
+    if (ev->d->vt->host_waits) ev->d->vt->host_waits(ev);
     if (ev->d->vt->event_query) return ev->d->vt->event_query(ev);
     pthread_mutex_lock(&ev->mu);
     const int r = ev->done >= ev->recorded;
@@ -511,6 +520,7 @@ int zero_event_query(zero_event *ev) {
 
 zero_status zero_event_sync(zero_event *ev) {
     if (!ev) return ZERO_ERR_INVALID_ARG;
+    if (ev->d->vt->host_waits) ev->d->vt->host_waits(ev);
     if (ev->d->vt->event_sync) return ev->d->vt->event_sync(ev);
     pthread_mutex_lock(&ev->mu);
     const uint64_t gen = ev->recorded;

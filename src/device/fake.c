@@ -3,7 +3,8 @@
  * process, forked when the device is created, maps readable and writable at the same address: the
  * worker runs every copy, memset and kernel that touches device memory. Pinned host memory is a
  * second shared region, mapped readable and writable in both. Each stream is a thread that runs
- * its queue in order, each operation after a seeded random delay, and hands device work to the
+ * its queue in order, each operation after a seeded random delay (lazy: besides, only once
+ * something waits for it), and hands device work to the
  * worker one command at a time; new device memory is filled with NaN (all bits set).
  *
  * Layout: two memfd regions, [dev, dev + capacity) and [pin, pin + pinned_capacity), carved by a
@@ -49,6 +50,7 @@ typedef struct fake {
     uint64_t seed, nstreams;
     double max_delay_us;
     int pace; /* each operation lasts at least its modeled duration */
+    int lazy; /* an operation runs only once something waits for it */
 } fake;
 
 /* A command to the worker: an operation on memory both processes map at the same addresses. */
@@ -59,6 +61,7 @@ typedef struct wcmd {
 
 typedef struct qnode {
     zero__op op;
+    uint64_t seq; /* its place in the stream's queue, from 1 */
     struct qnode *next;
 } qnode;
 
@@ -68,6 +71,7 @@ typedef struct fstream {
     pthread_cond_t cv;
     qnode *head, *tail;
     int busy, stop;
+    uint64_t queued, released; /* lazy: operations queued, and those that may run */
     uint64_t rng;
     char *bounce; /* BOUNCE bytes of pinned memory */
     int track;    /* its trace track: ZERO_TRACE_DEVICE + the stream's number */
@@ -191,6 +195,7 @@ static zero_status fake_create(zero_device *d, const zero_device_options *o, zer
     f->seed = o->seed;
     f->max_delay_us = o->max_delay_us < 0 ? 200 : o->max_delay_us;
     f->pace = o->pace != 0;
+    f->lazy = o->lazy != 0;
     pthread_mutex_init(&f->sock_mu, NULL);
     int sv[2] = {-1, -1};
     if (region_init(&f->dev, "zero-fake-device", (cap + ZERO__DEV_ALIGN - 1) / ZERO__DEV_ALIGN * ZERO__DEV_ALIGN,
@@ -356,6 +361,25 @@ static void pace_until(double t) {
     }
 }
 
+/* Lazy streams: s's operations up to the seq-th may run. */
+static void release(zero_stream *s, uint64_t seq) {
+    fstream *q = s->impl;
+    pthread_mutex_lock(&q->mu);
+    if (seq > q->released) q->released = seq;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* What the last record of ev follows may run (lazy). */
+static void fake_host_waits(zero_event *ev) {
+    if (!((fake *)ev->d->impl)->lazy) return;
+    pthread_mutex_lock(&ev->mu);
+    zero_stream *s = ev->done < ev->recorded ? ev->rec_s : NULL; /* (a stream freed since ran it all) */
+    const uint64_t seq = ev->rec_seq;
+    pthread_mutex_unlock(&ev->mu);
+    if (s) release(s, seq);
+}
+
 static void *stream_main(void *arg) {
     zero_stream *s = arg;
     fstream *q = s->impl;
@@ -363,7 +387,7 @@ static void *stream_main(void *arg) {
     if (f->pace) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* sleeps of microseconds, not 50 more */
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+        while ((!q->head || (f->lazy && q->head->seq > q->released)) && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
         if (!q->head) break;
         qnode *n = q->head;
         q->head = n->next;
@@ -379,7 +403,10 @@ static void *stream_main(void *arg) {
         const double t0 = (f->pace && n->op.cost > 0) || traced ? zero_now() : 0;
         switch (n->op.kind) {
         case ZERO__OP_RECORD: zero__event_complete(n->op.ev, n->op.gen); break;
-        case ZERO__OP_WAIT: zero__event_block(n->op.ev, n->op.gen); break;
+        case ZERO__OP_WAIT:
+            fake_host_waits(n->op.ev); /* lazy: what it waits for may run */
+            zero__event_block(n->op.ev, n->op.gen);
+            break;
         case ZERO__OP_KERNEL: {
             char e[256];
             if (to_worker(s->d, &n->op, e, sizeof e) != ZERO_OK) fail_op(s, ZERO_ERR_INTERNAL, e);
@@ -433,6 +460,7 @@ static void fake_stream_destroy(zero_stream *s) {
     fstream *q = s->impl;
     fake *f = s->d->impl;
     pthread_mutex_lock(&q->mu);
+    q->released = q->queued; /* what is queued runs before the thread stops */
     q->stop = 1;
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
@@ -453,6 +481,13 @@ static zero_status fake_submit(zero_stream *s, const zero__op *op) {
     n->op = *op;
     n->next = NULL;
     pthread_mutex_lock(&q->mu);
+    n->seq = ++q->queued;
+    if (op->kind == ZERO__OP_RECORD) { /* where a wait for the event releases the queue to (lazy) */
+        pthread_mutex_lock(&op->ev->mu);
+        op->ev->rec_s = s;
+        op->ev->rec_seq = n->seq;
+        pthread_mutex_unlock(&op->ev->mu);
+    }
     if (q->tail) q->tail->next = n;
     else q->head = n;
     q->tail = n;
@@ -464,6 +499,8 @@ static zero_status fake_submit(zero_stream *s, const zero__op *op) {
 static void fake_drain(zero_stream *s) {
     fstream *q = s->impl;
     pthread_mutex_lock(&q->mu);
+    q->released = q->queued;
+    pthread_cond_broadcast(&q->cv);
     while (q->head || q->busy) pthread_cond_wait(&q->cv, &q->mu);
     pthread_mutex_unlock(&q->mu);
 }
@@ -480,4 +517,5 @@ const zero__dev_vtable zero__dev_fake = {
     .stream_destroy = fake_stream_destroy,
     .submit = fake_submit,
     .drain = fake_drain,
+    .host_waits = fake_host_waits,
 };

@@ -57,9 +57,11 @@ struct zero_event {
     void *impl; /* the backend's event (cuda: a cudaEvent_t), where it keeps one */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t recorded; /* generations recorded (host side) */
-    uint64_t done;     /* generations whose record has run */
-    double mtime;      /* the cost model's time of the last record */
+    uint64_t recorded;  /* generations recorded (host side) */
+    uint64_t done;      /* generations whose record has run */
+    double mtime;       /* the cost model's time of the last record */
+    zero_stream *rec_s; /* the fake device's lazy streams: the stream of the last record, and */
+    uint64_t rec_seq;   /* its place in that stream's queue */
 };
 
 struct zero_stream {
@@ -94,6 +96,9 @@ typedef struct zero__dev_vtable {
     void (*event_destroy)(zero_event *ev);
     int (*event_query)(zero_event *ev);        /* 1: done (or never recorded) */
     zero_status (*event_sync)(zero_event *ev); /* the device's err says why on failure */
+    /* Optional: the host is about to wait for the device (an event's query or sync; drain calls
+     * it itself): the fake device's lazy stream may then run what the event follows */
+    void (*host_waits)(zero_event *ev);
 } zero__dev_vtable;
 
 extern const zero__dev_vtable zero__dev_cpu;

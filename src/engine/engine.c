@@ -20,7 +20,7 @@ zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) 
 
 void zero_engine_options_default(zero_engine_options *o) {
     if (!o) return;
-    o->job_id = NULL;
+    memset(o, 0, sizeof *o); /* every switch off (sync_copies, test_skip_wait) */
     zero_io_options_default(&o->io);
     zero_device_options_default(&o->device);
 }

@@ -322,6 +322,57 @@ static void test_events(void) {
     }
 }
 
+/* Lazy streams (zero_device_options.lazy): an operation runs only once something waits for it, so
+ * a missing wait is wrong in every trial (not by chance), the waits that are there make it right,
+ * and the host's wait on an event runs what the event follows (and no more). */
+static void test_lazy(void) {
+    setenv("ZERO_DEVICE_LAZY", "1", 1);
+    zero_device *d = make("fake", 1u << 20, 0, 1);
+    unsetenv("ZERO_DEVICE_LAZY");
+    if (!d) return;
+    ZT_EQ_INT(consumer_wrong(d, 1), 0);
+    ZT_EQ_INT(consumer_wrong(d, 0), 20); /* the consumer's stream is waited for, the producer's not */
+    const size_t n = 256;
+    float *x = NULL, *p = NULL, out[256];
+    zero_stream *a = NULL;
+    zero_event *e1 = NULL, *e2 = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, n * 4, (void **)&x));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, n * 4, (void **)&p));
+    ZT_OK(zero_stream_create(d, &a));
+    ZT_OK(zero_event_create(d, &e1));
+    ZT_OK(zero_event_create(d, &e2));
+    for (size_t i = 0; i < n; i++) p[i] = 1;
+    ZT_OK(zero_stream_copy(a, x, p, n * 4));
+    ZT_OK(zero_event_record(e1, a));
+    zero__kcall k = {.id = ZERO__K_FILL_F32, .n = n, .p = {p}, .a = {3.0}};
+    ZT_OK(zero__stream_launch(a, &k)); /* after e1: held while only e1 is waited for */
+    ZT_OK(zero_event_record(e2, a));
+    usleep(20000);
+    ZT_EQ_INT(p[0] == 1, 1);                 /* nothing ran: nothing waited */
+    for (size_t i = 0; i < n; i++) p[i] = 2; /* the copy, still queued, takes these */
+    ZT_OK(zero_event_sync(e1));
+    usleep(20000);
+    ZT_CHECKF(p[0] == 2, "the fill after e1 ran on e1's wait (p[0] %g)", (double)p[0]);
+    while (!zero_event_query(e2)) {} /* a query lets it run too */
+    ZT_EQ_INT(p[n - 1] == 3, 1);
+    ZT_OK(zero_stream_copy(a, out, x, n * 4));
+    ZT_CHECKF(out[0] == 2 && out[n - 1] == 2, "the held copy read the host's later values: %g", (double)out[0]);
+    zero_event_free(e1);
+    zero_event_free(e2);
+    zero_stream_free(a);
+    zero_device_release(d, x);
+    zero_device_release(d, p);
+    zero_device_free(d);
+    zero_device_options o;
+    zero_device_options_default(&o);
+    o.backend = "fake";
+    zero_error err = {{0}};
+    setenv("ZERO_DEVICE_LAZY", "yes", 1);
+    ZT_EQ_INT(zero_device_create(&d, &o, &err), ZERO_ERR_CONFIG);
+    unsetenv("ZERO_DEVICE_LAZY");
+    ZT_CHECKF(strstr(err.msg, "ZERO_DEVICE_LAZY 'yes': expected 1") != NULL, "%s", err.msg);
+}
+
 /* The cost model: 1 MiB host to device and 2 MiB device to host at 25 GB/s and 10 µs each. On
  * two streams they overlap (makespan = the longer); ordered by an event they add up. */
 static void test_cost_model(void) {
@@ -796,6 +847,7 @@ int main(void) {
     test_create_errors();
     test_host_access_faults();
     test_events();
+    test_lazy();
     test_cost_model();
     test_pace();
     test_launch_checks("cpu");
