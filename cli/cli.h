@@ -151,6 +151,7 @@ typedef struct cli_sizing_opts {
     const char *lora;                   /* --lora SPEC (zero estimate: the base frozen, adapters trained) */
     zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
     int deterministic;                  /* --deterministic: the exact accumulators in the transient */
+    int optim_states;                   /* --optimizer-states: ZERO_OPTIM_STATES_FP32 or _INT8 */
     int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
     double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
     double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */

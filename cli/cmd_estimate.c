@@ -111,6 +111,15 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         o->deterministic = 1;
         return 1;
     }
+    if (!strcmp(a, "--optimizer-states")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (strcmp(v, "fp32") && strcmp(v, "int8")) {
+            cli_error(CLI_USAGE, "--optimizer-states '%s': expected fp32 or int8", v);
+            return -1;
+        }
+        o->optim_states = strcmp(v, "int8") ? ZERO_OPTIM_STATES_FP32 : ZERO_OPTIM_STATES_INT8;
+        return 1;
+    }
     if (a[0] != '-' && a[0]) { /* zero estimate DIR */
         if (o->model) {
             cli_error(CLI_USAGE, "'%s': a second model (already '%s'): expected one preset or directory", a, o->model);
@@ -341,6 +350,8 @@ static void usage(FILE *f) {
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
             "  --deterministic      zero train --deterministic: the grids join the gradients and the mode's\n"
             "                       fixed-point sums and buffers the transient (docs/ENGINE.md §11)\n"
+            "  --optimizer-states fp32|int8   zero train --optimizer-states: AdamW's moments in 8 bits (units of\n"
+            "                       4,096 elements and more; the NVMe rows left out: docs/QUANT.md)\n"
             "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
             "                       (default: the rates file's measured link, else 10)\n"
             "  --rates FILE|cpu|gpu the machine's rates for the step time (as zero plan; default: the\n"
@@ -496,10 +507,12 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     if (m->layers)
         printf(", %s L=%d C=%d H=%d/%d V=%d ctx=%d", dec_arch_name(m->cfg->arch), m->layers, m->dim, m->heads,
                m->cfg->n_kv_head, m->vocab, m->n_ctx);
-    printf("\n%d rank%s on %d node%s, %s working dtype, %s (%d state float%s per parameter)\n",
-           o->ranks, o->ranks == 1 ? "" : "s", o->nodes, o->nodes == 1 ? "" : "s",
-           zero_dtype_name(o->precision), zero_optim_name(o->optimizer), m0->state_count,
-           m0->state_count == 1 ? "" : "s");
+    printf("\n%d rank%s on %d node%s, %s working dtype, %s (%d state%s per parameter, %s)\n", o->ranks,
+           o->ranks == 1 ? "" : "s", o->nodes, o->nodes == 1 ? "" : "s", zero_dtype_name(o->precision),
+           zero_optim_name(o->optimizer), m0->state_count, m0->state_count == 1 ? "" : "s",
+           o->optim_states == ZERO_OPTIM_STATES_INT8
+               ? "8-bit: a byte each and 4 bytes per 256, in units of 4,096 elements and more"
+               : "fp32");
     if (m->unit_frozen)
         printf("LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%); the base's %llu frozen in %s: no "
                "gradient, master or optimizer state, whole on every rank at stages 0-2, 1/%d at stage 3\n",
@@ -605,6 +618,10 @@ int cli_estimate(int argc, char **argv) {
         /* hpZ's group is a node: the row needs several nodes (else nothing crosses) of several ranks;
          * the engine does not combine it with frozen parameters yet */
         if (row_kinds[k].hpz && (o.nodes < 2 || o.ranks / o.nodes < 2 || m.unit_frozen)) continue;
+        /* 8-bit states are not swapped to NVMe (yet): those rows are left out */
+        if (o.optim_states == ZERO_OPTIM_STATES_INT8 &&
+            (row_kinds[k].opt == ZERO_OFFLOAD_NVME || row_kinds[k].param == ZERO_OFFLOAD_NVME))
+            continue;
         const int i = nrows++;
         zero_plan_setup s;
         zero_plan_setup_default(&s);
@@ -617,6 +634,7 @@ int cli_estimate(int argc, char **argv) {
         s.hpz_partition_size = row_kinds[k].hpz ? o.ranks / o.nodes : 1;
         s.frozen_dtype = o.frozen_dtype;
         s.deterministic = o.deterministic;
+        s.optim_states = o.optim_states;
         rows[i].stage = s.stage;
         rows[i].hpz = s.hpz_partition_size;
         rows[i].opt = s.offload_optimizer;

@@ -176,6 +176,11 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--precision '%s': expected fp32, bf16 or fp16", o->precision);
         cfg->precision = dt;
     }
+    if (o->optim_states) {
+        if (strcmp(o->optim_states, "fp32") && strcmp(o->optim_states, "int8"))
+            return cli_error(CLI_USAGE, "--optimizer-states '%s': expected fp32 or int8", o->optim_states);
+        cfg->optim_states = strcmp(o->optim_states, "int8") ? ZERO_OPTIM_STATES_FP32 : ZERO_OPTIM_STATES_INT8;
+    }
     /* the configuration as asked, before --steps fills an "auto" total and the world resolves the
      * batch: what a checkpoint records of the run (the batch is recorded as the global batch) */
     o->run_pre = *cfg;

@@ -21,6 +21,7 @@ typedef struct train_opts {
     const char *tensorboard;   /* --tensorboard DIR, or NULL (then the config's tensorboard section) */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
     int deterministic; /* --deterministic */
+    const char *optim_states; /* --optimizer-states fp32|int8 */
     int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;

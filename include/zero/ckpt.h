@@ -119,6 +119,10 @@ const char *zero_st_metadata(const zero_st_file *f, const char *key);
 int zero_st_metadata_count(const zero_st_file *f);
 void zero_st_metadata_at(const zero_st_file *f, int i, const char **key, const char **value);
 
+/* Elements per block of an 8-bit optimizer state (ZERO_QUANT_Q8_BLOCK): a checkpoint's
+ * "<unit>/<state>" is then U8 beside "<unit>/<state>.absmax" (F32, one per block; docs/CHECKPOINT.md). */
+#define ZERO_CKPT_Q8_BLOCK 256
+
 /* ================================================================ sharded checkpoints */
 /* 2: the manifest and every rank file carry the save's id ("save_id", "zero.save_id"); version 1
  * checkpoints (without it) are still read. */

@@ -156,6 +156,12 @@ typedef struct zero_config {
      * ("auto", the default): the working precision. JSON: zero_extensions.frozen_dtype. */
     zero_dtype frozen_dtype;
     int save_frozen;           /* zero_engine_save also stores the frozen parameters (default 0) */
+    /* Adam(W)'s moments: ZERO_OPTIM_STATES_FP32 (default) or ZERO_OPTIM_STATES_INT8 (the dynamic 8-bit
+     * format of zero/quant.h, blocks of 256: bitsandbytes' 8-bit Adam; docs/QUANT.md) for every unit
+     * of at least optim_states_min trainable elements (default 4096, ZERO_QUANT_Q8_MIN; smaller units
+     * keep fp32). JSON: zero_extensions.optimizer_states, zero_extensions.optimizer_states_min_size. */
+    int optim_states;
+    int64_t optim_states_min;
     zero_lora_config lora;     /* zero_extensions.lora: read by the model, not by the engine */
     int deterministic;         /* bitwise the same training for any world size, stage and offload (default 0;
                                 * docs/ENGINE.md, "Deterministic mode") */
@@ -166,6 +172,8 @@ typedef struct zero_config {
     unsigned auto_fields;      /* ZERO_AUTO_* */
     unsigned set_fields;       /* ZERO_SET_* */
 } zero_config;
+
+enum { ZERO_OPTIM_STATES_FP32 = 0, ZERO_OPTIM_STATES_INT8 = 1 };
 
 /* DeepSpeed's defaults (docs/CONFIG.md has the table): stage 0, fp32, AdamW with
  * zero_optim_hparams_default's values (lr 1e-3), no scheduler, batch triple not given (0). */

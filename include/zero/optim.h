@@ -56,6 +56,21 @@ zero_status zero_optim_step(const zero_optim_hparams *h, int64_t step, float *ma
                             float *s1, const float *grad, float grad_scale, float decay,
                             size_t n, void *out, zero_dtype out_dt, zero_impl impl);
 
+/* 8-bit optimizer states of n values: indices and a block's absmax each (blocks of 256). */
+typedef struct zero_q8_state {
+    uint8_t *m, *v;          /* first and second moment's indices (v NULL for a one-state optimizer) */
+    float *m_absmax, *v_absmax; /* ceil(n / ZERO_QUANT_Q8_BLOCK) each (zero/quant.h) */
+} zero_q8_state;
+
+/* One optimizer step (Adam(W) only: ZERO_ERR_UNSUPPORTED naming no other) on n elements whose
+ * states are 8-bit: each block's moments decoded to fp32, the fp32 step of zero_optim_step run on
+ * them (the same element formula), the block's moments coded again with their new absmax. New
+ * states are all-zero bytes (index 0, absmax 0: the value 0), as bitsandbytes' AdamW8bit starts
+ * them. The other arguments are zero_optim_step's; st's arrays start at a block's first element. */
+zero_status zero_optim_step_q8(const zero_optim_hparams *h, int64_t step, float *master, const zero_q8_state *st,
+                               const float *grad, float grad_scale, float decay, size_t n, void *out,
+                               zero_dtype out_dt);
+
 /* Learning-rate schedules with DeepSpeed's semantics. */
 typedef enum zero_sched_type {
     ZERO_SCHED_CONSTANT = 0,

@@ -117,6 +117,11 @@ typedef struct zero_plan_setup {
     int deterministic;               /* zero_extensions.deterministic: the grids join the gradients and
                                       * the fixed-point sums the transient (docs/ENGINE.md §11); no
                                       * frozen parts */
+    int optim_states;                /* ZERO_OPTIM_STATES_FP32 or _INT8 (zero/config.h): 8-bit moments
+                                      * for units of at least optim_states_min trainable elements,
+                                      * 2 bytes an element and 8 per block of 256; the alignment is
+                                      * then at least 256 (as the engine's) */
+    int64_t optim_states_min;
     int on_device;                   /* 1: each rank computes on a device (a GPU): the states not
                                       * offloaded are device memory, "cpu" offload is pinned host
                                       * memory, so is the gradient a host optimizer reads (the

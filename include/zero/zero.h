@@ -32,6 +32,7 @@
 #include "zero/tokenizer.h"
 #include "zero/trace.h"
 #include "zero/precision.h"
+#include "zero/quant.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -280,6 +280,35 @@ zero_status mk_linear_fwd_bf16(float *out, const uint16_t *xb, const uint16_t *w
 zero_status mk_linear_bwd_bf16(float *dx, float *dW, const uint16_t *dyb, const uint16_t *xb, const uint16_t *wb,
                                int N, int IC, int OC, int trans_w);
 
+/* ---------------------------------------------------------------- quantized frozen weights */
+/* A frozen linear weight (OC, IC), torch's layout (out = x W^T), in a blockwise quantized format of
+ * zero/quant.h over its flat elements: NF4 (codes packed two a byte, blocks of 64) or int8 (indices
+ * into the linear map, blocks of 64); the blocks' scales as fp32 (absmax) or double-quantized
+ * (qabsmax, absmax2, offset; absmax NULL). */
+typedef enum mk_qfmt { MK_Q_NF4 = 1, MK_Q_INT8 = 2 } mk_qfmt;
+typedef struct mk_qweight {
+    mk_qfmt fmt;
+    int OC, IC;
+    const uint8_t *codes;
+    const float *absmax;
+    const uint8_t *qabsmax;
+    const float *absmax2;
+    float offset;
+} mk_qweight;
+
+/* Rows of the weight decoded per tile: 65,536 fp32 values' worth (256 KiB), at least one row. */
+int mk_qweight_tile_rows(int IC);
+/* Rows [r0, r0 + rows) of the weight into dst (rows x IC fp32): the tile loader. */
+zero_status mk_qweight_rows(const mk_qweight *w, int r0, int rows, float *dst);
+/* mk_linear_fwd (trans_w = 1) over the quantized weight: out = x W^T + bias + resid, the weight
+ * decoded a tile of mk_qweight_tile_rows rows at a time into the GEMM's operand (bf16: rounded, as
+ * mk_linear_fwd rounds a weight); no whole decoded matrix. ZERO_IMPL_SCALAR: the whole weight
+ * decoded and mk_linear_fwd's scalar reference on it. */
+zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, const float *bias, const float *resid,
+                           size_t N, mk_prec prec, zero_impl impl);
+/* The backward to the input only (the weight is frozen): dx (N, IC) = dy W, summed over the tiles. */
+zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, size_t N, mk_prec prec, zero_impl impl);
+
 /* ---------------------------------------------------------------- bf16 GEMM */
 typedef enum mk_gemm_path {
     MK_GEMM_AUTO = 0,     /* the native bf16 path where this build and CPU have one, else CONVERT */

@@ -148,7 +148,9 @@ static void unit_parts(const zero_manifest *m, const zero_manifest_unit *u, uint
 }
 
 /* The tensors the engine declares (any order): per unit with a trainable part its master and
- * `states` optimizer states, F32, the trainable part's size, and optionally (deterministic mode)
+ * `states` optimizer states, F32, the trainable part's size — a state may be 8-bit instead: U8
+ * indices of that size (the alignment a multiple of 256) beside "<state>.absmax", F32, one per 256,
+ * aligned to 1 (docs/QUANT.md) — and optionally (deterministic mode)
  * "<unit>/det_grid", F32, ceil(trainable part / ZERO_CKPT_DET_GRID_BLOCK); with frozen parameters
  * optionally "<unit>/frozen" (F32, BF16 or F16, the frozen part's size); all of the manifest's align. */
 static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t, int nt, char *err, size_t cap) {
@@ -159,7 +161,7 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
         unit_parts(m, &m->units[k], &tr, &fr);
         want_nt += tr ? 1 + m->states : 0;
     }
-    int nfrozen = 0, ngrids = 0;
+    int nfrozen = 0, ngrids = 0, nabsmax = 0;
     for (int i = 0; i < nt; i++) {
         const char *slash = strrchr(t[i].name, '/');
         const zero_manifest_unit *u = NULL;
@@ -170,18 +172,37 @@ static zero_status check_tensors(const zero_manifest *m, const zero__mtensor *t,
         uint64_t tr, fr;
         unit_parts(m, u, &tr, &fr);
         const int fz = !strcmp(slash + 1, "frozen"), dg = !strcmp(slash + 1, "det_grid");
-        const uint64_t want = fz ? fr : dg ? (tr + ZERO_CKPT_DET_GRID_BLOCK - 1) / ZERO_CKPT_DET_GRID_BLOCK : tr;
+        const size_t nl = strlen(slash + 1);
+        const int am = nl > 7 && !strcmp(slash + 1 + nl - 7, ".absmax"); /* an 8-bit state's block scales */
+        const int q8 = !fz && !dg && !am && t[i].dtype == ZERO_DTYPE_UINT8 && strcmp(slash + 1, "master") != 0;
+        const uint64_t want = fz   ? fr
+                              : dg ? (tr + ZERO_CKPT_DET_GRID_BLOCK - 1) / ZERO_CKPT_DET_GRID_BLOCK
+                              : am ? (tr + ZERO_CKPT_Q8_BLOCK - 1) / ZERO_CKPT_Q8_BLOCK
+                                   : tr;
         const int dt_ok = fz ? t[i].dtype == ZERO_DTYPE_FP32 || t[i].dtype == ZERO_DTYPE_BF16 || t[i].dtype == ZERO_DTYPE_FP16
-                             : t[i].dtype == ZERO_DTYPE_FP32;
-        if (!dt_ok || want == 0 || t[i].numel != want || t[i].align != m->align)
+                             : q8 || t[i].dtype == ZERO_DTYPE_FP32;
+        const uint64_t align = am ? 1 : m->align;
+        if (!dt_ok || want == 0 || t[i].numel != want || t[i].align != align || (q8 && m->align % ZERO_CKPT_Q8_BLOCK))
             return fail(err, cap, F, "tensor '%s' is %s[%llu] aligned to %llu: unit '%s' expects %s[%llu] aligned to %llu",
                         t[i].name, zero_st_dtype_name(t[i].dtype) ? zero_st_dtype_name(t[i].dtype) : "?",
                         (unsigned long long)t[i].numel, (unsigned long long)t[i].align, u->name,
-                        fz ? "F32/BF16/F16" : "F32", (unsigned long long)want, (unsigned long long)m->align);
+                        fz ? "F32/BF16/F16" : q8 ? "U8 (alignment a multiple of 256)" : "F32", (unsigned long long)want,
+                        (unsigned long long)align);
+        /* an 8-bit state and its scales come in pairs */
+        char partner[600];
+        if (am) snprintf(partner, sizeof partner, "%.*s", (int)(strlen(t[i].name) - 7), t[i].name);
+        else snprintf(partner, sizeof partner, "%s.absmax", t[i].name);
+        int paired = !(am || q8);
+        for (int j = 0; j < nt && !paired; j++)
+            paired = !strcmp(t[j].name, partner) && (am ? t[j].dtype == ZERO_DTYPE_UINT8 : t[j].dtype == ZERO_DTYPE_FP32);
+        if (!paired)
+            return fail(err, cap, F, "tensor '%s' (an 8-bit optimizer state's %s) has no '%s'", t[i].name,
+                        am ? "block scales" : "indices", partner);
         nfrozen += fz;
         ngrids += dg;
+        nabsmax += am;
     }
-    if (nt != want_nt + nfrozen + ngrids)
+    if (nt != want_nt + nfrozen + ngrids + nabsmax)
         return fail(err, cap, F, "%d tensors for %d units with %d optimizer states: expected %d (and a \"frozen\" one per unit "
                     "with frozen parameters, and a \"det_grid\" one per unit, when saved)", nt, m->nunits, m->states, want_nt);
     for (int k = 0; k < m->nunits; k++) {

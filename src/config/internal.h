@@ -91,6 +91,9 @@ const zc_key *zero__config_schema(void);
  * zero_engine_create for a config that skipped it): ZERO_OK, or a status with the reason in msg
  * (cap bytes; msg may be NULL), naming the key. */
 zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap);
+/* zero_extensions.optimizer_states against the optimizer and NVMe offload (config resolution and the
+ * engine both: a program may set the fields directly). */
+zero_status zero__config_check_states(const zero_config *t, char *msg, size_t cap);
 
 /* Finishes a document after all its keys were read: the fp16/bf16 pair (keys.c). */
 zero_status zero__config_finish(zc_ctx *c, zero_config *cfg);

@@ -668,6 +668,28 @@ static int save_frozen_dtype(const zc_key *k, const zero_config *cfg, cJSON *par
     return cJSON_AddStringToObject(parent, k->name, zero_dtype_name(d)) ? 0 : -1;
 }
 
+static zero_status load_optim_states(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "fp32")) cfg->optim_states = ZERO_OPTIM_STATES_FP32;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "int8")) cfg->optim_states = ZERO_OPTIM_STATES_INT8;
+    else return zero__zc_type_error(c, "\"fp32\" or \"int8\"", v);
+    return ZERO_OK;
+}
+
+static zero_status check_optim_states(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->optim_states != ZERO_OPTIM_STATES_FP32 && cfg->optim_states != ZERO_OPTIM_STATES_INT8)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d: expected ZERO_OPTIM_STATES_FP32 (0) or ZERO_OPTIM_STATES_INT8 (1)",
+                             cfg->optim_states);
+    return ZERO_OK;
+}
+
+/* "fp32" is the default: not written */
+static int save_optim_states(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (cfg->optim_states == ZERO_OPTIM_STATES_FP32) return 0;
+    return cJSON_AddStringToObject(parent, k->name, "int8") ? 0 : -1;
+}
+
 /* lora.targets: module names, as an array of strings or one comma-separated string. */
 static zero_status load_lora_targets(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k;
@@ -734,6 +756,9 @@ static const zc_key extension_keys[] = {
     {.name = "frozen_dtype", .kind = ZC_CUSTOM, .off = OFF(frozen_dtype), .load = load_frozen_dtype,
      .check = check_frozen_dtype, .save = save_frozen_dtype},
     {.name = "save_frozen", .kind = ZC_BOOL, .off = OFF(save_frozen)},
+    {.name = "optimizer_states", .kind = ZC_CUSTOM, .off = OFF(optim_states), .load = load_optim_states,
+     .check = check_optim_states, .save = save_optim_states},
+    {.name = "optimizer_states_min_size", .kind = ZC_I64, .off = OFF(optim_states_min), .lo = 0, .hi = INT64_C(1) << 40},
     {.name = "lora", .kind = ZC_OBJECT, .children = lora_keys, .save = save_lora},
     {0},
 };

@@ -11,6 +11,7 @@ void zero_config_default(zero_config *cfg) {
     if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
     cfg->steps_per_print = 10;
+    cfg->optim_states_min = 4096; /* ZERO_QUANT_Q8_MIN */
     zero_optim_hparams_default(&cfg->optim, ZERO_OPTIM_ADAMW);
     cfg->sched_enabled = 0;
     cfg->sched.type = ZERO_SCHED_CONSTANT;
@@ -208,6 +209,32 @@ static zero_status check_offload(const zero_config *t, int world, const zero_off
     return ZERO_OK;
 }
 
+zero_status zero__config_check_states(const zero_config *t, char *msg, size_t cap) {
+    const char *key = "zero_extensions.optimizer_states";
+    if (t->optim_states != ZERO_OPTIM_STATES_FP32 && t->optim_states != ZERO_OPTIM_STATES_INT8) {
+        if (msg) zero__errorf(msg, cap, "%s: %d: expected fp32 (0) or int8 (1)", key, t->optim_states);
+        return ZERO_ERR_CONFIG;
+    }
+    if (t->optim_states == ZERO_OPTIM_STATES_FP32) return ZERO_OK;
+    if (t->optim.type != ZERO_OPTIM_ADAMW && t->optim.type != ZERO_OPTIM_ADAM) {
+        if (msg) zero__errorf(msg, cap, "%s: \"int8\" needs optimizer AdamW or Adam (its two moments are what is kept in "
+                              "8 bits), not %s", key, zero_optim_name(t->optim.type));
+        return ZERO_ERR_CONFIG;
+    }
+    if (t->offload_optimizer.device == ZERO_OFFLOAD_NVME || t->offload_param.device == ZERO_OFFLOAD_NVME) {
+        if (msg) zero__errorf(msg, cap, "%s: \"int8\" with NVMe offload (zero_optimization.%s.device \"nvme\") is not "
+                              "supported yet", key,
+                              t->offload_optimizer.device == ZERO_OFFLOAD_NVME ? "offload_optimizer" : "offload_param");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    if (t->optim_states_min < 0) {
+        if (msg) zero__errorf(msg, cap, "zero_extensions.optimizer_states_min_size: %lld: expected an integer >= 0",
+                              (long long)t->optim_states_min);
+        return ZERO_ERR_CONFIG;
+    }
+    return ZERO_OK;
+}
+
 zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap) {
     const int h = t->hpz_partition_size;
     const char *key = "zero_optimization.zero_hpz_partition_size";
@@ -254,6 +281,7 @@ zero_status zero_config_resolve(zero_config *cfg, int world, zero_error *err) {
 
     if ((st = check_offload(&t, world, &t.offload_optimizer, "offload_optimizer", 0, err))) return st;
     if ((st = check_offload(&t, world, &t.offload_param, "offload_param", 1, err))) return st;
+    if ((st = zero__config_check_states(&t, err ? err->msg : NULL, err ? sizeof err->msg : 0))) return st;
     /* the loader takes 1 only; a program may have set the field directly */
     if (t.offload_optimizer.ratio != 1.0)
         return fail(err, ZERO_ERR_UNSUPPORTED,

@@ -52,6 +52,8 @@ static zero_status check_config(const zero_config *cfg, int world, zero_error *e
         if (err) ZERO__ERR(err, "zero_extensions.frozen_dtype %d: expected fp32, bf16, fp16 or auto", (int)fd);
         return ZERO_ERR_CONFIG;
     }
+    zero_status ss = zero__config_check_states(cfg, err ? err->msg : NULL, err ? sizeof err->msg : 0);
+    if (ss != ZERO_OK) return ss;
     const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
     const char *bad = NULL, *why = "";
     /* "cpu" is a no-op on a host rank: the engine words the plan's stage rules for nvme */
@@ -115,6 +117,14 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     e->sync_copies = opts->sync_copies != 0;
     e->test_skip_wait = opts->test_skip_wait != 0;
     zero_status ds = zero__dev_open(e, &opts->device, err);
+    if (ds == ZERO_OK && e->dev && cfg->optim_states == ZERO_OPTIM_STATES_INT8) {
+        if (err)
+            ZERO__ERR(err, "zero_extensions.optimizer_states: \"int8\" on the %s device is not supported yet (8-bit "
+                           "states are stepped on the host: run on the cpu backend)",
+                      zero_device_backend(e->dev));
+        zero__dev_close(e);
+        ds = ZERO_ERR_UNSUPPORTED;
+    }
     if (ds != ZERO_OK) {
         free(e);
         return ds;
@@ -129,6 +139,11 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     e->fsize = zero_dtype_size(e->fdt);
     int64_t ab = cfg->align_bytes > 0 ? cfg->align_bytes : 64;
     e->align = (uint64_t)(ab / 4 > 0 ? ab / 4 : 1);
+    /* 8-bit states: every shard starts on a block of 256, so the blocks are the unit's whatever the
+     * world size (checkpoints reshard by blocks) */
+    if (cfg->optim_states == ZERO_OPTIM_STATES_INT8 && e->align < ZERO_QUANT_Q8_BLOCK) e->align = ZERO_QUANT_Q8_BLOCK;
+    zero_quant_dynamic_map(1, e->q8map[0]);
+    zero_quant_dynamic_map(0, e->q8map[1]);
     e->nstates = zero_optim_state_count(cfg->optim.type, cfg->optim.momentum);
     if (e->cfg.grad_accum < 1) e->cfg.grad_accum = 1;
     if (cfg->precision == ZERO_DTYPE_FP16)
@@ -199,6 +214,10 @@ void zero_engine_free(zero_engine *e) {
         zero__eng_release(e, u->master);
         zero__eng_release(e, u->s0);
         zero__eng_release(e, u->s1);
+        zero__eng_release(e, u->q8.m);
+        zero__eng_release(e, u->q8.v);
+        zero__eng_release(e, u->q8.m_absmax);
+        zero__eng_release(e, u->q8.v_absmax);
         zero__eng_release(e, u->fparams);
         zero__eng_release(e, u->sec);
         zero__own_free(u);
@@ -369,7 +388,15 @@ zero_status zero_engine_finalize(zero_engine *e) {
             if (u->dgrid) zero__det_clear_grids(u);
         }
         if (mt != TIER_NVME) u->master = zero__eng_alloc(e, mt, ZERO_MEM_MASTER, zero__own_elems(e, u, EK_MASTER), 4, &fail);
-        if (ot != TIER_NVME) {
+        u->q8on = e->cfg.optim_states == ZERO_OPTIM_STATES_INT8 && u->numel &&
+                  u->numel >= (uint64_t)e->cfg.optim_states_min;
+        if (ot != TIER_NVME && u->q8on) { /* all-zero bytes: the value 0 (docs/QUANT.md) */
+            const uint64_t n = zero__own_elems(e, u, EK_OPTIM), nb = zero_quant_blocks(n, ZERO_QUANT_Q8_BLOCK);
+            u->q8.m = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 1, &fail);
+            u->q8.v = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 1, &fail);
+            u->q8.m_absmax = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, nb, 4, &fail);
+            u->q8.v_absmax = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, nb, 4, &fail);
+        } else if (ot != TIER_NVME) {
             const uint64_t n = zero__own_elems(e, u, EK_OPTIM);
             if (e->nstates >= 1) u->s0 = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 4, &fail);
             if (e->nstates >= 2) u->s1 = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 4, &fail);

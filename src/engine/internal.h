@@ -10,6 +10,7 @@
 #include "zero/offload.h"
 #include "zero/optim.h"
 #include "zero/partition.h"
+#include "zero/quant.h"
 #include "partition/own.h"
 
 /* One registered parameter: a [offset, offset+numel) range of its unit's view, and [soff, soff +
@@ -51,7 +52,8 @@ typedef struct eview {
     uint64_t slo, shi; /* the rank's partition slice [offset, offset + valid) (inside [lo, hi)):
                         * what it saves and what its part of the norm sums */
     float *master;     /* fp32 master at lo (fp32 training: the working parameters' slice) */
-    float *state[2];   /* optimizer states at lo */
+    float *state[2];   /* optimizer states at lo (NULL when they are 8-bit: q8) */
+    zero_q8_state q8;  /* 8-bit optimizer states at lo (eunit.q8on), else all NULL */
     void *work;        /* working dtype at lo: the step's write-back target; NULL in fp32 (the
                         * master is the working copy) or when the parameters are on NVMe */
     void *grad;        /* working-dtype owned gradient at lo (after the reduction) */
@@ -85,6 +87,8 @@ typedef struct eunit {
     void *grads;    /* working dtype: padded (whole) or shard */
     float *master;  /* fp32 master when it is not the working copy: padded (whole) or shard */
     float *s0, *s1; /* optimizer states: padded (whole) or shard */
+    int q8on;       /* the states are 8-bit (zero_config.optim_states, the unit at least optim_states_min) */
+    zero_q8_state q8; /* then: indices (padded or shard bytes) and absmax (one fp32 per 256) each */
     void *fparams;  /* frozen dtype: fpadded (whole) or fshard */
     void *sec;      /* hpZ: the secondary shard (etable.hpz), working dtype; NULL when off */
     eview v;        /* the owned views of the arrays above (owner.c) */
@@ -185,6 +189,7 @@ struct zero_engine {
     uint64_t nfrozen;     /* frozen elements over all units (0: no frozen parameter) */
     uint64_t align;       /* partition alignment in elements */
     int nstates;          /* optimizer state arrays per element (0..2) */
+    float q8map[2][256];  /* the signed and unsigned dynamic maps (8-bit states) */
     zero_memacct acct;
     zero_loss_scaler scaler;
     char err[1024];

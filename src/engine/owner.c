@@ -86,6 +86,11 @@ int zero__own_views(zero_engine *e, eunit *u) {
     const uint64_t obase = t->k[EK_OPTIM].extent == EXT_WHOLE ? 0 : u->offset;
     v->state[0] = (float *)at(e, u->s0, obase, v->lo, 4);
     v->state[1] = (float *)at(e, u->s1, obase, v->lo, 4);
+    if (u->q8on && u->q8.m) { /* lo - obase is a multiple of the blocks (the alignment is) */
+        const uint64_t b = (v->lo - obase) / ZERO_QUANT_Q8_BLOCK;
+        v->q8 = (zero_q8_state){(uint8_t *)at(e, u->q8.m, obase, v->lo, 1), (uint8_t *)at(e, u->q8.v, obase, v->lo, 1),
+                                u->q8.m_absmax + b, u->q8.v_absmax + b};
+    }
     /* gradients: the whole persistent buffer, or the shard the reductions land in */
     const int gwhole = t->k[EK_GRADS].extent == EXT_WHOLE;
     v->gwhole = gwhole ? u->grads : NULL;

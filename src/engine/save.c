@@ -99,6 +99,18 @@ static zero_status write_slice(zero_engine *e, zero_ckpt_writer *w, const eunit 
     return write_bytes(e, w, src + (v->slo - v->lo), (uint64_t)(v->shi - v->slo) * 4);
 }
 
+/* 8-bit state k's slice: its indices, then its blocks' absmax (the slice starts on a block). */
+static zero_status write_q8_slice(zero_engine *e, zero_ckpt_writer *w, const eunit *u, int k) {
+    const eview *v = &u->v;
+    const uint8_t *idx = k == 0 ? v->q8.m : v->q8.v;
+    const float *am = k == 0 ? v->q8.m_absmax : v->q8.v_absmax;
+    const uint64_t at = v->slo - v->lo, n = v->shi - v->slo;
+    zero_status s = write_bytes(e, w, idx + at, n);
+    if (s == ZERO_OK)
+        s = write_bytes(e, w, am + at / ZERO_QUANT_Q8_BLOCK, zero_quant_blocks(n, ZERO_QUANT_Q8_BLOCK) * 4);
+    return s;
+}
+
 /* Deterministic mode's grids of u (every rank holds them whole): this rank's slice of
  * "<unit>/det_grid", as fp32 integers. */
 static zero_status write_grid(zero_engine *e, zero_ckpt_writer *w, const eunit *u) {
@@ -151,7 +163,11 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
         }
         for (int k = 0; u->numel && k < e->nstates && s == ZERO_OK; k++) {
             snprintf(name, sizeof name, "%s/%s", u->name, state_name(e, k));
-            s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, u->numel, e->align);
+            s = zero_ckpt_writer_add(w, name, u->q8on ? ZERO_DTYPE_UINT8 : ZERO_DTYPE_FP32, u->numel, e->align);
+            if (u->q8on && s == ZERO_OK) { /* 8-bit: the indices, then the blocks' absmax (sharded as the blocks are) */
+                snprintf(name, sizeof name, "%s/%s.absmax", u->name, state_name(e, k));
+                s = zero_ckpt_writer_add(w, name, ZERO_DTYPE_FP32, zero_quant_blocks(u->numel, ZERO_QUANT_Q8_BLOCK), 1);
+            }
         }
         if (u->dgrid && s == ZERO_OK) {
             snprintf(name, sizeof name, "%s/det_grid", u->name);
@@ -167,6 +183,10 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
         for (int k = -1; u->numel && k < e->nstates && s == ZERO_OK; k++) {
             float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
+            if (k >= 0 && u->q8on) {
+                s = write_q8_slice(e, w, u, k);
+                continue;
+            }
             if (ram) {
                 s = write_slice(e, w, u, ram);
                 continue;
@@ -303,6 +323,28 @@ static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
     return zero__off_run(e, &p);
 }
 
+/* State k over [lo, hi): fp32, or 8-bit (the indices and the blocks' absmax, "<name>.absmax"); a
+ * checkpoint whose states are in the other format is refused. */
+static zero_status load_state(zero_engine *e, zero_ckpt *c, eunit *u, int k, const char *name, uint64_t lo, uint64_t hi) {
+    char an[600];
+    snprintf(an, sizeof an, "%s.absmax", name);
+    const int saved_q8 = zero_ckpt_find(c, an) >= 0;
+    if (saved_q8 != u->q8on)
+        return zero__eng_fail(e, ZERO_ERR_FORMAT,
+                              "load: '%s' is %s in the checkpoint and %s in this run (zero_extensions.optimizer_states, "
+                              "optimizer_states_min_size): resume with the setting it was saved with",
+                              name, saved_q8 ? "8-bit" : "fp32", u->q8on ? "8-bit" : "fp32");
+    if (!u->q8on) return load_array(e, c, u, k, name, lo, hi);
+    if (hi <= lo) return ZERO_OK; /* this rank's slice is all padding */
+    const zero_q8_state *q = &u->v.q8;
+    const uint64_t b0 = lo / ZERO_QUANT_Q8_BLOCK, b1 = zero_quant_blocks(hi, ZERO_QUANT_Q8_BLOCK);
+    zero_status s = zero_ckpt_read_range_raw(c, name, lo, hi, (k == 0 ? q->m : q->v) + (lo - u->v.lo));
+    if (s == ZERO_OK)
+        s = zero_ckpt_read_range_raw(c, an, b0, b1, (k == 0 ? q->m_absmax : q->v_absmax) + (b0 - u->v.lo / ZERO_QUANT_Q8_BLOCK));
+    if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
+    return ZERO_OK;
+}
+
 /* The frozen part from "<unit>/frozen" when the checkpoint has it (save_frozen), a chunk at a
  * time into what this rank keeps of it; else the values stay as the caller set them. */
 static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *chunk) {
@@ -358,7 +400,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
     for (int k = 0; k < e->nstates && s == ZERO_OK; k++) {
         char sn[512];
         snprintf(sn, sizeof sn, "%s/%s", u->name, state_name(e, k));
-        s = load_array(e, c, u, k, sn, lo, hi);
+        s = load_state(e, c, u, k, sn, lo, hi);
     }
     if (s != ZERO_OK) return s;
     /* working parameters: where they are the update range's (stages 0 and 3), derived from the

@@ -124,6 +124,34 @@ static zero_status regather_wait(zero_engine *e) {
     return s;
 }
 
+/* 8-bit states (docs/QUANT.md): the update range a chunk of whole blocks at a time, its moments
+ * decoded to fp32, the step of update_range on them, coded again against their new absmax. Every
+ * block lies in one rank's range (the alignment is a multiple of the blocks), and the tensor's
+ * last, partial block is the last of the range that ends at the unit's end: the same codes for
+ * every world size and stage. */
+#define Q8_CHUNK ((uint64_t)1 << 16)
+
+static zero_status update_range_q8(zero_engine *e, eunit *u, const zero_optim_hparams *h, float gscale, float *tmp,
+                                   zero__upl *up) {
+    const eview *v = &u->v;
+    const zero_q8_state *q = &v->q8;
+    float *m = zero__buf_get(e, Q8_CHUNK * 4, 0), *s = zero__buf_get(e, Q8_CHUNK * 4, 0);
+    zero_status st = m && s ? ZERO_OK : zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
+    for (uint64_t c = v->lo; c < v->hi && st == ZERO_OK; c += Q8_CHUNK) {
+        const uint64_t n = v->hi - c < Q8_CHUNK ? v->hi - c : Q8_CHUNK, k = c - v->lo, b = k / ZERO_QUANT_Q8_BLOCK;
+        zero_dequant_blockwise(q->m + k, q->m_absmax + b, e->q8map[0], ZERO_QUANT_Q8_BLOCK, 0, n, m);
+        zero_dequant_blockwise(q->v + k, q->v_absmax + b, e->q8map[1], ZERO_QUANT_Q8_BLOCK, 0, n, s);
+        st = update_range(e, u, h, c, c + n, c, v->master + k, m, s, zero__wptr(e, v->grad, k),
+                          v->work ? zero__wptr(e, v->work, k) : NULL, gscale, tmp, up);
+        if (st != ZERO_OK) break;
+        zero_quant_blockwise(m, n, ZERO_QUANT_Q8_BLOCK, e->q8map[0], q->m + k, q->m_absmax + b);
+        zero_quant_blockwise(s, n, ZERO_QUANT_Q8_BLOCK, e->q8map[1], q->v + k, q->v_absmax + b);
+    }
+    zero__buf_put(e, m);
+    zero__buf_put(e, s);
+    return st;
+}
+
 static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h, float gscale) {
     /* host steps: half-precision gradients widen into tmp; under ZeRO-Offload on a device the
      * working copy goes up through the upload buffers */
@@ -143,8 +171,9 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
         eunit *u = &e->units[i];
         const eview *v = &u->v;
         if (u->numel == 0) continue; /* frozen parameters only */
-        s = update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work, gscale, tmp,
-                         &up);
+        s = u->q8on ? update_range_q8(e, u, h, gscale, tmp, &up)
+                    : update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work,
+                                   gscale, tmp, &up);
         /* the unit's last chunk goes up before its all-gather reads it (on the same stream) */
         if (s == ZERO_OK && e->own.regather && (s = zero__upl_flush(e, &up)) == ZERO_OK)
             s = regather_start(e, u); /* overlaps the next units' update */

@@ -14,6 +14,10 @@
  * layer (kernels/elem.h), which a GPU kernel takes by value. h is valid (check_hparams). */
 void zero__optim_consts(const zero_optim_hparams *h, int64_t step, float grad_scale, float decay, zero__optim_k *k);
 
+/* The arguments zero_optim_step and zero_optim_step_q8 share: ZERO_ERR_INVALID_ARG for a bad one. */
+zero_status zero__optim_check(const zero_optim_hparams *h, int64_t step, float grad_scale, float decay, const void *out,
+                              zero_dtype out_dt);
+
 /* A kernel on n elements: p (master), s0/s1 (states), g (gradient); out: the write-back of
  * element 0 of this range in out_dt, or NULL. Vector kernels equal the scalar one bitwise. */
 typedef void (*zero__optim_kernel)(const zero__optim_k *k, float *p, float *s0, float *s1,

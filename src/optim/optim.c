@@ -107,6 +107,17 @@ void zero__optim_consts(const zero_optim_hparams *h, int64_t step, float grad_sc
     k->first_step = step == 1;
 }
 
+zero_status zero__optim_check(const zero_optim_hparams *h, int64_t step, float grad_scale, float decay, const void *out,
+                              zero_dtype out_dt) {
+    zero_status st = check_hparams(h);
+    if (st != ZERO_OK) return st;
+    if (step < 1) return ZERO_ERR_INVALID_ARG;
+    if (!isfinite(grad_scale) || !isfinite(decay) || decay < 0.0f) return ZERO_ERR_INVALID_ARG;
+    if (out && out_dt != ZERO_DTYPE_FP32 && out_dt != ZERO_DTYPE_BF16 && out_dt != ZERO_DTYPE_FP16)
+        return ZERO_ERR_INVALID_ARG;
+    return ZERO_OK;
+}
+
 /* The reference kernel: one loop per optimizer around the element steps of kernels/elem.h. */
 void zero__optim_scalar(const zero__optim_k *k, float *p, float *s0, float *s1, const float *g,
                         size_t n, void *out, zero_dtype out_dt) {
@@ -139,12 +150,8 @@ zero_status zero_optim_step(const zero_optim_hparams *h, int64_t step, float *ma
                             float *s1, const float *grad, float grad_scale, float decay,
                             size_t n, void *out, zero_dtype out_dt, zero_impl impl) {
     if (!h) return ZERO_ERR_INVALID_ARG;
-    zero_status st = check_hparams(h);
+    zero_status st = zero__optim_check(h, step, grad_scale, decay, out, out_dt);
     if (st != ZERO_OK) return st;
-    if (step < 1) return ZERO_ERR_INVALID_ARG;
-    if (!isfinite(grad_scale) || !isfinite(decay) || decay < 0.0f) return ZERO_ERR_INVALID_ARG;
-    if (out && out_dt != ZERO_DTYPE_FP32 && out_dt != ZERO_DTYPE_BF16 && out_dt != ZERO_DTYPE_FP16)
-        return ZERO_ERR_INVALID_ARG;
     if (impl == ZERO_IMPL_AUTO) impl = zero_impl_best();
     zero__optim_kernel kern;
     switch (impl) {

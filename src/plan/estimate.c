@@ -5,6 +5,7 @@
 #include "partition/own.h"
 
 #include "zero/partition.h"
+#include "zero/quant.h"
 
 #include <string.h>
 
@@ -24,6 +25,7 @@ void zero_plan_setup_default(zero_plan_setup *s) {
     s->param_buffer_size = 100000000;
     s->frozen_dtype = ZERO_DTYPE_COUNT;
     s->hpz_partition_size = 1;
+    s->optim_states_min = 4096; /* ZERO_QUANT_Q8_MIN */
     s->on_device = 1;
 }
 
@@ -45,6 +47,8 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->frozen_dtype = cfg->frozen_dtype;
     s->hpz_partition_size = cfg->hpz_partition_size;
     s->deterministic = cfg->deterministic;
+    s->optim_states = cfg->optim_states;
+    s->optim_states_min = cfg->optim_states_min;
     s->on_device = 0; /* the engine runs on host memory unless its caller says otherwise */
 }
 
@@ -139,6 +143,18 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
         zero__plan_err(err, "align 0: expected at least 1 element");
         return ZERO_ERR_INVALID_ARG;
     }
+    if (s->optim_states == ZERO_OPTIM_STATES_INT8 &&
+        ((s->optimizer != ZERO_OPTIM_ADAMW && s->optimizer != ZERO_OPTIM_ADAM) || s->offload_optimizer == ZERO_OFFLOAD_NVME ||
+         s->offload_param == ZERO_OFFLOAD_NVME || s->optim_states_min < 0)) {
+        zero__plan_err(err, "optimizer states int8 with %s%s: expected AdamW or Adam without NVMe offload (the engine's "
+                       "8-bit states)", zero_optim_name(s->optimizer),
+                       s->offload_optimizer == ZERO_OFFLOAD_NVME || s->offload_param == ZERO_OFFLOAD_NVME ? " and NVMe offload" : "");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    if (s->optim_states != ZERO_OPTIM_STATES_FP32 && s->optim_states != ZERO_OPTIM_STATES_INT8) {
+        zero__plan_err(err, "optimizer states %d: expected fp32 (0) or int8 (1)", s->optim_states);
+        return ZERO_ERR_INVALID_ARG;
+    }
     if (t.invalid & OWN_BAD_OFFLOAD) {
         zero__plan_err(err, "offload device %d/%d: expected none, cpu or nvme",
                        (int)s->offload_optimizer, (int)s->offload_param);
@@ -190,14 +206,19 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     const uint64_t N = (uint64_t)s->ranks;
     const uint64_t w = zero_dtype_size(s->precision);
     const uint64_t wf = s->frozen_dtype == ZERO_DTYPE_COUNT ? w : zero_dtype_size(s->frozen_dtype);
+    /* 8-bit states: every shard on a block (the engine's alignment) */
+    const int q8 = s->optim_states == ZERO_OPTIM_STATES_INT8;
+    const uint64_t align = q8 && s->align < ZERO_QUANT_Q8_BLOCK ? ZERO_QUANT_Q8_BLOCK : s->align;
     /* per unit: the trainable part (U: the gradient and reduction roles), the frozen part, what
      * a stage-3 gather holds of both (G), and the fp32 view gather hands out (X) */
     uint64_t G1 = 0, G2 = 0, X1 = 0, blocks = 0; /* blocks: deterministic mode's grid blocks */
+    uint64_t Pq = 0; /* the padded elements of the units whose states are 8-bit */
     int any_frozen = 0;
     for (int u = 0; u < m->num_units; u++) {
         const uint64_t fr = m->unit_frozen ? m->unit_frozen[u] : 0, tr = m->unit_numel[u] - fr;
-        uint64_t pu = zero_partition_padded(tr, s->ranks, s->align);
-        const uint64_t pf = zero_partition_padded(fr, s->ranks, s->align);
+        uint64_t pu = zero_partition_padded(tr, s->ranks, align);
+        const uint64_t pf = zero_partition_padded(fr, s->ranks, align);
+        if (q8 && tr && tr >= (uint64_t)s->optim_states_min) Pq = add(Pq, pu, &ovf);
         if ((tr && pu == 0) || (fr && pf == 0)) ovf = 1;
         o.numel = add(o.numel, m->unit_numel[u], &ovf);
         o.padded = add(o.padded, pu, &ovf);
@@ -248,7 +269,11 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     b[ZERO_MEM_GRADS] = mul(OWN_ELEMS(EK_GRADS, P, S), w, &ovf);
     if (s->deterministic) b[ZERO_MEM_GRADS] = add(b[ZERO_MEM_GRADS], blocks, &ovf); /* a grid byte per block */
     b[ZERO_MEM_MASTER] = mul(OWN_ELEMS(EK_MASTER, P, S), 4, &ovf); /* none in fp32: the working parameters */
-    b[ZERO_MEM_OPTIM] = mul(mul(OWN_ELEMS(EK_OPTIM, P, S), 4, &ovf), (uint64_t)k, &ovf);
+    /* fp32 states: 4 bytes an element each; 8-bit: an index byte each and 4 bytes a block of 256
+     * each (a padded unit is whole blocks, and so is its shard) */
+    const uint64_t Eq = OWN_ELEMS(EK_OPTIM, Pq, Pq / N), E = OWN_ELEMS(EK_OPTIM, P, S) - Eq;
+    b[ZERO_MEM_OPTIM] = add(mul(mul(E, 4, &ovf), (uint64_t)k, &ovf),
+                            mul(add(Eq, mul(Eq / ZERO_QUANT_Q8_BLOCK, 4, &ovf), &ovf), (uint64_t)k, &ovf), &ovf);
 #undef OWN_ELEMS
     /* The transient's upper bound (docs/PLANNING.md): the largest distinct units in every role
      * at once; a padded unit divides by N, so (U1 + U2) / N is the sum of their shards. With

@@ -23,8 +23,8 @@ if ! grep -q "^device backends: cpu,fake,cuda " "$tmp/v.txt"; then
     # a CPU build: no cuda line, and asking for cuda says the build has none
     check "a CPU build: no cuda line" sh -c "! grep -q '^cuda:' '$tmp/v.txt'"
     (cd "$tmp" && ZERO_DEVICE=cuda timeout 60 "$Z" train --model tiny --steps 1 >"$tmp/out" 2>"$tmp/err")
-    check "a CPU build: ZERO_DEVICE=cuda exits 1" test $? -eq 1
-    check "a CPU build: one line naming it" grep -q "^zero: error: .*no CUDA backend" "$tmp/err"
+    check "a CPU build: ZERO_DEVICE=cuda exits 2 (bad input: docs/CLI.md)" test $? -eq 2
+    check "a CPU build: one line naming it" grep -q "^zero: error: .*no cuda backend" "$tmp/err"
     exit $((fails > 0))
 fi
 check "a cuda line: runtime, driver, cuBLASLt, NCCL" \

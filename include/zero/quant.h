@@ -1,0 +1,65 @@
+/* zero/quant.h — blockwise quantized formats (docs/QUANT.md): NF4 and int8 for frozen base weights,
+ * the 8-bit dynamic format for optimizer states, as bitsandbytes defines them, bit for bit.
+ *
+ * A tensor of n values is cut into blocks of `block` consecutive values (the last one may be
+ * partial); each block keeps its absmax (the largest |x|) in fp32 and each value the index of
+ * the nearest entry of a sorted code table to x / absmax (a tie to the lower entry). Decoding is
+ * code[index] * absmax, one fp32 product.
+ *
+ *   - NF4: the 16-value table of zero__nf4 (QLoRA's 4-bit NormalFloat), blocks of 64, two indices a
+ *     byte (the first in the high nibble). Double quantization (on by default for a base): the
+ *     blocks' absmax less their mean (the offset), in the signed dynamic format in blocks of 256;
+ *     a block's scale is then code[q] * absmax2 + offset.
+ *   - int8: the linear map (k / 127, k = -127..127), blocks of 64.
+ *   - the 8-bit dynamic maps (signed for a first moment, unsigned for a second), blocks of 256:
+ *     8-bit AdamW's states (zero_optim_step_q8, zero/optim.h).
+ * Every function here is the scalar reference, on the calling thread. */
+#ifndef ZERO_QUANT_H
+#define ZERO_QUANT_H
+
+#include "zero/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZERO_QUANT_NF4_BLOCK  64  /* NF4's values per absmax */
+#define ZERO_QUANT_INT8_BLOCK 64  /* int8's */
+#define ZERO_QUANT_DQ_BLOCK   256 /* double quantization's absmax per second-level scale */
+#define ZERO_QUANT_Q8_BLOCK   256 /* 8-bit optimizer states' values per absmax */
+/* bitsandbytes keeps a tensor of fewer elements than this in fp32 under its 8-bit optimizers; zero does the same. */
+#define ZERO_QUANT_Q8_MIN 4096
+
+/* Blocks of a tensor of n values. */
+uint64_t zero_quant_blocks(uint64_t n, uint64_t block);
+
+/* The 16 NF4 values, ascending. */
+void zero_quant_nf4_table(float out[16]);
+/* The 256-entry 8-bit dynamic map (signed: first moments, the absmax of double quantization;
+ * unsigned: second moments), ascending. */
+void zero_quant_dynamic_map(int is_signed, float out[256]);
+/* int8's map: 255 values k / 127 and a second zero, ascending (index 127 is that zero). */
+void zero_quant_linear_map(float out[256]);
+
+/* x[0..n) into idx[n] (indices into code, 256 entries ascending) and absmax[zero_quant_blocks(n, block)]. */
+void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const float *code, uint8_t *idx, float *absmax);
+/* Values [first, first + n) of such a tensor into out (fp32). */
+void zero_dequant_blockwise(const uint8_t *idx, const float *absmax, const float *code, uint64_t block, uint64_t first,
+                            uint64_t n, float *out);
+
+/* x[0..n) into packed[(n + 1) / 2] (a pad nibble of 0 when n is odd) and absmax[zero_quant_blocks(n, 64)]. */
+void zero_quant_nf4(const float *x, uint64_t n, uint8_t *packed, float *absmax);
+/* Values [first, first + n) of an NF4 tensor into out (fp32); absmax: one fp32 per block (decode a
+ * double-quantized absmax first with zero_dequant_absmax). */
+void zero_dequant_nf4(const uint8_t *packed, const float *absmax, uint64_t first, uint64_t n, float *out);
+
+/* Double quantization of nblocks fp32 absmax: q[nblocks], absmax2[zero_quant_blocks(nblocks, 256)]
+ * and the offset (their mean). */
+void zero_quant_absmax(const float *absmax, uint64_t nblocks, uint8_t *q, float *absmax2, float *offset);
+/* The fp32 absmax back: out[nblocks]. */
+void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, uint64_t nblocks, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

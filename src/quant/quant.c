@@ -1,0 +1,234 @@
+/* Blockwise quantized formats (zero/quant.h, docs/QUANT.md): the scalar references over the kernel
+ * layer's element formulas (kernels/quant.h), and the code tables built as their definitions say. */
+#pragma GCC optimize("fp-contract=off")
+#include "kernels/quant.h"
+#include "quant/internal.h"
+#include "zero/quant.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+uint64_t zero_quant_blocks(uint64_t n, uint64_t block) { return block ? (n + block - 1) / block : 0; }
+
+void zero_quant_nf4_table(float out[16]) {
+    static const float t[16] = ZERO__NF4_TABLE;
+    memcpy(out, t, sizeof t);
+}
+
+/* n evenly spaced fp32 values from a to b, both ends included: the step (b - a) / (n - 1) in fp32,
+ * the first half a + step * i, the second b - step * (n - 1 - i), each one fused multiply-add (one
+ * rounding), so both ends are exact — torch.linspace's values on a CPU, which the maps are defined by. */
+static void linspace(float a, float b, int n, float *out) {
+    const float step = (b - a) / (float)(n - 1);
+    const int half = n / 2;
+    for (int i = 0; i < n; i++) out[i] = i < half ? fmaf(step, (float)i, a) : fmaf(-step, (float)(n - 1 - i), b);
+}
+
+static int cmp_float(const void *x, const void *y) {
+    const float a = *(const float *)x, b = *(const float *)y;
+    return (a > b) - (a < b);
+}
+
+/* The dynamic data type (Dettmers, "8-bit approximations for parallelism in deep learning"): for
+ * each of 7 decades 10^(e - 6), e = 0..6, the midpoints of an fp32 linspace over [0.1, 1] of 2^e + 1
+ * points (signed; unsigned: 2^(e+1) + 1) times the decade (all in fp32), with
+ * their negatives when signed; then 0 and 1; ascending. 127 + 127 + 2 or 254 + 2 = 256 values. */
+void zero_quant_dynamic_map(int is_signed, float out[256]) {
+    int k = 0;
+    float b[130];
+    for (int e = 0; e < 7; e++) {
+        const int items = is_signed ? (1 << e) + 1 : (1 << (e + 1)) + 1;
+        linspace(0.1f, 1.0f, items, b);
+        const float scale = (float)pow(10.0, (double)(e - 6));
+        for (int i = 0; i + 1 < items; i++) {
+            const float v = scale * ((b[i] + b[i + 1]) / 2.0f);
+            out[k++] = v;
+            if (is_signed) out[k++] = -v;
+        }
+    }
+    out[k++] = 0.0f;
+    out[k++] = 1.0f;
+    qsort(out, 256, sizeof *out, cmp_float);
+}
+
+void zero_quant_linear_map(float out[256]) {
+    float v[255];
+    linspace(-1.0f, 1.0f, 255, v);
+    for (int i = 0; i < 127; i++) out[i] = v[i];
+    out[127] = 0.0f;
+    for (int i = 127; i < 255; i++) out[i + 1] = v[i];
+}
+
+static float block_absmax(const float *x, uint64_t n) {
+    float a = 0.0f;
+    for (uint64_t i = 0; i < n; i++) {
+        const float m = fabsf(x[i]);
+        if (m > a) a = m;
+    }
+    return a;
+}
+
+/* A fast index for the three maps zero uses (the dynamic maps and int8's linear map): the midpoints
+ * rounded to fp32 as zero__q_index computes them, and per value of a float's top 16 bits (sign,
+ * exponent, 7 mantissa bits) the number of midpoints below the lowest value with those bits; the
+ * index of v is that count plus the midpoints in [lowest, v), a short scan (a key spans 1/128 of
+ * its octave: 0 to 3 midpoints). The same index as zero__q_index's bisection, every value: the
+ * tables are built from the same midpoints and test_quant checks the two on every key. */
+typedef struct q8_fast {
+    float code[256], mid[256]; /* mid[255] = +inf: the scan's sentinel */
+    int scan;                  /* the most midpoints any key's values span */
+    uint8_t below[65536];
+} q8_fast;
+
+static q8_fast fast_maps[3];
+static pthread_once_t fast_once = PTHREAD_ONCE_INIT;
+
+/* The lowest float whose top 16 bits are `key` (NaN keys: their sign's infinity side). */
+static float key_low(uint32_t key) {
+    const uint32_t hi = key << 16;
+    /* positive: the smallest bits are the lowest; negative: the largest magnitude is the lowest */
+    const uint32_t bits = (hi & 0x80000000u) ? hi | 0xffffu : hi;
+    return zero__f32_from_bits(bits);
+}
+
+/* The highest float whose top 16 bits are `key`. */
+static float key_high(uint32_t key) {
+    const uint32_t hi = key << 16;
+    return zero__f32_from_bits((hi & 0x80000000u) ? hi : hi | 0xffffu);
+}
+
+static void fast_build(q8_fast *f, const float *code) {
+    memcpy(f->code, code, sizeof f->code);
+    for (int i = 0; i < 255; i++) f->mid[i] = (code[i] + code[i + 1]) * 0.5f;
+    f->mid[255] = INFINITY;
+    f->scan = 0;
+    for (uint32_t k = 0; k < 65536; k++) {
+        const float lo = key_low(k), hi = key_high(k);
+        int q = 0, r;
+        if (lo == lo) /* not NaN */
+            while (q < 255 && f->mid[q] < lo) q++;
+        f->below[k] = (uint8_t)q;
+        for (r = q; hi == hi && r < 255 && f->mid[r] < hi; r++) {}
+        if (r - q > f->scan) f->scan = r - q;
+    }
+}
+
+static void fast_init(void) {
+    float c[256];
+    zero_quant_dynamic_map(1, c);
+    fast_build(&fast_maps[0], c);
+    zero_quant_dynamic_map(0, c);
+    fast_build(&fast_maps[1], c);
+    zero_quant_linear_map(c);
+    fast_build(&fast_maps[2], c);
+}
+
+/* The fast index of code's map, if it is one of the three (bit for bit), else NULL. */
+static const q8_fast *fast_of(const float *code) {
+    pthread_once(&fast_once, fast_init);
+    for (int i = 0; i < 3; i++) {
+        int j = 0;
+        while (j < 256 && zero__f32_bits(fast_maps[i].code[j]) == zero__f32_bits(code[j])) j++;
+        if (j == 256) return &fast_maps[i];
+    }
+    return NULL;
+}
+
+static inline int fast_index(const q8_fast *f, float v) {
+    int q = f->below[zero__f32_bits(v) >> 16];
+    for (int j = 0; j < f->scan; j++) q += f->mid[q] < v; /* a fixed count: no unpredictable branch */
+    return q;
+}
+
+int zero__quant_index_check(void) {
+    int bad = 0;
+    pthread_once(&fast_once, fast_init);
+    for (int m = 0; m < 3; m++)
+        for (uint32_t k = 0; k < 65536; k++) { /* each key's lowest and highest value, and one between */
+            const uint32_t hi = k << 16;
+            const float vs[3] = {zero__f32_from_bits(hi), zero__f32_from_bits(hi | 0xffffu),
+                                 zero__f32_from_bits(hi | 0x8123u)};
+            for (int j = 0; j < 3; j++) {
+                const float v = vs[j];
+                if (!(v >= -1.0f && v <= 1.0f)) continue; /* normalized values only */
+                bad += fast_index(&fast_maps[m], v) != zero__q_index(fast_maps[m].code, 256, v);
+            }
+        }
+    return bad;
+}
+
+/* Blocks at a time on every core above this many values (each block is independent). */
+#define Q_PARALLEL_MIN ((uint64_t)1 << 16)
+
+void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const float *code, uint8_t *idx, float *absmax) {
+    const q8_fast *f = fast_of(code);
+    const uint64_t nb = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (n >= Q_PARALLEL_MIN)
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+        const float a = block_absmax(x + lo, len);
+        absmax[b] = a;
+        if (f)
+            for (uint64_t i = 0; i < len; i++)
+                idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
+        else
+            for (uint64_t i = 0; i < len; i++)
+                idx[lo + i] = (uint8_t)zero__q_index(code, 256, zero__q_norm(x[lo + i], a, len < block));
+    }
+}
+
+void zero_dequant_blockwise(const uint8_t *idx, const float *absmax, const float *code, uint64_t block, uint64_t first,
+                            uint64_t n, float *out) {
+    if (n < Q_PARALLEL_MIN) {
+        zero__q8_load(idx, code, absmax, 0, block, first, n, out);
+        return;
+    }
+    const uint64_t step = (uint64_t)1 << 14;
+#pragma omp parallel for schedule(static)
+    for (uint64_t c = 0; c < n; c += step)
+        zero__q8_load(idx, code, absmax, 0, block, first + c, n - c < step ? n - c : step, out + c);
+}
+
+void zero_quant_nf4(const float *x, uint64_t n, uint8_t *packed, float *absmax) {
+    static const float t[16] = ZERO__NF4_TABLE;
+    const uint64_t block = ZERO_QUANT_NF4_BLOCK;
+    memset(packed, 0, (size_t)((n + 1) / 2));
+    for (uint64_t lo = 0, b = 0; lo < n; lo += block, b++) {
+        const uint64_t len = n - lo < block ? n - lo : block;
+        const float a = block_absmax(x + lo, len);
+        absmax[b] = a;
+        for (uint64_t i = lo; i < lo + len; i++) {
+            const int q = zero__q_index(t, 16, zero__q_norm(x[i], a, len < block));
+            packed[i >> 1] |= (uint8_t)((i & 1) ? q : q << 4);
+        }
+    }
+}
+
+void zero_dequant_nf4(const uint8_t *packed, const float *absmax, uint64_t first, uint64_t n, float *out) {
+    zero__nf4_load(packed, absmax, 0, ZERO_QUANT_NF4_BLOCK, first, n, out);
+}
+
+void zero_quant_absmax(const float *absmax, uint64_t nblocks, uint8_t *q, float *absmax2, float *offset) {
+    double sum = 0;
+    for (uint64_t b = 0; b < nblocks; b++) sum += absmax[b];
+    const float mean = nblocks ? (float)(sum / (double)nblocks) : 0.0f;
+    float code[256], tmp[ZERO_QUANT_DQ_BLOCK];
+    zero_quant_dynamic_map(1, code);
+    for (uint64_t lo = 0; lo < nblocks; lo += ZERO_QUANT_DQ_BLOCK) {
+        const uint64_t len = nblocks - lo < ZERO_QUANT_DQ_BLOCK ? nblocks - lo : ZERO_QUANT_DQ_BLOCK;
+        for (uint64_t i = 0; i < len; i++) tmp[i] = absmax[lo + i] - mean;
+        /* one block at a time, its partial-ness that of the whole vector's last block */
+        const float a = block_absmax(tmp, len);
+        absmax2[lo / ZERO_QUANT_DQ_BLOCK] = a;
+        for (uint64_t i = 0; i < len; i++)
+            q[lo + i] = (uint8_t)zero__q_index(code, 256, zero__q_norm(tmp[i], a, len < ZERO_QUANT_DQ_BLOCK));
+    }
+    *offset = mean;
+}
+
+void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, uint64_t nblocks, float *out) {
+    float code[256];
+    zero_quant_dynamic_map(1, code);
+    for (uint64_t b = 0; b < nblocks; b++) out[b] = zero__dq_absmax(q, code, absmax2, ZERO_QUANT_DQ_BLOCK, offset, b);
+}

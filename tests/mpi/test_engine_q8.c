@@ -1,0 +1,204 @@
+/* 8-bit optimizer states in the engine (zero_extensions.optimizer_states "int8", docs/QUANT.md): the
+ * MLP of tests/mlp_model.h with AdamW, every unit's moments 8-bit (optimizer_states_min_size 0), in
+ * deterministic mode (one sample a micro-batch), at the same global batch of 12:
+ *   - stages 0-3 on this world (1-4 ranks) give the parameters of a 1-rank stage-0 run, bit for bit;
+ *   - they differ from the same run with fp32 states (the states were 8-bit);
+ *   - the optimizer's memory is the formula's: 2 bytes per state element and 8 per block of 256;
+ *   - a save at step 5 resumes bitwise, on this world and on 1 rank (resharded by blocks);
+ *   - a checkpoint with 8-bit states is refused by a run with fp32 ones, naming both. */
+#include "harness.h"
+#include "mlp_model.h"
+#include "zero/quant.h"
+
+#include <unistd.h>
+
+#define STEPS 10
+#define HALF  5
+
+static void config(zero_config *cfg, int stage, int world, int global_mb, int q8) {
+    zero_config_default(cfg);
+    cfg->stage = stage;
+    cfg->micro_batch = 1; /* deterministic mode's atom: one sample a micro-batch */
+    cfg->grad_accum = global_mb / world;
+    cfg->deterministic = 1;
+    zero_optim_hparams_default(&cfg->optim, ZERO_OPTIM_ADAMW);
+    cfg->optim.lr = 1e-2f;
+    cfg->optim.weight_decay = 0.1f;
+    cfg->optim_states = q8 ? ZERO_OPTIM_STATES_INT8 : ZERO_OPTIM_STATES_FP32;
+    cfg->optim_states_min = 0;
+}
+
+static zero_engine *make(zero_comm *comm, int stage, int global_mb, int q8) {
+    zero_config cfg;
+    config(&cfg, stage, zero_comm_size(comm), global_mb, q8);
+    zero_engine *e = NULL;
+    if (zero_engine_create(&e, comm, &cfg) != ZERO_OK || mlp_register(e) || mlp_init(e, 7)) {
+        ZT_FAIL("stage %d: %s", stage, e ? zero_engine_last_error(e) : "create failed");
+        zero_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static int train(zero_engine *e, zero_comm *comm, int from, int to, int global_mb) {
+    const int world = zero_comm_size(comm), rank = zero_comm_rank(comm);
+    for (int s = from; s < to; s++)
+        if (mlp_train_step(e, s, world, rank, global_mb / world, 1, NULL, NULL, 1.0f)) {
+            ZT_FAIL("step %d: %s", s, zero_engine_last_error(e));
+            return -1;
+        }
+    return 0;
+}
+
+static void read_params(zero_engine *e, float *out[MLP_LAYERS]) {
+    for (int l = 0; l < MLP_LAYERS; l++) {
+        out[l] = calloc((size_t)mlp_unit_numel(l), sizeof(float));
+        ZT_OK(zero_engine_read_unit(e, l, out[l]));
+    }
+}
+
+static void free_params(float *p[MLP_LAYERS]) {
+    for (int l = 0; l < MLP_LAYERS; l++) free(p[l]);
+}
+
+/* Elements that differ in their bits. */
+static int differ(float *a[MLP_LAYERS], float *b[MLP_LAYERS]) {
+    int n = 0;
+    for (int l = 0; l < MLP_LAYERS; l++)
+        for (int i = 0; i < mlp_unit_numel(l); i++) {
+            uint32_t x, y;
+            memcpy(&x, &a[l][i], 4);
+            memcpy(&y, &b[l][i], 4);
+            n += x != y;
+        }
+    return n;
+}
+
+int main(void) {
+    zero_comm *comm = NULL, *self = NULL;
+    if (zero_comm_init_mpi(&comm, NULL) != ZERO_OK) return 1;
+    ZT_OK(zero_comm_init_self(&self));
+    const int world = zero_comm_size(comm), rank = zero_comm_rank(comm);
+    zt_rank = rank;
+    const int global_mb = 12;
+    char dir[256];
+    int64_t id = getpid();
+    zero_comm_broadcast(comm, &id, 1, ZERO_DTYPE_INT64, 0);
+    snprintf(dir, sizeof dir, "/tmp/zero_test_engine_q8_%lld", (long long)id);
+
+    /* the reference: 1 rank, stage 0, 8-bit states; and the same with fp32 states */
+    float *ref[MLP_LAYERS], *f32[MLP_LAYERS], *got[MLP_LAYERS];
+    zero_engine *e = make(self, 0, global_mb, 1);
+    if (!e) return zt_finish("test_engine_q8");
+    train(e, self, 0, STEPS, global_mb);
+    read_params(e, ref);
+    zero_engine_free(e);
+    e = make(self, 0, global_mb, 0);
+    train(e, self, 0, STEPS, global_mb);
+    read_params(e, f32);
+    zero_engine_free(e);
+    const int vs32 = differ(ref, f32);
+    ZT_CHECKF(vs32 > 0, "8-bit states gave the fp32 states' parameters bit for bit: they were not 8-bit");
+
+    for (int stage = 0; stage <= 3; stage++) {
+        e = make(comm, stage, global_mb, 1);
+        if (!e) continue;
+        /* the optimizer's bytes: per unit, 2 index bytes per element it keeps and 8 per block */
+        zero_mem_stats ms;
+        zero_engine_mem_stats(e, &ms);
+        uint64_t want = 0, kept = 0;
+        for (int l = 0; l < MLP_LAYERS; l++) {
+            const uint64_t n = (uint64_t)mlp_unit_numel(l);
+            zero_shard sh;
+            ZT_EQ_INT(zero_partition_shard(n, world, rank, ZERO_QUANT_Q8_BLOCK, &sh), 0);
+            const uint64_t keep = stage == 0 ? sh.padded : sh.size;
+            want += 2 * keep + 8 * zero_quant_blocks(keep, ZERO_QUANT_Q8_BLOCK);
+            kept += keep;
+        }
+        ZT_CHECKF(ms.current[ZERO_MEM_OPTIM] == want, "stage %d: optimizer bytes %llu, the formula's %llu", stage,
+                  (unsigned long long)ms.current[ZERO_MEM_OPTIM], (unsigned long long)want);
+        /* and the planner's, from the same config (units of 4,096 and more 8-bit by default: here all) */
+        zero_config cfg;
+        config(&cfg, stage, world, global_mb, 1);
+        zero_plan_setup ps;
+        zero_plan_setup_from_config(&ps, &cfg, world);
+        uint64_t numel[MLP_LAYERS];
+        for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
+        const zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
+        zero_plan_mem pe;
+        zero_error perr = {{0}};
+        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, &perr));
+        ZT_CHECKF(pe.bytes[ZERO_MEM_OPTIM] == want, "stage %d: the planner's optimizer bytes %llu, the engine's %llu",
+                  stage, (unsigned long long)pe.bytes[ZERO_MEM_OPTIM], (unsigned long long)want);
+        ps.optim_states = ZERO_OPTIM_STATES_FP32; /* fp32 states at the same alignment: 8 bytes an element */
+        ps.align = ZERO_QUANT_Q8_BLOCK;
+        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, &perr));
+        ZT_CHECKF(pe.bytes[ZERO_MEM_OPTIM] == 8 * kept, "stage %d: fp32 states %llu bytes, expected %llu", stage,
+                  (unsigned long long)pe.bytes[ZERO_MEM_OPTIM], (unsigned long long)(8 * kept));
+        train(e, comm, 0, STEPS, global_mb);
+        read_params(e, got);
+        const int d = differ(got, ref);
+        ZT_CHECKF(d == 0, "stage %d on %d ranks: %d parameters differ from 1 rank's stage 0", stage, world, d);
+        free_params(got);
+        zero_engine_free(e);
+
+        /* save at HALF, resume on this world and on 1 rank */
+        char sub[300];
+        snprintf(sub, sizeof sub, "%s/s%d", dir, stage);
+        e = make(comm, stage, global_mb, 1);
+        train(e, comm, 0, HALF, global_mb);
+        if (zero_engine_save(e, sub, NULL) != ZERO_OK) ZT_FAIL("save: %s", zero_engine_last_error(e));
+        zero_engine_free(e);
+        e = make(comm, stage, global_mb, 1);
+        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load: %s", zero_engine_last_error(e));
+        train(e, comm, HALF, STEPS, global_mb);
+        read_params(e, got);
+        ZT_CHECKF(differ(got, ref) == 0, "stage %d: resumed on %d ranks, parameters differ", stage, world);
+        free_params(got);
+        zero_engine_free(e);
+        e = make(self, (stage + 1) % 4, global_mb, 1);
+        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load on 1 rank: %s", zero_engine_last_error(e));
+        train(e, self, HALF, STEPS, global_mb);
+        read_params(e, got);
+        ZT_CHECKF(differ(got, ref) == 0, "stage %d on %d ranks resumed at stage %d on 1: parameters differ", stage,
+                  world, (stage + 1) % 4);
+        free_params(got);
+        zero_engine_free(e);
+        /* fp32 states cannot take it */
+        e = make(self, 0, global_mb, 0);
+        ZT_EQ_INT(zero_engine_load(e, sub, NULL), ZERO_ERR_FORMAT);
+        ZT_CHECKF(strstr(zero_engine_last_error(e), "is 8-bit in the checkpoint and fp32 in this run") != NULL, "%s",
+                  zero_engine_last_error(e));
+        zero_engine_free(e);
+    }
+    /* what is refused before anything runs */
+    zero_config cfg;
+    config(&cfg, 2, world, global_mb, 1);
+    zero_optim_hparams_default(&cfg.optim, ZERO_OPTIM_SGD);
+    zero_error err = {{0}};
+    e = NULL;
+    ZT_EQ_INT(zero_engine_create_with(&e, comm, &cfg, NULL, &err), ZERO_ERR_CONFIG);
+    ZT_CHECKF(strstr(err.msg, "needs optimizer AdamW or Adam (its two moments") != NULL, "%s", err.msg);
+    config(&cfg, 2, world, global_mb, 1);
+    cfg.offload_optimizer.device = ZERO_OFFLOAD_NVME;
+    snprintf(cfg.offload_optimizer.nvme_path, sizeof cfg.offload_optimizer.nvme_path, "%s", dir);
+    ZT_EQ_INT(zero_engine_create_with(&e, comm, &cfg, NULL, &err), ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(strstr(err.msg, "with NVMe offload (zero_optimization.offload_optimizer.device") != NULL, "%s", err.msg);
+    zero_engine_options o;
+    zero_engine_options_default(&o);
+    o.device.backend = "fake";
+    config(&cfg, 2, world, global_mb, 1);
+    ZT_EQ_INT(zero_engine_create_with(&e, comm, &cfg, &o, &err), ZERO_ERR_UNSUPPORTED);
+    ZT_CHECKF(strstr(err.msg, "on the fake device is not supported yet") != NULL, "%s", err.msg);
+
+    free_params(ref);
+    free_params(f32);
+    if (rank == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) ZT_FAIL("cleanup of %s", dir);
+    }
+    zero_comm_free(self);
+    zero_comm_free(comm);
+    return zt_finish("test_engine_q8");
+}
