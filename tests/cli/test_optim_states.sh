@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `zero train --optimizer-states int8` (docs/QUANT.md): the tiny model on 2 ranks at stage 2 trains
+# (a finite loss below the initial one), the optimizer's bytes in the final record are the 8-bit
+# formula's against fp32's (under a third), the checkpoint resumes on 1 rank with the setting
+# restored from it, an explicit fp32 resume of it is refused, and bad values are one line each:
+# the flag, the config key, the pairings not supported yet; `zero estimate --optimizer-states`.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line "zero: error: ..." with every NEEDLE
+    local name=$1 want=$2; shift 2
+    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
+    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
+    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
+    [ "$(grep -c . "$TMP/err")" -eq 1 ] || cat "$TMP/err"
+}
+done_field() { # FILE KEY...: a key path of the final {"done": true} record
+    "$PY" -c "import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '\"done\"' in l][-1]
+for k in sys.argv[2:]: r = r[k]
+print(r)" "$@"
+}
+first_loss() {
+    "$PY" -c "import json, sys
+print([json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l and '\"done\"' not in l][0]['loss'])" "$1"
+}
+T=(--model tiny --seq 32 --steps 20 --val-every 0 --val-batches 1 --ranks 2 --stage 2)
+
+"$ZERO" train "${T[@]}" --optimizer-states int8 --save q8 --log-json q8.json >q8.out 2>q8.err
+check "int8: exit 0" test $? -eq 0
+"$ZERO" train "${T[@]}" --log-json f32.json >f32.out 2>f32.err
+check "fp32: exit 0" test $? -eq 0
+l0=$(first_loss q8.json) l8=$(done_field q8.json loss) l32=$(done_field f32.json loss)
+check "int8: trained (loss $l0 -> $l8), near fp32's ($l32)" "$PY" -c "
+import math; a, b, c = $l0, $l8, $l32
+assert math.isfinite(b) and b < a - 0.2 and abs(b - c) < 0.05 * c, (a, b, c)"
+o8=$(done_field q8.json mem optim) o32=$(done_field f32.json mem optim)
+check "int8: optimizer $o8 bytes a rank, under a third of fp32's $o32" test $((o8 * 3)) -lt "$o32"
+
+# resume on 1 rank: the setting comes from the checkpoint
+"$ZERO" train --model tiny --seq 32 --steps 25 --val-every 0 --val-batches 1 --resume q8 --log-json r.json >r.out 2>r.err
+check "resume on 1 rank: exit 0" test $? -eq 0
+ro=$(done_field r.json mem optim)
+check "resume: 8-bit states restored ($ro bytes, under a third of 2 x $o32)" test $((ro * 3)) -lt $((o32 * 2))
+"$ZERO" train --model tiny --seq 32 --steps 25 --val-every 0 --val-batches 1 --resume q8 --optimizer-states fp32 \
+    >/dev/null 2>err
+rc=$?
+check "fp32 resume of 8-bit states: refused (exit $rc)" test "$rc" -ne 0
+check "fp32 resume: names both" grep -q "is 8-bit in the checkpoint and fp32 in this run" err
+
+# bad input
+"$ZERO" train --model tiny --steps 1 --optimizer-states int4 >/dev/null 2>err
+rc=$?
+expect_error "--optimizer-states int4" 2 "--optimizer-states 'int4'" "expected fp32 or int8"
+printf '{"zero_extensions": {"optimizer_states": "int4"}}\n' >bad.json
+"$ZERO" train --model tiny --steps 1 --config bad.json >/dev/null 2>err
+rc=$?
+expect_error "config optimizer_states int4" 2 "zero_extensions.optimizer_states" "int4"
+printf '{"optimizer": {"type": "SGD", "params": {"lr": 0.01}}, "zero_extensions": {"optimizer_states": "int8"}}\n' >sgd.json
+"$ZERO" train --model tiny --steps 1 --config sgd.json >/dev/null 2>err
+rc=$?
+expect_error "int8 with SGD" 2 "needs optimizer AdamW or Adam"
+mkdir -p "$TMP/nv"
+"$ZERO" train --model tiny --steps 1 --stage 2 --optimizer-states int8 --offload-optimizer "nvme:$TMP/nv" >/dev/null 2>err
+rc=$?
+expect_error "int8 with NVMe offload" 2 "with NVMe offload" "not supported yet"
+"$ZERO" train --model tiny --steps 1 --optimizer-states int8 --device fake >/dev/null 2>err
+rc=$?
+check "int8 on the fake device: refused (exit $rc)" test "$rc" -ne 0
+check "int8 on the fake device: not supported yet" grep -q "on the fake device is not supported yet" err
+
+# the planner
+"$ZERO" estimate --model tiny --ranks 2 --optimizer-states int8 >est.out 2>&1
+check "estimate: exit 0" test $? -eq 0
+check "estimate: says 8-bit" grep -q "8-bit: a byte each" est.out
+check "estimate: no NVMe rows" test "$(grep -cE '^[0-9]+ +[a-z+]*nvme' est.out)" -eq 0
+"$ZERO" estimate --model tiny --ranks 2 >est32.out 2>&1
+check "estimate, fp32: NVMe rows (the check above can fail)" test "$(grep -cE '^[0-9]+ +[a-z+]*nvme' est32.out)" -gt 0
+exit $fail
