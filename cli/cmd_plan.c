@@ -266,7 +266,7 @@ static void json_string(FILE *f, const char *s) {
 
 /* Writes the DeepSpeed-style config of candidate c to path (through a temporary file and a
  * rename, so a failed write never leaves a half file under the name). */
-static int write_config(const char *path, const cli_sizing_opts *o, const zero_plan_candidate *c,
+static int write_config(const char *path, const cli_sizing_opts *o, const zero_plan_candidate *c, int states_int8,
                         const char *nvme_path) {
     char tmp[4096];
     zero_error err;
@@ -286,7 +286,9 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
     fprintf(f, "},\n");
     if (o->precision == ZERO_DTYPE_BF16) fprintf(f, "  \"bf16\": {\"enabled\": true},\n");
     if (o->precision == ZERO_DTYPE_FP16) fprintf(f, "  \"fp16\": {\"enabled\": true},\n");
-    if (o->deterministic) fprintf(f, "  \"zero_extensions\": {\"deterministic\": true},\n");
+    if (o->deterministic || states_int8)
+        fprintf(f, "  \"zero_extensions\": {%s%s%s},\n", o->deterministic ? "\"deterministic\": true" : "",
+                o->deterministic && states_int8 ? ", " : "", states_int8 ? "\"optimizer_states\": \"int8\"" : "");
     fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d", c->stage);
     if (c->hpz_partition_size > 1) fprintf(f, ",\n    \"zero_hpz_partition_size\": %d", c->hpz_partition_size);
     const zero_offload_device dev[2] = {c->offload_optimizer, c->offload_param};
@@ -387,6 +389,11 @@ int cli_plan(int argc, char **argv) {
 
     /* The reasons, rung by rung up to the choice (or through the whole ladder). */
     reasons why = {0};
+    const int q8 = res.optim_states == ZERO_OPTIM_STATES_INT8;
+    if (q8)
+        reason(&why, "no rung fits with fp32 optimizer states: the rungs below keep %s's moments in 8 bits (zero train "
+                     "--optimizer-states int8: 2.03 bytes a parameter instead of 8; NVMe rungs left out: docs/QUANT.md)",
+               zero_optim_name(o.optimizer));
     const int last = res.chosen >= 0 ? res.chosen : res.count - 1;
     for (int i = 0; i <= last; i++) {
         const zero_plan_candidate *k = &res.cand[i];
@@ -479,6 +486,7 @@ int cli_plan(int argc, char **argv) {
         cli_json_double(stdout, nvme);
         printf(", \"headroom\": ");
         cli_json_double(stdout, headroom);
+        printf(", \"optimizer_states\": \"%s\"", q8 ? "int8" : "fp32");
         printf(", \"fits\": %s, \"stage\": %d, \"hpz_partition_size\": %d, \"offload_optimizer\": \"%s\", "
                "\"offload_param\": \"%s\", \"micro_batch\": %lld, \"activation_checkpointing\": %s, ",
                res.chosen >= 0 ? "true" : "false", k->stage, k->hpz_partition_size, zero_plan_offload_name(k->offload_optimizer),
@@ -563,8 +571,9 @@ int cli_plan(int argc, char **argv) {
         printf("\n");
         if (res.chosen >= 0) {
             rung_name(k, name, sizeof name);
-            printf("choice: %s, micro-batch %lld, activation checkpointing %s\n", name,
-                   (long long)k->micro_batch, k->checkpointing ? "on" : "off");
+            printf("choice: %s, micro-batch %lld, activation checkpointing %s%s\n", name,
+                   (long long)k->micro_batch, k->checkpointing ? "on" : "off",
+                   q8 ? ", optimizer states int8 (--optimizer-states int8)" : "");
         } else {
             printf("nothing fits\n");
         }
@@ -597,7 +606,7 @@ int cli_plan(int argc, char **argv) {
         return rc;
     }
     if (out_path) {
-        rc = write_config(out_path, &o, k, nvme_path);
+        rc = write_config(out_path, &o, k, res.optim_states == ZERO_OPTIM_STATES_INT8, nvme_path);
         if (rc != CLI_OK) {
             cli_sizing_model_free(&m);
             return rc;

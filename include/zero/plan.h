@@ -346,6 +346,10 @@ typedef struct zero_plan_result {
     double usable_host;       /* per node (0 on a CPU-only machine: host is the device) */
     double usable_nvme;       /* per node */
     int ranks_per_node;
+    int optim_states;         /* the candidates' optimizer states: the request's, or ZERO_OPTIM_STATES_INT8
+                               * when none fits with fp32 states and one does with 8-bit ones (AdamW or
+                               * Adam on a CPU-only machine, where the engine steps them; the NVMe rungs
+                               * left out) */
 } zero_plan_result;
 
 /* The need of one setup's bytes `mem` with `activation` bytes of activations on the request's

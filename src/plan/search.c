@@ -121,31 +121,26 @@ static zero_status check_request(const zero_plan_request *r, zero_error *err) {
     return ZERO_OK;
 }
 
-zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *r,
-                             zero_plan_result *out, zero_error *err) {
-    zero_status st = zero__plan_check_model(m, err);
-    if (st == ZERO_OK) st = check_request(r, err);
-    if (st != ZERO_OK) return st;
-    zero_plan_result res;
-    memset(&res, 0, sizeof res);
-    zero_plan_usable u;
-    usable_of(r, &u);
-    res.ranks_per_node = u.ranks_per_node;
-    res.usable_device = u.device;
-    res.usable_host = u.host;
-    res.usable_nvme = u.nvme;
+/* The ladder walked with the request's base setup, its optimizer states in `states`
+ * (ZERO_OPTIM_STATES_INT8: the NVMe rungs left out, as the engine does not swap them), into *res
+ * (its usable sizes already set). */
+static zero_status walk(const zero_plan_model *m, const zero_plan_request *r, int states, zero_plan_result *out,
+                        zero_error *err) {
+    zero_plan_result res = *out;
+    zero_status st = ZERO_OK;
     const int cpu_only = r->device_mem == 0;
     ctx c = {m, r};
-
+    res.count = 0;
     res.chosen = -1;
     res.closest = -1;
+    res.optim_states = states;
     const int timed = r->compute.fwd_flops_per_token > 0;
     double least = INFINITY;
     for (size_t i = 0; i < sizeof ladder / sizeof ladder[0]; i++) {
         const rung *g = &ladder[i];
         const int uses_cpu = g->opt == ZERO_OFFLOAD_CPU || g->param == ZERO_OFFLOAD_CPU;
         const int uses_nvme = g->opt == ZERO_OFFLOAD_NVME || g->param == ZERO_OFFLOAD_NVME;
-        if ((uses_cpu && cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
+        if ((uses_cpu && cpu_only) || (uses_nvme && (r->nvme_mem <= 0 || states == ZERO_OPTIM_STATES_INT8))) continue;
         /* hpZ's group is a node: it needs several nodes (else nothing crosses) of several ranks */
         if (g->hpz && (r->nodes < 2 || res.ranks_per_node < 2)) continue;
         zero_plan_candidate *cand = &res.cand[res.count];
@@ -154,6 +149,7 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         cand->offload_optimizer = g->opt;
         cand->offload_param = g->param;
         zero_plan_setup s = r->base;
+        s.optim_states = states;
         s.stage = g->stage;
         s.offload_optimizer = g->opt;
         s.offload_param = g->param;
@@ -210,6 +206,33 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
         res.count++;
     }
     if (res.chosen >= 0) res.closest = res.chosen;
+    *out = res;
+    return ZERO_OK;
+}
+
+zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *r,
+                             zero_plan_result *out, zero_error *err) {
+    zero_status st = zero__plan_check_model(m, err);
+    if (st == ZERO_OK) st = check_request(r, err);
+    if (st != ZERO_OK) return st;
+    zero_plan_result res;
+    memset(&res, 0, sizeof res);
+    zero_plan_usable u;
+    usable_of(r, &u);
+    res.ranks_per_node = u.ranks_per_node;
+    res.usable_device = u.device;
+    res.usable_host = u.host;
+    res.usable_nvme = u.nvme;
+    if ((st = walk(m, r, r->base.optim_states, &res, err)) != ZERO_OK) return st;
+    /* Nothing fits with fp32 optimizer states: 8-bit ones, where the engine has them (AdamW or Adam
+     * on CPU ranks), a quarter of the bytes; the plan says so (optim_states). */
+    const zero_optim_type o = r->base.optimizer;
+    if (res.chosen < 0 && r->base.optim_states == ZERO_OPTIM_STATES_FP32 && r->device_mem == 0 &&
+        (o == ZERO_OPTIM_ADAMW || o == ZERO_OPTIM_ADAM)) {
+        zero_plan_result q8 = res;
+        if ((st = walk(m, r, ZERO_OPTIM_STATES_INT8, &q8, err)) != ZERO_OK) return st;
+        if (q8.chosen >= 0) res = q8;
+    }
     *out = res;
     return ZERO_OK;
 }

@@ -84,4 +84,15 @@ check "estimate: says 8-bit" grep -q "8-bit: a byte each" est.out
 check "estimate: no NVMe rows" test "$(grep -cE '^[0-9]+ +[a-z+]*nvme' est.out)" -eq 0
 "$ZERO" estimate --model tiny --ranks 2 >est32.out 2>&1
 check "estimate, fp32: NVMe rows (the check above can fail)" test "$(grep -cE '^[0-9]+ +[a-z+]*nvme' est32.out)" -gt 0
+# zero plan: nothing fits with fp32 states on a 16 GiB CPU-only machine, 8-bit ones do
+"$ZERO" plan --model llama-3.2-1b --ranks 1 --host-mem 16GiB --seq 256 --json -o plan.json >plan.out 2>plan.err
+check "plan, 16 GiB: exit 0" test $? -eq 0
+check "plan, 16 GiB: 8-bit states chosen" "$PY" -c "
+import json; j = json.load(open('plan.out')); assert j['fits'] and j['optimizer_states'] == 'int8', j['optimizer_states']
+assert any('no rung fits with fp32 optimizer states' in r for r in j['reasons'])"
+check "plan, 16 GiB: the config says int8" "$PY" -c "
+import json; assert json.load(open('plan.json'))['zero_extensions']['optimizer_states'] == 'int8'"
+"$ZERO" plan --model llama-3.2-1b --ranks 1 --host-mem 64GiB --seq 256 --json >plan64.out 2>&1
+check "plan, 64 GiB: fp32 states" "$PY" -c "
+import json; j = json.load(open('plan64.out')); assert j['fits'] and j['optimizer_states'] == 'fp32', j"
 exit $fail

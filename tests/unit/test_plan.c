@@ -389,6 +389,62 @@ static void test_search(void) {
     ZT_EQ_INT(res.cand[1].micro_batch, 8);
 }
 
+/* The least any rung of a CPU-only search needs per rank (every rung sized, none fitting: no RAM). */
+static double least_need(const zero_plan_model *m, zero_plan_request r, int states) {
+    zero_plan_result res;
+    r.host_mem = 1; /* nothing fits: every rung reports its need at micro-batch 1 */
+    r.base.optim_states = states;
+    ZT_OK(zero_plan_search(m, &r, &res, NULL));
+    double least = INFINITY;
+    for (int i = 0; i < res.count; i++)
+        if (res.cand[i].need_device < least) least = res.cand[i].need_device;
+    return least;
+}
+
+/* Nothing fits with fp32 optimizer states on a CPU-only machine, something does with 8-bit ones:
+ * the search says so (optim_states) and chooses among 8-bit rungs, without NVMe ones; not for SGD,
+ * not on a GPU machine, not when fp32 fits. */
+static void test_search_q8(void) {
+    /* units of millions of elements (the golden model's are under 4,096: they would keep fp32) */
+    static const uint64_t numel[3] = {UINT64_C(1) << 20, UINT64_C(1) << 20, UINT64_C(3) << 19};
+    const zero_plan_model m = {3, numel, NULL, NULL, NULL};
+    zero_plan_request r = golden_request(0, 0, 0);
+    const double n32 = least_need(&m, r, ZERO_OPTIM_STATES_FP32), n8 = least_need(&m, r, ZERO_OPTIM_STATES_INT8);
+    ZT_CHECKF(n8 < n32, "8-bit states need %g, fp32 %g", n8, n32);
+    const int rpn = r.base.ranks; /* one node */
+    r.host_mem = (n8 + n32) / 2 * rpn;
+    zero_plan_result res;
+    ZT_OK(zero_plan_search(&m, &r, &res, NULL));
+    ZT_EQ_INT(res.optim_states, ZERO_OPTIM_STATES_INT8);
+    ZT_CHECK(res.chosen >= 0);
+    for (int i = 0; i < res.count; i++)
+        ZT_CHECK(res.cand[i].offload_optimizer != ZERO_OFFLOAD_NVME && res.cand[i].offload_param != ZERO_OFFLOAD_NVME);
+    /* the chosen rung's optimizer bytes are the 8-bit ones */
+    zero_plan_setup s = r.base;
+    s.stage = res.cand[res.chosen].stage;
+    s.on_device = 0;
+    s.optim_states = ZERO_OPTIM_STATES_INT8;
+    zero_plan_mem pm;
+    ZT_OK(zero_plan_estimate(&m, &s, &pm, NULL));
+    ZT_EQ_INT(res.cand[res.chosen].mem.bytes[ZERO_MEM_OPTIM], pm.bytes[ZERO_MEM_OPTIM]);
+    /* SGD: no 8-bit states; a GPU machine: none either (the engine steps them on the host) */
+    zero_plan_request g = r;
+    g.base.optimizer = ZERO_OPTIM_SGD;
+    ZT_OK(zero_plan_search(&m, &g, &res, NULL));
+    ZT_EQ_INT(res.optim_states, ZERO_OPTIM_STATES_FP32);
+    g = r;
+    g.device_mem = (n8 + n32) / 2;
+    g.host_mem = 1;
+    ZT_OK(zero_plan_search(&m, &g, &res, NULL));
+    ZT_EQ_INT(res.optim_states, ZERO_OPTIM_STATES_FP32);
+    /* room for fp32: fp32 */
+    g = r;
+    g.host_mem = n32 * 2 * rpn;
+    ZT_OK(zero_plan_search(&m, &g, &res, NULL));
+    ZT_EQ_INT(res.optim_states, ZERO_OPTIM_STATES_FP32);
+    ZT_CHECK(res.chosen >= 0);
+}
+
 static void test_search_cpu_only(void) {
     zero_plan_model m = search_model();
     zero_plan_result res;
@@ -1170,6 +1226,7 @@ int main(int argc, char **argv) {
     test_errors();
     test_search();
     test_search_cpu_only();
+    test_search_q8();
     test_search_errors();
     test_time_hand();
     test_time_backward_hidden();
