@@ -3,6 +3,7 @@
  * operand by the kernel layer's tile loaders (kernels/quant.h, the body a CUDA kernel shares), so no
  * whole dequantized matrix is ever kept; the scalar reference decodes the whole weight and runs the
  * dense reference on it. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,15 @@ static int bad_weight(const mk_qweight *w) {
            (!w->absmax && !(w->qabsmax && w->absmax2));
 }
 
+/* The signed dynamic map (double-quantized scales) and int8's linear map, built once. */
+static float map_signed[256], map_linear[256];
+static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
+
+static void maps_init(void) {
+    zero_quant_dynamic_map(1, map_signed);
+    zero_quant_linear_map(map_linear);
+}
+
 /* The blocks' scales of flat elements [first, first + n) into sc (sc[0] is the block of `first`). */
 static void tile_scales(const mk_qweight *w, uint64_t first, uint64_t n, uint64_t block, float *sc) {
     const uint64_t b0 = first / block, b1 = (first + n - 1) / block;
@@ -30,10 +40,8 @@ static void tile_scales(const mk_qweight *w, uint64_t first, uint64_t n, uint64_
         memcpy(sc, w->absmax + b0, (size_t)(b1 - b0 + 1) * sizeof *sc);
         return;
     }
-    float code[256];
-    zero_quant_dynamic_map(1, code);
     for (uint64_t b = b0; b <= b1; b++)
-        sc[b - b0] = zero__dq_absmax(w->qabsmax, code, w->absmax2, ZERO_QUANT_DQ_BLOCK, w->offset, b);
+        sc[b - b0] = zero__dq_absmax(w->qabsmax, map_signed, w->absmax2, ZERO_QUANT_DQ_BLOCK, w->offset, b);
 }
 
 zero_status mk_qweight_rows(const mk_qweight *w, int r0, int rows, float *dst) {
@@ -43,14 +51,10 @@ zero_status mk_qweight_rows(const mk_qweight *w, int r0, int rows, float *dst) {
     const uint64_t nsc = (first + n - 1) / block - first / block + 1;
     float *sc = malloc((size_t)nsc * sizeof *sc);
     if (!sc) return ZERO_ERR_NOMEM;
+    pthread_once(&maps_once, maps_init);
     tile_scales(w, first, n, block, sc);
-    if (w->fmt == MK_Q_NF4) {
-        zero__nf4_load(w->codes, sc, first / block, block, first, n, dst);
-    } else {
-        float code[256];
-        zero_quant_linear_map(code);
-        zero__q8_load(w->codes, code, sc, first / block, block, first, n, dst);
-    }
+    if (w->fmt == MK_Q_NF4) zero__nf4_load(w->codes, sc, first / block, block, first, n, dst);
+    else zero__q8_load(w->codes, map_linear, sc, first / block, block, first, n, dst);
     free(sc);
     return ZERO_OK;
 }

@@ -142,8 +142,6 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     /* 8-bit states: every shard starts on a block of 256, so the blocks are the unit's whatever the
      * world size (checkpoints reshard by blocks) */
     if (cfg->optim_states == ZERO_OPTIM_STATES_INT8 && e->align < ZERO_QUANT_Q8_BLOCK) e->align = ZERO_QUANT_Q8_BLOCK;
-    zero_quant_dynamic_map(1, e->q8map[0]);
-    zero_quant_dynamic_map(0, e->q8map[1]);
     e->nstates = zero_optim_state_count(cfg->optim.type, cfg->optim.momentum);
     if (e->cfg.grad_accum < 1) e->cfg.grad_accum = 1;
     if (cfg->precision == ZERO_DTYPE_FP16)

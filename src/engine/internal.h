@@ -189,7 +189,6 @@ struct zero_engine {
     uint64_t nfrozen;     /* frozen elements over all units (0: no frozen parameter) */
     uint64_t align;       /* partition alignment in elements */
     int nstates;          /* optimizer state arrays per element (0..2) */
-    float q8map[2][256];  /* the signed and unsigned dynamic maps (8-bit states) */
     zero_memacct acct;
     zero_loss_scaler scaler;
     char err[1024];

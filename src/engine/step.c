@@ -4,6 +4,7 @@
  * of the working copy (under NVMe offload: tile by tile through the pool, offload.c), and
  * all-gather the working parameters (stages 1-2), each unit's as soon as its update is done. */
 #include "engine/internal.h"
+#include "quant/internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -135,17 +136,18 @@ static zero_status update_range_q8(zero_engine *e, eunit *u, const zero_optim_hp
                                    zero__upl *up) {
     const eview *v = &u->v;
     const zero_q8_state *q = &v->q8;
+    const float *ms = zero__quant_map(ZERO__QMAP_SIGNED), *vs = zero__quant_map(ZERO__QMAP_UNSIGNED);
     float *m = zero__buf_get(e, Q8_CHUNK * 4, 0), *s = zero__buf_get(e, Q8_CHUNK * 4, 0);
     zero_status st = m && s ? ZERO_OK : zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     for (uint64_t c = v->lo; c < v->hi && st == ZERO_OK; c += Q8_CHUNK) {
         const uint64_t n = v->hi - c < Q8_CHUNK ? v->hi - c : Q8_CHUNK, k = c - v->lo, b = k / ZERO_QUANT_Q8_BLOCK;
-        zero_dequant_blockwise(q->m + k, q->m_absmax + b, e->q8map[0], ZERO_QUANT_Q8_BLOCK, 0, n, m);
-        zero_dequant_blockwise(q->v + k, q->v_absmax + b, e->q8map[1], ZERO_QUANT_Q8_BLOCK, 0, n, s);
+        zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, n, m);
+        zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, n, s);
         st = update_range(e, u, h, c, c + n, c, v->master + k, m, s, zero__wptr(e, v->grad, k),
                           v->work ? zero__wptr(e, v->work, k) : NULL, gscale, tmp, up);
         if (st != ZERO_OK) break;
-        zero_quant_blockwise(m, n, ZERO_QUANT_Q8_BLOCK, e->q8map[0], q->m + k, q->m_absmax + b);
-        zero_quant_blockwise(s, n, ZERO_QUANT_Q8_BLOCK, e->q8map[1], q->v + k, q->v_absmax + b);
+        zero_quant_blockwise(m, n, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
+        zero_quant_blockwise(s, n, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);
     }
     zero__buf_put(e, m);
     zero__buf_put(e, s);

@@ -4,21 +4,13 @@
  * (src/engine/step.c) is the same sequence. */
 #pragma GCC optimize("fp-contract=off")
 #include "optim/internal.h"
+#include "quant/internal.h"
 #include "zero/quant.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-static float map_signed[256], map_unsigned[256];
-static pthread_once_t maps_once = PTHREAD_ONCE_INIT;
-
-static void maps_init(void) {
-    zero_quant_dynamic_map(1, map_signed);
-    zero_quant_dynamic_map(0, map_unsigned);
-}
 
 /* elements decoded at a time: whole blocks */
 #define Q8_CHUNK ((size_t)1 << 14)
@@ -32,7 +24,7 @@ zero_status zero_optim_step_q8(const zero_optim_hparams *h, int64_t step, float 
     if (s != ZERO_OK) return s;
     if (n == 0) return ZERO_OK;
     if (!master || !grad || !st->m || !st->v || !st->m_absmax || !st->v_absmax) return ZERO_ERR_INVALID_ARG;
-    pthread_once(&maps_once, maps_init);
+    const float *map_signed = zero__quant_map(ZERO__QMAP_SIGNED), *map_unsigned = zero__quant_map(ZERO__QMAP_UNSIGNED);
     const size_t es = out ? zero_dtype_size(out_dt) : 0, nchunks = (n + Q8_CHUNK - 1) / Q8_CHUNK;
     const int par = n >= 4 * Q8_CHUNK;
 #ifdef _OPENMP

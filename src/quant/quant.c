@@ -213,22 +213,23 @@ void zero_quant_absmax(const float *absmax, uint64_t nblocks, uint8_t *q, float 
     double sum = 0;
     for (uint64_t b = 0; b < nblocks; b++) sum += absmax[b];
     const float mean = nblocks ? (float)(sum / (double)nblocks) : 0.0f;
-    float code[256], tmp[ZERO_QUANT_DQ_BLOCK];
-    zero_quant_dynamic_map(1, code);
+    const float *code = zero__quant_map(ZERO__QMAP_SIGNED);
+    float tmp[ZERO_QUANT_DQ_BLOCK];
+    /* a block of the absmax less their mean at a time (the last one partial as the vector's is) */
     for (uint64_t lo = 0; lo < nblocks; lo += ZERO_QUANT_DQ_BLOCK) {
         const uint64_t len = nblocks - lo < ZERO_QUANT_DQ_BLOCK ? nblocks - lo : ZERO_QUANT_DQ_BLOCK;
         for (uint64_t i = 0; i < len; i++) tmp[i] = absmax[lo + i] - mean;
-        /* one block at a time, its partial-ness that of the whole vector's last block */
-        const float a = block_absmax(tmp, len);
-        absmax2[lo / ZERO_QUANT_DQ_BLOCK] = a;
-        for (uint64_t i = 0; i < len; i++)
-            q[lo + i] = (uint8_t)zero__q_index(code, 256, zero__q_norm(tmp[i], a, len < ZERO_QUANT_DQ_BLOCK));
+        zero_quant_blockwise(tmp, len, ZERO_QUANT_DQ_BLOCK, code, q + lo, absmax2 + lo / ZERO_QUANT_DQ_BLOCK);
     }
     *offset = mean;
 }
 
 void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, uint64_t nblocks, float *out) {
-    float code[256];
-    zero_quant_dynamic_map(1, code);
+    const float *code = zero__quant_map(ZERO__QMAP_SIGNED);
     for (uint64_t b = 0; b < nblocks; b++) out[b] = zero__dq_absmax(q, code, absmax2, ZERO_QUANT_DQ_BLOCK, offset, b);
+}
+
+const float *zero__quant_map(int which) {
+    pthread_once(&fast_once, fast_init);
+    return fast_maps[which].code;
 }
