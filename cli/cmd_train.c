@@ -41,6 +41,8 @@ static void usage(FILE *f) {
             "  --precision fp32|bf16|fp16 working precision (default fp32)\n"
             "  --optimizer-states fp32|int8  AdamW's moments in fp32 (default) or 8 bits (bitsandbytes' 8-bit\n"
             "                             Adam: 2 bytes a parameter instead of 8; docs/QUANT.md)\n"
+            "  --quantize-base nf4|int8|none  with --lora: the frozen base's linear weights in NF4 (double-\n"
+            "                             quantized scales) or int8, quantized while loading (QLoRA; docs/QUANT.md)\n"
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
             "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
             "                             global batch and seed (fixed-point gradient sums; docs/CLI.md)\n"
@@ -108,6 +110,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--activation-checkpointing")) o->checkpointing = 1;
         else if (!strcmp(a, "--deterministic")) o->deterministic = 1;
         else if (!strcmp(a, "--optimizer-states")) { VAL(); o->optim_states = v; }
+        else if (!strcmp(a, "--quantize-base")) { VAL(); o->quantize_base = v; }
         else if (!strcmp(a, "--det-atom")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->det_atom)) return -1; }
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }

@@ -181,6 +181,13 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--optimizer-states '%s': expected fp32 or int8", o->optim_states);
         cfg->optim_states = strcmp(o->optim_states, "int8") ? ZERO_OPTIM_STATES_FP32 : ZERO_OPTIM_STATES_INT8;
     }
+    if (o->quantize_base) {
+        if (strcmp(o->quantize_base, "nf4") && strcmp(o->quantize_base, "int8") && strcmp(o->quantize_base, "none"))
+            return cli_error(CLI_USAGE, "--quantize-base '%s': expected nf4, int8 or none", o->quantize_base);
+        cfg->quant_base = !strcmp(o->quantize_base, "nf4")    ? ZERO_QFMT_NF4
+                          : !strcmp(o->quantize_base, "int8") ? ZERO_QFMT_INT8
+                                                              : ZERO_QFMT_NONE;
+    }
     /* the configuration as asked, before --steps fills an "auto" total and the world resolves the
      * batch: what a checkpoint records of the run (the batch is recorded as the global batch) */
     o->run_pre = *cfg;
@@ -287,6 +294,10 @@ int train_prepare(train_opts *o, int world) {
     if (dec_config_check(m, &err) != ZERO_OK) return cli_error(CLI_USAGE, "model: %s", err.msg);
     if (dec_config_check_seq(m, o->T, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--seq %d: %s", o->T, err.msg);
     if ((rc = train_lora_prepare(o)) != CLI_OK) return rc;
+    if (cfg->quant_base != ZERO_QFMT_NONE && !o->lora_on) /* nothing but a frozen base is quantized */
+        return cli_error(CLI_USAGE, "--quantize-base %s (zero_extensions.quantize_base): a quantized base is frozen and "
+                                    "not trained; train adapters on it with --lora or --lora-from",
+                         zero_qformat_name((zero_qformat)cfg->quant_base));
     if (o->lora_on && cfg->deterministic) /* frozen parameters and the per-rank dropout keys: not yet */
         return cli_error(CLI_USAGE, "--deterministic with LoRA (--lora, --lora-from or zero_extensions.lora) is not "
                                     "supported yet");
@@ -1045,11 +1056,17 @@ int train_run(train_opts *o, int mpi) {
         if (o->lora_on) {
             char tg[256];
             const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);
+            const int qf = zero_config_base_format(&o->cfg);
+            const char *fd = zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype);
+            char how[96];
+            if (qf == ZERO_QFMT_NONE) snprintf(how, sizeof how, "%s", fd);
+            else
+                snprintf(how, sizeof how, "linear weights %s, the rest %s",
+                         qf == ZERO_QFMT_NF4_DQ ? "NF4 with double-quantized scales" : qf == ZERO_QFMT_NF4 ? "NF4" : "int8", fd);
             fprintf(r.human, "LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%), the base frozen (%s)%s\n",
                     o->lora.r, o->lora.alpha, o->lora.rslora ? " (rsLoRA)" : "",
                     dec_lora_targets_string(&o->model_cfg, o->lora.targets, tg, sizeof tg), (unsigned long long)na,
-                    100.0 * (double)na / (double)(na + dec_num_params(&o->model_cfg)),
-                    zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype),
+                    100.0 * (double)na / (double)(na + dec_num_params(&o->model_cfg)), how,
                     o->lora_from ? ", from the adapter in --lora-from" : "");
         }
         if (o->init_from) {

@@ -22,6 +22,7 @@ typedef struct train_opts {
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
     int deterministic; /* --deterministic */
     const char *optim_states; /* --optimizer-states fp32|int8 */
+    const char *quantize_base; /* --quantize-base nf4|int8|none */
     int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;

@@ -11,6 +11,7 @@
 
 #include "zero/common.h"
 #include "zero/optim.h"
+#include "zero/quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -162,6 +163,13 @@ typedef struct zero_config {
      * keep fp32). JSON: zero_extensions.optimizer_states, zero_extensions.optimizer_states_min_size. */
     int optim_states;
     int64_t optim_states_min;
+    /* A frozen base in a quantized format (docs/QUANT.md): the frozen parameters a model marks
+     * ZERO_PARAM_QUANTIZE (a LoRA base's linear weights) are stored as ZERO_QFMT_NF4 or
+     * ZERO_QFMT_INT8 (zero/quant.h); ZERO_QFMT_NONE (default): in frozen_dtype. quant_double: NF4's
+     * absmax double-quantized (default 1). JSON: zero_extensions.quantize_base ("nf4", "int8" or
+     * "none"), zero_extensions.double_quant. zero_config_base_format says which format results. */
+    int quant_base;
+    int quant_double;
     zero_lora_config lora;     /* zero_extensions.lora: read by the model, not by the engine */
     int deterministic;         /* bitwise the same training for any world size, stage and offload (default 0;
                                 * docs/ENGINE.md, "Deterministic mode") */
@@ -174,6 +182,9 @@ typedef struct zero_config {
 } zero_config;
 
 enum { ZERO_OPTIM_STATES_FP32 = 0, ZERO_OPTIM_STATES_INT8 = 1 };
+/* The format of a quantized base's parameters under cfg (a zero_qformat: NF4_DQ for nf4 with
+ * double quantization; ZERO_QFMT_NONE without a quantized base). */
+int zero_config_base_format(const zero_config *cfg);
 
 /* DeepSpeed's defaults (docs/CONFIG.md has the table): stage 0, fp32, AdamW with
  * zero_optim_hparams_default's values (lr 1e-3), no scheduler, batch triple not given (0). */

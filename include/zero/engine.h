@@ -59,6 +59,14 @@ enum {
      * only the trainable ones, back to back (zero_param_info.grad_offset); a unit with nothing
      * trainable takes no gradient and no part in any reduction (docs/ENGINE.md §3). */
     ZERO_PARAM_FROZEN = 1u << 1,
+    /* With ZERO_PARAM_FROZEN: stored in the base format when the config has one
+     * (zero_config.quant_base: NF4 or int8; docs/QUANT.md), else in the frozen dtype like the others.
+     * The parameter is then one record of zero/quant.h in the frozen part (zero_param_info.format,
+     * frozen_offset), coded as one tensor from the fp32 values it is set to: set it whole, or in
+     * pieces from its first element in order (set_unit_range), on the ranks that keep any of it
+     * (zero_param_info.own_lo/own_hi: all of it or nothing). Its view (zero_engine_gather) holds
+     * the decoded values. A model reads it from zero_engine_gather_parts, a tile at a time. */
+    ZERO_PARAM_QUANTIZE = 1u << 2,
 };
 
 typedef struct zero_step_stats {
@@ -86,7 +94,9 @@ typedef struct zero_unit_info {
     uint64_t shard;    /* its elements this rank owns: padded / world */
     uint64_t offset;   /* its first owned element (in trainable-part coordinates) */
     uint64_t valid;    /* its owned elements that are real (not padding) */
-    uint64_t frozen;   /* elements of the frozen part (ZERO_PARAM_FROZEN parameters) */
+    uint64_t frozen;   /* elements of the frozen part (ZERO_PARAM_FROZEN parameters), in the frozen dtype:
+                        * a quantized parameter's record counts as its bytes / the dtype's size, and
+                        * starts on ZERO_QUANT_RECORD_ALIGN bytes (zero_quant_place) */
     uint64_t frozen_padded, frozen_shard, frozen_offset, frozen_valid; /* its partition, as above */
     int nparams;
 } zero_unit_info;
@@ -102,7 +112,10 @@ typedef struct zero_param_info {
     uint64_t grad_offset; /* in elements, inside the unit's gradient buffer (zero_engine_grad) and
                            * its trainable part (zero_engine_gather_parts): `offset` when the unit
                            * has no frozen parameter; UINT64_MAX when frozen */
-    uint64_t frozen_offset; /* in elements, inside the unit's frozen part; UINT64_MAX when trainable */
+    uint64_t frozen_offset; /* in elements, inside the unit's frozen part; UINT64_MAX when trainable. A
+                             * quantized parameter's record starts at byte frozen_offset x the frozen
+                             * dtype's size of the part (zero_quant_record_view) */
+    zero_qformat format;     /* ZERO_QFMT_NONE, or the format of its record (ZERO_PARAM_QUANTIZE) */
     uint64_t own_lo, own_hi; /* the elements [own_lo, own_hi) of this parameter that this rank keeps
                               * (stage 3: its shard's part, possibly empty; otherwise all): what a
                               * loader must pass to zero_engine_set_unit_range on this rank */

@@ -69,7 +69,10 @@ typedef struct zero_plan_model {
     /* Frozen elements of each unit (ZERO_PARAM_FROZEN: part of unit_numel, <= it), or NULL for
      * none. Each unit's trainable part (numel - frozen) and frozen part are padded on their own;
      * the frozen part has no gradient, master or optimizer state: per rank its padded size Pf
-     * whole at stages 0-2, Pf/N at stage 3, in the frozen dtype (docs/PLANNING.md, LoRA). */
+     * whole at stages 0-2, Pf/N at stage 3, in the frozen dtype (docs/PLANNING.md, LoRA). A
+     * quantized base's part counts its records as zero_engine_unit_info's `frozen` does (their
+     * bytes / the frozen dtype's size, placed by zero_quant_place), and unit_numel is then the
+     * trainable elements plus that count. */
     const uint64_t *unit_frozen;
 } zero_plan_model;
 

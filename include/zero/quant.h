@@ -59,6 +59,50 @@ void zero_quant_absmax(const float *absmax, uint64_t nblocks, uint8_t *q, float 
 /* The fp32 absmax back: out[nblocks]. */
 void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, uint64_t nblocks, float *out);
 
+/* ---------------------------------------------------------------- a frozen base's storage
+ * A frozen parameter quantized for a base (zero_config.quant_base, docs/QUANT.md) is one record:
+ * its scales first (4-byte aligned), then its codes, the whole padded to ZERO_QUANT_RECORD_ALIGN
+ * bytes. The tensor is quantized as one: blocks over its row-major elements (the last may be
+ * partial, as bitsandbytes does; nothing is padded with values), double quantization over all its
+ * blocks' absmax.
+ *   NF4:      absmax f32[nb] | codes u8[(n + 1) / 2]                          nb = blocks of 64
+ *   NF4 + DQ: offset f32 | absmax2 f32[blocks of 256 of nb] | qabsmax u8[nb] | codes u8[(n + 1) / 2]
+ *   int8:     absmax f32[nb] | codes u8[n] */
+typedef enum zero_qformat {
+    ZERO_QFMT_NONE = 0,   /* an element dtype, not quantized */
+    ZERO_QFMT_NF4 = 1,    /* NF4, the absmax in fp32 */
+    ZERO_QFMT_NF4_DQ = 2, /* NF4 with double quantization (the default for a base) */
+    ZERO_QFMT_INT8 = 3,   /* int8 (the linear map), the absmax in fp32 */
+} zero_qformat;
+#define ZERO_QUANT_RECORD_ALIGN 16
+
+/* "none", "nf4", "nf4-dq" or "int8" ("?" for another value). */
+const char *zero_qformat_name(zero_qformat f);
+/* Bytes of the record of a tensor of n values (a multiple of ZERO_QUANT_RECORD_ALIGN; 0 for NONE). */
+uint64_t zero_quant_record_bytes(zero_qformat f, uint64_t n);
+/* Where a record's parts are: pointers into rec (which must be 4-byte aligned). */
+typedef struct zero_quant_view {
+    zero_qformat fmt;
+    uint64_t n;
+    const uint8_t *codes;
+    const float *absmax;   /* NULL under double quantization */
+    const uint8_t *qabsmax; /* double quantization: the absmax's codes, */
+    const float *absmax2;   /* their scales */
+    float offset;           /* and their mean */
+} zero_quant_view;
+zero_status zero_quant_record_view(zero_qformat f, const void *rec, uint64_t n, zero_quant_view *out);
+/* x[0..n) into a record of zero_quant_record_bytes(f, n) bytes at rec (4-byte aligned; its padding
+ * zeroed). ZERO_ERR_NOMEM when double quantization's scratch (4 bytes a block) cannot be had. */
+zero_status zero_quant_record_encode(zero_qformat f, const float *x, uint64_t n, void *rec);
+/* Values [first, first + count) of a record's tensor into out (fp32). */
+zero_status zero_quant_record_decode(const zero_quant_view *v, uint64_t first, uint64_t count, float *out);
+/* The place of a frozen parameter of n values in a part of `slot`-byte elements (the frozen dtype's
+ * size) whose first free element is `at`: its first element is returned in *start and the part's
+ * new end is returned. An element parameter (f NONE) takes n elements at `at`; a record starts on
+ * ZERO_QUANT_RECORD_ALIGN bytes and takes its bytes / slot elements. The engine lays out a unit's
+ * frozen part by it and the planner counts it the same way. */
+uint64_t zero_quant_place(zero_qformat f, uint64_t n, size_t slot, uint64_t at, uint64_t *start);
+
 #ifdef __cplusplus
 }
 #endif

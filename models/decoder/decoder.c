@@ -81,6 +81,14 @@ struct dec_model {
     char probe_top[80];   /* the tensor of largest magnitude the sites so far read */
     double probe_top_mag; /* its magnitude (-1: none yet) */
     const dec__units *pass;  /* the provider of the pass running (dec__run), or NULL */
+    /* A quantized base (the provider's frozen_place): where a layer's tensors are kept in its
+     * frozen part, the same for every layer (found at the pass's first layer gather). nqp: -1 not
+     * looked up in this pass, 0 no quantized base, else the layer's tensors. */
+    struct dec__qplace {
+        uint64_t view, slot, numel;
+        zero_qformat fmt;
+    } *qp;
+    int nqp;
     char err[512];
 };
 
@@ -292,6 +300,7 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     }
     dec_model *m = calloc(1, sizeof *m);
     if (!m) goto nomem;
+    m->nqp = -1;
     m->cfg = *cfg;
     dec__dims_of(cfg, &m->d);
     dec__layout_of(cfg, &m->lay);
@@ -407,6 +416,7 @@ void dec_free(dec_model *m) {
         m->mem.total_current -= m->lora_bytes;
         dec__lora_free(m->lora);
     }
+    free(m->qp);
     free(m->acts);
     free(m);
 }
@@ -516,6 +526,8 @@ static float *optw(float *base, uint64_t off) { return !base || off == DEC__NONE
 typedef struct dmat {
     const float *f;
     const uint16_t *b;
+    int nq;           /* a quantized base's matrix: its tensors' records, one under the other */
+    mk_qweight q[3];
 } dmat;
 
 /* A unit's tensors as the pass reads them (gather_unit): the vectors (norm gains, biases) in fp32,
@@ -523,6 +535,8 @@ typedef struct dmat {
 typedef struct dec__uw {
     const float *p;
     const uint16_t *b;
+    const char *qbase; /* a quantized base's frozen part (bytes; p or b is the same memory), else NULL */
+    size_t qslot;      /* its elements' size */
     const float *ad; /* a layer's LoRA adapters in fp32 (dec__lora_fwd), NULL without LoRA */
     const float *ln1_w, *ln1_b, *qkv_b, *q_norm, *k_norm, *o_b, *ln2_w, *ln2_b, *fc_b, *proj_b; /* a layer */
     const float *pan_w, *pfn_w; /* Gemma 2/3's output norms */
@@ -553,21 +567,76 @@ static const float *gain_of(dec_model *m, const dec__uw *o, uint64_t off, size_t
 }
 
 static dmat mat_of(const dec__uw *o, uint64_t off) {
-    dmat x = {NULL, NULL};
+    dmat x;
+    memset(&x, 0, sizeof x);
     if (off == DEC__NONE) return x;
     if (o->p) x.f = o->p + off;
     else x.b = o->b + off;
     return x;
 }
 
+/* A quantized base's place of the layer tensor at view offset `view` (NULL: none there). */
+static const struct dec__qplace *qplace_of(const dec_model *m, uint64_t view) {
+    for (int i = 0; i < m->nqp; i++)
+        if (m->qp[i].view == view) return &m->qp[i];
+    return NULL;
+}
+
+/* A layer's matrix of OC rows (IC wide) at view offset off in a quantized base: the records of the
+ * tensors that make it, in order (q, k, v; gate, up; or one). An element matrix there (the
+ * quantization left it out): its frozen-dtype elements. */
+static dmat qmat_of(const dec_model *m, const dec__uw *o, uint64_t off, int OC, int IC) {
+    dmat x;
+    memset(&x, 0, sizeof x);
+    if (off == DEC__NONE) return x;
+    const struct dec__qplace *q = qplace_of(m, off);
+    if (q && q->fmt == ZERO_QFMT_NONE) {
+        if (o->p) x.f = o->p + q->slot;
+        else x.b = o->b + q->slot;
+        return x;
+    }
+    int rows = 0;
+    for (; q && q->fmt != ZERO_QFMT_NONE && rows < OC && x.nq < 3; q = qplace_of(m, off)) {
+        zero_quant_view v;
+        if (zero_quant_record_view(q->fmt, o->qbase + q->slot * o->qslot, q->numel, &v)) break;
+        const int r = (int)(q->numel / (uint64_t)IC);
+        x.q[x.nq++] = (mk_qweight){q->fmt == ZERO_QFMT_INT8 ? MK_Q_INT8 : MK_Q_NF4, r, IC, v.codes, v.absmax,
+                                   v.qabsmax, v.absmax2, v.offset};
+        rows += r;
+        off += q->numel;
+    }
+    if (rows != OC) x.nq = -1; /* not the matrix's rows: resolve_unit's caller refuses it */
+    return x;
+}
+
+/* 1 when a resolved matrix is usable: absent, elements, or records of its rows. */
+static int mat_ok(dmat x) { return x.nq >= 0; }
+
 /* Resolves unit `unit`'s tensors from its fp32 values p or its bf16 working copy b (one of them). */
-static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t *b, dec__uw *o) {
+static uint64_t slot_of(const dec_model *m, uint64_t view) {
+    const struct dec__qplace *q = view == DEC__NONE ? NULL : qplace_of(m, view);
+    return q ? q->slot : DEC__NONE;
+}
+
+/* qbase: a layer of a quantized base, whose frozen part p or b is (its vectors at their places
+ * there, its matrices records: qmat_of); NULL: the unit's view or its parts in the layout's order. */
+static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t *b, const void *qbase, dec__uw *o) {
+    dec__layout tl;
     const dec__layout *w = &m->lay;
+    if (qbase) { /* the vectors' places in the frozen part */
+        tl = m->lay;
+        uint64_t *f[] = {&tl.ln1_w, &tl.ln1_b, &tl.qkv_b, &tl.q_norm, &tl.k_norm, &tl.o_b, &tl.ln2_w,
+                         &tl.ln2_b, &tl.fc_b,  &tl.proj_b, &tl.pan_w, &tl.pfn_w};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = slot_of(m, *f[i]);
+        w = &tl;
+    }
     const dec__dims *d = &m->d;
     const size_t C = (size_t)d->C;
     size_t at = 0;
     memset(o, 0, sizeof *o);
     o->p = p, o->b = b;
+    o->qbase = qbase;
+    o->qslot = p ? sizeof(float) : sizeof(uint16_t);
     if (unit == DEC_UNIT_EMBEDDINGS) {
         o->head = mat_of(o, 0); /* wte */
     } else if (unit <= m->cfg.n_layer) {
@@ -583,8 +652,13 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
         o->ln2_b = vec_of(m, o, w->ln2_b, C, &at);
         o->fc_b = vec_of(m, o, w->fc_b, (size_t)d->FC, &at);
         o->proj_b = vec_of(m, o, w->proj_b, C, &at);
-        o->qkv = mat_of(o, w->qkv_w), o->o = mat_of(o, w->o_w);
-        o->fc = mat_of(o, w->fc_w), o->proj = mat_of(o, w->proj_w);
+        if (qbase) {
+            o->qkv = qmat_of(m, o, m->lay.qkv_w, d->QKV, d->C), o->o = qmat_of(m, o, m->lay.o_w, d->C, d->Q);
+            o->fc = qmat_of(m, o, m->lay.fc_w, d->FC, d->C), o->proj = qmat_of(m, o, m->lay.proj_w, d->C, d->F);
+        } else {
+            o->qkv = mat_of(o, w->qkv_w), o->o = mat_of(o, w->o_w);
+            o->fc = mat_of(o, w->fc_w), o->proj = mat_of(o, w->proj_w);
+        }
     } else {
         o->lnf_w = gain_of(m, o, w->lnf_w, C, &at);
         o->lnf_b = vec_of(m, o, w->lnf_b, C, &at);
@@ -603,12 +677,43 @@ static int fp32_or_bf16(zero_dtype d) { return d == ZERO_DTYPE_FP32 || d == ZERO
  * them, from the unit's parts as they are kept (no fp32 view of the matrices is made): the base
  * is the trainable part, or under LoRA the frozen part (dec_lora_register: every base tensor
  * frozen, in order, the adapters the trainable part); bf16 or fp32 each. Else from its fp32 view. */
+/* A quantized base (the provider's frozen_place) on a LoRA run: looks up once per pass where a
+ * layer's tensors are kept (m->qp, m->nqp; 0 when the base is not quantized). */
+static zero_status find_qbase(dec_model *m, const dec__units *u) {
+    if (m->nqp >= 0) return ZERO_OK;
+    m->nqp = 0;
+    if (!u->frozen_place || !m->lora || m->cfg.n_layer < 1) return ZERO_OK;
+    dec_param_desc d;
+    int n = 0, any = 0;
+    for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
+        if (d.unit != 1) continue;
+        struct dec__qplace *q = realloc(m->qp, (size_t)(n + 1) * sizeof *q);
+        if (!q) {
+            dec__seterr(m, "out of memory for a layer's places");
+            return ZERO_ERR_NOMEM;
+        }
+        m->qp = q;
+        q[n].view = d.offset, q[n].numel = d.numel;
+        TRY(u->frozen_place(m, u->ctx, 1, d.offset, &q[n].slot, &q[n].fmt));
+        any |= q[n].fmt != ZERO_QFMT_NONE;
+        n++;
+    }
+    if (any && !m->d.llama) {
+        dec__seterr(m, "a quantized base of GPT-2 (Conv1D weights, (in, out)) is not supported yet");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    m->nqp = any ? n : 0;
+    return ZERO_OK;
+}
+
 static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec__uw *o) {
     const int layer = unit >= 1 && unit <= m->cfg.n_layer;
-    if (!(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
+    if (layer) TRY(find_qbase(m, u));
+    const int qlayer = layer && m->nqp > 0;
+    if (!qlayer && !(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
         const float *p;
         TRY_PTR(u->gather(m, u->ctx, unit), p);
-        resolve_unit(m, unit, p, NULL, o);
+        resolve_unit(m, unit, p, NULL, NULL, o);
         if (m->lora && layer) o->ad = p + base_numel(m, unit);
         return ZERO_OK;
     }
@@ -619,6 +724,23 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
     const zero_dtype bdt = lora ? pt.frozen_dtype : pt.trainable_dtype;
     const uint64_t bn = lora ? pt.frozen_numel : pt.trainable_numel, an = lora ? pt.trainable_numel : pt.frozen_numel;
     const uint64_t want_an = lora && layer ? dec__lora_numel(m->lora) : 0;
+    if (qlayer) { /* records and elements of the frozen dtype: the vectors widened, the matrices by tiles */
+        if (an != want_an || !fp32_or_bf16(bdt) || (an && !fp32_or_bf16(pt.trainable_dtype))) {
+            dec__seterr(m, "unit %d: a quantized base's parts: %llu adapter elements (%s) and a frozen part in %s: "
+                        "expected %llu in fp32 or bf16", unit, (unsigned long long)an,
+                        zero_dtype_name(pt.trainable_dtype), zero_dtype_name(bdt), (unsigned long long)want_an);
+            return ZERO_ERR_STATE;
+        }
+        const int fp = bdt == ZERO_DTYPE_FP32;
+        resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, bp, o);
+        if (!mat_ok(o->qkv) || !mat_ok(o->o) || !mat_ok(o->fc) || !mat_ok(o->proj)) {
+            dec__seterr(m, "unit %d: a quantized base's matrices are not whole records of their rows", unit);
+            return ZERO_ERR_STATE;
+        }
+        if (an)
+            o->ad = pt.trainable_dtype == ZERO_DTYPE_FP32 ? pt.trainable : dec__lora_adapters(m->lora, pt.trainable);
+        return ZERO_OK;
+    }
     if (bn != base_numel(m, unit) || an != want_an || !fp32_or_bf16(bdt) || (an && !fp32_or_bf16(pt.trainable_dtype))) {
         dec__seterr(m, "unit %d: parts of %llu trainable (%s) and %llu frozen (%s) elements: expected the %llu of the "
                     "base%s and %llu of adapters, in fp32 or bf16", unit, (unsigned long long)pt.trainable_numel,
@@ -628,7 +750,7 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
         return ZERO_ERR_STATE;
     }
     const int fp = bdt == ZERO_DTYPE_FP32;
-    resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, o);
+    resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, NULL, o);
     if (!fp) m->working_reads++;
     if (an)
         o->ad = pt.trainable_dtype == ZERO_DTYPE_FP32 ? pt.trainable : dec__lora_adapters(m->lora, pt.trainable);
@@ -639,7 +761,8 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
 static zero_status lin_fwd(dec_model *m, const char *what, float *out, const float *x, dmat W, const float *bias,
                            const float *resid, size_t N, int IC, int OC) {
     const int wt = m->d.llama;
-    if (W.b) MK(m, what, mk_linear_fwd_wb(out, x, W.b, bias, resid, N, IC, OC, wt, m->impl));
+    if (W.nq > 0) MK(m, what, mk_qlinear_fwd(out, x, W.q, W.nq, bias, resid, N, m->prec, m->impl));
+    else if (W.b) MK(m, what, mk_linear_fwd_wb(out, x, W.b, bias, resid, N, IC, OC, wt, m->impl));
     else MK(m, what, mk_linear_fwd(out, x, W.f, bias, resid, N, IC, OC, wt, m->prec, m->impl));
     return ZERO_OK;
 }
@@ -647,7 +770,12 @@ static zero_status lin_fwd(dec_model *m, const char *what, float *out, const flo
 static zero_status lin_bwd(dec_model *m, const char *what, float *dx, float *dW, float *dbias, const float *dy,
                            const float *x, dmat W, size_t N, int IC, int OC) {
     const int wt = m->d.llama;
-    if (W.b) MK(m, what, mk_linear_bwd_wb(dx, dW, dbias, dy, x, W.b, N, IC, OC, wt, m->impl));
+    if (W.nq > 0 && (dW || dbias)) { /* a quantized base is frozen: nothing of it trains */
+        dec__seterr(m, "%s: a quantized weight takes no gradient", what);
+        return ZERO_ERR_STATE;
+    }
+    if (W.nq > 0) MK(m, what, mk_qlinear_bwd(dx, dy, W.q, W.nq, N, m->prec, m->impl));
+    else if (W.b) MK(m, what, mk_linear_bwd_wb(dx, dW, dbias, dy, x, W.b, N, IC, OC, wt, m->impl));
     else MK(m, what, mk_linear_bwd(dx, dW, dbias, dy, x, W.f, N, IC, OC, wt, m->prec, m->impl));
     return ZERO_OK;
 }
@@ -853,7 +981,22 @@ static double max_abs(const float *x, size_t n) {
 
 /* The largest magnitude in a tensor of the resolved unit: its fp32 values, or its bf16 ones
  * widened (exactly: a bf16 is the top half of the float). */
-static double tensor_max_abs(const dec__uw *w, uint64_t off, uint64_t n) {
+static double tensor_max_abs(const dec_model *m, const dec__uw *w, uint64_t off, uint64_t n) {
+    const struct dec__qplace *q = w->qbase ? qplace_of(m, off) : NULL;
+    if (q && q->fmt != ZERO_QFMT_NONE) { /* a record: its values decoded a piece at a time */
+        zero_quant_view v;
+        float buf[1024];
+        double mx = 0.0;
+        if (zero_quant_record_view(q->fmt, w->qbase + q->slot * w->qslot, q->numel, &v)) return 0.0;
+        for (uint64_t i = 0; i < n; i += 1024) {
+            const uint64_t k = n - i < 1024 ? n - i : 1024;
+            if (zero_quant_record_decode(&v, i, k, buf)) return 0.0;
+            const double x = max_abs(buf, (size_t)k);
+            if (x > mx) mx = x;
+        }
+        return mx;
+    }
+    if (q) off = q->slot;
     if (w->p) return max_abs(w->p + off, (size_t)n);
     double mx = 0.0;
     for (uint64_t i = 0; i < n; i++) {
@@ -873,7 +1016,7 @@ static double largest_tensor(const dec_model *m, int unit, const dec__uw *w, uin
     dec_param_desc d;
     for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
         if (d.unit != unit || d.offset < lo || d.offset >= hi) continue;
-        const double mag = tensor_max_abs(w, d.offset, d.numel);
+        const double mag = tensor_max_abs(m, w, d.offset, d.numel);
         if (mag > top) top = mag, snprintf(name, cap, "%s", d.name);
     }
     return top;
@@ -1059,6 +1202,7 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     float *g;
     m->shared_holds = -1;
     m->working_reads = 0;
+    m->nqp = -1; /* the provider's places are looked up again (find_qbase) */
     /* LoRA: the base is frozen (no gradient for the embeddings and the final unit, the layers'
      * buffers hold their adapters' gradients only) */
     const int frozen = m->lora != NULL;
@@ -1205,7 +1349,7 @@ static zero_status raw_pass(dec_model *m, const float *const *params, float *con
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, grads};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL};
     return dec__run(m, &u, p);
 }
 
@@ -1318,6 +1462,6 @@ zero_status dec_generate(dec_model *m, const float *const *params, const int32_t
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, NULL};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

@@ -126,6 +126,11 @@ typedef struct dec__units {
     /* The unit's parts as they are kept (zero_engine_gather_parts; NULL: none). Taken instead of
      * gather where the products are bf16 (gather_unit in decoder.c); released by release. */
     zero_status (*gather_parts)(dec_model *m, void *ctx, int unit, zero_unit_parts *out);
+    /* Where the tensor at element `offset` of unit `unit`'s view is kept in its frozen part: its
+     * first element there (*slot, in frozen-dtype elements) and its format (ZERO_QFMT_NONE: elements
+     * of the frozen dtype; else a record of zero/quant.h at byte *slot x the dtype's size).
+     * NULL: the provider keeps no quantized base. */
+    zero_status (*frozen_place)(dec_model *m, void *ctx, int unit, uint64_t offset, uint64_t *slot, zero_qformat *fmt);
 } dec__units;
 
 typedef struct dec__pass {

@@ -111,11 +111,34 @@ static zero_status eng_gather_parts(dec_model *m, void *ctx, int unit, zero_unit
     return eng_status(m, ctx, zero_engine_gather_parts(ctx, unit, out), "gather", unit);
 }
 
+/* The frozen place of the tensor at view offset `offset` of `unit`: the parameters are in unit
+ * order and, inside one, in view order (a binary search over them). */
+static zero_status eng_frozen_place(dec_model *m, void *ctx, int unit, uint64_t offset, uint64_t *slot, zero_qformat *fmt) {
+    zero_engine *e = ctx;
+    int lo = 0, hi = zero_engine_num_params(e);
+    zero_param_info pi;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        zero_engine_param_info(e, mid, &pi);
+        if (pi.unit < unit || (pi.unit == unit && pi.offset < offset)) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= zero_engine_num_params(e) || zero_engine_param_info(e, lo, &pi) || pi.unit != unit ||
+        pi.offset != offset || pi.frozen_offset == UINT64_MAX) {
+        dec__seterr(m, "unit %d: no frozen parameter starts at element %llu", unit, (unsigned long long)offset);
+        return ZERO_ERR_STATE;
+    }
+    *slot = pi.frozen_offset;
+    *fmt = pi.format;
+    return ZERO_OK;
+}
+
 /* The engine as the pass's provider, the products set for its working precision; where they are
  * bf16 the pass reads the units' parts as they are kept (gather_parts). */
 static dec__units eng_units(dec_model *m, zero_engine *e) {
     dec__matmul_for_engine(m, zero_engine_config(e)->precision);
-    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress, eng_gather_parts};
+    dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress, eng_gather_parts,
+                    zero_config_base_format(zero_engine_config(e)) != ZERO_QFMT_NONE ? eng_frozen_place : NULL};
     return u;
 }
 

@@ -254,6 +254,14 @@ zero_status dec_lora_register(const dec_config *cfg, const dec_lora *l, zero_eng
     zero_status st = dec_config_check(cfg, err);
     if (!st) st = dec_lora_check(cfg, l, err);
     if (st) return st;
+    /* a quantized base (zero_config.quant_base): the layers' linear weights, (out, in) as
+     * mk_qlinear reads them; norms, biases, the embeddings and the LM head stay in the frozen dtype */
+    const int qbase = zero_config_base_format(zero_engine_config(e)) != ZERO_QFMT_NONE;
+    if (qbase && !dec_is_llama(cfg)) {
+        dec__errorf(err, "a quantized base (zero_extensions.quantize_base \"%s\") of GPT-2 (Conv1D weights) is not "
+                    "supported yet", zero_qformat_name((zero_qformat)zero_engine_config(e)->quant_base));
+        return ZERO_ERR_UNSUPPORTED;
+    }
     char name[32];
     int next = 0, lnext = 0;
     const int nl = dec_lora_num_tensors(cfg, l);
@@ -266,8 +274,11 @@ zero_status dec_lora_register(const dec_config *cfg, const dec_lora *l, zero_eng
         }
         dec_param_desc d;
         /* the base, frozen; then this layer's adapters */
-        for (; next < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, next, &d) && d.unit == u; next++)
-            if ((st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags | ZERO_PARAM_FROZEN))) break;
+        const int layer = u >= 1 && u <= cfg->n_layer;
+        for (; next < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, next, &d) && d.unit == u; next++) {
+            const unsigned q = layer && d.ndim == 2 ? ZERO_PARAM_QUANTIZE : 0u;
+            if ((st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags | ZERO_PARAM_FROZEN | q))) break;
+        }
         for (; !st && lnext < nl && !dec_lora_tensor_desc(cfg, l, lnext, &d) && d.unit == u; lnext++)
             st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags);
         if (st) {

@@ -302,12 +302,15 @@ int mk_qweight_tile_rows(int IC);
 zero_status mk_qweight_rows(const mk_qweight *w, int r0, int rows, float *dst);
 /* mk_linear_fwd (trans_w = 1) over the quantized weight: out = x W^T + bias + resid, the weight
  * decoded a tile of mk_qweight_tile_rows rows at a time into the GEMM's operand (bf16: rounded, as
- * mk_linear_fwd rounds a weight); no whole decoded matrix. ZERO_IMPL_SCALAR: the whole weight
- * decoded and mk_linear_fwd's scalar reference on it. */
-zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, const float *bias, const float *resid,
-                           size_t N, mk_prec prec, zero_impl impl);
+ * mk_linear_fwd rounds a weight); no whole decoded matrix. The weight is w[0..nparts) one under
+ * the other (the same IC; a fused product over tensors quantized each on its own, as q, k and v
+ * are): out's columns are theirs in order. ZERO_IMPL_SCALAR: the whole weight decoded and
+ * mk_linear_fwd's scalar reference on it. */
+zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, int nparts, const float *bias,
+                           const float *resid, size_t N, mk_prec prec, zero_impl impl);
 /* The backward to the input only (the weight is frozen): dx (N, IC) = dy W, summed over the tiles. */
-zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, size_t N, mk_prec prec, zero_impl impl);
+zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, int nparts, size_t N, mk_prec prec,
+                           zero_impl impl);
 
 /* ---------------------------------------------------------------- bf16 GEMM */
 typedef enum mk_gemm_path {

@@ -59,27 +59,64 @@ zero_status mk_qweight_rows(const mk_qweight *w, int r0, int rows, float *dst) {
     return ZERO_OK;
 }
 
-/* The whole weight decoded (the scalar reference's operand). */
-static float *decoded(const mk_qweight *w) {
-    float *W = malloc((size_t)w->OC * (size_t)w->IC * sizeof *W);
-    if (W && mk_qweight_rows(w, 0, w->OC, W) != ZERO_OK) {
-        free(W);
-        W = NULL;
+/* The parts' rows in all (-1 when a part is bad or their widths differ). */
+static int parts_rows(const mk_qweight *w, int nparts) {
+    if (!w || nparts < 1) return -1;
+    int64_t oc = 0;
+    for (int k = 0; k < nparts; k++) {
+        if (bad_weight(&w[k]) || w[k].IC != w[0].IC) return -1;
+        oc += w[k].OC;
+    }
+    return oc <= INT32_MAX ? (int)oc : -1;
+}
+
+/* The whole weight decoded, its parts one under the other (the scalar reference's operand). */
+static float *decoded(const mk_qweight *w, int nparts, int OC) {
+    float *W = malloc((size_t)OC * (size_t)w->IC * sizeof *W);
+    size_t at = 0;
+    for (int k = 0; W && k < nparts; k++) {
+        if (mk_qweight_rows(&w[k], 0, w[k].OC, W + at) != ZERO_OK) {
+            free(W);
+            W = NULL;
+        }
+        at += (size_t)w[k].OC * (size_t)w->IC;
     }
     return W;
 }
 
-zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, const float *bias, const float *resid,
-                           size_t N, mk_prec prec, zero_impl impl) {
+/* A tile of rows of the parts' concatenation: `rows` rows of part k from its row r (inside it). */
+typedef struct qtile {
+    int k, r, rows, R; /* R: its first row in the whole weight */
+} qtile;
+
+/* The next tile of at most T rows after t (t->rows 0: the first); 0 when none is left. Tiles stay
+ * inside a part. */
+static int next_tile(const mk_qweight *w, int nparts, int T, qtile *t) {
+    if (t->rows) {
+        t->r += t->rows;
+        t->R += t->rows;
+        if (t->r == w[t->k].OC) {
+            t->k++;
+            t->r = 0;
+        }
+    }
+    if (t->k >= nparts) return 0;
+    t->rows = w[t->k].OC - t->r < T ? w[t->k].OC - t->r : T;
+    return 1;
+}
+
+zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, int nparts, const float *bias,
+                           const float *resid, size_t N, mk_prec prec, zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
     zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
-    if (bad_weight(w) || !out || !x || N < 1 || N > (size_t)INT32_MAX || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
+    const int OC = parts_rows(w, nparts);
+    if (OC < 1 || !out || !x || N < 1 || N > (size_t)INT32_MAX || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
         return ZERO_ERR_INVALID_ARG;
-    const int IC = w->IC, OC = w->OC;
+    const int IC = w->IC;
     if (which == ZERO_IMPL_SCALAR) {
-        float *W = decoded(w);
+        float *W = decoded(w, nparts, OC);
         if (!W) return ZERO_ERR_NOMEM;
         st = mk_linear_fwd(out, x, W, bias, resid, N, IC, OC, 1, prec, ZERO_IMPL_SCALAR);
         free(W);
@@ -103,9 +140,10 @@ zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, cons
             for (size_t n = 0; n < N; n++)
                 isa->row_add(out + n * oc, resid ? resid + n * oc : bias, resid ? bias : NULL, oc);
     }
-    for (int r0 = 0; r0 < OC && st == ZERO_OK; r0 += T) {
-        const int rows = OC - r0 < T ? OC - r0 : T;
-        st = mk_qweight_rows(w, r0, rows, tile);
+    qtile t = {0, 0, 0, 0};
+    while (st == ZERO_OK && next_tile(w, nparts, T, &t)) {
+        const int rows = t.rows, r0 = t.R;
+        st = mk_qweight_rows(&w[t.k], t.r, rows, tile);
         if (st != ZERO_OK) break;
         /* out[:, r0 .. r0 + rows) (+)= x tile^T */
         if (prec == MK_PREC_FP32) {
@@ -119,16 +157,18 @@ zero_status mk_qlinear_fwd(float *out, const float *x, const mk_qweight *w, cons
     return st;
 }
 
-zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, size_t N, mk_prec prec, zero_impl impl) {
+zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, int nparts, size_t N, mk_prec prec,
+                           zero_impl impl) {
     const mk__isa *isa;
     zero_impl which;
     zero_status st = mk__pick(impl, &isa, &which);
     if (st != ZERO_OK) return st;
-    if (bad_weight(w) || !dx || !dy || N < 1 || N > (size_t)INT32_MAX || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
+    const int OC = parts_rows(w, nparts);
+    if (OC < 1 || !dx || !dy || N < 1 || N > (size_t)INT32_MAX || (prec != MK_PREC_FP32 && prec != MK_PREC_BF16))
         return ZERO_ERR_INVALID_ARG;
-    const int IC = w->IC, OC = w->OC;
+    const int IC = w->IC;
     if (which == ZERO_IMPL_SCALAR) {
-        float *W = decoded(w);
+        float *W = decoded(w, nparts, OC);
         if (!W) return ZERO_ERR_NOMEM;
         st = mk_linear_bwd(dx, NULL, NULL, dy, NULL, W, N, IC, OC, 1, prec, ZERO_IMPL_SCALAR);
         free(W);
@@ -144,10 +184,11 @@ zero_status mk_qlinear_bwd(float *dx, const float *dy, const mk_qweight *w, size
     }
     if (dyb) zero_convert(dy, ZERO_DTYPE_FP32, dyb, ZERO_DTYPE_BF16, N * (size_t)OC, ZERO_IMPL_AUTO);
     /* dx = dy W = the sum over row tiles of dy[:, r0 .. r0 + rows) tile */
-    for (int r0 = 0; r0 < OC && st == ZERO_OK; r0 += T) {
-        const int rows = OC - r0 < T ? OC - r0 : T;
+    qtile t = {0, 0, 0, 0};
+    while (st == ZERO_OK && next_tile(w, nparts, T, &t)) {
+        const int rows = t.rows, r0 = t.R;
         const float beta = r0 ? 1.0f : 0.0f;
-        st = mk_qweight_rows(w, r0, rows, tile);
+        st = mk_qweight_rows(&w[t.k], t.r, rows, tile);
         if (st != ZERO_OK) break;
         if (prec == MK_PREC_FP32) {
             mk__sgemm(0, 0, (int)N, IC, rows, 1.0f, dy + r0, OC, tile, IC, beta, dx, IC);

@@ -690,6 +690,36 @@ static int save_optim_states(const zc_key *k, const zero_config *cfg, cJSON *par
     return cJSON_AddStringToObject(parent, k->name, "int8") ? 0 : -1;
 }
 
+/* quantize_base: "none" (the default), "nf4" or "int8". */
+static zero_status load_quant_base(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "none")) cfg->quant_base = ZERO_QFMT_NONE;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "nf4")) cfg->quant_base = ZERO_QFMT_NF4;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "int8")) cfg->quant_base = ZERO_QFMT_INT8;
+    else return zero__zc_type_error(c, "\"nf4\", \"int8\" or \"none\"", v);
+    return ZERO_OK;
+}
+
+static zero_status check_quant_base(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->quant_base != ZERO_QFMT_NONE && cfg->quant_base != ZERO_QFMT_NF4 && cfg->quant_base != ZERO_QFMT_INT8)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d: expected ZERO_QFMT_NONE (0), ZERO_QFMT_NF4 (1) or ZERO_QFMT_INT8 (3)",
+                             cfg->quant_base);
+    return ZERO_OK;
+}
+
+/* "none" is the default: not written */
+static int save_quant_base(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (cfg->quant_base == ZERO_QFMT_NONE) return 0;
+    return cJSON_AddStringToObject(parent, k->name, zero_qformat_name((zero_qformat)cfg->quant_base)) ? 0 : -1;
+}
+
+/* double_quant: written only when it is not the default */
+static int save_quant_double(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (cfg->quant_double) return 0;
+    return cJSON_AddBoolToObject(parent, k->name, 0) ? 0 : -1;
+}
+
 /* lora.targets: module names, as an array of strings or one comma-separated string. */
 static zero_status load_lora_targets(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k;
@@ -759,6 +789,9 @@ static const zc_key extension_keys[] = {
     {.name = "optimizer_states", .kind = ZC_CUSTOM, .off = OFF(optim_states), .load = load_optim_states,
      .check = check_optim_states, .save = save_optim_states},
     {.name = "optimizer_states_min_size", .kind = ZC_I64, .off = OFF(optim_states_min), .lo = 0, .hi = INT64_C(1) << 40},
+    {.name = "quantize_base", .kind = ZC_CUSTOM, .off = OFF(quant_base), .load = load_quant_base,
+     .check = check_quant_base, .save = save_quant_base},
+    {.name = "double_quant", .kind = ZC_BOOL, .off = OFF(quant_double), .save = save_quant_double},
     {.name = "lora", .kind = ZC_OBJECT, .children = lora_keys, .save = save_lora},
     {0},
 };

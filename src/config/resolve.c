@@ -12,6 +12,7 @@ void zero_config_default(zero_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->steps_per_print = 10;
     cfg->optim_states_min = 4096; /* ZERO_QUANT_Q8_MIN */
+    cfg->quant_double = 1;
     zero_optim_hparams_default(&cfg->optim, ZERO_OPTIM_ADAMW);
     cfg->sched_enabled = 0;
     cfg->sched.type = ZERO_SCHED_CONSTANT;
@@ -233,6 +234,12 @@ zero_status zero__config_check_states(const zero_config *t, char *msg, size_t ca
         return ZERO_ERR_CONFIG;
     }
     return ZERO_OK;
+}
+
+int zero_config_base_format(const zero_config *cfg) {
+    if (!cfg) return ZERO_QFMT_NONE;
+    if (cfg->quant_base == ZERO_QFMT_NF4 && cfg->quant_double) return ZERO_QFMT_NF4_DQ;
+    return cfg->quant_base == ZERO_QFMT_NF4 || cfg->quant_base == ZERO_QFMT_INT8 ? cfg->quant_base : ZERO_QFMT_NONE;
 }
 
 zero_status zero__config_check_hpz(const zero_config *t, int world, char *msg, size_t cap) {

@@ -52,6 +52,12 @@ static zero_status check_config(const zero_config *cfg, int world, zero_error *e
         if (err) ZERO__ERR(err, "zero_extensions.frozen_dtype %d: expected fp32, bf16, fp16 or auto", (int)fd);
         return ZERO_ERR_CONFIG;
     }
+    if (zero_config_base_format(cfg) != ZERO_QFMT_NONE && cfg->save_frozen) {
+        if (err) ZERO__ERR(err, "zero_extensions.save_frozen with zero_extensions.quantize_base \"%s\" is not supported "
+                                "yet (a quantized base is read from the model again)",
+                           zero_qformat_name((zero_qformat)cfg->quant_base));
+        return ZERO_ERR_UNSUPPORTED;
+    }
     zero_status ss = zero__config_check_states(cfg, err ? err->msg : NULL, err ? sizeof err->msg : 0);
     if (ss != ZERO_OK) return ss;
     const zero_offload_config *oo = &cfg->offload_optimizer, *op = &cfg->offload_param;
@@ -137,6 +143,8 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     e->wsize = zero_dtype_size(e->wdt);
     e->fdt = cfg->frozen_dtype == ZERO_DTYPE_COUNT ? e->wdt : cfg->frozen_dtype;
     e->fsize = zero_dtype_size(e->fdt);
+    e->qfmt = (zero_qformat)zero_config_base_format(cfg);
+    e->qstage_param = -1;
     int64_t ab = cfg->align_bytes > 0 ? cfg->align_bytes : 64;
     e->align = (uint64_t)(ab / 4 > 0 ? ab / 4 : 1);
     /* 8-bit states: every shard starts on a block of 256, so the blocks are the unit's whatever the
@@ -222,6 +230,7 @@ void zero_engine_free(zero_engine *e) {
         free(u->name);
     }
     for (int i = 0; i < e->nparams; i++) free(e->params[i].name);
+    free(e->qstage);
     free(e->units);
     free(e->params);
     free(e->order);
@@ -272,10 +281,14 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     if (!name || !*name) return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param: expected a non-empty name");
     if (ndim < 1 || ndim > 8 || !shape)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': ndim %d: expected 1..8", name, ndim);
-    if (flags & ~(unsigned)(ZERO_PARAM_NO_DECAY | ZERO_PARAM_FROZEN))
+    if (flags & ~(unsigned)(ZERO_PARAM_NO_DECAY | ZERO_PARAM_FROZEN | ZERO_PARAM_QUANTIZE))
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG,
-                              "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY, ZERO_PARAM_FROZEN, both or 0", name,
-                              flags);
+                              "add_param '%s': flags 0x%x: expected ZERO_PARAM_NO_DECAY, ZERO_PARAM_FROZEN, "
+                              "ZERO_PARAM_QUANTIZE or 0", name, flags);
+    if ((flags & ZERO_PARAM_QUANTIZE) && !(flags & ZERO_PARAM_FROZEN))
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG,
+                              "add_param '%s': ZERO_PARAM_QUANTIZE without ZERO_PARAM_FROZEN: a quantized base is not "
+                              "trained (mark it frozen, and train adapters beside it)", name);
     if (zero_engine_find_param(e, name) >= 0)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "add_param '%s': a parameter of that name exists", name);
     uint64_t numel = 1;
@@ -303,12 +316,22 @@ zero_status zero_engine_add_param(zero_engine *e, int unit, const char *name, co
     p->ndim = ndim;
     memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
     p->flags = flags;
-    /* its place in its part: the trainable parameters back to back, the frozen ones likewise */
-    uint64_t *part = (flags & ZERO_PARAM_FROZEN) ? &u->fnumel : &u->numel;
-    p->soff = *part;
-    *part += numel;
+    /* its place in its part: the trainable parameters back to back, the frozen ones likewise (a
+     * quantized one as its record, on the record alignment: zero_quant_place) */
+    p->qfmt = (flags & ZERO_PARAM_QUANTIZE) ? e->qfmt : ZERO_QFMT_NONE;
+    if (flags & ZERO_PARAM_FROZEN) {
+        const uint64_t end = zero_quant_place(p->qfmt, numel, e->fsize, u->fnumel, &p->soff);
+        p->slots = end - p->soff;
+        u->fnumel = end;
+        e->nfrozen += numel;
+        e->nquant += zero__quantized(p);
+        u->nquant += zero__quantized(p);
+    } else {
+        p->soff = u->numel;
+        p->slots = numel;
+        u->numel += numel;
+    }
     u->vnumel += numel;
-    if (flags & ZERO_PARAM_FROZEN) e->nfrozen += numel;
     u->nparams++;
     e->nparams++;
     return ZERO_OK;
@@ -490,6 +513,66 @@ static zero_status set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi
     return ZERO_OK;
 }
 
+/* A quantized parameter's record: the tensor's n values coded whole (zero_quant_record_encode),
+ * and the part of the record this rank keeps copied into its frozen copy. */
+static zero_status put_record(zero_engine *e, eunit *u, const eparam *p, const float *x) {
+    const eview *v = &u->v;
+    const uint64_t a = p->soff > v->flo ? p->soff : v->flo, end = p->soff + p->slots, b = end < v->fhi ? end : v->fhi;
+    const size_t bytes = (size_t)(p->slots * e->fsize);
+    void *rec = zero__buf_get(e, bytes, 0);
+    if (!rec) return zero__eng_fail(e, ZERO_ERR_NOMEM, "set '%s': out of memory for its %s record (%zu bytes)", p->name,
+                                    zero_qformat_name(p->qfmt), bytes);
+    zero_status s = zero_quant_record_encode(p->qfmt, x, p->numel, rec);
+    if (s != ZERO_OK) s = zero__eng_fail(e, s, "set '%s': coding it as %s: %s", p->name, zero_qformat_name(p->qfmt),
+                                         zero_status_string(s));
+    else if (a < b && v->fp)
+        s = zero__x_copy(e, (char *)v->fp + (a - v->flo) * e->fsize, (const char *)rec + (a - p->soff) * e->fsize,
+                         (size_t)((b - a) * e->fsize));
+    zero__buf_put(e, rec);
+    return s;
+}
+
+/* 1 when this rank keeps any of a frozen parameter's elements of its part (its record). */
+static int keeps_frozen(const eunit *u, const eparam *p) {
+    return p->soff < u->v.fhi && p->soff + p->slots > u->v.flo;
+}
+
+/* values of a quantized parameter's elements [lo, hi) (its own coordinates). It is coded as one
+ * tensor: set whole, or in pieces from its first element in order, which are held (one tensor's
+ * fp32 values) until the last arrives. A rank that keeps none of its record skips it. */
+static zero_status set_quantized(zero_engine *e, eunit *u, int pi, uint64_t lo, uint64_t hi, const float *values) {
+    const eparam *p = &e->params[pi];
+    if (!keeps_frozen(u, p)) return ZERO_OK;
+    if (lo == 0 && hi == p->numel && e->qstage_param < 0) return put_record(e, u, p, values);
+    if (e->qstage_param >= 0 && e->qstage_param != pi)
+        return zero__eng_fail(e, ZERO_ERR_STATE, "set '%s': the quantized parameter '%s' was set up to element %llu of "
+                              "%llu: a quantized parameter is coded whole, set it to its end first", p->name,
+                              e->params[e->qstage_param].name, (unsigned long long)e->qfill,
+                              (unsigned long long)e->params[e->qstage_param].numel);
+    const uint64_t at = e->qstage_param == pi ? e->qfill : 0;
+    if (lo != at)
+        return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set '%s': elements [%llu, %llu) of a quantized parameter: expected "
+                              "the next ones from element %llu (it is coded whole: set it whole, or in order)", p->name,
+                              (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)at);
+    if (e->qstage_param < 0) {
+        free(e->qstage);
+        e->qstage = malloc((size_t)p->numel * sizeof(float));
+        if (!e->qstage)
+            return zero__eng_fail(e, ZERO_ERR_NOMEM, "set '%s': out of memory for its %llu values", p->name,
+                                  (unsigned long long)p->numel);
+        e->qstage_param = pi;
+        e->qfill = 0;
+    }
+    memcpy(e->qstage + lo, values, (size_t)(hi - lo) * sizeof(float));
+    e->qfill = hi;
+    if (hi < p->numel) return ZERO_OK;
+    zero_status s = put_record(e, u, p, e->qstage);
+    free(e->qstage);
+    e->qstage = NULL;
+    e->qstage_param = -1;
+    return s;
+}
+
 /* Copies values[lo, hi) of a unit's view (fp32) into its parts, parameter by parameter where the
  * unit has frozen ones (the view is then not the trainable part); `every`: as set_trainable.
  * Stage-3 prefetches are finished and dropped first: one in flight reads the shards being
@@ -514,7 +597,8 @@ static zero_status set_range(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi,
         const uint64_t b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
         if (a >= b) continue;
         const uint64_t sa = p->soff + (a - p->offset), sb = sa + (b - a);
-        if (zero__frozen(p)) s = set_frozen(e, u, sa, sb, values + (a - lo));
+        if (zero__quantized(p)) s = set_quantized(e, u, pi, a - p->offset, b - p->offset, values + (a - lo));
+        else if (zero__frozen(p)) s = set_frozen(e, u, sa, sb, values + (a - lo));
         else s = set_trainable(e, u, sa, sb, values + (a - lo), every);
     }
     return s;
@@ -592,9 +676,12 @@ zero_status zero_engine_param_info(const zero_engine *e, int param, zero_param_i
     const int frozen = zero__frozen(p);
     out->grad_offset = frozen ? UINT64_MAX : p->soff;
     out->frozen_offset = frozen ? p->soff : UINT64_MAX;
+    out->format = p->qfmt;
     out->own_lo = 0;
     out->own_hi = p->numel;
-    if (e->finalized && e->own.k[frozen ? EK_FROZEN : EK_PARAMS].extent == EXT_SHARD) {
+    if (e->finalized && zero__quantized(p)) { /* coded whole: all of it where the rank keeps any of its record */
+        out->own_hi = keeps_frozen(u, p) ? p->numel : 0;
+    } else if (e->finalized && e->own.k[frozen ? EK_FROZEN : EK_PARAMS].extent == EXT_SHARD) {
         /* the parameter's part of this rank's slice of its part */
         const uint64_t slo = frozen ? u->foffset : u->offset, shi = slo + (frozen ? u->fvalid : u->valid);
         const uint64_t a = p->soff > slo ? p->soff : slo, b = p->soff + p->numel < shi ? p->soff + p->numel : shi;

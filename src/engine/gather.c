@@ -180,6 +180,26 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     return ZERO_OK;
 }
 
+zero_status zero__eng_decode(zero_engine *e, const eparam *p, const void *rec, float *dst) {
+    const size_t bytes = (size_t)(p->slots * e->fsize);
+    void *host = NULL;
+    if (zero__dev_is(e, rec)) { /* a host copy of the record first */
+        host = zero__buf_get(e, bytes, 0);
+        zero_status s = host ? zero__x_copy(e, host, rec, bytes) : ZERO_ERR_NOMEM;
+        if (s != ZERO_OK) {
+            zero__buf_put(e, host);
+            return s == ZERO_ERR_NOMEM ? zero__eng_fail(e, s, "decoding '%s': out of memory", p->name) : s;
+        }
+        rec = host;
+    }
+    zero_quant_view qv;
+    zero_status s = zero_quant_record_view(p->qfmt, rec, p->numel, &qv);
+    if (s == ZERO_OK) s = zero_quant_record_decode(&qv, 0, p->numel, dst);
+    zero__buf_put(e, host);
+    return s == ZERO_OK ? s : zero__eng_fail(e, s, "decoding '%s' (%s): %s", p->name, zero_qformat_name(p->qfmt),
+                                             zero_status_string(s));
+}
+
 /* The fp32 view of a unit with frozen parameters: each parameter from its part, converted (runs
  * of parameters that lie back to back in one part in one piece). */
 static zero_status assemble_view(zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
@@ -189,10 +209,18 @@ static zero_status assemble_view(zero_engine *e, const eunit *u, const void *tfu
     zero_status s = ZERO_OK;
     while (pi < end && s == ZERO_OK) {
         const eparam *p = &e->params[pi];
+        if (zero__quantized(p)) { /* its record decoded */
+            s = zero__eng_decode(e, p, (const char *)ffull + p->soff * e->fsize, view + p->offset);
+            pi++;
+            continue;
+        }
         const int fr = zero__frozen(p);
         uint64_t n = p->numel;
         int q = pi + 1;
-        for (; q < end && zero__frozen(&e->params[q]) == fr && e->params[q].soff == p->soff + n; q++) n += e->params[q].numel;
+        for (; q < end && zero__frozen(&e->params[q]) == fr && !zero__quantized(&e->params[q]) &&
+               e->params[q].soff == p->soff + n;
+             q++)
+            n += e->params[q].numel;
         const void *src = fr ? ffull : tfull;
         const zero_dtype dt = fr ? fdt : tdt;
         s = zero__x_load(e, view + p->offset, (const char *)src + p->soff * zero_dtype_size(dt), dt, n);
@@ -221,7 +249,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
     eunit *u = &e->units[unit];
     if (gather_first(e, u) != ZERO_OK) return NULL;
     const float *out;
-    if (!e->dev && u->numel == 0 && e->fdt == ZERO_DTYPE_FP32) { /* only an fp32 frozen part: it is the view, no copy */
+    if (!e->dev && u->numel == 0 && e->fdt == ZERO_DTYPE_FP32 && !u->nquant) { /* only an fp32 frozen part: it is the view, no copy */
         out = frozen_of(e, u);
     } else if (!e->dev && !u->fnumel && e->wdt == ZERO_DTYPE_FP32) { /* the working copy is the view */
         out = working_of(e, u);

@@ -24,9 +24,15 @@ typedef struct eparam {
     int64_t shape[8];
     unsigned flags;
     uint64_t soff;
+    /* a frozen parameter of a quantized base (ZERO_PARAM_QUANTIZE under zero_config.quant_base): its
+     * record's format and its elements of the frozen part (frozen-dtype slots of raw record bytes:
+     * zero_quant_place); ZERO_QFMT_NONE and numel otherwise */
+    zero_qformat qfmt;
+    uint64_t slots;
 } eparam;
 
 static inline int zero__frozen(const eparam *p) { return (p->flags & ZERO_PARAM_FROZEN) != 0; }
+static inline int zero__quantized(const eparam *p) { return p->qfmt != ZERO_QFMT_NONE; }
 
 /* ------------------------------------------------------------ the ownership table (owner.c)
  * The ownership plan (src/partition/own.h) of the engine's setup says what a rank keeps of each
@@ -80,6 +86,7 @@ typedef struct eunit {
     uint64_t numel, padded, shard, offset, valid;      /* the trainable part */
     uint64_t vnumel;                                   /* the view: numel + fnumel */
     uint64_t fnumel, fpadded, fshard, foffset, fvalid; /* the frozen part */
+    int nquant;                                        /* its quantized parameters (records) */
     int first_param, nparams;
 
     /* persistent allocations, sized by the table (read them through `v`) */
@@ -187,6 +194,12 @@ struct zero_engine {
     zero_dtype fdt;       /* the frozen parameters' dtype (zero_config.frozen_dtype) */
     size_t fsize;         /* bytes per frozen element */
     uint64_t nfrozen;     /* frozen elements over all units (0: no frozen parameter) */
+    zero_qformat qfmt;    /* the base format of ZERO_PARAM_QUANTIZE parameters (zero_config_base_format) */
+    int nquant;           /* parameters stored in it */
+    /* a quantized parameter being set piece by piece (set_unit_range): its fp32 values so far */
+    float *qstage;
+    int qstage_param;     /* its index, -1 none */
+    uint64_t qfill;       /* its elements [0, qfill) are in qstage */
     uint64_t align;       /* partition alignment in elements */
     int nstates;          /* optimizer state arrays per element (0..2) */
     zero_memacct acct;
@@ -248,6 +261,9 @@ uint64_t zero__own_sec_offset(const zero_engine *e, const eunit *u);
 /* Test hook: a deliberately wrong view (tests/mpi/test_engine_views.c); 0 in real runs. */
 extern int zero__view_mutation;
 enum { ZERO__MUTATE_NONE = 0, ZERO__MUTATE_DECAY_FLAG = 1, ZERO__MUTATE_SLICE_RANGE = 2, ZERO__MUTATE_GRADS_WHOLE = 3 };
+
+/* gather.c: a quantized parameter's record (host or device memory) decoded into dst (its numel fp32). */
+zero_status zero__eng_decode(zero_engine *e, const eparam *p, const void *rec, float *dst);
 
 /* Records an error on the engine and returns `s`. */
 zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) ZERO__PRINTF(3, 4);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t zero_quant_blocks(uint64_t n, uint64_t block) { return block ? (n + block - 1) / block : 0; }
 
@@ -194,8 +195,11 @@ void zero_quant_nf4(const float *x, uint64_t n, uint8_t *packed, float *absmax) 
     static const float t[16] = ZERO__NF4_TABLE;
     const uint64_t block = ZERO_QUANT_NF4_BLOCK;
     memset(packed, 0, (size_t)((n + 1) / 2));
-    for (uint64_t lo = 0, b = 0; lo < n; lo += block, b++) {
-        const uint64_t len = n - lo < block ? n - lo : block;
+    const uint64_t nb = (n + block - 1) / block;
+    /* blocks are independent and own whole bytes (64 values: 32 bytes) */
+#pragma omp parallel for schedule(static) if (n >= Q_PARALLEL_MIN)
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
         const float a = block_absmax(x + lo, len);
         absmax[b] = a;
         for (uint64_t i = lo; i < lo + len; i++) {
@@ -232,4 +236,126 @@ void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, u
 const float *zero__quant_map(int which) {
     pthread_once(&fast_once, fast_init);
     return fast_maps[which].code;
+}
+
+/* ---------------------------------------------------------------- records */
+const char *zero_qformat_name(zero_qformat f) {
+    switch (f) {
+    case ZERO_QFMT_NONE: return "none";
+    case ZERO_QFMT_NF4: return "nf4";
+    case ZERO_QFMT_NF4_DQ: return "nf4-dq";
+    case ZERO_QFMT_INT8: return "int8";
+    }
+    return "?";
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* The byte offsets of a record's parts: scales (f32) from 0, then the absmax codes and the codes. */
+typedef struct rec_layout {
+    uint64_t nb, nb2;             /* blocks, double quantization's blocks of absmax */
+    uint64_t absmax, absmax2, qabsmax, codes, end;
+} rec_layout;
+
+static int rec_layout_of(zero_qformat f, uint64_t n, rec_layout *l) {
+    memset(l, 0, sizeof *l);
+    if (f != ZERO_QFMT_NF4 && f != ZERO_QFMT_NF4_DQ && f != ZERO_QFMT_INT8) return -1;
+    l->nb = zero_quant_blocks(n, ZERO_QUANT_NF4_BLOCK); /* int8's blocks are 64 as well */
+    const uint64_t ncodes = f == ZERO_QFMT_INT8 ? n : (n + 1) / 2;
+    if (f == ZERO_QFMT_NF4_DQ) {
+        l->nb2 = zero_quant_blocks(l->nb, ZERO_QUANT_DQ_BLOCK);
+        l->absmax2 = 4; /* after the offset */
+        l->qabsmax = l->absmax2 + 4 * l->nb2;
+        l->codes = l->qabsmax + l->nb;
+    } else {
+        l->absmax = 0;
+        l->codes = 4 * l->nb;
+    }
+    l->end = round_up(l->codes + ncodes, ZERO_QUANT_RECORD_ALIGN);
+    return 0;
+}
+
+uint64_t zero_quant_record_bytes(zero_qformat f, uint64_t n) {
+    rec_layout l;
+    return rec_layout_of(f, n, &l) ? 0 : l.end;
+}
+
+zero_status zero_quant_record_view(zero_qformat f, const void *rec, uint64_t n, zero_quant_view *out) {
+    rec_layout l;
+    if (!out || !rec || ((uintptr_t)rec & 3) || rec_layout_of(f, n, &l)) return ZERO_ERR_INVALID_ARG;
+    const uint8_t *b = rec;
+    memset(out, 0, sizeof *out);
+    out->fmt = f;
+    out->n = n;
+    out->codes = b + l.codes;
+    if (f == ZERO_QFMT_NF4_DQ) {
+        memcpy(&out->offset, b, sizeof out->offset);
+        out->absmax2 = (const float *)(const void *)(b + l.absmax2);
+        out->qabsmax = b + l.qabsmax;
+    } else {
+        out->absmax = (const float *)(const void *)(b + l.absmax);
+    }
+    return ZERO_OK;
+}
+
+zero_status zero_quant_record_encode(zero_qformat f, const float *x, uint64_t n, void *rec) {
+    rec_layout l;
+    if (!rec || ((uintptr_t)rec & 3) || (!x && n) || rec_layout_of(f, n, &l)) return ZERO_ERR_INVALID_ARG;
+    uint8_t *b = rec;
+    memset(b, 0, (size_t)l.end);
+    if (f == ZERO_QFMT_INT8) {
+        zero_quant_blockwise(x, n, ZERO_QUANT_INT8_BLOCK, zero__quant_map(ZERO__QMAP_LINEAR), b + l.codes,
+                             (float *)(void *)(b + l.absmax));
+        return ZERO_OK;
+    }
+    if (f == ZERO_QFMT_NF4) {
+        zero_quant_nf4(x, n, b + l.codes, (float *)(void *)(b + l.absmax));
+        return ZERO_OK;
+    }
+    float *am = malloc((size_t)(l.nb ? l.nb : 1) * sizeof *am);
+    if (!am) return ZERO_ERR_NOMEM;
+    float offset;
+    zero_quant_nf4(x, n, b + l.codes, am);
+    zero_quant_absmax(am, l.nb, b + l.qabsmax, (float *)(void *)(b + l.absmax2), &offset);
+    memcpy(b, &offset, sizeof offset);
+    free(am);
+    return ZERO_OK;
+}
+
+zero_status zero_quant_record_decode(const zero_quant_view *v, uint64_t first, uint64_t count, float *out) {
+    if (!v || (!out && count) || first > v->n || count > v->n - first) return ZERO_ERR_INVALID_ARG;
+    if (v->fmt == ZERO_QFMT_INT8) {
+        zero__q8_load(v->codes, zero__quant_map(ZERO__QMAP_LINEAR), v->absmax, 0, ZERO_QUANT_INT8_BLOCK, first, count, out);
+        return ZERO_OK;
+    }
+    if (v->fmt == ZERO_QFMT_NF4) {
+        zero__nf4_load(v->codes, v->absmax, 0, ZERO_QUANT_NF4_BLOCK, first, count, out);
+        return ZERO_OK;
+    }
+    if (v->fmt != ZERO_QFMT_NF4_DQ) return ZERO_ERR_INVALID_ARG;
+    /* the blocks' scales decoded a run at a time, then the values against them */
+    const float *code = zero__quant_map(ZERO__QMAP_SIGNED);
+    float am[256] = {0}; /* (every entry read is set below; the analyzer cannot tell) */
+    uint64_t i = first;
+    while (i < first + count) {
+        const uint64_t b0 = i / ZERO_QUANT_NF4_BLOCK;
+        const uint64_t nb = zero_quant_blocks(v->n, ZERO_QUANT_NF4_BLOCK);
+        const uint64_t b1 = nb - b0 < 256 ? nb : b0 + 256;
+        for (uint64_t b = b0; b < b1; b++)
+            am[b - b0] = zero__dq_absmax(v->qabsmax, code, v->absmax2, ZERO_QUANT_DQ_BLOCK, v->offset, b);
+        const uint64_t end = b1 * ZERO_QUANT_NF4_BLOCK < first + count ? b1 * ZERO_QUANT_NF4_BLOCK : first + count;
+        zero__nf4_load(v->codes, am, b0, ZERO_QUANT_NF4_BLOCK, i, end - i, out + (i - first));
+        i = end;
+    }
+    return ZERO_OK;
+}
+
+uint64_t zero_quant_place(zero_qformat f, uint64_t n, size_t slot, uint64_t at, uint64_t *start) {
+    if (f == ZERO_QFMT_NONE || !slot) {
+        *start = at;
+        return at + n;
+    }
+    const uint64_t per = ZERO_QUANT_RECORD_ALIGN / slot; /* slot divides the alignment: 2 or 4 bytes */
+    *start = round_up(at, per);
+    return *start + zero_quant_record_bytes(f, n) / slot;
 }

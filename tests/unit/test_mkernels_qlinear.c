@@ -80,20 +80,20 @@ static void check(const float *W, mk_qfmt fmt, int dq) {
     char what[96];
     for (int prec = 0; prec <= 1; prec++) {
         /* the scalar reference: mk_linear's on the decoded weight, bit for bit */
-        ZT_OK(mk_qlinear_fwd(out, x, &q.w, bias, resid, N, (mk_prec)prec, ZERO_IMPL_SCALAR));
+        ZT_OK(mk_qlinear_fwd(out, x, &q.w, 1, bias, resid, N, (mk_prec)prec, ZERO_IMPL_SCALAR));
         ZT_OK(mk_linear_fwd(ref, x, q.dense, bias, resid, N, IC, OC, 1, (mk_prec)prec, ZERO_IMPL_SCALAR));
         ZT_CHECKF(same_bits(out, ref, (size_t)N * OC), "%s %s: scalar forward differs", name, prec ? "bf16" : "fp32");
-        ZT_OK(mk_qlinear_bwd(dx, dy, &q.w, N, (mk_prec)prec, ZERO_IMPL_SCALAR));
+        ZT_OK(mk_qlinear_bwd(dx, dy, &q.w, 1, N, (mk_prec)prec, ZERO_IMPL_SCALAR));
         ZT_OK(mk_linear_bwd(dref, NULL, NULL, dy, x, q.dense, N, IC, OC, 1, (mk_prec)prec, ZERO_IMPL_SCALAR));
         ZT_CHECKF(same_bits(dx, dref, (size_t)N * IC), "%s %s: scalar backward differs", name, prec ? "bf16" : "fp32");
         /* the tiled path against the dense reference (the sums' order differs across tiles) */
-        ZT_OK(mk_qlinear_fwd(out, x, &q.w, bias, resid, N, (mk_prec)prec, ZERO_IMPL_AUTO));
+        ZT_OK(mk_qlinear_fwd(out, x, &q.w, 1, bias, resid, N, (mk_prec)prec, ZERO_IMPL_AUTO));
         snprintf(what, sizeof what, "%s %s forward (%d tiles)", name, prec ? "bf16" : "fp32",
                  (OC + mk_qweight_tile_rows(IC) - 1) / mk_qweight_tile_rows(IC));
         mt_err e = {0, 0, 0};
         ZT_EQ_INT(mt_close(what, out, ref, (size_t)N * OC, 1e-4, 1e-5, &e), 0);
         mt_report(what, &e);
-        ZT_OK(mk_qlinear_bwd(dx, dy, &q.w, N, (mk_prec)prec, ZERO_IMPL_AUTO));
+        ZT_OK(mk_qlinear_bwd(dx, dy, &q.w, 1, N, (mk_prec)prec, ZERO_IMPL_AUTO));
         snprintf(what, sizeof what, "%s %s backward", name, prec ? "bf16" : "fp32");
         mt_err eb = {0, 0, 0};
         ZT_EQ_INT(mt_close(what, dx, dref, (size_t)N * IC, 1e-4, 1e-5, &eb), 0);
@@ -102,11 +102,62 @@ static void check(const float *W, mk_qfmt fmt, int dq) {
     /* bad input */
     mk_qweight bad = q.w;
     bad.fmt = (mk_qfmt)9;
-    ZT_EQ_INT(mk_qlinear_fwd(out, x, &bad, NULL, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
-    ZT_EQ_INT(mk_qlinear_fwd(out, x, NULL, NULL, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
-    ZT_EQ_INT(mk_qlinear_bwd(dx, dy, &q.w, 0, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_qlinear_fwd(out, x, &bad, 1, NULL, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_qlinear_fwd(out, x, NULL, 1, NULL, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_qlinear_bwd(dx, dy, &q.w, 1, 0, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     free(x), free(bias), free(resid), free(dy), free(out), free(ref), free(dx), free(dref);
     drop(&q);
+}
+
+/* A fused weight of three tensors quantized each on its own (zero_quant_record_*, as the engine keeps
+ * a base's q, k and v): the scalar reference equals mk_linear's on the three decodes one under the
+ * other bit for bit; the tiled path (tiles that stop at each part's end) is close to it. */
+static void check_parts(const float *W, zero_qformat f) {
+    const int rows[3] = {70, 37, OC - 107};
+    mk_qweight w[3];
+    void *rec[3];
+    float *dense = mt_alloc((size_t)OC * IC);
+    size_t at = 0;
+    for (int k = 0; k < 3; k++) {
+        const uint64_t n = (uint64_t)rows[k] * IC;
+        rec[k] = malloc((size_t)zero_quant_record_bytes(f, n));
+        ZT_OK(zero_quant_record_encode(f, W + at, n, rec[k]));
+        zero_quant_view v;
+        ZT_OK(zero_quant_record_view(f, rec[k], n, &v));
+        ZT_OK(zero_quant_record_decode(&v, 0, n, dense + at));
+        w[k] = (mk_qweight){f == ZERO_QFMT_INT8 ? MK_Q_INT8 : MK_Q_NF4, rows[k], IC, v.codes, v.absmax, v.qabsmax,
+                            v.absmax2, v.offset};
+        at += n;
+    }
+    float *x = mt_alloc((size_t)N * IC), *dy = mt_alloc((size_t)N * OC), *bias = mt_alloc(OC);
+    mt_fill(x, (size_t)N * IC, 1.0f);
+    mt_fill(dy, (size_t)N * OC, 1.0f);
+    mt_fill(bias, OC, 0.5f);
+    float *out = mt_alloc((size_t)N * OC), *ref = mt_alloc((size_t)N * OC);
+    float *dx = mt_alloc((size_t)N * IC), *dref = mt_alloc((size_t)N * IC);
+    char what[96];
+    ZT_OK(mk_qlinear_fwd(out, x, w, 3, bias, NULL, N, MK_PREC_FP32, ZERO_IMPL_SCALAR));
+    ZT_OK(mk_linear_fwd(ref, x, dense, bias, NULL, N, IC, OC, 1, MK_PREC_FP32, ZERO_IMPL_SCALAR));
+    ZT_CHECKF(same_bits(out, ref, (size_t)N * OC), "%s parts: scalar forward differs", zero_qformat_name(f));
+    ZT_OK(mk_qlinear_bwd(dx, dy, w, 3, N, MK_PREC_FP32, ZERO_IMPL_SCALAR));
+    ZT_OK(mk_linear_bwd(dref, NULL, NULL, dy, x, dense, N, IC, OC, 1, MK_PREC_FP32, ZERO_IMPL_SCALAR));
+    ZT_CHECKF(same_bits(dx, dref, (size_t)N * IC), "%s parts: scalar backward differs", zero_qformat_name(f));
+    ZT_OK(mk_qlinear_fwd(out, x, w, 3, bias, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO));
+    snprintf(what, sizeof what, "%s, 3 parts, forward", zero_qformat_name(f));
+    mt_err e = {0, 0, 0};
+    ZT_EQ_INT(mt_close(what, out, ref, (size_t)N * OC, 1e-4, 1e-5, &e), 0);
+    mt_report(what, &e);
+    ZT_OK(mk_qlinear_bwd(dx, dy, w, 3, N, MK_PREC_FP32, ZERO_IMPL_AUTO));
+    snprintf(what, sizeof what, "%s, 3 parts, backward", zero_qformat_name(f));
+    mt_err eb = {0, 0, 0};
+    ZT_EQ_INT(mt_close(what, dx, dref, (size_t)N * IC, 1e-4, 1e-5, &eb), 0);
+    mt_report(what, &eb);
+    mk_qweight wide[2] = {w[0], w[1]}; /* parts of different widths */
+    wide[1].IC = IC / 2;
+    ZT_EQ_INT(mk_qlinear_fwd(out, x, wide, 2, NULL, NULL, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_qlinear_bwd(dx, dy, w, 0, N, MK_PREC_FP32, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    for (int k = 0; k < 3; k++) free(rec[k]);
+    free(dense), free(x), free(dy), free(bias), free(out), free(ref), free(dx), free(dref);
 }
 
 int main(void) {
@@ -117,6 +168,8 @@ int main(void) {
     check(W, MK_Q_NF4, 0);
     check(W, MK_Q_NF4, 1);
     check(W, MK_Q_INT8, 0);
+    check_parts(W, ZERO_QFMT_NF4_DQ);
+    check_parts(W, ZERO_QFMT_INT8);
     free(W);
     return zt_finish("test_mkernels_qlinear");
 }

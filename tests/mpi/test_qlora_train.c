@@ -1,0 +1,277 @@
+/* QLoRA against PEFT + bitsandbytes: the llama_gqa4 adapter of scripts/make_lora_fixtures.py trained
+ * over its base with the linear weights quantized while loading (dec_hf_load streaming each tensor
+ * into zero_config.quant_base: NF4 with double quantization, and int8), five full-batch AdamW steps
+ * through the engine on this MPI world: the losses and step 0's gradient norm within 1e-4 relative
+ * of scripts/make_qlora_fixtures.py's (PEFT on the base bitsandbytes coded and decoded, each tensor
+ * on its own), at stages 0-3; 20 steps at every stage equal to stage 0's within 1e-6 relative (and
+ * so across the 1-3 rank worlds, each within the fixture's bound). Memory: the frozen parts hold
+ * the records (zero_quant_place over the layers' linear weights, the rest fp32) and the engine's
+ * parameter bytes equal that formula and the planner's to the byte, under half the fp32 base's.
+ * The engine's view of a quantized unit is the records decoded. Bad input: a piece of a quantized parameter out
+ * of order, ZERO_PARAM_QUANTIZE without ZERO_PARAM_FROZEN, a GPT-2 base: one error each. */
+#include <stdint.h>
+
+#include "decoder/lora.h"
+#include "decoder/peft.h"
+#include "decoder_fixture.h"
+#include "zero/quant.h"
+
+typedef struct qgolden {
+    int32_t tokens[ZT_FB * ZT_FT], targets[ZT_FB * ZT_FT];
+    double adamw[6], grad_norm;
+    double lr, beta1, beta2, eps, wd;
+} qgolden;
+
+static int qgolden_load(const char *fmt, qgolden *g) {
+    memset(g, 0, sizeof *g);
+    char path[1024];
+    const char *src = getenv("ZERO_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/tests/data/lora/llama_gqa4_%s.golden.safetensors", src ? src : ".", fmt);
+    zero_error err = {{0}};
+    zero_st_file *f = NULL;
+    if (zero_st_open(&f, NULL, path, &err)) {
+        ZT_FAIL("%s", err.msg);
+        return -1;
+    }
+    int rc = zt_read_tensor(f, "tokens", g->tokens, sizeof g->tokens) ||
+             zt_read_tensor(f, "targets", g->targets, sizeof g->targets) ||
+             zt_read_tensor(f, "adamw", g->adamw, sizeof g->adamw) ||
+             zt_read_tensor(f, "grad_norm", &g->grad_norm, sizeof g->grad_norm);
+    g->lr = zt_meta(f, "lr"), g->beta1 = zt_meta(f, "beta1"), g->beta2 = zt_meta(f, "beta2");
+    g->eps = zt_meta(f, "eps"), g->wd = zt_meta(f, "weight_decay");
+    const char *ff = zero_st_metadata(f, "format");
+    if (!ff || strcmp(ff, fmt)) rc = -1;
+    zero_st_close(f);
+    if (rc) ZT_FAIL("%s: not a QLoRA golden file of format %s", path, fmt);
+    return rc;
+}
+
+/* The base loaded with its linear weights quantized in `qb` (ZERO_QFMT_NF4 / _INT8), the adapter on
+ * it. NULL on failure. */
+static zero_engine *qlora_engine(zero_comm *comm, const qgolden *g, int qb, int stage, int B, dec_config *cfg_out,
+                                 dec_lora *l_out) {
+    char dir[1024], adir[1024];
+    zt_fixture_path("llama_gqa4", "", dir, sizeof dir);
+    const char *src = getenv("ZERO_SOURCE_DIR");
+    snprintf(adir, sizeof adir, "%s/tests/data/lora/llama_gqa4", src ? src : ".");
+    zero_error err = {{0}};
+    dec_hf *h = NULL;
+    if (dec_hf_open(&h, dir, &err)) {
+        ZT_FAIL("%s", err.msg);
+        return NULL;
+    }
+    const dec_config *cfg = dec_hf_config(h);
+    zero_config c;
+    zero_config_default(&c);
+    c.stage = stage;
+    c.micro_batch = B;
+    c.quant_base = qb;
+    zero_optim_hparams_default(&c.optim, ZERO_OPTIM_ADAMW);
+    c.optim.lr = (float)g->lr, c.optim.beta1 = (float)g->beta1, c.optim.beta2 = (float)g->beta2;
+    c.optim.eps = (float)g->eps, c.optim.weight_decay = (float)g->wd;
+    zero_engine *e = NULL;
+    zero_status st = dec_peft_read_config(adir, cfg, l_out, &err);
+    if (!st) st = zero_config_resolve(&c, zero_comm_size(comm), &err);
+    if (!st) st = zero_engine_create(&e, comm, &c);
+    if (!st) st = dec_lora_register(cfg, l_out, e, &err);
+    if (!st) st = zero_engine_finalize(e);
+    if (!st) st = dec_hf_load(h, e, &err);
+    if (!st) st = dec_peft_load(adir, cfg, l_out, e, &err);
+    if (st) {
+        ZT_FAIL("setup: %s / %s", err.msg, e ? zero_engine_last_error(e) : "");
+        zero_engine_free(e);
+        e = NULL;
+    }
+    *cfg_out = *cfg;
+    dec_hf_close(h);
+    return e;
+}
+
+/* The frozen part of unit u as the rule lays it out, in fp32 elements: the layers' 2-D tensors as
+ * records of format f (zero_quant_place), everything else fp32 elements. */
+static uint64_t frozen_slots(const dec_config *c, int u, zero_qformat f) {
+    dec_param_desc d;
+    uint64_t at = 0, start;
+    const int layer = u >= 1 && u <= c->n_layer;
+    for (int i = 0; i < dec_num_tensors(c) && !dec_tensor_desc(c, i, &d); i++)
+        if (d.unit == u) at = zero_quant_place(layer && d.ndim == 2 ? f : ZERO_QFMT_NONE, d.numel, 4, at, &start);
+    return at;
+}
+
+/* Parameter bytes against the rule, and every model-state category against the planner's, to the
+ * byte; the frozen bytes against the fp32 base's (printed). */
+static void check_memory(zero_engine *e, const dec_config *c, const dec_lora *l, int stage, int W, zero_qformat f) {
+    const int nu = dec_num_units(c);
+    uint64_t Pt = 0, Pf = 0, P32 = 0, numel[64], fz[64];
+    for (int u = 0; u < nu && u < 64; u++) {
+        const uint64_t t = dec_lora_unit_numel(c, l, u), fs = frozen_slots(c, u, f);
+        Pt += zero_partition_padded(t, W, 16);
+        Pf += zero_partition_padded(fs, W, 16);
+        P32 += zero_partition_padded(dec_unit_numel(c, u), W, 16);
+        numel[u] = t + fs; /* the planner's unit: trainable elements and the frozen part's slots */
+        fz[u] = fs;
+    }
+    const uint64_t St = Pt / (uint64_t)W, Sf = Pf / (uint64_t)W;
+    zero_mem_stats m;
+    zero_engine_mem_stats(e, &m);
+    if (strcmp(zero_engine_device(e), "cpu")) return;
+    ZT_EQ_INT(m.current[ZERO_MEM_PARAMS], stage == 3 ? (St + Sf) * 4 : (Pt + Pf) * 4);
+    ZT_CHECKF(Pf < P32 / 2, "%s: the frozen parts take %llu fp32 slots, the fp32 base %llu", zero_qformat_name(f),
+              (unsigned long long)Pf, (unsigned long long)P32);
+    zero_plan_model pm = {nu, numel, NULL, NULL, fz};
+    zero_plan_setup s;
+    zero_plan_setup_from_config(&s, zero_engine_config(e), W);
+    zero_plan_mem pmem;
+    ZT_OK(zero_plan_estimate(&pm, &s, &pmem, NULL));
+    for (int k = ZERO_MEM_PARAMS; k <= ZERO_MEM_OPTIM; k++) ZT_EQ_INT(pmem.bytes[k], m.current[k]);
+    if (zt_rank == 0 && stage == 3)
+        printf("  %s: frozen parts %llu bytes (fp32 base %llu: %.3fx)\n", zero_qformat_name(f),
+               (unsigned long long)(Pf * 4), (unsigned long long)(P32 * 4), (double)Pf / (double)P32);
+}
+
+/* Trains `steps` full-batch steps at `stage`; losses[s] (s <= steps) on every rank. 0 on success. */
+static int train(zero_comm *world, const qgolden *g, int qb, int stage, int steps, double *losses, double *gnorm) {
+    const int W = zero_comm_size(world), rank = zero_comm_rank(world);
+    const int B = ZT_FB / W;
+    dec_config c;
+    dec_lora l;
+    zero_engine *e = qlora_engine(world, g, qb, stage, B, &c, &l);
+    dec_model *m = NULL;
+    zero_error err = {{0}};
+    int rc = -1;
+    if (!e || dec_create(&m, &c, B, ZT_FT, 0, &err) || dec_set_lora(m, &l, &err)) {
+        ZT_FAIL("stage %d: %s", stage, err.msg);
+        goto out;
+    }
+    const double denom = (double)dec_count_targets(g->targets, (size_t)ZT_FB * ZT_FT);
+    for (int s = 0; s <= steps; s++) {
+        float lo = 0, sum = 0;
+        const size_t first = (size_t)rank * B * ZT_FT;
+        if (dec_engine_micro_batch(m, e, g->tokens + first, g->targets + first, B, ZT_FT, denom, &lo) ||
+            zero_engine_micro_batch_done(e)) {
+            ZT_FAIL("stage %d step %d: %s / %s", stage, s, dec_last_error(m), zero_engine_last_error(e));
+            goto out;
+        }
+        ZT_OK(zero_comm_all_reduce(world, &lo, &sum, 1, ZERO_DTYPE_FP32, ZERO_OP_SUM));
+        losses[s] = (double)sum / W;
+        if (s == steps) break;
+        zero_step_stats st;
+        if (zero_engine_step(e, &st)) {
+            ZT_FAIL("stage %d step %d: %s", stage, s, zero_engine_last_error(e));
+            goto out;
+        }
+        if (s == 0) *gnorm = st.grad_norm;
+    }
+    check_memory(e, &c, &l, stage, W, (zero_qformat)zero_config_base_format(zero_engine_config(e)));
+    rc = 0;
+out:
+    dec_free(m);
+    zero_engine_free(e);
+    return rc;
+}
+
+static void against_peft(zero_comm *world, const char *fmt, int qb) {
+    qgolden g;
+    if (qgolden_load(fmt, &g)) return;
+    const int W = zero_comm_size(world);
+    enum { STEPS = 20 };
+    double ref[STEPS + 1], worst = 0, worst_stage = 0;
+    for (int stage = 0; stage <= 3; stage++) {
+        double loss[STEPS + 1], gn = 0;
+        if (train(world, &g, qb, stage, STEPS, loss, &gn)) return;
+        for (int s = 0; s <= 5; s++) {
+            const double rel = fabs(loss[s] - g.adamw[s]) / g.adamw[s];
+            ZT_CHECKF(rel <= 1e-4, "%s stage %d on %d ranks: step %d loss %.9g vs PEFT + bitsandbytes %.9g (rel %.3g)", fmt,
+                      stage, W, s, loss[s], g.adamw[s], rel);
+            worst = fmax(worst, rel);
+        }
+        const double rn = fabs(gn - g.grad_norm) / g.grad_norm;
+        ZT_CHECKF(rn <= 1e-4, "%s stage %d: gradient norm %.9g vs %.9g (rel %.3g)", fmt, stage, gn, g.grad_norm, rn);
+        if (stage == 0) memcpy(ref, loss, sizeof ref);
+        for (int s = 0; s <= STEPS; s++) {
+            const double rel = fabs(loss[s] - ref[s]) / ref[s];
+            ZT_CHECKF(rel <= 1e-6, "%s stage %d step %d: loss %.9g vs stage 0's %.9g (rel %.3g)", fmt, stage, s, loss[s],
+                      ref[s], rel);
+            worst_stage = fmax(worst_stage, rel);
+        }
+    }
+    if (zt_rank == 0)
+        printf("%s on %d rank%s: 6 losses within %.2e of PEFT + bitsandbytes (%.5f -> %.5f); 20 steps at stages 1-3 "
+               "within %.1e of stage 0's (%.5f -> %.5f)\n",
+               fmt, W, W > 1 ? "s" : "", worst, g.adamw[0], g.adamw[5], worst_stage, ref[0], ref[STEPS]);
+}
+
+/* One-line refusals, and a rank that keeps nothing of a record skipping it. */
+static void bad_input(zero_comm *world) {
+    zero_config c;
+    zero_config_default(&c);
+    c.stage = 3;
+    c.quant_base = ZERO_QFMT_NF4;
+    ZT_OK(zero_config_resolve(&c, zero_comm_size(world), NULL));
+    zero_engine *e = NULL;
+    ZT_OK(zero_engine_create(&e, world, &c));
+    const int u = zero_engine_add_unit(e, "u");
+    const int64_t shape[2] = {40, 64};
+    ZT_EQ_INT(zero_engine_add_param(e, u, "trained", shape, 2, ZERO_PARAM_QUANTIZE), ZERO_ERR_INVALID_ARG);
+    ZT_CHECK(strstr(zero_engine_last_error(e), "a quantized base is not trained") != NULL);
+    ZT_OK(zero_engine_add_param(e, u, "w", shape, 2, ZERO_PARAM_FROZEN | ZERO_PARAM_QUANTIZE));
+    ZT_OK(zero_engine_add_param(e, u, "v", shape, 1, ZERO_PARAM_FROZEN | ZERO_PARAM_QUANTIZE));
+    ZT_OK(zero_engine_finalize(e));
+    zero_param_info pi;
+    ZT_OK(zero_engine_param_info(e, 0, &pi));
+    ZT_EQ_INT(pi.format, ZERO_QFMT_NF4_DQ);
+    ZT_EQ_INT(pi.frozen_offset, 0);
+    float x[2560];
+    for (int i = 0; i < 2560; i++) x[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+    zero_param_info pv;
+    ZT_OK(zero_engine_param_info(e, 1, &pv));
+    if (pi.own_hi) { /* this rank keeps part of the record: pieces in order, or refused */
+        ZT_EQ_INT(zero_engine_set_unit_range(e, u, 100, 200, x + 100), ZERO_ERR_INVALID_ARG);
+        ZT_CHECK(strstr(zero_engine_last_error(e), "expected the next ones from element 0") != NULL);
+        ZT_OK(zero_engine_set_unit_range(e, u, 0, 100, x));
+        if (pv.own_hi) /* 'v' before 'w' is whole */
+            ZT_EQ_INT(zero_engine_set_unit_range(e, u, 2560, 2600, x), ZERO_ERR_STATE);
+        ZT_OK(zero_engine_set_unit_range(e, u, 100, 2560, x + 100));
+    } else {
+        ZT_EQ_INT(pi.own_lo, 0);
+        ZT_OK(zero_engine_set_unit_range(e, u, 100, 200, x + 100)); /* kept nowhere here: nothing to code */
+    }
+    /* every rank sets the same values whole; the view decodes both records as zero_quant_record_decode */
+    float v[2560 + 40], want[2560 + 40];
+    memcpy(v, x, sizeof x);
+    for (int i = 0; i < 40; i++) v[2560 + i] = (float)i - 17.5f;
+    ZT_OK(zero_engine_set_unit(e, u, v));
+    const float *view = zero_engine_gather(e, u);
+    ZT_CHECK(view != NULL);
+    const uint64_t n[2] = {2560, 40};
+    for (int k = 0, at = 0; k < 2; at += (int)n[k], k++) {
+        void *rec = malloc((size_t)zero_quant_record_bytes(ZERO_QFMT_NF4_DQ, n[k]));
+        zero_quant_view qv;
+        ZT_OK(zero_quant_record_encode(ZERO_QFMT_NF4_DQ, v + at, n[k], rec));
+        ZT_OK(zero_quant_record_view(ZERO_QFMT_NF4_DQ, rec, n[k], &qv));
+        ZT_OK(zero_quant_record_decode(&qv, 0, n[k], want + at));
+        free(rec);
+    }
+    if (view) ZT_CHECK(memcmp(view, want, sizeof want) == 0);
+    ZT_CHECK(memcmp(want, v, sizeof want) != 0); /* the values were coded: the view is not the input */
+    ZT_OK(zero_engine_release(e, u));
+    zero_engine_free(e);
+}
+
+int main(void) {
+    zero_comm *world = NULL;
+    if (zero_comm_init_mpi(&world, NULL) != ZERO_OK) {
+        fprintf(stderr, "cannot create the communicator\n");
+        return 1;
+    }
+    zt_rank = zero_comm_rank(world);
+    if (ZT_FB % zero_comm_size(world)) {
+        if (zt_rank == 0) printf("SKIP: 12 sequences do not split over %d ranks\n", zero_comm_size(world));
+    } else {
+        against_peft(world, "nf4", ZERO_QFMT_NF4);
+        against_peft(world, "int8", ZERO_QFMT_INT8);
+    }
+    bad_input(world);
+    zero_comm_free(world);
+    return zt_finish("test_qlora_train");
+}
