@@ -152,6 +152,7 @@ typedef struct cli_sizing_opts {
     zero_dtype frozen_dtype;            /* --frozen-dtype (ZERO_DTYPE_COUNT: the precision) */
     int deterministic;                  /* --deterministic: the exact accumulators in the transient */
     int optim_states;                   /* --optimizer-states: ZERO_OPTIM_STATES_FP32 or _INT8 */
+    int quant_base;                     /* --quantize-base: ZERO_QFMT_NONE, _NF4_DQ or _INT8 (needs --lora) */
     int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
     double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
     double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */
@@ -167,7 +168,9 @@ typedef struct cli_sizing_model {
     uint64_t params;
     int num_units;
     uint64_t *unit_numel;    /* malloc'd (cli_sizing_model_free) */
-    uint64_t *unit_frozen;   /* --lora: each unit's frozen base (malloc'd), else NULL */
+    uint64_t *unit_frozen;   /* --lora: each unit's frozen base (malloc'd), else NULL; with --quantize-base
+                              * its frozen part's elements as the engine lays it out (zero_quant_place) */
+    uint64_t frozen_params;  /* --lora: the base's parameters */
     uint64_t trainable;      /* --lora: the adapters' parameters (params counts base + adapters) */
     int lora_r;              /* --lora: r, alpha, the scaling rule and targets as given */
     double lora_alpha;

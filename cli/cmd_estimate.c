@@ -120,6 +120,15 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         o->optim_states = strcmp(v, "int8") ? ZERO_OPTIM_STATES_FP32 : ZERO_OPTIM_STATES_INT8;
         return 1;
     }
+    if (!strcmp(a, "--quantize-base")) {
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (strcmp(v, "nf4") && strcmp(v, "int8") && strcmp(v, "none")) {
+            cli_error(CLI_USAGE, "--quantize-base '%s': expected nf4, int8 or none", v);
+            return -1;
+        }
+        o->quant_base = !strcmp(v, "nf4") ? ZERO_QFMT_NF4_DQ : !strcmp(v, "int8") ? ZERO_QFMT_INT8 : ZERO_QFMT_NONE;
+        return 1;
+    }
     if (a[0] != '-' && a[0]) { /* zero estimate DIR */
         if (o->model) {
             cli_error(CLI_USAGE, "'%s': a second model (already '%s'): expected one preset or directory", a, o->model);
@@ -142,7 +151,11 @@ static uint64_t sizing_activation(void *ctx, int64_t micro_batch, int checkpoint
 /* --lora: every unit's base frozen and its adapters added (PEFT's r (in + out) per target and
  * layer), as `zero train --lora` registers them. */
 static int lora_units(const cli_sizing_opts *o, const dec_config *cfg, int have_shape, cli_sizing_model *out) {
-    if (!o->lora) return cli_error(CLI_USAGE, "--frozen-dtype: expected --lora too (the frozen parameters are LoRA's base)");
+    if (!o->lora)
+        return cli_error(CLI_USAGE, "%s: expected --lora too (the frozen parameters are LoRA's base)",
+                         o->quant_base != ZERO_QFMT_NONE ? "--quantize-base" : "--frozen-dtype");
+    if (o->quant_base != ZERO_QFMT_NONE && !dec_is_llama(cfg))
+        return cli_error(CLI_USAGE, "--quantize-base: a quantized base of GPT-2 (Conv1D weights) is not supported yet");
     if (!have_shape || o->params > 0)
         return cli_error(CLI_USAGE, "--lora: expected a model with a shape (a preset, a model directory, or --layers "
                          "and --dim), not --params");
@@ -159,10 +172,25 @@ static int lora_units(const cli_sizing_opts *o, const dec_config *cfg, int have_
     out->unit_frozen = malloc((size_t)out->num_units * sizeof *out->unit_frozen);
     if (!out->unit_frozen) return cli_error(CLI_RUNTIME, "out of memory");
     out->trainable = 0;
+    out->frozen_params = 0;
+    /* the frozen part as the engine lays it out: elements of the frozen dtype, a quantized weight
+     * as its record (zero train --quantize-base: dec_lora_quantizes, zero_quant_place) */
+    const size_t slot = zero_dtype_size(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype);
     for (int u = 0; u < out->num_units; u++) {
         const uint64_t a = dec_lora_unit_numel(cfg, &l, u);
-        out->unit_frozen[u] = out->unit_numel[u];
-        out->unit_numel[u] += a;
+        out->frozen_params += out->unit_numel[u];
+        uint64_t f = out->unit_numel[u];
+        if (o->quant_base != ZERO_QFMT_NONE) {
+            dec_param_desc d;
+            uint64_t start;
+            f = 0;
+            for (int i = 0; i < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, i, &d); i++)
+                if (d.unit == u)
+                    f = zero_quant_place(dec_lora_quantizes(cfg, &d) ? (zero_qformat)o->quant_base : ZERO_QFMT_NONE, d.numel,
+                                         slot, f, &start);
+        }
+        out->unit_frozen[u] = f;
+        out->unit_numel[u] = f + a;
         out->trainable += a;
     }
     out->params += out->trainable;
@@ -266,7 +294,7 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
         out->num_units = n;
         out->params = dec_num_params(&cfg);
     }
-    if (o->lora || o->frozen_dtype != ZERO_DTYPE_COUNT) {
+    if (o->lora || o->frozen_dtype != ZERO_DTYPE_COUNT || o->quant_base != ZERO_QFMT_NONE) {
         int rc = lora_units(o, &cfg, have_shape, out);
         if (rc != CLI_OK) {
             cli_sizing_model_free(out);
@@ -350,6 +378,8 @@ static void usage(FILE *f) {
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
             "  --deterministic      zero train --deterministic: the grids join the gradients and the mode's\n"
             "                       fixed-point sums and buffers the transient (docs/ENGINE.md §11)\n"
+            "  --quantize-base nf4|int8   with --lora: zero train --quantize-base, the base's linear weights in\n"
+            "                       NF4 (double-quantized scales) or int8, counted to the byte (docs/QUANT.md)\n"
             "  --optimizer-states fp32|int8   zero train --optimizer-states: AdamW's moments in 8 bits (units of\n"
             "                       4,096 elements and more; the NVMe rows left out: docs/QUANT.md)\n"
             "  --link-gbps G        each node's network link in Gbit/s each way, for the step time\n"
@@ -448,11 +478,13 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         printf(", \"lora\": {\"r\": %d, \"alpha\": ", m->lora_r);
         cli_json_double(stdout, m->lora_alpha);
         printf(", \"rslora\": %s, \"targets\": \"%s\", \"trainable_params\": %llu, \"frozen_params\": %llu, "
-               "\"trainable_padded\": %llu, \"frozen_padded\": %llu, \"frozen_dtype\": \"%s\"}",
+               "\"frozen_elements\": %llu, \"trainable_padded\": %llu, \"frozen_padded\": %llu, \"frozen_dtype\": \"%s\", "
+               "\"quantize_base\": \"%s\"}",
                m->lora_rslora ? "true" : "false", m->lora_targets, (unsigned long long)m->trainable,
-               (unsigned long long)rows[0].mem.frozen, (unsigned long long)rows[0].mem.padded,
-               (unsigned long long)rows[0].mem.frozen_padded,
-               zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype));
+               (unsigned long long)m->frozen_params, (unsigned long long)rows[0].mem.frozen,
+               (unsigned long long)rows[0].mem.padded, (unsigned long long)rows[0].mem.frozen_padded,
+               zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype),
+               zero_qformat_name((zero_qformat)o->quant_base));
     }
     printf(", \"activation_bytes\": ");
     json_u64_or_null(stdout, act_known, act);
@@ -513,13 +545,22 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            o->optim_states == ZERO_OPTIM_STATES_INT8
                ? "8-bit: a byte each and 4 bytes per 256, in units of 4,096 elements and more"
                : "fp32");
-    if (m->unit_frozen)
-        printf("LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%); the base's %llu frozen in %s: no "
+    if (m->unit_frozen) {
+        const char *fd = zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype);
+        char how[160];
+        if (o->quant_base == ZERO_QFMT_NONE) snprintf(how, sizeof how, "in %s", fd);
+        else
+            snprintf(how, sizeof how, "with the layers' linear weights in %s (%llu bytes with the rest in %s)",
+                     o->quant_base == ZERO_QFMT_INT8 ? "int8" : "NF4, double-quantized scales",
+                     (unsigned long long)(m0->frozen * zero_dtype_size(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision
+                                                                                                          : o->frozen_dtype)),
+                     fd);
+        printf("LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%); the base's %llu frozen %s: no "
                "gradient, master or optimizer state, whole on every rank at stages 0-2, 1/%d at stage 3\n",
                m->lora_r, m->lora_alpha, m->lora_rslora ? " (rsLoRA)" : "", m->lora_targets,
                (unsigned long long)m->trainable, 100.0 * (double)m->trainable / (double)m->params,
-               (unsigned long long)m0->frozen, zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype),
-               o->ranks);
+               (unsigned long long)m->frozen_params, how, o->ranks);
+    }
     const int gpu = o->device_mem > 0;
     if (gpu)
         printf("\nper-rank bytes on %d GPU%s of %s (host: a rank's host memory, pinned: of it page-locked;\n"

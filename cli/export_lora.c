@@ -22,6 +22,11 @@ struct lora_export {
     /* the adapter pair of the base weight being merged */
     const cli_ckpt_param *cur, *qa, *qb;
     float *A, *B;
+    /* a quantized base's run (zero_config_base_format of its record): the base weight being merged
+     * as the run saw it, coded and decoded whole */
+    zero_qformat qfmt;
+    const cli_ckpt_param *qcur;
+    float *qvals;
 };
 
 static const cli_ckpt_param *find(const cli_ckpt_params *ps, const char *name) {
@@ -33,7 +38,7 @@ static const cli_ckpt_param *find(const cli_ckpt_params *ps, const char *name) {
 void export_lora_free(lora_export *x) {
     if (!x) return;
     dec_hf_close(x->base);
-    free(x->A), free(x->B);
+    free(x->A), free(x->B), free(x->qvals);
     free(x);
 }
 
@@ -81,6 +86,15 @@ int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m
         (dec_lora_targets(&x->cfg, targets, &x->l.targets, &err) != ZERO_OK || dec_lora_check(&x->cfg, &x->l, &err) != ZERO_OK))
         rc = cli_error(CLI_RUNTIME, "export: %s: its LoRA record: %s", zero_ckpt_dir(c), err.msg);
     x->s = dec_lora_scaling(&x->l);
+    char *conf = NULL;
+    if (rc == CLI_OK && zero_ckpt_user_json(c, "run.config", &conf) == ZERO_OK) { /* the run's base format */
+        zero_config rcfg;
+        zero_config_default(&rcfg);
+        if (zero_config_load_json_string(&rcfg, conf, &err) != ZERO_OK)
+            rc = cli_error(CLI_RUNTIME, "export: %s: the record of its run: run.config: %s", zero_ckpt_dir(c), err.msg);
+        x->qfmt = (zero_qformat)zero_config_base_format(&rcfg);
+    }
+    free(conf);
     /* the base, for --merge without a saved one: the recorded or given directory, the run's */
     if (rc == CLI_OK && merge && !saved) {
         (void)zero_ckpt_user_string(c, "base.hash", &hash);
@@ -152,11 +166,45 @@ static int adapters_of(lora_export *x, zero_ckpt *c, const cli_ckpt_param *q) {
     return rc == CLI_OK ? read_ckpt(c, x->qb, 0, x->qb->numel, x->B) : rc;
 }
 
+/* 1 when the run kept base weight q quantized (dec_lora_quantizes). */
+static int quantized(const lora_export *x, const cli_ckpt_param *q) {
+    dec_param_desc d;
+    for (int i = 0; i < dec_num_tensors(&x->cfg) && !dec_tensor_desc(&x->cfg, i, &d); i++)
+        if (!strcmp(d.name, q->name)) return dec_lora_quantizes(&x->cfg, &d);
+    return 0;
+}
+
+/* Base weight q as the quantized run computed with it: read whole from the base, coded in the
+ * run's format and decoded (x->qvals), once per weight. */
+static int dequantized(lora_export *x, const cli_ckpt_param *q) {
+    if (x->qcur == q) return CLI_OK;
+    x->qcur = NULL;
+    free(x->qvals);
+    x->qvals = malloc((size_t)q->numel * sizeof(float));
+    void *rec = malloc((size_t)zero_quant_record_bytes(x->qfmt, q->numel));
+    zero_error err = {{0}};
+    zero_quant_view v;
+    int rc = CLI_OK;
+    if (!x->qvals || !rec) rc = cli_error(CLI_RUNTIME, "export: out of memory for '%s'", q->name);
+    else if (dec_hf_read(x->base, q->name, 0, q->numel, x->qvals, &err) != ZERO_OK)
+        rc = cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    else if (zero_quant_record_encode(x->qfmt, x->qvals, q->numel, rec) != ZERO_OK ||
+             zero_quant_record_view(x->qfmt, rec, q->numel, &v) != ZERO_OK ||
+             zero_quant_record_decode(&v, 0, q->numel, x->qvals) != ZERO_OK)
+        rc = cli_error(CLI_RUNTIME, "export: coding '%s' as %s failed", q->name, zero_qformat_name(x->qfmt));
+    free(rec);
+    if (rc == CLI_OK) x->qcur = q;
+    return rc;
+}
+
 int export_lora_read(lora_export *x, zero_ckpt *c, const cli_ckpt_param *q, uint64_t at, uint64_t n, float *buf) {
     if (x->adapter) return read_ckpt(c, q, at, n, buf);
     int rc;
     if (!x->base) { /* saved with --save-frozen */
         if ((rc = read_ckpt(c, q, at, n, buf)) != CLI_OK) return rc;
+    } else if (x->qfmt != ZERO_QFMT_NONE && quantized(x, q)) {
+        if ((rc = dequantized(x, q)) != CLI_OK) return rc;
+        memcpy(buf, x->qvals + at, (size_t)n * sizeof *buf);
     } else {
         zero_error err = {{0}};
         if (dec_hf_read(x->base, q->name, at, at + n, buf, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "export: %s", err.msg);

@@ -82,8 +82,13 @@ int dec_lora_is_param(const char *name);
 const char *dec_lora_module(const dec_config *cfg, unsigned target, int layer, char *buf, size_t cap, int *out_f,
                             int *in_f);
 
-/* Registers the model on e as dec_engine_register does, every base tensor ZERO_PARAM_FROZEN, and
- * the adapters in the layer units. */
+/* 1 when a quantized base (zero_config.quant_base) keeps base tensor d as a record: a layer's
+ * linear weight (2-D, Llama's (out, in)); norms, biases, the embeddings and the LM head stay in the
+ * frozen dtype. */
+int dec_lora_quantizes(const dec_config *cfg, const dec_param_desc *d);
+/* Registers the model on e as dec_engine_register does, every base tensor ZERO_PARAM_FROZEN (and
+ * ZERO_PARAM_QUANTIZE where dec_lora_quantizes says so: GPT-2 is refused under a quantized base),
+ * and the adapters in the layer units. */
 zero_status dec_lora_register(const dec_config *cfg, const dec_lora *l, zero_engine *e, zero_error *err);
 /* Sets every adapter as PEFT initializes it: A Kaiming-uniform (a = sqrt(5): U(-1/sqrt(in),
  * 1/sqrt(in))), B zero; from the model's generator, one stream per (seed, layer unit), A tensors

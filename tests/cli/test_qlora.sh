@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `zero train --lora --quantize-base nf4|int8` (QLoRA, docs/QUANT.md) on the llama_gqa4 fixture:
+# the same global batch on 3 ranks at stage 3 and on 1 rank at stage 0 ends at the same loss and
+# exports the same PEFT adapter (not empty: its B matrices trained away from zero); the 16-bit
+# merge of the adapters into the dequantized base evaluates to the QLoRA run's own validation
+# loss; a resume keeps the base format; int8 trains too; `zero estimate --quantize-base` counts
+# the records; bad values and pairings not supported are one line each.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+: "${ZERO_SOURCE_DIR:?set ZERO_SOURCE_DIR to the source tree}"
+PY=/usr/bin/python3
+TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line "zero: error: ..." with every NEEDLE
+    local name=$1 want=$2; shift 2
+    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
+    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
+    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
+    [ "$(grep -c . "$TMP/err")" -eq 1 ] || cat "$TMP/err"
+}
+done_field() { # FILE KEY: a field of the final {"done": true} record
+    "$PY" -c "import json, sys
+print([json.loads(l) for l in open(sys.argv[1]) if '\"done\"' in l][-1][sys.argv[2]])" "$1" "$2"
+}
+D=$ZERO_SOURCE_DIR/tests/data
+Q=(--init-from "$D/decoder/llama_gqa4" --data "$D/decoder/tokens.bin" --seq 8 --steps 6 --lr 1e-2 --val-every 0
+   --val-batches 2 --lora r=4,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj --quantize-base nf4)
+
+"$ZERO" train "${Q[@]}" --ranks 3 --stage 3 --micro-batch 2 --save s3 --log-json s3.json >s3.out 2>s3.err
+check "nf4, 3 ranks, stage 3: exit 0" test $? -eq 0
+check "nf4: the banner names the format" grep -q "linear weights NF4 with double-quantized scales" s3.out
+"$ZERO" train "${Q[@]}" --ranks 1 --stage 0 --micro-batch 6 --save s0 --log-json s0.json >s0.out 2>s0.err
+check "nf4, 1 rank, stage 0: exit 0" test $? -eq 0
+l3=$(done_field s3.json loss) l0=$(done_field s0.json loss)
+check "the same loss on 3 ranks at stage 3 ($l3) and 1 rank at stage 0 ($l0)" "$PY" -c "
+assert abs($l3 - $l0) <= 1e-5 * abs($l0), ($l3, $l0)"
+
+# the adapters of both runs: equal, and trained
+"$ZERO" export s3 --adapter -o a3 >/dev/null 2>err && "$ZERO" export s0 --adapter -o a0 >/dev/null 2>>err
+check "export --adapter of both: exit 0" test $? -eq 0
+check "adapters: the same tensors within 5e-4 of the largest (fp32 sums in another order, 6 AdamW steps), B trained" "$PY" -c "
+import json, struct
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
+    for k, v in h.items():
+        if k == '__metadata__': continue
+        assert v['dtype'] == 'F32', v
+        s, e = v['data_offsets']; out[k] = struct.unpack('<%df' % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+a, b = load('a3/adapter_model.safetensors'), load('a0/adapter_model.safetensors')
+assert a.keys() == b.keys() and len(a) == 2 * 7 * 2, sorted(a)
+top = max(max(abs(x) for x in t) for t in b.values())
+worst = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
+Bmax = min(max(abs(x) for x in t) for k, t in b.items() if 'lora_B' in k)
+assert worst <= 5e-4 * top and Bmax > 1e-3, (worst, top, Bmax)
+print('worst |diff| %.2e of %.3f; every B reaches %.2e' % (worst, top, Bmax))"
+
+# the merge: the dequantized base plus the adapters' delta evaluates as the QLoRA model did
+"$ZERO" export s0 --merge -o m0 >/dev/null 2>err
+check "export --merge: exit 0" test $? -eq 0
+v0=$(done_field s0.json val_loss)
+"$ZERO" train --init-from m0 --data "$D/decoder/tokens.bin" --seq 8 --steps 1 --lr 0 --micro-batch 6 --val-every 0 \
+    --val-batches 2 --log-json m0.json >/dev/null 2>err
+check "the merged model trains (lr 0): exit 0" test $? -eq 0
+vm=$(done_field m0.json val_loss)
+check "the merged model's validation loss ($vm) is the QLoRA run's ($v0)" "$PY" -c "
+assert abs($vm - $v0) <= 1e-5 * abs($v0), ($vm, $v0)"
+
+# resume on 1 rank: the format comes from the checkpoint
+"$ZERO" train --resume s3 --steps 8 --val-every 0 --val-batches 1 >r.out 2>r.err
+check "resume of the 3-rank run on 1 rank: exit 0" test $? -eq 0
+check "resume: the base is NF4 again" grep -q "linear weights NF4" r.out
+
+# int8
+"$ZERO" train "${Q[@]:0:14}" --lora r=4 --quantize-base int8 --micro-batch 6 --log-json i8.json >i8.out 2>i8.err
+check "int8: exit 0" test $? -eq 0
+check "int8: the banner names it" grep -q "linear weights int8" i8.out
+check "int8: trained (loss $(done_field i8.json loss))" "$PY" -c "import math; assert math.isfinite($(done_field i8.json loss))"
+
+# estimate: the records counted; NF4 well under bf16's base, int8 between
+for q in none nf4 int8; do
+    "$ZERO" estimate --model llama-3.1-8b --ranks 2 --lora r=16 --precision bf16 --quantize-base $q --json >e_$q.json 2>err
+    check "estimate --quantize-base $q: exit 0" test $? -eq 0
+done
+check "estimate: frozen bytes nf4 < 0.72 x bf16's, int8 < 1.2 x nf4's... in order" "$PY" -c "
+import json
+f = {q: json.load(open('e_%s.json' % q))['lora'] for q in ('none', 'nf4', 'int8')}
+p = f['none']['frozen_params']
+assert all(x['frozen_params'] == p for x in f.values())
+n, q4, q8 = (f[q]['frozen_elements'] for q in ('none', 'nf4', 'int8'))
+assert n == p and q4 < 0.72 * n and q4 < q8 < n, (n, q4, q8)
+assert f['nf4']['quantize_base'] == 'nf4-dq' and f['int8']['quantize_base'] == 'int8'
+print('frozen elements (bf16 slots): none %d, nf4 %d (%.3f), int8 %d (%.3f)' % (n, q4, q4 / n, q8, q8 / n))"
+
+# bad input: one line each
+"$ZERO" train "${Q[@]:0:14}" --quantize-base q3 >/dev/null 2>err
+rc=$?; expect_error "--quantize-base q3" 2 "--quantize-base 'q3'" "nf4, int8 or none"
+"$ZERO" train --init-from "$D/decoder/llama_gqa4" --data "$D/decoder/tokens.bin" --seq 8 --steps 1 --quantize-base nf4 \
+    >/dev/null 2>err
+rc=$?; expect_error "--quantize-base without --lora" 2 "--quantize-base nf4" "not trained" "--lora"
+"$ZERO" train --model tiny --seq 16 --steps 1 --lora r=2 --quantize-base nf4 >/dev/null 2>err
+rc=$?; check "GPT-2 base: refused (exit $rc)" test "$rc" -ne 0
+check "GPT-2 base: not supported yet" grep -q "GPT-2 (Conv1D weights) is not supported yet" err
+"$ZERO" train "${Q[@]}" --save-frozen --save sf >/dev/null 2>err
+rc=$?; check "--save-frozen: refused (exit $rc)" test "$rc" -ne 0
+check "--save-frozen: not supported yet" grep -q "save_frozen with zero_extensions.quantize_base \"nf4\" is not supported yet" err
+echo '{"train_batch_size": 6, "zero_extensions": {"quantize_base": "fp4"}}' >bad.json
+"$ZERO" train "${Q[@]:0:14}" --lora r=4 --config bad.json >/dev/null 2>err
+rc=$?; check "config quantize_base \"fp4\": refused (exit $rc)" test "$rc" -ne 0
+check "config: names the key and the values" grep -q 'zero_extensions.quantize_base.*"nf4", "int8" or "none"' err
+"$ZERO" estimate --model llama-3.1-8b --ranks 2 --quantize-base nf4 >/dev/null 2>err
+rc=$?; expect_error "estimate --quantize-base without --lora" 2 "--quantize-base: expected --lora too"
+exit $fail
