@@ -610,9 +610,17 @@ zero_status dec_config_from_json(dec_config *cfg, const char *json, char **notes
                     "(model_type gpt2, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3)");
         goto out;
     }
-    if (present(o, "quantization_config")) {
-        st = refuse(err, "quantization_config", get(o, "quantization_config"),
-                    "expected none (quantized weights are not supported; use a bf16, fp16 or fp32 checkpoint)");
+    if (present(o, "quantization_config")) { /* GPTQ, AWQ, bitsandbytes-serialized, ...: named by quant_method */
+        const cJSON *qm = get(get(o, "quantization_config"), "quant_method");
+        if (cJSON_IsString(qm)) {
+            dec__errorf(err, "config.json: quantization_config: quant_method \"%.64s\": a base quantized by another tool is "
+                        "not read yet (use its bf16, fp16 or fp32 checkpoint; zero train --quantize-base nf4|int8 "
+                        "quantizes it while loading)", qm->valuestring);
+            st = ZERO_ERR_UNSUPPORTED;
+        } else {
+            st = refuse(err, "quantization_config", get(o, "quantization_config"),
+                        "expected none (a quantized checkpoint is not read yet; use a bf16, fp16 or fp32 one)");
+        }
         goto out;
     }
     if ((st = check_dtype(o, err))) goto out;

@@ -211,7 +211,11 @@ static void test_refusals(void) {
     parse_bad("{\"model_type\": \"llama\", \"num_hidden_layers\": 2.5}", "num_hidden_layers 2.5", "integer");
     parse_bad("{\"model_type\": \"llama\", \"vocab_size\": \"100\"}", "vocab_size \"100\"", NULL);
     parse_bad("{" LLAMA ", \"tie_word_embeddings\": 1}", "tie_word_embeddings 1", "true or false");
-    parse_bad("{" LLAMA ", \"quantization_config\": {\"quant_method\": \"bitsandbytes\"}}", "quantization_config", "bf16");
+    parse_bad("{" LLAMA ", \"quantization_config\": {\"quant_method\": \"bitsandbytes\"}}", "quant_method \"bitsandbytes\"",
+              "--quantize-base");
+    parse_bad("{" LLAMA ", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}", "quant_method \"gptq\"",
+              "not read yet");
+    parse_bad("{" LLAMA ", \"quantization_config\": {\"bits\": 4}}", "quantization_config {\"bits\":4}", "bf16");
     parse_bad("{\"model_type\": \"gpt2\", \"activation_function\": \"relu\"}", "activation_function \"relu\"", "gelu_new");
     parse_bad("{\"model_type\": \"gpt2\", \"scale_attn_by_inverse_layer_idx\": true}", "scale_attn_by_inverse_layer_idx true", NULL);
     parse_bad("{\"model_type\": \"gpt2\", \"add_cross_attention\": true}", "add_cross_attention true", NULL);
