@@ -946,11 +946,15 @@ int train_run(train_opts *o, int mpi) {
         rc = cli_error(CLI_RUNTIME, "cannot create the engine: %s", err.msg);
         goto out;
     }
-    /* LoRA: the base registered frozen, the adapters beside it (cli/train_lora.c) */
+    /* LoRA: the base registered frozen, the adapters beside it (cli/train_lora.c). A model
+     * directory sets every base parameter (dec_hf_load refuses one with a tensor missing), so the
+     * random initialization is skipped for it: no unit-sized buffer, no values made to be
+     * overwritten (and under --quantize-base, no records coded twice) */
     if ((o->lora_on ? dec_lora_register(&o->model_cfg, &o->lora, r.e, &err)
                     : dec_engine_register(&o->model_cfg, r.e, &err)) != ZERO_OK ||
         zero_engine_finalize(r.e) != ZERO_OK ||
-        (!o->base_saved && dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK)) {
+        (!o->base_saved && !(o->init_from && dec_hf_is_dir(o->init_from)) &&
+         dec_engine_init(&o->model_cfg, r.e, o->seed, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model setup: %s", err.msg[0] ? err.msg : zero_engine_last_error(r.e));
         goto out;
     }

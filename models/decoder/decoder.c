@@ -41,6 +41,7 @@ struct dec_model {
     int Bmax, Tmax, ckpt;
     size_t head_rows; /* rows of logits computed at once */
     size_t head_cap;  /* the rows the logits buffer holds (head_rows unless a test lowered it) */
+    size_t head_wtile; /* head_wtiles' weight rows per tile (0: 16 MiB of fp32; tests lower it) */
     zero_impl impl;   /* the model kernels' implementation (zero_impl_best at create) */
     mk_prec prec;     /* the linear layers' products (dec_set_matmul_dtype) */
     int prec_forced;  /* dec__set_matmul_prec: the engine's passes keep prec as set */
@@ -475,6 +476,8 @@ void dec__matmul_for_engine(dec_model *m, zero_dtype precision) {
 void dec__set_working_copy(dec_model *m, int on) { m->no_working = !on; }
 int dec__working_reads(const dec_model *m) { return m->working_reads; }
 
+void dec__set_head_wtile(dec_model *m, size_t rows) { m->head_wtile = rows; }
+
 zero_status dec__set_head_rows(dec_model *m, size_t rows) {
     if (rows < 1 || rows > m->head_cap) return ZERO_ERR_INVALID_ARG;
     m->head_rows = rows;
@@ -710,7 +713,13 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
     const int layer = unit >= 1 && unit <= m->cfg.n_layer;
     if (layer) TRY(find_qbase(m, u));
     const int qlayer = layer && m->nqp > 0;
-    if (!qlayer && !(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
+    /* a LoRA model's embeddings and final unit are frozen: read as kept even under fp32 products
+     * (their bf16 head widened by tiles, head_wtiles; the embeddings' rows one at a time), so no
+     * fp32 view of a vocabulary-sized table is made */
+    const int frozen_unit = m->lora && !layer && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working &&
+                            (u->frozen_dtype == ZERO_DTYPE_FP32 || u->frozen_dtype == ZERO_DTYPE_BF16);
+    if (!qlayer && !frozen_unit &&
+        !(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
         const float *p;
         TRY_PTR(u->gather(m, u->ctx, unit), p);
         resolve_unit(m, unit, p, NULL, NULL, o);
@@ -1097,6 +1106,66 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
     return ZERO_OK;
 }
 
+/* The LM head over a bf16 weight wb (V, C) with fp32 products — a LoRA base kept in bf16 where the
+ * products are fp32 (a CPU without bf16 instructions): the weight widened a tile of rows at a time
+ * into fp32 (16 MiB), never whole (a 128k-token vocabulary's head would be a 1.5 GiB copy at
+ * C = 3072). The weight is frozen: no gradient for it. Logits and losses as head_chunks'. */
+static zero_status head_wtiles(dec_model *m, const uint16_t *wb, int bwd, const float *x, size_t rows,
+                               const int32_t *targets, float dscale, float *dx, float *logits_out) {
+    const size_t C = (size_t)m->d.C, V = (size_t)m->cfg.vocab;
+    const size_t vt0 = m->head_wtile ? m->head_wtile : ((size_t)1 << 22) / C ? ((size_t)1 << 22) / C : 1;
+    const size_t hr = rows < m->head_rows ? rows : m->head_rows;
+    const size_t vt = vt0 < V ? vt0 : V;
+    float *wt = malloc(vt * C * sizeof *wt), *tmp = malloc(hr * vt * sizeof *tmp);
+    float *dxt = bwd ? malloc(hr * C * sizeof *dxt) : NULL;
+    zero_status st = ZERO_OK;
+    if (!wt || !tmp || (bwd && !dxt)) {
+        dec__seterr(m, "lm head: out of memory for its weight tiles");
+        st = ZERO_ERR_NOMEM;
+        goto out;
+    }
+    const float cap = (float)m->cfg.final_softcap;
+    for (size_t r0 = 0; r0 < rows && !st; r0 += m->head_rows) {
+        const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
+        const float *xr = x + r0 * C;
+        for (size_t v0 = 0; v0 < V && !st; v0 += vt) { /* logits[:, v0 .. v0 + n) = x tile^T */
+            const size_t n = V - v0 < vt ? V - v0 : vt;
+            zero_convert(wb + v0 * C, ZERO_DTYPE_BF16, wt, ZERO_DTYPE_FP32, n * C, ZERO_IMPL_AUTO);
+            st = mk_linear_fwd(tmp, xr, wt, NULL, NULL, nr, (int)C, (int)n, 1, MK_PREC_FP32, m->impl);
+            for (size_t i = 0; i < nr && !st; i++) memcpy(m->logits + i * V + v0, tmp + i * n, n * sizeof *tmp);
+        }
+        if (st) break;
+        if (cap > 0.0f)
+            for (size_t i = 0; i < nr * V; i++) {
+                m->capt[i] = tanhf(m->logits[i] / cap);
+                m->logits[i] = cap * m->capt[i];
+            }
+        if (m->probe && m->probe_head == 0.0f) m->probe_head = first_nonfinite(m->logits, nr * V);
+        if (logits_out) memcpy(logits_out + r0 * V, m->logits, nr * V * sizeof(float));
+        if (!targets) continue;
+        st = mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, (int)V, bwd ? dscale : 0.0f, m->impl);
+        if (st || !bwd) continue;
+        if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float));
+        if (cap > 0.0f)
+            for (size_t i = 0; i < nr * V; i++) m->logits[i] *= 1.0f - m->capt[i] * m->capt[i];
+        /* dx = d logits W: the sum over the tiles of d logits[:, tile] tile */
+        float *d = dx + r0 * C;
+        for (size_t v0 = 0; v0 < V && !st; v0 += vt) {
+            const size_t n = V - v0 < vt ? V - v0 : vt;
+            zero_convert(wb + v0 * C, ZERO_DTYPE_BF16, wt, ZERO_DTYPE_FP32, n * C, ZERO_IMPL_AUTO);
+            for (size_t i = 0; i < nr; i++) memcpy(tmp + i * n, m->logits + i * V + v0, n * sizeof *tmp);
+            st = mk_linear_bwd(v0 ? dxt : d, NULL, NULL, tmp, xr, wt, nr, (int)C, (int)n, 1, MK_PREC_FP32, m->impl);
+            if (!st && v0)
+                for (size_t i = 0; i < nr * C; i++) d[i] += dxt[i];
+        }
+    }
+    if (st && !m->err[0]) dec__seterr(m, "lm head: %s", zero_status_string(st));
+out:
+    free(wt), free(tmp), free(dxt);
+    if (!st && m->pass && m->pass->progress) st = m->pass->progress(m, m->pass->ctx);
+    return st;
+}
+
 /* head_chunks, with its bf16 operands where the products are bf16: a transient copy per call, as
  * mk_linear's, but W rounded once instead of once per chunk and direction (GPT-2's head at 512
  * rows: 4 roundings of its 38.6 M weights into fresh 77 MB copies became 1), and not at all when
@@ -1105,6 +1174,13 @@ static zero_status head(dec_model *m, dmat W, float *gW, int bwd, const float *x
                         const int32_t *targets, float dscale, float *dx, float *logits_out) {
     if (!W.b && (m->prec != MK_PREC_BF16 || m->impl == ZERO_IMPL_SCALAR))
         return head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL);
+    if (W.b && m->prec != MK_PREC_BF16) { /* a frozen bf16 head under fp32 products (gather_unit) */
+        if (gW) {
+            dec__seterr(m, "lm head: a bf16 weight read as kept takes no gradient under fp32 products");
+            return ZERO_ERR_STATE;
+        }
+        return head_wtiles(m, W.b, bwd, x, rows, targets, dscale, dx, logits_out);
+    }
     const size_t C = (size_t)m->d.C, V = (size_t)m->cfg.vocab, hr = rows < m->head_rows ? rows : m->head_rows;
     const size_t wn = W.b ? 0 : V * C;
     uint16_t *b = malloc(sizeof(uint16_t) * (wn + hr * C + (bwd && targets ? hr * V : 0)));
@@ -1349,7 +1425,7 @@ static zero_status raw_pass(dec_model *m, const float *const *params, float *con
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, grads};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL, ZERO_DTYPE_COUNT};
     return dec__run(m, &u, p);
 }
 
@@ -1462,6 +1538,6 @@ zero_status dec_generate(dec_model *m, const float *const *params, const int32_t
         return ZERO_ERR_INVALID_ARG;
     }
     raw_ctx ctx = {params, NULL};
-    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL};
+    dec__units u = {raw_gather, raw_ok, raw_grad, raw_ok, &ctx, NULL, NULL, NULL, ZERO_DTYPE_COUNT};
     return dec__generate(m, &u, prompt, n_prompt, n_new, s, out);
 }

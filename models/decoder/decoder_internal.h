@@ -82,6 +82,9 @@ int dec__working_reads(const dec_model *m);
 /* Computes the LM head's logits `rows` rows at a time (tests: several chunks on a small
  * vocabulary); ZERO_ERR_INVALID_ARG outside [1, the rows dec_create sized its buffer for]. */
 zero_status dec__set_head_rows(dec_model *m, size_t rows);
+/* The weight rows a tile of the LM head holds where a frozen bf16 head runs under fp32 products
+ * (tests: several tiles on a small vocabulary; 0: the default, 16 MiB of fp32). */
+void dec__set_head_wtile(dec_model *m, size_t rows);
 /* Sets the model kernels' implementation (tests: ZERO_IMPL_SCALAR runs every reference);
  * ZERO_ERR_UNSUPPORTED for one this CPU cannot run. */
 zero_status dec__set_impl(dec_model *m, zero_impl impl);
@@ -131,6 +134,8 @@ typedef struct dec__units {
      * of the frozen dtype; else a record of zero/quant.h at byte *slot x the dtype's size).
      * NULL: the provider keeps no quantized base. */
     zero_status (*frozen_place)(dec_model *m, void *ctx, int unit, uint64_t offset, uint64_t *slot, zero_qformat *fmt);
+    /* The dtype gather_parts hands a frozen part in (ZERO_DTYPE_COUNT: unknown, or no parts). */
+    zero_dtype frozen_dtype;
 } dec__units;
 
 typedef struct dec__pass {

@@ -137,8 +137,10 @@ static zero_status eng_frozen_place(dec_model *m, void *ctx, int unit, uint64_t 
  * bf16 the pass reads the units' parts as they are kept (gather_parts). */
 static dec__units eng_units(dec_model *m, zero_engine *e) {
     dec__matmul_for_engine(m, zero_engine_config(e)->precision);
+    const zero_config *c = zero_engine_config(e);
     dec__units u = {eng_gather, eng_release, eng_grad, eng_grad_ready, e, eng_progress, eng_gather_parts,
-                    zero_config_base_format(zero_engine_config(e)) != ZERO_QFMT_NONE ? eng_frozen_place : NULL};
+                    zero_config_base_format(c) != ZERO_QFMT_NONE ? eng_frozen_place : NULL,
+                    c->frozen_dtype == ZERO_DTYPE_COUNT ? c->precision : c->frozen_dtype};
     return u;
 }
 
