@@ -193,6 +193,10 @@ void zero_dequant_blockwise(const uint8_t *idx, const float *absmax, const float
 
 void zero_quant_nf4(const float *x, uint64_t n, uint8_t *packed, float *absmax) {
     static const float t[16] = ZERO__NF4_TABLE;
+    /* zero__q_index's midpoints, each rounded to fp32 as it computes them: a value's index is the
+     * count of them below it (the same as its bisection: they ascend), without a branch */
+    float mid[15];
+    for (int j = 0; j < 15; j++) mid[j] = (t[j] + t[j + 1]) * 0.5f;
     const uint64_t block = ZERO_QUANT_NF4_BLOCK;
     memset(packed, 0, (size_t)((n + 1) / 2));
     const uint64_t nb = (n + block - 1) / block;
@@ -203,7 +207,9 @@ void zero_quant_nf4(const float *x, uint64_t n, uint8_t *packed, float *absmax) 
         const float a = block_absmax(x + lo, len);
         absmax[b] = a;
         for (uint64_t i = lo; i < lo + len; i++) {
-            const int q = zero__q_index(t, 16, zero__q_norm(x[i], a, len < block));
+            const float v = zero__q_norm(x[i], a, len < block);
+            int q = 0;
+            for (int j = 0; j < 15; j++) q += mid[j] < v;
             packed[i >> 1] |= (uint8_t)((i & 1) ? q : q << 4);
         }
     }
