@@ -1,7 +1,9 @@
 /* bench/bench_adam8.c — 8-bit AdamW (zero_optim_step_q8: the moments decoded, the fp32 step, coded
  * again; docs/QUANT.md) against the fp32 AdamW step (zero_optim_step) on the same parameters and
  * gradients: interleaved rounds, medians, the ratio and each step's nanoseconds per parameter; and
- * the moments' bytes (2.03 against 8 per parameter).
+ * the moments' bytes (2.03 against 8 per parameter). Then the base formats' coding of the same
+ * number of values (zero_quant_record_encode: NF4 with double quantization, int8; medians, ns a
+ * value), what loading a quantized base costs per weight.
  *
  * Usage: bench_adam8 [millions of parameters [rounds]] (default 16 9). Threads follow
  * OMP_NUM_THREADS. */
@@ -67,6 +69,22 @@ int main(int argc, char **argv) {
            "(%.2f ns/param): ratio %.2f; moments %.3f bytes/param against 8\n",
            n, rounds, a * 1e3, a * 1e9 / (double)n, b * 1e3, b * 1e9 / (double)n, b / a,
            (2.0 * (double)n + 8.0 * (double)nb) / (double)n);
+    const zero_qformat fm[2] = {ZERO_QFMT_NF4_DQ, ZERO_QFMT_INT8};
+    for (int k = 0; k < 2 && !rc; k++) {
+        void *rec = malloc((size_t)zero_quant_record_bytes(fm[k], n));
+        for (int r = 0; rec && r < rounds && !rc; r++) {
+            const double t0 = now();
+            rc = zero_quant_record_encode(fm[k], p32, n, rec) != ZERO_OK;
+            t8[r] = now() - t0;
+        }
+        if (rec && !rc) {
+            qsort(t8, (size_t)rounds, sizeof *t8, cmp);
+            printf("bench_adam8: coding %zu values as %s (zero_quant_record_encode, median): %.2f ms (%.2f ns/value)\n", n,
+                   zero_qformat_name(fm[k]), t8[rounds / 2] * 1e3, t8[rounds / 2] * 1e9 / (double)n);
+        }
+        rc |= !rec;
+        free(rec);
+    }
 done:
     free(p32), free(p8), free(g), free(m), free(v), free(st.m), free(st.v), free(st.m_absmax), free(st.v_absmax);
     free(t32), free(t8);
