@@ -122,6 +122,10 @@ zero_status zero__eng_check_unit(zero_engine *e, int unit, const char *what) {
     if (e->broken) return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the engine failed earlier; free it", what);
     if (unit < 0 || unit >= e->nunits)
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "%s: unit %d: expected 0..%d", what, unit, e->nunits - 1);
+    if (e->qstage_param >= 0) /* its record would be missing: it is coded when its last element is set */
+        return zero__eng_fail(e, ZERO_ERR_STATE, "%s: the quantized parameter '%s' was set up to element %llu of %llu "
+                              "only: set the rest first", what, e->params[e->qstage_param].name,
+                              (unsigned long long)e->qfill, (unsigned long long)e->params[e->qstage_param].numel);
     return ZERO_OK;
 }
 

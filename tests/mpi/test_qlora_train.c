@@ -231,6 +231,8 @@ static void bad_input(zero_comm *world) {
         ZT_OK(zero_engine_set_unit_range(e, u, 0, 100, x));
         if (pv.own_hi) /* 'v' before 'w' is whole */
             ZT_EQ_INT(zero_engine_set_unit_range(e, u, 2560, 2600, x), ZERO_ERR_STATE);
+        ZT_CHECK(zero_engine_gather(e, u) == NULL); /* its record is not there yet */
+        ZT_CHECK(strstr(zero_engine_last_error(e), "was set up to element 100 of 2560 only") != NULL);
         ZT_OK(zero_engine_set_unit_range(e, u, 100, 2560, x + 100));
     } else {
         ZT_EQ_INT(pi.own_lo, 0);
