@@ -12,82 +12,21 @@
 #include <stdint.h>
 
 #include "decoder/decoder_internal.h"
-#include "decoder/lora.h"
-#include "decoder/peft.h"
-#include "decoder_fixture.h"
+#include "lora_fixture.h"
 
 static const char *const fixtures[] = {"gpt2", "llama_gqa4", "llama3_bias", "qwen3", "gemma2", "gemma3", "phi3", "phi3_longrope"};
-
-typedef struct lgolden {
-    int32_t tokens[ZT_FB * ZT_FT], targets[ZT_FB * ZT_FT];
-    double adamw[6], grad_norm;
-    double lr, beta1, beta2, eps, wd;
-    char base[64];
-} lgolden;
-
-static int lgolden_load(const char *name, lgolden *g) {
-    memset(g, 0, sizeof *g);
-    char path[1024];
-    const char *src = getenv("ZERO_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/data/lora/%s.golden.safetensors", src ? src : ".", name);
-    zero_error err = {{0}};
-    zero_st_file *f = NULL;
-    if (zero_st_open(&f, NULL, path, &err)) {
-        ZT_FAIL("%s", err.msg);
-        return -1;
-    }
-    int rc = zt_read_tensor(f, "tokens", g->tokens, sizeof g->tokens) ||
-             zt_read_tensor(f, "targets", g->targets, sizeof g->targets) ||
-             zt_read_tensor(f, "adamw", g->adamw, sizeof g->adamw) ||
-             zt_read_tensor(f, "grad_norm", &g->grad_norm, sizeof g->grad_norm);
-    g->lr = zt_meta(f, "lr"), g->beta1 = zt_meta(f, "beta1"), g->beta2 = zt_meta(f, "beta2");
-    g->eps = zt_meta(f, "eps"), g->wd = zt_meta(f, "weight_decay");
-    const char *b = zero_st_metadata(f, "base");
-    snprintf(g->base, sizeof g->base, "%s", b ? b : "");
-    zero_st_close(f);
-    if (rc || !g->base[0]) ZT_FAIL("%s: not a LoRA golden file", path);
-    return rc || !g->base[0] ? -1 : 0;
-}
 
 /* The base fixture loaded frozen, the PEFT adapter on it. NULL on failure. */
 static zero_engine *lora_engine(zero_comm *comm, const char *name, const lgolden *g, int stage, int B, int K,
                                 zero_dtype frozen, dec_config *cfg_out, dec_lora *l_out) {
-    char dir[1024], adir[1024];
-    zt_fixture_path(g->base, "", dir, sizeof dir);
-    const char *src = getenv("ZERO_SOURCE_DIR");
-    snprintf(adir, sizeof adir, "%s/tests/data/lora/%s", src ? src : ".", name);
-    zero_error err = {{0}};
-    dec_hf *h = NULL;
-    if (dec_hf_open(&h, dir, &err)) {
-        ZT_FAIL("%s: %s", name, err.msg);
-        return NULL;
-    }
-    const dec_config *cfg = dec_hf_config(h);
     zero_config c;
     zero_config_default(&c);
     c.stage = stage;
     c.micro_batch = B;
     c.grad_accum = K;
     c.frozen_dtype = frozen;
-    zero_optim_hparams_default(&c.optim, ZERO_OPTIM_ADAMW);
-    c.optim.lr = (float)g->lr, c.optim.beta1 = (float)g->beta1, c.optim.beta2 = (float)g->beta2;
-    c.optim.eps = (float)g->eps, c.optim.weight_decay = (float)g->wd;
-    zero_engine *e = NULL;
-    zero_status st = dec_peft_read_config(adir, cfg, l_out, &err);
-    if (!st) st = zero_config_resolve(&c, zero_comm_size(comm), &err);
-    if (!st) st = zero_engine_create(&e, comm, &c);
-    if (!st) st = dec_lora_register(cfg, l_out, e, &err);
-    if (!st) st = zero_engine_finalize(e);
-    if (!st) st = dec_hf_load(h, e, &err);
-    if (!st) st = dec_peft_load(adir, cfg, l_out, e, &err);
-    if (st) {
-        ZT_FAIL("%s: setup: %s / %s", name, err.msg, e ? zero_engine_last_error(e) : "");
-        zero_engine_free(e);
-        e = NULL;
-    }
-    *cfg_out = *cfg;
-    dec_hf_close(h);
-    return e;
+    lgolden_optim(g, &c);
+    return lora_fixture_engine(comm, name, g->base, name, &c, cfg_out, l_out);
 }
 
 /* Model states against the formula and the planner, to the byte. */

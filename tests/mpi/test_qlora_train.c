@@ -11,80 +11,32 @@
  * of order, ZERO_PARAM_QUANTIZE without ZERO_PARAM_FROZEN, a GPT-2 base: one error each. */
 #include <stdint.h>
 
-#include "decoder/lora.h"
-#include "decoder/peft.h"
-#include "decoder_fixture.h"
+#include "lora_fixture.h"
 #include "zero/quant.h"
 
-typedef struct qgolden {
-    int32_t tokens[ZT_FB * ZT_FT], targets[ZT_FB * ZT_FT];
-    double adamw[6], grad_norm;
-    double lr, beta1, beta2, eps, wd;
-} qgolden;
-
-static int qgolden_load(const char *fmt, qgolden *g) {
-    memset(g, 0, sizeof *g);
-    char path[1024];
-    const char *src = getenv("ZERO_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/data/lora/llama_gqa4_%s.golden.safetensors", src ? src : ".", fmt);
-    zero_error err = {{0}};
-    zero_st_file *f = NULL;
-    if (zero_st_open(&f, NULL, path, &err)) {
-        ZT_FAIL("%s", err.msg);
+/* The golden file of format fmt ("nf4", "int8"): its base format must be fmt. */
+static int qgolden_load(const char *fmt, lgolden *g) {
+    char name[64];
+    snprintf(name, sizeof name, "llama_gqa4_%s", fmt);
+    if (lgolden_load(name, g)) return -1;
+    if (strcmp(g->format, fmt)) {
+        ZT_FAIL("%s: format '%s', expected %s", name, g->format, fmt);
         return -1;
     }
-    int rc = zt_read_tensor(f, "tokens", g->tokens, sizeof g->tokens) ||
-             zt_read_tensor(f, "targets", g->targets, sizeof g->targets) ||
-             zt_read_tensor(f, "adamw", g->adamw, sizeof g->adamw) ||
-             zt_read_tensor(f, "grad_norm", &g->grad_norm, sizeof g->grad_norm);
-    g->lr = zt_meta(f, "lr"), g->beta1 = zt_meta(f, "beta1"), g->beta2 = zt_meta(f, "beta2");
-    g->eps = zt_meta(f, "eps"), g->wd = zt_meta(f, "weight_decay");
-    const char *ff = zero_st_metadata(f, "format");
-    if (!ff || strcmp(ff, fmt)) rc = -1;
-    zero_st_close(f);
-    if (rc) ZT_FAIL("%s: not a QLoRA golden file of format %s", path, fmt);
-    return rc;
+    return 0;
 }
 
 /* The base loaded with its linear weights quantized in `qb` (ZERO_QFMT_NF4 / _INT8), the adapter on
  * it. NULL on failure. */
-static zero_engine *qlora_engine(zero_comm *comm, const qgolden *g, int qb, int stage, int B, dec_config *cfg_out,
+static zero_engine *qlora_engine(zero_comm *comm, const lgolden *g, int qb, int stage, int B, dec_config *cfg_out,
                                  dec_lora *l_out) {
-    char dir[1024], adir[1024];
-    zt_fixture_path("llama_gqa4", "", dir, sizeof dir);
-    const char *src = getenv("ZERO_SOURCE_DIR");
-    snprintf(adir, sizeof adir, "%s/tests/data/lora/llama_gqa4", src ? src : ".");
-    zero_error err = {{0}};
-    dec_hf *h = NULL;
-    if (dec_hf_open(&h, dir, &err)) {
-        ZT_FAIL("%s", err.msg);
-        return NULL;
-    }
-    const dec_config *cfg = dec_hf_config(h);
     zero_config c;
     zero_config_default(&c);
     c.stage = stage;
     c.micro_batch = B;
     c.quant_base = qb;
-    zero_optim_hparams_default(&c.optim, ZERO_OPTIM_ADAMW);
-    c.optim.lr = (float)g->lr, c.optim.beta1 = (float)g->beta1, c.optim.beta2 = (float)g->beta2;
-    c.optim.eps = (float)g->eps, c.optim.weight_decay = (float)g->wd;
-    zero_engine *e = NULL;
-    zero_status st = dec_peft_read_config(adir, cfg, l_out, &err);
-    if (!st) st = zero_config_resolve(&c, zero_comm_size(comm), &err);
-    if (!st) st = zero_engine_create(&e, comm, &c);
-    if (!st) st = dec_lora_register(cfg, l_out, e, &err);
-    if (!st) st = zero_engine_finalize(e);
-    if (!st) st = dec_hf_load(h, e, &err);
-    if (!st) st = dec_peft_load(adir, cfg, l_out, e, &err);
-    if (st) {
-        ZT_FAIL("setup: %s / %s", err.msg, e ? zero_engine_last_error(e) : "");
-        zero_engine_free(e);
-        e = NULL;
-    }
-    *cfg_out = *cfg;
-    dec_hf_close(h);
-    return e;
+    lgolden_optim(g, &c);
+    return lora_fixture_engine(comm, g->format, g->base, "llama_gqa4", &c, cfg_out, l_out);
 }
 
 /* The frozen part of unit u as the rule lays it out, in fp32 elements: the layers' 2-D tensors as
@@ -130,7 +82,7 @@ static void check_memory(zero_engine *e, const dec_config *c, const dec_lora *l,
 }
 
 /* Trains `steps` full-batch steps at `stage`; losses[s] (s <= steps) on every rank. 0 on success. */
-static int train(zero_comm *world, const qgolden *g, int qb, int stage, int steps, double *losses, double *gnorm) {
+static int train(zero_comm *world, const lgolden *g, int qb, int stage, int steps, double *losses, double *gnorm) {
     const int W = zero_comm_size(world), rank = zero_comm_rank(world);
     const int B = ZT_FB / W;
     dec_config c;
@@ -171,7 +123,7 @@ out:
 }
 
 static void against_peft(zero_comm *world, const char *fmt, int qb) {
-    qgolden g;
+    lgolden g;
     if (qgolden_load(fmt, &g)) return;
     const int W = zero_comm_size(world);
     enum { STEPS = 20 };
