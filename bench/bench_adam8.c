@@ -79,8 +79,8 @@ int main(int argc, char **argv) {
         }
         if (rec && !rc) {
             qsort(t8, (size_t)rounds, sizeof *t8, cmp);
-            printf("bench_adam8: coding %zu values as %s (zero_quant_record_encode, median): %.2f ms (%.2f ns/value)\n", n,
-                   zero_qformat_name(fm[k]), t8[rounds / 2] * 1e3, t8[rounds / 2] * 1e9 / (double)n);
+            printf("bench_adam8: coding %zu values as %s (zero_quant_record_encode, median): %.2f ms (%.2f ns/value)\n",
+                   n, zero_qformat_name(fm[k]), t8[rounds / 2] * 1e3, t8[rounds / 2] * 1e9 / (double)n);
         }
         rc |= !rec;
         free(rec);

@@ -85,7 +85,7 @@ typedef struct zero_quant_view {
     zero_qformat fmt;
     uint64_t n;
     const uint8_t *codes;
-    const float *absmax;   /* NULL under double quantization */
+    const float *absmax;    /* NULL under double quantization */
     const uint8_t *qabsmax; /* double quantization: the absmax's codes, */
     const float *absmax2;   /* their scales */
     float offset;           /* and their mean */

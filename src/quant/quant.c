@@ -259,7 +259,7 @@ static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* The byte offsets of a record's parts: scales (f32) from 0, then the absmax codes and the codes. */
 typedef struct rec_layout {
-    uint64_t nb, nb2;             /* blocks, double quantization's blocks of absmax */
+    uint64_t nb, nb2; /* blocks, double quantization's blocks of absmax */
     uint64_t absmax, absmax2, qabsmax, codes, end;
 } rec_layout;
 
@@ -331,7 +331,8 @@ zero_status zero_quant_record_encode(zero_qformat f, const float *x, uint64_t n,
 zero_status zero_quant_record_decode(const zero_quant_view *v, uint64_t first, uint64_t count, float *out) {
     if (!v || (!out && count) || first > v->n || count > v->n - first) return ZERO_ERR_INVALID_ARG;
     if (v->fmt == ZERO_QFMT_INT8) {
-        zero__q8_load(v->codes, zero__quant_map(ZERO__QMAP_LINEAR), v->absmax, 0, ZERO_QUANT_INT8_BLOCK, first, count, out);
+        zero__q8_load(v->codes, zero__quant_map(ZERO__QMAP_LINEAR), v->absmax, 0, ZERO_QUANT_INT8_BLOCK, first, count,
+                      out);
         return ZERO_OK;
     }
     if (v->fmt == ZERO_QFMT_NF4) {

@@ -125,8 +125,8 @@ static void check_parts(const float *W, zero_qformat f) {
         zero_quant_view v;
         ZT_OK(zero_quant_record_view(f, rec[k], n, &v));
         ZT_OK(zero_quant_record_decode(&v, 0, n, dense + at));
-        w[k] = (mk_qweight){f == ZERO_QFMT_INT8 ? MK_Q_INT8 : MK_Q_NF4, rows[k], IC, v.codes, v.absmax, v.qabsmax,
-                            v.absmax2, v.offset};
+        w[k] = (mk_qweight){
+            f == ZERO_QFMT_INT8 ? MK_Q_INT8 : MK_Q_NF4, rows[k], IC, v.codes, v.absmax, v.qabsmax, v.absmax2, v.offset};
         at += n;
     }
     float *x = mt_alloc((size_t)N * IC), *dy = mt_alloc((size_t)N * OC), *bias = mt_alloc(OC);
