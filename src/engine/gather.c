@@ -180,7 +180,8 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     return ZERO_OK;
 }
 
-zero_status zero__eng_decode(zero_engine *e, const eparam *p, const void *rec, float *dst) {
+/* A quantized parameter's record (host or device memory) decoded into dst (its numel fp32). */
+static zero_status decode_record(zero_engine *e, const eparam *p, const void *rec, float *dst) {
     const size_t bytes = (size_t)(p->slots * e->fsize);
     void *host = NULL;
     if (zero__dev_is(e, rec)) { /* a host copy of the record first */
@@ -200,17 +201,15 @@ zero_status zero__eng_decode(zero_engine *e, const eparam *p, const void *rec, f
                                              zero_status_string(s));
 }
 
-/* The fp32 view of a unit with frozen parameters: each parameter from its part, converted (runs
- * of parameters that lie back to back in one part in one piece). */
-static zero_status assemble_view(zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
-                                 zero_dtype fdt, float *view) {
+zero_status zero__assemble_view(zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
+                                float *view) {
     int pi = u->first_param;
     const int end = u->first_param + u->nparams;
     zero_status s = ZERO_OK;
     while (pi < end && s == ZERO_OK) {
         const eparam *p = &e->params[pi];
         if (zero__quantized(p)) { /* its record decoded */
-            s = zero__eng_decode(e, p, (const char *)ffull + p->soff * e->fsize, view + p->offset);
+            s = decode_record(e, p, (const char *)ffull + p->soff * e->fsize, view + p->offset);
             pi++;
             continue;
         }
@@ -222,7 +221,7 @@ static zero_status assemble_view(zero_engine *e, const eunit *u, const void *tfu
              q++)
             n += e->params[q].numel;
         const void *src = fr ? ffull : tfull;
-        const zero_dtype dt = fr ? fdt : tdt;
+        const zero_dtype dt = fr ? e->fdt : tdt;
         s = zero__x_load(e, view + p->offset, (const char *)src + p->soff * zero_dtype_size(dt), dt, n);
         pi = q;
     }
@@ -263,7 +262,7 @@ const float *zero_engine_gather(zero_engine *e, int unit) {
                 zero__eng_fail(e, ZERO_ERR_NOMEM, "gather '%s': out of memory for the fp32 view", u->name);
                 return NULL;
             }
-            zero_status s = u->fnumel ? assemble_view(e, u, working_of(e, u), e->wdt, frozen_of(e, u), e->fdt, u->view)
+            zero_status s = u->fnumel ? zero__assemble_view(e, u, working_of(e, u), e->wdt, frozen_of(e, u), u->view)
                                       : zero__x_load(e, u->view, working_of(e, u), e->wdt, u->numel);
             if (s != ZERO_OK) {
                 zero__buf_put(e, u->view);

@@ -262,8 +262,11 @@ uint64_t zero__own_sec_offset(const zero_engine *e, const eunit *u);
 extern int zero__view_mutation;
 enum { ZERO__MUTATE_NONE = 0, ZERO__MUTATE_DECAY_FLAG = 1, ZERO__MUTATE_SLICE_RANGE = 2, ZERO__MUTATE_GRADS_WHOLE = 3 };
 
-/* gather.c: a quantized parameter's record (host or device memory) decoded into dst (its numel fp32). */
-zero_status zero__eng_decode(zero_engine *e, const eparam *p, const void *rec, float *dst);
+/* gather.c: the fp32 view of unit u with frozen parameters (numel values) from its two parts whole:
+ * tfull the trainable part in tdt, ffull the frozen part (host or device memory); each parameter
+ * converted from its part (runs lying back to back in one piece), a quantized one's record decoded. */
+zero_status zero__assemble_view(zero_engine *e, const eunit *u, const void *tfull, zero_dtype tdt, const void *ffull,
+                                float *view);
 
 /* Records an error on the engine and returns `s`. */
 zero_status zero__eng_fail(zero_engine *e, zero_status s, const char *fmt, ...) ZERO__PRINTF(3, 4);

@@ -445,26 +445,10 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
         }
         ffull = fbuf;
     }
-    if (!u->fnumel) {
-        memcpy(dst, tfull, (size_t)u->numel * 4);
-    } else { /* parameter by parameter, from its part */
-        for (int pi = u->first_param; pi < u->first_param + u->nparams; pi++) {
-            const eparam *p = &e->params[pi];
-            if (zero__quantized(p)) {
-                zero_status s = zero__eng_decode(e, p, (const char *)ffull + p->soff * e->fsize, dst + p->offset);
-                if (s != ZERO_OK) {
-                    zero__buf_put(e, full);
-                    zero__buf_put(e, fbuf);
-                    return s;
-                }
-            } else if (zero__frozen(p))
-                zero_convert((const char *)ffull + p->soff * e->fsize, e->fdt, dst + p->offset, ZERO_DTYPE_FP32, p->numel,
-                             ZERO_IMPL_AUTO);
-            else
-                memcpy(dst + p->offset, tfull + p->soff, (size_t)p->numel * 4);
-        }
-    }
+    s = ZERO_OK;
+    if (!u->fnumel) memcpy(dst, tfull, (size_t)u->numel * 4);
+    else s = zero__assemble_view(e, u, tfull, ZERO_DTYPE_FP32, ffull, dst); /* parameter by parameter, from its part */
     zero__buf_put(e, full);
     zero__buf_put(e, fbuf);
-    return ZERO_OK;
+    return s;
 }
