@@ -114,6 +114,8 @@ echo '{"train_batch_size": 6, "zero_extensions": {"quantize_base": "fp4"}}' >bad
 "$ZERO" train "${Q[@]:0:14}" --lora r=4 --config bad.json >/dev/null 2>err
 rc=$?; check "config quantize_base \"fp4\": refused (exit $rc)" test "$rc" -ne 0
 check "config: names the key and the values" grep -q 'zero_extensions.quantize_base.*"nf4", "int8" or "none"' err
+"$ZERO" estimate --model llama-3.1-8b --ranks 2 --lora r=16 --quantize-base fp4 >/dev/null 2>err
+rc=$?; expect_error "estimate --quantize-base fp4" 2 "--quantize-base 'fp4'" "nf4, int8 or none"
 "$ZERO" estimate --model llama-3.1-8b --ranks 2 --quantize-base nf4 >/dev/null 2>err
 rc=$?; expect_error "estimate --quantize-base without --lora" 2 "--quantize-base: expected --lora too"
 exit $fail
