@@ -193,6 +193,9 @@ int main(void) {
 
     free_params(ref);
     free_params(f32);
+    /* every rank is done with the checkpoints (each loads them on its own, on 1 rank) before rank
+     * 0 removes them: a rank still reading would find them gone */
+    ZT_OK(zero_comm_barrier(comm));
     if (rank == 0) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
