@@ -30,6 +30,8 @@ static void usage(FILE *f) {
             "  --chat-template NAME       the format of {\"messages\"}: model (the tokenizer's own chat template: the\n"
             "                             default when it has one), or a built-in chatml, llama3, mistral\n"
             "  --skip-bad-examples        skip and count bad JSONL lines instead of refusing the data at the first\n"
+            "  --doc-mask on|off|auto     packed examples attend to themselves only, positions from 0 at each (default\n"
+            "                             auto: on for JSONL packed into rows, off for a stream of text documents)\n"
             "  --steps N                  optimizer steps of the whole run (default 100; 0: initialize, report and\n"
             "                             --save the initial state, e.g. a model directory as a checkpoint)\n"
             "  --micro-batch B            sequences per rank per micro-batch (default 4)\n"
@@ -111,6 +113,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--deterministic")) o->deterministic = 1;
         else if (!strcmp(a, "--optimizer-states")) { VAL(); o->optim_states = v; }
         else if (!strcmp(a, "--quantize-base")) { VAL(); o->quantize_base = v; }
+        else if (!strcmp(a, "--doc-mask")) { VAL(); o->doc_mask = v; }
         else if (!strcmp(a, "--det-atom")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->det_atom)) return -1; }
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }

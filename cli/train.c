@@ -22,6 +22,27 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* zero_config.doc_mask against the data: AUTO is on for examples packed into rows whose starts
+ * are known; ON needs the starts (of --data, and of --val-data when given). */
+static int resolve_docs(train_opts *o) {
+    const int mode = o->cfg.doc_mask;
+    const char *flag = o->doc_mask ? "--doc-mask on" : "zero_extensions.document_mask";
+    o->docs = 0;
+    if (mode == ZERO_DOC_MASK_OFF) return CLI_OK;
+    if (mode == ZERO_DOC_MASK_AUTO) {
+        o->docs = dec_data_row(o->dataset) > 0 && dec_data_has_docs(o->dataset) &&
+                  (!o->valset || dec_data_has_docs(o->valset));
+        return CLI_OK;
+    }
+    const char *bad = !dec_data_has_docs(o->dataset) ? o->data : o->valset && !dec_data_has_docs(o->valset) ? o->val_data : NULL;
+    if (bad)
+        return cli_error(CLI_USAGE, "%s: %s does not record where its examples start (text read as bytes, or a token "
+                         "file written before they were recorded): expected JSONL or text through a tokenizer, or a "
+                         "token file from `zero tokenize` (or --doc-mask off)", flag, bad);
+    o->docs = 1;
+    return CLI_OK;
+}
+
 /* --data (and --val-data): a token file as it is; text and JSONL through the model directory's
  * tokenizer; text as bytes for a model without one (a preset, or a byte-level model). */
 static int open_data(train_opts *o) {
@@ -80,7 +101,7 @@ static int open_data(train_opts *o) {
         d.val_fraction = 1;
         if (dec_data_open(&o->valset, &d, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--val-data: %s", err.msg);
     }
-    return CLI_OK;
+    return resolve_docs(o);
 }
 
 void train_release(train_opts *o) {
@@ -187,6 +208,13 @@ int train_prepare(train_opts *o, int world) {
         cfg->quant_base = !strcmp(o->quantize_base, "nf4")    ? ZERO_QFMT_NF4
                           : !strcmp(o->quantize_base, "int8") ? ZERO_QFMT_INT8
                                                               : ZERO_QFMT_NONE;
+    }
+    if (o->doc_mask) {
+        if (strcmp(o->doc_mask, "on") && strcmp(o->doc_mask, "off") && strcmp(o->doc_mask, "auto"))
+            return cli_error(CLI_USAGE, "--doc-mask '%s': expected on, off or auto", o->doc_mask);
+        cfg->doc_mask = !strcmp(o->doc_mask, "on")    ? ZERO_DOC_MASK_ON
+                        : !strcmp(o->doc_mask, "off") ? ZERO_DOC_MASK_OFF
+                                                      : ZERO_DOC_MASK_AUTO;
     }
     /* the configuration as asked, before --steps fills an "auto" total and the world resolves the
      * batch: what a checkpoint records of the run (the batch is recorded as the global batch) */
@@ -336,6 +364,7 @@ typedef struct run_state {
     char tb_path[4096];
     zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
     int32_t *inputs, *targets;
+    int32_t *docs; /* the inputs' documents (o->docs), else NULL */
     int64_t G;          /* sequences per step, all ranks */
     zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
@@ -414,6 +443,9 @@ static void det_add(int64_t acc[2], double x, int bits) {
 /* Where validation reads: --val-data's file, else --data's held-out split. */
 static dec_data *val_source(const train_opts *o) { return o->valset ? o->valset : o->dataset; }
 
+/* The documents of the sequences from token `at` of the step's buffers, for the passes that follow. */
+static void set_docs(run_state *r, size_t at) { dec_set_docs(r->model, r->docs ? r->docs + at : NULL); }
+
 /* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
  * over every counted target of the batches, whatever the number of ranks. */
 static int validate(run_state *r, double *out) {
@@ -429,13 +461,15 @@ static int validate(run_state *r, double *out) {
     int64_t counted = 0, dsum[2] = {0, 0};
     for (int64_t b = 0; b < nb; b++)
         for (int k = 0; k < K; k++) {
+            int32_t *vdocs = r->docs && dec_data_has_docs(vd) ? r->docs : NULL;
             if (dec_data_batch(vd, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
-                               r->inputs, r->targets, &err) != ZERO_OK)
+                               r->inputs, r->targets, vdocs, &err) != ZERO_OK)
                 return fail(r, "validation data", err.msg);
             if (o->cfg.deterministic) { /* one sequence at a time, summed exactly (det_add) */
                 for (int a = 0; a < B; a++) {
                     const int32_t *in = r->inputs + (size_t)a * o->T, *tg = r->targets + (size_t)a * o->T;
                     float l;
+                    dec_set_docs(r->model, vdocs ? vdocs + (size_t)a * o->T : NULL);
                     if (dec_engine_eval(r->model, r->e, in, tg, 1, o->T, &l) != ZERO_OK)
                         return fail(r, "validation", zero_engine_last_error(r->e));
                     const int64_t c = dec_count_targets(tg, (size_t)o->T);
@@ -445,6 +479,7 @@ static int validate(run_state *r, double *out) {
                 continue;
             }
             float l;
+            dec_set_docs(r->model, vdocs);
             if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
                 return fail(r, "validation", zero_engine_last_error(r->e));
             const int64_t c = dec_count_targets(r->targets, (size_t)B * o->T);
@@ -612,6 +647,7 @@ static int det_micro_batches(run_state *r, int64_t total, double *loss) {
             const size_t at = ((size_t)k * B + (size_t)a) * T;
             float l;
             const double tc = zero_now();
+            set_docs(r, at);
             if (dec_engine_micro_batch(r->model, r->e, r->inputs + at, r->targets + at, A, T, (double)total, &l) != ZERO_OK)
                 return fail(r, "forward/backward", zero_engine_last_error(r->e));
             zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
@@ -635,6 +671,7 @@ static int refuse_overflowing_weights(run_state *r) {
     const train_opts *o = r->o;
     const int B = o->cfg.deterministic ? o->cfg.deterministic_atom : (int)o->cfg.micro_batch;
     zero_error err = {{0}};
+    set_docs(r, 0);
     const zero_status s = dec_engine_locate_overflow(r->model, r->e, r->inputs, B, o->T, &err);
     if (s != ZERO_OK && s != ZERO_ERR_FORMAT) return fail(r, "locating the overflow", err.msg);
     const int64_t mine = s == ZERO_ERR_FORMAT ? r->world - r->rank : 0; /* the lowest rank wins the MAX */
@@ -732,7 +769,7 @@ static int train_loop(run_state *r) {
         for (int k = 0; k < K; k++) {
             int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
             if (dec_data_batch(o->dataset, DEC_SPLIT_TRAIN, o->seed, step, r->G, dec_data_first(r->rank, B, K, k), B, T,
-                               in, tg, &err) != ZERO_OK)
+                               in, tg, r->docs ? r->docs + (size_t)k * B * T : NULL, &err) != ZERO_OK)
                 return fail(r, "training data", err.msg);
             counted += dec_count_targets(tg, (size_t)B * T);
         }
@@ -751,6 +788,7 @@ static int train_loop(run_state *r) {
                 float l;
                 const double tc = zero_now();
                 if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
+                set_docs(r, (size_t)k * B * T);
                 if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
                     return fail(r, "forward/backward", zero_engine_last_error(r->e));
                 zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
@@ -1002,7 +1040,8 @@ int train_run(train_opts *o, int mpi) {
     /* a step's K micro-batches at once (the loss denominator counts them all first) */
     r.inputs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.inputs);
     r.targets = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.targets);
-    if (!r.inputs || !r.targets) {
+    if (o->docs) r.docs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.docs);
+    if (!r.inputs || !r.targets || (o->docs && !r.docs)) {
         rc = cli_error(CLI_RUNTIME, "out of memory");
         goto out;
     }
@@ -1045,8 +1084,12 @@ int train_run(train_opts *o, int mpi) {
             fprintf(r.human, "note: %s is read as bytes: the model has no tokenizer.json\n", o->data);
         if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
             const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
-            fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows\n", (unsigned long long)rows,
-                    (double)rows / (double)r.G, (long long)r.G);
+            fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows%s\n", (unsigned long long)rows,
+                    (double)rows / (double)r.G, (long long)r.G,
+                    o->docs ? "; each example attends to itself only (--doc-mask on)"
+                            : "; examples attend across the row (--doc-mask off)");
+        } else if (o->docs) {
+            fprintf(r.human, "documents: each attends to itself only (--doc-mask on)\n");
         }
         const char *first;
         const uint64_t skipped = dec_data_skipped(o->dataset, &first);
@@ -1090,6 +1133,7 @@ out:
         rc = cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r.tb_path, strerror(errno ? errno : EIO));
     free(r.inputs);
     free(r.targets);
+    free(r.docs);
     free(r.user_json);
     dec_free(r.model);
     zero_engine_free(r.e);

@@ -23,6 +23,7 @@ typedef struct train_opts {
     int deterministic; /* --deterministic */
     const char *optim_states; /* --optimizer-states fp32|int8 */
     const char *quantize_base; /* --quantize-base nf4|int8|none */
+    const char *doc_mask;      /* --doc-mask on|off|auto */
     int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;
@@ -47,6 +48,7 @@ typedef struct train_opts {
     char tokdir[1024];       /* where it came from */
     dec_data *dataset;
     dec_data *valset;        /* --val-data's, all of it validation (NULL: dataset's split) */
+    int docs;                /* packed examples attend within themselves (zero_config.doc_mask resolved) */
     /* LoRA (cli/train_lora.c): on when --lora, --lora-from or zero_extensions.lora asks */
     int lora_on;
     dec_lora lora;

@@ -89,10 +89,25 @@ def chats():
     return out
 
 
+def examples_of(tok, convs, eos):
+    """Each chat's ids and assistant mask as transformers renders them, EOS appended as zero does."""
+    examples = []
+    for c in convs:
+        o = tok.apply_chat_template(c, chat_template=CHATML_GEN, tokenize=True, return_dict=True,
+                                    return_assistant_tokens_mask=True)
+        ids, m = list(o["input_ids"]), list(o["assistant_masks"])
+        if ids[-1] != eos:  # zero appends EOS after every example, with loss after an assistant turn
+            ids.append(eos)
+            m.append(1 if c[-1]["role"] == "assistant" else 0)
+        examples.append((ids, m))
+    return examples
+
+
 def pack(examples, R, eos):
     """zero's packing (src/data/data.c): longest first (ties in input order), each into the open row with
     the least room that holds it (among rows with the same room, the one that reached it last), rows
-    padded with EOS carrying no loss."""
+    padded with EOS carrying no loss; and the starts zero records (1 at each example's first token and
+    at the padding's)."""
     order = sorted(range(len(examples)), key=lambda i: (R - len(examples[i][0]), i))
     rows, room, stacks = [], [], {}
     for e in order:
@@ -107,17 +122,20 @@ def pack(examples, R, eos):
         rows[row].append(e)
         room[row] -= n
         stacks.setdefault(room[row], []).append(row)
-    ids, masks = [], []
+    ids, masks, starts = [], [], []
     for r in rows:
-        a, m = [], []
+        a, m, s = [], [], []
         for e in r:
+            s += [1] + [0] * (len(examples[e][0]) - 1)
             a += examples[e][0]
             m += examples[e][1]
+        s += [1] + [0] * (R - len(a) - 1) if len(a) < R else []  # the padding starts a document of its own
         a += [eos] * (R - len(a))
         m += [0] * (R - len(m))
         ids.append(a)
         masks.append(m)
-    return ids, masks
+        starts.append(s)
+    return ids, masks, starts
 
 
 def perturb(model, seed):
@@ -191,16 +209,8 @@ def main():
     with open(os.path.join(OUT, "chats.jsonl"), "w") as f:
         for c in convs:
             f.write(json.dumps({"messages": c}, ensure_ascii=False) + "\n")
-    examples = []
-    for c in convs:
-        o = tok.apply_chat_template(c, chat_template=CHATML_GEN, tokenize=True, return_dict=True,
-                                    return_assistant_tokens_mask=True)
-        ids, m = list(o["input_ids"]), list(o["assistant_masks"])
-        if ids[-1] != eos:  # zero appends EOS after every example, with loss after an assistant turn
-            ids.append(eos)
-            m.append(1 if c[-1]["role"] == "assistant" else 0)
-        examples.append((ids, m))
-    rows, masks = pack(examples, SEQ + 1, eos)
+    examples = examples_of(tok, convs, eos)
+    rows, masks, _ = pack(examples, SEQ + 1, eos)
     print("chats:", [len(e[0]) for e in examples], "->", len(rows), "rows of", SEQ + 1)
     for seed in range(1, 50):
         torch.manual_seed(seed)

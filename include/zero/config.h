@@ -105,6 +105,8 @@ typedef struct zero_tensorboard_config {
     char job_name[256];     /* "": "DeepSpeedJobName", DeepSpeed's default */
 } zero_tensorboard_config;
 
+enum { ZERO_DOC_MASK_AUTO = 0, ZERO_DOC_MASK_ON = 1, ZERO_DOC_MASK_OFF = 2 };
+
 typedef struct zero_config {
     /* batch: train_batch_size = micro_batch * grad_accum * world (0 = not given) */
     int64_t train_batch_size;
@@ -175,6 +177,11 @@ typedef struct zero_config {
                                 * docs/ENGINE.md, "Deterministic mode") */
     int deterministic_atom;    /* zero train: sequences per atom in deterministic mode (default 1); read by
                                 * the trainer, not by the engine (docs/CLI.md) */
+    /* zero train: the examples packed in a row attend to themselves only, their positions from 0
+     * (ZERO_DOC_MASK_ON), or across the row (OFF); AUTO (0, the default): on for packed examples,
+     * off for a stream of documents. Read by the trainer. JSON: zero_extensions.document_mask
+     * (true, false or "auto"; docs/MODEL.md, "Packed examples"). */
+    int doc_mask;
     zero_tensorboard_config tensorboard;
 
     unsigned auto_fields;      /* ZERO_AUTO_* */

@@ -16,10 +16,13 @@
  *     32 u16 tokens[count]
  *   ZEROTOK2: 64-byte header
  *     0 char[8] "ZEROTOK2" | 8 u32 version 2 | 12 u32 vocab (1..2^31-1) | 16 u64 count (>= 1)
- *     24 u32 token_bytes (2 or 4) | 28 u32 flags (bit 0: a loss mask follows) | 32 u32 row
- *     (0: a stream of examples; R: packed rows of R tokens, count a multiple of R) | 36 u8[28] 0
- *     64 tokens[count] of token_bytes each | then, with flag 0, u8 mask[count] (1: the token is a
- *     target that counts in the loss, 0: it does not). The file is exactly that long.
+ *     24 u32 token_bytes (2 or 4) | 28 u32 flags (bit 0: a loss mask follows; bit 1: document
+ *     starts follow) | 32 u32 row (0: a stream of examples; R: packed rows of R tokens, count a
+ *     multiple of R) | 36 u8[28] 0
+ *     64 tokens[count] of token_bytes each | then, with flag bit 0, u8 mask[count] (1: the token is
+ *     a target that counts in the loss, 0: it does not) | then, with flag bit 1, u8 starts[count]
+ *     (1: the token is the first of an example, or of a row-long piece of a longer one, or of a
+ *     row's padding; 0: it continues the one before). The file is exactly that long.
  */
 #ifndef ZERO_DATA_H
 #define ZERO_DATA_H
@@ -46,14 +49,18 @@ uint64_t zero_tokfile_count(const zero_tokfile *f);  /* tokens */
 uint32_t zero_tokfile_vocab(const zero_tokfile *f);  /* every token is < vocab */
 uint32_t zero_tokfile_row(const zero_tokfile *f);    /* 0: a stream; R: packed rows of R tokens */
 int zero_tokfile_has_mask(const zero_tokfile *f);
+int zero_tokfile_has_starts(const zero_tokfile *f); /* 1: the file records where its examples start */
 int zero_tokfile_version(const zero_tokfile *f);     /* 1 or 2 */
 /* Reads tokens [first, first + n) into tokens (and their mask into mask when not NULL; all 1 when
  * the file has none). A token >= vocab or a mask byte other than 0/1 is ZERO_ERR_FORMAT. */
 zero_status zero_tokfile_read(zero_tokfile *f, uint64_t first, uint64_t n, int32_t *tokens, uint8_t *mask);
-/* Writes a ZEROTOK2 file (2-byte tokens when vocab <= 65536, else 4); mask may be NULL; row 0 or a
- * divisor of count. Written to PATH.tmp and renamed: PATH is complete or untouched. */
-zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const uint8_t *mask, uint64_t count,
-                               uint32_t vocab, uint32_t row, zero_error *err);
+/* Reads the starts of tokens [first, first + n) (1 at an example's first token; all 0 when the
+ * file records none). A byte other than 0/1 is ZERO_ERR_FORMAT. */
+zero_status zero_tokfile_read_starts(zero_tokfile *f, uint64_t first, uint64_t n, uint8_t *starts);
+/* Writes a ZEROTOK2 file (2-byte tokens when vocab <= 65536, else 4); mask and starts may be NULL;
+ * row 0 or a divisor of count. Written to PATH.tmp and renamed: PATH is complete or untouched. */
+zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const uint8_t *mask, const uint8_t *starts,
+                               uint64_t count, uint32_t vocab, uint32_t row, zero_error *err);
 
 /* ---------------------------------------------------------------- chat formats */
 typedef enum zero_chat_format {
@@ -173,11 +180,15 @@ zero_status zero_data_add_text(zero_data *d, const char *text, size_t len);
 zero_status zero_data_finish(zero_data *d);
 const int32_t *zero_data_tokens(const zero_data *d);
 const uint8_t *zero_data_mask(const zero_data *d); /* NULL when every token counts */
+/* After finish: 1 at the first token of each example (of each row-long piece of a longer one, and
+ * of each row's padding), 0 elsewhere; zero_data_count bytes. */
+const uint8_t *zero_data_starts(const zero_data *d);
 uint64_t zero_data_count(const zero_data *d);
 void zero_data_get_stats(const zero_data *d, zero_data_stats *s);
 /* The ids (and mask) of the last example added, before packing: for `zero tokenize --print`. */
 const int32_t *zero_data_last_example(const zero_data *d, const uint8_t **mask, size_t *n);
-/* Writes the finished data as a token file (the mask only when some token has mask 0). */
+/* Writes the finished data as a token file (the mask only when some token has mask 0; the
+ * examples' starts always). */
 zero_status zero_data_write(zero_data *d, const char *path);
 
 #ifdef __cplusplus

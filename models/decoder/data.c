@@ -23,10 +23,11 @@ struct dec_data {
     zero_data *zd;           /* DEC_DATA_TOKENIZED: its ids and mask (NULL: every token counts) */
     const int32_t *ids;
     const uint8_t *mask;
+    const uint8_t *starts;   /* DEC_DATA_TOKENIZED: 1 at each example's first token */
     zero_tokfile *tf;        /* DEC_DATA_TOKFILE */
-    int has_mask;
-    /* scratch for one sequence's mask, and the train rows' permutation of one epoch */
-    uint8_t *mbuf;
+    int has_mask, has_docs;
+    /* scratch for one sequence's mask and starts, and the train rows' permutation of one epoch */
+    uint8_t *mbuf, *sbuf;
     int32_t *tbuf;
     size_t mcap;
     uint32_t *perm;
@@ -231,6 +232,8 @@ static zero_status load_tokenized(dec_data *d, const dec_data_opts *o, int is_di
     d->ids = zero_data_tokens(d->zd);
     d->mask = zero_data_mask(d->zd);
     d->has_mask = d->mask != NULL;
+    d->starts = zero_data_starts(d->zd);
+    d->has_docs = d->starts != NULL;
     d->n = zero_data_count(d->zd);
     d->row = packed ? (uint32_t)(o->seq + 1) : 0;
     d->vocab = zero_tokenizer_vocab_size(o->tok);
@@ -292,6 +295,7 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
         d->vocab = zero_tokfile_vocab(d->tf);
         d->row = zero_tokfile_row(d->tf);
         d->has_mask = zero_tokfile_has_mask(d->tf);
+        d->has_docs = zero_tokfile_has_starts(d->tf);
         goto split;
     }
     if (o->tok) {
@@ -372,6 +376,7 @@ void dec_data_free(dec_data *d) {
     zero_data_free(d->zd);
     zero_tokfile_close(d->tf);
     free(d->mbuf);
+    free(d->sbuf);
     free(d->tbuf);
     free(d->perm);
     free(d);
@@ -381,6 +386,7 @@ dec_data_kind dec_data_kind_of(const dec_data *d) { return d->kind; }
 int64_t dec_data_vocab(const dec_data *d) { return d->vocab; }
 uint32_t dec_data_row(const dec_data *d) { return d->row; }
 int dec_data_has_mask(const dec_data *d) { return d->has_mask; }
+int dec_data_has_docs(const dec_data *d) { return d->has_docs; }
 const char *dec_data_describe(const dec_data *d) { return d->desc; }
 
 uint64_t dec_data_skipped(const dec_data *d, const char **first) {
@@ -495,10 +501,26 @@ static zero_status train_row(dec_data *d, uint64_t seed, unsigned __int128 g, ui
     return ZERO_OK;
 }
 
+/* Starts of tokens [first, first + n) into starts. */
+static zero_status fetch_starts(dec_data *d, uint64_t first, uint64_t n, uint8_t *starts, zero_error *err) {
+    if (d->kind == DEC_DATA_TOKENIZED) {
+        memcpy(starts, d->starts + first, (size_t)n);
+        return ZERO_OK;
+    }
+    zero_status st = zero_tokfile_read_starts(d->tf, first, n, starts);
+    if (st) dec__errorf(err, "%s", zero_tokfile_last_error(d->tf));
+    return st;
+}
+
 zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t first,
-                           int n, int T, int32_t *inputs, int32_t *targets, zero_error *err) {
+                           int n, int T, int32_t *inputs, int32_t *targets, int32_t *docs, zero_error *err) {
     zero_status st = dec_data_check(d, T, d->vocab, err);
     if (st) return st;
+    if (docs && !d->has_docs) {
+        dec__errorf(err, "'%s' does not record where its examples start: no document masking (a token file "
+                    "written by `zero tokenize` of this version records them)", d->path);
+        return ZERO_ERR_INVALID_ARG;
+    }
     if (step < 0 || first < 0 || n < 0 || G < 1 || first + n > G) {
         dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
                     "0 <= first <= first + n <= G", (long long)step, (long long)first, (long long)first + n - 1,
@@ -516,7 +538,9 @@ zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t 
     if ((size_t)T + 1 > d->mcap) {
         uint8_t *m = realloc(d->mbuf, (size_t)T + 1);
         if (m) d->mbuf = m;
-        int32_t *t = m ? realloc(d->tbuf, ((size_t)T + 1) * sizeof *t) : NULL;
+        uint8_t *sb = m ? realloc(d->sbuf, (size_t)T + 1) : NULL;
+        if (sb) d->sbuf = sb;
+        int32_t *t = sb ? realloc(d->tbuf, ((size_t)T + 1) * sizeof *t) : NULL;
         if (!t) {
             dec__errorf(err, "out of memory");
             return ZERO_ERR_NOMEM;
@@ -548,6 +572,14 @@ zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t 
         for (int t = 0; t < T; t++) {
             in[t] = d->tbuf[t];
             tg[t] = d->mbuf[t + 1] ? d->tbuf[t + 1] : -1;
+        }
+        if (docs) { /* each token's document; the first token of a document is no target of the one before */
+            if ((st = fetch_starts(d, start, (uint64_t)T + 1, d->sbuf, err))) return st;
+            int32_t *dc = docs + (size_t)i * T;
+            for (int t = 0; t < T; t++) {
+                dc[t] = t == 0 || d->sbuf[t] ? t : dc[t - 1];
+                if (d->sbuf[t + 1]) tg[t] = -1;
+            }
         }
     }
     return ZERO_OK;

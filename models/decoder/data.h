@@ -18,7 +18,8 @@
  *
  * Masks: target t of a sequence starting at token s is token s+t+1; it counts in the loss when
  * mask[s+t+1] is 1, else it is -1 (ignored by the decoder's loss). Data without a mask counts
- * every target.
+ * every target. With documents (docs of dec_data_batch), a target that starts an example is -1
+ * too.
  *
  * Split: a stream's last floor(val_fraction * n) tokens are the validation split; packed data's
  * last floor(val_fraction * rows) rows. val_fraction 1 opens a separate validation file (zero
@@ -91,6 +92,9 @@ int64_t dec_data_vocab(const dec_data *d);
 uint32_t dec_data_row(const dec_data *d);
 /* 1 when some target may not count (the data carries a loss mask). */
 int dec_data_has_mask(const dec_data *d);
+/* 1 when the data records where each example starts (through a tokenizer; a token file written
+ * with its starts): what document masking needs (dec_data_batch's docs). */
+int dec_data_has_docs(const dec_data *d);
 uint64_t dec_data_num_tokens(const dec_data *d, dec_split split);
 /* Packed data: the rows of a split (0 for a stream). */
 uint64_t dec_data_num_rows(const dec_data *d, dec_split split);
@@ -106,9 +110,13 @@ zero_status dec_data_check(const dec_data *d, int T, int64_t model_vocab, zero_e
 
 /* Sequences first .. first+n-1 (of the G of a batch: first + n <= G) of batch `step` of the
  * split (rule above): inputs and targets get n*T values each, row-major; a target whose mask is
- * 0 is -1. Not const: token files are read and the epoch's permutation is kept. */
+ * 0 is -1. docs (NULL, or n*T values; needs dec_data_has_docs): each input's document, as
+ * dec_set_docs takes it (the position of its example's first token in the sequence; a sequence
+ * that starts inside an example starts a document), and a target that is an example's first
+ * token is -1 (no example predicts the next one's start). Not const: token files are read and
+ * the epoch's permutation is kept. */
 zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t first,
-                           int n, int T, int32_t *inputs, int32_t *targets, zero_error *err);
+                           int n, int T, int32_t *inputs, int32_t *targets, int32_t *docs, zero_error *err);
 /* First sequence of rank r's micro-batch k with micro-batch B and accumulation K. */
 static inline int64_t dec_data_first(int rank, int B, int K, int k) { return ((int64_t)rank * K + k) * B; }
 /* Validation batches of G sequences before the windows repeat: max(1, W / G); 0 when the

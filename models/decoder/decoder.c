@@ -63,6 +63,10 @@ struct dec_model {
     float *dqkv;      /* (N, QKV) */
     float *dfch;      /* (N, FC), or (N, max(FC, Q + KV)) with qk_norm: d q, k after their norms */
     float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
+    const int32_t *docs; /* dec_set_docs: (B, T) document starts of the next passes, or NULL */
+    int32_t *pos;     /* (Bmax, Tmax) the pass's positions with documents: t - its document's start */
+    const int32_t *pass_doc, *pass_pos; /* the running pass's documents and positions (NULL: none) */
+    int pass_span;    /* the running pass's positions: max(position) + 1 (T without documents) */
     float *rope_cos;  /* (ntab, Tmax, R/2) Llama family only (R: the rotated dims of a head) */
     float *rope_sin;  /* (ntab, Tmax, R/2) */
     /* the tables above: [0] the global layers' (LongRoPE: its short factors), [1] Gemma 3's local
@@ -325,8 +329,9 @@ zero_status dec_create(dec_model **out, const dec_config *cfg, int B, int T, int
     m->dres = buf_alloc(m, p.grads);
     if (p.rope) m->rope_cos = buf_alloc(m, p.rope);
     m->vec = buf_alloc(m, p.vec);
+    m->pos = malloc(N * sizeof *m->pos);
     if (!m->acts || !m->resid || !m->actbuf || !m->lnf || !m->logits || !m->dres || (p.rope && !m->rope_cos) ||
-        !m->vec)
+        !m->vec || !m->pos)
         goto nomem;
     for (size_t l = 0; l < L; l++) {
         float *s = m->actbuf + (m->ckpt ? 0 : l * p.act_set);
@@ -419,8 +424,11 @@ void dec_free(dec_model *m) {
     }
     free(m->qp);
     free(m->acts);
+    free(m->pos);
     free(m);
 }
+
+void dec_set_docs(dec_model *m, const int32_t *doc) { m->docs = doc; }
 
 void dec_lora_set_key(dec_model *m, uint64_t key) {
     if (m->lora) dec__lora_key(m->lora, key);
@@ -820,17 +828,17 @@ static mk_attn attn_of(const dec_model *m, int l, int B, int T, size_t ld_qk) {
     /* Gemma 2/3: 1/sqrt(query_pre_attn_scalar) (transformers' query_pre_attn_scalar ** -0.5) */
     const float scale = m->cfg.attn_scalar > 0 ? (float)(1.0 / sqrt(m->cfg.attn_scalar)) : 1.0f / sqrtf((float)d->D);
     const mk_attn a = {B,     T,    d->H, d->G, d->D, ld_qk, ld_qk, (size_t)d->QKV, (size_t)d->Q,
-                       scale, (float)m->cfg.attn_softcap, dec_layer_window(&m->cfg, l)};
+                       scale, (float)m->cfg.attn_softcap, dec_layer_window(&m->cfg, l), m->pass_doc};
     return a;
 }
 
-/* The RoPE table of layer l for sequences of T: Gemma 3's local table on its local layers,
- * LongRoPE's long one past original_max_position_embeddings (transformers picks by the pass's
- * length, max(position_ids) + 1 = T). */
-static const mk_rope *rope_of(const dec_model *m, int l, int T) {
+/* The RoPE table of layer l for this pass: Gemma 3's local table on its local layers, LongRoPE's
+ * long one past original_max_position_embeddings (transformers picks by max(position_ids) + 1: T,
+ * or with documents the longest one's length). */
+static const mk_rope *rope_of(const dec_model *m, int l) {
     const dec_config *c = &m->cfg;
     if (m->has_rope[1] && (l + 1) % c->sliding_pattern != 0) return &m->rope[1];
-    if (m->has_rope[2] && T > c->rope_orig_ctx) return &m->rope[2];
+    if (m->has_rope[2] && m->pass_span > c->rope_orig_ctx) return &m->rope[2];
     return &m->rope[0];
 }
 
@@ -860,7 +868,7 @@ static zero_status layer_fwd(dec_model *m, int l, const dec__uw *w, int B, int T
                                              d->G, d->D, d->QKV, QK, eps, im));
         qk = a->qkn, ld_qk = QK;
     }
-    if (d->llama) MK(m, "rope", mk_rope_fwd(rope_of(m, l, T), qk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    if (d->llama) MK(m, "rope", mk_rope_fwd(rope_of(m, l), qk, ld_qk, N, T, d->H + d->G, d->D, m->pass_pos, im));
     const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention", mk_attention_fwd(&at, a->atty, a->lse, qk, qk + d->Q, a->qkv + d->Q + d->KV, im));
     if (m->cfg.sandwich) { /* Gemma 2/3: x + norm(o), the norm's input kept in ao */
@@ -956,7 +964,7 @@ static zero_status layer_bwd(dec_model *m, int l, const dec__uw *w, float *g, fl
     const mk_attn at = attn_of(m, l, B, T, ld_qk);
     MK(m, "attention backward", mk_attention_bwd(&at, dqk, dqk + d->Q, m->dqkv + d->Q + d->KV, m->dbuf, qk, qk + d->Q,
                                                  a->qkv + d->Q + d->KV, a->atty, a->lse, im));
-    if (d->llama) MK(m, "rope backward", mk_rope_bwd(rope_of(m, l, T), dqk, ld_qk, N, T, d->H + d->G, d->D, NULL, im));
+    if (d->llama) MK(m, "rope backward", mk_rope_bwd(rope_of(m, l), dqk, ld_qk, N, T, d->H + d->G, d->D, m->pass_pos, im));
     if (m->cfg.qk_norm) { /* dqkv's q and k columns: the gradients before the norms */
         MK(m, "q norm backward", mk_rmsnorm_heads_bwd(m->dqkv, optw(g, lo->q_norm), dqk, a->qkv, w->q_norm,
                                                       a->qk_rstd, N, d->H, d->D, d->QKV, QK, 0, im));
@@ -1202,7 +1210,7 @@ static zero_status embed_fwd(dec_model *m, const dec__uw *w, const int32_t *toke
     const size_t C = (size_t)m->d.C;
     const uint64_t wpe = m->lay.wpe;
     if (w->p) {
-        MK(m, "embedding", mk_embed_fwd(m->resid, tokens, w->p, opt(w->p, wpe), N, T, (int)C, m->impl));
+        MK(m, "embedding", mk_embed_fwd(m->resid, tokens, w->p, opt(w->p, wpe), N, T, (int)C, m->pass_pos, m->impl));
         return ZERO_OK;
     }
     for (size_t n = 0; n < N; n++)
@@ -1213,7 +1221,7 @@ static zero_status embed_fwd(dec_model *m, const dec__uw *w, const int32_t *toke
         zero_convert(w->b + wpe, ZERO_DTYPE_BF16, m->dbuf, ZERO_DTYPE_FP32, (size_t)T * C, ZERO_IMPL_AUTO);
         for (size_t n = 0; n < N; n++) {
             float *o = m->resid + n * C;
-            const float *q = m->dbuf + (n % (size_t)T) * C;
+            const float *q = m->dbuf + (m->pass_pos ? (size_t)m->pass_pos[n] : n % (size_t)T) * C;
             for (size_t c = 0; c < C; c++) o[c] += q[c];
         }
     }
@@ -1230,6 +1238,27 @@ static zero_status check_tokens(dec_model *m, const int32_t *tok, int B, int T, 
             return ZERO_ERR_INVALID_ARG;
         }
     }
+    return ZERO_OK;
+}
+
+/* The pass's documents (dec_set_docs): checked to be runs (mk_attn's doc rule), and their
+ * positions (t - the document's start) into m->pos; NULL: each sequence is one. */
+static zero_status docs_of(dec_model *m, const int32_t *doc, int B, int T) {
+    m->pass_doc = m->pass_pos = NULL;
+    m->pass_span = T;
+    if (!doc) return ZERO_OK;
+    int span = 0;
+    for (size_t n = 0; n < (size_t)B * T; n++) {
+        const int t = (int)(n % (size_t)T);
+        if (doc[n] != t && (t == 0 || doc[n] != doc[n - 1])) {
+            dec__seterr(m, "document start %d at sequence %zu position %d: expected %d (a new document) or the "
+                        "position's before (%d)", (int)doc[n], n / (size_t)T, t, t, t ? (int)doc[n - 1] : 0);
+            return ZERO_ERR_INVALID_ARG;
+        }
+        m->pos[n] = t - doc[n];
+        span = m->pos[n] + 1 > span ? m->pos[n] + 1 : span;
+    }
+    m->pass_doc = doc, m->pass_pos = m->pos, m->pass_span = span;
     return ZERO_OK;
 }
 
@@ -1270,6 +1299,7 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     }
     TRY(check_tokens(m, p->tokens, B, T, "token", 0));
     if (p->targets) TRY(check_tokens(m, p->targets, B, T, "target", -1));
+    TRY(docs_of(m, p->one_doc ? NULL : m->docs, B, T));
     const size_t N = (size_t)B * T, NC = N * C;
     const double denom = p->targets ? (p->denom > 0 ? p->denom : (double)dec_count_targets(p->targets, N)) : 0.0;
     const float dscale = denom > 0 ? (float)((double)p->loss_scale / denom) : 0.0f;
@@ -1373,7 +1403,7 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     if (m->cfg.has_pad) /* nn.Embedding(padding_idx): the pad token's lookups add no gradient */
         for (size_t n = 0; n < N; n++)
             if (p->tokens[n] == m->cfg.pad_token) memset(m->dres + n * C, 0, (size_t)C * sizeof(float));
-    MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->impl));
+    MK(m, "embedding backward", mk_embed_bwd(g, optw(g, lay->wpe), m->dres, p->tokens, N, T, C, m->pass_pos, m->impl));
     TRY(u->grad_ready(m, u->ctx, DEC_UNIT_EMBEDDINGS));
     return ZERO_OK;
 }
@@ -1436,7 +1466,7 @@ zero_status dec_forward_backward(dec_model *m, const float *const *params, float
         dec__seterr(m, "forward_backward needs grads, tokens and targets (got NULL)");
         return ZERO_ERR_INVALID_ARG;
     }
-    dec__pass p = {tokens, targets, B, T, 1, loss_scale, denom, loss, logits, NULL};
+    dec__pass p = {tokens, targets, B, T, 1, loss_scale, denom, loss, logits, NULL, 0};
     return raw_pass(m, params, grads, &p);
 }
 
@@ -1446,7 +1476,7 @@ zero_status dec_forward(dec_model *m, const float *const *params, const int32_t 
         dec__seterr(m, "forward needs tokens (got NULL)");
         return ZERO_ERR_INVALID_ARG;
     }
-    dec__pass p = {tokens, targets, B, T, 0, 1.0f, denom, loss, logits, NULL};
+    dec__pass p = {tokens, targets, B, T, 0, 1.0f, denom, loss, logits, NULL, 0};
     return raw_pass(m, params, NULL, &p);
 }
 
@@ -1520,7 +1550,7 @@ zero_status dec__generate(dec_model *m, const dec__units *u, const int32_t *prom
     for (int i = 0; i < n_new && !st; i++) {
         const size_t len = (size_t)n_prompt + i;
         const int T = len < (size_t)m->Tmax ? (int)len : m->Tmax;
-        dec__pass p = {hist + len - T, NULL, 1, T, 0, 1.0f, 0.0, NULL, NULL, buf};
+        dec__pass p = {hist + len - T, NULL, 1, T, 0, 1.0f, 0.0, NULL, NULL, buf, 1};
         st = dec__run(m, u, &p);
         const float bad = st ? 0.0f : first_nonfinite(buf, (size_t)V);
         if (bad != 0.0f) st = refuse_logits(m, u, &p, bad, len);

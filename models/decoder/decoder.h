@@ -244,6 +244,15 @@ typedef struct dec_compute_info {
 } dec_compute_info;
 void dec_compute_info_get(dec_compute_info *out);
 
+/* Packed examples: doc (B*T values, or NULL) gives each token's document as the index of the
+ * document's first token in its sequence (doc[b*T] = 0; each next value repeats the one before or
+ * is its own position). The passes that follow (forward, backward, on raw buffers or the engine;
+ * not sampling) attend within each document only and restart positions at each document's start
+ * (RoPE and GPT-2's learned positions): a document computes what it computes alone in a sequence
+ * of its own. The pointer is read at each pass, until set again (NULL: each sequence is one
+ * document); a doc that breaks the rule is ZERO_ERR_INVALID_ARG at the pass, naming the position. */
+void dec_set_docs(dec_model *m, const int32_t *doc);
+
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not
  * counted), row-major (sequence b, position t). denom: the loss is (sum of the counted targets'

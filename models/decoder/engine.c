@@ -167,7 +167,7 @@ zero_status dec_engine_micro_batch(dec_model *m, zero_engine *e, const int32_t *
     const dec__units u = eng_units(m, e);
     const double per = (double)zero_comm_size(zero_engine_comm(e)) * (double)zero_engine_config(e)->grad_accum;
     dec__pass p = {tokens, targets, B, T, 1, (float)zero_engine_loss_scale(e), denom > 0 ? denom / per : 0.0, loss,
-                   NULL, NULL};
+                   NULL, NULL, 0};
     return dec__run(m, &u, &p);
 }
 
@@ -180,7 +180,7 @@ zero_status dec_engine_eval(dec_model *m, zero_engine *e, const int32_t *tokens,
         return ZERO_ERR_INVALID_ARG;
     }
     const dec__units u = eng_units(m, e);
-    dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL};
+    dec__pass p = {tokens, targets, B, T, 0, 1.0f, 0.0, loss, NULL, NULL, 0};
     return dec__run(m, &u, &p);
 }
 
@@ -193,7 +193,7 @@ zero_status dec_engine_locate_overflow(dec_model *m, zero_engine *e, const int32
     }
     if (!st) {
         const dec__units u = eng_units(m, e);
-        const dec__pass p = {tokens, NULL, B, T, 0, 1.0f, 0.0, NULL, NULL, NULL};
+        const dec__pass p = {tokens, NULL, B, T, 0, 1.0f, 0.0, NULL, NULL, NULL, 0};
         st = dec__run_probe(m, &u, &p);
     }
     if (st) dec__errorf(err, "%s", dec_last_error(m));

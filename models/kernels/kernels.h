@@ -203,15 +203,21 @@ typedef struct mk_attn {
     int window;                      /* > 0: sliding window, query t sees keys j with
                                       * t - window < j <= t (the window keys ending at itself,
                                       * transformers' sliding_window); 0: every j <= t */
+    const int32_t *doc;              /* NULL, or B*T values: doc[b*T + t] is the first token of
+                                      * t's document in sequence b (packed examples), and query t
+                                      * sees no key before it. doc[b*T] = 0 and each next value
+                                      * repeats the one before or is its own t: documents are
+                                      * runs of tokens, block-diagonal causal attention */
 } mk_attn;
 
-/* out = softmax(scale * q k^T, causal, within the window) v, written; lse (B, n_head, T)
+/* out = softmax(scale * q k^T, causal, within the window and the document) v, written; lse (B, n_head, T)
  * receives each row's natural-log sum of exp of the logits (for the backward). The vector impls are blockwise
  * (online softmax over key blocks; no (T, T) buffer); the scalar reference materializes one
  * row of T logits at a time. With a window the vector impls skip the key blocks wholly outside
  * it (work of order T * (window + 64) instead of T^2 / 2); a window >= T gives the causal result
- * bit for bit. ZERO_ERR_INVALID_ARG for a shape outside the limits above, a negative window or a
- * stride too small for its heads; ZERO_ERR_NOMEM if a thread's block scratch (209 KiB at head_dim 256;
+ * bit for bit; the key blocks wholly before a query block's document are skipped too, and a
+ * document mask keeps no (T, T) buffer. ZERO_ERR_INVALID_ARG for a shape outside the limits above,
+ * a negative window, a doc array that is not runs as above, or a stride too small for its heads; ZERO_ERR_NOMEM if a thread's block scratch (209 KiB at head_dim 256;
  * the scalar reference: 4T bytes) cannot be allocated (the output is then incomplete). out must
  * not alias q, k or v. */
 zero_status mk_attention_fwd(const mk_attn *a, float *out, float *lse, const float *q,
@@ -225,16 +231,17 @@ zero_status mk_attention_bwd(const mk_attn *a, float *dq, float *dk, float *dv, 
                              const float *lse, zero_impl impl);
 
 /* ---------------------------------------------------------------- embeddings */
-/* out (n_tok, C) = wte[tokens[n]] (+ wpe[n % T] when wpe is not NULL: tokens are sequences of
- * T). Tokens are not checked (the caller validated them against the vocabulary). Bitwise equal
- * in every impl (one addition per element). */
+/* out (n_tok, C) = wte[tokens[n]] (+ wpe[position of n] when wpe is not NULL: pos[n] when pos is
+ * not NULL, else n % T: tokens are sequences of T). Tokens and positions are not checked (the
+ * caller validated them against the vocabulary and the table). Bitwise equal in every impl (one
+ * addition per element). */
 zero_status mk_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                         size_t n_tok, int T, int C, zero_impl impl);
-/* dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] when dwpe is not NULL. Each row of dwte and
- * dwpe receives its tokens' rows in token order, so the result is bitwise the same in every impl
- * and on any thread count. */
+                         size_t n_tok, int T, int C, const int32_t *pos, zero_impl impl);
+/* dwte[tokens[n]] += dout[n]; dwpe[position of n] += dout[n] when dwpe is not NULL. Each row of
+ * dwte and dwpe receives its tokens' rows in token order, so the result is bitwise the same in
+ * every impl and on any thread count. */
 zero_status mk_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                         size_t n_tok, int T, int C, zero_impl impl);
+                         size_t n_tok, int T, int C, const int32_t *pos, zero_impl impl);
 
 /* ---------------------------------------------------------------- linear layers */
 /* The precision of a linear layer's products. */

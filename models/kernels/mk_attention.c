@@ -1,15 +1,10 @@
 /* models/kernels/mk_attention.c — the scalar reference of causal GQA attention (optionally within a
- * sliding window): one query row at a time with its logits materialized (dots and sums in double),
+ * sliding window and within documents): one query row at a time with its logits materialized (dots and sums in double),
  * forward and backward. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/mk_internal.h"
-
-/* The first key query t sees: t - window + 1 within a window, else 0. */
-static int first_key(const mk_attn *a, int t) {
-    return a->window > 0 && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
-}
 
 static double dot(const float *a, const float *b, int n) {
     double s = 0.0;
@@ -22,7 +17,7 @@ void mk__att_fwd_row_scalar(const mk_attn *a, float *out, float *lse, const floa
     const int T = a->T, hd = a->head_dim, kvh = h / (a->n_head / a->n_kv_head);
     const size_t tok = (size_t)b * T + t;
     const float *qt = q + tok * a->ld_q + (size_t)h * hd;
-    const int j_lo = first_key(a, t);
+    const int j_lo = mk__att_first_key(a, b, t);
     float mx = -INFINITY;
     for (int j = j_lo; j <= t; j++) {
         const float *kj = k + ((size_t)b * T + j) * a->ld_k + (size_t)kvh * hd;
@@ -64,7 +59,7 @@ void mk__att_bwd_scalar(const mk_attn *a, float *dq, float *dk, float *dv, const
             const float *qt = q + tok * a->ld_q + (size_t)h * hd;
             const float *dot_ = dout + tok * a->ld_o + (size_t)h * hd;
             const float l = lse[((size_t)b * a->n_head + h) * T + t];
-            const int j_lo = first_key(a, t);
+            const int j_lo = mk__att_first_key(a, b, t);
             double D = 0.0;
             for (int j = j_lo; j <= t; j++) {
                 const size_t kt = (size_t)b * T + j;

@@ -94,6 +94,31 @@ extern const mk__isa mk__isa_scalar;
 extern const mk__isa mk__isa_avx2;
 extern const mk__isa mk__isa_avx512;
 
+/* The first key query t of sequence b sees: the start of its window and of its document. */
+static inline int mk__att_first_key(const mk_attn *a, int b, int t) {
+    int lo = a->window > 0 && t - a->window + 1 > 0 ? t - a->window + 1 : 0;
+    if (a->doc && a->doc[(size_t)b * a->T + t] > lo) lo = a->doc[(size_t)b * a->T + t];
+    return lo;
+}
+/* One past the last query of sequence b that sees key x (queries x .. end-1 do): x + window
+ * within a window, the start of the next document, else T. The documents are found by a binary
+ * search (doc is non-decreasing). */
+static inline int mk__att_rows_end(const mk_attn *a, int b, int x) {
+    int end = a->window > 0 && x + a->window < a->T ? x + a->window : a->T;
+    if (a->doc) {
+        const int32_t *d = a->doc + (size_t)b * a->T;
+        int lo = x + 1;
+        while (lo < end) { /* the first t in [x + 1, end) whose document starts after x */
+            const int mid = lo + (end - lo) / 2;
+            if (d[mid] > x)
+                end = mid;
+            else
+                lo = mid + 1;
+        }
+    }
+    return end;
+}
+
 /* Attention tasks (mk_attention.c holds the scalar reference, mk_vec.h the blockwise kernels).
  * Forward: one (sequence b, query head h, query block qb) per call, ws of mk__att_fwd_ws floats.
  * Backward: one (sequence b, key/value head g) per call, ws of mk__att_bwd_ws floats. */

@@ -392,36 +392,35 @@ zero_status mk_rope_bwd(const mk_rope *r, float *dx, size_t ld, size_t n_tok, in
  * by columns, each task adding every token's slice in token order. */
 #define MK_EMB_COLS 256
 
+static inline size_t emb_pos(const int32_t *pos, size_t n, int T) { return pos ? (size_t)pos[n] : n % (size_t)T; }
+
 zero_status mk_embed_fwd(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                         size_t n_tok, int T, int C, zero_impl impl) {
+                         size_t n_tok, int T, int C, const int32_t *pos, zero_impl impl) {
     PICK(impl, isa);
     if (!n_tok) return ZERO_OK;
-    if (!out || !tokens || !wte || C < 1 || (wpe && T < 1)) return ZERO_ERR_INVALID_ARG;
+    if (!out || !tokens || !wte || C < 1 || (wpe && !pos && T < 1)) return ZERO_ERR_INVALID_ARG;
     const size_t cols = (size_t)C;
 #pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
     for (size_t n = 0; n < n_tok; n++)
-        isa->row_add(out + n * cols, wte + (size_t)tokens[n] * cols, wpe ? wpe + (n % (size_t)T) * cols : NULL,
+        isa->row_add(out + n * cols, wte + (size_t)tokens[n] * cols, wpe ? wpe + emb_pos(pos, n, T) * cols : NULL,
                      cols);
     return ZERO_OK;
 }
 
 zero_status mk_embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                         size_t n_tok, int T, int C, zero_impl impl) {
+                         size_t n_tok, int T, int C, const int32_t *pos, zero_impl impl) {
     PICK(impl, isa);
     if (!n_tok) return ZERO_OK;
-    if (!dwte || !dout || !tokens || C < 1 || (dwpe && T < 1)) return ZERO_ERR_INVALID_ARG;
+    if (!dwte || !dout || !tokens || C < 1 || (dwpe && !pos && T < 1)) return ZERO_ERR_INVALID_ARG;
     const size_t cols = (size_t)C, ntask = (cols + MK_EMB_COLS - 1) / MK_EMB_COLS;
-    if (dwpe) { /* position t gets the tokens n = t, t + T, ... in order */
-        const size_t npos = min_sz((size_t)T, n_tok);
-#pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
-        for (size_t t = 0; t < npos; t++)
-            for (size_t n = t; n < n_tok; n += (size_t)T) isa->row_acc(dwpe + t * cols, dout + n * cols, cols);
-    }
+    /* by columns, each task adding every token's slice in token order (to wte's and wpe's rows) */
 #pragma omp parallel for schedule(static) if (n_tok * cols >= MK_PAR_MIN)
     for (size_t task = 0; task < ntask; task++) {
         const size_t j0 = task * MK_EMB_COLS, nj = min_sz(MK_EMB_COLS, cols - j0);
-        for (size_t n = 0; n < n_tok; n++)
+        for (size_t n = 0; n < n_tok; n++) {
             isa->row_acc(dwte + (size_t)tokens[n] * cols + j0, dout + n * cols + j0, nj);
+            if (dwpe) isa->row_acc(dwpe + emb_pos(pos, n, T) * cols + j0, dout + n * cols + j0, nj);
+        }
     }
     return ZERO_OK;
 }
@@ -487,6 +486,12 @@ static zero_status att_check(const mk_attn *a) {
         return ZERO_ERR_INVALID_ARG;
     const size_t hq = (size_t)a->n_head * a->head_dim, hk = (size_t)a->n_kv_head * a->head_dim;
     if (a->ld_q < hq || a->ld_o < hq || a->ld_k < hk || a->ld_v < hk) return ZERO_ERR_INVALID_ARG;
+    if (a->doc) /* runs: each value repeats the one before or starts a document at its own t */
+        for (size_t b = 0; b < (size_t)a->B; b++) {
+            const int32_t *d = a->doc + b * (size_t)a->T;
+            for (int t = 0; t < a->T; t++)
+                if (d[t] != t && (t == 0 || d[t] != d[t - 1])) return ZERO_ERR_INVALID_ARG;
+        }
     return ZERO_OK;
 }
 

@@ -601,9 +601,11 @@ static inline vf zero_below(vf e, int k) {
     return v_load(tmp);
 }
 
-/* The first key of a key block (j0) that query t sees within the window: 0 without one. */
-static inline int win_start(const mk_attn *a, int t, int j0) {
-    return a->window > 0 && t - a->window + 1 - j0 > 0 ? t - a->window + 1 - j0 : 0;
+/* The first key of a key block (j0) that query t of sequence b sees within its window and its
+ * document, relative to j0: 0 when it sees the block from its start. */
+static inline int win_start(const mk_attn *a, int b, int t, int j0) {
+    const int lo = mk__att_first_key(a, b, t) - j0;
+    return lo > 0 ? lo : 0;
 }
 
 static inline float dot_hd(const float *a, const float *b, int hd) {
@@ -632,9 +634,10 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
     }
     const float *kb = k + (size_t)b * T * a->ld_k + (size_t)kvh * hd;
     const float *vb = v + (size_t)b * T * a->ld_v + (size_t)kvh * hd;
-    /* within a window the block's first row sees no key before t0 - window + 1: the key blocks
-     * wholly before it are skipped (the work grows with T * window, not T^2) */
-    const int j_first = a->window > 0 && t0 - a->window + 1 > 0 ? (t0 - a->window + 1) / BC * BC : 0;
+    /* the block's first row sees no key before its window's and its document's start (the later
+     * rows' starts are no earlier): the key blocks wholly before it are skipped (the work grows
+     * with T * window, not T^2, and with the documents' lengths) */
+    const int j_first = mk__att_first_key(a, b, t0) / BC * BC;
     for (int j0 = j_first; j0 <= t_last; j0 += BC) {
         const int nc = t_last - j0 + 1 < BC ? t_last - j0 + 1 : BC;
         const int ncp = (nc + 2 * MK_W - 1) / (2 * MK_W) * (2 * MK_W);
@@ -645,7 +648,7 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
          * [st, valid): past its diagonal, and before its window) */
         for (int r = 0; r < nr; r++) {
             float *s = S + (size_t)r * BC;
-            const int valid = t0 + r - j0 + 1 < nc ? t0 + r - j0 + 1 : nc, st = win_start(a, t0 + r, j0);
+            const int valid = t0 + r - j0 + 1 < nc ? t0 + r - j0 + 1 : nc, st = win_start(a, b, t0 + r, j0);
             const int i0 = st / MK_W * MK_W; /* the vector holding the row's first visible key */
             if (valid <= st) { /* no key of the block in view (st >= 0) */
                 memset(s, 0, sizeof(float) * (size_t)ncp);
@@ -698,7 +701,7 @@ void MK_FN(att_fwd)(const mk_attn *a, float *out, float *lse, const float *q, co
         /* O += P V, four rows at a time over the keys from the first one's window start to the
          * last one's diagonal (the probabilities outside are zero) */
         for (int r = 0; r < nr; r += 4) {
-            const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, t0 + r, j0);
+            const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, b, t0 + r, j0);
             int jm = t0 + r + R - 1 - j0 + 1;
             jm = jm < nc ? jm : nc;
             att_acc(O + (size_t)r * hdp, (size_t)hdp, S + (size_t)r * BC + js, BC, 1, Vp + (size_t)js * hdp,
@@ -750,8 +753,8 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
         pack_rows(Kp, kb + (size_t)j0 * a->ld_k, a->ld_k, nc, hd, hdp);
         memset(dKa, 0, sizeof(float) * (size_t)nc * hdp);
         memset(dVa, 0, sizeof(float) * (size_t)nc * hdp);
-        /* within a window, rows from j0 + nc - 1 + window on see no key of the block */
-        const int t_end = a->window > 0 && j0 + nc - 1 + a->window < T ? j0 + nc - 1 + a->window : T;
+        /* rows from the block's last key's window end or next document on see no key of it */
+        const int t_end = mk__att_rows_end(a, b, j0 + nc - 1);
         for (int hh = 0; hh < grp; hh++) {
             const int h = g * grp + hh;
             const float *lh = lse + ((size_t)b * H + h) * T;
@@ -771,7 +774,7 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                 const vf sc = v_set1(scale);
                 for (int r = 0; r < nr; r++) {
                     const int t = t0 + r;
-                    const int valid = t - j0 + 1 < nc ? t - j0 + 1 : nc, st = win_start(a, t, j0);
+                    const int valid = t - j0 + 1 < nc ? t - j0 + 1 : nc, st = win_start(a, b, t, j0);
                     float *p = P + (size_t)r * BC, *ds = dS + (size_t)r * BC;
                     int i = 0;
                     if (valid > st && a->softcap > 0.0f) { /* through the cap: d/ds = 1 - tanh^2 */
@@ -804,12 +807,11 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                     }
                 }
                 /* dV += P^T dO and dK += dS^T Q, four keys at a time over the rows that see them:
-                 * from the first key's diagonal to the last key's window end */
+                 * from the first key's diagonal to the last key's window or document end */
                 for (int j = 0; j < nc; j += 4) {
                     const int R = nc - j < 4 ? nc - j : 4;
                     const int r0 = j0 + j - t0 > 0 ? j0 + j - t0 : 0;
-                    int r1 = nr;
-                    if (a->window > 0 && j0 + j + R - 1 + a->window - t0 < nr) r1 = j0 + j + R - 1 + a->window - t0;
+                    const int e = mk__att_rows_end(a, b, j0 + j + R - 1) - t0, r1 = e < nr ? e : nr;
                     if (r0 >= r1) continue;
                     att_acc(dVa + (size_t)j * hdp, (size_t)hdp, P + (size_t)r0 * BC + j, 1, BC,
                             dOp + (size_t)r0 * hdp, (size_t)hdp, R, r1 - r0, hdp);
@@ -819,7 +821,7 @@ void MK_FN(att_bwd)(const mk_attn *a, float *dq, float *dk, float *dv, const flo
                 /* dQ += dS K, into the rows of dq */
                 memset(dQb, 0, sizeof(float) * (size_t)nr * hdp);
                 for (int r = 0; r < nr; r += 4) {
-                    const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, t0 + r, j0);
+                    const int R = nr - r < 4 ? nr - r : 4, js = win_start(a, b, t0 + r, j0);
                     int jm = t0 + r + R - 1 - j0 + 1;
                     jm = jm < nc ? jm : nc;
                     att_acc(dQb + (size_t)r * hdp, (size_t)hdp, dS + (size_t)r * BC + js, BC, 1,

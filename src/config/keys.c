@@ -720,6 +720,28 @@ static int save_quant_double(const zc_key *k, const zero_config *cfg, cJSON *par
     return cJSON_AddBoolToObject(parent, k->name, 0) ? 0 : -1;
 }
 
+/* document_mask: true, false or "auto" (the default, not written). */
+static zero_status load_doc_mask(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
+    (void)k;
+    if (cJSON_IsBool(v)) cfg->doc_mask = cJSON_IsTrue(v) ? ZERO_DOC_MASK_ON : ZERO_DOC_MASK_OFF;
+    else if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) cfg->doc_mask = ZERO_DOC_MASK_AUTO;
+    else return zero__zc_type_error(c, "true, false or \"auto\"", v);
+    return ZERO_OK;
+}
+
+static zero_status check_doc_mask(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->doc_mask != ZERO_DOC_MASK_AUTO && cfg->doc_mask != ZERO_DOC_MASK_ON && cfg->doc_mask != ZERO_DOC_MASK_OFF)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d: expected ZERO_DOC_MASK_AUTO (0), ZERO_DOC_MASK_ON (1) or "
+                             "ZERO_DOC_MASK_OFF (2)", cfg->doc_mask);
+    return ZERO_OK;
+}
+
+static int save_doc_mask(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (cfg->doc_mask == ZERO_DOC_MASK_AUTO) return 0;
+    return cJSON_AddBoolToObject(parent, k->name, cfg->doc_mask == ZERO_DOC_MASK_ON) ? 0 : -1;
+}
+
 /* lora.targets: module names, as an array of strings or one comma-separated string. */
 static zero_status load_lora_targets(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k;
@@ -792,6 +814,8 @@ static const zc_key extension_keys[] = {
     {.name = "quantize_base", .kind = ZC_CUSTOM, .off = OFF(quant_base), .load = load_quant_base,
      .check = check_quant_base, .save = save_quant_base},
     {.name = "double_quant", .kind = ZC_BOOL, .off = OFF(quant_double), .save = save_quant_double},
+    {.name = "document_mask", .kind = ZC_CUSTOM, .off = OFF(doc_mask), .load = load_doc_mask,
+     .check = check_doc_mask, .save = save_doc_mask},
     {.name = "lora", .kind = ZC_OBJECT, .children = lora_keys, .save = save_lora},
     {0},
 };

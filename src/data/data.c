@@ -23,6 +23,7 @@ struct zero_data {
     zero_template *tmpl; /* the tokenizer's chat template, parsed at the first chat (ZERO_CHAT_MODEL) */
     int32_t *ids;
     uint8_t *mask;
+    uint8_t *starts; /* after finish: 1 at the first token of each example (of each row-long piece) */
     size_t n, cap;
     struct ex { uint64_t off, len; } *ex;
     size_t nex, excap;
@@ -61,6 +62,7 @@ void zero_data_free(zero_data *d) {
     if (!d) return;
     free(d->ids);
     free(d->mask);
+    free(d->starts);
     free(d->ex);
     zero_token_ids_free(&d->scratch);
     zero_template_free(d->tmpl);
@@ -620,7 +622,8 @@ static zero_status pack(zero_data *d) {
     const uint64_t total = nrows * R;
     ids = malloc((total + 1) * sizeof *ids);
     mask = malloc(total + 1);
-    if (!ids || !mask) goto oom;
+    d->starts = calloc(total + 1, 1);
+    if (!ids || !mask || !d->starts) goto oom;
     const int32_t eos = zero_tokenizer_eos(d->tok);
     uint64_t o = 0;
     for (size_t r = 0; r < nrows; r++) {
@@ -629,8 +632,11 @@ static zero_status pack(zero_data *d) {
             if (!d->ex[e].len) continue;
             memcpy(ids + o, d->ids + d->ex[e].off, d->ex[e].len * sizeof *ids);
             memcpy(mask + o, d->mask + d->ex[e].off, d->ex[e].len);
+            d->starts[o] = 1;
             o += d->ex[e].len;
         }
+        /* the padding is a document of its own (a row's tail never attends to its last example) */
+        if (o < start + R) d->starts[o] = 1;
         for (; o < start + R; o++) ids[o] = eos >= 0 ? eos : 0, mask[o] = 0;
     }
     d->st.padding = total - d->n;
@@ -645,6 +651,8 @@ static zero_status pack(zero_data *d) {
     goto done;
 oom:
     st = nomem(d);
+    free(d->starts);
+    d->starts = NULL;
 done:
     free(order), free(bin_of), free(next), free(bits), free(head), free(rnext), free(rfirst), free(rlast), free(room);
     free(ids), free(mask);
@@ -660,12 +668,16 @@ zero_status zero_data_finish(zero_data *d) {
     if (d->o.seq > 0) {
         zero_status st = pack(d);
         if (st) return st;
+    } else { /* a stream: each example (document) where it was appended */
+        if (!(d->starts = calloc(d->n, 1))) return nomem(d);
+        for (size_t i = 0; i < d->nex; i++) d->starts[d->ex[i].off] = 1;
     }
     d->finished = 1;
     return ZERO_OK;
 }
 
 const int32_t *zero_data_tokens(const zero_data *d) { return d->ids; }
+const uint8_t *zero_data_starts(const zero_data *d) { return d->finished ? d->starts : NULL; }
 uint64_t zero_data_count(const zero_data *d) { return d->n; }
 
 const uint8_t *zero_data_mask(const zero_data *d) {
@@ -694,8 +706,8 @@ zero_status zero_data_write(zero_data *d, const char *path) {
     }
     zero_error err;
     const uint32_t row = d->o.seq > 0 ? (uint32_t)(d->o.seq + 1) : 0;
-    zero_status st = zero_tokfile_write(path, d->ids, zero_data_mask(d), d->n, (uint32_t)zero_tokenizer_vocab_size(d->tok),
-                                        row, &err);
+    zero_status st = zero_tokfile_write(path, d->ids, zero_data_mask(d), d->starts, d->n,
+                                        (uint32_t)zero_tokenizer_vocab_size(d->tok), row, &err);
     if (st) snprintf(d->err, sizeof d->err, "%s", err.msg);
     return st;
 }

@@ -2,7 +2,8 @@
  * packed rows) written and read, ZEROTOK1 read. Byte layout:
  *   ZEROTOK1: 0 "ZEROTOK1" | 8 u32 1 | 12 u32 vocab | 16 u64 count | 24 u64 0 | 32 u16 tokens[count]
  *   ZEROTOK2: 0 "ZEROTOK2" | 8 u32 2 | 12 u32 vocab | 16 u64 count | 24 u32 token_bytes (2|4)
- *             | 28 u32 flags (bit 0: mask) | 32 u32 row | 36 u8[28] 0 | 64 tokens | u8 mask[count]
+ *             | 28 u32 flags (bit 0: mask, bit 1: starts) | 32 u32 row | 36 u8[28] 0 | 64 tokens
+ *             | u8 mask[count] (bit 0) | u8 starts[count] (bit 1: 1 at the first token of each example)
  * (little-endian; the file is exactly that long; docs/TOKENIZER.md). */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +20,8 @@ struct zero_tokfile {
     char path[1024];
     int version;
     uint32_t vocab, row, token_bytes;
-    int has_mask;
-    uint64_t count, data_off, mask_off;
+    int has_mask, has_starts;
+    uint64_t count, data_off, mask_off, starts_off;
     unsigned char *buf;
     size_t buf_cap;
     char err[512];
@@ -114,6 +115,7 @@ zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *
         const uint32_t flags = rd32(h + 28);
         t->row = rd32(h + 32);
         t->has_mask = (int)(flags & 1);
+        t->has_starts = (int)(flags >> 1 & 1);
         t->data_off = 64;
         int reserved = 0;
         for (int i = 36; i < 64; i++) reserved |= h[i];
@@ -133,7 +135,7 @@ zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *
             SETERR("token file '%.400s': vocab %u does not fit 2-byte tokens", path, t->vocab);
             goto fail;
         }
-        if ((flags & ~1u) || reserved) {
+        if ((flags & ~3u) || reserved) {
             SETERR("token file '%.400s': unknown flags 0x%x or reserved bytes set: written by a newer zero?", path,
                    flags);
             goto fail;
@@ -142,7 +144,7 @@ zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *
         SETERR("'%.400s' is not a token file: expected the magic ZEROTOK1 or ZEROTOK2", path);
         goto fail;
     }
-    const uint64_t per = t->token_bytes + (t->has_mask ? 1u : 0u);
+    const uint64_t per = t->token_bytes + (t->has_mask ? 1u : 0u) + (t->has_starts ? 1u : 0u);
     if (t->count == 0 || t->count > (size - t->data_off) / per || size != t->data_off + per * t->count) {
         SETERR("token file '%.400s': header says %llu tokens, the file holds %llu bytes (expected %llu + %llu x count, "
                "count >= 1)", path, (unsigned long long)t->count, (unsigned long long)size,
@@ -154,7 +156,8 @@ zero_status zero_tokfile_open(zero_tokfile **out, const char *path, zero_error *
         goto fail;
     }
     t->mask_off = t->data_off + t->token_bytes * t->count;
-    /* Every token < vocab and every mask byte 0 or 1, checked now (one pass, a chunk at a time): a
+    t->starts_off = t->mask_off + (t->has_mask ? t->count : 0);
+    /* Every token < vocab and every mask and starts byte 0 or 1, checked now (one pass, a chunk at a time): a
      * bad one found when a batch reaches it would end a long run late. */
     if ((st = scan(t)) != ZERO_OK) {
         SETERR("%s", t->err);
@@ -179,6 +182,7 @@ uint64_t zero_tokfile_count(const zero_tokfile *f) { return f->count; }
 uint32_t zero_tokfile_vocab(const zero_tokfile *f) { return f->vocab; }
 uint32_t zero_tokfile_row(const zero_tokfile *f) { return f->row; }
 int zero_tokfile_has_mask(const zero_tokfile *f) { return f->has_mask; }
+int zero_tokfile_has_starts(const zero_tokfile *f) { return f->has_starts; }
 int zero_tokfile_version(const zero_tokfile *f) { return f->version; }
 
 static int read_at(zero_tokfile *f, uint64_t off, size_t n) {
@@ -241,8 +245,42 @@ zero_status zero_tokfile_read(zero_tokfile *f, uint64_t first, uint64_t n, int32
     return ZERO_OK;
 }
 
-zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const uint8_t *mask, uint64_t count,
-                               uint32_t vocab, uint32_t row, zero_error *err) {
+zero_status zero_tokfile_read_starts(zero_tokfile *f, uint64_t first, uint64_t n, uint8_t *starts) {
+    if (first > f->count || n > f->count - first) {
+        snprintf(f->err, sizeof f->err, "tokens [%llu, %llu) of '%.300s': the file holds %llu", (unsigned long long)first,
+                 (unsigned long long)(first + n), f->path, (unsigned long long)f->count);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!f->has_starts) {
+        memset(starts, 0, (size_t)n);
+        return ZERO_OK;
+    }
+    const uint64_t chunk = 1 << 20;
+    for (uint64_t done = 0; done < n;) {
+        const uint64_t k = n - done < chunk ? n - done : chunk;
+        const int rc = read_at(f, f->starts_off + first + done, (size_t)k);
+        if (rc) {
+            if (rc == -1) snprintf(f->err, sizeof f->err, "out of memory reading '%.300s'", f->path);
+            else
+                snprintf(f->err, sizeof f->err, "cannot read token file '%.300s': %s", f->path,
+                         ferror(f->f) ? strerror(errno) : "unexpected end of file");
+            return rc == -1 ? ZERO_ERR_NOMEM : ZERO_ERR_IO;
+        }
+        for (uint64_t i = 0; i < k; i++) {
+            if (f->buf[i] > 1) {
+                snprintf(f->err, sizeof f->err, "token file '%.300s': starts byte %u at index %llu, expected 0 or 1",
+                         f->path, f->buf[i], (unsigned long long)(first + done + i));
+                return ZERO_ERR_FORMAT;
+            }
+            starts[done + i] = f->buf[i];
+        }
+        done += k;
+    }
+    return ZERO_OK;
+}
+
+zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const uint8_t *mask, const uint8_t *starts,
+                               uint64_t count, uint32_t vocab, uint32_t row, zero_error *err) {
     zero_error dummy;
     if (vocab < 1 || vocab > 0x7FFFFFFFu || count == 0 || (row && count % row)) {
         SETERR("token file '%.400s': vocab %u, %llu tokens, rows of %u: expected vocab in 1 .. 2^31-1, at least one "
@@ -250,9 +288,9 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
         return ZERO_ERR_INVALID_ARG;
     }
     for (uint64_t i = 0; i < count; i++) {
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= vocab || (mask && mask[i] > 1)) {
-            SETERR("token %d (mask %d) at index %llu: expected 0 <= token < vocab %u and a mask of 0 or 1", tokens[i],
-                   mask ? mask[i] : 1, (unsigned long long)i, vocab);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= vocab || (mask && mask[i] > 1) || (starts && starts[i] > 1)) {
+            SETERR("token %d (mask %d, start %d) at index %llu: expected 0 <= token < vocab %u, a mask and a start of "
+                   "0 or 1", tokens[i], mask ? mask[i] : 1, starts ? starts[i] : 0, (unsigned long long)i, vocab);
             return ZERO_ERR_INVALID_ARG;
         }
     }
@@ -276,7 +314,7 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
     wr32(h + 12, vocab);
     wr64(h + 16, count);
     wr32(h + 24, tb);
-    wr32(h + 28, mask ? 1 : 0);
+    wr32(h + 28, (mask ? 1u : 0u) | (starts ? 2u : 0u));
     wr32(h + 32, row);
     int ok = fwrite(h, 1, 64, f) == 64;
     for (uint64_t i = 0; ok && i < count;) {
@@ -288,6 +326,7 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
         ok = fwrite(chunk, 1, k, f) == k;
     }
     if (ok && mask) ok = fwrite(mask, 1, (size_t)count, f) == count;
+    if (ok && starts) ok = fwrite(starts, 1, (size_t)count, f) == count;
     if (ok) ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     const int e = errno;
     if (fclose(f) != 0) ok = 0;
@@ -303,15 +342,19 @@ zero_status zero_tokfile_write(const char *path, const int32_t *tokens, const ui
 static zero_status scan(zero_tokfile *t) {
     const uint64_t chunk = t->count < (1u << 20) ? t->count : (1u << 20);
     int32_t *tokens = malloc((size_t)chunk * sizeof *tokens);
-    uint8_t *mask = t->has_mask ? malloc((size_t)chunk) : NULL;
+    uint8_t *mask = t->has_mask ? malloc((size_t)chunk) : NULL, *starts = t->has_starts ? malloc((size_t)chunk) : NULL;
     zero_status st = ZERO_OK;
-    if (!tokens || (t->has_mask && !mask)) {
+    if (!tokens || (t->has_mask && !mask) || (t->has_starts && !starts)) {
         snprintf(t->err, sizeof t->err, "token file '%.300s': out of memory checking its tokens", t->path);
         st = ZERO_ERR_NOMEM;
     }
-    for (uint64_t at = 0; st == ZERO_OK && at < t->count; at += chunk)
-        st = zero_tokfile_read(t, at, t->count - at < chunk ? t->count - at : chunk, tokens, mask);
+    for (uint64_t at = 0; st == ZERO_OK && at < t->count; at += chunk) {
+        const uint64_t k = t->count - at < chunk ? t->count - at : chunk;
+        st = zero_tokfile_read(t, at, k, tokens, mask);
+        if (st == ZERO_OK && starts) st = zero_tokfile_read_starts(t, at, k, starts);
+    }
     free(tokens);
     free(mask);
+    free(starts);
     return st;
 }

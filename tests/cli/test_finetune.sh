@@ -16,6 +16,7 @@ FT="$SRC/tests/data/finetune"
 M="$FT/qwen2_chat"
 CHATS="$FT/chats.jsonl"
 GOLD="$FT/golden.json"
+DOCS="$FT/golden_docs.json"
 TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
@@ -37,10 +38,12 @@ run() { # run NAME ARGS...: zero train on the chats, --log-json to $TMP/NAME.jso
         { echo "FAIL run $name: $ZERO train $*"; cat "$TMP/$name.err"; exit 1; }
 }
 ft() { local name=$1; shift; run "$name" --init-from "$M" --data "$CHATS" "$@"; }
-# golden_match NAME TOL [N]: the first N (default: the golden's 3) logged losses and gradient norms
-# equal PyTorch's within relative TOL; prints the worst deviation
+# golden_match NAME TOL [N [GOLDEN]]: the first N (0, the default: the golden's 3) logged losses and
+# gradient norms equal PyTorch's within relative TOL; prints the worst deviation. GOLDEN: golden.json
+# (the default: the rows attending across their examples) or golden_docs.json (each example alone:
+# the document mask's reference, scripts/make_finetune_docs_fixture.py)
 golden_match() {
-    "$PY" - "$GOLD" "$TMP/$1.json" "$2" "${3:-0}" <<'EOF'
+    "$PY" - "${4:-$GOLD}" "$TMP/$1.json" "$2" "${3:-0}" <<'EOF'
 import json, sys
 g = json.load(open(sys.argv[1])); tol = float(sys.argv[3]); n = int(sys.argv[4])
 steps = [json.loads(l) for l in open(sys.argv[2]) if '"step"' in l]
@@ -60,35 +63,47 @@ EOF
 
 # --- the rows: zero's on-the-fly tokenization and packing = transformers' template, masks, packing
 "$ZERO" tokenize --tokenizer "$M" "$CHATS" --seq 111 -o "$TMP/chats.tok" >/dev/null 2>"$TMP/err"
-check "the chats packed by zero are the golden rows and masks (transformers' apply_chat_template)" "$PY" - "$TMP/chats.tok" "$GOLD" <<'EOF'
+check "the chats packed by zero are the golden rows, masks and starts (transformers' apply_chat_template)" \
+    "$PY" - "$TMP/chats.tok" "$GOLD" "$DOCS" <<'EOF'
 import json, struct, sys
-b = open(sys.argv[1], "rb").read(); g = json.load(open(sys.argv[2]))
+b = open(sys.argv[1], "rb").read(); g = json.load(open(sys.argv[2])); d = json.load(open(sys.argv[3]))
 vocab, count, tb, flags, row = struct.unpack("<IQIII", b[12:36])
 toks = struct.unpack("<%d%s" % (count, "H" if tb == 2 else "I"), b[64:64 + tb * count])
-mask = b[64 + tb * count:]
-assert row == g["seq"] + 1 and flags == 1, (row, flags)
+mask, starts = b[64 + tb * count:64 + (tb + 1) * count], b[64 + (tb + 1) * count:]
+assert row == g["seq"] + 1 and flags == 3, (row, flags)
 R = row
 assert [list(toks[i:i + R]) for i in range(0, count, R)] == g["rows"]
 assert [list(mask[i:i + R]) for i in range(0, count, R)] == g["masks"]
+assert [list(starts[i:i + R]) for i in range(0, count, R)] == d["starts"]
 EOF
 
-# --- 3 masked steps: PyTorch's losses and gradient norms at every stage and world size (G = 6 rows)
+# --- 3 masked steps: PyTorch's losses and gradient norms at every stage and world size (G = 6 rows),
+# each example attending to itself only (the default for packed JSONL) against PyTorch's run of each
+# chat in a row of its own; with --doc-mask off, against PyTorch's run of the packed rows as they are
 ft r1s0 --steps 3 --micro-batch 6
 check "on-the-fly JSONL: the header names the data and the tokenizer" grep -q "JSONL through the tokenizer (vocab 800, loss mask), 6 rows of 112 tokens" "$TMP/r1s0.out"
-check "1 rank, stage 0: PyTorch's losses and gradient norms (1e-5)" golden_match r1s0 1e-5
+check "the start says each example attends to itself" grep -q "^epoch: .*each example attends to itself only" "$TMP/r1s0.out"
+check "1 rank, stage 0: PyTorch's losses and gradient norms, each chat alone (1e-5)" golden_match r1s0 1e-5 0 "$DOCS"
+ft cross --steps 3 --micro-batch 6 --doc-mask off
+check "--doc-mask off: the start says so" grep -q "^epoch: .*examples attend across the row (--doc-mask off)" "$TMP/cross.out"
+check "--doc-mask off: PyTorch's losses and gradient norms of the packed rows (1e-5)" golden_match cross 1e-5
 ft half --steps 2 --micro-batch 6 --save "$TMP/ck_half"
 run resumed --resume "$TMP/ck_half" --data "$CHATS" --steps 3 --micro-batch 6
 step3() { grep '"step":3,' "$TMP/$1.json" | sed 's/,"step_ms.*//'; }
 check "resumed after 2 steps: step 3 bitwise as the uninterrupted run (the epoch order is the seed's)" \
     test -n "$(step3 resumed)" -a "$(step3 resumed)" = "$(step3 r1s0)"
+ft half_off --steps 2 --micro-batch 6 --save "$TMP/ck_half_off" --doc-mask off
+run resumed_off --resume "$TMP/ck_half_off" --data "$CHATS" --steps 3 --micro-batch 6
+check "a resumed run keeps its --doc-mask off (the run's configuration): step 3 bitwise the uninterrupted run's" \
+    test -n "$(step3 resumed_off)" -a "$(step3 resumed_off)" = "$(step3 cross)"
 ft r1acc --steps 3 --micro-batch 3 --grad-accum 2
-check "1 rank, 2 micro-batches: the same (1e-5)" golden_match r1acc 1e-5
+check "1 rank, 2 micro-batches: the same (1e-5)" golden_match r1acc 1e-5 0 "$DOCS"
 ft r2s3 --steps 3 --micro-batch 3 --ranks 2 --stage 3
-check "2 ranks, stage 3: the same (1e-5)" golden_match r2s3 1e-5
+check "2 ranks, stage 3: the same (1e-5)" golden_match r2s3 1e-5 0 "$DOCS"
 ft r3s3 --steps 3 --micro-batch 2 --ranks 3 --stage 3
-check "3 ranks, stage 3: the same (1e-5)" golden_match r3s3 1e-5
+check "3 ranks, stage 3: the same (1e-5)" golden_match r3s3 1e-5 0 "$DOCS"
 ft r3s0 --steps 3 --micro-batch 1 --grad-accum 2 --ranks 3 --stage 0
-check "3 ranks x 2 micro-batches, stage 0: the same (1e-5)" golden_match r3s0 1e-5
+check "3 ranks x 2 micro-batches, stage 0: the same (1e-5)" golden_match r3s0 1e-5 0 "$DOCS"
 run tokfile --init-from "$M" --data "$TMP/chats.tok" --steps 3 --micro-batch 6
 check "the packed token file trains bitwise as the JSONL" test "$(sed 's/,"step_ms.*//' "$TMP/tokfile.json" | head -3)" = "$(sed 's/,"step_ms.*//' "$TMP/r1s0.json" | head -3)"
 # without --seq the run takes the file's: it was packed for sequences of 111 (zero tokenize --seq 111)
@@ -97,8 +112,9 @@ check "the packed token file trains bitwise as the JSONL" test "$(sed 's/,"step_
 check "a packed token file without --seq: seq 111, the file's" grep -q '^zero train: .*, seq 111, ' "$TMP/tokseq.out"
 check "... and the same steps as with --seq 111" test "$(sed 's/,"step_ms.*//' "$TMP/tokseq.json" | head -3)" = "$(sed 's/,"step_ms.*//' "$TMP/tokfile.json" | head -3)"
 
-# --- end to end: 40 steps on 2 ranks at stage 3, exported, sampled: transformers' greedy tokens
-ft e2e --steps 40 --micro-batch 3 --ranks 2 --stage 3 --chat-template chatml --save "$TMP/ck"
+# --- end to end: 40 steps on 2 ranks at stage 3, exported, sampled: transformers' greedy tokens (the
+# golden's 40 steps trained the packed rows as they are: --doc-mask off)
+ft e2e --steps 40 --micro-batch 3 --ranks 2 --stage 3 --chat-template chatml --save "$TMP/ck" --doc-mask off
 check "40 steps: PyTorch's losses all the way (fp32 against float64: 1e-3)" golden_match e2e 1e-3 40
 "$ZERO" export "$TMP/ck" -o "$TMP/ex" >/dev/null 2>"$TMP/err"
 check "the export carries the tokenizer files" cmp -s "$M/tokenizer.json" "$TMP/ex/tokenizer.json"
@@ -187,6 +203,13 @@ run skip --init-from "$M" --data "$TMP/bad.jsonl" --skip-bad-examples --steps 1 
 check "--skip-bad-examples: trains and warns once with the count and the first" grep -q "^zero: warning: $TMP/bad.jsonl: skipped 2 bad examples (first: $TMP/bad.jsonl:2: " "$TMP/skip.err"
 check "--skip-bad-examples: the header counts them" grep -q "2 bad examples skipped" "$TMP/skip.out"
 "$PY" -c "import json; print(json.dumps({'text': 'word ' * 200}))" >"$TMP/long.jsonl"
+bad --model tiny --data "$SRC/tests/data/tokenizer/fortunes.txt" --seq 16 --doc-mask on
+expect_error "--doc-mask on for text read as bytes" 2 "--doc-mask on:" "does not record where its examples start"
+bad --init-from "$M" --data "$CHATS" --doc-mask yes
+expect_error "--doc-mask yes" 2 "--doc-mask 'yes'" "expected on, off or auto"
+printf '{"zero_extensions": {"document_mask": "sometimes"}}' >"$TMP/dm.json"
+bad --init-from "$M" --data "$CHATS" --config "$TMP/dm.json"
+expect_error "document_mask \"sometimes\" in the config" 2 "document_mask" "true, false or \"auto\""
 bad --init-from "$M" --data "$TMP/long.jsonl"
 expect_error "an example longer than a row" 2 "$TMP/long.jsonl:1:" "longer than a sequence"
 mkdir -p "$TMP/small" && cp "$SRC/tests/data/decoder/qwen2"/* "$TMP/small/" && cp "$M/tokenizer.json" "$TMP/small/"

@@ -99,22 +99,27 @@ import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 s = json.loads(open(sys.argv[2]).read())
 magic, ver, vocab, count, tb, flags, row = struct.unpack("<8sIIQIII", b[:36])
-assert magic == b"ZEROTOK2" and ver == 2 and tb == 2 and flags == 1 and row == 0, (magic, ver, tb, flags, row)
+assert magic == b"ZEROTOK2" and ver == 2 and tb == 2 and flags == 3 and row == 0, (magic, ver, tb, flags, row)
 assert count == s["tokens"] and vocab == s["vocab"] == 800 and s["mask"] is True and s["examples"] == 6, s
-assert len(b) == 64 + 3 * count
-mask = b[64 + 2 * count:]
+assert len(b) == 64 + 4 * count
+mask, starts = b[64 + 2 * count:64 + 3 * count], b[64 + 3 * count:]
 assert sum(mask) == s["trained"] and 0 < s["trained"] < count and set(mask) <= {0, 1}
+# each example's first token, and nothing else, starts a document
+assert sum(starts) == 6 and starts[0] == 1 and set(starts) <= {0, 1}, list(starts)
 EOF
 run tokenize --tokenizer "$D/smollm2" "$D/fortunes.txt" -o "$TMP/b.tok"
-check "a text file: no mask, one document" "$PY" -c "
+check "a text file: no mask, one document (its first token its only start)" "$PY" -c "
 import struct; b = open('$TMP/b.tok', 'rb').read(); m, v, voc, n, tb, fl, row = struct.unpack('<8sIIQIII', b[:36])
-assert fl == 0 and row == 0 and len(b) == 64 + 2 * n, (fl, row)"
+assert fl == 2 and row == 0 and len(b) == 64 + 3 * n and b[64 + 2 * n:] == bytes([1]) + bytes(n - 1), (fl, row)"
 check "summary line" grep -q "^zero tokenize: wrote $TMP/b.tok: .* tokens" "$TMP/out"
 run tokenize --tokenizer "$D/llama3" "$D/pc.jsonl" "$D/chats.jsonl" -o "$TMP/c.tok" --seq 127 --json
 check "--seq 127: rows of 128 tokens" "$PY" -c "
 import json, struct; s = json.load(open('$TMP/out')); b = open('$TMP/c.tok', 'rb').read()
 m, v, voc, n, tb, fl, row = struct.unpack('<8sIIQIII', b[:36])
-assert row == 128 == s['row'] and n == 128 * s['rows'] and s['padding'] > 0 and fl == 1, s"
+assert row == 128 == s['row'] and n == 128 * s['rows'] and s['padding'] > 0 and fl == 3, s
+st = b[64 + 3 * n:]
+assert all(st[r * 128] == 1 for r in range(s['rows'])), 'a row starts a document'
+assert sum(st) >= s['examples'], (sum(st), s['examples'])"
 
 mkdir -p "$TMP/dir"
 cp "$D/fortunes.txt" "$TMP/dir/a.txt"

@@ -61,13 +61,25 @@ check "--data trains whole: no held-out split" grep -q "text through the tokeniz
 V1=$(field val1 1 val_loss)
 check "a validation loss is reported ($V1)" test -n "$V1"
 check "it is PyTorch's loss of those 6 rows at the initial weights ($G0, 1e-5)" near "$V1" "$G0" 1e-5
-run asdata --init-from "$M" --data "$TMP/val.json" --lr 0 --steps 1 --micro-batch 6 --val-every 0
+# (--data a text stream: the document mask is off, as for the training; with --data the file
+# itself it is on unless turned off)
+run asdata --init-from "$M" --data "$TMP/val.json" --lr 0 --steps 1 --micro-batch 6 --val-every 0 --doc-mask off
 T1=$(field asdata 1 loss)
 check "it is the training loss at lr 0 of the same file as --data ($T1, 1e-6)" near "$V1" "$T1" 1e-6
 check "(with 6 rows, --data alone holds none out: no validation loss)" test -z "$(field asdata 1 val_loss)"
 run val2 --init-from "$M" --data "$CHATS" --val-data "$TMP/val.json" --lr 0 --steps 1 --micro-batch 3 --ranks 2 \
-    --stage 3 --val-batches 1
+    --stage 3 --val-batches 1 --doc-mask off
 check "on 2 ranks at stage 3: the same validation loss ($(field val2 1 val_loss), 1e-6)" near "$(field val2 1 val_loss)" "$V1" 1e-6
+# the document mask: each chat attends to itself, the validation as the training (PyTorch's loss of
+# each chat in a row of its own: tests/data/finetune/golden_docs.json)
+D0=$("$PY" -c "import json; print(json.load(open('$FT/golden_docs.json'))['train']['losses'][0])")
+run val3 --init-from "$M" --data "$CHATS" --val-data "$TMP/val.json" --lr 0 --steps 1 --micro-batch 3 --ranks 2 \
+    --stage 3 --val-batches 1
+check "document mask on 2 ranks at stage 3: PyTorch's loss of each chat alone ($(field val3 1 val_loss), $D0, 1e-5)" \
+    near "$(field val3 1 val_loss)" "$D0" 1e-5
+run val4 --init-from "$M" --data "$SRC/tests/data/tokenizer/fortunes.txt" --val-data "$TMP/val.json" --lr 0 \
+    --steps 1 --micro-batch 6 --val-batches 1 --doc-mask on
+check "--doc-mask on over a text stream: its validation file's chats alone too" near "$(field val4 1 val_loss)" "$D0" 1e-5
 
 # --- without --val-data: the last 5% of --data, as before (here a stream: its last tokens)
 run held --init-from "$M" --data "$SRC/tests/data/tokenizer/fortunes.txt" --steps 1 --micro-batch 2 --seq 32
@@ -79,7 +91,7 @@ check "without --val-data: its validation loss" test -n "$(field held 1 val_loss
 run tok --init-from "$M" --data "$TMP/chats.tok" --val-data "$TMP/val.json" --lr 0 --steps 1 --micro-batch 6 \
     --val-batches 1
 check "--data a token file, --val-data ShareGPT: the tokenizer is loaded for it, the same loss" \
-    near "$(field tok 1 val_loss)" "$V1" 1e-6
+    near "$(field tok 1 val_loss)" "$D0" 1e-5
 run bytes --model tiny --data "$SRC/tests/data/tokenizer/fortunes.txt" --val-data "$SRC/tests/data/tokenizer/unicode.txt" \
     --seq 16 --steps 2 --micro-batch 2 --val-every 1
 check "a preset reads both as bytes, validates every step" test -n "$(field bytes 1 val_loss)" -a -n "$(field bytes 2 val_loss)"

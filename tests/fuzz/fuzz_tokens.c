@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (dec_data_check(d, T, V, &err) == ZERO_OK) {
             int32_t in[B * T], tg[B * T];
             for (int s = 0; s < 2; s++) {
-                if (dec_data_batch(d, s ? DEC_SPLIT_VAL : DEC_SPLIT_TRAIN, 1, 0, B, 0, B, T, in, tg, &err) != ZERO_OK)
+                if (dec_data_batch(d, s ? DEC_SPLIT_VAL : DEC_SPLIT_TRAIN, 1, 0, B, 0, B, T, in, tg, NULL, &err) !=
+                    ZERO_OK)
                     continue;
                 for (int i = 0; i < B * T; i++)
                     if (in[i] < 0 || in[i] >= V || tg[i] < -1 || tg[i] >= V) abort();

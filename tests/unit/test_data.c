@@ -572,7 +572,35 @@ static void test_packing(void) {
     ZT_CHECK(ps.rows < nex);
     ZT_CHECKF(ps.rows * 64 <= (uint64_t)(1.15 * (double)ss.tokens) + 64, "rows %llu for %llu tokens",
               (unsigned long long)ps.rows, (unsigned long long)ss.tokens);
-    (void)lens;
+    /* the examples' starts: in the stream, one per example at its place, in order; in the rows,
+     * each row's first token, and runs that are the examples' lengths (as a multiset) then the
+     * padding's run */
+    const uint8_t *sst = zero_data_starts(stream), *pst = zero_data_starts(packed);
+    ZT_CHECK(sst != NULL && pst != NULL);
+    {
+        uint64_t at = 0, k = 0, bad = 0;
+        for (uint64_t i = 0; i < ss.tokens; i++) {
+            if (!sst[i]) continue;
+            if (k > 0 && k - 1 < 512 && i - at != lens[k - 1]) bad++;
+            at = i, k++;
+        }
+        ZT_EQ_INT(k, nex);
+        ZT_EQ_INT(bad, 0);
+    }
+    uint64_t *seen = calloc(256, sizeof *seen), *want = calloc(256, sizeof *want), runs = 0;
+    for (size_t e = 0; e < nex && e < 512; e++) want[lens[e] < 255 ? lens[e] : 255]++;
+    for (uint64_t r = 0; r < ps.rows; r++) {
+        ZT_CHECKF(pst[r * 64] == 1, "row %llu starts a document", (unsigned long long)r);
+        for (uint64_t t = 0; t < 64;) {
+            uint64_t e = t + 1;
+            while (e < 64 && !pst[r * 64 + e]) e++;
+            if (mask[r * 64 + e - 1] || ids[r * 64 + t] != eos) seen[e - t < 255 ? e - t : 255]++, runs++; /* not padding */
+            t = e;
+        }
+    }
+    ZT_EQ_INT(runs, nex);
+    if (nex <= 512) ZT_CHECK(!memcmp(seen, want, 256 * sizeof *seen));
+    free(seen), free(want);
     /* written and read back */
     char path[512];
     snprintf(path, sizeof path, "%s/packed.tok", tmpdir);
@@ -587,6 +615,9 @@ static void test_packing(void) {
     uint8_t *rm = malloc(ps.tokens);
     ZT_OK(zero_tokfile_read(f, 0, ps.tokens, rt, rm));
     ZT_CHECK(!memcmp(rt, ids, ps.tokens * sizeof *rt) && !memcmp(rm, mask, ps.tokens));
+    ZT_EQ_INT(zero_tokfile_has_starts(f), 1);
+    ZT_OK(zero_tokfile_read_starts(f, 0, ps.tokens, rm));
+    ZT_CHECK(!memcmp(rm, pst, ps.tokens));
     free(rt);
     free(rm);
     zero_tokfile_close(f);
@@ -608,7 +639,7 @@ static void test_tokfile(void) {
     zero_tokfile *f;
     /* 4-byte tokens (vocab > 65536), no mask, a stream */
     int32_t toks[5] = {0, 70000, 5, 128255, 1};
-    ZT_OK(zero_tokfile_write(path, toks, NULL, 5, 128256, 0, &err));
+    ZT_OK(zero_tokfile_write(path, toks, NULL, NULL, 5, 128256, 0, &err));
     ZT_OK(zero_tokfile_open(&f, path, &err));
     int32_t got[5];
     uint8_t m[5];
@@ -630,14 +661,14 @@ static void test_tokfile(void) {
     zero_tokfile_close(f);
     /* writer refusals */
     int32_t big[2] = {3, 9};
-    ZT_EQ_INT(zero_tokfile_write(path, big, NULL, 2, 9, 0, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_tokfile_write(path, big, NULL, NULL, 2, 9, 0, &err), ZERO_ERR_INVALID_ARG);
     uint8_t badmask[2] = {1, 2};
-    ZT_EQ_INT(zero_tokfile_write(path, big, badmask, 2, 10, 0, &err), ZERO_ERR_INVALID_ARG);
-    ZT_EQ_INT(zero_tokfile_write(path, big, NULL, 2, 10, 3, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_tokfile_write(path, big, badmask, NULL, 2, 10, 0, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(zero_tokfile_write(path, big, NULL, NULL, 2, 10, 3, &err), ZERO_ERR_INVALID_ARG);
     /* header faults, each with its message */
     int32_t good[4] = {1, 2, 3, 4};
     uint8_t gm[4] = {0, 1, 1, 0};
-    ZT_OK(zero_tokfile_write(path, good, gm, 4, 10, 2, &err));
+    ZT_OK(zero_tokfile_write(path, good, gm, NULL, 4, 10, 2, &err));
     size_t n;
     char *img;
     {
@@ -656,7 +687,7 @@ static void test_tokfile(void) {
         {12, 0, 0, "vocab 0"},
         {16, 5, 0, "header says 5 tokens"},
         {24, 3, 0, "token_bytes 3"},
-        {28, 3, 0, "unknown flags"},
+        {28, 5, 0, "unknown flags"},
         {32, 3, 0, "not whole rows of 3"},
         {0, 0, 70, "header says 4 tokens"},
         {0, 0, 40, "truncated"},
@@ -680,6 +711,33 @@ static void test_tokfile(void) {
         if (st == ZERO_OK) zero_tokfile_close(f);
     }
     free(img);
+    /* the examples' starts: written, read back, a bad byte refused when opened */
+    const uint8_t starts[4] = {1, 0, 1, 1};
+    ZT_OK(zero_tokfile_write(path, good, gm, starts, 4, 10, 2, &err));
+    ZT_OK(zero_tokfile_open(&f, path, &err));
+    uint8_t back[4] = {9, 9, 9, 9};
+    ZT_EQ_INT(zero_tokfile_has_starts(f), 1);
+    ZT_OK(zero_tokfile_read_starts(f, 1, 3, back));
+    ZT_CHECK(back[0] == 0 && back[1] == 1 && back[2] == 1 && back[3] == 9);
+    ZT_EQ_INT(zero_tokfile_read_starts(f, 2, 3, back), ZERO_ERR_INVALID_ARG);
+    zero_tokfile_close(f);
+    {
+        FILE *fp = fopen(path, "r+b");
+        fseek(fp, 64 + 8 + 4 + 1, SEEK_SET); /* tokens, mask, then starts[1] */
+        fputc(7, fp);
+        fclose(fp);
+    }
+    ZT_EQ_INT(zero_tokfile_open(&f, path, &err), ZERO_ERR_FORMAT);
+    ZT_CHECKF(strstr(err.msg, "starts byte 7 at index 1") != NULL, "%s", err.msg);
+    const uint8_t bad_starts[4] = {1, 2, 0, 0};
+    ZT_EQ_INT(zero_tokfile_write(path, good, gm, bad_starts, 4, 10, 2, &err), ZERO_ERR_INVALID_ARG);
+    /* without starts: none read */
+    ZT_OK(zero_tokfile_write(path, good, gm, NULL, 4, 10, 2, &err));
+    ZT_OK(zero_tokfile_open(&f, path, &err));
+    ZT_EQ_INT(zero_tokfile_has_starts(f), 0);
+    ZT_OK(zero_tokfile_read_starts(f, 0, 4, back));
+    ZT_CHECK(!back[0] && !back[1] && !back[2] && !back[3]);
+    zero_tokfile_close(f);
     unlink(path);
 }
 

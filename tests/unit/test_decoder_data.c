@@ -57,14 +57,14 @@ static void test_text(void) {
     int32_t in[8], tg[8];
     /* the validation split is the end of the text: its one window of T = 4 */
     ZT_EQ_INT(dec_data_val_batches(d, 1, 4), 1);
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 1, 0, 1, 0, 1, 4, in, tg, &err));
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 1, 0, 1, 0, 1, 4, in, tg, NULL, &err));
     for (int t = 0; t < 4; t++) {
         ZT_EQ_INT(in[t], (unsigned char)text[20 + t]);
         ZT_EQ_INT(tg[t], (unsigned char)text[21 + t]);
     }
     /* train sequences are windows of the first 20 bytes, targets shifted by one */
     for (int64_t s = 0; s < 20; s++) {
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 7, s, 2, 0, 2, 4, in, tg, &err));
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 7, s, 2, 0, 2, 4, in, tg, NULL, &err));
         for (int j = 0; j < 2; j++) {
             int found = 0;
             for (int st = 0; st + 5 <= 20 && !found; st++) {
@@ -81,9 +81,9 @@ static void test_text(void) {
     ZT_CHECKF(strstr(err.msg, "longer than the data") && strstr(err.msg, "validation"), "message: %s", err.msg);
     ZT_EQ_INT(dec_data_check(d, 4, 200, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "vocabulary 256"), "message: %s", err.msg);
-    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 20, in, tg, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 20, in, tg, NULL, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "sequence length 20"), "message: %s", err.msg);
-    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 8, 6, 3, 4, in, tg, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 8, 6, 3, 4, in, tg, NULL, &err), ZERO_ERR_INVALID_ARG);
     dec_data_free(d);
     dec_data_free(NULL);
 }
@@ -123,7 +123,7 @@ static void test_bad_files(void) {
         int32_t in[2], tg[2];
         ZT_EQ_INT(dec_data_vocab(d), 10);
         ZT_EQ_INT(dec_data_kind_of(d), DEC_DATA_TOKFILE);
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, 1, 0, 1, 2, in, tg, &err)); /* the only window */
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, 1, 0, 1, 2, in, tg, NULL, &err)); /* the only window */
         ZT_CHECK(in[0] == 1 && in[1] == 9 && tg[0] == 9 && tg[1] == 4);
         dec_data_free(d);
         d = NULL;
@@ -178,7 +178,7 @@ static void test_directory(void) {
     if (!d) return;
     ZT_EQ_INT(dec_data_num_tokens(d, DEC_SPLIT_TRAIN), 5);
     int32_t in[4], tg[4];
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 4, in, tg, &err)); /* "AABBB": one window */
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 4, in, tg, NULL, &err)); /* "AABBB": one window */
     ZT_CHECK(in[0] == 'A' && in[1] == 'A' && in[2] == 'B' && tg[3] == 'B');
     ZT_CHECKF(strstr(dec_data_describe(d), "2 files"), "describe: %s", dec_data_describe(d));
     dec_data_free(d);
@@ -212,7 +212,7 @@ static void test_stream(void) {
     uint8_t *mask = malloc(N);
     for (int i = 0; i < N; i++) tok[i] = i + 1000, mask[i] = (i + 1000) % 7 != 0;
     zero_error err = {{0}};
-    ZT_OK(zero_tokfile_write(at("seq.tok"), tok, mask, N, N + 1000, 0, &err));
+    ZT_OK(zero_tokfile_write(at("seq.tok"), tok, mask, NULL, N, N + 1000, 0, &err));
     dec_data *d = NULL;
     ZT_OK(open_path(&d, at("seq.tok"), 0.1, NULL, 0, 0, &err));
     if (!d) goto out;
@@ -231,7 +231,7 @@ static void test_stream(void) {
             for (int r = 0; r < ways[w].W; r++) {
                 for (int k = 0; k < ways[w].K; k++) {
                     const int64_t first = dec_data_first(r, ways[w].B, ways[w].K, k);
-                    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1234, step, 8, first, ways[w].B, T, in, tg, &err));
+                    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1234, step, 8, first, ways[w].B, T, in, tg, NULL, &err));
                     memcpy(got + first * T, in, sizeof(int32_t) * ways[w].B * T);
                     for (int i = 0; i < ways[w].B * T; i++) {
                         ZT_EQ_INT(tg[i], (in[i] + 1) % 7 ? in[i] + 1 : -1);
@@ -256,14 +256,14 @@ static void test_stream(void) {
     const double mu = (n_train - T - 1) / 2.0, se = (n_train - T) / sqrt(12.0 * nstart);
     ZT_CHECKF(fabs(mean - mu) < 4 * se, "mean start %.0f, expected %.0f +- %.0f", mean, mu, 4 * se);
     /* another seed, another step: other sequences */
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1235, 49, 8, 0, 8, T, in, tg, &err));
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1235, 49, 8, 0, 8, T, in, tg, NULL, &err));
     ZT_CHECK(memcmp(in, ref, sizeof in) != 0);
 
     /* validation: windows in order, batch s sequence j = window (s*G + j) mod W */
     const int64_t W = (10000 - 1) / T;
     ZT_EQ_INT(dec_data_val_batches(d, 8, T), W / 8);
     for (int64_t s = 0; s < 3; s++) {
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 99, s * 50, 8, 0, 8, T, in, tg, &err));
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 99, s * 50, 8, 0, 8, T, in, tg, NULL, &err));
         for (int j = 0; j < 8; j++) {
             const int64_t w = (s * 50 * 8 + j) % W;
             ZT_EQ_INT(in[j * T], 1000 + 90000 + w * T);
@@ -284,7 +284,7 @@ static void test_packed(void) {
     uint8_t mask[N];
     for (int i = 0; i < N; i++) tok[i] = i, mask[i] = (i * 5 + 3) % 4 != 0;
     zero_error err = {{0}};
-    ZT_OK(zero_tokfile_write(at("rows.tok"), tok, mask, N, N, R, &err));
+    ZT_OK(zero_tokfile_write(at("rows.tok"), tok, mask, NULL, N, N, R, &err));
     dec_data *d = NULL;
     ZT_OK(open_path(&d, at("rows.tok"), 0.1, NULL, 0, 0, &err));
     if (!d) return;
@@ -304,7 +304,7 @@ static void test_packed(void) {
             for (int r = 0; r < ways[w].W; r++)
                 for (int k = 0; k < ways[w].K; k++) {
                     const int64_t first = dec_data_first(r, ways[w].B, ways[w].K, k);
-                    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 5, step, 6, first, ways[w].B, T, in, tg, &err));
+                    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 5, step, 6, first, ways[w].B, T, in, tg, NULL, &err));
                     for (int b = 0; b < ways[w].B; b++) {
                         const int32_t s = in[b * T];
                         ZT_CHECKF(s % R == 0 && s / R < 36, "sequence starts at token %d: not a train row", s);
@@ -331,7 +331,7 @@ static void test_packed(void) {
     /* G = 5 does not divide 36: global sequences 0..35 are still epoch 0, each row once */
     int seen[36] = {0};
     for (int64_t step = 0; step * 5 < 36; step++) {
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 5, step, 5, 0, 5, T, in, tg, &err));
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 5, step, 5, 0, 5, T, in, tg, NULL, &err));
         for (int j = 0; j < 5 && step * 5 + j < 36; j++) {
             seen[in[j * T] / R]++;
             ZT_EQ_INT(in[j * T] / R, row_of[0][step * 5 + j]);
@@ -341,7 +341,7 @@ static void test_packed(void) {
     /* validation: row 36 + (s*G + j) mod 4 */
     ZT_EQ_INT(dec_data_val_batches(d, 6, T), 1);
     ZT_EQ_INT(dec_data_val_batches(d, 2, T), 2);
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 5, 1, 6, 0, 6, T, in, tg, &err));
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 5, 1, 6, 0, 6, T, in, tg, NULL, &err));
     for (int j = 0; j < 6; j++) ZT_EQ_INT(in[j * T], (36 + (6 + j) % 4) * R);
     dec_data_free(d);
     /* no validation row: the batches say so */
@@ -349,7 +349,7 @@ static void test_packed(void) {
     if (d) {
         ZT_EQ_INT(dec_data_num_rows(d, DEC_SPLIT_VAL), 0);
         ZT_EQ_INT(dec_data_val_batches(d, 6, T), 0);
-        ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_VAL, 5, 0, 6, 0, 6, T, in, tg, &err), ZERO_ERR_INVALID_ARG);
+        ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_VAL, 5, 0, 6, 0, 6, T, in, tg, NULL, &err), ZERO_ERR_INVALID_ARG);
         dec_data_free(d);
     }
 }
@@ -386,7 +386,7 @@ static void test_tokenized(void) {
         ZT_EQ_INT(dec_data_num_rows(d, DEC_SPLIT_TRAIN), rows);
         ZT_CHECK(dec_data_has_mask(d));
         int32_t *in = malloc(rows * T * sizeof *in), *tg = malloc(rows * T * sizeof *tg);
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, (int64_t)rows, 0, (int)rows, T, in, tg, &err));
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, (int64_t)rows, 0, (int)rows, T, in, tg, NULL, &err));
         int matched = 0, ignored = 0;
         for (uint64_t j = 0; j < rows; j++)
             for (uint64_t r = 0; r < rows; r++) {
@@ -448,7 +448,7 @@ static void test_tokenized(void) {
         const size_t n = ref.n + (ref.ids[ref.n - 1] != zero_tokenizer_eos(tok));
         ZT_EQ_INT(dec_data_num_tokens(d, DEC_SPLIT_TRAIN), n);
         int32_t in[8], tg[8];
-        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 8, in, tg, &err));
+        ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 8, in, tg, NULL, &err));
         int found = 0;
         for (size_t s = 0; s + 9 <= ref.n && !found; s++) found = !memcmp(in, ref.ids + s, sizeof in) && tg[0] == ref.ids[s + 1];
         ZT_CHECK(found);
@@ -480,19 +480,19 @@ static void test_val_only(void) {
     ZT_EQ_INT(dec_data_check(d, 25, 256, &err), ZERO_ERR_INVALID_ARG);
     ZT_EQ_INT(dec_data_val_batches(d, 2, 4), 3);
     int32_t in[8], tg[8];
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 1, 2, 2, 0, 2, 4, in, tg, &err)); /* windows 4 and 5 */
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 1, 2, 2, 0, 2, 4, in, tg, NULL, &err)); /* windows 4 and 5 */
     for (int t = 0; t < 8; t++) {
         ZT_EQ_INT(in[t], (unsigned char)text[16 + t]);
         ZT_EQ_INT(tg[t], (unsigned char)text[17 + t]);
     }
-    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 4, in, tg, &err), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 1, 0, 1, 0, 1, 4, in, tg, NULL, &err), ZERO_ERR_INVALID_ARG);
     ZT_CHECKF(strstr(err.msg, "validation data only"), "message: %s", err.msg);
     dec_data_free(d);
     /* packed rows: every row validates, row 0 first, even fewer than 20 of them */
     enum { T = 4, R = T + 1, ROWS = 3, N = ROWS * R };
     int32_t tok[N];
     for (int i = 0; i < N; i++) tok[i] = i;
-    ZT_OK(zero_tokfile_write(at("vrows.tok"), tok, NULL, N, N, R, &err));
+    ZT_OK(zero_tokfile_write(at("vrows.tok"), tok, NULL, NULL, N, N, R, &err));
     ZT_OK(open_path(&d, at("vrows.tok"), 1.0, NULL, 0, 0, &err));
     if (!d) return;
     ZT_EQ_INT(dec_data_num_rows(d, DEC_SPLIT_VAL), 3);
@@ -500,9 +500,54 @@ static void test_val_only(void) {
     ZT_OK(dec_data_check(d, T, N, &err));
     ZT_EQ_INT(dec_data_val_batches(d, 3, T), 1);
     int32_t pin[3 * T], ptg[3 * T];
-    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 9, 0, 3, 0, 3, T, pin, ptg, &err));
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_VAL, 9, 0, 3, 0, 3, T, pin, ptg, NULL, &err));
     for (int j = 0; j < 3; j++)
         for (int t = 0; t < T; t++) ZT_EQ_INT(pin[j * T + t], j * R + t);
+    dec_data_free(d);
+}
+
+/* Documents (dec_data_batch's docs): each input's document as its first token's position, a target
+ * that starts an example -1; for packed rows and for a stream's windows (which may start inside an
+ * example), against the starts written. A file without starts refuses docs, naming it. */
+static void test_docs(void) {
+    enum { T = 8, R = T + 1, ROWS = 12, N = ROWS * R };
+    int32_t tok[N], in[4 * T], tg[4 * T], dc[4 * T];
+    uint8_t starts[N];
+    zero_error err = {{0}};
+    for (int i = 0; i < N; i++) tok[i] = i, starts[i] = i % R == 0 || (i * 7 + 2) % 5 == 0;
+    for (int packed = 0; packed < 2; packed++) {
+        const char *name = packed ? "docrows.tok" : "docstream.tok";
+        ZT_OK(zero_tokfile_write(at(name), tok, NULL, starts, N, N, packed ? R : 0, &err));
+        dec_data *d = NULL;
+        ZT_OK(open_path(&d, at(name), 0.0, NULL, 0, 0, &err));
+        if (!d) return;
+        ZT_EQ_INT(dec_data_has_docs(d), 1);
+        int checked = 0;
+        for (int step = 0; step < 6; step++) {
+            ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, step, 4, 0, 4, T, in, tg, dc, &err));
+            for (int j = 0; j < 4; j++) {
+                const int s = in[j * T]; /* the sequence's first token (tokens are their indices) */
+                int doc = 0;
+                for (int t = 0; t < T; t++) {
+                    if (t > 0 && starts[s + t]) doc = t;
+                    ZT_EQ_INT(dc[j * T + t], doc);
+                    ZT_EQ_INT(tg[j * T + t], starts[s + t + 1] ? -1 : s + t + 1);
+                    checked++;
+                }
+            }
+        }
+        ZT_CHECK(checked == 6 * 4 * T);
+        dec_data_free(d);
+    }
+    ZT_OK(zero_tokfile_write(at("nodocs.tok"), tok, NULL, NULL, N, N, R, &err));
+    dec_data *d = NULL;
+    ZT_OK(open_path(&d, at("nodocs.tok"), 0.0, NULL, 0, 0, &err));
+    if (!d) return;
+    ZT_EQ_INT(dec_data_has_docs(d), 0);
+    ZT_EQ_INT(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, 4, 0, 4, T, in, tg, dc, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "nodocs.tok") && strstr(err.msg, "does not record where its examples start"), "%s",
+              err.msg);
+    ZT_OK(dec_data_batch(d, DEC_SPLIT_TRAIN, 3, 0, 4, 0, 4, T, in, tg, NULL, &err));
     dec_data_free(d);
 }
 
@@ -517,6 +562,7 @@ int main(void) {
     test_fortunes();
     test_stream();
     test_packed();
+    test_docs();
     test_tokenized();
     test_val_only();
     char cmd[300];

@@ -63,7 +63,7 @@ static int train(zero_comm *comm, int stage, int ckpt, run *out) {
         for (int k = 0; k < K && !rc; k++) {
             float loss = 0;
             rc |= dec_data_batch(data, DEC_SPLIT_TRAIN, DATA_SEED, s, B * K, dec_data_first(0, B, K, k), B, T,
-                                  in, tg, &err);
+                                  in, tg, NULL, &err);
             if (!rc && dec_engine_micro_batch(m, e, in, tg, B, T, 0, &loss)) {
                 ZT_FAIL("stage %d step %d: %s", stage, s, dec_last_error(m));
                 rc = -1;
@@ -105,7 +105,7 @@ static void raw_step0(double *loss, double *norm) {
     *loss = 0;
     for (int k = 0; k < K && m; k++) {
         float l = 0;
-        ZT_OK(dec_data_batch(data, DEC_SPLIT_TRAIN, DATA_SEED, 0, B * K, dec_data_first(0, B, K, k), B, T, in, tg, NULL));
+        ZT_OK(dec_data_batch(data, DEC_SPLIT_TRAIN, DATA_SEED, 0, B * K, dec_data_first(0, B, K, k), B, T, in, tg, NULL, NULL));
         ZT_OK(dec_forward_backward(m, (const float *const *)params, grads, in, tg, B, T, 1.0f, 0, &l, NULL));
         *loss += l / K;
     }
@@ -129,7 +129,7 @@ static void test_eval_generate(zero_comm *comm) {
         ZT_OK(zero_engine_read_unit(e, u, params[u]));
     }
     int32_t in[B * T], tg[B * T];
-    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
+    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL, NULL));
     float le = 0, lr = 0;
     ZT_OK(dec_engine_eval(m, e, in, tg, B, T, &le));
     ZT_OK(dec_forward(m, (const float *const *)params, in, tg, B, T, 0, &lr, NULL));
@@ -178,7 +178,7 @@ static void test_locate_overflow(zero_comm *comm) {
     ZT_OK(dec_create(&m, &cfg, B, T, 0, NULL));
     if (!e || !m) return;
     int32_t in[B * T], tg[B * T], out[4];
-    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL));
+    ZT_OK(dec_data_batch(data, DEC_SPLIT_VAL, DATA_SEED, 0, B, 0, B, T, in, tg, NULL, NULL));
     zero_error err = {{0}};
     const dec_sampling greedy = {0.0f, 0, 1};
     ZT_OK(dec_engine_locate_overflow(m, e, in, B, T, &err));

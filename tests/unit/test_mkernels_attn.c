@@ -2,7 +2,8 @@
  * precision materialized attention (its mask written out: causal, and within a sliding window) and
  * finite differences, every vector impl (blockwise, online softmax) against the scalar one on
  * ragged shapes, GQA, fused and separate layouts, soft-capping, sliding windows; a window >= T
- * bitwise the causal kernel; thread-count independence, argument checks. */
+ * bitwise the causal kernel; packed documents (block-diagonal) against the reference and against
+ * each document run alone; thread-count independence, argument checks. */
 #include "mkernels_util.h"
 
 #ifdef _OPENMP
@@ -86,8 +87,29 @@ static int grad_parts(abuf *s, float **p, size_t *n) {
     return 3;
 }
 
-/* The mask, written out: query t sees key j when j <= t and, within a window W, j > t - W. */
-static int visible(const mk_attn *a, int t, int j) { return j <= t && (a->window == 0 || j > t - a->window); }
+/* The mask, written out: query t sees key j when j <= t, within a window W j > t - W, and with
+ * documents j is not before t's document's start. */
+static int visible(const mk_attn *a, int b, int t, int j) {
+    return j <= t && (a->window == 0 || j > t - a->window) && (!a->doc || j >= a->doc[(size_t)b * a->T + t]);
+}
+
+/* Documents of random lengths packed into each sequence (one token, a few, longer than a key
+ * block), as doc starts: docs[b*T + t] is the first token of t's document. */
+static int32_t *make_docs(int B, int T) {
+    int32_t *d = malloc(sizeof(int32_t) * (size_t)B * (size_t)(T ? T : 1));
+    for (int b = 0; b < B; b++) {
+        int start = 0, left = 0;
+        for (int t = 0; t < T; t++) {
+            if (left == 0) {
+                static const int lens[] = {1, 2, 5, 13, 64, 70, 150};
+                start = t, left = lens[mt_next() % 7];
+            }
+            d[(size_t)b * T + t] = start;
+            left--;
+        }
+    }
+    return d;
+}
 
 /* The double-precision materialized attention: out, lse and the gradients (into float arrays
  * laid out as s's). */
@@ -106,7 +128,7 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                 const float *dot = s->dout + ((size_t)b * T + t) * a->ld_o + (size_t)h * hd;
                 double mx = -INFINITY, l = 0.0, D = 0.0;
                 for (int j = 0; j < T; j++) {
-                    if (!visible(a, t, j)) continue;
+                    if (!visible(a, b, t, j)) continue;
                     const float *kj = s->k + ((size_t)b * T + j) * a->ld_k + (size_t)g * hd;
                     double d = 0.0;
                     for (int i = 0; i < hd; i++) d += (double)qt[i] * kj[i];
@@ -115,17 +137,17 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                     mx = fmax(mx, p[j]);
                 }
                 for (int j = 0; j < T; j++)
-                    if (visible(a, t, j)) l += (p[j] = exp(p[j] - mx));
+                    if (visible(a, b, t, j)) l += (p[j] = exp(p[j] - mx));
                 float *o = out + ((size_t)b * T + t) * a->ld_o + (size_t)h * hd;
                 for (int i = 0; i < hd; i++) {
                     double acc = 0.0;
                     for (int j = 0; j < T; j++)
-                        if (visible(a, t, j)) acc += p[j] / l * s->v[((size_t)b * T + j) * a->ld_v + (size_t)g * hd + i];
+                        if (visible(a, b, t, j)) acc += p[j] / l * s->v[((size_t)b * T + j) * a->ld_v + (size_t)g * hd + i];
                     o[i] = (float)acc;
                 }
                 lse[((size_t)b * a->n_head + h) * T + t] = (float)(mx + log(l));
                 for (int j = 0; j < T; j++) {
-                    if (!visible(a, t, j)) continue;
+                    if (!visible(a, b, t, j)) continue;
                     p[j] /= l;
                     const float *vj = s->v + ((size_t)b * T + j) * a->ld_v + (size_t)g * hd;
                     double d = 0.0;
@@ -135,7 +157,7 @@ static void attn_ref(const abuf *s, float *out, float *lse, float *dq, float *dk
                 }
                 memset(gq, 0, sizeof(double) * hd);
                 for (int j = 0; j < T; j++) {
-                    if (!visible(a, t, j)) continue;
+                    if (!visible(a, b, t, j)) continue;
                     double ds = p[j] * (dp[j] - D) * a->scale;
                     if (a->softcap > 0.0f) { /* through the cap: 1 - tanh^2 of the capped logit's argument */
                         const double th = log(p[j] * l) + mx; /* the capped logit */
@@ -176,13 +198,17 @@ static void test_against_ref(void) {
     printf("attention, per case: worst |diff| / bound of out, lse, grads (scalar vs double; vector vs scalar)\n");
     mt_err ws[4] = {{0}}, wv[MT_NVEC][4] = {{{0}}};
     /* every case plain, then again with Gemma 2's logit soft-capping (a cap of 0.5 bends every
-     * logit), then within its sliding window (soft-capped on every other case) */
-    for (int ci = 0; ci < 3 * NCASES; ci++) {
+     * logit), then within its sliding window (soft-capped on every other case), then with packed
+     * documents (within the window on every other case, soft-capped on every third) */
+    for (int ci = 0; ci < 4 * NCASES; ci++) {
         const acase *c = &cases[ci % NCASES];
         abuf s;
         abuf_init(&s, c);
-        if (ci >= NCASES && (ci < 2 * NCASES || ci % 2)) s.a.softcap = 0.5f;
-        if (ci >= 2 * NCASES) s.a.window = windows[ci % NCASES];
+        if (ci >= NCASES && (ci < 2 * NCASES || (ci < 3 * NCASES && ci % 2) || (ci >= 3 * NCASES && ci % 3 == 0)))
+            s.a.softcap = 0.5f;
+        if ((ci >= 2 * NCASES && ci < 3 * NCASES) || (ci >= 3 * NCASES && ci % 2)) s.a.window = windows[ci % NCASES];
+        int32_t *docs = ci >= 3 * NCASES ? make_docs(c->B, c->T) : NULL;
+        s.a.doc = docs;
         float *gp[3];
         size_t gn[3];
         const int ng = grad_parts(&s, gp, gn);
@@ -216,7 +242,7 @@ static void test_against_ref(void) {
                 for (int i = 0; i < ng; i++) sg[i] = mt_dup(gp[i], gn[i]);
             }
         }
-        free(rout), free(rlse), free(sout), free(slse);
+        free(rout), free(rlse), free(sout), free(slse), free(docs);
         for (int i = 0; i < ng; i++) free(rg[i]), free(sg[i]);
         abuf_free(&s);
     }
@@ -357,6 +383,76 @@ static void test_window_full(void) {
     printf("attention: a window >= T bitwise the causal kernel (%d runs: forward and backward)\n", n);
 }
 
+/* Packed documents equal the same documents run as sequences of their own (a batch of one each):
+ * out, lse and the gradients, every impl, within float rounding (the key blocks fall elsewhere).
+ * No key or value outside the query's document carries weight: making every other document's
+ * huge changes nothing. */
+static void test_docs_separate(void) {
+    static const int shapes[][4] = {{300, 4, 2, 32}, {200, 2, 2, 64}, {129, 3, 1, 17}}; /* T, H, G, hd */
+    double worst = 0.0;
+    int runs = 0;
+    for (int si = 0; si < 3; si++)
+        for (int v = -1; v < MT_NVEC; v++) {
+            const zero_impl impl = v < 0 ? ZERO_IMPL_SCALAR : mt_vec_impls[v];
+            if (v >= 0 && !mt_impl_runs(impl)) continue;
+            const acase c = {1, shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], 0};
+            abuf s;
+            abuf_init(&s, &c);
+            int32_t *docs = make_docs(1, c.T);
+            s.a.doc = docs;
+            ZT_OK(mk_attention_fwd(&s.a, s.out, s.lse, s.q, s.k, s.v, impl));
+            ZT_OK(mk_attention_bwd(&s.a, s.dq, s.dk, s.dv, s.dout, s.q, s.k, s.v, s.out, s.lse, impl));
+            for (int t0 = 0; t0 < c.T;) {
+                int n = 1;
+                while (t0 + n < c.T && docs[t0 + n] == t0) n++;
+                /* the document alone: its rows of q, k, v, dout as a sequence of n tokens */
+                mk_attn one = s.a;
+                one.T = n, one.doc = NULL;
+                const size_t lq = s.a.ld_q, lk = s.a.ld_k, lo = s.a.ld_o;
+                float *o = mt_alloc((size_t)n * lo), *l = mt_alloc((size_t)c.H * n);
+                float *dq = mt_alloc((size_t)n * lq), *dk = mt_alloc((size_t)n * lk), *dv = mt_alloc((size_t)n * lk);
+                ZT_OK(mk_attention_fwd(&one, o, l, s.q + t0 * lq, s.k + t0 * lk, s.v + t0 * lk, impl));
+                ZT_OK(mk_attention_bwd(&one, dq, dk, dv, s.dout + t0 * lo, s.q + t0 * lq, s.k + t0 * lk,
+                                       s.v + t0 * lk, o, l, impl));
+                for (size_t i = 0; i < (size_t)n * lo; i++)
+                    worst = fmax(worst, fabs(o[i] - s.out[t0 * lo + i]));
+                for (int h = 0; h < c.H; h++)
+                    for (int t = 0; t < n; t++)
+                        worst = fmax(worst, fabs(l[(size_t)h * n + t] - s.lse[(size_t)h * c.T + t0 + t]) / 8.0);
+                for (size_t i = 0; i < (size_t)n * lq; i++) worst = fmax(worst, fabs(dq[i] - s.dq[t0 * lq + i]));
+                for (size_t i = 0; i < (size_t)n * lk; i++) {
+                    worst = fmax(worst, fabs(dk[i] - s.dk[t0 * lk + i]));
+                    worst = fmax(worst, fabs(dv[i] - s.dv[t0 * lk + i]));
+                }
+                free(o), free(l), free(dq), free(dk), free(dv);
+                runs++;
+                t0 += n;
+            }
+            /* every key and value but one document's made huge (keys 1e4: logits of 1e5 and more;
+             * values 1e30): that document's outputs stay bitwise the same, so no other document's
+             * key enters its softmax and no other value its sum with a weight other than 0 (the
+             * blockwise kernels multiply the block's values by the zero weights: NaN would spread) */
+            const int d0 = docs[c.T / 2];
+            int d1 = d0 + 1;
+            while (d1 < c.T && docs[d1] == d0) d1++;
+            float *keep = mt_dup(s.out, s.no);
+            for (int t = 0; t < c.T; t++)
+                if (t < d0 || t >= d1)
+                    for (size_t i = 0; i < s.a.ld_k; i++) {
+                        s.k[(size_t)t * s.a.ld_k + i] = i % 2 ? 1e4f : -1e4f;
+                        s.v[(size_t)t * s.a.ld_k + i] = 1e30f;
+                    }
+            ZT_OK(mk_attention_fwd(&s.a, s.out, s.lse, s.q, s.k, s.v, impl));
+            ZT_CHECKF(!memcmp(s.out + (size_t)d0 * s.a.ld_o, keep + (size_t)d0 * s.a.ld_o,
+                              sizeof(float) * (size_t)(d1 - d0) * s.a.ld_o),
+                      "%s attention read a key outside the document [%d, %d)", zero_impl_name(impl), d0, d1);
+            free(keep), free(docs);
+            abuf_free(&s);
+        }
+    printf("attention: packed documents vs each run alone (%d documents): worst |diff| %.2e\n", runs, worst);
+    ZT_CHECKF(worst < 2e-6, "packed documents differ from separate sequences by %.3e", worst);
+}
+
 static void test_args(void) {
     float x[64] = {0}, o[64], l[8];
     mk_attn a = {.B = 1, .T = 2, .n_head = 2, .n_kv_head = 1, .head_dim = 4, .ld_q = 8, .ld_k = 4, .ld_v = 4, .ld_o = 8, .scale = 0.5f};
@@ -370,6 +466,17 @@ static void test_args(void) {
     ZT_EQ_INT(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     b = a, b.window = -1;
     ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    ZT_EQ_INT(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    const int32_t bad_doc[2][2] = {{1, 1}, {0, 0}}, good_doc[2] = {0, 1};
+    b = a, b.doc = bad_doc[0]; /* the first token's document starts before it */
+    ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
+    b.doc = good_doc;
+    ZT_OK(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO));
+    ZT_OK(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO));
+    b.doc = bad_doc[1]; /* one document: the causal mask */
+    ZT_OK(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO));
+    const int32_t skip[3] = {0, 0, 1}; /* a document that starts neither at t nor where t-1's does */
+    b = a, b.T = 3, b.doc = skip;
     ZT_EQ_INT(mk_attention_bwd(&b, o, o, o, x, x, x, x, x, l, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
     b = a, b.scale = 0.0f;
     ZT_EQ_INT(mk_attention_fwd(&b, o, l, x, x, x, ZERO_IMPL_AUTO), ZERO_ERR_INVALID_ARG);
@@ -385,6 +492,7 @@ int main(void) {
     test_fd(0);
     test_fd(3);
     test_window_full();
+    test_docs_separate();
     test_threads(0);
     test_threads(40);
     test_args();

@@ -218,21 +218,26 @@ static void test_embed(void) {
         const size_t N = (size_t)B * T;
         int32_t *tok = malloc(sizeof(int32_t) * N);
         for (size_t i = 0; i < N; i++) tok[i] = (int32_t)(mt_next() % (uint64_t)V);
+        /* positions restarting at random documents' starts, as packed examples have them */
+        int32_t *dpos = malloc(sizeof(int32_t) * N);
+        for (size_t i = 0; i < N; i++) dpos[i] = i % (size_t)T == 0 || mt_next() % 5 == 0 ? 0 : dpos[i - 1] + 1;
         float *wte = mt_alloc((size_t)V * C), *wpe = mt_alloc((size_t)T * C), *dout = mt_alloc(N * C);
         mt_fill(wte, (size_t)V * C, 1.0f), mt_fill(wpe, (size_t)T * C, 1.0f), mt_fill(dout, N * C, 1.0f);
-        for (int k = 0; k < 2; k++) {
-            const float *pe = k ? NULL : wpe;
+        for (int k = 0; k < 3; k++) { /* wpe by n % T, none, wpe by positions */
+            const float *pe = k == 1 ? NULL : wpe;
+            const int32_t *pos = k == 2 ? dpos : NULL;
+#define EPOS(n) (pos ? (size_t)pos[n] : (n) % T)
             /* independent reference: plain loops, tokens in order */
             float *ref = mt_alloc(N * C), *gref = mt_alloc((size_t)V * C), *pref = mt_alloc((size_t)T * C);
             for (size_t n = 0; n < N; n++)
                 for (int i = 0; i < C; i++)
-                    ref[n * C + i] = wte[(size_t)tok[n] * C + i] + (pe ? pe[(n % T) * C + i] : 0.0f);
+                    ref[n * C + i] = wte[(size_t)tok[n] * C + i] + (pe ? pe[EPOS(n) * C + i] : 0.0f);
             for (size_t i = 0; i < (size_t)V * C; i++) gref[i] = 0.125f;
             for (size_t i = 0; i < (size_t)T * C; i++) pref[i] = -0.5f;
             for (size_t n = 0; n < N; n++)
                 for (int i = 0; i < C; i++) {
                     gref[(size_t)tok[n] * C + i] += dout[n * C + i];
-                    pref[(n % T) * C + i] += dout[n * C + i];
+                    pref[EPOS(n) * C + i] += dout[n * C + i];
                 }
             for (int v = 0; v < 3; v++) {
                 if (v && !mt_impl_runs(all_impls[v])) continue;
@@ -243,8 +248,8 @@ static void test_embed(void) {
                     float *o = mt_alloc(N * C), *g = mt_alloc((size_t)V * C), *p = mt_alloc((size_t)T * C);
                     for (size_t i = 0; i < (size_t)V * C; i++) g[i] = 0.125f;
                     for (size_t i = 0; i < (size_t)T * C; i++) p[i] = -0.5f;
-                    ZT_OK(mk_embed_fwd(o, tok, wte, pe, N, T, C, all_impls[v]));
-                    ZT_OK(mk_embed_bwd(g, pe ? p : NULL, dout, tok, N, T, C, all_impls[v]));
+                    ZT_OK(mk_embed_fwd(o, tok, wte, pe, N, T, C, pos, all_impls[v]));
+                    ZT_OK(mk_embed_bwd(g, pe ? p : NULL, dout, tok, N, T, C, pos, all_impls[v]));
                     ZT_CHECKF(!memcmp(o, ref, 4 * N * C), "embed fwd %s differs", zero_impl_name(all_impls[v]));
                     ZT_CHECKF(!memcmp(g, gref, 4 * (size_t)V * C), "embed bwd wte %s differs", zero_impl_name(all_impls[v]));
                     if (pe) ZT_CHECKF(!memcmp(p, pref, 4 * (size_t)T * C), "embed bwd wpe %s differs", zero_impl_name(all_impls[v]));
@@ -252,11 +257,12 @@ static void test_embed(void) {
                 }
             }
             free(ref), free(gref), free(pref);
+#undef EPOS
         }
 #ifdef _OPENMP
         omp_set_num_threads(2);
 #endif
-        free(tok), free(wte), free(wpe), free(dout);
+        free(tok), free(dpos), free(wte), free(wpe), free(dout);
     }
 }
 
