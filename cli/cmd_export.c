@@ -1,7 +1,8 @@
-/* `zero export CKPT -o DIR|FILE.safetensors`: a sharded checkpoint (any world size) as a Hugging
- * Face model directory (config.json, model.safetensors or shards with their index, the source's
- * tokenizer files) or as one safetensors file, streamed a chunk at a time, so memory stays a few
- * MiB whatever the model's size. */
+/* `zero export CKPT -o DIR|FILE.safetensors|FILE.gguf`: a sharded checkpoint (any world size) as a
+ * Hugging Face model directory (config.json, model.safetensors or shards with their index, the
+ * source's tokenizer files), as one safetensors file, or as a GGUF file for llama.cpp (the plan of
+ * models/decoder/gguf.h), streamed a chunk at a time, so memory stays a few MiB whatever the
+ * model's size. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -12,8 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decoder/gguf.h"
 #include "export_lora.h"
 #include "weights.h"
+#include "zero/gguf.h"
 
 /* Elements read from the checkpoint, converted and written at a time: the export's memory. */
 #define CHUNK (256u * 1024u)
@@ -23,6 +26,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: zero export CKPT -o DIR|FILE.safetensors [--dtype fp32|bf16|fp16] [--max-shard-size SIZE] [--json]\n"
+            "       zero export CKPT --format gguf -o FILE.gguf [--type f32|f16|bf16|q8_0] [--json]\n"
             "\n"
             "Writes the fp32 master weights of checkpoint CKPT (a save directory, whose `latest` is\n"
             "followed, or one step directory), saved by any number of ranks at any stage:\n"
@@ -40,6 +44,12 @@ static void usage(FILE *f) {
             "                             bf16/fp16 round to nearest even)\n"
             "  --max-shard-size SIZE      largest weight file of a directory (default 5GB, as transformers)\n"
             "  --json                     print a JSON summary instead of a line of text\n"
+            "  --format hf|safetensors|gguf  what to write (default: gguf for -o *.gguf, safetensors for\n"
+            "                             -o *.safetensors, else a model directory)\n"
+            "  --type f32|f16|bf16|q8_0   GGUF: the matrices' type (default bf16 for a bf16 model, else f16;\n"
+            "                             norms and biases stay f32; q8_0: blocks of 32, rows not a multiple of\n"
+            "                             32 in f16, as llama.cpp's converter does), with the tokenizer, its\n"
+            "                             merges, special ids and chat template in the metadata\n"
             "A LoRA run's checkpoint (zero train --lora) exports as one of:\n"
             "  --adapter                  PEFT's adapter directory DIR (adapter_config.json, adapter_model.safetensors)\n"
             "                             that peft.PeftModel.from_pretrained loads onto the base\n"
@@ -49,11 +59,15 @@ static void usage(FILE *f) {
             "Details: docs/CHECKPOINT.md (Export and import), docs/CLI.md.\n");
 }
 
+typedef enum export_format { FMT_AUTO = 0, FMT_HF, FMT_SAFETENSORS, FMT_GGUF } export_format;
+
 typedef struct export_opts {
     const char *ckpt, *out, *base;
     zero_dtype dtype;
     int dtype_given, json, adapter, merge;
     double max_shard;
+    export_format format;
+    const char *gguf_type; /* --type, or NULL */
 } export_opts;
 
 static int ends_with(const char *s, const char *suffix) {
@@ -95,6 +109,20 @@ static int parse(int argc, char **argv, export_opts *o) {
         } else if (!strcmp(a, "--base")) {
             if (!(v = cli_flag_value(argc, argv, &i))) return -1;
             o->base = v;
+        } else if (!strcmp(a, "--format")) {
+            if (!(v = cli_flag_value(argc, argv, &i))) return -1;
+            o->format = !strcmp(v, "hf") ? FMT_HF : !strcmp(v, "safetensors") ? FMT_SAFETENSORS : !strcmp(v, "gguf") ? FMT_GGUF : -1;
+            if ((int)o->format < 0) {
+                cli_error(CLI_USAGE, "--format '%s': expected hf, safetensors or gguf", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--type")) {
+            if (!(v = cli_flag_value(argc, argv, &i))) return -1;
+            if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "q8_0")) {
+                cli_error(CLI_USAGE, "--type '%s': expected f32, f16, bf16 or q8_0", v);
+                return -1;
+            }
+            o->gguf_type = v;
         } else if (a[0] == '-' && a[1]) {
             cli_error(CLI_USAGE, "unknown option '%s' for export (zero export --help lists them)", a);
             return -1;
@@ -110,7 +138,20 @@ static int parse(int argc, char **argv, export_opts *o) {
         return -1;
     }
     if (!o->out) {
-        cli_error(CLI_USAGE, "export: expected -o DIR (a Hugging Face model directory) or -o FILE.safetensors");
+        cli_error(CLI_USAGE, "export: expected -o DIR (a Hugging Face model directory), -o FILE.safetensors or -o FILE.gguf");
+        return -1;
+    }
+    if (o->format == FMT_AUTO)
+        o->format = ends_with(o->out, ".gguf") ? FMT_GGUF : ends_with(o->out, ".safetensors") ? FMT_SAFETENSORS : FMT_HF;
+    if (o->gguf_type && o->format != FMT_GGUF) {
+        cli_error(CLI_USAGE, "--type %s: a GGUF file's type (--format gguf, or -o FILE.gguf); --dtype sets the others'",
+                  o->gguf_type);
+        return -1;
+    }
+    if (o->format == FMT_GGUF && (o->dtype_given || o->adapter)) {
+        cli_error(CLI_USAGE, "%s", o->adapter ? "--format gguf --adapter: a GGUF LoRA adapter is not supported yet "
+                                               "(--merge writes the merged model as GGUF)"
+                                             : "--format gguf takes --type f32|f16|bf16|q8_0, not --dtype");
         return -1;
     }
     return 0;
@@ -123,6 +164,17 @@ static void hf_name(const dec_config *c, const char *name, char *buf, size_t cap
     else snprintf(buf, cap, "%s", name);
 }
 
+/* Elements [at, at + n) of parameter q in fp32: the checkpoint's, or (LoRA --merge) the base with
+ * the adapters merged. */
+static int read_param(zero_ckpt *c, lora_export *lx, const cli_ckpt_param *q, uint64_t at, uint64_t n, float *buf) {
+    if (lx) return export_lora_read(lx, c, q, at, n, buf);
+    char tname[512];
+    cli_ckpt_param_tensor(q, tname, sizeof tname);
+    if (zero_ckpt_read_range(c, tname, q->offset + at, q->offset + at + n, buf) != ZERO_OK)
+        return cli_error(CLI_RUNTIME, "export: %s", zero_ckpt_last_error(c));
+    return CLI_OK;
+}
+
 /* Streams parameters [k0, k1): CHUNK elements read (fp32), converted, appended. */
 static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, int k0, int k1, zero_dtype dt, lora_export *lx) {
     float *buf = malloc(CHUNK * sizeof(float));
@@ -131,16 +183,9 @@ static int stream(zero_st_writer *w, zero_ckpt *c, const cli_ckpt_params *ps, in
     if (!buf || (dt != ZERO_DTYPE_FP32 && !half)) rc = cli_error(CLI_RUNTIME, "export: out of memory");
     for (int k = k0; k < k1 && rc == CLI_OK; k++) {
         const cli_ckpt_param *q = &ps->p[k];
-        char tname[512];
-        cli_ckpt_param_tensor(q, tname, sizeof tname);
         for (uint64_t at = 0; at < q->numel && rc == CLI_OK; at += CHUNK) {
             const uint64_t n = q->numel - at < CHUNK ? q->numel - at : CHUNK;
-            if (lx) { /* LoRA: the base (from the checkpoint or its directory) with the adapters merged */
-                if ((rc = export_lora_read(lx, c, q, at, n, buf)) != CLI_OK) break;
-            } else if (zero_ckpt_read_range(c, tname, q->offset + at, q->offset + at + n, buf) != ZERO_OK) {
-                rc = cli_error(CLI_RUNTIME, "export: %s", zero_ckpt_last_error(c));
-                break;
-            }
+            if ((rc = read_param(c, lx, q, at, n, buf)) != CLI_OK) break;
             const void *src = buf;
             if (half) { /* element by element: zero_convert's threads cost more than they save on a chunk */
                 if (dt == ZERO_DTYPE_BF16)
@@ -426,6 +471,133 @@ static int export_dir(const export_opts *o, zero_ckpt *c, const cli_ckpt_params 
     return rc;
 }
 
+/* ---------------------------------------------------------------- GGUF */
+/* The parameter named `name`, or NULL. */
+static const cli_ckpt_param *param_named(const cli_ckpt_params *ps, const char *name) {
+    for (int k = 0; k < ps->n; k++)
+        if (!strcmp(ps->p[k].name, name)) return &ps->p[k];
+    return NULL;
+}
+
+/* Rows [r0, r1) of planned tensor t as GGUF stores them, into out ((r1 - r0) * cols floats); whole
+ * is the transposed source (DEC_GGUF_TRANSPOSE) or the source vector (a permuted bias), read once. */
+static int gguf_rows(zero_ckpt *c, lora_export *lx, const dec_gguf_tensor *t, const cli_ckpt_param *q, int64_t r0,
+                     int64_t r1, const float *whole, float *out) {
+    const int64_t C = t->cols;
+    switch (t->order) {
+    case DEC_GGUF_VALUES:
+        memcpy(out, t->values + r0 * C, (size_t)((r1 - r0) * C) * sizeof(float));
+        return CLI_OK;
+    case DEC_GGUF_TRANSPOSE: /* source (cols, rows): row r is column r */
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t j = 0; j < C; j++) out[(r - r0) * C + j] = whole[j * t->rows + r];
+        return CLI_OK;
+    case DEC_GGUF_ROPE_PERM:
+        if (t->ndim == 1) { /* a bias: its entries are permuted as a weight's rows */
+            for (int64_t j = 0; j < C; j++) out[j] = whole[dec_gguf_perm_row(j, C, t->heads)];
+            return CLI_OK;
+        }
+        for (int64_t r = r0; r < r1; r++) {
+            const int rc = read_param(c, lx, q, (uint64_t)(dec_gguf_perm_row(r, t->rows, t->heads) * C), (uint64_t)C,
+                                      out + (r - r0) * C);
+            if (rc != CLI_OK) return rc;
+        }
+        return CLI_OK;
+    case DEC_GGUF_ROWS:
+        break;
+    }
+    return read_param(c, lx, q, (uint64_t)(r0 * C), (uint64_t)((r1 - r0) * C), out);
+}
+
+static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, result *res,
+                       lora_export *lx, zero_gguf_type *type_out, int *ntensors) {
+    zero_error err = {{0}};
+    dec_gguf_plan plan;
+    if (dec_gguf_plan_make(&m->cfg, &plan, &err) != ZERO_OK) return cli_error(CLI_USAGE, "export --format gguf: %s", err.msg);
+    /* the type: asked, or the source's 16-bit one */
+    const zero_gguf_type type = o->gguf_type ? (!strcmp(o->gguf_type, "f32")    ? ZERO_GGUF_F32
+                                                : !strcmp(o->gguf_type, "bf16") ? ZERO_GGUF_BF16
+                                                : !strcmp(o->gguf_type, "q8_0") ? ZERO_GGUF_Q8_0
+                                                                                : ZERO_GGUF_F16)
+                                             : source_dtype(m->config_json) == ZERO_DTYPE_BF16 ? ZERO_GGUF_BF16
+                                                                                               : ZERO_GGUF_F16;
+    *type_out = type;
+    *ntensors = plan.n;
+    const uint32_t file_type = type == ZERO_GGUF_F32 ? 0 : type == ZERO_GGUF_F16 ? 1 : type == ZERO_GGUF_Q8_0 ? 7 : 32;
+    int rc = CLI_OK;
+    const cli_ckpt_param **src = calloc((size_t)plan.n + 1, sizeof *src);
+    zero_gguf_type *types = calloc((size_t)plan.n + 1, sizeof *types);
+    zero_tokenizer *tok = NULL;
+    zero_gguf_writer *w = NULL;
+    float *buf = NULL, *whole = NULL;
+    void *enc = NULL;
+    if (!src || !types) rc = cli_error(CLI_RUNTIME, "export: out of memory");
+    /* every source parameter, with the shape the plan expects, before anything is written */
+    int64_t widest = 1;
+    for (int i = 0; i < plan.n && rc == CLI_OK; i++) {
+        const dec_gguf_tensor *t = &plan.t[i];
+        widest = t->cols > widest ? t->cols : widest;
+        types[i] = t->ndim == 1 ? ZERO_GGUF_F32 : type;
+        if (types[i] == ZERO_GGUF_Q8_0 && t->cols % ZERO_GGUF_Q8_0_BLOCK) types[i] = ZERO_GGUF_F16;
+        if (t->order == DEC_GGUF_VALUES) continue;
+        src[i] = param_named(ps, t->src);
+        if (!src[i] || src[i]->numel != (uint64_t)(t->rows * t->cols))
+            rc = cli_error(CLI_RUNTIME, "export --format gguf: the checkpoint %s parameter '%s' of %lld values (for %s)",
+                           src[i] ? "has the" : "lacks the", t->src, (long long)(t->rows * t->cols), t->name);
+    }
+    if (rc == CLI_OK && (!m->source || zero_tokenizer_load(&tok, m->source, &err) != ZERO_OK))
+        rc = cli_error(CLI_RUNTIME, "export --format gguf: the model's tokenizer: %s",
+                       m->source ? err.msg : "the checkpoint records no source directory holding tokenizer.json");
+    if (rc == CLI_OK && zero_gguf_writer_create(&w, NULL, o->out, &err) != ZERO_OK)
+        rc = cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    if (rc == CLI_OK) {
+        const char *slash = m->source ? strrchr(m->source, '/') : NULL;
+        const char *name = slash && slash[1] ? slash + 1 : m->source ? m->source : m->name;
+        if (dec_gguf_metadata(&m->cfg, &plan, tok, name, file_type, w, &err) != ZERO_OK)
+            rc = cli_error(strstr(err.msg, "not supported yet") ? CLI_USAGE : CLI_RUNTIME, "export --format gguf: %s", err.msg);
+    }
+    for (int i = 0; i < plan.n && rc == CLI_OK; i++) {
+        const dec_gguf_tensor *t = &plan.t[i];
+        const int64_t shape[2] = {t->rows, t->cols};
+        if (zero_gguf_add_tensor(w, t->name, types[i], t->ndim == 1 ? shape + 1 : shape, t->ndim) != ZERO_OK)
+            rc = cli_error(CLI_RUNTIME, "export: %s", zero_gguf_writer_last_error(w));
+    }
+    /* rows a chunk at a time: CHUNK values, or one row when it is wider */
+    const int64_t chunk_rows_max = (int64_t)CHUNK / widest > 0 ? (int64_t)CHUNK / widest : 1;
+    if (rc == CLI_OK && (!(buf = malloc((size_t)(chunk_rows_max * widest) * sizeof(float))) ||
+                         !(enc = malloc((size_t)(chunk_rows_max * widest) * sizeof(float)))))
+        rc = cli_error(CLI_RUNTIME, "export: out of memory");
+    for (int i = 0; i < plan.n && rc == CLI_OK; i++) {
+        const dec_gguf_tensor *t = &plan.t[i];
+        const int64_t per = chunk_rows_max * widest / t->cols;
+        if (t->order == DEC_GGUF_TRANSPOSE || (t->order == DEC_GGUF_ROPE_PERM && t->ndim == 1)) {
+            free(whole);
+            if (!(whole = malloc((size_t)(t->rows * t->cols) * sizeof(float))))
+                rc = cli_error(CLI_RUNTIME, "export: out of memory for %s (%lld values)", t->src, (long long)(t->rows * t->cols));
+            else rc = read_param(c, lx, src[i], 0, (uint64_t)(t->rows * t->cols), whole);
+        }
+        for (int64_t r0 = 0; r0 < t->rows && rc == CLI_OK; r0 += per) {
+            const int64_t r1 = r0 + per < t->rows ? r0 + per : t->rows, n = (r1 - r0) * t->cols;
+            if ((rc = gguf_rows(c, lx, t, src[i], r0, r1, whole, buf)) != CLI_OK) break;
+            const void *out = enc;
+            if (types[i] == ZERO_GGUF_F32) out = buf;
+            else if (types[i] == ZERO_GGUF_Q8_0) zero_gguf_q8_0_encode(buf, (size_t)n, enc);
+            else
+                for (int64_t j = 0; j < n; j++)
+                    ((uint16_t *)enc)[j] = types[i] == ZERO_GGUF_BF16 ? zero_fp32_to_bf16(buf[j]) : zero_fp32_to_fp16(buf[j]);
+            if (zero_gguf_write(w, out, (size_t)zero_gguf_type_bytes(types[i], (uint64_t)n)) != ZERO_OK)
+                rc = cli_error(CLI_RUNTIME, "export: %s", zero_gguf_writer_last_error(w));
+        }
+    }
+    if (rc == CLI_OK && zero_gguf_finish(w) != ZERO_OK) rc = cli_error(CLI_RUNTIME, "export: %s", zero_gguf_writer_last_error(w));
+    if (rc == CLI_OK) res->bytes = zero_gguf_writer_file_size(w), res->files = 1;
+    zero_gguf_writer_free(w);
+    zero_tokenizer_free(tok);
+    free(buf), free(enc), free(whole), free(src), free(types);
+    dec_gguf_plan_free(&plan);
+    return rc;
+}
+
 int cli_export(int argc, char **argv) {
     export_opts o;
     int p = parse(argc, argv, &o);
@@ -451,7 +623,9 @@ int cli_export(int argc, char **argv) {
     uint64_t numel = 0;
     result res = {0, 0, 0};
     const double t0 = zero_now();
-    const int to_file = ends_with(o.out, ".safetensors");
+    const int to_file = o.format == FMT_SAFETENSORS;
+    zero_gguf_type gtype = ZERO_GGUF_F16;
+    int gtensors = 0;
     if (cli_ckpt_params_read(c, &ps, msg, sizeof msg) != ZERO_OK || cli_ckpt_verify_masters(c, msg, sizeof msg) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "export: %s", msg);
         goto out;
@@ -479,9 +653,13 @@ int cli_export(int argc, char **argv) {
         goto report;
     }
     if (!to_file && !have_model) {
-        rc = cli_error(CLI_RUNTIME, "export: %s: a model directory needs its config.json (give -o FILE.safetensors for "
-                       "the bare tensors)", msg);
+        rc = cli_error(CLI_RUNTIME, "export: %s: a %s needs its config.json (give -o FILE.safetensors for the bare "
+                       "tensors)", msg, o.format == FMT_GGUF ? "GGUF file" : "model directory");
         goto out;
+    }
+    if (o.format == FMT_GGUF) { /* a LoRA run's checkpoint: --merge (export_lora_open refused neither; parse, --adapter) */
+        if ((rc = export_gguf(&o, c, sel, &m, &res, lx, &gtype, &gtensors)) != CLI_OK) goto out;
+        goto report;
     }
     dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;
     if (to_file) {
@@ -520,12 +698,16 @@ report:
         cJSON_AddNumberToObject(j, "step", (double)zero_ckpt_step(c));
         cJSON_AddNumberToObject(j, "world", zero_ckpt_world(c));
         cJSON_AddStringToObject(j, "output", o.out);
-        cJSON_AddStringToObject(j, "format", export_lora_adapter(lx) ? "peft" : to_file ? "safetensors" : "hf");
+        cJSON_AddStringToObject(j, "format", export_lora_adapter(lx)   ? "peft"
+                                             : o.format == FMT_GGUF ? "gguf"
+                                             : to_file              ? "safetensors"
+                                                                    : "hf");
         if (have_model) cJSON_AddStringToObject(j, "architecture", dec_arch_name(m.cfg.arch));
-        cJSON_AddStringToObject(j, "dtype", zero_dtype_name(dt));
+        if (o.format == FMT_GGUF) cJSON_AddStringToObject(j, "type", zero_gguf_type_name(gtype));
+        else cJSON_AddStringToObject(j, "dtype", zero_dtype_name(dt));
         cJSON_AddNumberToObject(j, "files", res.files);
         cJSON_AddNumberToObject(j, "tokenizer_files", res.tokenizer_files);
-        cJSON_AddNumberToObject(j, "tensors", sel->n);
+        cJSON_AddNumberToObject(j, "tensors", o.format == FMT_GGUF ? gtensors : sel->n);
         cJSON_AddNumberToObject(j, "params", (double)numel);
         cJSON_AddNumberToObject(j, "bytes", (double)res.bytes);
         cJSON_AddNumberToObject(j, "seconds", secs);
@@ -540,7 +722,9 @@ report:
         printf("exported step %lld of %s (%d rank%s): %d tensors, %llu parameters, %s -> %s (%s in %d file%s%s) in "
                "%.2f s, peak RSS %s\n",
                (long long)zero_ckpt_step(c), zero_ckpt_dir(c), zero_ckpt_world(c), zero_ckpt_world(c) == 1 ? "" : "s",
-               sel->n, (unsigned long long)numel, zero_dtype_name(dt), o.out, cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
+               o.format == FMT_GGUF ? gtensors : sel->n, (unsigned long long)numel,
+               o.format == FMT_GGUF ? zero_gguf_type_name(gtype) : zero_dtype_name(dt), o.out,
+               cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
                res.files, res.files == 1 ? "" : "s", to_file ? "" : res.tokenizer_files ? ", tokenizer files copied" : "",
                secs, cli_fmt_bytes((double)zero_rss_peak_bytes(), b2, sizeof b2));
     }

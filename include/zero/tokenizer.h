@@ -56,6 +56,8 @@ int32_t zero_tokenizer_token_id(const zero_tokenizer *tok, const char *token);
 const char *zero_tokenizer_token(const zero_tokenizer *tok, int32_t id, size_t *len);
 /* 1 when `id` is an added token marked special (skipped by ZERO_TOK_SKIP_SPECIAL). */
 int zero_tokenizer_is_special(const zero_tokenizer *tok, int32_t id);
+/* 1 when `id` is one of tokenizer.json's added_tokens (special or not). */
+int zero_tokenizer_is_added(const zero_tokenizer *tok, int32_t id);
 /* Beginning- and end-of-sequence ids, -1 when the tokenizer has none. BOS: tokenizer_config.json's
  * bos_token, else the first special token of the post-processor's single template. EOS:
  * tokenizer_config.json's eos_token, else the first of </s>, <|end_of_text|>, <|endoftext|>, <eos>,
@@ -66,6 +68,15 @@ int32_t zero_tokenizer_eos(const zero_tokenizer *tok);
  * tokenizer.json when there is one, else tokenizer_config.json's chat_template — the string, or of a
  * list of named templates the one named "default", else the first; NULL when absent. */
 const char *zero_tokenizer_chat_template(const zero_tokenizer *tok);
+/* The model's merges, by rank: merge `rank` joins tokens *a and *b (ZERO_ERR_INVALID_ARG for a rank
+ * outside [0, zero_tokenizer_num_merges)). */
+int32_t zero_tokenizer_num_merges(const zero_tokenizer *tok);
+zero_status zero_tokenizer_merge(const zero_tokenizer *tok, int32_t rank, int32_t *a, int32_t *b);
+/* The pre-tokenizers, in order, as one line: each "Type(key=value,...)" joined by " | ", e.g.
+ * "Split(Regex:<pattern>,Isolated,invert=0) | ByteLevel(add_prefix_space=0,use_regex=0)",
+ * "Digits(individual_digits=1) | ByteLevel(add_prefix_space=0,use_regex=1)" ("" when none):
+ * what a converter compares to recognize a tokenizer family (zero export --format gguf). */
+const char *zero_tokenizer_pre_tokenizer(const zero_tokenizer *tok);
 /* tokenizer_config.json's bos_token (eos 0) or eos_token (eos 1) as written there (the content of an
  * AddedToken object), NULL when absent or null: what transformers passes a chat template. */
 const char *zero_tokenizer_config_token(const zero_tokenizer *tok, int eos);

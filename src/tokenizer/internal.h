@@ -156,6 +156,8 @@ struct zero_tokenizer {
     int32_t byte_id[256]; /* byte-level: id of each single byte; -1 if none */
     int32_t fallback_id[256]; /* <0xXX> ids, -1 if none */
     tk_pairmap merges;
+    int32_t *merge_list;  /* (nmerge, 2): the pair of each merge, by rank */
+    uint32_t nmerge;
     int32_t unk;          /* -1: none */
     int fuse_unk, byte_fallback, ignore_merges;
 
@@ -163,6 +165,7 @@ struct zero_tokenizer {
     int nnorm;
     tk_pre *pre;
     int npre;
+    char *pre_sig;        /* the pre-tokenizers as one line (zero_tokenizer_pre_tokenizer) */
     tk_dec *dec;
     int ndec;
     int has_decoder;

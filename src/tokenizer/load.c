@@ -2,6 +2,7 @@
  * pipeline of internal.h; anything not supported is refused with a message naming the field. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,34 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
 }
 
 /* ---------------------------------------------------------------- pre-tokenizer */
+/* Appends one pre-tokenizer to t->pre_sig: "Type(key=value,...)", joined by " | ". */
+static int sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sig_add(loader *L, const char *fmt, ...) {
+    zero_tokenizer *t = L->t;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    const size_t have = t->pre_sig ? strlen(t->pre_sig) : 0, sep = have ? 3 : 0;
+    char *ns = realloc(t->pre_sig, have + sep + (size_t)n + 1);
+    if (!ns) return nomem(L);
+    t->pre_sig = ns;
+    if (sep) memcpy(ns + have, " | ", 3);
+    va_start(ap, fmt);
+    vsnprintf(ns + have + sep, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+/* A Split's pattern as the signature writes it: Regex:... or String:... */
+static const char *pattern_text(const cJSON *o, const char **kind) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "pattern");
+    const cJSON *r = v ? cJSON_GetObjectItemCaseSensitive(v, "Regex") : NULL;
+    *kind = cJSON_IsString(r) ? "Regex" : "String";
+    const cJSON *x = cJSON_IsString(r) ? r : v ? cJSON_GetObjectItemCaseSensitive(v, "String") : NULL;
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
 static int add_pre(loader *L, const cJSON *o, const char *path) {
     const char *ty = type_of(L, o, path);
     if (!ty) return -1;
@@ -206,7 +235,9 @@ static int add_pre(loader *L, const cJSON *o, const char *path) {
         else FAIL("tokenizer.json: %s.behavior '%s': expected Removed, Isolated, MergedWithPrevious, "
                   "MergedWithNext or Contiguous", path, b);
         if (get_bool(L, o, path, "invert", 0, &p->invert)) return -1;
-        return get_pattern(L, o, path, &p->pat);
+        const char *kind, *pat = pattern_text(o, &kind);
+        if (get_pattern(L, o, path, &p->pat)) return -1;
+        return sig_add(L, "Split(%s:%s,%s,invert=%d)", kind, pat, b, p->invert);
     }
     if (!strcmp(ty, "ByteLevel")) {
         int use_regex;
@@ -220,18 +251,23 @@ static int add_pre(loader *L, const cJSON *o, const char *path) {
             if (zero__tk_pattern_regex(&p->pat, GPT2_REGEX, sizeof GPT2_REGEX - 1, why, sizeof why))
                 FAIL("tokenizer.json: %s: the ByteLevel regex does not compile: %s", path, why);
         }
-        return 0;
+        return sig_add(L, "ByteLevel(add_prefix_space=%d,use_regex=%d)", p->add_prefix_space, use_regex);
     }
     if (!strcmp(ty, "Metaspace")) {
         p->kind = TK_PRE_METASPACE;
         if (get_char(L, o, path, "replacement", p->repl, &p->repl_n) || get_scheme(L, o, path, &p->scheme) ||
             get_bool(L, o, path, "split", 1, &p->flag))
             return -1;
-        return 0;
+        return sig_add(L, "Metaspace(replacement=%.*s,prepend_scheme=%s,split=%d)", p->repl_n, p->repl,
+                       p->scheme == TK_PREPEND_ALWAYS  ? "always"
+                       : p->scheme == TK_PREPEND_FIRST ? "first"
+                                                       : "never",
+                       p->flag);
     }
     if (!strcmp(ty, "Digits")) {
         p->kind = TK_PRE_DIGITS;
-        return get_bool(L, o, path, "individual_digits", 0, &p->flag);
+        if (get_bool(L, o, path, "individual_digits", 0, &p->flag)) return -1;
+        return sig_add(L, "Digits(individual_digits=%d)", p->flag);
     }
     FAIL("tokenizer.json: %s.type '%s' is not supported (supported pre-tokenizers: Sequence, Split, ByteLevel, "
          "Metaspace, Digits)", path, ty);
@@ -542,6 +578,17 @@ static int load_model(loader *L, const cJSON *m, const cJSON *added) {
             free(buf);
             return nomem(L);
         }
+        if ((t->nmerge & (t->nmerge - 1)) == 0) { /* a power of two (or 0): grow */
+            int32_t *nl = realloc(t->merge_list, 2 * sizeof *nl * (t->nmerge ? 2 * (size_t)t->nmerge : 1));
+            if (!nl) {
+                free(buf);
+                return nomem(L);
+            }
+            t->merge_list = nl;
+        }
+        t->merge_list[2 * t->nmerge] = ia;
+        t->merge_list[2 * t->nmerge + 1] = ib;
+        t->nmerge++;
     }
     free(buf);
     return 0;
@@ -974,6 +1021,8 @@ void zero_tokenizer_free(zero_tokenizer *t) {
     zero__tk_strmap_free(&t->content);
     zero__tk_strmap_free(&t->match);
     zero__tk_pairmap_free(&t->merges);
+    free(t->merge_list);
+    free(t->pre_sig);
     for (int i = 0; i < t->nnorm; i++) {
         free(t->norm[i].str);
         zero__tk_pattern_free(&t->norm[i].pat);
@@ -1014,6 +1063,15 @@ int32_t zero_tokenizer_vocab_size(const zero_tokenizer *t) { return t->vocab_siz
 int32_t zero_tokenizer_bos(const zero_tokenizer *t) { return t->bos; }
 int32_t zero_tokenizer_eos(const zero_tokenizer *t) { return t->eos; }
 const char *zero_tokenizer_chat_template(const zero_tokenizer *t) { return t->chat_template; }
+const char *zero_tokenizer_pre_tokenizer(const zero_tokenizer *t) { return t->pre_sig ? t->pre_sig : ""; }
+int32_t zero_tokenizer_num_merges(const zero_tokenizer *t) { return (int32_t)t->nmerge; }
+
+zero_status zero_tokenizer_merge(const zero_tokenizer *t, int32_t rank, int32_t *a, int32_t *b) {
+    if (rank < 0 || (uint32_t)rank >= t->nmerge || !a || !b) return ZERO_ERR_INVALID_ARG;
+    *a = t->merge_list[2 * (size_t)rank];
+    *b = t->merge_list[2 * (size_t)rank + 1];
+    return ZERO_OK;
+}
 const char *zero_tokenizer_config_token(const zero_tokenizer *t, int eos) { return eos ? t->cfg_eos : t->cfg_bos; }
 
 int32_t zero_tokenizer_token_id(const zero_tokenizer *t, const char *token) {
@@ -1028,4 +1086,10 @@ const char *zero_tokenizer_token(const zero_tokenizer *t, int32_t id, size_t *le
 
 int zero_tokenizer_is_special(const zero_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->vocab_size && t->special[id];
+}
+
+int zero_tokenizer_is_added(const zero_tokenizer *t, int32_t id) {
+    for (int i = 0; i < t->nadded; i++)
+        if (t->added[i].id == id) return 1;
+    return 0;
 }

@@ -137,14 +137,14 @@ static void grad_norm(zero_comm *world, zero_comm *self, const char *name, const
         ZT_FAIL("%s stage %d: %s / %s", name, stage, dec_last_error(m), zero_engine_last_error(e));
         goto out;
     }
-    if (dec_engine_micro_batch(mref, ref, p->atok, p->atg, p->n_ex, T, denom, &l) || zero_engine_micro_batch_done(ref) ||
-        zero_engine_step(ref, &sref)) {
+    if (dec_engine_micro_batch(mref, ref, p->atok, p->atg, p->n_ex, T, denom, &l) ||
+        zero_engine_micro_batch_done(ref) || zero_engine_step(ref, &sref)) {
         ZT_FAIL("%s alone: %s / %s", name, dec_last_error(mref), zero_engine_last_error(ref));
         goto out;
     }
     const double rel = fabs(st.grad_norm - sref.grad_norm) / sref.grad_norm;
-    ZT_CHECKF(rel <= 1e-5, "%s stage %d on %d ranks: gradient norm %.9g packed, %.9g one example a row (rel %.3g)", name,
-              stage, W, st.grad_norm, sref.grad_norm, rel);
+    ZT_CHECKF(rel <= 1e-5, "%s stage %d on %d ranks: gradient norm %.9g packed, %.9g one example a row (rel %.3g)",
+              name, stage, W, st.grad_norm, sref.grad_norm, rel);
     *worst = fmax(*worst, rel);
 out:
     dec_free(m);
@@ -164,7 +164,8 @@ int main(void) {
     const int W = zero_comm_size(world);
     /* phi3_longrope is left out: LongRoPE picks its table by the pass's longest position, which
      * differs between a row of one example and rows of several (docs/MODEL.md) */
-    static const char *const names[] = {"gpt2", "llama_gqa4", "qwen3", "gemma2_window", "mistral_window", "gemma3_window"};
+    static const char *const names[] = {"gpt2",          "llama_gqa4",     "qwen3",
+                                        "gemma2_window", "mistral_window", "gemma3_window"};
     double worst_loss = 0, worst_norm = 0;
     ZT_CHECKF(ROWS % W == 0, "%d rows do not split over %d ranks", ROWS, W);
     for (size_t i = 0; i < sizeof names / sizeof names[0] && ROWS % W == 0; i++) {

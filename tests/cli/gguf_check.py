@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+# tests/cli/gguf_check.py — checks a GGUF file `zero export --format gguf` wrote against the
+# safetensors export of the same checkpoint and the model directory's own files (test_gguf.sh).
+# Standard library only: the file is parsed here from the format's definition; the optional
+# `gguf` package (llama.cpp's reader) and `llama_cpp` (llama.cpp itself) are the independent
+# checks run by `gguf_check.py package` and `gguf_check.py generate` when they are installed.
+#
+#   gguf_check.py values FILE.gguf EXPORT.safetensors MODEL_DIR TYPE
+#       every tensor: the parameter it comes from, in llama.cpp's layout (q/k rows of the llama
+#       architecture interleaved per head, GPT-2's Conv1D weights transposed), f32 exactly, f16/bf16
+#       the round-to-nearest-even of the fp32 value, q8_0 bitwise ggml's reference blocks (and
+#       within half a step of the value); the metadata: hyperparameters from config.json, the
+#       tokens, types, merges, special ids and chat template from tokenizer.json and
+#       tokenizer_config.json
+#   gguf_check.py package FILE.gguf EXPORT.safetensors     (needs `gguf`: exit 77 without it)
+#   gguf_check.py generate FILE.gguf PROMPT_IDS NEW_TOKENS  (needs `llama_cpp`: exit 77 without it)
+#       prints llama.cpp's greedy tokens after the prompt ids
+import array
+import json
+import math
+import os
+import struct
+import sys
+
+VTYPES = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+TNAMES = {0: "f32", 1: "f16", 8: "q8_0", 30: "bf16"}
+
+
+def read_gguf(path):
+    b = open(path, "rb").read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, b, pos)[0]
+        pos += struct.calcsize(fmt)
+        return v
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        s = b[pos:pos + n]
+        pos += n
+        return s
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            it, n = take("<I"), take("<Q")
+            return [value(it) for _ in range(n)]
+        return take(VTYPES[t])
+
+    assert take("<I") == 0x46554747, "magic"
+    assert take("<I") == 3, "version"
+    nt, nkv = take("<Q"), take("<Q")
+    kv = {}
+    for _ in range(nkv):
+        k = string().decode()
+        assert k not in kv, "duplicate key " + k
+        kv[k] = value(take("<I"))
+    infos = []
+    for _ in range(nt):
+        name = string().decode()
+        nd = take("<I")
+        ne = [take("<Q") for _ in range(nd)]
+        infos.append((name, ne, take("<I"), take("<Q")))
+    align = kv.get("general.alignment", 32)
+    start = (pos + align - 1) // align * align
+    assert not b[pos:start].strip(b"\0"), "header padding not zero"
+    tensors, end = {}, start
+    for name, ne, t, off in infos:
+        assert off % align == 0, (name, off)
+        n = math.prod(ne)
+        nbytes = {0: 4 * n, 1: 2 * n, 30: 2 * n, 8: n // 32 * 34}[t]
+        assert start + off >= end, "overlapping tensor data at " + name
+        tensors[name] = (TNAMES[t], ne, b[start + off:start + off + nbytes])
+        end = start + off + nbytes
+    assert end == len(b), ("file length", end, len(b))
+    return kv, tensors
+
+
+def read_safetensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack_from("<Q", b)[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        s, e = v["data_offsets"]
+        a = array.array("f")
+        a.frombytes(b[8 + n + s:8 + n + e])
+        out[k] = (v["shape"], a)
+    return out
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def bf16_bits(x):
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    return (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+
+
+def roundf(x):  # C's roundf: halves away from zero
+    return math.copysign(math.floor(abs(x) + 0.5), x)
+
+
+def q8_0(vals):
+    out = bytearray()
+    for i in range(0, len(vals), 32):
+        blk = vals[i:i + 32]
+        d = f32(max(abs(v) for v in blk) / 127)
+        inv = f32(1 / d) if d else 0.0
+        out += struct.pack("<e", d)
+        out += struct.pack("<32b", *[int(roundf(f32(v * inv))) for v in blk])
+    return bytes(out)
+
+
+def expected(cfg, st):
+    """GGUF name -> (values in llama.cpp's row order, shape outermost first), from the fp32 export."""
+    arch = cfg["architectures"][0]
+    out = {}
+    if arch == "GPT2LMHeadModel":
+        def conv(name):  # Conv1D (in, out) -> (out, in)
+            (i, o), a = st[name]
+            return [a[r * o + c] for c in range(o) for r in range(i)], [o, i]
+        out["token_embd.weight"] = (st["wte.weight"][1], st["wte.weight"][0])
+        out["position_embd.weight"] = (st["wpe.weight"][1], st["wpe.weight"][0])
+        for l in range(cfg["n_layer"]):
+            p = "h.%d." % l
+            m = {"attn_norm": "ln_1", "ffn_norm": "ln_2"}
+            for g, h in m.items():
+                for s in ("weight", "bias"):
+                    out["blk.%d.%s.%s" % (l, g, s)] = (st[p + h + "." + s][1], st[p + h + "." + s][0])
+            for g, h in {"attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_up": "mlp.c_fc",
+                         "ffn_down": "mlp.c_proj"}.items():
+                out["blk.%d.%s.weight" % (l, g)] = conv(p + h + ".weight")
+                out["blk.%d.%s.bias" % (l, g)] = (st[p + h + ".bias"][1], st[p + h + ".bias"][0])
+        out["output_norm.weight"] = (st["ln_f.weight"][1], st["ln_f.weight"][0])
+        out["output_norm.bias"] = (st["ln_f.bias"][1], st["ln_f.bias"][0])
+        return out
+    heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    interleave = arch in ("LlamaForCausalLM", "MistralForCausalLM")
+
+    def perm(name, n_head):  # llama.cpp's reshape(n_head, 2, hd/2, ...).swapaxes(1, 2)
+        shape, a = st[name]
+        rows = shape[0]
+        cols = shape[1] if len(shape) > 1 else 1
+        hd = rows // n_head
+        order = [h * hd + i * (hd // 2) + j for h in range(n_head) for j in range(hd // 2) for i in range(2)]
+        return [a[r * cols + c] for r in order for c in range(cols)], shape
+
+    def same(name):
+        return st[name][1], st[name][0]
+
+    out["token_embd.weight"] = same("model.embed_tokens.weight")
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        names = {"attn_norm.weight": "input_layernorm.weight", "attn_v.weight": "self_attn.v_proj.weight",
+                 "attn_v.bias": "self_attn.v_proj.bias", "attn_output.weight": "self_attn.o_proj.weight",
+                 "attn_output.bias": "self_attn.o_proj.bias", "attn_q_norm.weight": "self_attn.q_norm.weight",
+                 "attn_k_norm.weight": "self_attn.k_norm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+                 "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+                 "ffn_down.weight": "mlp.down_proj.weight"}
+        for g, h in names.items():
+            if p + h in st:
+                out["blk.%d.%s" % (l, g)] = same(p + h)
+        for g, h, n in (("attn_q", "q_proj", heads), ("attn_k", "k_proj", kv_heads)):
+            for s in ("weight", "bias"):
+                if p + "self_attn.%s.%s" % (h, s) in st:
+                    name = p + "self_attn.%s.%s" % (h, s)
+                    out["blk.%d.%s.%s" % (l, g, s)] = perm(name, n) if interleave else same(name)
+    out["output_norm.weight"] = same("model.norm.weight")
+    if "lm_head.weight" in st:
+        out["output.weight"] = same("lm_head.weight")
+    return out
+
+
+def check_values(path, st_path, model_dir, want_type):
+    kv, tensors = read_gguf(path)
+    st = read_safetensors(st_path)
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    exp = expected(cfg, st)
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type") == "llama3":
+        exp["rope_freqs.weight"] = None
+    assert set(tensors) == set(exp), ("tensors", sorted(set(tensors) ^ set(exp)))
+    worst = 0.0
+    for name, (t, ne, raw) in tensors.items():
+        if exp[name] is None:
+            continue
+        vals, shape = exp[name]
+        assert list(reversed(ne)) == [int(s) for s in shape] or (len(shape) == 1 and ne == [shape[0]]), (name, ne, shape)
+        one_d = len(shape) == 1
+        want = "f32" if one_d else want_type
+        if want == "q8_0" and shape[-1] % 32:
+            want = "f16"  # as llama.cpp's converter falls back
+        assert t == want, (name, t, want)
+        if t == "f32":
+            assert raw == array.array("f", vals).tobytes(), name
+        elif t == "f16":
+            assert raw == b"".join(struct.pack("<e", v) for v in vals), name
+        elif t == "bf16":
+            assert raw == struct.pack("<%dH" % len(vals), *[bf16_bits(v) for v in vals]), name
+        else:
+            assert raw == q8_0(vals), name
+            for i in range(0, len(vals), 32):  # and within half a step of each value
+                d = struct.unpack_from("<e", raw, i // 32 * 34)[0]
+                codes = struct.unpack_from("<32b", raw, i // 32 * 34 + 2)
+                for v, q in zip(vals[i:i + 32], codes):
+                    worst = max(worst, abs(d * q - v) / (d if d else 1))
+    # half a step of the fp32 scale, plus the fp16 rounding of the scale over 127 steps
+    assert worst <= 0.5 + 127 / 2048 + 1e-3, ("q8_0 error in steps", worst)
+    check_metadata(kv, cfg, model_dir, want_type)
+    print("    %d tensors, metadata %d keys; q8_0 worst error %.3f of a step" % (len(tensors), len(kv), worst))
+
+
+def check_metadata(kv, cfg, model_dir, want_type):
+    arch = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama",
+            "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}[cfg["architectures"][0]]
+    assert kv["general.architecture"] == arch.encode(), kv["general.architecture"]
+    assert kv["general.file_type"] == {"f32": 0, "f16": 1, "q8_0": 7, "bf16": 32}[want_type]
+    g = lambda k: kv[arch + "." + k]  # noqa: E731
+    if arch == "gpt2":
+        assert g("block_count") == cfg["n_layer"] and g("embedding_length") == cfg["n_embd"]
+        assert g("context_length") == cfg["n_positions"] and g("attention.head_count") == cfg["n_head"]
+        assert g("feed_forward_length") == (cfg.get("n_inner") or 4 * cfg["n_embd"])
+        assert g("attention.layer_norm_epsilon") == f32(cfg["layer_norm_epsilon"])
+    else:
+        H, C = cfg["num_attention_heads"], cfg["hidden_size"]
+        D = cfg.get("head_dim") or C // H
+        assert g("block_count") == cfg["num_hidden_layers"] and g("embedding_length") == C
+        assert g("context_length") == cfg["max_position_embeddings"] and g("attention.head_count") == H
+        assert g("attention.head_count_kv") == cfg.get("num_key_value_heads", H)
+        assert g("feed_forward_length") == cfg["intermediate_size"]
+        assert g("rope.freq_base") == f32(cfg.get("rope_theta", 10000.0))
+        assert g("attention.layer_norm_rms_epsilon") == f32(cfg["rms_norm_eps"])
+        if D * H != C:
+            assert g("attention.key_length") == D and g("attention.value_length") == D
+        if arch == "llama":
+            assert g("rope.dimension_count") == D and g("vocab_size") == cfg["vocab_size"]
+    # the tokenizer: every id's token as tokenizer.json spells it, [PAD<id>] past it
+    tj = json.load(open(os.path.join(model_dir, "tokenizer.json")))
+    tc = json.load(open(os.path.join(model_dir, "tokenizer_config.json")))
+    by_id = {i: t for t, i in tj["model"]["vocab"].items()}
+    added = {a["id"]: a for a in tj.get("added_tokens", [])}
+    for i, a in added.items():
+        by_id[i] = a["content"]
+    V = cfg.get("vocab_size") or cfg.get("n_vocab")
+    toks = [t.decode() for t in kv["tokenizer.ggml.tokens"]]
+    assert len(toks) == V, (len(toks), V)
+    for i in range(V):
+        assert toks[i] == by_id.get(i, "[PAD%d]" % i), (i, toks[i], by_id.get(i))
+    types = kv["tokenizer.ggml.token_type"]
+    for i in range(V):
+        want = 5 if i not in by_id else 1 if i not in added else 3 if added[i].get("special") or (
+            by_id[i].startswith("<|") and by_id[i].endswith("|>")) else 4
+        assert types[i] == want, (i, by_id.get(i), types[i], want)
+    merges = [m if isinstance(m, str) else " ".join(p.replace(" ", "\u0120") for p in m) for m in tj["model"]["merges"]]
+    assert [m.decode() for m in kv["tokenizer.ggml.merges"]] == merges
+    assert kv["tokenizer.ggml.model"] == b"gpt2"
+    pre = kv["tokenizer.ggml.pre"].decode()
+    assert pre in ("llama-bpe", "qwen2", "smollm", "gpt-2"), pre
+
+    def content(x):
+        return x["content"] if isinstance(x, dict) else x
+    ids = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
+    if tc.get("eos_token"):
+        assert kv["tokenizer.ggml.eos_token_id"] == ids[content(tc["eos_token"])]
+    if tc.get("bos_token"):
+        assert kv["tokenizer.ggml.bos_token_id"] == ids[content(tc["bos_token"])]
+    if tc.get("chat_template"):
+        assert kv["tokenizer.chat_template"] == tc["chat_template"].encode()
+    else:
+        assert "tokenizer.chat_template" not in kv
+    pp = tj.get("post_processor") or {}
+    adds_bos = False
+    for proc in pp.get("processors", [pp]):  # a Sequence of processors, or one
+        single = proc.get("single", []) if proc.get("type") == "TemplateProcessing" else []
+        adds_bos |= bool(single) and "SpecialToken" in single[0]
+    assert kv["tokenizer.ggml.add_bos_token"] == adds_bos, (kv["tokenizer.ggml.add_bos_token"], adds_bos)
+
+
+def check_package(path, st_path):
+    try:
+        import gguf
+        import numpy as np
+    except ImportError:
+        print("SKIP: the gguf package is not installed (pip install gguf)")
+        sys.exit(77)
+    r = gguf.GGUFReader(path)
+    names = {t.name for t in r.tensors}
+    _, ours = read_gguf(path)
+    assert names == set(ours), sorted(names ^ set(ours))
+    for t in r.tensors:
+        vals = gguf.quants.dequantize(t.data, t.tensor_type).reshape(-1).astype(np.float64)
+        typ, ne, raw = ours[t.name]
+        if typ == "q8_0":
+            mine = []
+            for i in range(0, len(raw), 34):
+                d = struct.unpack_from("<e", raw, i)[0]
+                mine += [d * q for q in struct.unpack_from("<32b", raw, i + 2)]
+        elif typ == "f32":
+            mine = array.array("f", raw).tolist()
+        elif typ == "f16":
+            mine = [struct.unpack_from("<e", raw, i)[0] for i in range(0, len(raw), 2)]
+        else:
+            mine = [struct.unpack("<f", struct.pack("<I", u << 16))[0] for u in struct.unpack("<%dH" % (len(raw) // 2), raw)]
+        assert list(t.shape) == ne, (t.name, list(t.shape), ne)
+        assert np.array_equal(vals, np.array(mine, dtype=np.float64)), t.name
+    print("    gguf %s read %d tensors and %d fields" % (getattr(gguf, "__version__", ""), len(r.tensors), len(r.fields)))
+
+
+def generate(path, prompt_ids, n_new):
+    try:
+        import llama_cpp
+    except ImportError:
+        print("SKIP: llama_cpp is not installed (pip install llama-cpp-python)")
+        sys.exit(77)
+    llm = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=1, verbose=False, logits_all=False)
+    ids = [int(x) for x in prompt_ids.split()]
+    out = []
+    for tok in llm.generate(ids, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        out.append(tok)
+        if len(out) == n_new:
+            break
+    print(" ".join(str(t) for t in out))
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "values":
+        check_values(*sys.argv[2:6])
+    elif what == "package":
+        check_package(sys.argv[2], sys.argv[3])
+    elif what == "generate":
+        generate(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif what == "tokenize":
+        import llama_cpp
+        llm = llama_cpp.Llama(model_path=sys.argv[2], n_ctx=128, verbose=False)
+        print(" ".join(str(t) for t in llm.tokenize(sys.argv[3].encode(), add_bos=True, special=False)))
+    else:
+        raise SystemExit("unknown check " + what)

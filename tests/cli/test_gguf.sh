@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# `zero export --format gguf`: checkpoints of five tiny models — the Qwen2 chat fixture
+# (tests/data/finetune: q/k/v biases), a Llama with Llama 3's tokenizer (GQA, q/k biases, Llama 3.1
+# RoPE scaling: rope_freqs, an untied head), a Qwen3 (per-head q/k norms, head_dim != hidden/heads),
+# GPT-2 (Conv1D weights, learned positions) and a SmolLM-shaped Llama (tied) — exported as f32, f16,
+# bf16 and q8_0 GGUF files and read back by tests/cli/gguf_check.py (standard library only): every
+# tensor is the parameter of the safetensors export in llama.cpp's layout (q/k rows interleaved per
+# head for the llama architecture, GPT-2's Conv1D transposed), f32 exactly, f16/bf16 rounded to
+# nearest even, q8_0 bitwise ggml's reference blocks (within half a step); the hyperparameters are
+# config.json's and the tokenizer's tokens, types, merges, special ids and chat template are
+# tokenizer.json's and tokenizer_config.json's. Where the `gguf` package (llama.cpp's reader) is
+# installed it reads every file back to the same values; where `llama_cpp` (llama-cpp-python) is, the
+# exported models tokenize the prompt to zero's ids and generate zero sample's greedy tokens
+# ($ZERO_PYTHON names a Python that has them; each part says SKIP without them). Then every refusal:
+# an architecture, a tokenizer or a sliding window GGUF cannot express, a LoRA checkpoint without
+# --merge, bad flags, a model without a tokenizer — and a link planted at the temporary file is
+# removed, never followed.
+set -u
+: "${ZERO:?set ZERO to the zero binary}"
+PY=/usr/bin/python3
+PYT=${ZERO_PYTHON:-python3}
+SRC="${ZERO_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
+CHECK="$SRC/tests/cli/gguf_check.py"
+TOK="$SRC/tests/data/tokenizer"
+DEC="$SRC/tests/data/decoder"
+TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+check() { # check NAME COMMAND...
+    local name=$1; shift
+    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line "zero: error: ..." with every NEEDLE
+    local name=$1 want=$2; shift 2
+    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
+    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
+    check "$name: 'zero: error:' prefix" grep -q '^zero: error: ' "$TMP/err"
+    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
+    [ "$(grep -c . "$TMP/err")" -eq 1 ] || cat "$TMP/err"
+}
+
+# model DIR TOKENIZER CONFIG_JSON: a model directory of a config.json and a tokenizer's files
+model() {
+    mkdir -p "$TMP/$1"
+    cp "$TOK/$2/tokenizer.json" "$TOK/$2/tokenizer_config.json" "$TMP/$1/"
+    printf '%s\n' "$3" >"$TMP/$1/config.json"
+}
+model llama llama3 '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 128, "vocab_size": 832, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+  "attention_bias": true, "tie_word_embeddings": false, "initializer_range": 0.3,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 32}}'
+model qwen3 qwen2 '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "head_dim": 32,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 128, "vocab_size": 800, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+  "tie_word_embeddings": true, "initializer_range": 0.3}'
+model gpt2 gpt2 '{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
+  "n_positions": 128, "vocab_size": 704, "layer_norm_epsilon": 1e-5, "initializer_range": 0.3}'
+model smollm smollm2 '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+  "max_position_embeddings": 128, "vocab_size": 704, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+  "tie_word_embeddings": true, "initializer_range": 0.3}'
+DATA="$SRC/tests/data/tokenizer/fortunes.txt"
+for m in llama qwen3 gpt2 smollm; do
+    "$ZERO" train --model "$TMP/$m" --data "$DATA" --seq 32 --steps 0 --save "$TMP/$m.ck" >"$TMP/out" 2>&1 ||
+        { echo "FAIL train $m"; cat "$TMP/out"; exit 1; }
+done
+"$ZERO" train --init-from "$SRC/tests/data/finetune/qwen2_chat" --data "$DATA" --seq 32 --steps 0 --save "$TMP/qwen2.ck" \
+    >"$TMP/out" 2>&1 || { echo "FAIL train qwen2"; cat "$TMP/out"; exit 1; }
+cp -r "$SRC/tests/data/finetune/qwen2_chat" "$TMP/qwen2"
+
+have_pkg=1
+for m in qwen2 llama qwen3 gpt2 smollm; do
+    "$ZERO" export "$TMP/$m.ck" -o "$TMP/$m.safetensors" --dtype fp32 >/dev/null 2>"$TMP/err" ||
+        { echo "FAIL export $m safetensors"; cat "$TMP/err"; exit 1; }
+    for t in f32 f16 bf16 q8_0; do
+        "$ZERO" export "$TMP/$m.ck" -o "$TMP/$m.$t.gguf" --type "$t" --json >"$TMP/$m.$t.json" 2>"$TMP/err" ||
+            { echo "FAIL export $m $t"; cat "$TMP/err"; fail=1; continue; }
+        check "$m $t: tensors and metadata as llama.cpp reads them" \
+            "$PY" "$CHECK" values "$TMP/$m.$t.gguf" "$TMP/$m.safetensors" "$TMP/$m" "$t"
+        if [ "$have_pkg" = 1 ]; then
+            "$PYT" "$CHECK" package "$TMP/$m.$t.gguf" "$TMP/$m.safetensors" >"$TMP/pkg" 2>&1
+            case $? in
+                0) echo "ok   $m $t: the gguf package reads the same values"; cat "$TMP/pkg" ;;
+                77) have_pkg=0; cat "$TMP/pkg" ;;
+                *) echo "FAIL $m $t: the gguf package"; cat "$TMP/pkg"; fail=1 ;;
+            esac
+        fi
+    done
+done
+check "the summary: format gguf, the type, the file's size" "$PY" -c "
+import json, os; j = json.load(open('$TMP/llama.q8_0.json'))
+assert j['format'] == 'gguf' and j['type'] == 'Q8_0' and j['bytes'] == os.path.getsize('$TMP/llama.q8_0.gguf'), j"
+"$ZERO" export "$TMP/qwen2.ck" --format gguf -o "$TMP/default" --json >"$TMP/def.json" 2>"$TMP/err"
+check "--format gguf without the suffix; the default type of an fp32 model is F16" \
+    "$PY" -c "import json; j = json.load(open('$TMP/def.json')); assert j['type'] == 'F16', j"
+
+# --- llama.cpp itself: zero's prompt ids, and zero sample's greedy tokens
+if "$PYT" -c 'import llama_cpp' 2>/dev/null; then
+    for m in qwen2 llama qwen3 gpt2 smollm; do
+        "$ZERO" sample --init-from "$TMP/$m.ck" --prompt "The fortune cookie said" --temperature 0 --tokens 8 --json \
+            >"$TMP/s.json" 2>"$TMP/err" || { echo "FAIL zero sample $m"; cat "$TMP/err"; fail=1; continue; }
+        ids=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['prompt'])))")
+        toks=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['tokens'])))")
+        n=$(echo "$toks" | wc -w)
+        lids=$("$PYT" "$CHECK" tokenize "$TMP/$m.f32.gguf" "The fortune cookie said" 2>/dev/null)
+        check "$m: llama.cpp tokenizes the prompt to zero's ids ($ids)" test "$lids" = "$ids"
+        got=$("$PYT" "$CHECK" generate "$TMP/$m.f32.gguf" "$ids" "$n" 2>/dev/null)
+        check "$m: llama.cpp's greedy tokens are zero sample's ($toks)" test "$got" = "$toks"
+    done
+else
+    echo "SKIP: $PYT cannot import llama_cpp (pip install llama-cpp-python): no generation by llama.cpp"
+fi
+
+# --- refusals
+bad() { "$ZERO" export "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?; }
+"$ZERO" train --init-from "$DEC/phi3" --data "$DEC/tokens.bin" --seq 8 --steps 0 --save "$TMP/phi3.ck" >/dev/null 2>&1
+bad "$TMP/phi3.ck" -o "$TMP/x.gguf"
+expect_error "Phi-3" 2 "GGUF export of Phi3ForCausalLM is not supported yet"
+"$ZERO" train --init-from "$DEC/mistral_window" --data "$DEC/tokens.bin" --seq 8 --steps 0 --save "$TMP/mw.ck" >/dev/null 2>&1
+bad "$TMP/mw.ck" -o "$TMP/x.gguf"
+expect_error "a sliding window" 2 "sliding_window 3" "not supported yet"
+"$ZERO" train --init-from "$DEC/llama_gqa4" --data "$DEC/tokens.bin" --seq 8 --steps 0 --save "$TMP/notok.ck" >/dev/null 2>&1
+bad "$TMP/notok.ck" -o "$TMP/x.gguf"
+expect_error "a model without tokenizer.json" 1 "the model's tokenizer"
+for t in llama2 gpt2_prefix; do
+    model "spm_$t" "$t" '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32,
+      "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64,
+      "vocab_size": 1024, "rms_norm_eps": 1e-5}'
+    "$ZERO" train --model "$TMP/spm_$t" --data "$DATA" --seq 16 --steps 0 --save "$TMP/spm_$t.ck" >/dev/null 2>&1
+done
+bad "$TMP/spm_llama2.ck" -o "$TMP/x.gguf"
+expect_error "a SentencePiece tokenizer" 2 "SentencePiece BPE tokenizer is not supported yet"
+bad "$TMP/spm_gpt2_prefix.ck" -o "$TMP/x.gguf"
+expect_error "a pre-tokenizer llama.cpp has no name for" 2 "add_prefix_space=1" "not supported yet"
+check "no file left by a refused export" test ! -e "$TMP/x.gguf" -a ! -e "$TMP/x.gguf.tmp"
+"$ZERO" train --init-from "$TMP/qwen2" --data "$DATA" --seq 32 --steps 1 --micro-batch 2 --lora r=2,alpha=4 \
+    --save "$TMP/lora.ck" >/dev/null 2>&1
+bad "$TMP/lora.ck" -o "$TMP/x.gguf"
+expect_error "a LoRA run without --merge" 2 "holds LoRA adapters" "--merge"
+bad "$TMP/lora.ck" -o "$TMP/x.gguf" --adapter
+expect_error "--adapter" 2 "GGUF LoRA adapter is not supported yet"
+"$ZERO" export "$TMP/lora.ck" -o "$TMP/lora.gguf" --merge --type f32 >/dev/null 2>"$TMP/err"
+"$ZERO" export "$TMP/lora.ck" -o "$TMP/lora.safetensors" --merge --dtype fp32 >/dev/null 2>>"$TMP/err"
+check "--merge: the merged model as GGUF, the values of the merged safetensors export" \
+    "$PY" "$CHECK" values "$TMP/lora.gguf" "$TMP/lora.safetensors" "$TMP/qwen2" f32
+bad "$TMP/qwen2.ck" -o "$TMP/x.gguf" --type q4_0
+expect_error "--type q4_0" 2 "--type 'q4_0'" "f32, f16, bf16 or q8_0"
+bad "$TMP/qwen2.ck" -o "$TMP/x.gguf" --dtype bf16
+expect_error "--dtype with GGUF" 2 "--format gguf takes --type"
+bad "$TMP/qwen2.ck" -o "$TMP/x.safetensors" --type f16
+expect_error "--type without GGUF" 2 "--type f16: a GGUF file's type"
+bad "$TMP/qwen2.ck" -o "$TMP/x" --format onnx
+expect_error "--format onnx" 2 "--format 'onnx'" "hf, safetensors or gguf"
+# a link planted at the temporary name is removed, not followed
+echo precious >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/safe.gguf.tmp"
+"$ZERO" export "$TMP/qwen2.ck" -o "$TMP/safe.gguf" >/dev/null 2>"$TMP/err"
+check "a link at FILE.gguf.tmp: the export writes its own file, the link's target untouched" \
+    test "$(cat "$TMP/victim")" = precious -a -s "$TMP/safe.gguf" -a ! -L "$TMP/safe.gguf"
+
+exit $fail
