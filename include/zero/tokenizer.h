@@ -64,6 +64,8 @@ int zero_tokenizer_is_added(const zero_tokenizer *tok, int32_t id);
  * <|im_end|>, <|eot_id|> that is a token. */
 int32_t zero_tokenizer_bos(const zero_tokenizer *tok);
 int32_t zero_tokenizer_eos(const zero_tokenizer *tok);
+/* tokenizer_config.json's pad_token, -1 when absent or not a token. */
+int32_t zero_tokenizer_pad(const zero_tokenizer *tok);
 /* The model's chat template (Jinja source, rendered by zero/template.h): chat_template.jinja beside
  * tokenizer.json when there is one, else tokenizer_config.json's chat_template — the string, or of a
  * list of named templates the one named "default", else the first; NULL when absent. */

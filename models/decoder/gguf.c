@@ -289,6 +289,8 @@ static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, 
     W(zero_gguf_set_strings(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL, (uint64_t)nm));
     if (bos >= 0) W(zero_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
     if (eos >= 0) W(zero_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
+    if (zero_tokenizer_pad(tok) >= 0)
+        W(zero_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)zero_tokenizer_pad(tok)));
     W(zero_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
     W(zero_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", add_eos));
     const char *tmpl = zero_tokenizer_chat_template(tok);

@@ -58,7 +58,7 @@ int64_t dec_gguf_perm_row(int64_t r, int64_t rows, int heads);
 /* The metadata of the model and its tokenizer into w (before its tensors): general.* (name,
  * file_type, quantization_version), the architecture's hyperparameters, and tokenizer.ggml.*
  * (model "gpt2", pre, tokens as tokenizer.json spells them with [PAD<id>] for the ids past the
- * tokenizer, token types, merges, BOS/EOS ids, add_bos_token) and tokenizer.chat_template, taken
+ * tokenizer, token types, merges, BOS/EOS/padding ids, add_bos_token) and tokenizer.chat_template, taken
  * from tok (NULL: ZERO_ERR_INVALID_ARG: a GGUF without its tokenizer does not run). */
 zero_status dec_gguf_metadata(const dec_config *c, const dec_gguf_plan *p, zero_tokenizer *tok, const char *name,
                               uint32_t file_type, zero_gguf_writer *w, zero_error *err);

@@ -178,7 +178,7 @@ struct zero_tokenizer {
     int has_raw_added, has_norm_added;
     uint8_t raw_first[256], norm_first[256]; /* first bytes of raw / normalized added contents */
 
-    int32_t bos, eos;
+    int32_t bos, eos, pad;
     char *chat_template;
     char *cfg_bos, *cfg_eos; /* tokenizer_config.json's bos_token / eos_token strings (NULL: absent) */
 

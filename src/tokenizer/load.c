@@ -803,9 +803,9 @@ static int load_config(loader *L, const char *text) {
         cJSON_Delete(cfg);
         FAIL("tokenizer_config.json is not a JSON object");
     }
-    const char *bos = NULL, *eos = NULL, *tmpl = NULL;
+    const char *bos = NULL, *eos = NULL, *pad = NULL, *tmpl = NULL;
     if (cfg && (config_token(L, cfg, "bos_token", &bos) || config_token(L, cfg, "eos_token", &eos) ||
-                config_template(L, cfg, &tmpl))) {
+                config_token(L, cfg, "pad_token", &pad) || config_template(L, cfg, &tmpl))) {
         cJSON_Delete(cfg);
         return -1;
     }
@@ -819,6 +819,7 @@ static int load_config(loader *L, const char *text) {
         cJSON_Delete(cfg);
         return -1;
     }
+    t->pad = pad ? zero__tk_strmap_get(&t->content, pad, strlen(pad)) : -1; /* one that is no token: none */
     if ((tmpl && !(t->chat_template = strdup(tmpl))) || (bos && !(t->cfg_bos = strdup(bos))) ||
         (eos && !(t->cfg_eos = strdup(eos)))) {
         cJSON_Delete(cfg);
@@ -846,7 +847,7 @@ zero_status zero_tokenizer_load_json(zero_tokenizer **out, const char *json, siz
         if (err) snprintf(err->msg, sizeof err->msg, "out of memory loading a tokenizer");
         return ZERO_ERR_NOMEM;
     }
-    t->unk = t->bos = t->eos = -1;
+    t->unk = t->bos = t->eos = t->pad = -1;
     loader Lv = {t, msg}, *L = &Lv;
     zero_status st = ZERO_ERR_FORMAT;
     zero_error je;
@@ -1062,6 +1063,7 @@ const char *zero_tokenizer_kind(const zero_tokenizer *t) { return t->byte_level 
 int32_t zero_tokenizer_vocab_size(const zero_tokenizer *t) { return t->vocab_size; }
 int32_t zero_tokenizer_bos(const zero_tokenizer *t) { return t->bos; }
 int32_t zero_tokenizer_eos(const zero_tokenizer *t) { return t->eos; }
+int32_t zero_tokenizer_pad(const zero_tokenizer *t) { return t->pad; }
 const char *zero_tokenizer_chat_template(const zero_tokenizer *t) { return t->chat_template; }
 const char *zero_tokenizer_pre_tokenizer(const zero_tokenizer *t) { return t->pre_sig ? t->pre_sig : ""; }
 int32_t zero_tokenizer_num_merges(const zero_tokenizer *t) { return (int32_t)t->nmerge; }

@@ -12,6 +12,9 @@
 #       within half a step of the value); the metadata: hyperparameters from config.json, the
 #       tokens, types, merges, special ids and chat template from tokenizer.json and
 #       tokenizer_config.json
+#   gguf_check.py fixture FILE.gguf FIXTURE.json
+#       an f32 file's metadata and tensor list against what llama.cpp's converter wrote for the same
+#       model (tests/data/gguf/, scripts/make_gguf_fixtures.py), key by key
 #   gguf_check.py package FILE.gguf EXPORT.safetensors     (needs `gguf`: exit 77 without it)
 #   gguf_check.py generate FILE.gguf PROMPT_IDS NEW_TOKENS  (needs `llama_cpp`: exit 77 without it)
 #       prints llama.cpp's greedy tokens after the prompt ids
@@ -285,6 +288,45 @@ def check_metadata(kv, cfg, model_dir, want_type):
     assert kv["tokenizer.ggml.add_bos_token"] == adds_bos, (kv["tokenizer.ggml.add_bos_token"], adds_bos)
 
 
+# Keys llama.cpp's converter writes that describe the file rather than the model, and keys whose
+# absence means the value llama.cpp assumes: (key suffix, the assumed value or None: any).
+CONVERTER_ONLY = {"general.name": None, "general.size_label": None, "general.type": None, "general.basename": None,
+                  "general.finetune": None, "tokenizer.ggml.add_sep_token": False}
+
+
+def check_fixture(path, fixture):
+    """zero's f32 GGUF against what llama.cpp's converter wrote for the same model, key by key."""
+    kv, tensors = read_gguf(path)
+    fx = json.load(open(fixture))
+    assert {n: [t.upper(), ne] for n, (t, ne, _) in tensors.items()} == fx["tensors"], "tensor names, types or shapes"
+    arch = kv["general.architecture"].decode()
+    heads = kv[arch + ".attention.head_count"]
+    width = kv[arch + ".embedding_length"]
+    same = 0
+    for k, want in fx["kv"].items():
+        if k in CONVERTER_ONLY:
+            assert k not in kv or CONVERTER_ONLY[k] is None or kv[k] == CONVERTER_ONLY[k], k
+            continue
+        if k not in kv:  # written by the converter with the value llama.cpp assumes without it
+            assert k.endswith((".key_length", ".value_length")) and want == width // heads, (k, want)
+            continue
+        got = kv[k]
+        if isinstance(got, bytes):
+            got = got.decode()
+        elif isinstance(got, list):
+            got = [x.decode() if isinstance(x, bytes) else x for x in got]
+        if isinstance(want, float):
+            assert got == f32(want), (k, got, want)
+        else:
+            assert got == want, (k, str(got)[:200], str(want)[:200])
+        same += 1
+    extra = set(kv) - set(fx["kv"])
+    assert extra <= {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token"}, extra
+    for k in extra:  # what the converter leaves out, llama.cpp reads as false
+        assert kv[k] is False, (k, kv[k])
+    print("    %d keys equal to llama.cpp's converter's; %d tensors alike" % (same, len(tensors)))
+
+
 def check_package(path, st_path):
     try:
         import gguf
@@ -335,6 +377,8 @@ if __name__ == "__main__":
     what = sys.argv[1]
     if what == "values":
         check_values(*sys.argv[2:6])
+    elif what == "fixture":
+        check_fixture(sys.argv[2], sys.argv[3])
     elif what == "package":
         check_package(sys.argv[2], sys.argv[3])
     elif what == "generate":

@@ -8,7 +8,9 @@
 # head for the llama architecture, GPT-2's Conv1D transposed), f32 exactly, f16/bf16 rounded to
 # nearest even, q8_0 bitwise ggml's reference blocks (within half a step); the hyperparameters are
 # config.json's and the tokenizer's tokens, types, merges, special ids and chat template are
-# tokenizer.json's and tokenizer_config.json's. Where the `gguf` package (llama.cpp's reader) is
+# tokenizer.json's and tokenizer_config.json's; and the f32 files' keys and tensor lists equal what
+# llama.cpp's own converter wrote for the same models (tests/data/gguf, made by
+# scripts/make_gguf_fixtures.py), key by key. Where the `gguf` package (llama.cpp's reader) is
 # installed it reads every file back to the same values; where `llama_cpp` (llama-cpp-python) is, the
 # exported models tokenize the prompt to zero's ids and generate zero sample's greedy tokens
 # ($ZERO_PYTHON names a Python that has them; each part says SKIP without them). Then every refusal:
@@ -45,22 +47,11 @@ model() {
     cp "$TOK/$2/tokenizer.json" "$TOK/$2/tokenizer_config.json" "$TMP/$1/"
     printf '%s\n' "$3" >"$TMP/$1/config.json"
 }
-model llama llama3 '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-  "max_position_embeddings": 128, "vocab_size": 832, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
-  "attention_bias": true, "tie_word_embeddings": false, "initializer_range": 0.3,
-  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                   "original_max_position_embeddings": 32}}'
-model qwen3 qwen2 '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "head_dim": 32,
-  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-  "max_position_embeddings": 128, "vocab_size": 800, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-  "tie_word_embeddings": true, "initializer_range": 0.3}'
-model gpt2 gpt2 '{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
-  "n_positions": 128, "vocab_size": 704, "layer_norm_epsilon": 1e-5, "initializer_range": 0.3}'
-model smollm smollm2 '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
-  "max_position_embeddings": 128, "vocab_size": 704, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-  "tie_word_embeddings": true, "initializer_range": 0.3}'
+# the four random models of tests/data/gguf/models.json (scripts/make_gguf_fixtures.py converts the same)
+for m in llama qwen3 gpt2 smollm; do
+    model "$m" "$("$PY" -c "import json; print(json.load(open('$SRC/tests/data/gguf/models.json'))['$m']['tokenizer'])")" \
+        "$("$PY" -c "import json; print(json.dumps(json.load(open('$SRC/tests/data/gguf/models.json'))['$m']['config']))")"
+done
 DATA="$SRC/tests/data/tokenizer/fortunes.txt"
 for m in llama qwen3 gpt2 smollm; do
     "$ZERO" train --model "$TMP/$m" --data "$DATA" --seq 32 --steps 0 --save "$TMP/$m.ck" >"$TMP/out" 2>&1 ||
@@ -79,6 +70,8 @@ for m in qwen2 llama qwen3 gpt2 smollm; do
             { echo "FAIL export $m $t"; cat "$TMP/err"; fail=1; continue; }
         check "$m $t: tensors and metadata as llama.cpp reads them" \
             "$PY" "$CHECK" values "$TMP/$m.$t.gguf" "$TMP/$m.safetensors" "$TMP/$m" "$t"
+        [ "$t" = f32 ] && check "$m f32: the keys and tensors llama.cpp's converter writes (tests/data/gguf/$m.json)" \
+            "$PY" "$CHECK" fixture "$TMP/$m.$t.gguf" "$SRC/tests/data/gguf/$m.json"
         if [ "$have_pkg" = 1 ]; then
             "$PYT" "$CHECK" package "$TMP/$m.$t.gguf" "$TMP/$m.safetensors" >"$TMP/pkg" 2>&1
             case $? in
