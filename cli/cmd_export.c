@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "  --json                     print a JSON summary instead of a line of text\n"
             "  --format hf|safetensors|gguf  what to write (default: gguf for -o *.gguf, safetensors for\n"
             "                             -o *.safetensors, else a model directory)\n"
-            "  --type f32|f16|bf16|q8_0   GGUF: the matrices' type (default bf16 for a bf16 model, else f16;\n"
+            "  --type f32|f16|bf16|q8_0   GGUF: the matrices' type (default bf16 for a bf16 model, else f16; f32 for\n"
+            "                             an --adapter, llama.cpp's LoRA adapter (llama-cli --lora FILE);\n"
             "                             norms and biases stay f32; q8_0: blocks of 32, rows not a multiple of\n"
             "                             32 in f16, as llama.cpp's converter does), with the tokenizer, its\n"
             "                             merges, special ids and chat template in the metadata\n"
@@ -148,10 +149,8 @@ static int parse(int argc, char **argv, export_opts *o) {
                   o->gguf_type);
         return -1;
     }
-    if (o->format == FMT_GGUF && (o->dtype_given || o->adapter)) {
-        cli_error(CLI_USAGE, "%s", o->adapter ? "--format gguf --adapter: a GGUF LoRA adapter is not supported yet "
-                                               "(--merge writes the merged model as GGUF)"
-                                             : "--format gguf takes --type f32|f16|bf16|q8_0, not --dtype");
+    if (o->format == FMT_GGUF && o->dtype_given) {
+        cli_error(CLI_USAGE, "--format gguf takes --type f32|f16|bf16|q8_0, not --dtype");
         return -1;
     }
     return 0;
@@ -509,18 +508,59 @@ static int gguf_rows(zero_ckpt *c, lora_export *lx, const dec_gguf_tensor *t, co
     return read_param(c, lx, q, (uint64_t)(r0 * C), (uint64_t)((r1 - r0) * C), out);
 }
 
+/* --adapter: the plan's tensors become the adapters of its LoRA targets, llama.cpp's way:
+ * NAME.lora_a = A (r, in), NAME.lora_b = B (out, r), B's rows in the base weight's order. */
+static int adapter_plan(const cli_ckpt_params *ps, const cli_model *m, dec_gguf_plan *plan) {
+    dec_gguf_tensor *t = calloc(2 * (size_t)plan->n + 1, sizeof *t);
+    if (!t) return cli_error(CLI_RUNTIME, "export: out of memory");
+    int n = 0;
+    for (int i = 0; i < plan->n; i++) {
+        const dec_gguf_tensor *b = &plan->t[i];
+        const size_t len = strlen(b->src);
+        if (b->ndim != 2 || len < 8 || strcmp(b->src + len - 7, ".weight")) continue;
+        char an[128], bn[128];
+        const int keep = len - 7 < 100 ? (int)(len - 7) : 100; /* the decoder's names are far shorter */
+        snprintf(an, sizeof an, "%.*s.lora_A.weight", keep, b->src);
+        snprintf(bn, sizeof bn, "%.*s.lora_B.weight", keep, b->src);
+        const cli_ckpt_param *qa = param_named(ps, an), *qb = param_named(ps, bn);
+        if (!qa || !qb) continue;
+        if (b->order == DEC_GGUF_TRANSPOSE) {
+            free(t);
+            return cli_error(CLI_USAGE, "export --format gguf --adapter of %s (Conv1D weights) is not supported yet "
+                             "(--merge writes the merged model)", dec_arch_name(m->cfg.arch));
+        }
+        dec_gguf_tensor *a = &t[n++], *bt = &t[n++];
+        *a = *b, *bt = *b;
+        snprintf(a->name, sizeof a->name, "%.56s.lora_a", b->name); /* GGUF names: below 64 bytes */
+        snprintf(bt->name, sizeof bt->name, "%.56s.lora_b", b->name);
+        snprintf(a->src, sizeof a->src, "%s", an);
+        snprintf(bt->src, sizeof bt->src, "%s", bn);
+        a->rows = qa->shape[0], a->cols = qa->shape[1], a->order = DEC_GGUF_ROWS;
+        bt->rows = qb->shape[0], bt->cols = qb->shape[1]; /* the base's row order (its q/k interleaving) */
+    }
+    free(plan->t);
+    plan->t = t, plan->n = n;
+    return CLI_OK;
+}
+
 static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, result *res,
                        lora_export *lx, zero_gguf_type *type_out, int *ntensors) {
     zero_error err = {{0}};
     dec_gguf_plan plan;
     if (dec_gguf_plan_make(&m->cfg, &plan, &err) != ZERO_OK) return cli_error(CLI_USAGE, "export --format gguf: %s", err.msg);
-    /* the type: asked, or the source's 16-bit one */
+    const int adapter = export_lora_adapter(lx);
+    if (adapter && adapter_plan(ps, m, &plan) != CLI_OK) {
+        dec_gguf_plan_free(&plan);
+        return CLI_USAGE;
+    }
+    /* the type: asked, or the source's 16-bit one (an adapter: f32, as PEFT keeps them) */
     const zero_gguf_type type = o->gguf_type ? (!strcmp(o->gguf_type, "f32")    ? ZERO_GGUF_F32
                                                 : !strcmp(o->gguf_type, "bf16") ? ZERO_GGUF_BF16
                                                 : !strcmp(o->gguf_type, "q8_0") ? ZERO_GGUF_Q8_0
                                                                                 : ZERO_GGUF_F16)
-                                             : source_dtype(m->config_json) == ZERO_DTYPE_BF16 ? ZERO_GGUF_BF16
-                                                                                               : ZERO_GGUF_F16;
+                                : adapter                                                ? ZERO_GGUF_F32
+                                : source_dtype(m->config_json) == ZERO_DTYPE_BF16 ? ZERO_GGUF_BF16
+                                                                                  : ZERO_GGUF_F16;
     *type_out = type;
     *ntensors = plan.n;
     const uint32_t file_type = type == ZERO_GGUF_F32 ? 0 : type == ZERO_GGUF_F16 ? 1 : type == ZERO_GGUF_Q8_0 ? 7 : 32;
@@ -545,7 +585,7 @@ static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params
             rc = cli_error(CLI_RUNTIME, "export --format gguf: the checkpoint %s parameter '%s' of %lld values (for %s)",
                            src[i] ? "has the" : "lacks the", t->src, (long long)(t->rows * t->cols), t->name);
     }
-    if (rc == CLI_OK && (!m->source || zero_tokenizer_load(&tok, m->source, &err) != ZERO_OK))
+    if (rc == CLI_OK && !adapter && (!m->source || zero_tokenizer_load(&tok, m->source, &err) != ZERO_OK))
         rc = cli_error(CLI_RUNTIME, "export --format gguf: the model's tokenizer: %s",
                        m->source ? err.msg : "the checkpoint records no source directory holding tokenizer.json");
     if (rc == CLI_OK && zero_gguf_writer_create(&w, NULL, o->out, &err) != ZERO_OK)
@@ -553,8 +593,14 @@ static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params
     if (rc == CLI_OK) {
         const char *slash = m->source ? strrchr(m->source, '/') : NULL;
         const char *name = slash && slash[1] ? slash + 1 : m->source ? m->source : m->name;
-        if (dec_gguf_metadata(&m->cfg, &plan, tok, name, file_type, w, &err) != ZERO_OK)
+        if (adapter) { /* llama.cpp's LoRA adapter: the base's architecture, alpha over r as the scale */
+            if (zero_gguf_set_string(w, "general.architecture", plan.arch) || zero_gguf_set_string(w, "general.type", "adapter") ||
+                zero_gguf_set_string(w, "general.name", name) || zero_gguf_set_string(w, "adapter.type", "lora") ||
+                zero_gguf_set_f32(w, "adapter.lora.alpha", (float)export_lora_alpha_for_scale_over_r(lx)))
+                rc = cli_error(CLI_RUNTIME, "export: %s", zero_gguf_writer_last_error(w));
+        } else if (dec_gguf_metadata(&m->cfg, &plan, tok, name, file_type, w, &err) != ZERO_OK) {
             rc = cli_error(strstr(err.msg, "not supported yet") ? CLI_USAGE : CLI_RUNTIME, "export --format gguf: %s", err.msg);
+        }
     }
     for (int i = 0; i < plan.n && rc == CLI_OK; i++) {
         const dec_gguf_tensor *t = &plan.t[i];
@@ -646,7 +692,7 @@ int cli_export(int argc, char **argv) {
     if (rc != CLI_OK) goto out;
     if (lx && (rc = export_lora_params(lx, &ps, &lps)) != CLI_OK) goto out;
     if (lx) sel = &lps;
-    if (export_lora_adapter(lx)) { /* PEFT's adapter directory */
+    if (export_lora_adapter(lx) && o.format != FMT_GGUF) { /* PEFT's adapter directory */
         dt = o.dtype_given ? o.dtype : ZERO_DTYPE_FP32; /* PEFT keeps its adapters in fp32 */
         rc = export_adapter(&o, c, sel, dt, &res, lx);
         if (rc != CLI_OK) goto out;
@@ -657,8 +703,8 @@ int cli_export(int argc, char **argv) {
                        "tensors)", msg, o.format == FMT_GGUF ? "GGUF file" : "model directory");
         goto out;
     }
-    if (o.format == FMT_GGUF) { /* a LoRA run's checkpoint: --merge (export_lora_open refused neither; parse, --adapter) */
-        if ((rc = export_gguf(&o, c, sel, &m, &res, lx, &gtype, &gtensors)) != CLI_OK) goto out;
+    if (o.format == FMT_GGUF) { /* a LoRA run's: --merge or --adapter (export_lora_open refused neither) */
+        if ((rc = export_gguf(&o, c, export_lora_adapter(lx) ? &ps : sel, &m, &res, lx, &gtype, &gtensors)) != CLI_OK) goto out;
         goto report;
     }
     dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;
@@ -698,8 +744,8 @@ report:
         cJSON_AddNumberToObject(j, "step", (double)zero_ckpt_step(c));
         cJSON_AddNumberToObject(j, "world", zero_ckpt_world(c));
         cJSON_AddStringToObject(j, "output", o.out);
-        cJSON_AddStringToObject(j, "format", export_lora_adapter(lx)   ? "peft"
-                                             : o.format == FMT_GGUF ? "gguf"
+        cJSON_AddStringToObject(j, "format", o.format == FMT_GGUF   ? "gguf"
+                                             : export_lora_adapter(lx) ? "peft"
                                              : to_file              ? "safetensors"
                                                                     : "hf");
         if (have_model) cJSON_AddStringToObject(j, "architecture", dec_arch_name(m.cfg.arch));

@@ -43,6 +43,7 @@ void export_lora_free(lora_export *x) {
 }
 
 int export_lora_adapter(const lora_export *x) { return x && x->adapter; }
+double export_lora_alpha_for_scale_over_r(const lora_export *x) { return x->s * x->l.r; }
 
 int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, int adapter, int merge,
                      const char *base, lora_export **out) {

@@ -16,6 +16,9 @@ int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m
                      const char *base, lora_export **out);
 void export_lora_free(lora_export *x);
 int export_lora_adapter(const lora_export *x); /* 1: --adapter */
+/* alpha as llama.cpp's adapters give it, whose scale is alpha / r: the run's scale times r (rsLoRA's
+ * alpha / sqrt(r) included). */
+double export_lora_alpha_for_scale_over_r(const lora_export *x);
 /* The base model directory the run recorded (or --base gave); NULL when none. */
 const char *export_lora_base_dir(const lora_export *x);
 /* The parameters the export writes (the adapters, or the base's), into out (storage shared with ps). */

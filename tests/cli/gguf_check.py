@@ -16,8 +16,10 @@
 #       an f32 file's metadata and tensor list against what llama.cpp's converter wrote for the same
 #       model (tests/data/gguf/, scripts/make_gguf_fixtures.py), key by key
 #   gguf_check.py package FILE.gguf EXPORT.safetensors     (needs `gguf`: exit 77 without it)
-#   gguf_check.py generate FILE.gguf PROMPT_IDS NEW_TOKENS  (needs `llama_cpp`: exit 77 without it)
-#       prints llama.cpp's greedy tokens after the prompt ids
+#   gguf_check.py adapter ADAPTER.gguf PEFT_DIR MODEL_DIR
+#       a GGUF LoRA adapter against PEFT's export of the same adapters
+#   gguf_check.py generate FILE.gguf PROMPT_IDS NEW_TOKENS [ADAPTER.gguf]  (needs `llama_cpp`: exit 77)
+#       prints llama.cpp's greedy tokens after the prompt ids (with the LoRA adapter applied)
 import array
 import json
 import math
@@ -327,6 +329,42 @@ def check_fixture(path, fixture):
     print("    %d keys equal to llama.cpp's converter's; %d tensors alike" % (same, len(tensors)))
 
 
+def check_adapter(path, peft_dir, model_dir):
+    """A GGUF LoRA adapter against PEFT's export of the same adapters: NAME.lora_a = A, NAME.lora_b = B
+    with the base weight's row order (q/k interleaved per head for the llama architecture), f32;
+    adapter.lora.alpha / r = PEFT's scale."""
+    kv, tensors = read_gguf(path)
+    st = read_safetensors(os.path.join(peft_dir, "adapter_model.safetensors"))
+    ac = json.load(open(os.path.join(peft_dir, "adapter_config.json")))
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    assert kv["general.type"] == b"adapter" and kv["adapter.type"] == b"lora", kv
+    r = ac["r"]
+    scale = ac["lora_alpha"] / (math.sqrt(r) if ac.get("use_rslora") else r)
+    assert abs(kv["adapter.lora.alpha"] / r - scale) <= 1e-6 * scale, (kv["adapter.lora.alpha"], scale)
+    heads = cfg["num_attention_heads"]
+    kvh = cfg.get("num_key_value_heads", heads)
+    interleave = cfg["architectures"][0] in ("LlamaForCausalLM", "MistralForCausalLM")
+    site = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output", "gate_proj": "ffn_gate",
+            "up_proj": "ffn_up", "down_proj": "ffn_down"}
+    seen = 0
+    for key, (shape, a) in st.items():  # base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight
+        parts = key.split(".")
+        l, mod, ab = int(parts[4]), parts[6], parts[7]
+        name = "blk.%d.%s.weight.lora_%s" % (l, site[mod], ab[-1].lower())
+        t, ne, raw = tensors[name]
+        assert t == "f32" and list(reversed(ne)) == shape, (name, t, ne, shape)
+        vals = list(a)
+        if ab == "lora_B" and interleave and mod in ("q_proj", "k_proj"):
+            rows, cols, n = shape[0], shape[1], heads if mod == "q_proj" else kvh
+            hd = rows // n
+            order = [h * hd + i * (hd // 2) + j for h in range(n) for j in range(hd // 2) for i in range(2)]
+            vals = [a[rr * cols + c] for rr in order for c in range(cols)]
+        assert raw == array.array("f", vals).tobytes(), name
+        seen += 1
+    assert seen == len(tensors), (seen, len(tensors))
+    print("    %d adapter tensors equal PEFT's export; alpha %g (scale %g)" % (seen, kv["adapter.lora.alpha"], scale))
+
+
 def check_package(path, st_path):
     try:
         import gguf
@@ -357,13 +395,13 @@ def check_package(path, st_path):
     print("    gguf %s read %d tensors and %d fields" % (getattr(gguf, "__version__", ""), len(r.tensors), len(r.fields)))
 
 
-def generate(path, prompt_ids, n_new):
+def generate(path, prompt_ids, n_new, lora=None):
     try:
         import llama_cpp
     except ImportError:
         print("SKIP: llama_cpp is not installed (pip install llama-cpp-python)")
         sys.exit(77)
-    llm = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=1, verbose=False, logits_all=False)
+    llm = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=1, verbose=False, logits_all=False, lora_path=lora)
     ids = [int(x) for x in prompt_ids.split()]
     out = []
     for tok in llm.generate(ids, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
@@ -382,7 +420,9 @@ if __name__ == "__main__":
     elif what == "package":
         check_package(sys.argv[2], sys.argv[3])
     elif what == "generate":
-        generate(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        generate(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else None)
+    elif what == "adapter":
+        check_adapter(*sys.argv[2:5])
     elif what == "tokenize":
         import llama_cpp
         llm = llama_cpp.Llama(model_path=sys.argv[2], n_ctx=128, verbose=False)

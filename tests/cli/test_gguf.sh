@@ -13,10 +13,13 @@
 # scripts/make_gguf_fixtures.py), key by key. Where the `gguf` package (llama.cpp's reader) is
 # installed it reads every file back to the same values; where `llama_cpp` (llama-cpp-python) is, the
 # exported models tokenize the prompt to zero's ids and generate zero sample's greedy tokens
-# ($ZERO_PYTHON names a Python that has them; each part says SKIP without them). Then every refusal:
-# an architecture, a tokenizer or a sliding window GGUF cannot express, a LoRA checkpoint without
-# --merge, bad flags, a model without a tokenizer — and a link planted at the temporary file is
-# removed, never followed.
+# ($ZERO_PYTHON names a Python that has them; each part says SKIP without them). A LoRA run on the
+# Llama (every projection, rsLoRA) exports as llama.cpp's adapter — PEFT's A and B in llama.cpp's
+# layout — and merged; with llama.cpp, the base plus the adapter and the merged file both generate
+# the LoRA checkpoint's greedy tokens. Then every refusal: an architecture, a tokenizer or a sliding
+# window GGUF cannot express, GPT-2's adapters, a LoRA checkpoint without --merge or --adapter, bad
+# flags, a model without a tokenizer — and a link planted at the temporary file is removed, never
+# followed.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
 PY=/usr/bin/python3
@@ -89,6 +92,24 @@ assert j['format'] == 'gguf' and j['type'] == 'Q8_0' and j['bytes'] == os.path.g
 check "--format gguf without the suffix; the default type of an fp32 model is F16" \
     "$PY" -c "import json; j = json.load(open('$TMP/def.json')); assert j['type'] == 'F16', j"
 
+# --- LoRA: adapters trained on the Llama (every projection: q/k rows interleaved in lora_b too),
+# exported as llama.cpp's adapter (--adapter) and merged (--merge)
+"$ZERO" export "$TMP/llama.ck" -o "$TMP/llama_hf" --dtype fp32 >/dev/null 2>"$TMP/err" || { echo "FAIL export llama_hf"; cat "$TMP/err"; }
+"$ZERO" train --init-from "$TMP/llama_hf" --data "$DATA" --seq 32 --steps 6 --micro-batch 4 --lr 1e-2 \
+    --lora r=4,alpha=8,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,rslora --val-every 0 \
+    --save "$TMP/llora.ck" >"$TMP/out" 2>&1 || { echo "FAIL train llama LoRA"; cat "$TMP/out"; exit 1; }
+"$ZERO" export "$TMP/llora.ck" --adapter -o "$TMP/llora.gguf" >/dev/null 2>"$TMP/err" || { echo "FAIL export --adapter gguf"; cat "$TMP/err"; fail=1; }
+"$ZERO" export "$TMP/llora.ck" --adapter -o "$TMP/llora_peft" >/dev/null 2>"$TMP/err" || { echo "FAIL export --adapter"; cat "$TMP/err"; fail=1; }
+"$ZERO" export "$TMP/llora.ck" --merge -o "$TMP/lmerged.gguf" --type f32 >/dev/null 2>"$TMP/err" || { echo "FAIL export --merge gguf"; cat "$TMP/err"; fail=1; }
+check "--adapter: llama.cpp's LoRA adapter, PEFT's A and B in llama.cpp's layout, alpha for the rsLoRA scale" \
+    "$PY" "$CHECK" adapter "$TMP/llora.gguf" "$TMP/llora_peft" "$TMP/llama"
+"$ZERO" export "$TMP/gpt2.ck" -o "$TMP/gpt2_hf" --dtype fp32 >/dev/null 2>&1
+"$ZERO" train --init-from "$TMP/gpt2_hf" --data "$DATA" --seq 32 --steps 1 --micro-batch 2 --lora r=2,alpha=4,targets=c_attn \
+    --save "$TMP/glora.ck" >/dev/null 2>&1
+bad() { "$ZERO" export "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?; }
+bad "$TMP/glora.ck" --adapter -o "$TMP/x.gguf"
+expect_error "a GGUF adapter of GPT-2" 2 "--adapter of GPT2LMHeadModel (Conv1D weights) is not supported yet"
+
 # --- llama.cpp itself: zero's prompt ids, and zero sample's greedy tokens
 if "$PYT" -c 'import llama_cpp' 2>/dev/null; then
     for m in qwen2 llama qwen3 gpt2 smollm; do
@@ -102,12 +123,21 @@ if "$PYT" -c 'import llama_cpp' 2>/dev/null; then
         got=$("$PYT" "$CHECK" generate "$TMP/$m.f32.gguf" "$ids" "$n" 2>/dev/null)
         check "$m: llama.cpp's greedy tokens are zero sample's ($toks)" test "$got" = "$toks"
     done
+    "$ZERO" sample --init-from "$TMP/llora.ck" --prompt "The fortune cookie said" --temperature 0 --tokens 8 --json \
+        >"$TMP/s.json" 2>"$TMP/err" || { echo "FAIL zero sample LoRA"; cat "$TMP/err"; fail=1; }
+    ids=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['prompt'])))")
+    toks=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['tokens'])))")
+    base=$("$PYT" "$CHECK" generate "$TMP/llama.f32.gguf" "$ids" 8 2>/dev/null)
+    check "LoRA: the adapters change the greedy tokens ($base -> $toks)" test "$base" != "$toks"
+    got=$("$PYT" "$CHECK" generate "$TMP/llama.f32.gguf" "$ids" "$(echo "$toks" | wc -w)" "$TMP/llora.gguf" 2>/dev/null)
+    check "LoRA: llama.cpp with the base and the GGUF adapter generates zero sample's tokens ($toks)" test "$got" = "$toks"
+    got=$("$PYT" "$CHECK" generate "$TMP/lmerged.gguf" "$ids" "$(echo "$toks" | wc -w)" 2>/dev/null)
+    check "LoRA: llama.cpp with the merged GGUF generates them too" test "$got" = "$toks"
 else
     echo "SKIP: $PYT cannot import llama_cpp (pip install llama-cpp-python): no generation by llama.cpp"
 fi
 
 # --- refusals
-bad() { "$ZERO" export "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?; }
 "$ZERO" train --init-from "$DEC/phi3" --data "$DEC/tokens.bin" --seq 8 --steps 0 --save "$TMP/phi3.ck" >/dev/null 2>&1
 bad "$TMP/phi3.ck" -o "$TMP/x.gguf"
 expect_error "Phi-3" 2 "GGUF export of Phi3ForCausalLM is not supported yet"
@@ -132,8 +162,6 @@ check "no file left by a refused export" test ! -e "$TMP/x.gguf" -a ! -e "$TMP/x
     --save "$TMP/lora.ck" >/dev/null 2>&1
 bad "$TMP/lora.ck" -o "$TMP/x.gguf"
 expect_error "a LoRA run without --merge" 2 "holds LoRA adapters" "--merge"
-bad "$TMP/lora.ck" -o "$TMP/x.gguf" --adapter
-expect_error "--adapter" 2 "GGUF LoRA adapter is not supported yet"
 "$ZERO" export "$TMP/lora.ck" -o "$TMP/lora.gguf" --merge --type f32 >/dev/null 2>"$TMP/err"
 "$ZERO" export "$TMP/lora.ck" -o "$TMP/lora.safetensors" --merge --dtype fp32 >/dev/null 2>>"$TMP/err"
 check "--merge: the merged model as GGUF, the values of the merged safetensors export" \
