@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "decoder/gguf.h"
+#include "decoder/hf.h"
 #include "export_lora.h"
 #include "weights.h"
 #include "zero/gguf.h"
@@ -26,7 +27,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: zero export CKPT -o DIR|FILE.safetensors [--dtype fp32|bf16|fp16] [--max-shard-size SIZE] [--json]\n"
-            "       zero export CKPT --format gguf -o FILE.gguf [--type f32|f16|bf16|q8_0] [--json]\n"
+            "       zero export CKPT|MODEL_DIR --format gguf -o FILE.gguf [--type f32|f16|bf16|q8_0] [--json]\n"
             "\n"
             "Writes the fp32 master weights of checkpoint CKPT (a save directory, whose `latest` is\n"
             "followed, or one step directory), saved by any number of ranks at any stage:\n"
@@ -478,10 +479,26 @@ static const cli_ckpt_param *param_named(const cli_ckpt_params *ps, const char *
     return NULL;
 }
 
+/* Where a GGUF export reads its parameters: a checkpoint (its parameter table; LoRA merged or not),
+ * or a Hugging Face model directory (`zero export DIR --format gguf`). */
+typedef struct gsrc {
+    zero_ckpt *c;
+    lora_export *lx;
+    dec_hf *hf;
+} gsrc;
+
+/* Elements [at, at + n) of the parameter of t (q: its checkpoint entry; NULL for a directory). */
+static int gsrc_read(const gsrc *s, const dec_gguf_tensor *t, const cli_ckpt_param *q, uint64_t at, uint64_t n, float *buf) {
+    if (!s->hf) return read_param(s->c, s->lx, q, at, n, buf);
+    zero_error err = {{0}};
+    if (dec_hf_read(s->hf, t->src, at, at + n, buf, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    return CLI_OK;
+}
+
 /* Rows [r0, r1) of planned tensor t as GGUF stores them, into out ((r1 - r0) * cols floats); whole
  * is the transposed source (DEC_GGUF_TRANSPOSE) or the source vector (a permuted bias), read once. */
-static int gguf_rows(zero_ckpt *c, lora_export *lx, const dec_gguf_tensor *t, const cli_ckpt_param *q, int64_t r0,
-                     int64_t r1, const float *whole, float *out) {
+static int gguf_rows(const gsrc *s, const dec_gguf_tensor *t, const cli_ckpt_param *q, int64_t r0, int64_t r1,
+                     const float *whole, float *out) {
     const int64_t C = t->cols;
     switch (t->order) {
     case DEC_GGUF_VALUES:
@@ -497,15 +514,15 @@ static int gguf_rows(zero_ckpt *c, lora_export *lx, const dec_gguf_tensor *t, co
             return CLI_OK;
         }
         for (int64_t r = r0; r < r1; r++) {
-            const int rc = read_param(c, lx, q, (uint64_t)(dec_gguf_perm_row(r, t->rows, t->heads) * C), (uint64_t)C,
-                                      out + (r - r0) * C);
+            const int rc = gsrc_read(s, t, q, (uint64_t)(dec_gguf_perm_row(r, t->rows, t->heads) * C), (uint64_t)C,
+                                     out + (r - r0) * C);
             if (rc != CLI_OK) return rc;
         }
         return CLI_OK;
     case DEC_GGUF_ROWS:
         break;
     }
-    return read_param(c, lx, q, (uint64_t)(r0 * C), (uint64_t)((r1 - r0) * C), out);
+    return gsrc_read(s, t, q, (uint64_t)(r0 * C), (uint64_t)((r1 - r0) * C), out);
 }
 
 /* --adapter: the plan's tensors become the adapters of its LoRA targets, llama.cpp's way:
@@ -543,8 +560,9 @@ static int adapter_plan(const cli_ckpt_params *ps, const cli_model *m, dec_gguf_
     return CLI_OK;
 }
 
-static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m, result *res,
-                       lora_export *lx, zero_gguf_type *type_out, int *ntensors) {
+static int export_gguf(const export_opts *o, const gsrc *s, const cli_ckpt_params *ps, const cli_model *m, result *res,
+                       zero_gguf_type *type_out, int *ntensors) {
+    lora_export *lx = s->lx;
     zero_error err = {{0}};
     dec_gguf_plan plan;
     if (dec_gguf_plan_make(&m->cfg, &plan, &err) != ZERO_OK) return cli_error(CLI_USAGE, "export --format gguf: %s", err.msg);
@@ -580,6 +598,11 @@ static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params
         types[i] = t->ndim == 1 ? ZERO_GGUF_F32 : type;
         if (types[i] == ZERO_GGUF_Q8_0 && t->cols % ZERO_GGUF_Q8_0_BLOCK) types[i] = ZERO_GGUF_F16;
         if (t->order == DEC_GGUF_VALUES) continue;
+        if (s->hf) { /* a directory: its tensor holds the values (reading the last one tells) */
+            float last;
+            rc = gsrc_read(s, t, NULL, (uint64_t)(t->rows * t->cols - 1), 1, &last);
+            continue;
+        }
         src[i] = param_named(ps, t->src);
         if (!src[i] || src[i]->numel != (uint64_t)(t->rows * t->cols))
             rc = cli_error(CLI_RUNTIME, "export --format gguf: the checkpoint %s parameter '%s' of %lld values (for %s)",
@@ -620,11 +643,11 @@ static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params
             free(whole);
             if (!(whole = malloc((size_t)(t->rows * t->cols) * sizeof(float))))
                 rc = cli_error(CLI_RUNTIME, "export: out of memory for %s (%lld values)", t->src, (long long)(t->rows * t->cols));
-            else rc = read_param(c, lx, src[i], 0, (uint64_t)(t->rows * t->cols), whole);
+            else rc = gsrc_read(s, t, src[i], 0, (uint64_t)(t->rows * t->cols), whole);
         }
         for (int64_t r0 = 0; r0 < t->rows && rc == CLI_OK; r0 += per) {
             const int64_t r1 = r0 + per < t->rows ? r0 + per : t->rows, n = (r1 - r0) * t->cols;
-            if ((rc = gguf_rows(c, lx, t, src[i], r0, r1, whole, buf)) != CLI_OK) break;
+            if ((rc = gguf_rows(s, t, src[i], r0, r1, whole, buf)) != CLI_OK) break;
             const void *out = enc;
             if (types[i] == ZERO_GGUF_F32) out = buf;
             else if (types[i] == ZERO_GGUF_Q8_0) zero_gguf_q8_0_encode(buf, (size_t)n, enc);
@@ -644,6 +667,48 @@ static int export_gguf(const export_opts *o, zero_ckpt *c, const cli_ckpt_params
     return rc;
 }
 
+/* `zero export DIR --format gguf`: a Hugging Face model directory converted as it is. */
+static int export_dir_gguf(const export_opts *o) {
+    if (o->format != FMT_GGUF)
+        return cli_error(CLI_USAGE, "export: '%s' is a model directory, not a checkpoint: --format gguf (or -o FILE.gguf) "
+                         "converts it; a directory or safetensors export is made from a checkpoint", o->ckpt);
+    if (o->adapter || o->merge || o->base)
+        return cli_error(CLI_USAGE, "export: %s: expected a LoRA run's checkpoint, not the model directory '%s'",
+                         o->adapter ? "--adapter" : o->merge ? "--merge" : "--base", o->ckpt);
+    if (cli_path_within(o->out, o->ckpt))
+        return cli_error(CLI_USAGE, "export: -o '%s' is inside the model directory '%s', which the export reads: expected a "
+                         "path outside it", o->out, o->ckpt);
+    cli_model m;
+    memset(&m, 0, sizeof m);
+    int rc = cli_model_from_path(o->ckpt, 0, "export", &m);
+    if (rc != CLI_OK) return rc;
+    zero_error err = {{0}};
+    dec_hf *hf = NULL;
+    result res = {0, 0, 0};
+    zero_gguf_type gtype = ZERO_GGUF_F16;
+    int n = 0;
+    const double t0 = zero_now();
+    if (dec_hf_open(&hf, o->ckpt, &err) != ZERO_OK) rc = cli_error(CLI_RUNTIME, "export: %s", err.msg);
+    const gsrc src = {NULL, NULL, hf};
+    if (rc == CLI_OK) rc = export_gguf(o, &src, NULL, &m, &res, &gtype, &n);
+    if (rc == CLI_OK) {
+        char b1[32], b2[32];
+        const uint64_t numel = dec_num_params(&m.cfg);
+        if (o->json)
+            printf("{\"source\":\"%s\",\"output\":\"%s\",\"format\":\"gguf\",\"architecture\":\"%s\",\"type\":\"%s\","
+                   "\"files\":1,\"tensors\":%d,\"params\":%llu,\"bytes\":%llu,\"seconds\":%.3f,\"rss_peak\":%llu}\n",
+                   o->ckpt, o->out, dec_arch_name(m.cfg.arch), zero_gguf_type_name(gtype), n, (unsigned long long)numel,
+                   (unsigned long long)res.bytes, zero_now() - t0, (unsigned long long)zero_rss_peak_bytes());
+        else
+            printf("converted %s: %d tensors, %llu parameters, %s -> %s (%s) in %.2f s, peak RSS %s\n", o->ckpt, n,
+                   (unsigned long long)numel, zero_gguf_type_name(gtype), o->out, cli_fmt_bytes((double)res.bytes, b1, sizeof b1),
+                   zero_now() - t0, cli_fmt_bytes((double)zero_rss_peak_bytes(), b2, sizeof b2));
+    }
+    dec_hf_close(hf);
+    cli_model_free(&m);
+    return rc;
+}
+
 int cli_export(int argc, char **argv) {
     export_opts o;
     int p = parse(argc, argv, &o);
@@ -657,6 +722,7 @@ int cli_export(int argc, char **argv) {
     if (cli_path_within(o.out, o.ckpt))
         return cli_error(CLI_USAGE, "export: -o '%s' is inside the checkpoint '%s': expected a path outside it (the "
                          "export would overwrite or mix with its files)", o.out, o.ckpt);
+    if (dec_hf_is_dir(o.ckpt)) return export_dir_gguf(&o);
     if (zero_ckpt_open(&c, NULL, o.ckpt, 0, &err) != ZERO_OK) return cli_error(CLI_RUNTIME, "%s", err.msg);
     cli_ckpt_note(c);
     cli_ckpt_params ps = {0}, lps = {0}, *sel = &ps;
@@ -704,7 +770,8 @@ int cli_export(int argc, char **argv) {
         goto out;
     }
     if (o.format == FMT_GGUF) { /* a LoRA run's: --merge or --adapter (export_lora_open refused neither) */
-        if ((rc = export_gguf(&o, c, export_lora_adapter(lx) ? &ps : sel, &m, &res, lx, &gtype, &gtensors)) != CLI_OK) goto out;
+        const gsrc src = {c, lx, NULL};
+        if ((rc = export_gguf(&o, &src, export_lora_adapter(lx) ? &ps : sel, &m, &res, &gtype, &gtensors)) != CLI_OK) goto out;
         goto report;
     }
     dt = o.dtype_given ? o.dtype : have_model ? source_dtype(m.config_json) : ZERO_DTYPE_FP32;

@@ -92,6 +92,12 @@ assert j['format'] == 'gguf' and j['type'] == 'Q8_0' and j['bytes'] == os.path.g
 check "--format gguf without the suffix; the default type of an fp32 model is F16" \
     "$PY" -c "import json; j = json.load(open('$TMP/def.json')); assert j['type'] == 'F16', j"
 
+# --- a model directory converted directly: the same file as its checkpoint's export
+"$ZERO" export "$SRC/tests/data/finetune/qwen2_chat" -o "$TMP/qwen2.dir.gguf" --type f32 >"$TMP/out" 2>"$TMP/err"
+check "zero export MODEL_DIR --format gguf: bitwise the export of its checkpoint" cmp -s "$TMP/qwen2.dir.gguf" "$TMP/qwen2.f32.gguf"
+"$ZERO" export "$TMP/qwen2" -o "$TMP/x_dir" >"$TMP/out" 2>"$TMP/err"; rc=$?
+expect_error "a model directory to a model directory" 2 "is a model directory, not a checkpoint" "--format gguf"
+
 # --- LoRA: adapters trained on the Llama (every projection: q/k rows interleaved in lora_b too),
 # exported as llama.cpp's adapter (--adapter) and merged (--merge)
 "$ZERO" export "$TMP/llama.ck" -o "$TMP/llama_hf" --dtype fp32 >/dev/null 2>"$TMP/err" || { echo "FAIL export llama_hf"; cat "$TMP/err"; }
