@@ -30,6 +30,10 @@ static void usage(FILE *f) {
             "  --chat-template NAME       the format of {\"messages\"}: model (the tokenizer's own chat template: the\n"
             "                             default when it has one), or a built-in chatml, llama3, mistral\n"
             "  --skip-bad-examples        skip and count bad JSONL lines instead of refusing the data at the first\n"
+            "  --objective lm|dpo|orpo    lm (default): next-token loss; dpo, orpo: preference tuning on a JSONL of\n"
+            "                             {\"prompt\", \"chosen\", \"rejected\"} (TRL's format; --micro-batch counts\n"
+            "                             sequences, two a pair); --beta B (0.1: DPO's beta, ORPO's lambda),\n"
+            "                             --label-smoothing E (DPO; 0)\n"
             "  --doc-mask on|off|auto     packed examples attend to themselves only, positions from 0 at each (default\n"
             "                             auto: on for JSONL packed into rows, off for a stream of text documents)\n"
             "  --steps N                  optimizer steps of the whole run (default 100; 0: initialize, report and\n"
@@ -80,6 +84,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->seed = 1;
     o->val_every = -1;
     o->val_batches = 2;
+    o->beta = 0.1;
     o->layers = o->dim = o->heads = o->vocab = o->seq = -1;
     o->stage = o->micro_batch = o->grad_accum = -1;
     o->lr = -1;
@@ -114,6 +119,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--optimizer-states")) { VAL(); o->optim_states = v; }
         else if (!strcmp(a, "--quantize-base")) { VAL(); o->quantize_base = v; }
         else if (!strcmp(a, "--doc-mask")) { VAL(); o->doc_mask = v; }
+        else if (!strcmp(a, "--objective")) { VAL(); o->objective = v; }
+        else if (!strcmp(a, "--beta")) { VAL(); if (cli_parse_double(a, v, 1e-9, 1e9, &o->beta)) return -1; o->beta_given = 1; }
+        else if (!strcmp(a, "--label-smoothing")) { VAL(); if (cli_parse_double(a, v, 0.0, 0.4999999, &o->label_smoothing)) return -1; }
         else if (!strcmp(a, "--det-atom")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->det_atom)) return -1; }
         else if (!strcmp(a, "--val-every")) { VAL(); int64_t x; if (cli_parse_i64(a, v, 0, INT64_MAX / 2, &x)) return -1; o->val_every = x; }
         else if (!strcmp(a, "--val-batches")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 20, &o->val_batches)) return -1; }

@@ -2,6 +2,7 @@
  * data rule of models/decoder/data.h, reports progress and --log-json records, and ends with what
  * ZeRO saved against stage 0 and the traffic against ZeRO's rule. */
 #include "train.h"
+#include "decoder/pref.h"
 
 #include <errno.h>
 #include <math.h>
@@ -94,6 +95,10 @@ static int open_data(train_opts *o) {
     d.seq = o->T;
     d.chat = o->chat;
     d.skip_bad = o->skip_bad;
+    d.pairs = o->obj != DEC_OBJ_LM;
+    if (d.pairs && !o->tok)
+        return cli_error(CLI_USAGE, "--objective %s: preference pairs are text: the model needs its tokenizer.json "
+                         "(--init-from a model directory)", dec_objective_name(o->obj));
     if (o->val_data) d.val_fraction = 0; /* validation has its own file: all of --data trains */
     if (dec_data_open(&o->dataset, &d, &err) != ZERO_OK) return cli_error(CLI_USAGE, "--data: %s", err.msg);
     if (o->val_data) { /* read as --data is: the same tokenizer, chat format, sequence and skipping */
@@ -215,6 +220,25 @@ int train_prepare(train_opts *o, int world) {
         cfg->doc_mask = !strcmp(o->doc_mask, "on")    ? ZERO_DOC_MASK_ON
                         : !strcmp(o->doc_mask, "off") ? ZERO_DOC_MASK_OFF
                                                       : ZERO_DOC_MASK_AUTO;
+    }
+    if (o->objective && dec_objective_parse(o->objective, &o->obj) != ZERO_OK)
+        return cli_error(CLI_USAGE, "--objective '%s': expected lm, dpo or orpo", o->objective);
+    if (o->obj != DEC_OBJ_LM) {
+        if (!(o->beta > 0) || !isfinite(o->beta))
+            return cli_error(CLI_USAGE, "--beta %g: expected a number > 0", o->beta);
+        if (!(o->label_smoothing >= 0 && o->label_smoothing < 0.5) || (o->label_smoothing > 0 && o->obj != DEC_OBJ_DPO))
+            return cli_error(CLI_USAGE, "--label-smoothing %g: expected a number in [0, 0.5), with --objective dpo",
+                             o->label_smoothing);
+        if (cfg->micro_batch % 2 || cfg->micro_batch > 2048)
+            return cli_error(CLI_USAGE, "--objective %s: --micro-batch %lld: expected an even number of sequences (a "
+                             "pair is two: chosen and rejected), at most 2048", dec_objective_name(o->obj),
+                             (long long)cfg->micro_batch);
+        const char *no = cfg->deterministic ? "--deterministic" : o->obj == DEC_OBJ_DPO && o->resume ? "--resume" :
+                         o->obj == DEC_OBJ_DPO && o->val_data ? "--val-data" : NULL;
+        if (no)
+            return cli_error(CLI_USAGE, "--objective %s with %s is not supported yet", dec_objective_name(o->obj), no);
+    } else if (o->beta_given || o->label_smoothing > 0) {
+        return cli_error(CLI_USAGE, "--beta and --label-smoothing: the preference objectives' (--objective dpo|orpo)");
     }
     /* the configuration as asked, before --steps fills an "auto" total and the world resolves the
      * batch: what a checkpoint records of the run (the batch is recorded as the global batch) */
@@ -374,6 +398,11 @@ typedef struct run_state {
     uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
     double init_s;      /* seconds from the engine's creation to the initial weights in place */
     int64_t init_rss;   /* the largest per-rank peak RSS by then */
+    /* preference objectives (--objective dpo|orpo) */
+    double *ref;        /* DPO: the reference model's summed log-likelihoods, 2 per pair (all pairs) */
+    int32_t *xin, *xtg; /* ORPO: a micro-batch and its chosen sequences again (3 per pair) */
+    dec_pref_sums pref; /* the last step's sums over the global batch */
+    double pref_pairs;  /* ... and its pairs */
 } run_state;
 
 /* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss] —
@@ -446,6 +475,167 @@ static dec_data *val_source(const train_opts *o) { return o->valset ? o->valset 
 /* The documents of the sequences from token `at` of the step's buffers, for the passes that follow. */
 static void set_docs(run_state *r, size_t at) { dec_set_docs(r->model, r->docs ? r->docs + at : NULL); }
 
+/* ---------------------------------------------------------------- preference objectives */
+/* out[i] = the sum over the ranks of v[i], in rank order, in double: each rank's values travel as
+ * their bits in a slot of their own (the communicator sums integers; one rank writes a slot). */
+static int allsum_f64(run_state *r, const double *v, size_t n, double *out) {
+    const size_t W = (size_t)r->world;
+    int64_t *mine = calloc(W * n + 1, sizeof *mine), *all = calloc(W * n + 1, sizeof *all);
+    int bad = !mine || !all;
+    if (!bad) {
+        memcpy(mine + (size_t)r->rank * n, v, n * sizeof *v);
+        bad = zero_comm_all_reduce(r->comm, mine, all, W * n, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
+    }
+    for (size_t i = 0; !bad && i < n; i++) {
+        double sum = 0, x;
+        for (size_t k = 0; k < W; k++) memcpy(&x, all + k * n + i, sizeof x), sum += x;
+        out[i] = sum;
+    }
+    free(mine), free(all);
+    return bad ? -1 : 0;
+}
+
+/* The summed log-likelihood of each of the B sequences of the last pass (-its cross-entropy), and
+ * the counted targets of each. */
+static void seq_stats(run_state *r, const int32_t *tg, int B, double *ll, double *cnt) {
+    const int T = r->o->T;
+    dec_seq_losses(r->model, B, T, ll);
+    for (int b = 0; b < B; b++) {
+        ll[b] = -ll[b];
+        cnt[b] = (double)dec_count_targets(tg + (size_t)b * T, (size_t)T);
+    }
+}
+
+/* DPO's reference: every pair's log-likelihoods under the initial weights, before the first step
+ * (TRL's precompute_ref_log_probs; with LoRA the initial model is the base: B starts at 0). The
+ * pairs are dealt to the ranks a micro-batch at a time (each rank's passes are collective at stage
+ * 3: every rank makes as many), then summed. */
+static int pref_reference(run_state *r) {
+    train_opts *o = r->o;
+    const int B = (int)o->cfg.micro_batch, T = o->T, per = B / 2;
+    const uint64_t P = dec_data_num_pairs(o->dataset);
+    zero_error err = {{0}};
+    double *mine = calloc(2 * P + 1, sizeof *mine), ll[2 * 1024], cnt[2 * 1024];
+    r->ref = calloc(2 * P + 1, sizeof *r->ref);
+    if (!mine || !r->ref) {
+        free(mine);
+        return fail(r, "DPO reference", "out of memory for the reference log-likelihoods");
+    }
+    const uint64_t chunks = (P + (uint64_t)per - 1) / (uint64_t)per, rounds = (chunks + (uint64_t)r->world - 1) / (uint64_t)r->world;
+    dec_set_seq_weights(r->model, NULL);
+    dec_set_docs(r->model, NULL);
+    for (uint64_t rd = 0; rd < rounds; rd++) {
+        const uint64_t ch = rd * (uint64_t)r->world + (uint64_t)r->rank;
+        int n = 0;
+        for (int i = 0; i < per && ch < chunks && ch * (uint64_t)per + (uint64_t)i < P; i++, n++)
+            if (dec_data_pair_rows(o->dataset, ch * (uint64_t)per + (uint64_t)i, T, r->inputs + (size_t)2 * i * T,
+                                   r->targets + (size_t)2 * i * T, &err) != ZERO_OK) {
+                free(mine);
+                return fail(r, "DPO reference", err.msg);
+            }
+        if (!n) { /* no pair left for this rank: a pass without targets keeps the ranks in step */
+            for (size_t k = 0; k < (size_t)2 * T; k++) r->inputs[k] = 0, r->targets[k] = -1;
+        }
+        float l;
+        if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, n ? 2 * n : 2, T, &l) != ZERO_OK) {
+            free(mine);
+            return fail(r, "DPO reference", zero_engine_last_error(r->e));
+        }
+        seq_stats(r, r->targets, 2 * n, ll, cnt);
+        for (int i = 0; i < 2 * n; i++) mine[2 * ch * (uint64_t)per + (uint64_t)i] = ll[i];
+    }
+    /* each pair's values come from the one rank that computed them: their bits summed with zeros */
+    const int bad = zero_comm_all_reduce(r->comm, mine, r->ref, 2 * P, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
+    free(mine);
+    return bad ? fail(r, "DPO reference", zero_comm_last_error(r->comm)) : CLI_OK;
+}
+
+/* The last counted target of a sequence (its EOS), or -1: every token up to it is the sequence's,
+ * prompt included. */
+static int last_target(const int32_t *tg, int T) {
+    int last = -1;
+    for (int t = 0; t < T; t++)
+        if (tg[t] >= 0) last = t;
+    return last;
+}
+
+/* One micro-batch of pairs (B sequences: chosen, rejected, ...) of batch `step` of a split: the
+ * policy's log-likelihoods (a forward pass), the objective's weights; with backward, the weighted
+ * pass that adds the gradient. Adds the batch's sums into *sums. */
+static int pref_micro_batch(run_state *r, dec_split split, int64_t step, int k, int32_t *in, int32_t *tg, double tokens,
+                            int backward, dec_pref_sums *sums) {
+    train_opts *o = r->o;
+    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T, n = B / 2;
+    const int orpo = o->obj == DEC_OBJ_ORPO, nseq = orpo ? 3 * n : B;
+    zero_error err = {{0}};
+    double ll[3 * 1024], cnt[3 * 1024], lc[1024], lr[1024], rc[1024], rr[1024], nc[1024], nr[1024];
+    float wc[1024], wr[1024], wall[1024], w[3 * 1024];
+    float l;
+    if (orpo) { /* ORPO's NLL is over the whole chosen sequences: each again, every token a target */
+        memcpy(r->xin, in, (size_t)B * T * sizeof *in);
+        memcpy(r->xtg, tg, (size_t)B * T * sizeof *tg);
+        for (int i = 0; i < n; i++) {
+            const int32_t *ci = in + (size_t)2 * i * T, *ct = tg + (size_t)2 * i * T;
+            int32_t *xi = r->xin + (size_t)(B + i) * T, *xt = r->xtg + (size_t)(B + i) * T;
+            const int last = last_target(ct, T);
+            memcpy(xi, ci, (size_t)T * sizeof *xi);
+            for (int t = 0; t < T; t++) xt[t] = t < last ? ci[t + 1] : t == last ? ct[t] : -1;
+        }
+        in = r->xin, tg = r->xtg;
+    }
+    dec_set_seq_weights(r->model, NULL);
+    if (dec_engine_eval(r->model, r->e, in, tg, nseq, T, &l) != ZERO_OK)
+        return fail(r, "preference pass", zero_engine_last_error(r->e));
+    seq_stats(r, tg, nseq, ll, cnt);
+    const int64_t first = dec_data_first(r->rank, B, K, k);
+    for (int i = 0; i < n; i++) {
+        lc[i] = ll[2 * i], lr[i] = ll[2 * i + 1], nc[i] = cnt[2 * i], nr[i] = cnt[2 * i + 1];
+        if (r->ref) {
+            uint64_t p;
+            if (dec_data_pair_of(o->dataset, split, o->seed, step, r->G, first + 2 * i, &p, &err) != ZERO_OK)
+                return fail(r, "preference pairs", err.msg);
+            rc[i] = r->ref[2 * p], rr[i] = r->ref[2 * p + 1];
+        }
+    }
+    const dec_pref_opts po = {o->obj, o->beta, o->label_smoothing};
+    if (dec_pref_weights(&po, n, lc, lr, rc, rr, nc, nr, orpo ? ll + B : NULL, (double)r->G / 2, tokens, wc, wr, wall,
+                         sums) != ZERO_OK)
+        return fail(r, "preference objective", "a completion without a counted token, or a probability of 1");
+    if (!backward) return CLI_OK;
+    for (int i = 0; i < n; i++) {
+        w[2 * i] = wc[i], w[2 * i + 1] = wr[i];
+        if (orpo) w[B + i] = wall[i];
+    }
+    dec_set_seq_weights(r->model, w);
+    /* the loss is sum w CE, the weights hold the global batch's mean: a denominator of 1 */
+    if (dec_engine_micro_batch(r->model, r->e, in, tg, nseq, T, 1.0, &l) != ZERO_OK)
+        return fail(r, "forward/backward", zero_engine_last_error(r->e));
+    dec_set_seq_weights(r->model, NULL);
+    if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
+    return CLI_OK;
+}
+
+/* The chosen sequences' tokens of the step's micro-batches (every token, the prompt's included),
+ * all ranks: ORPO's NLL is their mean. */
+static int chosen_tokens(run_state *r, const int32_t *tg, int nseq, double *out) {
+    int64_t mine = 0, all = 0;
+    for (int s = 0; s < nseq; s += 2) mine += last_target(tg + (size_t)s * r->o->T, r->o->T) + 1;
+    if (zero_comm_all_reduce(r->comm, &mine, &all, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+        return fail(r, "counting the targets", zero_comm_last_error(r->comm));
+    *out = (double)all;
+    return CLI_OK;
+}
+
+/* The mean loss of a step's (or a validation batch's) global sums: the preference term's mean over
+ * the pairs, plus ORPO's NLL over the chosen tokens. */
+static int pref_reduce(run_state *r, dec_pref_sums *s, double tokens, double pairs, double *loss) {
+    double v[6] = {s->loss, s->nll, s->chosen, s->rejected, s->margin, s->correct}, g[6];
+    if (allsum_f64(r, v, 6, g)) return fail(r, "the preference loss", zero_comm_last_error(r->comm));
+    *s = (dec_pref_sums){g[0], g[1], g[2], g[3], g[4], g[5]};
+    *loss = s->loss / pairs + (r->o->obj == DEC_OBJ_ORPO ? s->nll / tokens : 0.0);
+    return CLI_OK;
+}
+
 /* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
  * over every counted target of the batches, whatever the number of ranks. */
 static int validate(run_state *r, double *out) {
@@ -457,6 +647,27 @@ static int validate(run_state *r, double *out) {
     zero_comm_counters before, after;
     zero_engine_comm_counters(r->e, &before);
     if (nb > o->val_batches) nb = o->val_batches;
+    if (o->obj != DEC_OBJ_LM) { /* the preference loss of the validation pairs */
+        dec_pref_sums sums = {0};
+        double tokens = 0, all_tokens = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            for (int k = 0; k < K; k++) {
+                int32_t *in = r->inputs + (size_t)k * B * o->T, *tg = r->targets + (size_t)k * B * o->T;
+                if (dec_data_batch(vd, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T, in, tg,
+                                   NULL, &err) != ZERO_OK)
+                    return fail(r, "validation data", err.msg);
+            }
+            if (chosen_tokens(r, r->targets, B * K, &tokens) != CLI_OK) return CLI_RUNTIME;
+            all_tokens += tokens;
+            for (int k = 0; k < K; k++)
+                if (pref_micro_batch(r, DEC_SPLIT_VAL, b, k, r->inputs + (size_t)k * B * o->T,
+                                     r->targets + (size_t)k * B * o->T, tokens, 0, &sums) != CLI_OK)
+                    return CLI_RUNTIME;
+        }
+        zero_engine_comm_counters(r->e, &after);
+        for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
+        return pref_reduce(r, &sums, all_tokens > 0 ? all_tokens : 1, (double)r->G / 2 * (double)(nb > 0 ? nb : 1), out);
+    }
     double sum = 0;
     int64_t counted = 0, dsum[2] = {0, 0};
     for (int64_t b = 0; b < nb; b++)
@@ -783,7 +994,22 @@ static int train_loop(run_state *r) {
                 int rc = det_micro_batches(r, total, &loss);
                 if (rc != CLI_OK) return rc;
             }
-            for (int k = 0; k < K && !o->cfg.deterministic; k++) {
+            if (o->obj != DEC_OBJ_LM) { /* a preference objective: pairs, weighted passes */
+                double tokens = 0;
+                if (chosen_tokens(r, r->targets, B * K, &tokens) != CLI_OK) return CLI_RUNTIME;
+                memset(&r->pref, 0, sizeof r->pref);
+                for (int k = 0; k < K; k++) {
+                    if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
+                    const double tc = zero_now();
+                    if (pref_micro_batch(r, DEC_SPLIT_TRAIN, step, k, r->inputs + (size_t)k * B * T,
+                                         r->targets + (size_t)k * B * T, tokens, 1, &r->pref) != CLI_OK)
+                        return CLI_RUNTIME;
+                    zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
+                }
+                r->pref_pairs = (double)r->G / 2;
+                if (pref_reduce(r, &r->pref, tokens, r->pref_pairs, &loss) != CLI_OK) return CLI_RUNTIME;
+            }
+            for (int k = 0; k < K && !o->cfg.deterministic && o->obj == DEC_OBJ_LM; k++) {
                 const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
                 float l;
                 const double tc = zero_now();
@@ -857,6 +1083,12 @@ static int train_loop(run_state *r) {
             if (do_val) {
                 fputs(",\"val_loss\":", r->json);
                 cli_json_double(r->json, val);
+            }
+            if (o->obj != DEC_OBJ_LM) { /* what TRL logs: rewards/chosen, rejected, margins, accuracies */
+                const double P = r->pref_pairs;
+                fprintf(r->json, ",\"rewards_chosen\":%.9g,\"rewards_rejected\":%.9g,\"reward_margin\":%.9g,"
+                        "\"reward_accuracy\":%.9g", r->pref.chosen / P, r->pref.rejected / P, r->pref.margin / P,
+                        r->pref.correct / P);
             }
             fprintf(r->json, ",\"lr\":%.9g,\"grad_norm\":", st.lr);
             cli_json_double(r->json, st.grad_norm);
@@ -1025,7 +1257,7 @@ int train_run(train_opts *o, int mpi) {
      * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
      * kernels give the same bits on any thread count: docs/MODEL.md) */
     if (o->cfg.deterministic) dec_set_blas_threads(1);
-    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? o->cfg.deterministic_atom : B, o->T, o->checkpointing, &err) != ZERO_OK ||
+    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? o->cfg.deterministic_atom : o->obj == DEC_OBJ_ORPO ? B / 2 * 3 : B, o->T, o->checkpointing, &err) != ZERO_OK ||
         (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
@@ -1041,6 +1273,14 @@ int train_run(train_opts *o, int mpi) {
     r.inputs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.inputs);
     r.targets = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.targets);
     if (o->docs) r.docs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.docs);
+    if (o->obj == DEC_OBJ_ORPO) {
+        r.xin = malloc((size_t)B * 3 / 2 * o->T * sizeof *r.xin);
+        r.xtg = malloc((size_t)B * 3 / 2 * o->T * sizeof *r.xtg);
+        if (!r.xin || !r.xtg) {
+            rc = cli_error(CLI_RUNTIME, "out of memory");
+            goto out;
+        }
+    }
     if (!r.inputs || !r.targets || (o->docs && !r.docs)) {
         rc = cli_error(CLI_RUNTIME, "out of memory");
         goto out;
@@ -1082,7 +1322,15 @@ int train_run(train_opts *o, int mpi) {
                             zero_tokenizer_vocab_size(o->tok));
         else if (o->data && dec_data_kind_of(o->dataset) == DEC_DATA_BYTES && (ends_with(o->data, ".jsonl") || ends_with(o->data, ".json")))
             fprintf(r.human, "note: %s is read as bytes: the model has no tokenizer.json\n", o->data);
-        if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
+        if (o->obj != DEC_OBJ_LM) { /* preference pairs: seen once per epoch */
+            const uint64_t pairs = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN) / 2;
+            fprintf(r.human, "objective: %s (%s %g%s%s), %llu train pairs, %.2f steps of %lld pairs%s\n",
+                    dec_objective_name(o->obj), o->obj == DEC_OBJ_DPO ? "beta" : "lambda", o->beta,
+                    o->label_smoothing > 0 ? ", label smoothing " : "", o->label_smoothing > 0 ? "on" : "",
+                    (unsigned long long)pairs, (double)pairs / ((double)r.G / 2), (long long)(r.G / 2),
+                    o->obj == DEC_OBJ_DPO ? "; the reference: the initial weights, computed once before the first step"
+                                          : "");
+        } else if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
             const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
             fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows%s\n", (unsigned long long)rows,
                     (double)rows / (double)r.G, (long long)r.G,
@@ -1122,6 +1370,7 @@ int train_run(train_opts *o, int mpi) {
             fprintf(r.human, "initialized from %s in %.2f s (peak RSS %s per rank so far)\n", o->init_from, r.init_s, rb);
         }
     }
+    if (o->obj == DEC_OBJ_DPO && (rc = pref_reference(&r)) != CLI_OK) goto out;
     rc = train_loop(&r);
 out:
     if (r.json && r.json != stdout) { /* the log's records reached the disk, or the run fails saying so */
@@ -1134,6 +1383,8 @@ out:
     free(r.inputs);
     free(r.targets);
     free(r.docs);
+    free(r.ref);
+    free(r.xin), free(r.xtg);
     free(r.user_json);
     dec_free(r.model);
     zero_engine_free(r.e);

@@ -9,6 +9,7 @@
 #include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/lora.h"
+#include "decoder/pref.h"
 #include "run_ux.h"
 #include "weights.h"
 #include "zero/zero.h"
@@ -24,6 +25,10 @@ typedef struct train_opts {
     const char *optim_states; /* --optimizer-states fp32|int8 */
     const char *quantize_base; /* --quantize-base nf4|int8|none */
     const char *doc_mask;      /* --doc-mask on|off|auto */
+    const char *objective;     /* --objective lm|dpo|orpo */
+    dec_objective obj;         /* ... parsed (DEC_OBJ_LM by default) */
+    double beta, label_smoothing; /* --beta (DPO's beta, ORPO's lambda; default 0.1), --label-smoothing */
+    int beta_given;
     int det_atom;      /* --det-atom A (0: the config's, default 1) */
     int layers, dim, heads, vocab, model_given;
     int64_t steps, val_every, save_every;

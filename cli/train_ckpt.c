@@ -69,6 +69,11 @@ char *train_user_json(const train_opts *o, int world) {
         cJSON_AddNumberToObject(run, "data_bytes", (double)o->data_bytes);
     }
     cJSON_AddNumberToObject(run, "activation_checkpointing", o->checkpointing ? 1 : 0);
+    if (o->obj != DEC_OBJ_LM) { /* a preference run: its objective, resumed as it was */
+        cJSON_AddStringToObject(run, "objective", dec_objective_name(o->obj));
+        cJSON_AddNumberToObject(run, "beta", o->beta);
+        cJSON_AddNumberToObject(run, "label_smoothing", o->label_smoothing);
+    }
     cJSON_AddItemToObject(root, "run", run);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -316,6 +321,11 @@ int train_resume_run(train_opts *o) {
     if (!o->checkpointing && zero_ckpt_user_number(c, "run.activation_checkpointing", &x) == ZERO_OK && x == 1)
         o->checkpointing = 1;
     if (!o->val_data && zero_ckpt_user_string(c, "run.val_data", &v) == ZERO_OK) o->val_data = keep(o, 1, v);
+    if (!o->objective && zero_ckpt_user_string(c, "run.objective", &v) == ZERO_OK) { /* its objective goes on */
+        o->objective = dec_objective_name(dec_objective_parse(v, &o->obj) == ZERO_OK ? o->obj : DEC_OBJ_LM);
+        if (!o->beta_given && zero_ckpt_user_number(c, "run.beta", &x) == ZERO_OK) o->beta = x;
+        if (o->label_smoothing == 0 && zero_ckpt_user_number(c, "run.label_smoothing", &x) == ZERO_OK) o->label_smoothing = x;
+    }
     const char *rec = NULL, *hex = NULL;
     if (zero_ckpt_user_string(c, "run.data", &rec) != ZERO_OK) goto out; /* the built-in corpus, or an older record */
     const int given = o->data != NULL && o->data != o->run_strings[0]; /* not taken from the record by a pass before */

@@ -1,6 +1,7 @@
 /* models/decoder/data.c — the decoder's training data: text by byte, text and JSONL through a
  * tokenizer (zero_data), token files through zero_tokfile, loss masks as ignored targets, the
  * train/validation split and the world-size-independent sampling rule (rules in data.h). */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -21,9 +22,13 @@ struct dec_data {
     /* the tokens, by kind */
     unsigned char *bytes;    /* DEC_DATA_BYTES: n bytes */
     zero_data *zd;           /* DEC_DATA_TOKENIZED: its ids and mask (NULL: every token counts) */
+    zero_data *pair_zd;      /* preference pairs: the tokenizer's data set (one example at a time) */
     const int32_t *ids;
     const uint8_t *mask;
     const uint8_t *starts;   /* DEC_DATA_TOKENIZED: 1 at each example's first token */
+    int pairs;               /* preference pairs: rows 2p (chosen) and 2p + 1 (rejected), sampled by pair */
+    int32_t *pair_ids;       /* their tokens and masks (owned) */
+    uint8_t *pair_mask;
     zero_tokfile *tf;        /* DEC_DATA_TOKFILE */
     int has_mask, has_docs;
     /* scratch for one sequence's mask and starts, and the train rows' permutation of one epoch */
@@ -243,6 +248,132 @@ static zero_status load_tokenized(dec_data *d, const dec_data_opts *o, int is_di
     return ZERO_OK;
 }
 
+/* ---------------------------------------------------------------- preference pairs */
+typedef struct pair_ctx {
+    dec_data *d;
+    zero_data *zd;
+    const char *path;
+    int R, skip;
+    size_t cap;     /* pairs the arrays hold */
+    zero_error *err;
+} pair_ctx;
+
+/* The JSON example of a prompt and one completion: {"prompt", "completion"} for text, {"messages":
+ * prompt + completion} for conversations (TRL's two forms); NULL with why set for another shape. */
+static char *pair_example(const cJSON *prompt, const cJSON *comp, const char *field, char *why, size_t cap) {
+    cJSON *o = cJSON_CreateObject();
+    if (cJSON_IsString(prompt) && cJSON_IsString(comp)) {
+        if (!*comp->valuestring) snprintf(why, cap, "\"%s\" is empty", field);
+        cJSON_AddStringToObject(o, "prompt", prompt->valuestring);
+        cJSON_AddStringToObject(o, "completion", comp->valuestring);
+    } else if (cJSON_IsArray(prompt) && cJSON_IsArray(comp)) {
+        if (!cJSON_GetArraySize(comp)) snprintf(why, cap, "\"%s\" holds no message", field);
+        cJSON *msgs = cJSON_AddArrayToObject(o, "messages");
+        for (const cJSON *m = prompt->child; m; m = m->next) cJSON_AddItemToArray(msgs, cJSON_Duplicate(m, 1));
+        for (const cJSON *m = comp->child; m; m = m->next) cJSON_AddItemToArray(msgs, cJSON_Duplicate(m, 1));
+    } else {
+        snprintf(why, cap, "\"prompt\" and \"%s\": expected two strings, or two lists of messages (TRL's "
+                 "conversational form)", field);
+    }
+    char *text = why[0] ? NULL : cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static zero_status pair_line(void *vctx, const char *line, size_t len, uint64_t lineno) {
+    pair_ctx *c = vctx;
+    dec_data *d = c->d;
+    char why[400] = "", where[1200];
+    snprintf(where, sizeof where, "%s:%llu", c->path, (unsigned long long)lineno);
+    if (!line) snprintf(why, sizeof why, "a line of %zu bytes: expected at most %llu", len, (unsigned long long)ZERO_DATA_MAX_LINE);
+    else if (!len || strspn(line, " \t\r") == len) return ZERO_OK; /* a blank line */
+    cJSON *j = line ? cJSON_ParseWithLength(line, len) : NULL;
+    if (line && !cJSON_IsObject(j)) snprintf(why, sizeof why, "not a JSON object");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(j, "prompt"), *ch = cJSON_GetObjectItemCaseSensitive(j, "chosen"),
+                *rj = cJSON_GetObjectItemCaseSensitive(j, "rejected");
+    if (!why[0] && (!pr || !ch || !rj))
+        snprintf(why, sizeof why, "expected \"prompt\", \"chosen\" and \"rejected\" (missing \"%s\")",
+                 !pr ? "prompt" : !ch ? "chosen" : "rejected");
+    char *text[2] = {NULL, NULL};
+    for (int k = 0; k < 2 && !why[0]; k++) text[k] = pair_example(pr, k ? rj : ch, k ? "rejected" : "chosen", why, sizeof why);
+    if (!why[0] && !strcmp(text[0], text[1])) snprintf(why, sizeof why, "\"chosen\" and \"rejected\" are the same");
+    const size_t R = (size_t)c->R, at = d->rows;
+    if (!why[0] && d->rows / 2 == c->cap) {
+        const size_t nc = c->cap ? 2 * c->cap : 256;
+        int32_t *ni = realloc(d->pair_ids, nc * 2 * R * sizeof *ni);
+        if (ni) d->pair_ids = ni;
+        uint8_t *nm = ni ? realloc(d->pair_mask, nc * 2 * R) : NULL;
+        if (!nm) {
+            free(text[0]), free(text[1]), cJSON_Delete(j);
+            dec__errorf(c->err, "out of memory reading preference pairs");
+            return ZERO_ERR_NOMEM;
+        }
+        d->pair_mask = nm, c->cap = nc;
+    }
+    for (int k = 0; k < 2 && !why[0]; k++) { /* tokenized as zero_data tokenizes the example */
+        const zero_status st = zero_data_add_jsonl_line(c->zd, text[k], strlen(text[k]), where);
+        const uint8_t *mask;
+        size_t n = 0;
+        const int32_t *ids = st ? NULL : zero_data_last_example(c->zd, &mask, &n);
+        const char *field = k ? "rejected" : "chosen";
+        size_t counted = 0;
+        for (size_t i = 1; i < n; i++) counted += mask[i];
+        if (st) snprintf(why, sizeof why, "\"%s\": %s", field, zero_data_last_error(c->zd));
+        else if (n > R) snprintf(why, sizeof why, "\"%s\": prompt and completion are %zu tokens, longer than a sequence "
+                                 "of %zu + 1 (--seq)", field, n, R - 1);
+        else if (!counted) snprintf(why, sizeof why, "\"%s\": its completion has no token that counts", field);
+        if (why[0]) break;
+        int32_t *row = d->pair_ids + (at + (size_t)k) * R;
+        uint8_t *m = d->pair_mask + (at + (size_t)k) * R;
+        memcpy(row, ids, n * sizeof *row);
+        memcpy(m, mask, n);
+        for (size_t i = n; i < R; i++) row[i] = ids[n - 1], m[i] = 0; /* padded with its last token (EOS), no loss */
+    }
+    free(text[0]), free(text[1]);
+    cJSON_Delete(j);
+    if (why[0]) {
+        if (!c->skip) {
+            dec__errorf(c->err, "%s: %s", where, why);
+            return ZERO_ERR_FORMAT;
+        }
+        if (!d->skipped++) snprintf(d->first_skipped, sizeof d->first_skipped, "%.100s: %.150s", where, why);
+        return ZERO_OK;
+    }
+    d->rows += 2;
+    return ZERO_OK;
+}
+
+/* A JSONL (or JSON array) of {"prompt", "chosen", "rejected"}: each pair as two rows of seq + 1
+ * tokens, the chosen then the rejected completion after the prompt, loss on the completions. */
+static zero_status load_pairs(dec_data *d, const dec_data_opts *o, zero_error *err) {
+    if (o->seq < 1 || !o->tok) {
+        dec__errorf(err, "preference pairs '%s': expected a tokenizer and a sequence length", o->path);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    zero_data_opts zo;
+    zero_data_opts_default(&zo);
+    zo.chat = o->chat;
+    zero_status st = zero_data_create(&d->pair_zd, o->tok, &zo, err);
+    if (st) return st;
+    pair_ctx c = {d, d->pair_zd, o->path, o->seq + 1, o->skip_bad, 0, err};
+    zero_error ferr = {{0}};
+    d->pairs = 1;
+    st = zero_data_foreach_example(o->path, 1, ZERO_DATA_MAX_LINE, pair_line, &c, NULL, &ferr);
+    if (st && ferr.msg[0]) dec__errorf(err, "%s", ferr.msg);
+    if (st) return st;
+    if (!d->rows) {
+        dec__errorf(err, "'%s' holds no preference pair%s", o->path, d->skipped ? " (every one was skipped)" : "");
+        return ZERO_ERR_FORMAT;
+    }
+    d->row = (uint32_t)(o->seq + 1);
+    d->ids = d->pair_ids, d->mask = d->pair_mask;
+    d->has_mask = 1;
+    d->n = d->rows * d->row;
+    d->vocab = zero_tokenizer_vocab_size(o->tok);
+    d->nfiles = (int)(d->rows / 2);
+    return ZERO_OK;
+}
+
 /* ---------------------------------------------------------------- opening */
 int dec_data_is_token_file(const char *path) {
     struct stat sb; /* a regular file only: opening a FIFO would wait for a writer */
@@ -298,7 +429,17 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
         d->has_docs = zero_tokfile_has_starts(d->tf);
         goto split;
     }
-    if (o->tok) {
+    if (o->pairs) {
+        d->kind = DEC_DATA_TOKENIZED;
+        if (S_ISDIR(sb.st_mode)) {
+            dec__errorf(err, "preference pairs '%s': expected a JSONL file (or one JSON array), not a directory", path);
+            st = ZERO_ERR_INVALID_ARG;
+        } else {
+            st = load_pairs(d, &(dec_data_opts){.path = path, .tok = o->tok, .seq = o->seq, .chat = o->chat,
+                                                .skip_bad = o->skip_bad},
+                            err);
+        }
+    } else if (o->tok) {
         d->kind = DEC_DATA_TOKENIZED;
         st = load_tokenized(d, &(dec_data_opts){.path = path, .tok = o->tok, .seq = o->seq, .chat = o->chat,
                                                  .skip_bad = o->skip_bad},
@@ -323,7 +464,10 @@ zero_status dec_data_open(dec_data **out, const dec_data_opts *o, zero_error *er
     }
 split:
     if (st) goto done;
-    if (d->row) {
+    if (d->pairs) { /* whole pairs in each split */
+        d->rows_train = d->rows - 2 * (uint64_t)floor(o->val_fraction * (double)(d->rows / 2));
+        d->n_train = d->rows_train * d->row;
+    } else if (d->row) {
         d->rows = d->n / d->row;
         d->rows_train = d->rows - (uint64_t)floor(o->val_fraction * (double)d->rows);
         d->n_train = d->rows_train * d->row;
@@ -336,7 +480,11 @@ split:
         if (d->skipped)
             snprintf(skip, sizeof skip, ", %llu bad example%s skipped", (unsigned long long)d->skipped,
                      d->skipped == 1 ? "" : "s");
-        if (d->val_only && d->row)
+        if (d->pairs)
+            snprintf(d->desc, sizeof d->desc, "preference pairs (vocab %lld), %llu pairs of %u-token rows (train %llu, val %llu)%s",
+                     (long long)d->vocab, (unsigned long long)(d->rows / 2), d->row,
+                     (unsigned long long)(d->rows_train / 2), (unsigned long long)((d->rows - d->rows_train) / 2), skip);
+        else if (d->val_only && d->row)
             snprintf(d->desc, sizeof d->desc, "%s (vocab %lld%s), %llu rows of %u tokens, all for validation%s",
                      d->kind == DEC_DATA_TOKFILE ? "packed token file" : "JSONL through the tokenizer",
                      (long long)d->vocab, d->has_mask ? ", loss mask" : "", (unsigned long long)d->rows, d->row, skip);
@@ -374,9 +522,12 @@ void dec_data_free(dec_data *d) {
     if (!d) return;
     free(d->bytes);
     zero_data_free(d->zd);
+    zero_data_free(d->pair_zd);
     zero_tokfile_close(d->tf);
     free(d->mbuf);
     free(d->sbuf);
+    free(d->pair_ids);
+    free(d->pair_mask);
     free(d->tbuf);
     free(d->perm);
     free(d);
@@ -387,6 +538,7 @@ int64_t dec_data_vocab(const dec_data *d) { return d->vocab; }
 uint32_t dec_data_row(const dec_data *d) { return d->row; }
 int dec_data_has_mask(const dec_data *d) { return d->has_mask; }
 int dec_data_has_docs(const dec_data *d) { return d->has_docs; }
+int dec_data_pairs(const dec_data *d) { return d->pairs; }
 const char *dec_data_describe(const dec_data *d) { return d->desc; }
 
 uint64_t dec_data_skipped(const dec_data *d, const char **first) {
@@ -472,9 +624,10 @@ static uint64_t train_start(uint64_t seed, int64_t step, int64_t j, uint64_t win
     return (uint64_t)(((unsigned __int128)h * windows) >> 64);
 }
 
-/* Train row of global sequence number g of packed data: position g mod N of epoch g / N's shuffle. */
+/* Train row (pair) of global sequence (pair) number g of packed data: position g mod N of epoch g /
+ * N's shuffle of the N train rows (pairs). */
 static zero_status train_row(dec_data *d, uint64_t seed, unsigned __int128 g, uint64_t *row, zero_error *err) {
-    const uint64_t N = d->rows_train;
+    const uint64_t N = d->pairs ? d->rows_train / 2 : d->rows_train;
     const uint64_t epoch = (uint64_t)(g / N), pos = (uint64_t)(g % N);
     if (N > UINT32_MAX) {
         dec__errorf(err, "'%s': %llu train rows, expected at most 2^32 - 1", d->path, (unsigned long long)N);
@@ -512,6 +665,44 @@ static zero_status fetch_starts(dec_data *d, uint64_t first, uint64_t n, uint8_t
     return st;
 }
 
+/* The pair (over all pairs) of global sequence number g of a split. */
+static zero_status pair_of(dec_data *d, dec_split split, uint64_t seed, unsigned __int128 g, uint64_t *p, zero_error *err) {
+    const unsigned __int128 gp = g / 2;
+    if (split == DEC_SPLIT_TRAIN) return train_row(d, seed, gp, p, err);
+    *p = d->rows_train / 2 + (uint64_t)(gp % ((d->rows - d->rows_train) / 2));
+    return ZERO_OK;
+}
+
+zero_status dec_data_pair_of(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t j,
+                             uint64_t *pair, zero_error *err) {
+    if (!d->pairs || step < 0 || j < 0 || j >= G || (split == DEC_SPLIT_VAL && d->rows == d->rows_train) ||
+        (split == DEC_SPLIT_TRAIN && !d->rows_train)) {
+        dec__errorf(err, "'%s': sequence %lld of batch %lld: not a pair of a non-empty split", d->path, (long long)j,
+                    (long long)step);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return pair_of(d, split, seed, (unsigned __int128)(uint64_t)step * (uint64_t)G + (uint64_t)j, pair, err);
+}
+
+uint64_t dec_data_num_pairs(const dec_data *d) { return d->pairs ? d->rows / 2 : 0; }
+
+zero_status dec_data_pair_rows(dec_data *d, uint64_t pair, int T, int32_t *inputs, int32_t *targets, zero_error *err) {
+    if (!d->pairs || pair >= d->rows / 2 || (uint64_t)T + 1 != d->row) {
+        dec__errorf(err, "'%s': pair %llu of sequences of %d: expected a pair below %llu and rows of %d", d->path,
+                    (unsigned long long)pair, T, (unsigned long long)(d->rows / 2), T + 1);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    for (int k = 0; k < 2; k++) {
+        const int32_t *row = d->ids + (2 * pair + (uint64_t)k) * d->row;
+        const uint8_t *m = d->mask + (2 * pair + (uint64_t)k) * d->row;
+        for (int t = 0; t < T; t++) {
+            inputs[(size_t)k * T + t] = row[t];
+            targets[(size_t)k * T + t] = m[t + 1] ? row[t + 1] : -1;
+        }
+    }
+    return ZERO_OK;
+}
+
 zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t first,
                            int n, int T, int32_t *inputs, int32_t *targets, int32_t *docs, zero_error *err) {
     zero_status st = dec_data_check(d, T, d->vocab, err);
@@ -525,6 +716,11 @@ zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t 
         dec__errorf(err, "batch %lld, sequences %lld .. %lld of %lld: expected step >= 0 and "
                     "0 <= first <= first + n <= G", (long long)step, (long long)first, (long long)first + n - 1,
                     (long long)G);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (d->pairs && (G % 2 || first % 2 || n % 2)) {
+        dec__errorf(err, "preference pairs: sequences %lld .. +%d of %lld: expected whole pairs (even numbers)",
+                    (long long)first, n, (long long)G);
         return ZERO_ERR_INVALID_ARG;
     }
     if (split == DEC_SPLIT_TRAIN && d->val_only) {
@@ -553,7 +749,11 @@ zero_status dec_data_batch(dec_data *d, dec_split split, uint64_t seed, int64_t 
         const int64_t j = first + i;
         const unsigned __int128 g = (unsigned __int128)(uint64_t)step * (uint64_t)G + (uint64_t)j;
         uint64_t start;
-        if (d->row) {
+        if (d->pairs) { /* sequences 2i and 2i + 1 are pair i's chosen and rejected rows */
+            uint64_t p;
+            if ((st = pair_of(d, split, seed, g, &p, err))) return st;
+            start = (2 * p + (uint64_t)(j % 2)) * d->row;
+        } else if (d->row) {
             uint64_t r;
             if (split == DEC_SPLIT_TRAIN) {
                 if ((st = train_row(d, seed, g, &r, err))) return st;
@@ -590,7 +790,7 @@ int64_t dec_data_val_batches(const dec_data *d, int64_t G, int T) {
     int64_t w;
     if (d->row) {
         if ((uint64_t)T + 1 != d->row) return 0;
-        w = (int64_t)(d->rows - d->rows_train);
+        w = (int64_t)(d->rows - d->rows_train); /* pairs: 2 sequences each, and G counts sequences */
     } else {
         const uint64_t n = dec_data_num_tokens(d, DEC_SPLIT_VAL);
         if (n < (uint64_t)T + 1) return 0;

@@ -70,6 +70,7 @@ typedef struct dec_data_opts {
     zero_chat_format chat; /* the format of {"messages"} examples (NONE: from the tokenizer) */
     int skip_bad;          /* skip bad JSONL examples and count them, instead of failing at the first */
     double val_fraction;   /* in [0, 1]: the validation split (DEC_DATA_VAL_FRACTION; 1: all, no train split) */
+    int pairs;             /* 1: preference pairs (a JSONL of {"prompt", "chosen", "rejected"}, below) */
 } dec_data_opts;
 void dec_data_opts_default(dec_data_opts *o);
 
@@ -92,6 +93,20 @@ int64_t dec_data_vocab(const dec_data *d);
 uint32_t dec_data_row(const dec_data *d);
 /* 1 when some target may not count (the data carries a loss mask). */
 int dec_data_has_mask(const dec_data *d);
+/* 1 for preference pairs: each pair is two rows of T + 1 tokens, the prompt then the chosen (row
+ * 2p) or the rejected (2p + 1) completion (TRL's standard form: strings, or lists of messages
+ * rendered through the chat format), loss on the completions only, padded with EOS without loss;
+ * an empty or identical completion, a missing field or a pair longer than a row is a bad example
+ * naming its line. Splits hold whole pairs; batch sequences 2i and 2i + 1 are one pair, sampled
+ * in epochs over the pairs. */
+int dec_data_pairs(const dec_data *d);
+/* Preference pairs: how many (both splits), the pair of sequence j of batch `step` (the rule of
+ * dec_data_batch: its index over all pairs), and pair p's chosen and rejected sequences as two
+ * sequences of inputs and targets (2T values each). */
+uint64_t dec_data_num_pairs(const dec_data *d);
+zero_status dec_data_pair_of(dec_data *d, dec_split split, uint64_t seed, int64_t step, int64_t G, int64_t j,
+                             uint64_t *pair, zero_error *err);
+zero_status dec_data_pair_rows(dec_data *d, uint64_t pair, int T, int32_t *inputs, int32_t *targets, zero_error *err);
 /* 1 when the data records where each example starts (through a tokenizer; a token file written
  * with its starts): what document masking needs (dec_data_batch's docs). */
 int dec_data_has_docs(const dec_data *d);

@@ -64,6 +64,9 @@ struct dec_model {
     float *dfch;      /* (N, FC), or (N, max(FC, Q + KV)) with qk_norm: d q, k after their norms */
     float *dact;      /* (N, F) SwiGLU only: gradient of silu(gate) * up */
     const int32_t *docs; /* dec_set_docs: (B, T) document starts of the next passes, or NULL */
+    const float *seq_w;  /* dec_set_seq_weights: (B) each sequence's loss weight, or NULL (all 1) */
+    const float *pass_w; /* the running pass's (NULL in sampling) */
+    int pass_T;          /* the running pass's sequence length */
     int32_t *pos;     /* (Bmax, Tmax) the pass's positions with documents: t - its document's start */
     const int32_t *pass_doc, *pass_pos; /* the running pass's documents and positions (NULL: none) */
     int pass_span;    /* the running pass's positions: max(position) + 1 (T without documents) */
@@ -429,6 +432,28 @@ void dec_free(dec_model *m) {
 }
 
 void dec_set_docs(dec_model *m, const int32_t *doc) { m->docs = doc; }
+void dec_set_seq_weights(dec_model *m, const float *w) { m->seq_w = w; }
+
+zero_status dec_seq_losses(const dec_model *m, int B, int T, double *out) {
+    if (B < 1 || T < 1 || (size_t)B * T > (size_t)m->Bmax * m->Tmax || !out) return ZERO_ERR_INVALID_ARG;
+    for (int b = 0; b < B; b++) {
+        double s = 0.0;
+        for (int t = 0; t < T; t++) s += m->losses[(size_t)b * T + t];
+        out[b] = s;
+    }
+    return ZERO_OK;
+}
+
+/* d logits rows [r0, r0 + nr) times their sequence's weight (dec_set_seq_weights). */
+static void weigh_rows(const dec_model *m, float *d, size_t r0, size_t nr) {
+    if (!m->pass_w) return;
+    const size_t V = (size_t)m->cfg.vocab;
+    for (size_t i = 0; i < nr; i++) {
+        const float w = m->pass_w[(r0 + i) / (size_t)m->pass_T];
+        if (w != 1.0f)
+            for (size_t j = 0; j < V; j++) d[i * V + j] *= w;
+    }
+}
 
 void dec_lora_set_key(dec_model *m, uint64_t key) {
     if (m->lora) dec__lora_key(m->lora, key);
@@ -1101,6 +1126,7 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
            mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, V, bwd ? dscale : 0.0f, m->impl));
         if (!bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float)); /* nothing counts: no gradient */
+        weigh_rows(m, m->logits, r0, nr);
         if (cap > 0.0f)
             for (size_t i = 0; i < nr * (size_t)V; i++) m->logits[i] *= 1.0f - m->capt[i] * m->capt[i];
         if (h) {
@@ -1154,6 +1180,7 @@ static zero_status head_wtiles(dec_model *m, const uint16_t *wb, int bwd, const 
         st = mk_cross_entropy(m->logits, m->losses + r0, targets + r0, nr, (int)V, bwd ? dscale : 0.0f, m->impl);
         if (st || !bwd) continue;
         if (dscale == 0.0f) memset(m->logits, 0, nr * V * sizeof(float));
+        weigh_rows(m, m->logits, r0, nr);
         if (cap > 0.0f)
             for (size_t i = 0; i < nr * V; i++) m->logits[i] *= 1.0f - m->capt[i] * m->capt[i];
         /* dx = d logits W: the sum over the tiles of d logits[:, tile] tile */
@@ -1276,9 +1303,10 @@ static zero_status final_norm_bwd(dec_model *m, const dec__uw *w, float *g, size
 }
 
 /* Sum of the per-row losses in row order, in double. */
-static double sum_losses(const float *x, size_t n) {
+/* The pass's loss sum: each row's loss times its sequence's weight. */
+static double sum_losses(const dec_model *m, const float *x, size_t n) {
     double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += x[i];
+    for (size_t i = 0; i < n; i++) s += m->pass_w ? (double)m->pass_w[i / (size_t)m->pass_T] * x[i] : x[i];
     return s;
 }
 
@@ -1299,7 +1327,14 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
     }
     TRY(check_tokens(m, p->tokens, B, T, "token", 0));
     if (p->targets) TRY(check_tokens(m, p->targets, B, T, "target", -1));
-    TRY(docs_of(m, p->one_doc ? NULL : m->docs, B, T));
+    TRY(docs_of(m, p->sampling ? NULL : m->docs, B, T));
+    m->pass_w = p->sampling ? NULL : m->seq_w;
+    m->pass_T = T;
+    for (int b = 0; m->pass_w && b < B; b++)
+        if (!isfinite(m->pass_w[b])) {
+            dec__seterr(m, "sequence %d's loss weight %g: expected a finite number", b, m->pass_w[b]);
+            return ZERO_ERR_INVALID_ARG;
+        }
     const size_t N = (size_t)B * T, NC = N * C;
     const double denom = p->targets ? (p->denom > 0 ? p->denom : (double)dec_count_targets(p->targets, N)) : 0.0;
     const float dscale = denom > 0 ? (float)((double)p->loss_scale / denom) : 0.0f;
@@ -1383,7 +1418,7 @@ static zero_status run_pass(dec_model *m, const dec__units *u, const dec__pass *
             TRY(u->release(m, u->ctx, L + 1));
         }
     }
-    if (p->targets && p->loss && !p->last_logits) *p->loss = denom > 0 ? (float)(sum_losses(m->losses, N) / denom) : 0.0f;
+    if (p->targets && p->loss && !p->last_logits) *p->loss = denom > 0 ? (float)(sum_losses(m, m->losses, N) / denom) : 0.0f;
     if (!p->backward) return ZERO_OK;
 
     /* backward: m->dres holds d loss / d (final norm input) */

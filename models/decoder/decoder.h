@@ -253,6 +253,16 @@ void dec_compute_info_get(dec_compute_info *out);
  * document); a doc that breaks the rule is ZERO_ERR_INVALID_ARG at the pass, naming the position. */
 void dec_set_docs(dec_model *m, const int32_t *doc);
 
+/* Weighted sequences (preference objectives, docs/MODEL.md "Preference tuning"): w (B values, or
+ * NULL: all 1) multiplies each sequence's summed cross-entropy in the passes that follow (not
+ * sampling): the loss is sum_b w[b] * (its counted targets' cross-entropy) / denom and the
+ * gradients follow (a negative weight pushes the sequence's likelihood down). Read at each pass
+ * until set again; a weight that is not finite is ZERO_ERR_INVALID_ARG at the pass. */
+void dec_set_seq_weights(dec_model *m, const float *w);
+/* After a pass with targets: out[b] = the summed cross-entropy of sequence b's counted targets
+ * (minus its log-likelihood), unweighted, for the pass's B sequences of T tokens. */
+zero_status dec_seq_losses(const dec_model *m, int B, int T, double *out);
+
 /* One micro-batch, forward and backward, on raw unit buffers. params[u] / grads[u] point to unit
  * u's numel floats. tokens: B*T values in [0, V); targets: B*T values in [0, V) or -1 (not
  * counted), row-major (sequence b, position t). denom: the loss is (sum of the counted targets'

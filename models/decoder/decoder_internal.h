@@ -148,7 +148,7 @@ typedef struct dec__pass {
     float *loss;            /* out: sum / denom (when targets) */
     float *logits;          /* optional out: (B,T,V) */
     float *last_logits;     /* optional out: (B,V), the last position of each sequence */
-    int one_doc;            /* 1: each sequence is one document whatever dec_set_docs set (sampling) */
+    int sampling;           /* 1: a sampling pass: no documents (dec_set_docs) and no sequence weights */
 } dec__pass;
 
 zero_status dec__run(dec_model *m, const dec__units *u, const dec__pass *p);
