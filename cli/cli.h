@@ -156,6 +156,7 @@ typedef struct cli_sizing_opts {
     int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
     double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
     double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */
+    int objective;                      /* --objective: DEC_OBJ_LM (0), DEC_OBJ_DPO or DEC_OBJ_ORPO (zero train's) */
 } cli_sizing_opts;
 
 typedef struct cli_sizing_model {
@@ -165,6 +166,7 @@ typedef struct cli_sizing_model {
     int has_weights;         /* ... with its weights (model.safetensors or the index) */
     struct dec_config *cfg;  /* the configuration when the shape is known (malloc'd) */
     int seq;                 /* T of a micro-batch (activations) */
+    int orpo;                /* --objective orpo: a micro-batch of B sequences computes 3B/2 */
     uint64_t params;
     int num_units;
     uint64_t *unit_numel;    /* malloc'd (cli_sizing_model_free) */

@@ -5,6 +5,7 @@
 
 #include "decoder/decoder.h"
 #include "decoder/lora.h"
+#include "decoder/pref.h"
 #include "train.h"
 #include "weights.h"
 
@@ -51,6 +52,16 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
     }
     if (!strcmp(a, "--model")) {
         if (!(o->model = cli_flag_value(argc, argv, i))) return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--objective")) { /* zero train --objective: the passes of a step */
+        dec_objective ob;
+        if (!(v = cli_flag_value(argc, argv, i))) return -1;
+        if (dec_objective_parse(v, &ob) != ZERO_OK) {
+            cli_error(CLI_USAGE, "--objective '%s': expected lm, dpo or orpo", v);
+            return -1;
+        }
+        o->objective = (int)ob;
         return 1;
     }
     if (!strcmp(a, "--params")) {
@@ -141,8 +152,9 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
 }
 
 static uint64_t sizing_activation(void *ctx, int64_t micro_batch, int checkpointing) {
+    /* ORPO's passes hold its chosen sequences twice: 3 sequences per pair */
     const cli_sizing_model *m = ctx;
-    return dec_activation_bytes(m->cfg, (int)micro_batch, m->seq, checkpointing);
+    return dec_activation_bytes(m->cfg, (int)(m->orpo ? micro_batch / 2 * 3 : micro_batch), m->seq, checkpointing);
 }
 
 /* The default number of equal units of a --params model without --layers (docs/PLANNING.md). */
@@ -317,6 +329,7 @@ int cli_sizing_model_build(const cli_sizing_opts *o, cli_sizing_model *out) {
     out->plan.num_units = out->num_units;
     out->plan.unit_numel = out->unit_numel;
     out->plan.unit_frozen = out->unit_frozen;
+    out->orpo = o->objective == DEC_OBJ_ORPO;
     out->plan.activation = have_shape ? sizing_activation : NULL;
     out->plan.activation_ctx = out;
     return CLI_OK;
@@ -369,6 +382,8 @@ static void usage(FILE *f) {
             "  --precision P        fp32 (default), bf16, fp16: the working dtype\n"
             "  --optimizer O        adamw (default), adam, sgd (momentum 0.9), lion\n"
             "  --micro-batch B      sequences per micro-batch for the activation figure and the step time (1)\n"
+            "  --objective lm|dpo|orpo  zero train's: dpo and orpo add a forward pass to each micro-batch (its\n"
+            "                       time and stage 3's gathers), orpo computes 3 sequences a pair (its activations)\n"
             "  --gpus N             the ranks are N GPUs (as --ranks N); needs --gpu-memory\n"
             "  --gpu-memory X       each GPU's memory (also --device-mem X): every row then says whether it\n"
             "                       fits (device + transient + activations, 10%% kept free, as zero plan)\n"
@@ -469,7 +484,8 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            zero_dtype_name(o->precision), zero_optim_name(o->optimizer), rows[0].mem.state_count,
            (long long)mb);
     json_u64_or_null(stdout, act_known, (uint64_t)m->seq);
-    printf(", \"gpus\": %d, \"gpu_memory\": ", o->gpus);
+    printf(", \"objective\": \"%s\", \"gpus\": %d, \"gpu_memory\": ", dec_objective_name((dec_objective)o->objective),
+           o->gpus);
     cli_json_double(stdout, o->device_mem);
     printf(", \"host_mem\": ");
     if (o->host_mem >= 0) cli_json_double(stdout, o->host_mem);

@@ -45,6 +45,7 @@ static void usage(FILE *f) {
             "  --headroom F          fraction of each memory kept free (0.1)\n"
             "  --precision P         fp32 (default), bf16, fp16;  --optimizer adamw|adam|sgd|lion\n"
             "  --micro-batch B       the largest micro-batch to consider (8)\n"
+            "  --objective lm|dpo|orpo  zero train's objective: its passes in the step time (as zero estimate)\n"
             "  --deterministic       for zero train --deterministic: counts the mode's grids and buffers\n"
             "                        and writes zero_extensions.deterministic into the config\n"
             "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "decoder/decoder.h"
+#include "decoder/pref.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -253,6 +254,10 @@ void cli_rates_json(FILE *f, const cli_rates *r) {
 
 void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zero_plan_compute *out) {
     memset(out, 0, sizeof *out);
+    /* zero train --objective dpo|orpo: the log-likelihood pass before each micro-batch's forward and
+     * backward; ORPO's micro-batch computes its chosen sequences twice */
+    out->fwd_only_passes = o->objective ? 1.0 : 0.0;
+    out->seq_factor = o->objective == DEC_OBJ_ORPO ? 1.5 : 1.0;
     if (m->cfg) {
         /* Per token of a forward, for a decoder of L layers over T tokens (docs/PLANNING.md §9),
          * from its per-layer shapes: width C, H query heads and G key/value heads of D, MLP width F

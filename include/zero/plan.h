@@ -93,6 +93,13 @@ typedef struct zero_plan_compute {
     double recompute_flops_per_token; /* forward FLOPs redone per token in backward under
                                        * activation checkpointing */
     int64_t seq_len;                  /* tokens per sequence (a micro-batch of B holds B*seq_len) */
+    /* Preference objectives (docs/PLANNING.md §9): forward passes without a backward each
+     * micro-batch makes besides its forward and backward (DPO and ORPO's log-likelihood pass: 1;
+     * 0: plain training), each computing, and at stage 3 gathering, as a forward does; and the
+     * sequences computed per sequence of the micro-batch (ORPO's chosen sequences go twice: 1.5;
+     * 0 means 1). */
+    double fwd_only_passes;
+    double seq_factor;
     /* The backward's order (NULL / 0: unknown; then no reduction is hidden behind it). A unit
      * no piece names is taken as ready at the backward's end. */
     const zero_plan_bwd_piece *bwd;

@@ -200,11 +200,17 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
 
     zero_plan_time t;
     memset(&t, 0, sizeof t);
-    const double tokens = (double)micro_batch * (double)c->seq_len;
+    if (!(c->fwd_only_passes >= 0) || !(c->seq_factor >= 0) || !isfinite(c->fwd_only_passes + c->seq_factor)) {
+        zero__plan_err(err, "forward-only passes %g, sequence factor %g: expected finite numbers >= 0",
+                       c->fwd_only_passes, c->seq_factor);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const double xf = c->fwd_only_passes; /* forward-only passes besides the forward and backward */
+    const double tokens = (double)micro_batch * (double)c->seq_len * (c->seq_factor > 0 ? c->seq_factor : 1.0);
     /* forward, then backward's two products per weight (the input's gradient and the weight's);
      * a frozen weight has no gradient: its share f of the parameters skips the second. */
     const double frozen_share = mem.numel ? (double)mem.frozen / (double)mem.numel : 0.0;
-    if (fwd > 0) t.compute = (3.0 - frozen_share) * tokens * fwd / r->compute_flops;
+    if (fwd > 0) t.compute = (3.0 - frozen_share + xf) * tokens * fwd / r->compute_flops;
     if (checkpointing && refwd > 0) t.recompute = tokens * refwd / r->compute_flops;
 
     /* The step's collectives over M = P*w bytes (every unit's, summed): stage 0 one all-reduce;
@@ -214,7 +220,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
     double cc0_cross = 0; /* the backward's reduction across nodes */
     if (N > 1) {
-        coll_cost cc[5];
+        coll_cost cc[7];
         int n = 0;
         if (s->stage == 0) {
             cc[n++] = collective(M, 2, r->node_all_reduce, r->link_all_reduce, K, L, m->num_units, r);
@@ -227,6 +233,8 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             } else if (s->stage == 3) {
                 cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             }
+            if (s->stage == 3 && xf > 0) /* each forward-only pass gathers as the forward does */
+                cc[n++] = collective(M * xf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
         }
         const int ntrain = n;
         cc0_cross = cc[0].cross;
@@ -235,6 +243,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             const double Mf = (double)mem.frozen_padded * wf;
             cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
+            if (xf > 0) cc[n++] = collective(Mf * xf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
         }
         for (int i = 0; i < n; i++) {
             t.comm_node += cc[i].node;
@@ -274,7 +283,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         step_wr += S * 4 * k + half * S * 4;
     }
     if (s->offload_param == ZERO_OFFLOAD_NVME) {
-        gather_rd += 2 * S * w;
+        gather_rd += (2 + xf) * S * w;
         step_wr += S * w;
         if (!half) step_rd += S * 4;
     }
@@ -292,7 +301,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * parameters on the host, each of a micro-batch's two gathers first copies the shard up. */
     double copy = 0;
     if (s->offload_optimizer == ZERO_OFFLOAD_CPU) copy += 2 * S * w;
-    if (s->offload_param == ZERO_OFFLOAD_CPU) copy += 2 * S * w;
+    if (s->offload_param == ZERO_OFFLOAD_CPU) copy += (2 + xf) * S * w;
     if (copy > 0) t.host_copy = copy / r->host_link_bytes;
 
     t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk;

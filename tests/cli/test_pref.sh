@@ -111,6 +111,20 @@ check "a resumed ORPO run: step 3 as the uninterrupted run's" "$PY" -c "
 import json; a = [json.loads(l) for l in open('$TMP/orpo1.json') if '\"step\"' in l][2]; b = [json.loads(l) for l in open('$TMP/res.json') if '\"step\"' in l][0]
 assert b['step'] == 3 and abs(a['loss'] - b['loss']) <= 1e-6 * a['loss'], (a['loss'], b['loss'])"
 
+# --- zero estimate --objective: DPO's extra forward (its time, stage 3's gathers), ORPO's 3 sequences a pair
+for ob in lm dpo orpo; do
+    "$ZERO" estimate --model "$M" --ranks 2 --micro-batch 4 --seq 63 --objective $ob --json >"$TMP/est_$ob.json" 2>"$TMP/err" ||
+        { echo "FAIL estimate $ob"; cat "$TMP/err"; fail=1; }
+done
+check "estimate: DPO 4/3 of the compute and stage 3's gathers, ORPO 1.5x the activations and 2x the compute" "$PY" -c "
+import json; e = {k: json.load(open('$TMP/est_%s.json' % k)) for k in ('lm', 'dpo', 'orpo')}
+row = lambda j: [x for x in j['rows'] if x['stage'] == 3 and x['offload'] == 'none'][0]['time']
+assert e['dpo']['objective'] == 'dpo' and e['lm']['activation_bytes'] == e['dpo']['activation_bytes']
+assert abs(e['orpo']['activation_bytes'] / e['lm']['activation_bytes'] - 1.5) < 0.02, e['orpo']['activation_bytes']
+assert abs(row(e['dpo'])['compute'] / row(e['lm'])['compute'] - 4 / 3) < 1e-9
+assert abs(row(e['orpo'])['compute'] / row(e['lm'])['compute'] - 2) < 1e-9
+assert row(e['dpo'])['node_bytes'] > row(e['lm'])['node_bytes']"
+
 # --- refusals
 bad() { "$ZERO" train --init-from "$M" --seq 63 --steps 1 --micro-batch 2 "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?; }
 printf '{"prompt": "a", "chosen": "b"}\n' >"$TMP/b1.jsonl"

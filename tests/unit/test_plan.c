@@ -991,6 +991,36 @@ static void test_time_frozen(void) {
     }
 }
 
+/* A preference objective's forward-only pass: the compute of a forward more (frozen share and
+ * all), at stage 3 one more all-gather of the trainable and of the frozen parts; ORPO's 3
+ * sequences a pair: 1.5x the tokens. */
+static void test_time_pref(void) {
+    static const uint64_t numel[2] = {3000000, 1000000}, frozen[2] = {2900000, 1000000};
+    const zero_plan_model mf = {2, numel, NULL, NULL, frozen};
+    const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
+    zero_plan_compute dpo = c, orpo = c, bad = c;
+    dpo.fwd_only_passes = 1, orpo.fwd_only_passes = 1, orpo.seq_factor = 1.5, bad.fwd_only_passes = -1;
+    const zero_plan_rates r = round_rates();
+    for (int stage = 0; stage < 4; stage++) {
+        zero_plan_setup s;
+        zero_plan_setup_default(&s);
+        s.ranks = 4, s.stage = stage, s.precision = ZERO_DTYPE_BF16, s.frozen_dtype = ZERO_DTYPE_FP16;
+        zero_plan_time t, td, to;
+        zero_plan_mem mem;
+        ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &c, &s, 1, 2, 0, &r, &t, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &dpo, &s, 1, 2, 0, &r, &td, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &orpo, &s, 1, 2, 0, &r, &to, NULL));
+        const double f = 3.0 - 3.9 / 4.0; /* the frozen share skips the weight gradients' products */
+        ZT_NEAR(td.compute / t.compute, (f + 1.0) / f, 1e-12);
+        ZT_NEAR(to.compute / t.compute, 1.5 * (f + 1.0) / f, 1e-12);
+        const double extra = stage == 3 ? 3.0 / 4.0 * ((double)mem.padded * 2.0 + (double)mem.frozen_padded * 2.0) : 0.0;
+        ZT_NEAR(td.node_bytes, t.node_bytes + extra, 1e-6);
+        ZT_NEAR(to.node_bytes, td.node_bytes, 1e-9);
+        ZT_EQ_INT(zero_plan_step_time(&mf, &bad, &s, 1, 2, 0, &r, &t, NULL), ZERO_ERR_INVALID_ARG);
+    }
+}
+
 static void test_time_errors(void) {
     zero_plan_model m = {2, time_units, NULL, NULL, NULL};
     const zero_plan_compute c = {.fwd_flops_per_token = 1e6, .seq_len = 10};
@@ -1235,6 +1265,7 @@ int main(int argc, char **argv) {
     test_time_flip();
     test_time_per_sample();
     test_time_frozen();
+    test_time_pref();
     test_time_errors();
     test_engine();
     return zt_finish("test_plan");
