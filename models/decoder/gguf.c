@@ -199,7 +199,7 @@ static int looks_special(const char *s, size_t n) {
 enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
 
 static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, zero_gguf_writer *w, zero_error *err) {
-    if (strcmp(zero_tokenizer_kind(tok), "byte-level BPE")) {
+    if (strcmp(zero_tokenizer_kind(tok), "byte-level BPE") != 0) {
         dec__errorf(err,
                     "GGUF export of a %s tokenizer is not supported yet (byte-level BPE tokenizers are: Llama 3, "
                     "Qwen2/3, SmolLM, GPT-2)",

@@ -77,10 +77,15 @@ static void per_example(zero_comm *world, const char *name, const zt_golden *g, 
     dec_config c;
     packed *p = malloc(sizeof *p);
     zero_engine *e = zt_fixture_engine(world, name, g, stage, MAXE, 1, &c);
+    if (!e) {
+        ZT_FAIL("%s: no engine", name);
+        free(p);
+        return;
+    }
     make_batch(p, c.vocab);
     dec_model *m = NULL;
     zero_error err = {{0}};
-    if (!e || dec_create(&m, &c, p->n_ex > ROWS ? p->n_ex : ROWS, T, 0, &err)) {
+    if (dec_create(&m, &c, p->n_ex > ROWS ? p->n_ex : ROWS, T, 0, &err)) {
         ZT_FAIL("%s: %s", name, err.msg);
         goto out;
     }
@@ -120,11 +125,16 @@ static void grad_norm(zero_comm *world, zero_comm *self, const char *name, const
     dec_config c;
     packed *p = malloc(sizeof *p);
     zero_engine *e = zt_fixture_engine(world, name, g, stage, B, 1, &c);
+    if (!e) {
+        ZT_FAIL("%s: no engine", name);
+        free(p);
+        return;
+    }
     make_batch(p, c.vocab);
     zero_engine *ref = zt_fixture_engine(self, name, g, 0, p->n_ex, 1, NULL);
     dec_model *m = NULL, *mref = NULL;
     zero_error err = {{0}};
-    if (!e || !ref || dec_create(&m, &c, B, T, 0, &err) || dec_create(&mref, &c, p->n_ex, T, 0, &err)) {
+    if (!ref || dec_create(&m, &c, B, T, 0, &err) || dec_create(&mref, &c, p->n_ex, T, 0, &err)) {
         ZT_FAIL("%s: %s", name, err.msg);
         goto out;
     }

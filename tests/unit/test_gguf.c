@@ -151,7 +151,7 @@ static void test_q8_0(void) {
     uint64_t s = 1;
     for (int i = 0; i < N; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * (float)(1 + i / 32);
+        x[i] = ((float)(s >> 40) / (float)(1 << 24) - 0.5f) * (float)(1 + (i >> 5));
     }
     for (int i = 0; i < 32; i++) x[i] = 0.0f; /* an all-zero block: d 0, codes 0 */
     zero_gguf_q8_0_encode(x, N, q);
