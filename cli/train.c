@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "decoder/hf.h"
 #include "modeltok.h"
+#include "trainer/trainer.h"
 #include "tensorboard.h"
 #include "weights.h"
 #include "zero/offload.h"
@@ -377,39 +378,37 @@ int train_prepare(train_opts *o, int world) {
 
 /* ------------------------------------------------------------------ run */
 
-typedef struct run_state {
-    train_opts *o;
-    zero_comm *comm;
-    zero_engine *e;
-    dec_model *model;
-    int rank, world;
-    FILE *json, *human; /* rank 0 only */
-    cli_tb *tb;         /* rank 0 with TensorBoard on: the event file */
-    char tb_path[4096];
-    zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
-    int32_t *inputs, *targets;
-    int32_t *docs; /* the inputs' documents (o->docs), else NULL */
-    int64_t G;          /* sequences per step, all ranks */
-    zero_comm_counters eval; /* traffic of validation passes, kept out of the training figures */
-    char *user_json;    /* what a checkpoint records of the run (train_user_json) */
-    int offload;        /* NVMe offload is on: step records carry its I/O */
-    int64_t off_prev[3]; /* this rank's offload bytes read, written and µs waited so far */
-    uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
-    uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
-    double init_s;      /* seconds from the engine's creation to the initial weights in place */
-    int64_t init_rss;   /* the largest per-rank peak RSS by then */
-    /* preference objectives (--objective dpo|orpo) */
-    double *ref;        /* DPO: the reference model's summed log-likelihoods, 2 per pair (all pairs) */
-    int32_t *xin, *xtg; /* ORPO: a micro-batch and its chosen sequences again (3 per pair) */
-    dec_pref_sums pref; /* the last step's sums over the global batch */
-    double pref_pairs;  /* ... and its pairs */
-} run_state;
-
 /* Largest per-rank figures: [params, grads, master, optim, buffers, total, activations, rss] —
  * the states wherever they live — and on a device its own: the states' and all bytes at their
  * peak in device memory, and in pinned host memory. */
 enum { M_PARAMS, M_GRADS, M_MASTER, M_OPTIM, M_BUFFERS, M_TOTAL, M_ACT, M_RSS, M_DEV_STATES, M_DEV_PEAK, M_PIN_STATES,
        M_PIN_PEAK, M_COUNT };
+
+/* The run (models/trainer runs its steps) and what the command shows of it. */
+typedef struct run_state {
+    train_opts *o;
+    zero_comm *comm;
+    zero_engine *e;
+    dec_model *model;
+    trn_session *trn;   /* the training loop's session */
+    int rank, world;
+    FILE *json, *human; /* rank 0 only */
+    cli_tb *tb;         /* rank 0 with TensorBoard on: the event file */
+    char tb_path[4096];
+    zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
+    int64_t G;          /* sequences per step, all ranks */
+    char *user_json;    /* what a checkpoint records of the run (train_user_json) */
+    int offload;        /* NVMe offload is on: step records carry its I/O */
+    uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
+    uint64_t fpadded;   /* Σ padded frozen parts (LoRA's base) */
+    double init_s;      /* seconds from the engine's creation to the initial weights in place */
+    int64_t init_rss;   /* the largest per-rank peak RSS by then */
+    /* the step hook's: the last step's figures, for the summary */
+    int64_t m[M_COUNT];
+    zero_comm_counters c;
+    double last_loss, val;
+    int rc; /* the hook's exit status when it stopped the run */
+} run_state;
 
 static int max_mem(run_state *r, int64_t out[M_COUNT]) {
     zero_mem_stats es, ms, sp;
@@ -433,287 +432,8 @@ static int max_mem(run_state *r, int64_t out[M_COUNT]) {
     return zero_comm_all_reduce(r->comm, mine, out, M_COUNT, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
 }
 
-/* NVMe offload since the last call: the largest per-rank bytes read, bytes written and µs of I/O
- * wait (out may be NULL: only restart the count). */
-static int offload_delta(run_state *r, int64_t out[3]) {
-    zero_engine_offload_info in;
-    zero_engine_offload_info_get(r->e, &in);
-    const int64_t now[3] = {(int64_t)in.io.bytes_read, (int64_t)in.io.bytes_written, (int64_t)(in.io.io_wait_s * 1e6)};
-    int64_t mine[3];
-    for (int k = 0; k < 3; k++) {
-        mine[k] = now[k] - r->off_prev[k];
-        r->off_prev[k] = now[k];
-    }
-    if (!out) return 0;
-    return zero_comm_all_reduce(r->comm, mine, out, 3, ZERO_DTYPE_INT64, ZERO_OP_MAX) == ZERO_OK ? 0 : -1;
-}
-
-static double mean_over_ranks(run_state *r, double x) {
-    float mine = (float)x, mean = 0;
-    if (zero_comm_all_reduce(r->comm, &mine, &mean, 1, ZERO_DTYPE_FP32, ZERO_OP_AVG) != ZERO_OK) return NAN;
-    return mean;
-}
-
 static int fail(run_state *r, const char *what, const char *msg) {
     return cli_error(CLI_RUNTIME, "rank %d: %s: %s", r->rank, what, msg);
-}
-
-/* Deterministic mode: a sum over sequences that is the same whatever the ranks' shares. Each term
- * is rounded once to a multiple of 2^-bits (a loss of a few units keeps some 50 bits) and the
- * integers are summed, which is associative; acc[1] counts the terms that did not fit. */
-#define DET_LOSS_BITS 32 /* a step's terms l_a = (sequence's loss sum) / (global count / G): < 2^30 */
-#define DET_VAL_BITS 24  /* validation terms: a sequence's mean loss times its count: < 2^38 */
-static void det_add(int64_t acc[2], double x, int bits) {
-    const double q = ldexp(x, bits);
-    if (!isfinite(q) || fabs(q) >= 0x1p62) acc[1]++;
-    else acc[0] += llrint(q);
-}
-
-/* Where validation reads: --val-data's file, else --data's held-out split. */
-static dec_data *val_source(const train_opts *o) { return o->valset ? o->valset : o->dataset; }
-
-/* The documents of the sequences from token `at` of the step's buffers, for the passes that follow. */
-static void set_docs(run_state *r, size_t at) { dec_set_docs(r->model, r->docs ? r->docs + at : NULL); }
-
-/* ---------------------------------------------------------------- preference objectives */
-/* out[i] = the sum over the ranks of v[i], in rank order, in double: each rank's values travel as
- * their bits in a slot of their own (the communicator sums integers; one rank writes a slot). */
-static int allsum_f64(run_state *r, const double *v, size_t n, double *out) {
-    const size_t W = (size_t)r->world;
-    int64_t *mine = calloc(W * n + 1, sizeof *mine), *all = calloc(W * n + 1, sizeof *all);
-    int bad = !mine || !all;
-    if (!bad) {
-        memcpy(mine + (size_t)r->rank * n, v, n * sizeof *v);
-        bad = zero_comm_all_reduce(r->comm, mine, all, W * n, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
-    }
-    for (size_t i = 0; !bad && i < n; i++) {
-        double sum = 0, x;
-        for (size_t k = 0; k < W; k++) memcpy(&x, all + k * n + i, sizeof x), sum += x;
-        out[i] = sum;
-    }
-    free(mine), free(all);
-    return bad ? -1 : 0;
-}
-
-/* The summed log-likelihood of each of the B sequences of the last pass (-its cross-entropy), and
- * the counted targets of each. */
-static void seq_stats(run_state *r, const int32_t *tg, int B, double *ll, double *cnt) {
-    const int T = r->o->T;
-    dec_seq_losses(r->model, B, T, ll);
-    for (int b = 0; b < B; b++) {
-        ll[b] = -ll[b];
-        cnt[b] = (double)dec_count_targets(tg + (size_t)b * T, (size_t)T);
-    }
-}
-
-/* DPO's reference: every pair's log-likelihoods under the initial weights, before the first step
- * (TRL's precompute_ref_log_probs; with LoRA the initial model is the base: B starts at 0). The
- * pairs are dealt to the ranks a micro-batch at a time (each rank's passes are collective at stage
- * 3: every rank makes as many), then summed. */
-static int pref_reference(run_state *r) {
-    train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, T = o->T, per = B / 2;
-    const uint64_t P = dec_data_num_pairs(o->dataset);
-    zero_error err = {{0}};
-    double *mine = calloc(2 * P + 1, sizeof *mine), ll[2 * 1024], cnt[2 * 1024];
-    r->ref = calloc(2 * P + 1, sizeof *r->ref);
-    if (!mine || !r->ref) {
-        free(mine);
-        return fail(r, "DPO reference", "out of memory for the reference log-likelihoods");
-    }
-    const uint64_t chunks = (P + (uint64_t)per - 1) / (uint64_t)per, rounds = (chunks + (uint64_t)r->world - 1) / (uint64_t)r->world;
-    dec_set_seq_weights(r->model, NULL);
-    dec_set_docs(r->model, NULL);
-    for (uint64_t rd = 0; rd < rounds; rd++) {
-        const uint64_t ch = rd * (uint64_t)r->world + (uint64_t)r->rank;
-        int n = 0;
-        for (int i = 0; i < per && ch < chunks && ch * (uint64_t)per + (uint64_t)i < P; i++, n++)
-            if (dec_data_pair_rows(o->dataset, ch * (uint64_t)per + (uint64_t)i, T, r->inputs + (size_t)2 * i * T,
-                                   r->targets + (size_t)2 * i * T, &err) != ZERO_OK) {
-                free(mine);
-                return fail(r, "DPO reference", err.msg);
-            }
-        if (!n) { /* no pair left for this rank: a pass without targets keeps the ranks in step */
-            for (size_t k = 0; k < (size_t)2 * T; k++) r->inputs[k] = 0, r->targets[k] = -1;
-        }
-        float l;
-        if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, n ? 2 * n : 2, T, &l) != ZERO_OK) {
-            free(mine);
-            return fail(r, "DPO reference", zero_engine_last_error(r->e));
-        }
-        seq_stats(r, r->targets, 2 * n, ll, cnt);
-        for (int i = 0; i < 2 * n; i++) mine[2 * ch * (uint64_t)per + (uint64_t)i] = ll[i];
-    }
-    /* each pair's values come from the one rank that computed them: their bits summed with zeros */
-    const int bad = zero_comm_all_reduce(r->comm, mine, r->ref, 2 * P, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
-    free(mine);
-    return bad ? fail(r, "DPO reference", zero_comm_last_error(r->comm)) : CLI_OK;
-}
-
-/* The last counted target of a sequence (its EOS), or -1: every token up to it is the sequence's,
- * prompt included. */
-static int last_target(const int32_t *tg, int T) {
-    int last = -1;
-    for (int t = 0; t < T; t++)
-        if (tg[t] >= 0) last = t;
-    return last;
-}
-
-/* One micro-batch of pairs (B sequences: chosen, rejected, ...) of batch `step` of a split: the
- * policy's log-likelihoods (a forward pass), the objective's weights; with backward, the weighted
- * pass that adds the gradient. Adds the batch's sums into *sums. */
-static int pref_micro_batch(run_state *r, dec_split split, int64_t step, int k, int32_t *in, int32_t *tg, double tokens,
-                            int backward, dec_pref_sums *sums) {
-    train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T, n = B / 2;
-    const int orpo = o->obj == DEC_OBJ_ORPO, nseq = orpo ? 3 * n : B;
-    zero_error err = {{0}};
-    double ll[3 * 1024], cnt[3 * 1024], lc[1024], lr[1024], rc[1024], rr[1024], nc[1024], nr[1024];
-    float wc[1024], wr[1024], wall[1024], w[3 * 1024];
-    float l;
-    if (orpo) { /* ORPO's NLL is over the whole chosen sequences: each again, every token a target */
-        memcpy(r->xin, in, (size_t)B * T * sizeof *in);
-        memcpy(r->xtg, tg, (size_t)B * T * sizeof *tg);
-        for (int i = 0; i < n; i++) {
-            const int32_t *ci = in + (size_t)2 * i * T, *ct = tg + (size_t)2 * i * T;
-            int32_t *xi = r->xin + (size_t)(B + i) * T, *xt = r->xtg + (size_t)(B + i) * T;
-            const int last = last_target(ct, T);
-            memcpy(xi, ci, (size_t)T * sizeof *xi);
-            for (int t = 0; t < T; t++) xt[t] = t < last ? ci[t + 1] : t == last ? ct[t] : -1;
-        }
-        in = r->xin, tg = r->xtg;
-    }
-    dec_set_seq_weights(r->model, NULL);
-    if (dec_engine_eval(r->model, r->e, in, tg, nseq, T, &l) != ZERO_OK)
-        return fail(r, "preference pass", zero_engine_last_error(r->e));
-    seq_stats(r, tg, nseq, ll, cnt);
-    const int64_t first = dec_data_first(r->rank, B, K, k);
-    for (int i = 0; i < n; i++) {
-        lc[i] = ll[2 * i], lr[i] = ll[2 * i + 1], nc[i] = cnt[2 * i], nr[i] = cnt[2 * i + 1];
-        if (r->ref) {
-            uint64_t p;
-            if (dec_data_pair_of(o->dataset, split, o->seed, step, r->G, first + 2 * i, &p, &err) != ZERO_OK)
-                return fail(r, "preference pairs", err.msg);
-            rc[i] = r->ref[2 * p], rr[i] = r->ref[2 * p + 1];
-        }
-    }
-    const dec_pref_opts po = {o->obj, o->beta, o->label_smoothing};
-    if (dec_pref_weights(&po, n, lc, lr, rc, rr, nc, nr, orpo ? ll + B : NULL, (double)r->G / 2, tokens, wc, wr, wall,
-                         sums) != ZERO_OK)
-        return fail(r, "preference objective", "a completion without a counted token, or a probability of 1");
-    if (!backward) return CLI_OK;
-    for (int i = 0; i < n; i++) {
-        w[2 * i] = wc[i], w[2 * i + 1] = wr[i];
-        if (orpo) w[B + i] = wall[i];
-    }
-    dec_set_seq_weights(r->model, w);
-    /* the loss is sum w CE, the weights hold the global batch's mean: a denominator of 1 */
-    if (dec_engine_micro_batch(r->model, r->e, in, tg, nseq, T, 1.0, &l) != ZERO_OK)
-        return fail(r, "forward/backward", zero_engine_last_error(r->e));
-    dec_set_seq_weights(r->model, NULL);
-    if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
-    return CLI_OK;
-}
-
-/* The chosen sequences' tokens of the step's micro-batches (every token, the prompt's included),
- * all ranks: ORPO's NLL is their mean. */
-static int chosen_tokens(run_state *r, const int32_t *tg, int nseq, double *out) {
-    int64_t mine = 0, all = 0;
-    for (int s = 0; s < nseq; s += 2) mine += last_target(tg + (size_t)s * r->o->T, r->o->T) + 1;
-    if (zero_comm_all_reduce(r->comm, &mine, &all, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
-        return fail(r, "counting the targets", zero_comm_last_error(r->comm));
-    *out = (double)all;
-    return CLI_OK;
-}
-
-/* The mean loss of a step's (or a validation batch's) global sums: the preference term's mean over
- * the pairs, plus ORPO's NLL over the chosen tokens. */
-static int pref_reduce(run_state *r, dec_pref_sums *s, double tokens, double pairs, double *loss) {
-    double v[6] = {s->loss, s->nll, s->chosen, s->rejected, s->margin, s->correct}, g[6];
-    if (allsum_f64(r, v, 6, g)) return fail(r, "the preference loss", zero_comm_last_error(r->comm));
-    *s = (dec_pref_sums){g[0], g[1], g[2], g[3], g[4], g[5]};
-    *loss = s->loss / pairs + (r->o->obj == DEC_OBJ_ORPO ? s->nll / tokens : 0.0);
-    return CLI_OK;
-}
-
-/* Mean validation loss over val_batches batches of G sequences (every rank its share): the mean
- * over every counted target of the batches, whatever the number of ranks. */
-static int validate(run_state *r, double *out) {
-    train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum;
-    zero_error err = {{0}};
-    dec_data *vd = val_source(o);
-    int64_t nb = dec_data_val_batches(vd, r->G, o->T);
-    zero_comm_counters before, after;
-    zero_engine_comm_counters(r->e, &before);
-    if (nb > o->val_batches) nb = o->val_batches;
-    if (o->obj != DEC_OBJ_LM) { /* the preference loss of the validation pairs */
-        dec_pref_sums sums = {0};
-        double tokens = 0, all_tokens = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            for (int k = 0; k < K; k++) {
-                int32_t *in = r->inputs + (size_t)k * B * o->T, *tg = r->targets + (size_t)k * B * o->T;
-                if (dec_data_batch(vd, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T, in, tg,
-                                   NULL, &err) != ZERO_OK)
-                    return fail(r, "validation data", err.msg);
-            }
-            if (chosen_tokens(r, r->targets, B * K, &tokens) != CLI_OK) return CLI_RUNTIME;
-            all_tokens += tokens;
-            for (int k = 0; k < K; k++)
-                if (pref_micro_batch(r, DEC_SPLIT_VAL, b, k, r->inputs + (size_t)k * B * o->T,
-                                     r->targets + (size_t)k * B * o->T, tokens, 0, &sums) != CLI_OK)
-                    return CLI_RUNTIME;
-        }
-        zero_engine_comm_counters(r->e, &after);
-        for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
-        return pref_reduce(r, &sums, all_tokens > 0 ? all_tokens : 1, (double)r->G / 2 * (double)(nb > 0 ? nb : 1), out);
-    }
-    double sum = 0;
-    int64_t counted = 0, dsum[2] = {0, 0};
-    for (int64_t b = 0; b < nb; b++)
-        for (int k = 0; k < K; k++) {
-            int32_t *vdocs = r->docs && dec_data_has_docs(vd) ? r->docs : NULL;
-            if (dec_data_batch(vd, DEC_SPLIT_VAL, o->seed, b, r->G, dec_data_first(r->rank, B, K, k), B, o->T,
-                               r->inputs, r->targets, vdocs, &err) != ZERO_OK)
-                return fail(r, "validation data", err.msg);
-            if (o->cfg.deterministic) { /* one sequence at a time, summed exactly (det_add) */
-                for (int a = 0; a < B; a++) {
-                    const int32_t *in = r->inputs + (size_t)a * o->T, *tg = r->targets + (size_t)a * o->T;
-                    float l;
-                    dec_set_docs(r->model, vdocs ? vdocs + (size_t)a * o->T : NULL);
-                    if (dec_engine_eval(r->model, r->e, in, tg, 1, o->T, &l) != ZERO_OK)
-                        return fail(r, "validation", zero_engine_last_error(r->e));
-                    const int64_t c = dec_count_targets(tg, (size_t)o->T);
-                    if (c) det_add(dsum, (double)l * (double)c, DET_VAL_BITS);
-                    counted += c;
-                }
-                continue;
-            }
-            float l;
-            dec_set_docs(r->model, vdocs);
-            if (dec_engine_eval(r->model, r->e, r->inputs, r->targets, B, o->T, &l) != ZERO_OK)
-                return fail(r, "validation", zero_engine_last_error(r->e));
-            const int64_t c = dec_count_targets(r->targets, (size_t)B * o->T);
-            sum += c ? (double)l * (double)c : 0.0; /* the micro-batch's mean times its count */
-            counted += c;
-        }
-    zero_engine_comm_counters(r->e, &after);
-    for (int k = 0; k < ZERO_COLL_COUNT; k++) r->eval.bytes[k] += after.bytes[k] - before.bytes[k];
-    for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) r->eval.path_bytes[p] += after.path_bytes[p] - before.path_bytes[p];
-    if (o->cfg.deterministic) {
-        int64_t all[3], mine[3] = {dsum[0], dsum[1], counted};
-        if (zero_comm_all_reduce(r->comm, mine, all, 3, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
-            return fail(r, "validation", zero_comm_last_error(r->comm));
-        *out = all[2] && !all[1] ? ldexp((double)all[0], -DET_VAL_BITS) / (double)all[2] : NAN;
-        return CLI_OK;
-    }
-    float mine = (float)sum, total = 0;
-    int64_t all = 0;
-    if (zero_comm_all_reduce(r->comm, &mine, &total, 1, ZERO_DTYPE_FP32, ZERO_OP_SUM) != ZERO_OK ||
-        zero_comm_all_reduce(r->comm, &counted, &all, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
-        return fail(r, "validation", zero_comm_last_error(r->comm));
-    *out = all ? (double)total / (double)all : NAN;
-    return CLI_OK;
 }
 
 static void fmt_bytes(char *buf, size_t cap, double b) {
@@ -845,316 +565,122 @@ static int write_trace(run_state *r) {
     return rc;
 }
 
-/* Deterministic mode: the step's K micro-batches of B sequences as B*K/A micro-batches of A
- * sequences each (the engine's atoms, A = --det-atom; its gradient_accumulation_steps is B*K/A),
- * and the step's loss summed exactly over every atom of every rank: *loss is the same for any
- * world size. */
-static int det_micro_batches(run_state *r, int64_t total, double *loss) {
-    const train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T, A = o->cfg.deterministic_atom;
-    int64_t acc[2] = {0, 0}, all[2];
-    for (int k = 0; k < K; k++)
-        for (int a = 0; a < B; a += A) {
-            const size_t at = ((size_t)k * B + (size_t)a) * T;
-            float l;
-            const double tc = zero_now();
-            set_docs(r, at);
-            if (dec_engine_micro_batch(r->model, r->e, r->inputs + at, r->targets + at, A, T, (double)total, &l) != ZERO_OK)
-                return fail(r, "forward/backward", zero_engine_last_error(r->e));
-            zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-            if (zero_engine_micro_batch_done(r->e) != ZERO_OK) return fail(r, "micro-batch", zero_engine_last_error(r->e));
-            det_add(acc, l, DET_LOSS_BITS);
+/* After each step (every rank: the memory and traffic figures are collective): rank 0 writes
+ * the --log-json record, the TensorBoard scalars and the progress line. */
+static int on_step(void *ctx, const trn_step_report *s) {
+    run_state *r = ctx;
+    train_opts *o = r->o;
+    r->last_loss = s->loss;
+    if (s->has_val) r->val = s->val;
+    if (max_mem(r, r->m)) {
+        r->rc = fail(r, "memory report", zero_comm_last_error(r->comm));
+        return 1;
+    }
+    zero_comm_counters eval;
+    zero_engine_comm_counters(r->e, &r->c);
+    trn_eval_counters(r->trn, &eval);
+    for (int k = 0; k < ZERO_COLL_COUNT; k++) r->c.bytes[k] -= eval.bytes[k];
+    for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) r->c.path_bytes[p] -= eval.path_bytes[p];
+    if (r->rank != 0) return 0;
+    const int64_t *m = r->m;
+    const double tps = (double)s->tokens / s->seconds;
+    if (r->json) {
+        fprintf(r->json, "{\"step\":%lld,\"loss\":", (long long)s->step);
+        cli_json_double(r->json, s->loss);
+        if (s->has_val) {
+            fputs(",\"val_loss\":", r->json);
+            cli_json_double(r->json, s->val);
         }
-    if (zero_comm_all_reduce(r->comm, acc, all, 2, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
-        return fail(r, "the step's loss", zero_comm_last_error(r->comm));
-    /* l_a is the atom's share of the global sum / count times the number of atoms, G / A: the
-     * loss is their mean */
-    *loss = all[1] ? NAN : ldexp((double)all[0], -DET_LOSS_BITS) / (double)(r->G / o->cfg.deterministic_atom);
-    return CLI_OK;
-}
-
-/* The first step's loss is not finite: the forward pass of this rank's first micro-batch again,
- * with the model's probe, says where it stops being finite (the weights the run started from:
- * the step, its gradients not finite, was skipped). Weights whose forward overflows are refused
- * by the lowest rank that finds it (the others fail quietly); none found: the run goes on and
- * the rules of untrained() judge it. */
-static int refuse_overflowing_weights(run_state *r) {
-    const train_opts *o = r->o;
-    const int B = o->cfg.deterministic ? o->cfg.deterministic_atom : (int)o->cfg.micro_batch;
-    zero_error err = {{0}};
-    set_docs(r, 0);
-    const zero_status s = dec_engine_locate_overflow(r->model, r->e, r->inputs, B, o->T, &err);
-    if (s != ZERO_OK && s != ZERO_ERR_FORMAT) return fail(r, "locating the overflow", err.msg);
-    const int64_t mine = s == ZERO_ERR_FORMAT ? r->world - r->rank : 0; /* the lowest rank wins the MAX */
-    int64_t top = 0;
-    if (zero_comm_all_reduce(r->comm, &mine, &top, 1, ZERO_DTYPE_INT64, ZERO_OP_MAX) != ZERO_OK)
-        return fail(r, "locating the overflow", zero_comm_last_error(r->comm));
-    if (!top) return CLI_OK;
-    if (r->world - top != r->rank) return CLI_RUNTIME;
-    ux_progress_clear(r->o);
-    char from[1100] = "";
-    if (o->resume) snprintf(from, sizeof from, " (--resume %s)", o->resume);
-    else if (o->init_from) snprintf(from, sizeof from, " (--init-from %s)", o->init_from);
-    return cli_error(CLI_RUNTIME,
-                     "the forward pass of the first batch is not finite: %s: expected weights%s whose "
-                     "forward pass is finite%s",
-                     err.msg, from, o->cfg.precision == ZERO_DTYPE_FP16 ? " (fp16 holds magnitudes up to 65504)" : "");
-}
-
-/* A run that trains nothing fails (exit 1), saying why in `why`; returns 1 then. Judged after
- * every step from the same numbers on every rank: `skipped` steps in a row end at this one,
- * `at_min` of them at the dynamic loss scale's minimum, `applied` steps of this run updated the
- * model, and `last` says this is the run's last step.
- *  - A dynamic fp16 scale that overflows at its minimum `hysteresis` times in a row can come down
- *    no further: DeepSpeed stops such a run ("Current loss scale already at minimum"), at once.
- *    A healthy run does not get there: the scale comes down from 2^16 only until the gradients
- *    fit (--model tiny and small skip no step; a start at 2^32 skips 16 then trains), far above
- *    the default floor of 1, where the unscaled gradients themselves overflow fp16. A floor set
- *    higher is met sooner, as in DeepSpeed, which stops at the first such overflow once the
- *    hysteresis is spent (counting them in a row is never stricter).
- *  - At the last step: no step of this run updated the model (any precision; a dynamic scale
- *    still coming down counts too: nothing was trained), or the loss is not finite. */
-static int untrained(const run_state *r, const zero_step_stats *st, int64_t skipped, int64_t at_min, int64_t applied,
-                     int64_t step, int last, double loss, char *why, size_t cap) {
-    const zero_config *c = &r->o->cfg;
-    const zero_loss_scaler *sc = zero_engine_scaler(r->e);
-    const double now = zero_engine_loss_scale(r->e);
-    if (sc->dynamic && at_min >= sc->hysteresis) {
-        char tail[48] = "";
-        if (skipped > at_min) snprintf(tail, sizeof tail, ", the last %lld", (long long)at_min);
-        snprintf(why, cap,
-                 "step %lld: %lld steps in a row overflowed%s at the minimum loss scale %g (fp16.min_loss_scale), "
-                 "which can come down no further: nothing is being trained; lower the learning rate (%g)",
-                 (long long)step + 1, (long long)skipped, tail, sc->min_scale, st->lr);
-        return 1;
+        if (s->pref) { /* what TRL logs: rewards/chosen, rejected, margins, accuracies */
+            const double P = s->pairs;
+            fprintf(r->json,
+                    ",\"rewards_chosen\":%.9g,\"rewards_rejected\":%.9g,\"reward_margin\":%.9g,"
+                    "\"reward_accuracy\":%.9g",
+                    s->sums.chosen / P, s->sums.rejected / P, s->sums.margin / P, s->sums.correct / P);
+        }
+        fprintf(r->json, ",\"lr\":%.9g,\"grad_norm\":", s->st.lr);
+        cli_json_double(r->json, s->st.grad_norm);
+        fprintf(r->json, ",\"loss_scale\":%.9g,\"skipped\":%s,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"comm_wait_ms\":%.3f,",
+                s->st.loss_scale, s->st.skipped ? "true" : "false", s->seconds * 1e3, tps, s->st.comm_wait_ms);
+        if (o->cfg.deterministic) fprintf(r->json, "\"redone\":%s,", s->redone ? "true" : "false");
+        json_mem(r->json, m);
+        fputc(',', r->json);
+        json_comm(r->json, &r->c);
+        if (s->has_io)
+            fprintf(r->json, ",\"offload\":{\"read\":%lld,\"written\":%lld,\"io_wait_ms\":%.3f}", (long long)s->io[0],
+                    (long long)s->io[1], (double)s->io[2] * 1e-3);
+        fputs("}\n", r->json);
+        fflush(r->json);
     }
-    if (!last) return 0;
-    if (!applied) { /* then every step of the run was skipped: `skipped` counts them */
-        const long long n = (long long)skipped;
-        if (c->precision != ZERO_DTYPE_FP16)
-            snprintf(why, cap,
-                     "every one of the %lld steps of this run was skipped (their gradients were not finite): "
-                     "nothing was trained; lower the learning rate (%g)",
-                     n, st->lr);
-        else if (!sc->dynamic)
-            snprintf(why, cap,
-                     "every one of the %lld steps of this run overflowed at the static fp16 loss scale %g: "
-                     "nothing was trained; lower fp16.loss_scale, or set it to 0 for a dynamic scale",
-                     n, sc->scale);
-        else
-            snprintf(why, cap,
-                     "every one of the %lld steps of this run overflowed (the dynamic loss scale came down "
-                     "to %g): nothing was trained; run more steps, start the scale lower (fp16.initial_scale_power) "
-                     "or lower the learning rate (%g)",
-                     n, now, st->lr);
-        return 1;
+    if (r->tb) {
+        /* HF Trainer's names, so that dashboards made for its runs show zero's too; the step
+         * is the optimizer step, as in --log-json */
+        const int64_t s1 = s->step;
+        int bad = cli_tb_scalar(r->tb, "train/loss", s1, s->loss) ||
+                  cli_tb_scalar(r->tb, "train/learning_rate", s1, s->st.lr) ||
+                  cli_tb_scalar(r->tb, "train/grad_norm", s1, s->st.grad_norm) ||
+                  cli_tb_scalar(r->tb, "train/tokens_per_s", s1, tps) ||
+                  cli_tb_scalar(r->tb, "memory/peak_bytes", s1, (double)(m[M_TOTAL] + m[M_ACT])) ||
+                  cli_tb_scalar(r->tb, "memory/rss_peak_bytes", s1, (double)m[M_RSS]) ||
+                  (s->has_val && cli_tb_scalar(r->tb, "eval/loss", s1, s->val));
+        if (bad || cli_tb_flush(r->tb)) {
+            ux_progress_clear(o);
+            r->rc = cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r->tb_path,
+                              strerror(errno ? errno : ENOMEM));
+            return 1;
+        }
     }
-    if (!isfinite(loss)) {
-        snprintf(why, cap, "the loss of the last step (%lld) is %s: the model diverged; lower the learning rate (%g)",
-                 (long long)step + 1, isnan(loss) ? "NaN" : "infinite", st->lr);
-        return 1;
-    }
+    const ux_step us = {.step = s->step, .loss = s->loss, .val = r->val, .lr = s->st.lr, .grad_norm = s->st.grad_norm,
+                        .loss_scale = s->st.loss_scale, .step_s = s->seconds, .tokens_per_s = tps,
+                        .io_wait_ms = (double)s->io[2] * 1e-3, .skipped = s->st.skipped, .has_val = s->has_val,
+                        .has_io = s->has_io, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
+    ux_progress_step(o, &us);
     return 0;
+}
+
+static void on_saved(void *ctx, int64_t step, const char *prune_error) {
+    run_state *r = ctx;
+    if (r->rank != 0) return;
+    ux_progress_clear(r->o);
+    fprintf(r->human, "saved step %lld to %s\n", (long long)step, r->o->save);
+    if (prune_error) fprintf(stderr, "zero: warning: --save-total-limit: %s\n", prune_error);
 }
 
 static int train_loop(run_state *r) {
     train_opts *o = r->o;
-    const int B = (int)o->cfg.micro_batch, K = (int)o->cfg.grad_accum, T = o->T;
-    zero_error err = {{0}};
     const double t_start = zero_now();
-    double last_loss = NAN, val = NAN;
-    int64_t m[M_COUNT];
-    zero_comm_counters c;
+    r->last_loss = r->val = NAN;
     const int64_t first_step = zero_engine_step_count(r->e);
     if (r->rank == 0) ux_progress_begin(o, r->human, first_step);
-    if (r->offload) offload_delta(r, NULL); /* the initialization's I/O is not a step's */
-    if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
-    zero_engine_comm_counters(r->e, &c);
-    int64_t skipped = 0, at_min = 0, applied = 0; /* untrained()'s counts */
-    for (int64_t step = zero_engine_step_count(r->e); step < o->steps; step++) {
-        const double t0 = zero_now();
-        double loss = 0;
-        /* The step's tokens first: the loss is the mean over the counted targets of the whole
-         * global batch (every rank's every micro-batch), whatever the number of ranks. */
-        int64_t counted = 0, total = 0;
-        for (int k = 0; k < K; k++) {
-            int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
-            if (dec_data_batch(o->dataset, DEC_SPLIT_TRAIN, o->seed, step, r->G, dec_data_first(r->rank, B, K, k), B, T,
-                               in, tg, r->docs ? r->docs + (size_t)k * B * T : NULL, &err) != ZERO_OK)
-                return fail(r, "training data", err.msg);
-            counted += dec_count_targets(tg, (size_t)B * T);
-        }
-        if (zero_comm_all_reduce(r->comm, &counted, &total, 1, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
-            return fail(r, "counting the targets", zero_comm_last_error(r->comm));
-        zero_step_stats st;
-        int redone = 0; /* deterministic: the step computed again after its gradients outgrew their grids */
-        for (;;) {
-            loss = 0;
-            if (o->cfg.deterministic) {
-                int rc = det_micro_batches(r, total, &loss);
-                if (rc != CLI_OK) return rc;
-            }
-            if (o->obj != DEC_OBJ_LM) { /* a preference objective: pairs, weighted passes */
-                double tokens = 0;
-                if (chosen_tokens(r, r->targets, B * K, &tokens) != CLI_OK) return CLI_RUNTIME;
-                memset(&r->pref, 0, sizeof r->pref);
-                for (int k = 0; k < K; k++) {
-                    if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
-                    const double tc = zero_now();
-                    if (pref_micro_batch(r, DEC_SPLIT_TRAIN, step, k, r->inputs + (size_t)k * B * T,
-                                         r->targets + (size_t)k * B * T, tokens, 1, &r->pref) != CLI_OK)
-                        return CLI_RUNTIME;
-                    zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-                }
-                r->pref_pairs = (double)r->G / 2;
-                if (pref_reduce(r, &r->pref, tokens, r->pref_pairs, &loss) != CLI_OK) return CLI_RUNTIME;
-            }
-            for (int k = 0; k < K && !o->cfg.deterministic && o->obj == DEC_OBJ_LM; k++) {
-                const int32_t *in = r->inputs + (size_t)k * B * T, *tg = r->targets + (size_t)k * B * T;
-                float l;
-                const double tc = zero_now();
-                if (o->lora_on) dec_lora_set_key(r->model, train_lora_key(o, step, k, r->rank));
-                set_docs(r, (size_t)k * B * T);
-                if (dec_engine_micro_batch(r->model, r->e, in, tg, B, T, (double)total, &l) != ZERO_OK)
-                    return fail(r, "forward/backward", zero_engine_last_error(r->e));
-                zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-                if (zero_engine_micro_batch_done(r->e) != ZERO_OK)
-                    return fail(r, "micro-batch", zero_engine_last_error(r->e));
-                loss += l / K;
-            }
-            const double ts = zero_now();
-            if (zero_engine_step(r->e, &st) != ZERO_OK) return fail(r, "step", zero_engine_last_error(r->e));
-            zero_trace_span(ZERO_TRACE_COMPUTE, st.redo ? "optimizer step (redo)" : "optimizer step", ts, zero_now());
-            if (!st.redo) break;
-            if (redone++) /* the same atoms gave other gradients: the grids cannot settle */
-                return fail(r, "step", "deterministic: the step's gradients outgrew their grids twice in a row");
-        }
-        const double dt = zero_now() - t0;
-        int64_t io[3] = {0, 0, 0};
-        if (r->offload && offload_delta(r, io)) return fail(r, "offload report", zero_comm_last_error(r->comm));
-        last_loss = o->cfg.deterministic ? loss : mean_over_ranks(r, loss);
-        if (step == first_step && !isfinite(last_loss)) {
-            int rc = refuse_overflowing_weights(r);
-            if (rc != CLI_OK) return rc;
-        }
-        const zero_loss_scaler *sc = zero_engine_scaler(r->e);
-        skipped = st.skipped ? skipped + 1 : 0;
-        at_min = st.skipped && sc->dynamic && st.loss_scale <= sc->min_scale ? at_min + 1 : 0;
-        applied += !st.skipped;
-        char why[512];
-        const int stop =
-            untrained(r, &st, skipped, at_min, applied, step, step + 1 == o->steps, last_loss, why, sizeof why);
-        int do_val = !stop && ((o->val_every > 0 && (step + 1) % o->val_every == 0) || step + 1 == o->steps);
-        if (do_val && dec_data_val_batches(val_source(o), r->G, T) > 0) {
-            const double tv = zero_now();
-            int rc = validate(r, &val);
-            if (rc != CLI_OK) return rc;
-            zero_trace_span(ZERO_TRACE_COMPUTE, "validation", tv, zero_now());
-        } else {
-            do_val = 0;
-        }
-        /* a run stopped by untrained() does not save: the checkpoints it saved before stay as they are */
-        if (o->save && !stop && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps)) {
-            const double tw = zero_now();
-            if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
-            zero_trace_span(ZERO_TRACE_IO, "save checkpoint", tw, zero_now());
-            if (r->rank == 0) {
-                ux_progress_clear(o);
-                fprintf(r->human, "saved step %lld to %s\n", (long long)(step + 1), o->save);
-                zero_error perr;
-                /* the save is done whatever retention finds: what it cannot remove is said, not fatal */
-                if (o->save_total_limit && zero_ckpt_prune(o->save, o->save_total_limit, NULL, &perr) != ZERO_OK)
-                    fprintf(stderr, "zero: warning: --save-total-limit: %s\n", perr.msg);
-            }
-        }
-        if (r->offload) offload_delta(r, NULL); /* validation and saves are not the step's I/O */
-        if (max_mem(r, m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
-        zero_engine_comm_counters(r->e, &c);
-        for (int k = 0; k < ZERO_COLL_COUNT; k++) c.bytes[k] -= r->eval.bytes[k];
-        for (int p = 0; p < ZERO_COMM_PATH_COUNT; p++) c.path_bytes[p] -= r->eval.path_bytes[p];
-        if (r->rank != 0) {
-            if (stop) return CLI_RUNTIME; /* rank 0 says why */
-            continue;
-        }
-        const double tps = (double)r->G * T / dt;
-        if (r->json) {
-            fprintf(r->json, "{\"step\":%lld,\"loss\":", (long long)(step + 1));
-            cli_json_double(r->json, last_loss);
-            if (do_val) {
-                fputs(",\"val_loss\":", r->json);
-                cli_json_double(r->json, val);
-            }
-            if (o->obj != DEC_OBJ_LM) { /* what TRL logs: rewards/chosen, rejected, margins, accuracies */
-                const double P = r->pref_pairs;
-                fprintf(r->json, ",\"rewards_chosen\":%.9g,\"rewards_rejected\":%.9g,\"reward_margin\":%.9g,"
-                        "\"reward_accuracy\":%.9g", r->pref.chosen / P, r->pref.rejected / P, r->pref.margin / P,
-                        r->pref.correct / P);
-            }
-            fprintf(r->json, ",\"lr\":%.9g,\"grad_norm\":", st.lr);
-            cli_json_double(r->json, st.grad_norm);
-            fprintf(r->json, ",\"loss_scale\":%.9g,\"skipped\":%s,\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"comm_wait_ms\":%.3f,",
-                    st.loss_scale, st.skipped ? "true" : "false", dt * 1e3, tps, st.comm_wait_ms);
-            if (o->cfg.deterministic) fprintf(r->json, "\"redone\":%s,", redone ? "true" : "false");
-            json_mem(r->json, m);
-            fputc(',', r->json);
-            json_comm(r->json, &c);
-            if (r->offload)
-                fprintf(r->json, ",\"offload\":{\"read\":%lld,\"written\":%lld,\"io_wait_ms\":%.3f}", (long long)io[0],
-                        (long long)io[1], (double)io[2] * 1e-3);
-            fputs("}\n", r->json);
-            fflush(r->json);
-        }
-        if (r->tb) {
-            /* HF Trainer's names, so that dashboards made for its runs show zero's too; the step
-             * is the optimizer step, as in --log-json */
-            const int64_t s1 = step + 1;
-            int bad = cli_tb_scalar(r->tb, "train/loss", s1, last_loss) ||
-                      cli_tb_scalar(r->tb, "train/learning_rate", s1, st.lr) ||
-                      cli_tb_scalar(r->tb, "train/grad_norm", s1, st.grad_norm) ||
-                      cli_tb_scalar(r->tb, "train/tokens_per_s", s1, tps) ||
-                      cli_tb_scalar(r->tb, "memory/peak_bytes", s1, (double)(m[M_TOTAL] + m[M_ACT])) ||
-                      cli_tb_scalar(r->tb, "memory/rss_peak_bytes", s1, (double)m[M_RSS]) ||
-                      (do_val && cli_tb_scalar(r->tb, "eval/loss", s1, val));
-            if (bad || cli_tb_flush(r->tb)) {
-                ux_progress_clear(o);
-                return cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r->tb_path,
-                                 strerror(errno ? errno : ENOMEM));
-            }
-        }
-        const ux_step us = {.step = step + 1, .loss = last_loss, .val = val, .lr = st.lr, .grad_norm = st.grad_norm,
-                            .loss_scale = st.loss_scale, .step_s = dt, .tokens_per_s = tps,
-                            .io_wait_ms = (double)io[2] * 1e-3, .skipped = st.skipped, .has_val = do_val,
-                            .has_io = r->offload, .mem_bytes = m[M_TOTAL] + m[M_ACT]};
-        ux_progress_step(o, &us);
-        if (stop) {
-            ux_progress_clear(o);
-            return cli_error(CLI_RUNTIME, "%s", why);
-        }
-    }
-    if (o->steps == 0 && o->save) { /* --steps 0: the initial state, e.g. a model directory as a checkpoint */
-        if (zero_engine_save(r->e, o->save, r->user_json) != ZERO_OK) return fail(r, "checkpoint", zero_engine_last_error(r->e));
-        if (r->rank == 0) fprintf(r->human, "saved step 0 to %s\n", o->save);
+    if (max_mem(r, r->m)) return fail(r, "memory report", zero_comm_last_error(r->comm));
+    zero_engine_comm_counters(r->e, &r->c);
+    const trn_hooks hooks = {r, on_step, on_saved};
+    if (trn_run(r->trn, &hooks) != ZERO_OK) {
+        if (r->rc != CLI_OK) return r->rc; /* the hook said it */
+        if (r->rank == 0) ux_progress_clear(o);
+        return trn_error_quiet(r->trn) ? CLI_RUNTIME : cli_error(CLI_RUNTIME, "%s", trn_last_error(r->trn));
     }
     if (o->trace) {
         int rc = write_trace(r);
         if (rc != CLI_OK) return rc;
     }
     if (r->rank == 0) {
+        const int64_t *m = r->m;
         const int64_t steps_run = o->steps > first_step ? o->steps - first_step : 0;
         const double elapsed = zero_now() - t_start;
-        summary(r, m, &c, steps_run);
+        summary(r, m, &r->c, steps_run);
         if (r->json) {
             fprintf(r->json, "{\"done\":true,\"steps\":%lld,\"ranks\":%d,\"stage\":%d,\"tokens\":%lld,\"elapsed_s\":%.3f,\"loss\":",
-                    (long long)o->steps, r->world, o->cfg.stage, (long long)(r->G * T * steps_run), elapsed);
-            cli_json_double(r->json, last_loss);
+                    (long long)o->steps, r->world, o->cfg.stage, (long long)(r->G * o->T * steps_run), elapsed);
+            cli_json_double(r->json, r->last_loss);
             fputs(",\"val_loss\":", r->json);
-            cli_json_double(r->json, val);
+            cli_json_double(r->json, r->val);
             fprintf(r->json, ",\"params\":%llu,\"stage0_model_states\":%llu,\"init_s\":%.3f,\"init_rss_peak\":%lld,",
                     (unsigned long long)dec_num_params(&o->model_cfg), (unsigned long long)stage0_states(r), r->init_s,
                     (long long)r->init_rss);
             json_mem(r->json, m);
             fputc(',', r->json);
-            json_comm(r->json, &c);
+            json_comm(r->json, &r->c);
             fprintf(r->json, ",\"backend\":\"%s\",\"progress_thread\":%s}\n", zero_comm_backend(r->comm),
                     zero_comm_progress_thread(r->comm) ? "true" : "false");
             fflush(r->json);
@@ -1257,7 +783,18 @@ int train_run(train_opts *o, int mpi) {
      * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
      * kernels give the same bits on any thread count: docs/MODEL.md) */
     if (o->cfg.deterministic) dec_set_blas_threads(1);
-    if (dec_create(&r.model, &o->model_cfg, o->cfg.deterministic ? o->cfg.deterministic_atom : o->obj == DEC_OBJ_ORPO ? B / 2 * 3 : B, o->T, o->checkpointing, &err) != ZERO_OK ||
+    /* the loop (models/trainer): the objective's micro-batches, validation, saves */
+    trn_setup ts;
+    trn_setup_default(&ts);
+    char from[1100] = "";
+    if (o->resume) snprintf(from, sizeof from, " (--resume %s)", o->resume);
+    else if (o->init_from) snprintf(from, sizeof from, " (--init-from %s)", o->init_from);
+    ts.comm = r.comm, ts.engine = r.e, ts.data = o->dataset, ts.val = o->valset;
+    ts.cfg = &o->cfg, ts.T = o->T, ts.docs = o->docs, ts.objective = o->obj, ts.beta = o->beta;
+    ts.label_smoothing = o->label_smoothing, ts.seed = o->seed, ts.lora = o->lora_on, ts.steps = o->steps;
+    ts.val_every = o->val_every, ts.val_batches = o->val_batches, ts.save = o->save, ts.save_every = o->save_every;
+    ts.save_total_limit = o->save_total_limit, ts.save_json = r.user_json, ts.weights_from = from;
+    if (dec_create(&r.model, &o->model_cfg, trn_model_batch(&ts), o->T, o->checkpointing, &err) != ZERO_OK ||
         (o->lora_on && dec_set_lora(r.model, &o->lora, &err) != ZERO_OK)) {
         rc = cli_error(CLI_RUNTIME, "model: %s", err.msg);
         goto out;
@@ -1269,20 +806,9 @@ int train_run(train_opts *o, int mpi) {
         r.fpadded += ui.frozen_padded;
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
-    /* a step's K micro-batches at once (the loss denominator counts them all first) */
-    r.inputs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.inputs);
-    r.targets = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.targets);
-    if (o->docs) r.docs = malloc((size_t)B * o->T * (size_t)o->cfg.grad_accum * sizeof *r.docs);
-    if (o->obj == DEC_OBJ_ORPO) {
-        r.xin = malloc((size_t)B * 3 / 2 * o->T * sizeof *r.xin);
-        r.xtg = malloc((size_t)B * 3 / 2 * o->T * sizeof *r.xtg);
-        if (!r.xin || !r.xtg) {
-            rc = cli_error(CLI_RUNTIME, "out of memory");
-            goto out;
-        }
-    }
-    if (!r.inputs || !r.targets || (o->docs && !r.docs)) {
-        rc = cli_error(CLI_RUNTIME, "out of memory");
+    ts.model = r.model;
+    if (trn_create(&r.trn, &ts, &err) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "%s", err.msg);
         goto out;
     }
     if (r.rank == 0) {
@@ -1370,7 +896,6 @@ int train_run(train_opts *o, int mpi) {
             fprintf(r.human, "initialized from %s in %.2f s (peak RSS %s per rank so far)\n", o->init_from, r.init_s, rb);
         }
     }
-    if (o->obj == DEC_OBJ_DPO && (rc = pref_reference(&r)) != CLI_OK) goto out;
     rc = train_loop(&r);
 out:
     if (r.json && r.json != stdout) { /* the log's records reached the disk, or the run fails saying so */
@@ -1380,11 +905,7 @@ out:
     }
     if (r.tb && cli_tb_close(r.tb) && rc == CLI_OK)
         rc = cli_error(CLI_RUNTIME, "tensorboard '%s': write failed: %s", r.tb_path, strerror(errno ? errno : EIO));
-    free(r.inputs);
-    free(r.targets);
-    free(r.docs);
-    free(r.ref);
-    free(r.xin), free(r.xtg);
+    trn_free(r.trn);
     free(r.user_json);
     dec_free(r.model);
     zero_engine_free(r.e);

@@ -130,8 +130,6 @@ void train_lora_record(const train_opts *o, void *root);
 /* The adapters on a registered and finalized engine whose base is loaded: PEFT's initialization,
  * or --lora-from's weights (every rank; the ranks agree). Returns an exit status. */
 int train_lora_init(const train_opts *o, zero_engine *e);
-/* The dropout masks' key of micro-batch k of step s on this rank. */
-uint64_t train_lora_key(const train_opts *o, int64_t step, int k, int rank);
 /* Frees what train_prepare opened (the data, the tokenizer, the model description). */
 void train_release(train_opts *o);
 /* Trains on the MPI world (mpi != 0) or one rank; returns the exit status. */

@@ -224,8 +224,3 @@ int train_lora_init(const train_opts *o, zero_engine *e) {
     snprintf(msg, sizeof msg, "%s%s", o->lora_from ? "--lora-from: " : "LoRA: ", err.msg);
     return cli_ranks_agree(zero_engine_comm(e), s != ZERO_OK, "LoRA", msg);
 }
-
-uint64_t train_lora_key(const train_opts *o, int64_t step, int k, int rank) {
-    (void)o;
-    return ((uint64_t)step << 32) ^ ((uint64_t)(uint32_t)rank << 12) ^ (uint64_t)(uint32_t)k;
-}

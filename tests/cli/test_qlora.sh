@@ -44,7 +44,12 @@ assert abs($l3 - $l0) <= 1e-5 * abs($l0), ($l3, $l0)"
 # the adapters of both runs: equal, and trained
 "$ZERO" export s3 --adapter -o a3 >/dev/null 2>err && "$ZERO" export s0 --adapter -o a0 >/dev/null 2>>err
 check "export --adapter of both: exit 0" test $? -eq 0
-check "adapters: the same tensors within 5e-4 of the largest (fp32 sums in another order, 6 AdamW steps), B trained" "$PY" -c "
+# After 6 AdamW steps the adapters agree as a whole (relative L2 of the difference 3e-5 on an AVX-512
+# machine) but an element whose gradient sits near zero moves by a part of lr in one order of the
+# fp32 sums and not the other (one element of 1.5e-4, the next 4e-6, there): the element bound is
+# 2e-3 of the largest, the whole 1e-4; the first step, before Adam can amplify anything, is checked
+# tight below.
+check "adapters: the same tensors (relative L2 1e-4, each within 2e-3 of the largest; 6 AdamW steps), B trained" "$PY" -c "
 import json, struct
 def load(p):
     b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
@@ -58,8 +63,25 @@ assert a.keys() == b.keys() and len(a) == 2 * 7 * 2, sorted(a)
 top = max(max(abs(x) for x in t) for t in b.values())
 worst = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
 Bmax = min(max(abs(x) for x in t) for k, t in b.items() if 'lora_B' in k)
-assert worst <= 5e-4 * top and Bmax > 1e-3, (worst, top, Bmax)
-print('worst |diff| %.2e of %.3f; every B reaches %.2e' % (worst, top, Bmax))"
+l2 = sum((x - y) ** 2 for k in a for x, y in zip(a[k], b[k])) ** 0.5 / sum(y * y for t in b.values() for y in t) ** 0.5
+assert worst <= 2e-3 * top and l2 <= 1e-4 and Bmax > 1e-3, (worst, top, l2, Bmax)
+print('worst |diff| %.2e of %.3f, relative L2 %.2e; every B reaches %.2e' % (worst, top, l2, Bmax))"
+# one step: 3 ranks at stage 3 and 1 rank at stage 0 give the same adapters within 1e-6 of the largest
+"$ZERO" train "${Q[@]}" --steps 1 --ranks 3 --stage 3 --micro-batch 2 --save t3 >/dev/null 2>err &&
+    "$ZERO" train "${Q[@]}" --steps 1 --ranks 1 --stage 0 --micro-batch 6 --save t0 >/dev/null 2>>err &&
+    "$ZERO" export t3 --adapter -o b3 >/dev/null 2>>err && "$ZERO" export t0 --adapter -o b0 >/dev/null 2>>err
+check "one step at stage 3 on 3 ranks and stage 0 on 1: exit 0" test $? -eq 0
+check "one step: the adapters within 1e-6 of the largest" "$PY" -c "
+import json, struct
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: struct.unpack('<%df' % ((v['data_offsets'][1] - v['data_offsets'][0]) // 4),
+                             b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            for k, v in h.items() if k != '__metadata__'}
+a, b = load('b3/adapter_model.safetensors'), load('b0/adapter_model.safetensors')
+top = max(max(abs(x) for x in t) for t in b.values())
+worst = max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
+assert a.keys() == b.keys() and worst <= 1e-6 * top, (worst, top)"
 
 # the merge: the dequantized base plus the adapters' delta evaluates as the QLoRA model did
 "$ZERO" export s0 --merge -o m0 >/dev/null 2>err
