@@ -4,12 +4,14 @@
  * loop of models/trainer (trainer/trainer.h), whose hook prints each step.
  *
  *   build/examples/finetune MODEL_DIR DATA.jsonl [--steps N] [--seq T] [--micro-batch B] [--lr X]
- *                           [--stage S] [--seed N] [--config DS_CONFIG.json] [--save DIR]
+ *                           [--stage S] [--seed N] [--lora R] [--config DS_CONFIG.json] [--save DIR]
  *   mpirun -np 2 build/examples/finetune ...      (as root add --allow-run-as-root)
  *
- * Defaults: 10 steps, T 128, micro-batch 4, lr 1e-4 (AdamW), stage 1, seed 1 (the data's order). A DeepSpeed config's
+ * Defaults: 10 steps, T 128, micro-batch 4, lr 1e-4 (AdamW), stage 1, seed 1 (the data's order),
+ * a full fine-tune (--lora R: LoRA adapters of rank R, the base frozen). A DeepSpeed config's
  * settings apply first, the flags after, as with `zero train --config`; `zero train --init-from
- * MODEL_DIR --data DATA.jsonl` with the same settings trains the same steps (tests/cli/test_example_finetune.sh). */
+ * MODEL_DIR --data DATA.jsonl` with the same settings trains the same steps
+ * (tests/cli/test_example_finetune.sh). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "decoder/data.h"
 #include "decoder/decoder.h"
 #include "decoder/hf.h"
+#include "decoder/lora.h"
 #include "trainer/trainer.h"
 
 static int on_step(void *ctx, const trn_step_report *r) {
@@ -40,7 +43,7 @@ static void on_saved(void *ctx, int64_t step, const char *prune_error) {
 
 static int usage(void) {
     fprintf(stderr, "usage: finetune MODEL_DIR DATA.jsonl [--steps N] [--seq T] [--micro-batch B] [--lr X] [--stage S] "
-                    "[--seed N] [--config FILE] [--save DIR]\n");
+                    "[--seed N] [--lora R] [--config FILE] [--save DIR]\n");
     return 2;
 }
 
@@ -60,7 +63,7 @@ static int number(const char *flag, const char *v, double lo, double hi, double 
 int main(int argc, char **argv) {
     if (argc < 3) return usage();
     const char *dir = argv[1], *data_path = argv[2], *config = NULL, *save = NULL;
-    double steps = 10, seq = 128, mb = 4, lr = 1e-4, stage = 1, seed = 1;
+    double steps = 10, seq = 128, mb = 4, lr = 1e-4, stage = 1, seed = 1, lora_r = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
@@ -71,6 +74,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--lr")) bad = number(a, v, 0, 1e3, &lr);
         else if (!strcmp(a, "--stage")) bad = number(a, v, 0, 3, &stage);
         else if (!strcmp(a, "--seed")) bad = number(a, v, 0, 1e15, &seed);
+        else if (!strcmp(a, "--lora")) bad = number(a, v, 1, 4096, &lora_r);
         else if (!strcmp(a, "--config")) config = v;
         else if (!strcmp(a, "--save")) save = v;
         else return usage();
@@ -99,11 +103,22 @@ int main(int argc, char **argv) {
     cfg.stage = (int)stage;
     cfg.micro_batch = (int64_t)mb;
     cfg.optim.lr = (float)lr;
+    cfg.lora.r = (int)lora_r; /* LoRA: the base frozen, adapters of rank r on the config's targets */
     if (cfg.auto_fields & ZERO_AUTO_SCHED_TOTAL_NUM_STEPS) cfg.sched.total_num_steps = (int64_t)steps;
     if (zero_config_resolve(&cfg, zero_comm_size(comm), &err) != ZERO_OK) goto out;
     /* the model directory: its configuration, tokenizer and weights */
     if (dec_hf_open(&hf, dir, &err) != ZERO_OK || zero_tokenizer_load(&tok, dir, &err) != ZERO_OK) goto out;
     const dec_config *mc = dec_hf_config(hf);
+    dec_lora lora;
+    dec_lora_default(&lora);
+    if (lora_r > 0) { /* the config's alpha, dropout, rsLoRA and targets (PEFT's q_proj,v_proj when none) */
+        lora.r = cfg.lora.r, lora.alpha = cfg.lora.alpha, lora.dropout = cfg.lora.dropout,
+        lora.rslora = cfg.lora.rslora;
+        lora.seed = (uint64_t)seed;
+        if (dec_lora_targets(mc, cfg.lora.targets, &lora.targets, &err) != ZERO_OK ||
+            dec_lora_check(mc, &lora, &err) != ZERO_OK)
+            goto out;
+    }
     /* the data: JSONL examples (chat messages through the model's template) packed into rows of T + 1 */
     dec_data_opts d;
     dec_data_opts_default(&d);
@@ -112,8 +127,9 @@ int main(int argc, char **argv) {
         goto out;
     /* the engine: the model registered, sharded over the ranks, the weights loaded unit by unit */
     if (zero_engine_create_with(&e, comm, &cfg, NULL, &err) != ZERO_OK) goto out;
-    if (dec_engine_register(mc, e, &err) != ZERO_OK || zero_engine_finalize(e) != ZERO_OK ||
-        dec_hf_load(hf, e, &err) != ZERO_OK) {
+    if ((lora_r > 0 ? dec_lora_register(mc, &lora, e, &err) : dec_engine_register(mc, e, &err)) != ZERO_OK ||
+        zero_engine_finalize(e) != ZERO_OK || dec_hf_load(hf, e, &err) != ZERO_OK ||
+        (lora_r > 0 && dec_lora_init(mc, &lora, e, &err) != ZERO_OK)) {
         if (!err.msg[0]) snprintf(err.msg, sizeof err.msg, "%s", zero_engine_last_error(e));
         goto out;
     }
@@ -124,7 +140,10 @@ int main(int argc, char **argv) {
     s.seed = (uint64_t)seed;                                    /* the data's order */
     s.docs = dec_data_row(data) > 0 && dec_data_has_docs(data); /* each packed example attends to itself */
     s.save = save;
-    if (dec_create(&model, mc, trn_model_batch(&s), (int)seq, 0, &err) != ZERO_OK) goto out;
+    s.lora = lora_r > 0;
+    if (dec_create(&model, mc, trn_model_batch(&s), (int)seq, 0, &err) != ZERO_OK ||
+        (lora_r > 0 && dec_set_lora(model, &lora, &err) != ZERO_OK))
+        goto out;
     s.model = model;
     if (trn_create(&t, &s, &err) != ZERO_OK) goto out;
     const trn_hooks hooks = {(void *)&rank, on_step, on_saved};

@@ -2,7 +2,7 @@
 # examples/finetune.c: a program that fine-tunes a model directory through the library's training
 # loop (models/trainer) trains the same steps as `zero train` with the same settings: the chat
 # fixture (tests/data/finetune) for 4 steps, every loss and gradient norm bitwise equal, at stage 1
-# on 1 rank and at stage 3 on 3 ranks (the example through mpirun); a checkpoint it
+# on 1 rank, with LoRA (r 4) at stage 2, and at stage 3 on 3 ranks (the example through mpirun); a checkpoint it
 # saves is read by `zero inspect`; a model directory that is not one fails with one line.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -23,15 +23,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 # the CLI's records as the example prints them: "step N loss L grad_norm G"
 cli_steps() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/step \1 loss \2 grad_norm \3/p' "$1"; }
 ex_steps() { sed -n 's/^\(step [0-9]* loss [^ ]* grad_norm [^ ]*\) .*/\1/p' "$1"; }
-compare() { # NAME RANKS STAGE MICRO_BATCH
-    local name=$1 n=$2 stage=$3 mb=$4
+compare() { # NAME RANKS STAGE MICRO_BATCH [FLAG VALUE (zero train's) FLAG VALUE (the example's)]
+    local name=$1 n=$2 stage=$3 mb=$4; shift 4
+    local cflags=() eflags=()
+    [ $# -ge 4 ] && cflags=("$1" "$2") && eflags=("$3" "$4")
     "$ZERO" train --init-from "$M" --data "$D" --seq 111 --steps 4 --lr 1e-2 --micro-batch "$mb" --stage "$stage" \
-        --ranks "$n" --val-every 0 --log-json "$TMP/$name.json" >"$TMP/$name.cli" 2>&1 ||
+        --ranks "$n" --val-every 0 --log-json "$TMP/$name.json" "${cflags[@]}" >"$TMP/$name.cli" 2>&1 ||
         { echo "FAIL $name: zero train"; cat "$TMP/$name.cli"; fail=1; return; }
     local launch=()
     [ "$n" -gt 1 ] && launch=(mpirun --oversubscribe -np "$n")
     "${launch[@]}" "$EX" "$M" "$D" --steps 4 --seq 111 --lr 1e-2 --micro-batch "$mb" --stage "$stage" \
-        >"$TMP/$name.ex" 2>&1 || { echo "FAIL $name: the example"; cat "$TMP/$name.ex"; fail=1; return; }
+        "${eflags[@]}" >"$TMP/$name.ex" 2>&1 || { echo "FAIL $name: the example"; cat "$TMP/$name.ex"; fail=1; return; }
     check "$name: 4 steps" test "$(ex_steps "$TMP/$name.ex" | wc -l)" -eq 4
     check "$name: the example's losses and gradient norms are zero train's, bitwise" \
         test "$(ex_steps "$TMP/$name.ex")" = "$(cli_steps "$TMP/$name.json")"
@@ -39,6 +41,8 @@ compare() { # NAME RANKS STAGE MICRO_BATCH
         diff <(ex_steps "$TMP/$name.ex") <(cli_steps "$TMP/$name.json")
 }
 compare s1 1 1 4
+compare lora 1 2 4 --lora r=4 --lora 4
+check "LoRA trains otherwise than the full fine-tune" test "$(ex_steps "$TMP/lora.ex" | sed -n 2p)" != "$(ex_steps "$TMP/s1.ex" | sed -n 2p)"
 if command -v mpirun >/dev/null && "$ZERO" train --help 2>&1 | grep -q -- --ranks; then
     compare s3r3 3 3 2
     check "3 ranks x 2 and 1 rank x 4 train differently (the runs are not one run twice)" \

@@ -1,4 +1,4 @@
-/* `zero bench step` (the harness lives in bench/, compiled into the command): step time, tokens/s,
+/* `zero bench step`: step time, tokens/s,
  * per-rank peak RSS and model FLOP utilization of `zero train` for each stage, rank count and thread
  * count, against PyTorch 2 (bench/torch_step.py: plain, DDP, ZeroRedundancyOptimizer, FSDP2) on the
  * same model, as ratios. */
