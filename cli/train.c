@@ -234,8 +234,7 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--objective %s: --micro-batch %lld: expected an even number of sequences (a "
                              "pair is two: chosen and rejected), at most 2048", dec_objective_name(o->obj),
                              (long long)cfg->micro_batch);
-        const char *no = cfg->deterministic ? "--deterministic" : o->obj == DEC_OBJ_DPO && o->resume ? "--resume" :
-                         o->obj == DEC_OBJ_DPO && o->val_data ? "--val-data" : NULL;
+        const char *no = cfg->deterministic ? "--deterministic" : o->obj == DEC_OBJ_DPO && o->resume ? "--resume" : NULL;
         if (no)
             return cli_error(CLI_USAGE, "--objective %s with %s is not supported yet", dec_objective_name(o->obj), no);
     } else if (o->beta_given || o->label_smoothing > 0) {

@@ -12,6 +12,7 @@ struct trn_session {
     int32_t *inputs, *targets; /* a step's K micro-batches at once */
     int32_t *docs;             /* the inputs' documents (setup.docs), else NULL */
     double *ref;               /* DPO: the reference's summed log-likelihoods, 2 per pair (all pairs) */
+    double *val_ref;           /* ... of setup.val's pairs */
     int32_t *xin, *xtg;        /* ORPO: a micro-batch and its chosen sequences again (3 per pair) */
     dec_pref_sums pref;        /* the last step's sums over the global batch */
     double pref_pairs;         /* ... and its pairs */

@@ -93,7 +93,7 @@ zero_status trn_create(trn_session **out, const trn_setup *s, zero_error *err) {
 
 void trn_free(trn_session *t) {
     if (!t) return;
-    free(t->inputs), free(t->targets), free(t->docs), free(t->ref), free(t->xin), free(t->xtg);
+    free(t->inputs), free(t->targets), free(t->docs), free(t->ref), free(t->val_ref), free(t->xin), free(t->xtg);
     free(t);
 }
 

@@ -153,17 +153,16 @@ static void seq_stats(trn_session *t, const int32_t *tg, int B, double *ll, doub
     }
 }
 
-/* DPO's reference: every pair's log-likelihoods under the initial weights, before the first step
- * (TRL's precompute_ref_log_probs; with LoRA the initial model is the base: B starts at 0). The
- * pairs are dealt to the ranks a micro-batch at a time (each rank's passes are collective at stage
- * 3: every rank makes as many), then summed. */
-static zero_status dpo_prepare(trn_session *t) {
+/* The reference log-likelihoods of every pair of `d` under the initial weights, into *out (2 per
+ * pair, malloc'd). The pairs are dealt to the ranks a micro-batch at a time (each rank's passes
+ * are collective at stage 3: every rank makes as many), then summed. */
+static zero_status reference_of(trn_session *t, dec_data *d, double **out) {
     const int B = t->B, T = t->T, per = B / 2;
-    const uint64_t P = dec_data_num_pairs(t->s.data);
+    const uint64_t P = dec_data_num_pairs(d);
     zero_error err = {{0}};
-    double *mine = calloc(2 * P + 1, sizeof *mine), ll[2 * 1024], cnt[2 * 1024];
-    t->ref = calloc(2 * P + 1, sizeof *t->ref);
-    if (!mine || !t->ref) {
+    double *mine = calloc(2 * P + 1, sizeof *mine), ll[2 * 1024] = {0}, cnt[2 * 1024];
+    *out = calloc(2 * P + 1, sizeof **out);
+    if (!mine || !*out) {
         free(mine);
         return trn__fail(t, "DPO reference", "out of memory for the reference log-likelihoods");
     }
@@ -175,7 +174,7 @@ static zero_status dpo_prepare(trn_session *t) {
         const uint64_t ch = rd * (uint64_t)t->world + (uint64_t)t->rank;
         int n = 0;
         for (int i = 0; i < per && ch < chunks && ch * (uint64_t)per + (uint64_t)i < P; i++, n++)
-            if (dec_data_pair_rows(t->s.data, ch * (uint64_t)per + (uint64_t)i, T, t->inputs + (size_t)2 * i * T,
+            if (dec_data_pair_rows(d, ch * (uint64_t)per + (uint64_t)i, T, t->inputs + (size_t)2 * i * T,
                                    t->targets + (size_t)2 * i * T, &err) != ZERO_OK) {
                 free(mine);
                 return trn__fail(t, "DPO reference", err.msg);
@@ -192,9 +191,18 @@ static zero_status dpo_prepare(trn_session *t) {
         for (int i = 0; i < 2 * n; i++) mine[2 * ch * (uint64_t)per + (uint64_t)i] = ll[i];
     }
     /* each pair's values come from the one rank that computed them: their bits summed with zeros */
-    const int bad = zero_comm_all_reduce(t->s.comm, mine, t->ref, 2 * P, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
+    const int bad = zero_comm_all_reduce(t->s.comm, mine, *out, 2 * P, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK;
     free(mine);
     return bad ? trn__fail(t, "DPO reference", zero_comm_last_error(t->s.comm)) : ZERO_OK;
+}
+
+/* DPO's reference: every pair's log-likelihoods under the initial weights, before the first step
+ * (TRL's precompute_ref_log_probs; with LoRA the initial model is the base: B starts at 0), of the
+ * training data (its held-out split included) and of separate validation data. */
+static zero_status dpo_prepare(trn_session *t) {
+    zero_status s = reference_of(t, t->s.data, &t->ref);
+    if (s == ZERO_OK && t->s.val) s = reference_of(t, t->s.val, &t->val_ref);
+    return s;
 }
 
 /* The last counted target of a sequence (its EOS), or -1: every token up to it is the sequence's,
@@ -234,13 +242,16 @@ static zero_status pref_micro_batch(trn_session *t, dec_split split, int64_t ste
         return trn__fail(t, "preference pass", zero_engine_last_error(t->s.engine));
     seq_stats(t, tg, nseq, ll, cnt);
     const int64_t first = dec_data_first(t->rank, B, K, k);
+    /* the pairs and their reference: validation data of its own has its own */
+    dec_data *d = split == DEC_SPLIT_VAL ? trn__val_source(t) : t->s.data;
+    const double *ref = d == t->s.data ? t->ref : t->val_ref;
     for (int i = 0; i < n; i++) {
         lc[i] = ll[2 * i], lr[i] = ll[2 * i + 1], nc[i] = cnt[2 * i], nr[i] = cnt[2 * i + 1];
-        if (t->ref) {
+        if (ref) {
             uint64_t p;
-            if (dec_data_pair_of(t->s.data, split, t->s.seed, step, t->G, first + 2 * i, &p, &err) != ZERO_OK)
+            if (dec_data_pair_of(d, split, t->s.seed, step, t->G, first + 2 * i, &p, &err) != ZERO_OK)
                 return trn__fail(t, "preference pairs", err.msg);
-            rc[i] = t->ref[2 * p], rr[i] = t->ref[2 * p + 1];
+            rc[i] = ref[2 * p], rr[i] = ref[2 * p + 1];
         }
     }
     const dec_pref_opts po = {t->s.objective, t->s.beta, t->s.label_smoothing};

@@ -6,7 +6,8 @@
 # definition written out in PyTorch (TRL's fused LM head moves its gradients by ~4e-4: its later
 # losses within 5e-3). On 1 rank and on 2 ranks at stage 3, with accumulation; 3 ranks equal 1 at
 # the same global batch; the chat (messages) form; LoRA (the reference is the base); a resumed ORPO
-# run goes on as the uninterrupted one; every refusal (a missing field, an empty or identical
+# run goes on as the uninterrupted one; DPO validates --val-data's pairs against their own reference;
+# every refusal (a missing field, an empty or identical
 # completion, a pair longer than a row, an odd micro-batch, flags that do not go with the
 # objective) is one line naming the line or the flag.
 set -u
@@ -103,6 +104,17 @@ assert abs(z[0] - math.log(2)) < 1e-6 and z[-1] < z[0], z"
 check "LoRA DPO: ln 2 first, then lower" "$PY" -c "
 import json, math; z = [json.loads(l)['loss'] for l in open('$TMP/lora.json') if '\"step\"' in l]
 assert abs(z[0] - math.log(2)) < 1e-6 and z[-1] < z[0], z"
+# DPO with --val-data: its pairs get their own reference. Validating on the training pairs in the
+# reverse order (all 8 in each step's batch; a reference taken by the training data's pair numbers
+# would be another pair's), the validation loss after step s is the training loss of step s + 1
+# (the same weights and pairs), and the first is below ln 2
+tac "$PAIRS" >"$TMP/pairs_rev.jsonl"
+run dval --objective dpo --micro-batch 16 --val-data "$TMP/pairs_rev.jsonl" --val-every 1
+check "DPO --val-data: the validation loss after step s is step s + 1's training loss (1e-6)" "$PY" -c "
+import json, math; z = [json.loads(l) for l in open('$TMP/dval.json') if '\"step\"' in l]
+assert len(z) == 3 and all('val_loss' in r for r in z), z
+for a, b in zip(z, z[1:]): assert abs(a['val_loss'] - b['loss']) <= 1e-6 * b['loss'], (a['val_loss'], b['loss'])
+assert abs(z[0]['loss'] - math.log(2)) < 1e-6 and z[0]['val_loss'] < math.log(2) - 1e-3, z[0]"
 # a resumed ORPO run: its objective from the record, the steps of the uninterrupted run
 run half --objective orpo --micro-batch 16 --steps 2 --save "$TMP/ck"
 "$ZERO" train --resume "$TMP/ck" --data "$PAIRS" --steps 3 --log-json "$TMP/res.json" >"$TMP/out" 2>&1 ||
@@ -146,8 +158,6 @@ bad --data "$PAIRS" --objective dpo --micro-batch 3
 expect_error "an odd micro-batch" 2 "--micro-batch 3" "an even number of sequences"
 bad --data "$PAIRS" --objective dpo --deterministic
 expect_error "--deterministic" 2 "--objective dpo with --deterministic is not supported yet"
-bad --data "$PAIRS" --objective dpo --val-data "$PAIRS"
-expect_error "DPO with --val-data" 2 "--objective dpo with --val-data is not supported yet"
 bad --data "$PAIRS" --objective kto
 expect_error "--objective kto" 2 "--objective 'kto'" "lm, dpo or orpo"
 bad --data "$FT/chats.jsonl" --beta 0.2
