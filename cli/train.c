@@ -119,10 +119,13 @@ void train_release(train_opts *o) {
     o->tok = NULL;
     cli_model_free(&o->src);
     o->chat_template_text = NULL;
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof o->run_strings / sizeof o->run_strings[0]; i++) {
         free(o->run_strings[i]);
         o->run_strings[i] = NULL;
     }
+    o->dpo_reference_in = NULL;
+    free(o->dpo_reference);
+    o->dpo_reference = NULL;
 }
 
 /* A note joins config.json's (src.notes): rank 0 prints them once at the start of the run. */
@@ -234,9 +237,16 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--objective %s: --micro-batch %lld: expected an even number of sequences (a "
                              "pair is two: chosen and rejected), at most 2048", dec_objective_name(o->obj),
                              (long long)cfg->micro_batch);
-        const char *no = cfg->deterministic ? "--deterministic" : o->obj == DEC_OBJ_DPO && o->resume ? "--resume" : NULL;
-        if (no)
-            return cli_error(CLI_USAGE, "--objective %s with %s is not supported yet", dec_objective_name(o->obj), no);
+        if (cfg->deterministic)
+            return cli_error(CLI_USAGE, "--objective %s with --deterministic is not supported yet",
+                             dec_objective_name(o->obj));
+        /* a resumed DPO run goes on against the reference of its start, which its record keeps */
+        if (o->obj == DEC_OBJ_DPO && o->resume && !o->dpo_reference_in)
+            return cli_error(CLI_USAGE, "--resume %s: the checkpoint records no DPO reference (the run's start's "
+                             "log-likelihoods): resuming it is not supported (start the DPO run again)", o->resume);
+        if (o->obj == DEC_OBJ_DPO && o->resume && o->data_changed)
+            return cli_error(CLI_USAGE, "--resume %s: %s: a DPO run's reference is of the pairs it started on: expected "
+                             "the run's data as it was", o->resume, o->data_changed);
     } else if (o->beta_given || o->label_smoothing > 0) {
         return cli_error(CLI_USAGE, "--beta and --label-smoothing: the preference objectives' (--objective dpo|orpo)");
     }
@@ -806,9 +816,25 @@ int train_run(train_opts *o, int mpi) {
     }
     r.G = (int64_t)r.world * B * o->cfg.grad_accum;
     ts.model = r.model;
+    ts.reference = o->dpo_reference_in;
     if (trn_create(&r.trn, &ts, &err) != ZERO_OK) {
         rc = cli_error(CLI_RUNTIME, "%s", err.msg);
         goto out;
+    }
+    if (o->obj == DEC_OBJ_DPO) { /* the reference first: the run's record keeps it, for --resume */
+        if (trn_prepare(r.trn) != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "%s", trn_last_error(r.trn));
+            goto out;
+        }
+        free(o->dpo_reference);
+        free(r.user_json);
+        o->dpo_reference = trn_reference_text(r.trn);
+        r.user_json = o->dpo_reference ? train_user_json(o, r.world) : NULL;
+        if (!r.user_json) {
+            rc = cli_error(CLI_RUNTIME, "out of memory");
+            goto out;
+        }
+        trn_set_save_json(r.trn, r.user_json);
     }
     if (r.rank == 0) {
         const int json_stdout = o->log_json && !strcmp(o->log_json, "-");

@@ -63,7 +63,10 @@ typedef struct train_opts {
     /* --resume: the checkpoint's record of the run (train_resume_run) */
     int run_recorded;        /* the record has the run's configuration (run_cfg) */
     zero_config run_cfg;     /* ... as the run had it, its batch left out */
-    char *run_strings[4];    /* data, validation data, chat format and template text taken from the record (owned) */
+    char *run_strings[5];    /* data, validation data, chat format, template text and the DPO reference taken from the record (owned) */
+    const char *dpo_reference_in; /* DPO resumed: the reference its record keeps (run_strings[4]) */
+    char *dpo_reference;     /* DPO: the reference this run records (the trainer's text; owned) */
+    const char *data_changed; /* --resume on data other than the run's (what differs), else NULL */
     const char *chat_template_text; /* the model's chat template a resumed run trained with (run_strings[3]) */
     zero_config run_pre;     /* this run's configuration before it is resolved, its batch left out (recorded) */
     /* --data's digest (train_data_digest_once): read once a run, by the process that first needs

@@ -73,6 +73,7 @@ char *train_user_json(const train_opts *o, int world) {
         cJSON_AddStringToObject(run, "objective", dec_objective_name(o->obj));
         cJSON_AddNumberToObject(run, "beta", o->beta);
         cJSON_AddNumberToObject(run, "label_smoothing", o->label_smoothing);
+        if (o->dpo_reference) cJSON_AddStringToObject(run, "dpo_reference", o->dpo_reference);
     }
     cJSON_AddItemToObject(root, "run", run);
     char *text = cJSON_PrintUnformatted(root);
@@ -320,7 +321,19 @@ int train_resume_run(train_opts *o) {
     double x = 0;
     if (!o->checkpointing && zero_ckpt_user_number(c, "run.activation_checkpointing", &x) == ZERO_OK && x == 1)
         o->checkpointing = 1;
-    if (!o->val_data && zero_ckpt_user_string(c, "run.val_data", &v) == ZERO_OK) o->val_data = keep(o, 1, v);
+    o->data_changed = NULL;
+    if (zero_ckpt_user_string(c, "run.val_data", &v) == ZERO_OK) {
+        if (!o->val_data || o->val_data == o->run_strings[1]) {
+            o->val_data = keep(o, 1, v);
+        } else {
+            char *abs = realpath(o->val_data, NULL);
+            if (!abs || strcmp(abs, v)) o->data_changed = "--val-data is not the run's";
+            free(abs);
+        }
+    } else if (o->val_data) {
+        o->data_changed = "--val-data: the run had none";
+    }
+    o->dpo_reference_in = zero_ckpt_user_string(c, "run.dpo_reference", &v) == ZERO_OK ? keep(o, 4, v) : NULL;
     if (!o->objective && zero_ckpt_user_string(c, "run.objective", &v) == ZERO_OK) { /* its objective goes on */
         o->objective = dec_objective_name(dec_objective_parse(v, &o->obj) == ZERO_OK ? o->obj : DEC_OBJ_LM);
         if (!o->beta_given && zero_ckpt_user_number(c, "run.beta", &x) == ZERO_OK) o->beta = x;
@@ -340,6 +353,7 @@ int train_resume_run(train_opts *o) {
     const int same_path = !given || (abs && !strcmp(abs, rec));
     free(abs);
     if (!same_path) {
+        o->data_changed = "--data is not the run's";
         snprintf(o->ux.run_note, sizeof o->ux.run_note, "data %s -> %s (--data)", rec, o->data);
         goto out;
     }
@@ -358,6 +372,7 @@ int train_resume_run(train_opts *o) {
                        hex, (unsigned long long)bytes, nowhex, rec);
         goto out;
     }
+    o->data_changed = "the run's data changed since the checkpoint";
     snprintf(o->ux.run_note, sizeof o->ux.run_note, "data %s changed since the checkpoint (--data given again: trained as it is now)", rec);
 out:
     free(conf);

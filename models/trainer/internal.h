@@ -20,6 +20,7 @@ struct trn_session {
     int offload;               /* NVMe offload: steps report their I/O */
     int64_t off_prev[3];       /* this rank's offload bytes read, written and µs waited so far */
     int ran;
+    int prepared;
     int quiet;
     char err[1200];
 };

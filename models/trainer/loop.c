@@ -280,6 +280,14 @@ static zero_status save(trn_session *t, const trn_hooks *h, int64_t step) {
     return ZERO_OK;
 }
 
+zero_status trn_prepare(trn_session *t) {
+    if (t->prepared) return ZERO_OK;
+    t->prepared = 1;
+    return t->obj->prepare ? t->obj->prepare(t) : ZERO_OK;
+}
+
+void trn_set_save_json(trn_session *t, const char *json) { t->s.save_json = json; }
+
 zero_status trn_run(trn_session *t, const trn_hooks *h) {
     if (t->ran) {
         snprintf(t->err, sizeof t->err, "trainer: a session runs once");
@@ -287,7 +295,7 @@ zero_status trn_run(trn_session *t, const trn_hooks *h) {
     }
     t->ran = 1;
     zero_status s;
-    if (t->obj->prepare && (s = t->obj->prepare(t)) != ZERO_OK) return s;
+    if ((s = trn_prepare(t)) != ZERO_OK) return s;
     const int64_t first_step = zero_engine_step_count(t->s.engine);
     if (t->offload) offload_delta(t, NULL);       /* the initialization's I/O is not a step's */
     int64_t skipped = 0, at_min = 0, applied = 0; /* untrained()'s counts */

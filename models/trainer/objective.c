@@ -2,6 +2,7 @@
  * cross-entropy, its mean over the global batch; deterministic runs sum it exactly), DPO and ORPO
  * on preference pairs (docs/MODEL.md, "Preference tuning"). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,13 +197,74 @@ static zero_status reference_of(trn_session *t, dec_data *d, double **out) {
     return bad ? trn__fail(t, "DPO reference", zero_comm_last_error(t->s.comm)) : ZERO_OK;
 }
 
+static int hex_value(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+
+/* setup.reference (trn_reference_text's form) into the session's arrays: its pair counts must be
+ * the data's, every value a log-likelihood (finite, at most 0). */
+static zero_status reference_decode(trn_session *t, const char *text) {
+    const uint64_t P = dec_data_num_pairs(t->s.data), V = t->s.val ? dec_data_num_pairs(t->s.val) : 0;
+    unsigned long long p = 0, v = 0;
+    int used = 0;
+    char msg[320];
+    if (sscanf(text, "%llu %llu %n", &p, &v, &used) != 2 || used == 0)
+        return trn__fail(t, "DPO reference", "the recorded reference does not start with its pair counts");
+    if (p != P || v != V) {
+        snprintf(msg, sizeof msg,
+                 "the recorded reference is of %llu training and %llu validation pairs; the data has %llu and %llu "
+                 "(the reference is of the data the run started on)",
+                 p, v, (unsigned long long)P, (unsigned long long)V);
+        return trn__fail(t, "DPO reference", msg);
+    }
+    const char *h = text + used;
+    const size_t n = 2 * (size_t)(P + V);
+    if (strlen(h) != 16 * n) return trn__fail(t, "DPO reference", "the recorded reference is cut short or too long");
+    t->ref = calloc(2 * P + 1, sizeof *t->ref);
+    t->val_ref = V ? calloc(2 * V + 1, sizeof *t->val_ref) : NULL;
+    if (!t->ref || (V && !t->val_ref)) return trn__fail(t, "DPO reference", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits = 0;
+        for (int k = 0; k < 16; k++) {
+            const int d = hex_value(h[16 * i + (size_t)k]);
+            if (d < 0) return trn__fail(t, "DPO reference", "the recorded reference holds a character that is not hex");
+            bits = bits << 4 | (uint64_t)d;
+        }
+        double x;
+        memcpy(&x, &bits, sizeof x);
+        if (!(x <= 0) || !isfinite(x)) {
+            snprintf(msg, sizeof msg,
+                     "the recorded reference's value %zu is %g: expected a log-likelihood (finite, <= 0)", i, x);
+            return trn__fail(t, "DPO reference", msg);
+        }
+        if (i < 2 * P) t->ref[i] = x;
+        else t->val_ref[i - 2 * P] = x;
+    }
+    return ZERO_OK;
+}
+
 /* DPO's reference: every pair's log-likelihoods under the initial weights, before the first step
  * (TRL's precompute_ref_log_probs; with LoRA the initial model is the base: B starts at 0), of the
  * training data (its held-out split included) and of separate validation data. */
 static zero_status dpo_prepare(trn_session *t) {
+    if (t->s.reference) return reference_decode(t, t->s.reference);
     zero_status s = reference_of(t, t->s.data, &t->ref);
     if (s == ZERO_OK && t->s.val) s = reference_of(t, t->s.val, &t->val_ref);
     return s;
+}
+
+char *trn_reference_text(const trn_session *t) {
+    if (!t->ref) return NULL;
+    const uint64_t P = dec_data_num_pairs(t->s.data), V = t->val_ref ? dec_data_num_pairs(t->s.val) : 0;
+    const size_t n = 2 * (size_t)(P + V);
+    char *out = malloc(48 + 16 * n), *p = out;
+    if (!out) return NULL;
+    p += sprintf(p, "%llu %llu ", (unsigned long long)P, (unsigned long long)V);
+    for (size_t i = 0; i < n; i++) {
+        const double x = i < 2 * P ? t->ref[i] : t->val_ref[i - 2 * P];
+        uint64_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        p += sprintf(p, "%016llx", (unsigned long long)bits);
+    }
+    return out;
 }
 
 /* The last counted target of a sequence (its EOS), or -1: every token up to it is the sequence's,

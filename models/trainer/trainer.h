@@ -53,6 +53,8 @@ typedef struct trn_setup {
     const char *save_json;    /* the record a checkpoint keeps of the run (zero_engine_save's user JSON) */
     const char *weights_from; /* where the weights came from, for the message of a first step that
                                  overflows (" (--resume DIR)"); NULL: nothing said */
+    const char *reference;    /* DPO resumed: the reference of the run's start (trn_reference_text, as
+                                 its checkpoint's record keeps it); NULL: computed before the first step */
 } trn_setup;
 void trn_setup_default(trn_setup *s);
 
@@ -93,6 +95,17 @@ typedef struct trn_session trn_session;
  * allocates the step's buffers. */
 zero_status trn_create(trn_session **out, const trn_setup *s, zero_error *err);
 void trn_free(trn_session *t); /* NULL is a no-op */
+
+/* The objective's preparation, once (trn_run calls it when the program has not): DPO's reference
+ * log-likelihoods of every pair, training and validation, under the weights the run starts from,
+ * or setup.reference decoded (its pairs counted against the data's: another count is an error). */
+zero_status trn_prepare(trn_session *t);
+/* DPO, after trn_prepare: the reference as text, for a checkpoint's record (malloc'd: "P V " then
+ * 16 hex digits per value, the bits of each double: the training data's pairs, chosen then
+ * rejected, then the validation data's); NULL for another objective. */
+char *trn_reference_text(const trn_session *t);
+/* The record checkpoints keep of the run from now on (setup.save_json; borrowed). */
+void trn_set_save_json(trn_session *t, const char *json);
 
 /* The run: the objective's preparation (DPO's reference log-likelihoods), then the steps from the
  * engine's step count to setup.steps, each followed by validation and saves when due, the hook,

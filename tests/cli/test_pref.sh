@@ -6,7 +6,7 @@
 # definition written out in PyTorch (TRL's fused LM head moves its gradients by ~4e-4: its later
 # losses within 5e-3). On 1 rank and on 2 ranks at stage 3, with accumulation; 3 ranks equal 1 at
 # the same global batch; the chat (messages) form; LoRA (the reference is the base); a resumed ORPO
-# run goes on as the uninterrupted one; DPO validates --val-data's pairs against their own reference;
+# run goes on as the uninterrupted one, and a resumed DPO run (its reference from the record); DPO validates --val-data's pairs against their own reference;
 # every refusal (a missing field, an empty or identical
 # completion, a pair longer than a row, an odd micro-batch, flags that do not go with the
 # objective) is one line naming the line or the flag.
@@ -115,6 +115,22 @@ import json, math; z = [json.loads(l) for l in open('$TMP/dval.json') if '\"step
 assert len(z) == 3 and all('val_loss' in r for r in z), z
 for a, b in zip(z, z[1:]): assert abs(a['val_loss'] - b['loss']) <= 1e-6 * b['loss'], (a['val_loss'], b['loss'])
 assert abs(z[0]['loss'] - math.log(2)) < 1e-6 and z[0]['val_loss'] < math.log(2) - 1e-3, z[0]"
+# a resumed DPO run: the reference of its start comes from the checkpoint's record (the weights it
+# resumes from are not the initial ones): its third step is the uninterrupted run's, and so is its
+# validation against --val-data's own recorded reference
+run dhalf --objective dpo --micro-batch 16 --steps 2 --save "$TMP/dck"
+"$ZERO" train --resume "$TMP/dck" --steps 3 --log-json "$TMP/dres.json" >"$TMP/out" 2>&1 ||
+    { echo "FAIL DPO resume"; cat "$TMP/out"; fail=1; }
+run dvhalf --objective dpo --micro-batch 16 --val-data "$TMP/pairs_rev.jsonl" --val-every 1 --steps 2 --save "$TMP/dvck"
+"$ZERO" train --resume "$TMP/dvck" --steps 3 --log-json "$TMP/dvres.json" >"$TMP/out" 2>&1 ||
+    { echo "FAIL DPO resume with --val-data"; cat "$TMP/out"; fail=1; }
+check "a resumed DPO run: step 3 and its validation as the uninterrupted runs' (1e-6)" "$PY" -c "
+import json
+def rec(p, s): return [json.loads(l) for l in open(p) if '\"step\"' in l and json.loads(l)['step'] == s][0]
+a, b = rec('$TMP/dpo1.json', 3), rec('$TMP/dres.json', 3)
+assert abs(a['loss'] - b['loss']) <= 1e-6 * a['loss'] and abs(a['reward_margin'] - b['reward_margin']) <= 1e-6, (a, b)
+a, b = rec('$TMP/dval.json', 3), rec('$TMP/dvres.json', 3)
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-6 * a['val_loss'] and abs(a['loss'] - b['loss']) <= 1e-6 * a['loss'], (a, b)"
 # a resumed ORPO run: its objective from the record, the steps of the uninterrupted run
 run half --objective orpo --micro-batch 16 --steps 2 --save "$TMP/ck"
 "$ZERO" train --resume "$TMP/ck" --data "$PAIRS" --steps 3 --log-json "$TMP/res.json" >"$TMP/out" 2>&1 ||
@@ -164,9 +180,11 @@ bad --data "$FT/chats.jsonl" --beta 0.2
 expect_error "--beta without a preference objective" 2 "--beta and --label-smoothing" "--objective dpo|orpo"
 bad --data "$PAIRS" --objective orpo --label-smoothing 0.1
 expect_error "--label-smoothing with ORPO" 2 "--label-smoothing 0.1" "with --objective dpo"
-"$ZERO" train --init-from "$M" --data "$PAIRS" --seq 63 --steps 1 --micro-batch 4 --objective dpo --save "$TMP/dck" \
-    >/dev/null 2>&1
-bad --resume "$TMP/dck" --data "$PAIRS" --steps 2
-expect_error "resuming DPO" 2 "--objective dpo with --resume is not supported yet"
+# a resumed DPO run on other pairs: its reference is of the pairs it started on
+cp "$PAIRS" "$TMP/pairs_copy.jsonl"
+bad --resume "$TMP/dck" --data "$TMP/pairs_copy.jsonl" --steps 3
+expect_error "resuming DPO on other data" 2 "--resume $TMP/dck" "--data is not the run's" "the pairs it started on"
+bad --resume "$TMP/dck" --val-data "$TMP/pairs_copy.jsonl" --steps 3
+expect_error "resuming DPO with another --val-data" 2 "--val-data: the run had none" "the pairs it started on"
 
 exit $fail
