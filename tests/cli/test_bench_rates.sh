@@ -10,10 +10,7 @@ trap 'rm -rf "$TMP"' EXIT
 unset ZERO_RATES
 export XDG_CACHE_HOME="$TMP/cache"
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 
 # one rank, the default location (created), the human table
 "$ZERO" bench rates --model tiny --iters 2 >"$TMP/one.txt"

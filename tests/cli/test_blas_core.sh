@@ -8,10 +8,7 @@ set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 
 OPENBLAS_CORETYPE=Haswell "$ZERO" --version --verbose >"$TMP/named.txt"
 check "--version --verbose: exit 0" test $? -eq 0

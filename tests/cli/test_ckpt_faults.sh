@@ -14,10 +14,7 @@ trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/shm"
 export OMPI_MCA_btl_vader_backing_directory="$TMP/shm"
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 errors() { grep -c '^zero: error: ' "$TMP/err"; }
 expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one "zero: error: ..." line with every NEEDLE
     local name=$1 want=$2; shift 2

@@ -14,10 +14,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 reads() { grep -c "^zero: debug: reading the digest of the data $TMP/data.txt$" "$1"; }
 train() { # train NAME [launcher...] -- [args...]: exit status in NAME.rc, stderr in NAME.err
     local name=$1; shift

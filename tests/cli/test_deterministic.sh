@@ -13,10 +13,7 @@ trap 'rm -rf "$TMP"' EXIT
 export ZERO_COMM_ASYNC=0
 STEPS=${DET_STEPS:-300} # the issue's 300 steps (~100 s on 2 cores); a quick look: DET_STEPS=4 (docs/CLI.md)
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 run() { # run NAME RANKS STAGE MICRO [args...]: global batch RANKS*MICRO*accum; a failure ends the test
     local name=$1 r=$2 s=$3 b=$4; shift 4
     "$ZERO" train --model tiny --seq 32 --lr 3e-3 --val-every 0 --val-batches 1 --steps "$STEPS" --ranks "$r" \

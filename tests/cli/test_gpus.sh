@@ -12,10 +12,7 @@ trap 'rm -rf "$TMP"' EXIT
 unset ZERO_RATES
 export XDG_CACHE_HOME="$TMP/cache"
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 
 # --- Ψ = 1.536e9 in 32 equal units of 48e6 elements (a multiple of 3 x 16: no padding on 1-3 GPUs)
 for n in 1 2 3; do

@@ -18,10 +18,7 @@ TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 # refused NAME STATUS NEEDLE... -- ARGS...: `zero ARGS` (at most $LIMIT s, 30 unless set) exits
 # STATUS with one error line holding every NEEDLE
 refused() {

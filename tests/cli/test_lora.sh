@@ -19,10 +19,7 @@ LORA="$SRC/tests/data/lora"
 TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 # expect_error NAME STATUS NEEDLE...: the last command exited with STATUS and printed exactly one
 # stderr line "zero: error: ..." containing every NEEDLE
 expect_error() {

@@ -18,10 +18,7 @@ DEC="$SRC/tests/data/decoder"
 TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 DATA=(--data "$DEC/tokens.bin" --seq 8 --val-batches 1)
 
 for case in "gpt2 r=4,alpha=8,targets=c_attn,c_proj,c_fc" "llama_gqa4 r=4,alpha=16,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,rslora"; do

@@ -14,10 +14,7 @@ TOOL="$(cd "$(dirname "$0")/.." && pwd)/manifest_tool.py"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 D="$TMP/d"
 STEP="$D/step_00000002"
 "$ZERO" train --model tiny --seq 32 --micro-batch 4 --steps 2 --val-every 0 --precision fp16 --save "$D" \

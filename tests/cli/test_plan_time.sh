@@ -10,10 +10,7 @@ trap 'rm -rf "$TMP"' EXIT
 unset ZERO_RATES
 export XDG_CACHE_HOME="$TMP/cache"
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 
 # --- by hand: tiny (L=2, C=64, H=4, V=256, context 64) at 1 GFLOP/s and 1 GB/s, one rank.
 # Forward FLOPs per token: 2 x (24 x 64^2 + 4 x 64 x 64) + 2 x 64 x 256 = 262144; a step of one

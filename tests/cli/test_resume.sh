@@ -11,10 +11,7 @@ PY=/usr/bin/python3
 TMP=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
-check() { # check NAME COMMAND...
-    local name=$1; shift
-    if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
-}
+. "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 run() { # run NAME RANKS STAGE MICRO [args...]: --model tiny, global batch RANKS*MICRO; a failure ends the test
     local name=$1 r=$2 s=$3 b=$4; shift 4
     "$ZERO" train --model tiny --seq 32 --lr 3e-3 --val-every 0 --ranks "$r" --stage "$s" --micro-batch "$b" \
