@@ -237,9 +237,11 @@ int train_prepare(train_opts *o, int world) {
             return cli_error(CLI_USAGE, "--objective %s: --micro-batch %lld: expected an even number of sequences (a "
                              "pair is two: chosen and rejected), at most 2048", dec_objective_name(o->obj),
                              (long long)cfg->micro_batch);
-        if (cfg->deterministic)
-            return cli_error(CLI_USAGE, "--objective %s with --deterministic is not supported yet",
-                             dec_objective_name(o->obj));
+        /* deterministic: a pass is an atom of whole pairs (2 sequences unless --det-atom says more) */
+        if (cfg->deterministic && cfg->deterministic_atom == 1 && o->det_atom <= 0) cfg->deterministic_atom = 2;
+        if (cfg->deterministic && cfg->deterministic_atom % 2)
+            return cli_error(CLI_USAGE, "--objective %s: --det-atom %d: expected an even number of sequences (an atom "
+                             "holds whole pairs)", dec_objective_name(o->obj), cfg->deterministic_atom);
         /* a resumed DPO run goes on against the reference of its start, which its record keeps */
         if (o->obj == DEC_OBJ_DPO && o->resume && !o->dpo_reference_in)
             return cli_error(CLI_USAGE, "--resume %s: the checkpoint records no DPO reference (the run's start's "

@@ -18,9 +18,8 @@ void trn_setup_default(trn_setup *s) {
 }
 
 int trn_model_batch(const trn_setup *s) {
-    if (s->cfg->deterministic) return s->cfg->deterministic_atom;
     const trn_objective *o = trn_objective_of(s->objective);
-    const int B = (int)s->cfg->micro_batch;
+    const int B = s->cfg->deterministic ? s->cfg->deterministic_atom : (int)s->cfg->micro_batch;
     return o ? B / o->seqs_den * o->seqs_num : B;
 }
 
@@ -62,7 +61,8 @@ zero_status trn_create(trn_session **out, const trn_setup *s, zero_error *err) {
             return setup_error(err, "trainer: DPO and ORPO need preference pairs (dec_data_opts.pairs)");
         if (B % 2 || B > 1024)
             return setup_error(err, "trainer: a preference micro-batch is an even number of sequences, at most 1024");
-        if (s->cfg->deterministic) return setup_error(err, "trainer: DPO and ORPO are not deterministic yet");
+        if (s->cfg->deterministic && s->cfg->deterministic_atom % 2)
+            return setup_error(err, "trainer: deterministic DPO and ORPO pass whole pairs: an even deterministic_atom");
     }
     trn_session *t = calloc(1, sizeof *t);
     if (!t) return setup_error(err, "trainer: out of memory");

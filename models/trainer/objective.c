@@ -154,11 +154,17 @@ static void seq_stats(trn_session *t, const int32_t *tg, int B, double *ll, doub
     }
 }
 
+/* The sequences of one pass: deterministic mode passes atoms (whole pairs, the same bits on any
+ * number of ranks), else a micro-batch. */
+static int pref_pass_size(const trn_session *t) {
+    return t->s.cfg->deterministic ? t->s.cfg->deterministic_atom : t->B;
+}
+
 /* The reference log-likelihoods of every pair of `d` under the initial weights, into *out (2 per
  * pair, malloc'd). The pairs are dealt to the ranks a micro-batch at a time (each rank's passes
  * are collective at stage 3: every rank makes as many), then summed. */
 static zero_status reference_of(trn_session *t, dec_data *d, double **out) {
-    const int B = t->B, T = t->T, per = B / 2;
+    const int T = t->T, per = pref_pass_size(t) / 2;
     const uint64_t P = dec_data_num_pairs(d);
     zero_error err = {{0}};
     double *mine = calloc(2 * P + 1, sizeof *mine), ll[2 * 1024] = {0}, cnt[2 * 1024];
@@ -276,23 +282,24 @@ static int last_target(const int32_t *tg, int T) {
     return last;
 }
 
-/* One micro-batch of pairs (B sequences: chosen, rejected, ...) of batch `step` of a split: the
- * policy's log-likelihoods (a forward pass), the objective's weights; with backward, the weighted
- * pass that adds the gradient. Adds the batch's sums into *sums. */
-static zero_status pref_micro_batch(trn_session *t, dec_split split, int64_t step, int k, int32_t *in, int32_t *tg,
-                                    double tokens, int backward, dec_pref_sums *sums) {
-    const int B = t->B, K = t->K, T = t->T, n = B / 2;
-    const int orpo = t->s.objective == DEC_OBJ_ORPO, nseq = orpo ? 3 * n : B;
+/* The passes of Bh sequences (Bh / 2 pairs: chosen, rejected, ...) of batch `step` of a split,
+ * the first of them the batch's sequence `first`: the policy's log-likelihoods (a forward pass),
+ * the objective's weights; with backward, the weighted pass that adds the gradient (one engine
+ * micro-batch). Adds the pairs' sums into *sums. */
+static zero_status pref_pass(trn_session *t, dec_split split, int64_t step, int64_t first, int Bh, int32_t *in,
+                             int32_t *tg, double tokens, int backward, dec_pref_sums *sums) {
+    const int T = t->T, n = Bh / 2;
+    const int orpo = t->s.objective == DEC_OBJ_ORPO, nseq = orpo ? 3 * n : Bh;
     zero_error err = {{0}};
     double ll[3 * 1024] = {0}, cnt[3 * 1024] = {0}, lc[1024], lr[1024], rc[1024], rr[1024], nc[1024], nr[1024];
     float wc[1024], wr[1024], wall[1024], w[3 * 1024];
     float l;
     if (orpo) { /* ORPO's NLL is over the whole chosen sequences: each again, every token a target */
-        memcpy(t->xin, in, (size_t)B * T * sizeof *in);
-        memcpy(t->xtg, tg, (size_t)B * T * sizeof *tg);
+        memcpy(t->xin, in, (size_t)Bh * T * sizeof *in);
+        memcpy(t->xtg, tg, (size_t)Bh * T * sizeof *tg);
         for (int i = 0; i < n; i++) {
             const int32_t *ci = in + (size_t)2 * i * T, *ct = tg + (size_t)2 * i * T;
-            int32_t *xi = t->xin + (size_t)(B + i) * T, *xt = t->xtg + (size_t)(B + i) * T;
+            int32_t *xi = t->xin + (size_t)(Bh + i) * T, *xt = t->xtg + (size_t)(Bh + i) * T;
             const int last = last_target(ct, T);
             memcpy(xi, ci, (size_t)T * sizeof *xi);
             for (int j = 0; j < T; j++) xt[j] = j < last ? ci[j + 1] : j == last ? ct[j] : -1;
@@ -303,7 +310,6 @@ static zero_status pref_micro_batch(trn_session *t, dec_split split, int64_t ste
     if (dec_engine_eval(t->s.model, t->s.engine, in, tg, nseq, T, &l) != ZERO_OK)
         return trn__fail(t, "preference pass", zero_engine_last_error(t->s.engine));
     seq_stats(t, tg, nseq, ll, cnt);
-    const int64_t first = dec_data_first(t->rank, B, K, k);
     /* the pairs and their reference: validation data of its own has its own */
     dec_data *d = split == DEC_SPLIT_VAL ? trn__val_source(t) : t->s.data;
     const double *ref = d == t->s.data ? t->ref : t->val_ref;
@@ -317,13 +323,13 @@ static zero_status pref_micro_batch(trn_session *t, dec_split split, int64_t ste
         }
     }
     const dec_pref_opts po = {t->s.objective, t->s.beta, t->s.label_smoothing};
-    if (dec_pref_weights(&po, n, lc, lr, rc, rr, nc, nr, orpo ? ll + B : NULL, (double)t->G / 2, tokens, wc, wr, wall,
+    if (dec_pref_weights(&po, n, lc, lr, rc, rr, nc, nr, orpo ? ll + Bh : NULL, (double)t->G / 2, tokens, wc, wr, wall,
                          sums) != ZERO_OK)
         return trn__fail(t, "preference objective", "a completion without a counted token, or a probability of 1");
     if (!backward) return ZERO_OK;
     for (int i = 0; i < n; i++) {
         w[2 * i] = wc[i], w[2 * i + 1] = wr[i];
-        if (orpo) w[B + i] = wall[i];
+        if (orpo) w[Bh + i] = wall[i];
     }
     dec_set_seq_weights(t->s.model, w);
     /* the loss is sum w CE, the weights hold the global batch's mean: a denominator of 1 */
@@ -346,32 +352,72 @@ static zero_status chosen_tokens(trn_session *t, const int32_t *tg, int nseq, do
     return ZERO_OK;
 }
 
-/* The mean loss of a step's (or a validation batch's) global sums: the preference term's mean over
- * the pairs, plus ORPO's NLL over the chosen tokens. */
-static zero_status pref_reduce(trn_session *t, dec_pref_sums *s, double tokens, double pairs, double *loss) {
-    double v[6] = {s->loss, s->nll, s->chosen, s->rejected, s->margin, s->correct}, g[6];
-    if (allsum_f64(t, v, 6, g)) return trn__fail(t, "the preference loss", zero_comm_last_error(t->s.comm));
+/* A step's (or a validation batch's) preference sums over the ranks. Deterministic mode: each
+ * atom's sums (the same bits whatever the ranks' shares: an atom is passed alone) were rounded
+ * into acc (det_add), whose integers sum exactly; else the ranks' double sums, in rank order. */
+enum { PREF_FIELDS = 6 };
+static void pref_fields(const dec_pref_sums *s, double v[PREF_FIELDS]) {
+    v[0] = s->loss, v[1] = s->nll, v[2] = s->chosen, v[3] = s->rejected, v[4] = s->margin, v[5] = s->correct;
+}
+static void pref_det_add(int64_t acc[2 * PREF_FIELDS], const dec_pref_sums *s) {
+    double v[PREF_FIELDS];
+    pref_fields(s, v);
+    for (int f = 0; f < PREF_FIELDS; f++) det_add(acc + 2 * f, v[f], DET_LOSS_BITS);
+}
+
+/* The mean loss of the global sums: the preference term's mean over the pairs, plus ORPO's NLL
+ * over the chosen tokens. */
+static zero_status pref_reduce(trn_session *t, dec_pref_sums *s, const int64_t *acc, double tokens, double pairs,
+                               double *loss) {
+    double v[PREF_FIELDS], g[PREF_FIELDS];
+    if (acc) {
+        int64_t all[2 * PREF_FIELDS];
+        if (zero_comm_all_reduce(t->s.comm, acc, all, 2 * PREF_FIELDS, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
+            return trn__fail(t, "the preference loss", zero_comm_last_error(t->s.comm));
+        for (int f = 0; f < PREF_FIELDS; f++) g[f] = all[2 * f + 1] ? NAN : ldexp((double)all[2 * f], -DET_LOSS_BITS);
+    } else {
+        pref_fields(s, v);
+        if (allsum_f64(t, v, PREF_FIELDS, g))
+            return trn__fail(t, "the preference loss", zero_comm_last_error(t->s.comm));
+    }
     *s = (dec_pref_sums){g[0], g[1], g[2], g[3], g[4], g[5]};
     *loss = s->loss / pairs + (t->s.objective == DEC_OBJ_ORPO ? s->nll / tokens : 0.0);
     return ZERO_OK;
 }
 
+/* Micro-batch k of the step's (or validation batch's) buffers, pass by pass; deterministic mode
+ * rounds each pass's sums into acc. */
+static zero_status pref_micro_batch(trn_session *t, dec_split split, int64_t step, int k, double tokens, int backward,
+                                    dec_pref_sums *sums, int64_t *acc) {
+    const int B = t->B, T = t->T, A = pref_pass_size(t);
+    const int64_t first = dec_data_first(t->rank, B, t->K, k);
+    for (int a = 0; a < B; a += A) {
+        const size_t at = ((size_t)k * B + (size_t)a) * T;
+        dec_pref_sums one = {0};
+        zero_status s = pref_pass(t, split, step, first + a, A, t->inputs + at, t->targets + at, tokens, backward,
+                                  acc ? &one : sums);
+        if (s != ZERO_OK) return s;
+        if (acc) pref_det_add(acc, &one);
+    }
+    return ZERO_OK;
+}
+
 static zero_status pref_micro_batches(trn_session *t, int64_t step, int64_t total, double *loss) {
     (void)total; /* the objective's weights hold the global batch's means */
-    const int B = t->B, K = t->K, T = t->T;
+    const int B = t->B, K = t->K;
+    int64_t acc[2 * PREF_FIELDS] = {0}, *det = t->s.cfg->deterministic ? acc : NULL;
     double tokens = 0;
     if (chosen_tokens(t, t->targets, B * K, &tokens) != ZERO_OK) return ZERO_ERR_INTERNAL;
     memset(&t->pref, 0, sizeof t->pref);
     for (int k = 0; k < K; k++) {
-        if (t->s.lora) dec_lora_set_key(t->s.model, trn_lora_key(step, k, t->rank));
+        if (t->s.lora && !det) dec_lora_set_key(t->s.model, trn_lora_key(step, k, t->rank));
         const double tc = zero_now();
-        if (pref_micro_batch(t, DEC_SPLIT_TRAIN, step, k, t->inputs + (size_t)k * B * T, t->targets + (size_t)k * B * T,
-                             tokens, 1, &t->pref) != ZERO_OK)
+        if (pref_micro_batch(t, DEC_SPLIT_TRAIN, step, k, tokens, 1, &t->pref, det) != ZERO_OK)
             return ZERO_ERR_INTERNAL;
         zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
     }
     t->pref_pairs = (double)t->G / 2;
-    return pref_reduce(t, &t->pref, tokens, t->pref_pairs, loss);
+    return pref_reduce(t, &t->pref, det, tokens, t->pref_pairs, loss);
 }
 
 /* The preference loss of the validation pairs. */
@@ -380,6 +426,7 @@ static zero_status pref_validate(trn_session *t, int64_t nb, double *out) {
     zero_error err = {{0}};
     dec_data *vd = trn__val_source(t);
     dec_pref_sums sums = {0};
+    int64_t acc[2 * PREF_FIELDS] = {0}, *det = t->s.cfg->deterministic ? acc : NULL;
     double tokens = 0, all_tokens = 0;
     for (int64_t b = 0; b < nb; b++) {
         for (int k = 0; k < K; k++) {
@@ -391,11 +438,10 @@ static zero_status pref_validate(trn_session *t, int64_t nb, double *out) {
         if (chosen_tokens(t, t->targets, B * K, &tokens) != ZERO_OK) return ZERO_ERR_INTERNAL;
         all_tokens += tokens;
         for (int k = 0; k < K; k++)
-            if (pref_micro_batch(t, DEC_SPLIT_VAL, b, k, t->inputs + (size_t)k * B * T, t->targets + (size_t)k * B * T,
-                                 tokens, 0, &sums) != ZERO_OK)
-                return ZERO_ERR_INTERNAL;
+            if (pref_micro_batch(t, DEC_SPLIT_VAL, b, k, tokens, 0, &sums, det) != ZERO_OK) return ZERO_ERR_INTERNAL;
     }
-    return pref_reduce(t, &sums, all_tokens > 0 ? all_tokens : 1, (double)t->G / 2 * (double)(nb > 0 ? nb : 1), out);
+    return pref_reduce(t, &sums, det, all_tokens > 0 ? all_tokens : 1, (double)t->G / 2 * (double)(nb > 0 ? nb : 1),
+                       out);
 }
 
 static const trn_objective objectives[] = {

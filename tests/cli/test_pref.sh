@@ -6,7 +6,7 @@
 # definition written out in PyTorch (TRL's fused LM head moves its gradients by ~4e-4: its later
 # losses within 5e-3). On 1 rank and on 2 ranks at stage 3, with accumulation; 3 ranks equal 1 at
 # the same global batch; the chat (messages) form; LoRA (the reference is the base); a resumed ORPO
-# run goes on as the uninterrupted one, and a resumed DPO run (its reference from the record); DPO validates --val-data's pairs against their own reference;
+# run goes on as the uninterrupted one, and a resumed DPO run; --deterministic is bitwise on 1-3 ranks (its reference from the record); DPO validates --val-data's pairs against their own reference;
 # every refusal (a missing field, an empty or identical
 # completion, a pair longer than a row, an odd micro-batch, flags that do not go with the
 # objective) is one line naming the line or the flag.
@@ -112,6 +112,31 @@ import json, math; z = [json.loads(l) for l in open('$TMP/dval.json') if '\"step
 assert len(z) == 3 and all('val_loss' in r for r in z), z
 for a, b in zip(z, z[1:]): assert abs(a['val_loss'] - b['loss']) <= 1e-6 * b['loss'], (a['val_loss'], b['loss'])
 assert abs(z[0]['loss'] - math.log(2)) < 1e-6 and z[0]['val_loss'] < math.log(2) - 1e-3, z[0]"
+# --deterministic: passes of whole pairs (atoms of 2 sequences), the preference sums rounded per
+# atom and summed exactly: the same global batch of 6 pairs on 1, 2 and 3 ranks at stage 3 gives
+# the same bits (losses, rewards, gradient norms, the validation against --val-data's reference;
+# without it 1 and 3 ranks differ in the last bits), and the DPO steps of the plain run within 1e-5
+for ob in dpo orpo; do
+    for rk in "1 12" "2 6" "3 4"; do
+        set -- $rk
+        "$ZERO" train --init-from "$M" --data "$PAIRS" --seq 63 --steps 3 --lr 1e-2 --objective $ob --deterministic \
+            --ranks "$1" --micro-batch "$2" --stage 3 --val-data "$TMP/pairs_rev.jsonl" --val-every 1 \
+            --log-json "$TMP/det_${ob}_$1.json" >"$TMP/out" 2>&1 || { echo "FAIL det $ob $1"; cat "$TMP/out"; fail=1; }
+    done
+    steps() { sed 's/,"step_ms.*//' "$1" | grep '"step"'; }
+    check "--deterministic $ob: 3 steps on 1, 2 and 3 ranks, bitwise" test "$(steps "$TMP/det_${ob}_1.json" | wc -l)" -eq 3 -a \
+        "$(steps "$TMP/det_${ob}_1.json")" = "$(steps "$TMP/det_${ob}_2.json")" -a \
+        "$(steps "$TMP/det_${ob}_1.json")" = "$(steps "$TMP/det_${ob}_3.json")"
+done
+"$ZERO" train --init-from "$M" --data "$PAIRS" --seq 63 --steps 3 --lr 1e-2 --objective dpo --ranks 3 --micro-batch 4 \
+    --stage 3 --val-data "$TMP/pairs_rev.jsonl" --val-every 1 --log-json "$TMP/nodet3.json" >/dev/null 2>&1
+check "--deterministic DPO: the plain run's losses, gradient norms and validation within 1e-5, not its bits" "$PY" -c "
+import json
+a = [json.loads(l) for l in open('$TMP/det_dpo_1.json') if '\"step\"' in l]
+b = [json.loads(l) for l in open('$TMP/nodet3.json') if '\"step\"' in l]
+assert len(a) == len(b) == 3 and any(x != y for x, y in zip(a, b))
+for x, y in zip(a, b):
+    for k in ('loss', 'grad_norm', 'val_loss'): assert abs(x[k] - y[k]) <= 1e-5 * abs(y[k]), (k, x[k], y[k])"
 # a resumed DPO run: the reference of its start comes from the checkpoint's record (the weights it
 # resumes from are not the initial ones): its third step is the uninterrupted run's, and so is its
 # validation against --val-data's own recorded reference
@@ -169,8 +194,8 @@ bad --data "$TMP/b5.jsonl" --objective dpo
 expect_error "mixed forms" 2 "b5.jsonl:1:" "expected two strings, or two lists of messages"
 bad --data "$PAIRS" --objective dpo --micro-batch 3
 expect_error "an odd micro-batch" 2 "--micro-batch 3" "an even number of sequences"
-bad --data "$PAIRS" --objective dpo --deterministic
-expect_error "--deterministic" 2 "--objective dpo with --deterministic is not supported yet"
+bad --data "$PAIRS" --objective dpo --deterministic --det-atom 3 --micro-batch 6
+expect_error "--deterministic with an odd atom" 2 "--det-atom 3" "an even number of sequences"
 bad --data "$PAIRS" --objective kto
 expect_error "--objective kto" 2 "--objective 'kto'" "lm, dpo or orpo"
 bad --data "$FT/chats.jsonl" --beta 0.2
