@@ -881,8 +881,10 @@ int train_run(train_opts *o, int mpi) {
                     dec_objective_name(o->obj), o->obj == DEC_OBJ_DPO ? "beta" : "lambda", o->beta,
                     o->label_smoothing > 0 ? ", label smoothing " : "", o->label_smoothing > 0 ? "on" : "",
                     (unsigned long long)pairs, (double)pairs / ((double)r.G / 2), (long long)(r.G / 2),
-                    o->obj == DEC_OBJ_DPO ? "; the reference: the initial weights, computed once before the first step"
-                                          : "");
+                    o->obj != DEC_OBJ_DPO ? ""
+                    : o->dpo_reference_in
+                        ? "; the reference: the run's initial weights', from the checkpoint's record"
+                        : "; the reference: the initial weights, computed once before the first step");
         } else if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
             const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
             fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows%s\n", (unsigned long long)rows,
