@@ -66,6 +66,8 @@ int32_t zero_tokenizer_bos(const zero_tokenizer *tok);
 int32_t zero_tokenizer_eos(const zero_tokenizer *tok);
 /* tokenizer_config.json's pad_token, -1 when absent or not a token. */
 int32_t zero_tokenizer_pad(const zero_tokenizer *tok);
+/* The model's unk_token (tokenizer.json's model.unk_token), -1 when absent. */
+int32_t zero_tokenizer_unk(const zero_tokenizer *tok);
 /* The model's chat template (Jinja source, rendered by zero/template.h): chat_template.jinja beside
  * tokenizer.json when there is one, else tokenizer_config.json's chat_template — the string, or of a
  * list of named templates the one named "default", else the first; NULL when absent. */
@@ -79,6 +81,9 @@ zero_status zero_tokenizer_merge(const zero_tokenizer *tok, int32_t rank, int32_
  * "Digits(individual_digits=1) | ByteLevel(add_prefix_space=0,use_regex=1)" ("" when none):
  * what a converter compares to recognize a tokenizer family (zero export --format gguf). */
 const char *zero_tokenizer_pre_tokenizer(const zero_tokenizer *tok);
+/* The normalizers, in order, as one line in the same form, e.g. Llama 2's
+ * "Prepend(prepend=X) | Replace(String: ,content=X)", X the metaspace U+2581 in UTF-8 ("" when none). */
+const char *zero_tokenizer_normalizer(const zero_tokenizer *tok);
 /* tokenizer_config.json's bos_token (eos 0) or eos_token (eos 1) as written there (the content of an
  * AddedToken object), NULL when absent or null: what transformers passes a chat template. */
 const char *zero_tokenizer_config_token(const zero_tokenizer *tok, int eos);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,19 +197,132 @@ static int looks_special(const char *s, size_t n) {
     return (n == 5 && !strncmp(s, "<pad>", 5)) || (n == 6 && !strncmp(s, "<mask>", 6));
 }
 
-enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+#define METASPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+/* The one SentencePiece text rule llama.cpp's "llama" tokenizer follows (add_space_prefix): every
+ * space a metaspace and one before each text segment, after a special token too — Llama 2's and
+ * Mistral v0.1's tokenizer.json, whose normalizer writes it so. (A Metaspace pre-tokenizer adds no
+ * metaspace before a segment that starts with a space, which llama.cpp does: not this rule.) */
+static const char spm_normalizer[] = "Prepend(prepend=" METASPACE ") | Replace(String: ,content=" METASPACE ")";
+
+static int is_byte_token(const char *t, size_t n) {
+    return n == 6 && !strncmp(t, "<0x", 3) && isxdigit((unsigned char)t[3]) && isxdigit((unsigned char)t[4]) &&
+           t[5] == '>';
+}
+
+/* The characters of n bytes of UTF-8 (llama.cpp's merging starts from one symbol per character). */
+static int utf8_chars(const char *t, size_t n) {
+    int k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)t[i] & 0xC0) != 0x80;
+    return k;
+}
+
+typedef struct {
+    int32_t a, b;
+} merge_pair;
+static int pair_cmp(const void *x, const void *y) {
+    const merge_pair *p = x, *q = y;
+    return p->a != q->a ? (p->a < q->a ? -1 : 1) : p->b != q->b ? (p->b < q->b ? -1 : 1) : 0;
+}
+
+/* SentencePiece BPE in llama.cpp: adjacent symbols merge by the score of the piece they make, the
+ * highest first; BPE merges the pair of the lowest rank. The two agree when every piece a merge
+ * makes is made by every split of it into two symbols, the merges come grouped by the piece they
+ * make in the order of its first merge, and every longer piece is made by some merge — how
+ * SentencePiece's vocabularies are converted to tokenizer.json. Then a piece's score is minus the
+ * rank of its first merge (0 for single characters, bytes and added tokens). Says where a
+ * tokenizer's merges are not so: its GGUF would split text otherwise. */
+static zero_status spm_scores(zero_tokenizer *tok, int32_t tv, float *scores, zero_error *err) {
+    const int32_t nm = zero_tokenizer_num_merges(tok);
+    int32_t *first = malloc((size_t)tv * sizeof *first);
+    merge_pair *pairs = malloc((size_t)(nm > 0 ? nm : 1) * sizeof *pairs);
+    char *buf = malloc(4096);
+    zero_status st = first && pairs && buf ? ZERO_OK : ZERO_ERR_NOMEM;
+    if (st) dec__errorf(err, "GGUF export: out of memory listing the tokenizer");
+    for (int32_t id = 0; !st && id < tv; id++) first[id] = -1;
+    int32_t prev = -1; /* the first merge of the piece the previous merge made */
+    for (int32_t r = 0; !st && r < nm; r++) {
+        int32_t a, b;
+        size_t na, nb;
+        zero_tokenizer_merge(tok, r, &a, &b);
+        const char *ta = zero_tokenizer_token(tok, a, &na), *tb = zero_tokenizer_token(tok, b, &nb);
+        if (na + nb >= 4096) {
+            dec__errorf(err, "GGUF export: merge %d makes a piece of %zu bytes: expected below 4096", (int)r, na + nb);
+            st = ZERO_ERR_UNSUPPORTED;
+            break;
+        }
+        memcpy(buf, ta, na), memcpy(buf + na, tb, nb), buf[na + nb] = 0;
+        const int32_t id = zero_tokenizer_token_id(tok, buf);
+        if (id < 0 || id >= tv) {
+            dec__errorf(err, "GGUF export: merge %d ('%s' + '%s') makes '%s', which is not a token", (int)r, ta, tb,
+                        buf);
+            st = ZERO_ERR_UNSUPPORTED;
+            break;
+        }
+        if (first[id] < 0) first[id] = r;
+        if (first[id] < prev) {
+            dec__errorf(
+                err,
+                "GGUF export of a SentencePiece BPE tokenizer: merge %d ('%s' + '%s') makes '%s' after merges of "
+                "other pieces: its merges are not grouped by the piece they make, as SentencePiece's are, so "
+                "llama.cpp (which merges by the piece's score) would split text otherwise; not supported yet",
+                (int)r, ta, tb, buf);
+            st = ZERO_ERR_UNSUPPORTED;
+            break;
+        }
+        prev = first[id];
+        pairs[r] = (merge_pair){a, b};
+    }
+    if (!st) qsort(pairs, (size_t)nm, sizeof *pairs, pair_cmp);
+    for (int32_t id = 0; !st && id < tv; id++) {
+        size_t n = 0;
+        const char *t = zero_tokenizer_token(tok, id, &n);
+        scores[id] = first[id] >= 0 ? -(float)first[id] : 0.0f;
+        if (!t || zero_tokenizer_is_added(tok, id) || is_byte_token(t, n) || utf8_chars(t, n) < 2) continue;
+        if (first[id] < 0) {
+            dec__errorf(err,
+                        "GGUF export of a SentencePiece BPE tokenizer: no merge makes the token '%s' (%d), which "
+                        "llama.cpp would make of its parts: its merges are not SentencePiece's; not supported yet",
+                        t, (int)id);
+            st = ZERO_ERR_UNSUPPORTED;
+            break;
+        }
+        for (size_t k = 1; k < n && !st; k++) { /* every split into two symbols must be a merge */
+            if (((unsigned char)t[k] & 0xC0) == 0x80) continue;
+            memcpy(buf, t, k), buf[k] = 0;
+            const int32_t c = zero_tokenizer_token_id(tok, buf), d = zero_tokenizer_token_id(tok, t + k);
+            const int cs = c >= 0 && c < tv && (first[c] >= 0 || utf8_chars(buf, k) == 1);
+            const int ds = d >= 0 && d < tv && (first[d] >= 0 || utf8_chars(t + k, n - k) == 1);
+            const merge_pair key = {c, d};
+            if (cs && ds && !bsearch(&key, pairs, (size_t)nm, sizeof *pairs, pair_cmp)) {
+                dec__errorf(err,
+                            "GGUF export of a SentencePiece BPE tokenizer: '%s' + '%s' makes the token '%s' in "
+                            "llama.cpp but is not one of the merges: its merges are not SentencePiece's (llama.cpp "
+                            "would split text otherwise); not supported yet",
+                            buf, t + k, t);
+                st = ZERO_ERR_UNSUPPORTED;
+            }
+        }
+    }
+    free(first), free(pairs), free(buf);
+    return st;
+}
 
 static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, zero_gguf_writer *w, zero_error *err) {
-    if (strcmp(zero_tokenizer_kind(tok), "byte-level BPE") != 0) {
-        dec__errorf(err,
-                    "GGUF export of a %s tokenizer is not supported yet (byte-level BPE tokenizers are: Llama 3, "
-                    "Qwen2/3, SmolLM, GPT-2)",
-                    zero_tokenizer_kind(tok));
-        return ZERO_ERR_UNSUPPORTED;
-    }
-    const char *sig = zero_tokenizer_pre_tokenizer(tok), *pre = NULL;
+    const int spm = !strcmp(zero_tokenizer_kind(tok), "SentencePiece BPE");
+    const char *sig = zero_tokenizer_pre_tokenizer(tok), *pre = spm ? "default" : NULL;
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0] && !pre; i++)
         if (!strcmp(sig, pre_names[i].sig)) pre = pre_names[i].pre;
+    if (spm && (*sig || strcmp(zero_tokenizer_normalizer(tok), spm_normalizer) != 0)) {
+        dec__errorf(err,
+                    "GGUF export: the SentencePiece tokenizer's normalizer '%.200s' and pre-tokenizer '%.200s' are "
+                    "not Llama 2's (a metaspace before each text segment and for every space, no pre-tokenizer): "
+                    "llama.cpp would tokenize text otherwise (e.g. a segment that starts with a space); not "
+                    "supported yet",
+                    zero_tokenizer_normalizer(tok), sig);
+        return ZERO_ERR_UNSUPPORTED;
+    }
     if (!pre) {
         dec__errorf(err,
                     "GGUF export: the tokenizer's pre-tokenizer '%.300s' is not one llama.cpp names (Llama 3's, "
@@ -228,10 +342,15 @@ static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, 
     size_t *lens = malloc((size_t)V * sizeof *lens);
     int32_t *types = malloc((size_t)V * sizeof *types);
     char *pads = malloc((size_t)V * 24);
-    const int32_t nm = zero_tokenizer_num_merges(tok);
+    float *scores = spm ? calloc((size_t)V, sizeof *scores) : NULL;
+    const int32_t nm = spm ? 0 : zero_tokenizer_num_merges(tok); /* SentencePiece: scores instead */
     char **merges = calloc((size_t)(nm > 0 ? nm : 1), sizeof *merges);
     zero_status st = ZERO_OK;
-    if (!toks || !lens || !types || !pads || !merges) st = ZERO_ERR_NOMEM;
+    if (!toks || !lens || !types || !pads || !merges || (spm && !scores)) st = ZERO_ERR_NOMEM;
+    if (!st && spm && (st = spm_scores(tok, tv, scores, err)) != ZERO_OK) {
+        free(merges), free(toks), free(lens), free(types), free(pads), free(scores);
+        return st;
+    }
     for (int32_t id = 0; !st && id < V; id++) {
         size_t n = 0;
         const char *t = id < tv ? zero_tokenizer_token(tok, id, &n) : NULL;
@@ -241,7 +360,8 @@ static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, 
             continue;
         }
         toks[id] = t, lens[id] = n;
-        types[id] = !zero_tokenizer_is_added(tok, id)                           ? TT_NORMAL
+        types[id] = spm && id == zero_tokenizer_unk(tok) ? TT_UNKNOWN
+                    : !zero_tokenizer_is_added(tok, id)  ? (spm && is_byte_token(t, n) ? TT_BYTE : TT_NORMAL)
                     : zero_tokenizer_is_special(tok, id) || looks_special(t, n) ? TT_CONTROL
                                                                                 : TT_USER;
     }
@@ -282,21 +402,25 @@ static zero_status tokenizer_metadata(const dec_config *c, zero_tokenizer *tok, 
     do {                                                                                                          \
         if (!st && (st = (call)) != ZERO_OK) dec__errorf(err, "GGUF export: %s", zero_gguf_writer_last_error(w)); \
     } while (0)
-    W(zero_gguf_set_string(w, "tokenizer.ggml.model", "gpt2"));
+    W(zero_gguf_set_string(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2"));
     W(zero_gguf_set_string(w, "tokenizer.ggml.pre", pre));
     W(zero_gguf_set_strings(w, "tokenizer.ggml.tokens", toks, lens, (uint64_t)V));
+    if (spm) W(zero_gguf_set_f32s(w, "tokenizer.ggml.scores", scores, (uint64_t)V));
     W(zero_gguf_set_i32s(w, "tokenizer.ggml.token_type", types, (uint64_t)V));
-    W(zero_gguf_set_strings(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL, (uint64_t)nm));
+    if (!spm) W(zero_gguf_set_strings(w, "tokenizer.ggml.merges", (const char *const *)merges, NULL, (uint64_t)nm));
     if (bos >= 0) W(zero_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
     if (eos >= 0) W(zero_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
+    if (spm && zero_tokenizer_unk(tok) >= 0)
+        W(zero_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)zero_tokenizer_unk(tok)));
     if (zero_tokenizer_pad(tok) >= 0)
         W(zero_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)zero_tokenizer_pad(tok)));
     W(zero_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", add_bos));
     W(zero_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", add_eos));
+    if (spm) W(zero_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", 1));
     const char *tmpl = zero_tokenizer_chat_template(tok);
     if (tmpl) W(zero_gguf_set_string(w, "tokenizer.chat_template", tmpl));
     for (int32_t r = 0; merges && r < nm; r++) free(merges[r]);
-    free(merges), free(toks), free(lens), free(types), free(pads);
+    free(merges), free(toks), free(lens), free(types), free(pads), free(scores);
     return st;
 }
 

@@ -166,6 +166,7 @@ struct zero_tokenizer {
     tk_pre *pre;
     int npre;
     char *pre_sig;        /* the pre-tokenizers as one line (zero_tokenizer_pre_tokenizer) */
+    char *norm_sig;       /* the normalizers as one line (zero_tokenizer_normalizer) */
     tk_dec *dec;
     int ndec;
     int has_decoder;

@@ -125,6 +125,8 @@ static int get_scheme(loader *L, const cJSON *o, const char *path, tk_prepend_sc
 }
 
 /* ---------------------------------------------------------------- normalizer */
+static int norm_sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *pattern_text(const cJSON *o, const char **kind);
 static int add_norm(loader *L, const cJSON *o, const char *path) {
     const char *ty = type_of(L, o, path);
     if (!ty) return -1;
@@ -151,6 +153,7 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
         n->kind = TK_NORM_PREPEND;
         n->str_n = strlen(s);
         if (!(n->str = strdup(s))) return nomem(L);
+        if (norm_sig_add(L, "Prepend(prepend=%s)", s)) return -1;
     } else if (!strcmp(ty, "Replace")) {
         const char *s = get_str(L, o, path, "content", 1);
         if (!s) return -1;
@@ -158,11 +161,14 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
         n->str_n = strlen(s);
         if (!(n->str = strdup(s))) return nomem(L);
         t->nnorm++; /* owned from here on, freed with the tokenizer */
+        const char *kind, *pat = pattern_text(o, &kind);
+        if (norm_sig_add(L, "Replace(%s:%s,content=%s)", kind, pat, s)) return -1;
         return get_pattern(L, o, path, &n->pat);
     } else if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD")) {
         n->kind = TK_NORM_UNICODE;
         n->utf8proc_options = UTF8PROC_STABLE | (ty[2] == 'C' || ty[3] == 'C' ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                               (ty[2] == 'K' ? UTF8PROC_COMPAT : 0);
+        if (norm_sig_add(L, "%s", ty)) return -1;
     } else {
         FAIL("tokenizer.json: %s.type '%s' is not supported (supported normalizers: Sequence, Prepend, Replace, "
              "NFC, NFD, NFKC, NFKD)", path, ty);
@@ -172,23 +178,36 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
 }
 
 /* ---------------------------------------------------------------- pre-tokenizer */
-/* Appends one pre-tokenizer to t->pre_sig: "Type(key=value,...)", joined by " | ". */
+/* Appends one item to a signature line (*sig: t->pre_sig, t->norm_sig): "Type(key=value,...)",
+ * joined by " | ". */
+static int sig_vappend(loader *L, char **sig, const char *fmt, va_list ap) {
+    va_list aq;
+    va_copy(aq, ap);
+    const int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    const size_t have = *sig ? strlen(*sig) : 0, sep = have ? 3 : 0;
+    char *ns = realloc(*sig, have + sep + (size_t)n + 1);
+    if (!ns) return nomem(L);
+    *sig = ns;
+    if (sep) memcpy(ns + have, " | ", 3);
+    vsnprintf(ns + have + sep, (size_t)n + 1, fmt, ap);
+    return 0;
+}
 static int sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int sig_add(loader *L, const char *fmt, ...) {
-    zero_tokenizer *t = L->t;
     va_list ap;
     va_start(ap, fmt);
-    const int n = vsnprintf(NULL, 0, fmt, ap);
+    const int rc = sig_vappend(L, &L->t->pre_sig, fmt, ap);
     va_end(ap);
-    const size_t have = t->pre_sig ? strlen(t->pre_sig) : 0, sep = have ? 3 : 0;
-    char *ns = realloc(t->pre_sig, have + sep + (size_t)n + 1);
-    if (!ns) return nomem(L);
-    t->pre_sig = ns;
-    if (sep) memcpy(ns + have, " | ", 3);
+    return rc;
+}
+static int norm_sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int norm_sig_add(loader *L, const char *fmt, ...) {
+    va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ns + have + sep, (size_t)n + 1, fmt, ap);
+    const int rc = sig_vappend(L, &L->t->norm_sig, fmt, ap);
     va_end(ap);
-    return 0;
+    return rc;
 }
 
 /* A Split's pattern as the signature writes it: Regex:... or String:... */
@@ -1024,6 +1043,7 @@ void zero_tokenizer_free(zero_tokenizer *t) {
     zero__tk_pairmap_free(&t->merges);
     free(t->merge_list);
     free(t->pre_sig);
+    free(t->norm_sig);
     for (int i = 0; i < t->nnorm; i++) {
         free(t->norm[i].str);
         zero__tk_pattern_free(&t->norm[i].pat);
@@ -1064,8 +1084,10 @@ int32_t zero_tokenizer_vocab_size(const zero_tokenizer *t) { return t->vocab_siz
 int32_t zero_tokenizer_bos(const zero_tokenizer *t) { return t->bos; }
 int32_t zero_tokenizer_eos(const zero_tokenizer *t) { return t->eos; }
 int32_t zero_tokenizer_pad(const zero_tokenizer *t) { return t->pad; }
+int32_t zero_tokenizer_unk(const zero_tokenizer *t) { return t->unk; }
 const char *zero_tokenizer_chat_template(const zero_tokenizer *t) { return t->chat_template; }
 const char *zero_tokenizer_pre_tokenizer(const zero_tokenizer *t) { return t->pre_sig ? t->pre_sig : ""; }
+const char *zero_tokenizer_normalizer(const zero_tokenizer *t) { return t->norm_sig ? t->norm_sig : ""; }
 int32_t zero_tokenizer_num_merges(const zero_tokenizer *t) { return (int32_t)t->nmerge; }
 
 zero_status zero_tokenizer_merge(const zero_tokenizer *t, int32_t rank, int32_t *a, int32_t *b) {

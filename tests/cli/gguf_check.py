@@ -11,7 +11,8 @@
 #       the round-to-nearest-even of the fp32 value, q8_0 bitwise ggml's reference blocks (and
 #       within half a step of the value); the metadata: hyperparameters from config.json, the
 #       tokens, types, merges, special ids and chat template from tokenizer.json and
-#       tokenizer_config.json
+#       tokenizer_config.json; for a SentencePiece tokenizer llama.cpp's "llama" model: no merges,
+#       each piece's score minus the rank of the first merge that makes it, byte and unknown types
 #   gguf_check.py fixture FILE.gguf FIXTURE.json
 #       an f32 file's metadata and tensor list against what llama.cpp's converter wrote for the same
 #       model (tests/data/gguf/, scripts/make_gguf_fixtures.py), key by key
@@ -19,11 +20,13 @@
 #   gguf_check.py adapter ADAPTER.gguf PEFT_DIR MODEL_DIR
 #       a GGUF LoRA adapter against PEFT's export of the same adapters
 #   gguf_check.py generate FILE.gguf PROMPT_IDS NEW_TOKENS [ADAPTER.gguf]  (needs `llama_cpp`: exit 77)
+#   gguf_check.py tokenize_ids FILE.gguf TEXT IDS    llama.cpp's ids of each line = IDS's (`llama_cpp`)
 #       prints llama.cpp's greedy tokens after the prompt ids (with the LoRA adapter applied)
 import array
 import json
 import math
 import os
+import re
 import struct
 import sys
 
@@ -261,15 +264,33 @@ def check_metadata(kv, cfg, model_dir, want_type):
     for i in range(V):
         assert toks[i] == by_id.get(i, "[PAD%d]" % i), (i, toks[i], by_id.get(i))
     types = kv["tokenizer.ggml.token_type"]
+    spm = bool(tj["model"].get("byte_fallback"))  # SentencePiece BPE: llama.cpp's "llama" tokenizer
+    unk = tj["model"]["vocab"].get(tj["model"].get("unk_token"), -1)
     for i in range(V):
         want = 5 if i not in by_id else 1 if i not in added else 3 if added[i].get("special") or (
             by_id[i].startswith("<|") and by_id[i].endswith("|>")) else 4
+        if spm and i == unk:
+            want = 2
+        elif spm and i not in added and re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", by_id.get(i, "")):
+            want = 6
         assert types[i] == want, (i, by_id.get(i), types[i], want)
     merges = [m if isinstance(m, str) else " ".join(p.replace(" ", "\u0120") for p in m) for m in tj["model"]["merges"]]
-    assert [m.decode() for m in kv["tokenizer.ggml.merges"]] == merges
-    assert kv["tokenizer.ggml.model"] == b"gpt2"
-    pre = kv["tokenizer.ggml.pre"].decode()
-    assert pre in ("llama-bpe", "qwen2", "smollm", "gpt-2"), pre
+    if spm:
+        # no merges: each piece's score, minus the rank of the first merge that makes it (0 for the rest)
+        assert "tokenizer.ggml.merges" not in kv and kv["tokenizer.ggml.model"] == b"llama"
+        assert kv["tokenizer.ggml.pre"] == b"default" and kv["tokenizer.ggml.add_space_prefix"] is True
+        first = {}
+        for r, m in enumerate(tj["model"]["merges"]):
+            a, b = m.split(" ", 1) if isinstance(m, str) else m
+            first.setdefault(tj["model"]["vocab"][a + b], r)
+        scores = kv["tokenizer.ggml.scores"]
+        assert len(scores) == V and all(scores[i] == -float(first.get(i, 0)) for i in range(V))
+        assert kv.get("tokenizer.ggml.unknown_token_id", -1) == unk
+    else:
+        assert [m.decode() for m in kv["tokenizer.ggml.merges"]] == merges
+        assert kv["tokenizer.ggml.model"] == b"gpt2"
+        pre = kv["tokenizer.ggml.pre"].decode()
+        assert pre in ("llama-bpe", "qwen2", "smollm", "gpt-2"), pre
 
     def content(x):
         return x["content"] if isinstance(x, dict) else x
@@ -411,10 +432,33 @@ def generate(path, prompt_ids, n_new, lora=None):
     print(" ".join(str(t) for t in out))
 
 
+def tokenize_ids(path, text_path, ids_path):
+    """llama.cpp's ids of every line of a text (BOS first, special tokens matched) against tokenizers'."""
+    try:
+        import llama_cpp
+    except ImportError:
+        print("SKIP: llama_cpp is not installed (pip install llama-cpp-python)")
+        sys.exit(77)
+    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    lines = open(text_path, "rb").read().split(b"\n")[:-1]
+    want = [[int(x) for x in l.split()] for l in open(ids_path).read().split("\n")[:-1]]
+    assert len(lines) == len(want), (len(lines), len(want))
+    bad = []
+    for i, (line, ids) in enumerate(zip(lines, want)):
+        got = llm.tokenize(line.decode("utf-8", "replace").encode(), add_bos=True, special=True)
+        if got != ids:
+            bad.append((i, got[:20], ids[:20]))
+    print("    llama.cpp tokenizes %d of %d lines of %s to tokenizers' ids" % (len(lines) - len(bad), len(lines),
+                                                                          os.path.basename(text_path)))
+    assert not bad, bad[:3]
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "values":
         check_values(*sys.argv[2:6])
+    elif what == "tokenize_ids":
+        tokenize_ids(*sys.argv[2:5])
     elif what == "fixture":
         check_fixture(sys.argv[2], sys.argv[3])
     elif what == "package":

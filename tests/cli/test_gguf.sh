@@ -2,7 +2,8 @@
 # `zero export --format gguf`: checkpoints of five tiny models — the Qwen2 chat fixture
 # (tests/data/finetune: q/k/v biases), a Llama with Llama 3's tokenizer (GQA, q/k biases, Llama 3.1
 # RoPE scaling: rope_freqs, an untied head), a Qwen3 (per-head q/k norms, head_dim != hidden/heads),
-# GPT-2 (Conv1D weights, learned positions) and a SmolLM-shaped Llama (tied) — exported as f32, f16,
+# GPT-2 (Conv1D weights, learned positions), a SmolLM-shaped Llama (tied) and a Llama with a SentencePiece
+# tokenizer (Llama 2's form: llama.cpp's "llama" tokenizer, pieces scored) — exported as f32, f16,
 # bf16 and q8_0 GGUF files and read back by tests/cli/gguf_check.py (standard library only): every
 # tensor is the parameter of the safetensors export in llama.cpp's layout (q/k rows interleaved per
 # head for the llama architecture, GPT-2's Conv1D transposed), f32 exactly, f16/bf16 rounded to
@@ -17,7 +18,8 @@
 # Llama (every projection, rsLoRA) exports as llama.cpp's adapter — PEFT's A and B in llama.cpp's
 # layout — and merged; with llama.cpp, the base plus the adapter and the merged file both generate
 # the LoRA checkpoint's greedy tokens. Then every refusal: an architecture, a tokenizer or a sliding
-# window GGUF cannot express, GPT-2's adapters, a LoRA checkpoint without --merge or --adapter, bad
+# window GGUF cannot express (a SentencePiece tokenizer whose merges are not SentencePiece's, or whose
+# metaspace rule llama.cpp does not follow), GPT-2's adapters, a LoRA checkpoint without --merge or --adapter, bad
 # flags, a model without a tokenizer — and a link planted at the temporary file is removed, never
 # followed.
 set -u
@@ -113,9 +115,29 @@ bad() { "$ZERO" export "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?; }
 bad "$TMP/glora.ck" --adapter -o "$TMP/x.gguf"
 expect_error "a GGUF adapter of GPT-2" 2 "--adapter of GPT2LMHeadModel (Conv1D weights) is not supported yet"
 
+# --- a SentencePiece tokenizer (Llama 2's and Mistral v0.1's form, trained by sentencepiece itself:
+# tests/data/tokenizer/llama2_spm, scripts/make_spm_tokenizer_fixture.py) as llama.cpp's "llama"
+# tokenizer: pieces scored by their first merge, no merges
+model spm llama2_spm '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 128, "vocab_size": 704, "rms_norm_eps": 1e-5, "initializer_range": 0.3}'
+"$ZERO" train --model "$TMP/spm" --data "$DATA" --seq 32 --steps 0 --save "$TMP/spm.ck" >"$TMP/out" 2>&1 ||
+    { echo "FAIL train spm"; cat "$TMP/out"; exit 1; }
+"$ZERO" export "$TMP/spm.ck" -o "$TMP/spm.safetensors" --dtype fp32 >/dev/null 2>&1
+for t in f32 q8_0; do
+    "$ZERO" export "$TMP/spm.ck" -o "$TMP/spm.$t.gguf" --type "$t" >/dev/null 2>"$TMP/err" ||
+        { echo "FAIL export spm $t"; cat "$TMP/err"; fail=1; }
+    check "SentencePiece $t: tensors, and the tokenizer as llama.cpp's llama model (scores, byte and unknown types)" \
+        "$PY" "$CHECK" values "$TMP/spm.$t.gguf" "$TMP/spm.safetensors" "$TMP/spm" "$t"
+done
+
 # --- llama.cpp itself: zero's prompt ids, and zero sample's greedy tokens
 if "$PYT" -c 'import llama_cpp' 2>/dev/null; then
-    for m in qwen2 llama qwen3 gpt2 smollm; do
+    for f in fortunes unicode; do
+        check "SentencePiece: llama.cpp tokenizes every line of $f.txt to tokenizers' ids" \
+            "$PYT" "$CHECK" tokenize_ids "$TMP/spm.f32.gguf" "$TOK/$f.txt" "$TOK/llama2_spm.$f.ids"
+    done
+    for m in qwen2 llama qwen3 gpt2 smollm spm; do
         "$ZERO" sample --init-from "$TMP/$m.ck" --prompt "The fortune cookie said" --temperature 0 --tokens 8 --json \
             >"$TMP/s.json" 2>"$TMP/err" || { echo "FAIL zero sample $m"; cat "$TMP/err"; fail=1; continue; }
         ids=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['prompt'])))")
@@ -157,7 +179,15 @@ for t in llama2 gpt2_prefix; do
     "$ZERO" train --model "$TMP/spm_$t" --data "$DATA" --seq 16 --steps 0 --save "$TMP/spm_$t.ck" >/dev/null 2>&1
 done
 bad "$TMP/spm_llama2.ck" -o "$TMP/x.gguf"
-expect_error "a SentencePiece tokenizer" 2 "SentencePiece BPE tokenizer is not supported yet"
+expect_error "a SentencePiece-style tokenizer whose merges are not SentencePiece's" 2 "its merges are not SentencePiece's" \
+    "not supported yet"
+model spm_mistral mistral '{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 32,
+  "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 64,
+  "vocab_size": 1024, "rms_norm_eps": 1e-5}'
+"$ZERO" train --model "$TMP/spm_mistral" --data "$DATA" --seq 16 --steps 0 --save "$TMP/spm_mistral.ck" >/dev/null 2>&1
+bad "$TMP/spm_mistral.ck" -o "$TMP/x.gguf"
+expect_error "a Metaspace pre-tokenizer (a segment that starts with a space: llama.cpp adds another)" 2 \
+    "Metaspace(replacement=" "are not Llama 2's" "not supported yet"
 bad "$TMP/spm_gpt2_prefix.ck" -o "$TMP/x.gguf"
 expect_error "a pre-tokenizer llama.cpp has no name for" 2 "add_prefix_space=1" "not supported yet"
 check "no file left by a refused export" test ! -e "$TMP/x.gguf" -a ! -e "$TMP/x.gguf.tmp"

@@ -147,10 +147,11 @@ static void test_chats(void) {
 }
 
 static void test_prompt_completion(void) {
-    static const char *names[] = {"gpt2", "llama3", "qwen2", "smollm2", "llama2", "mistral", "metaspace", "gpt2_prefix"};
+    static const char *names[] = {"gpt2",    "llama3",    "qwen2",       "smollm2",   "llama2",
+                                  "mistral", "metaspace", "gpt2_prefix", "llama2_spm"};
     size_t pn;
     char *pcs = slurp("pc.jsonl", &pn);
-    for (int t = 0; t < 8; t++) {
+    for (int t = 0; t < (int)(sizeof names / sizeof names[0]); t++) {
         zero_tokenizer *tok = load(names[t]);
         char file[256];
         size_t fn;

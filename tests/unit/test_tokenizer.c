@@ -9,7 +9,8 @@
 #include "harness.h"
 #include "zero/zero.h"
 
-static const char *NAMES[] = {"gpt2", "llama3", "qwen2", "smollm2", "llama2", "mistral", "metaspace", "gpt2_prefix"};
+static const char *NAMES[] = {"gpt2", "llama3", "qwen2", "smollm2", "llama2", "mistral", "metaspace", "gpt2_prefix",
+                              "llama2_spm"};
 
 static char dir[2048];
 
