@@ -129,6 +129,10 @@ for t in f32 q8_0; do
         { echo "FAIL export spm $t"; cat "$TMP/err"; fail=1; }
     check "SentencePiece $t: tensors, and the tokenizer as llama.cpp's llama model (scores, byte and unknown types)" \
         "$PY" "$CHECK" values "$TMP/spm.$t.gguf" "$TMP/spm.safetensors" "$TMP/spm" "$t"
+    if [ "$have_pkg" = 1 ]; then
+        check "SentencePiece $t: the gguf package reads the same values" \
+            "$PYT" "$CHECK" package "$TMP/spm.$t.gguf" "$TMP/spm.safetensors"
+    fi
 done
 
 # --- llama.cpp itself: zero's prompt ids, and zero sample's greedy tokens
