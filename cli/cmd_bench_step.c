@@ -720,12 +720,8 @@ static row_eval evaluate(const figures *f, int ranks, int stage, const figures *
     return r;
 }
 
-static void print_json_row(const ctx *c, int ranks, int threads, int stage, const figures *f, const row_eval *r,
-                           const figures peers[PEER_COUNT], double flops, double rate, double load0, double load1) {
-    const step_opts *o = c->o;
-    printf("{\"run\": \"zero\", \"ranks\": %d, \"threads\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, threads, stage,
-           o->model);
-    jnum("params", f->params);
+/* The fields of a row that zero's runs and the peers' share: the setup, the step times, the peak RSS. */
+static void json_times(const step_opts *o, int ranks, const figures *f) {
     printf(", \"precision\": \"%s\", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
            o->precision, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
     jnum("step_ms", f->med);
@@ -733,6 +729,15 @@ static void print_json_row(const ctx *c, int ranks, int threads, int stage, cons
     jnum("step_ms_max", f->hi);
     jnum("tokens_per_s", (double)ranks * o->micro_batch * o->seq * 1e3 / f->med);
     jnum("rss_peak", f->rss);
+}
+
+static void print_json_row(const ctx *c, int ranks, int threads, int stage, const figures *f, const row_eval *r,
+                           const figures peers[PEER_COUNT], double flops, double rate, double load0, double load1) {
+    const step_opts *o = c->o;
+    printf("{\"run\": \"zero\", \"ranks\": %d, \"threads\": %d, \"stage\": %d, \"model\": \"%s\"", ranks, threads, stage,
+           o->model);
+    jnum("params", f->params);
+    json_times(o, ranks, f);
     jnum("model_states", f->states);
     jnum("stage0_model_states", f->stage0);
     jnum("mem_total", f->total);
@@ -771,13 +776,7 @@ static void print_json_peer(const ctx *c, int ranks, int threads, int p, const f
     printf("{\"run\": \"torch_%s\", \"ranks\": %d, \"threads\": %d, \"torch\": \"%s\"", peer_name[p], ranks, threads,
            c->torch_version);
     jnum("params", c->torch_params);
-    printf(", \"precision\": \"%s\", \"micro_batch\": %d, \"seq\": %d, \"steps\": %d, \"warmup\": %d, \"repeats\": %d, \"samples\": %d",
-           o->precision, o->micro_batch, o->seq, o->steps, o->warmup, o->repeat, f->n);
-    jnum("step_ms", f->med);
-    jnum("step_ms_min", f->lo);
-    jnum("step_ms_max", f->hi);
-    jnum("tokens_per_s", (double)ranks * o->micro_batch * o->seq * 1e3 / f->med);
-    jnum("rss_peak", f->rss);
+    json_times(o, ranks, f);
     jnum("mfu", f->n ? flops / (f->med * 1e-3) / rate : NAN);
     printf("}\n");
 }
