@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder/lora.h"
 #include "trainer/internal.h"
 #include "zero/offload.h"
 
@@ -59,8 +58,8 @@ zero_status trn_create(trn_session **out, const trn_setup *s, zero_error *err) {
     if (s->objective != DEC_OBJ_LM) {
         if (!dec_data_pairs(s->data) || (s->val && !dec_data_pairs(s->val)))
             return setup_error(err, "trainer: DPO and ORPO need preference pairs (dec_data_opts.pairs)");
-        if (B % 2 || B > 1024)
-            return setup_error(err, "trainer: a preference micro-batch is an even number of sequences, at most 1024");
+        if (B % 2 || B > 2048) /* the objective's per-pass arrays (objective.c) hold 1024 pairs */
+            return setup_error(err, "trainer: a preference micro-batch is an even number of sequences, at most 2048");
         if (s->cfg->deterministic && s->cfg->deterministic_atom % 2)
             return setup_error(err, "trainer: deterministic DPO and ORPO pass whole pairs: an even deterministic_atom");
     }
