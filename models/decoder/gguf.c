@@ -184,6 +184,10 @@ static const struct {
     {"qwen2", "Split(Regex:(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+,Isolated,invert=0) | "
               "ByteLevel(add_prefix_space=0,use_regex=0)"},
+    {"tekken", "Split(Regex:[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+               "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| "
+               "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+,Isolated,invert=0) | "
+               "ByteLevel(add_prefix_space=0,use_regex=0)"},
     {"smollm", "Digits(individual_digits=1) | ByteLevel(add_prefix_space=0,use_regex=1)"},
     {"gpt-2", "ByteLevel(add_prefix_space=0,use_regex=1)"},
 };

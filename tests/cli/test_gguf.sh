@@ -116,7 +116,7 @@ bad "$TMP/glora.ck" --adapter -o "$TMP/x.gguf"
 expect_error "a GGUF adapter of GPT-2" 2 "--adapter of GPT2LMHeadModel (Conv1D weights) is not supported yet"
 
 # --- a SentencePiece tokenizer (Llama 2's and Mistral v0.1's form, trained by sentencepiece itself:
-# tests/data/tokenizer/llama2_spm, scripts/make_spm_tokenizer_fixture.py) as llama.cpp's "llama"
+# tests/data/tokenizer/llama2_spm, scripts/make_gguf_tokenizer_fixtures.py) as llama.cpp's "llama"
 # tokenizer: pieces scored by their first merge, no merges
 model spm llama2_spm '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
   "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -135,13 +135,33 @@ for t in f32 q8_0; do
     fi
 done
 
+# --- Mistral Nemo's pre-tokenizer ("tekken": tests/data/tokenizer/tekken, the same script), on a
+# Mistral whose head_dim is not hidden/heads, as Nemo's
+model tekken tekken '{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 64,
+  "head_dim": 32, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "max_position_embeddings": 128, "vocab_size": 800, "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
+  "initializer_range": 0.3}'
+"$ZERO" train --model "$TMP/tekken" --data "$DATA" --seq 32 --steps 0 --save "$TMP/tekken.ck" >"$TMP/out" 2>&1 ||
+    { echo "FAIL train tekken"; cat "$TMP/out"; exit 1; }
+"$ZERO" export "$TMP/tekken.ck" -o "$TMP/tekken.safetensors" --dtype fp32 >/dev/null 2>&1
+"$ZERO" export "$TMP/tekken.ck" -o "$TMP/tekken.f32.gguf" --type f32 >/dev/null 2>"$TMP/err" ||
+    { echo "FAIL export tekken"; cat "$TMP/err"; fail=1; }
+check "tekken: tensors, and the tokenizer with pre 'tekken'" \
+    "$PY" "$CHECK" values "$TMP/tekken.f32.gguf" "$TMP/tekken.safetensors" "$TMP/tekken" f32
+check "tekken: tokenizer.ggml.pre is llama.cpp's name, tekken" "$PY" -c "
+import sys; sys.path.insert(0, '$SRC/tests/cli'); import gguf_check
+assert gguf_check.read_gguf('$TMP/tekken.f32.gguf')[0]['tokenizer.ggml.pre'] == b'tekken'"
+
 # --- llama.cpp itself: zero's prompt ids, and zero sample's greedy tokens
 if "$PYT" -c 'import llama_cpp' 2>/dev/null; then
     for f in fortunes unicode; do
         check "SentencePiece: llama.cpp tokenizes every line of $f.txt to tokenizers' ids" \
             "$PYT" "$CHECK" tokenize_ids "$TMP/spm.f32.gguf" "$TOK/$f.txt" "$TOK/llama2_spm.$f.ids"
+        # llama.cpp's tekken approximates the regex's letter classes in ASCII, without the marks
+        check "tekken: llama.cpp tokenizes every line of $f.txt without a combining mark to tokenizers' ids" \
+            "$PYT" "$CHECK" tokenize_ids "$TMP/tekken.f32.gguf" "$TOK/$f.txt" "$TOK/tekken.$f.ids" --skip-marks
     done
-    for m in qwen2 llama qwen3 gpt2 smollm spm; do
+    for m in qwen2 llama qwen3 gpt2 smollm spm tekken; do
         "$ZERO" sample --init-from "$TMP/$m.ck" --prompt "The fortune cookie said" --temperature 0 --tokens 8 --json \
             >"$TMP/s.json" 2>"$TMP/err" || { echo "FAIL zero sample $m"; cat "$TMP/err"; fail=1; continue; }
         ids=$("$PY" -c "import json; print(' '.join(map(str, json.load(open('$TMP/s.json'))['prompt'])))")

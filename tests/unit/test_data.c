@@ -148,7 +148,7 @@ static void test_chats(void) {
 
 static void test_prompt_completion(void) {
     static const char *names[] = {"gpt2",    "llama3",    "qwen2",       "smollm2",   "llama2",
-                                  "mistral", "metaspace", "gpt2_prefix", "llama2_spm"};
+                                  "mistral", "metaspace", "gpt2_prefix", "llama2_spm", "tekken"};
     size_t pn;
     char *pcs = slurp("pc.jsonl", &pn);
     for (int t = 0; t < (int)(sizeof names / sizeof names[0]); t++) {

@@ -10,7 +10,7 @@
 #include "zero/zero.h"
 
 static const char *NAMES[] = {"gpt2", "llama3", "qwen2", "smollm2", "llama2", "mistral", "metaspace", "gpt2_prefix",
-                              "llama2_spm"};
+                              "llama2_spm", "tekken"};
 
 static char dir[2048];
 
