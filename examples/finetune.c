@@ -4,11 +4,13 @@
  * loop of models/trainer (trainer/trainer.h), whose hook prints each step.
  *
  *   build/examples/finetune MODEL_DIR DATA.jsonl [--steps N] [--seq T] [--micro-batch B] [--lr X]
- *                           [--stage S] [--seed N] [--lora R] [--config DS_CONFIG.json] [--save DIR]
+ *                           [--stage S] [--seed N] [--lora R] [--objective lm|dpo|orpo] [--beta B]
+ *                           [--config DS_CONFIG.json] [--save DIR]
  *   mpirun -np 2 build/examples/finetune ...      (as root add --allow-run-as-root)
  *
  * Defaults: 10 steps, T 128, micro-batch 4, lr 1e-4 (AdamW), stage 1, seed 1 (the data's order),
- * a full fine-tune (--lora R: LoRA adapters of rank R, the base frozen). A DeepSpeed config's
+ * a full fine-tune (--lora R: LoRA adapters of rank R, the base frozen), the causal LM objective
+ * (--objective dpo|orpo: preference pairs, --beta 0.1). A DeepSpeed config's
  * settings apply first, the flags after, as with `zero train --config`; `zero train --init-from
  * MODEL_DIR --data DATA.jsonl` with the same settings trains the same steps
  * (tests/cli/test_example_finetune.sh). */
@@ -23,6 +25,7 @@
 #include "decoder/decoder.h"
 #include "decoder/hf.h"
 #include "decoder/lora.h"
+#include "decoder/pref.h"
 #include "trainer/trainer.h"
 
 static int on_step(void *ctx, const trn_step_report *r) {
@@ -43,7 +46,7 @@ static void on_saved(void *ctx, int64_t step, const char *prune_error) {
 
 static int usage(void) {
     fprintf(stderr, "usage: finetune MODEL_DIR DATA.jsonl [--steps N] [--seq T] [--micro-batch B] [--lr X] [--stage S] "
-                    "[--seed N] [--lora R] [--config FILE] [--save DIR]\n");
+                    "[--seed N] [--lora R] [--objective lm|dpo|orpo] [--beta B] [--config FILE] [--save DIR]\n");
     return 2;
 }
 
@@ -62,8 +65,8 @@ static int number(const char *flag, const char *v, double lo, double hi, double 
 
 int main(int argc, char **argv) {
     if (argc < 3) return usage();
-    const char *dir = argv[1], *data_path = argv[2], *config = NULL, *save = NULL;
-    double steps = 10, seq = 128, mb = 4, lr = 1e-4, stage = 1, seed = 1, lora_r = 0;
+    const char *dir = argv[1], *data_path = argv[2], *config = NULL, *save = NULL, *objective = "lm";
+    double steps = 10, seq = 128, mb = 4, lr = 1e-4, stage = 1, seed = 1, lora_r = 0, beta = 0.1;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
@@ -75,11 +78,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--stage")) bad = number(a, v, 0, 3, &stage);
         else if (!strcmp(a, "--seed")) bad = number(a, v, 0, 1e15, &seed);
         else if (!strcmp(a, "--lora")) bad = number(a, v, 1, 4096, &lora_r);
+        else if (!strcmp(a, "--objective")) objective = v;
+        else if (!strcmp(a, "--beta")) bad = number(a, v, 1e-9, 1e9, &beta);
         else if (!strcmp(a, "--config")) config = v;
         else if (!strcmp(a, "--save")) save = v;
         else return usage();
         if (bad) return 2;
         i++;
+    }
+    dec_objective obj;
+    if (dec_objective_parse(objective, &obj) != ZERO_OK) {
+        fprintf(stderr, "finetune: error: --objective '%s': expected lm, dpo or orpo\n", objective);
+        return 2;
     }
     zero_error err = {{0}};
     zero_comm *comm = NULL;
@@ -123,6 +133,7 @@ int main(int argc, char **argv) {
     dec_data_opts d;
     dec_data_opts_default(&d);
     d.path = data_path, d.tok = tok, d.seq = (int)seq;
+    d.pairs = obj != DEC_OBJ_LM; /* DPO and ORPO: {"prompt", "chosen", "rejected"} pairs, two rows each */
     if (dec_data_open(&data, &d, &err) != ZERO_OK || dec_data_check(data, (int)seq, mc->vocab, &err) != ZERO_OK)
         goto out;
     /* the engine: the model registered, sharded over the ranks, the weights loaded unit by unit */
@@ -141,6 +152,7 @@ int main(int argc, char **argv) {
     s.docs = dec_data_row(data) > 0 && dec_data_has_docs(data); /* each packed example attends to itself */
     s.save = save;
     s.lora = lora_r > 0;
+    s.objective = obj, s.beta = beta; /* the objective: a row of the trainer's table */
     if (dec_create(&model, mc, trn_model_batch(&s), (int)seq, 0, &err) != ZERO_OK ||
         (lora_r > 0 && dec_set_lora(model, &lora, &err) != ZERO_OK))
         goto out;

@@ -2,7 +2,8 @@
 # examples/finetune.c: a program that fine-tunes a model directory through the library's training
 # loop (models/trainer) trains the same steps as `zero train` with the same settings: the chat
 # fixture (tests/data/finetune) for 4 steps, every loss and gradient norm bitwise equal, at stage 1
-# on 1 rank, with LoRA (r 4) at stage 2, and at stage 3 on 3 ranks (the example through mpirun); a checkpoint it
+# on 1 rank, with LoRA (r 4) at stage 2, with DPO on preference pairs, and at stage 3 on 3 ranks
+# (the example through mpirun); a checkpoint it
 # saves is read by `zero inspect`; a model directory that is not one fails with one line.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -18,7 +19,7 @@ fail=0
 . "$(dirname "$0")/lib.sh" # check NAME COMMAND...
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # the CLI's records as the example prints them: "step N loss L grad_norm G"
-cli_steps() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),"lr":[^,]*,"grad_norm":\([^,]*\),.*/step \1 loss \2 grad_norm \3/p' "$1"; }
+cli_steps() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/step \1 loss \2 grad_norm \3/p' "$1"; }
 ex_steps() { sed -n 's/^\(step [0-9]* loss [^ ]* grad_norm [^ ]*\) .*/\1/p' "$1"; }
 compare() { # NAME RANKS STAGE MICRO_BATCH [FLAG VALUE (zero train's) FLAG VALUE (the example's)]
     local name=$1 n=$2 stage=$3 mb=$4; shift 4
@@ -40,6 +41,15 @@ compare() { # NAME RANKS STAGE MICRO_BATCH [FLAG VALUE (zero train's) FLAG VALUE
 compare s1 1 1 4
 compare lora 1 2 4 --lora r=4 --lora 4
 check "LoRA trains otherwise than the full fine-tune" test "$(ex_steps "$TMP/lora.ex" | sed -n 2p)" != "$(ex_steps "$TMP/s1.ex" | sed -n 2p)"
+# a preference objective through the trainer's table: DPO on the pairs, zero train's steps bitwise
+P="$FT/pairs.jsonl"
+"$ZERO" train --init-from "$M" --data "$P" --seq 63 --steps 3 --lr 1e-2 --micro-batch 4 --stage 1 --objective dpo --val-every 0 \
+    --log-json "$TMP/dpo.json" >"$TMP/dpo.cli" 2>&1 || { echo "FAIL dpo: zero train"; cat "$TMP/dpo.cli"; fail=1; }
+"$EX" "$M" "$P" --seq 63 --steps 3 --lr 1e-2 --micro-batch 4 --objective dpo >"$TMP/dpo.ex" 2>&1 ||
+    { echo "FAIL dpo: the example"; cat "$TMP/dpo.ex"; fail=1; }
+check "dpo: 3 steps, the first at ln 2" grep -q "^step 1 loss 0.6931471" "$TMP/dpo.ex"
+check "dpo: the example's losses and gradient norms are zero train's, bitwise" \
+    test "$(ex_steps "$TMP/dpo.ex")" = "$(cli_steps "$TMP/dpo.json")" -a "$(ex_steps "$TMP/dpo.ex" | wc -l)" -eq 3
 if command -v mpirun >/dev/null && "$ZERO" train --help 2>&1 | grep -q -- --ranks; then
     compare s3r3 3 3 2
     check "3 ranks x 2 and 1 rank x 4 train differently (the runs are not one run twice)" \
