@@ -407,7 +407,6 @@ typedef struct run_state {
     cli_tb *tb;         /* rank 0 with TensorBoard on: the event file */
     char tb_path[4096];
     zero_ckpt_lock *lock; /* rank 0 with --save: the save directory is this run's */
-    int64_t G;          /* sequences per step, all ranks */
     char *user_json;    /* what a checkpoint records of the run (train_user_json) */
     int offload;        /* NVMe offload is on: step records carry its I/O */
     uint64_t padded;    /* Σ padded unit sizes (their trainable parts) */
@@ -682,7 +681,7 @@ static int train_loop(run_state *r) {
         summary(r, m, &r->c, steps_run);
         if (r->json) {
             fprintf(r->json, "{\"done\":true,\"steps\":%lld,\"ranks\":%d,\"stage\":%d,\"tokens\":%lld,\"elapsed_s\":%.3f,\"loss\":",
-                    (long long)o->steps, r->world, o->cfg.stage, (long long)(r->G * o->T * steps_run), elapsed);
+                    (long long)o->steps, r->world, o->cfg.stage, (long long)(trn_global_batch(r->trn) * o->T * steps_run), elapsed);
             cli_json_double(r->json, r->last_loss);
             fputs(",\"val_loss\":", r->json);
             cli_json_double(r->json, r->val);
@@ -789,7 +788,6 @@ int train_run(train_opts *o, int mpi) {
                     (long long)o->steps);
     }
     if (o->trace) zero_trace_enable(1);
-    const int B = (int)o->cfg.micro_batch;
     /* deterministic: the BLAS gives the same bits for the same shapes and thread count only, so
      * every GEMM runs on one thread, whatever the rank's share of the cores (the model's own
      * kernels give the same bits on any thread count: docs/MODEL.md) */
@@ -816,7 +814,6 @@ int train_run(train_opts *o, int mpi) {
         r.padded += ui.padded;
         r.fpadded += ui.frozen_padded;
     }
-    r.G = (int64_t)r.world * B * o->cfg.grad_accum;
     ts.model = r.model;
     ts.reference = o->dpo_reference_in;
     if (trn_create(&r.trn, &ts, &err) != ZERO_OK) {
@@ -838,6 +835,7 @@ int train_run(train_opts *o, int mpi) {
         }
         trn_set_save_json(r.trn, r.user_json);
     }
+    const int64_t G = trn_global_batch(r.trn); /* sequences per step, all ranks */
     if (r.rank == 0) {
         const int json_stdout = o->log_json && !strcmp(o->log_json, "-");
         r.human = json_stdout ? stderr : stdout;
@@ -880,7 +878,7 @@ int train_run(train_opts *o, int mpi) {
             fprintf(r.human, "objective: %s (%s %g%s%s), %llu train pairs, %.2f steps of %lld pairs%s\n",
                     dec_objective_name(o->obj), o->obj == DEC_OBJ_DPO ? "beta" : "lambda", o->beta,
                     o->label_smoothing > 0 ? ", label smoothing " : "", o->label_smoothing > 0 ? "on" : "",
-                    (unsigned long long)pairs, (double)pairs / ((double)r.G / 2), (long long)(r.G / 2),
+                    (unsigned long long)pairs, (double)pairs / ((double)G / 2), (long long)(G / 2),
                     o->obj != DEC_OBJ_DPO ? ""
                     : o->dpo_reference_in
                         ? "; the reference: the run's initial weights', from the checkpoint's record"
@@ -888,7 +886,7 @@ int train_run(train_opts *o, int mpi) {
         } else if (dec_data_row(o->dataset)) { /* packed rows: seen once per epoch, in a new order each */
             const uint64_t rows = dec_data_num_rows(o->dataset, DEC_SPLIT_TRAIN);
             fprintf(r.human, "epoch: %llu train rows, %.2f steps of %lld rows%s\n", (unsigned long long)rows,
-                    (double)rows / (double)r.G, (long long)r.G,
+                    (double)rows / (double)G, (long long)G,
                     o->docs ? "; each example attends to itself only (--doc-mask on)"
                             : "; examples attend across the row (--doc-mask off)");
         } else if (o->docs) {

@@ -22,6 +22,19 @@ static void det_add(int64_t acc[2], double x, int bits) {
     else acc[0] += llrint(q);
 }
 
+/* One engine micro-batch of n sequences of the session's length: the forward and backward pass
+ * (the loss over `denom`; traced when `traced`), then the engine told it is done. */
+static zero_status backward_pass(trn_session *t, const int32_t *in, const int32_t *tg, int n, double denom, int traced,
+                                 float *loss) {
+    const double tc = zero_now();
+    if (dec_engine_micro_batch(t->s.model, t->s.engine, in, tg, n, t->T, denom, loss) != ZERO_OK)
+        return trn__fail(t, "forward/backward", zero_engine_last_error(t->s.engine));
+    if (traced) zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
+    if (zero_engine_micro_batch_done(t->s.engine) != ZERO_OK)
+        return trn__fail(t, "micro-batch", zero_engine_last_error(t->s.engine));
+    return ZERO_OK;
+}
+
 /* Deterministic mode: the step's K micro-batches of B sequences as B*K/A micro-batches of A
  * sequences each (the engine's atoms, A = deterministic_atom; its gradient_accumulation_steps is
  * B*K/A), and the step's loss summed exactly over every atom of every rank: *loss is the same for
@@ -33,14 +46,9 @@ static zero_status det_micro_batches(trn_session *t, int64_t total, double *loss
         for (int a = 0; a < B; a += A) {
             const size_t at = ((size_t)k * B + (size_t)a) * T;
             float l;
-            const double tc = zero_now();
             trn__set_docs(t, at);
-            if (dec_engine_micro_batch(t->s.model, t->s.engine, t->inputs + at, t->targets + at, A, T, (double)total,
-                                       &l) != ZERO_OK)
-                return trn__fail(t, "forward/backward", zero_engine_last_error(t->s.engine));
-            zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-            if (zero_engine_micro_batch_done(t->s.engine) != ZERO_OK)
-                return trn__fail(t, "micro-batch", zero_engine_last_error(t->s.engine));
+            const zero_status st = backward_pass(t, t->inputs + at, t->targets + at, A, (double)total, 1, &l);
+            if (st != ZERO_OK) return st;
             det_add(acc, l, DET_LOSS_BITS);
         }
     if (zero_comm_all_reduce(t->s.comm, acc, all, 2, ZERO_DTYPE_INT64, ZERO_OP_SUM) != ZERO_OK)
@@ -56,16 +64,12 @@ static zero_status lm_micro_batches(trn_session *t, int64_t step, int64_t total,
     const int B = t->B, K = t->K, T = t->T;
     *loss = 0;
     for (int k = 0; k < K; k++) {
-        const int32_t *in = t->inputs + (size_t)k * B * T, *tg = t->targets + (size_t)k * B * T;
+        const size_t at = (size_t)k * B * T;
         float l;
-        const double tc = zero_now();
         if (t->s.lora) dec_lora_set_key(t->s.model, trn_lora_key(step, k, t->rank));
-        trn__set_docs(t, (size_t)k * B * T);
-        if (dec_engine_micro_batch(t->s.model, t->s.engine, in, tg, B, T, (double)total, &l) != ZERO_OK)
-            return trn__fail(t, "forward/backward", zero_engine_last_error(t->s.engine));
-        zero_trace_span(ZERO_TRACE_COMPUTE, "forward+backward", tc, zero_now());
-        if (zero_engine_micro_batch_done(t->s.engine) != ZERO_OK)
-            return trn__fail(t, "micro-batch", zero_engine_last_error(t->s.engine));
+        trn__set_docs(t, at);
+        const zero_status st = backward_pass(t, t->inputs + at, t->targets + at, B, (double)total, 1, &l);
+        if (st != ZERO_OK) return st;
         *loss += l / K;
     }
     return ZERO_OK;
@@ -332,13 +336,11 @@ static zero_status pref_pass(trn_session *t, dec_split split, int64_t step, int6
         if (orpo) w[Bh + i] = wall[i];
     }
     dec_set_seq_weights(t->s.model, w);
-    /* the loss is sum w CE, the weights hold the global batch's mean: a denominator of 1 */
-    if (dec_engine_micro_batch(t->s.model, t->s.engine, in, tg, nseq, T, 1.0, &l) != ZERO_OK)
-        return trn__fail(t, "forward/backward", zero_engine_last_error(t->s.engine));
+    /* the loss is sum w CE, the weights hold the global batch's mean: a denominator of 1 (the
+     * caller traces the whole micro-batch, its forward pass with it) */
+    const zero_status st = backward_pass(t, in, tg, nseq, 1.0, 0, &l);
     dec_set_seq_weights(t->s.model, NULL);
-    if (zero_engine_micro_batch_done(t->s.engine) != ZERO_OK)
-        return trn__fail(t, "micro-batch", zero_engine_last_error(t->s.engine));
-    return ZERO_OK;
+    return st;
 }
 
 /* The chosen sequences' tokens of the step's micro-batches (every token, the prompt's included),
