@@ -125,7 +125,7 @@ static int get_scheme(loader *L, const cJSON *o, const char *path, tk_prepend_sc
 }
 
 /* ---------------------------------------------------------------- normalizer */
-static int norm_sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sig_add(loader *L, char **sig, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static const char *pattern_text(const cJSON *o, const char **kind);
 static int add_norm(loader *L, const cJSON *o, const char *path) {
     const char *ty = type_of(L, o, path);
@@ -153,7 +153,7 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
         n->kind = TK_NORM_PREPEND;
         n->str_n = strlen(s);
         if (!(n->str = strdup(s))) return nomem(L);
-        if (norm_sig_add(L, "Prepend(prepend=%s)", s)) return -1;
+        if (sig_add(L, &t->norm_sig, "Prepend(prepend=%s)", s)) return -1;
     } else if (!strcmp(ty, "Replace")) {
         const char *s = get_str(L, o, path, "content", 1);
         if (!s) return -1;
@@ -162,13 +162,13 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
         if (!(n->str = strdup(s))) return nomem(L);
         t->nnorm++; /* owned from here on, freed with the tokenizer */
         const char *kind, *pat = pattern_text(o, &kind);
-        if (norm_sig_add(L, "Replace(%s:%s,content=%s)", kind, pat, s)) return -1;
+        if (sig_add(L, &t->norm_sig, "Replace(%s:%s,content=%s)", kind, pat, s)) return -1;
         return get_pattern(L, o, path, &n->pat);
     } else if (!strcmp(ty, "NFC") || !strcmp(ty, "NFD") || !strcmp(ty, "NFKC") || !strcmp(ty, "NFKD")) {
         n->kind = TK_NORM_UNICODE;
         n->utf8proc_options = UTF8PROC_STABLE | (ty[2] == 'C' || ty[3] == 'C' ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
                               (ty[2] == 'K' ? UTF8PROC_COMPAT : 0);
-        if (norm_sig_add(L, "%s", ty)) return -1;
+        if (sig_add(L, &t->norm_sig, "%s", ty)) return -1;
     } else {
         FAIL("tokenizer.json: %s.type '%s' is not supported (supported normalizers: Sequence, Prepend, Replace, "
              "NFC, NFD, NFKC, NFKD)", path, ty);
@@ -180,34 +180,21 @@ static int add_norm(loader *L, const cJSON *o, const char *path) {
 /* ---------------------------------------------------------------- pre-tokenizer */
 /* Appends one item to a signature line (*sig: t->pre_sig, t->norm_sig): "Type(key=value,...)",
  * joined by " | ". */
-static int sig_vappend(loader *L, char **sig, const char *fmt, va_list ap) {
-    va_list aq;
-    va_copy(aq, ap);
-    const int n = vsnprintf(NULL, 0, fmt, aq);
-    va_end(aq);
+static int sig_add(loader *L, char **sig, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int sig_add(loader *L, char **sig, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
     const size_t have = *sig ? strlen(*sig) : 0, sep = have ? 3 : 0;
     char *ns = realloc(*sig, have + sep + (size_t)n + 1);
     if (!ns) return nomem(L);
     *sig = ns;
     if (sep) memcpy(ns + have, " | ", 3);
+    va_start(ap, fmt);
     vsnprintf(ns + have + sep, (size_t)n + 1, fmt, ap);
+    va_end(ap);
     return 0;
-}
-static int sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int sig_add(loader *L, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const int rc = sig_vappend(L, &L->t->pre_sig, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-static int norm_sig_add(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int norm_sig_add(loader *L, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const int rc = sig_vappend(L, &L->t->norm_sig, fmt, ap);
-    va_end(ap);
-    return rc;
 }
 
 /* A Split's pattern as the signature writes it: Regex:... or String:... */
@@ -256,7 +243,7 @@ static int add_pre(loader *L, const cJSON *o, const char *path) {
         if (get_bool(L, o, path, "invert", 0, &p->invert)) return -1;
         const char *kind, *pat = pattern_text(o, &kind);
         if (get_pattern(L, o, path, &p->pat)) return -1;
-        return sig_add(L, "Split(%s:%s,%s,invert=%d)", kind, pat, b, p->invert);
+        return sig_add(L, &L->t->pre_sig, "Split(%s:%s,%s,invert=%d)", kind, pat, b, p->invert);
     }
     if (!strcmp(ty, "ByteLevel")) {
         int use_regex;
@@ -270,14 +257,14 @@ static int add_pre(loader *L, const cJSON *o, const char *path) {
             if (zero__tk_pattern_regex(&p->pat, GPT2_REGEX, sizeof GPT2_REGEX - 1, why, sizeof why))
                 FAIL("tokenizer.json: %s: the ByteLevel regex does not compile: %s", path, why);
         }
-        return sig_add(L, "ByteLevel(add_prefix_space=%d,use_regex=%d)", p->add_prefix_space, use_regex);
+        return sig_add(L, &L->t->pre_sig, "ByteLevel(add_prefix_space=%d,use_regex=%d)", p->add_prefix_space, use_regex);
     }
     if (!strcmp(ty, "Metaspace")) {
         p->kind = TK_PRE_METASPACE;
         if (get_char(L, o, path, "replacement", p->repl, &p->repl_n) || get_scheme(L, o, path, &p->scheme) ||
             get_bool(L, o, path, "split", 1, &p->flag))
             return -1;
-        return sig_add(L, "Metaspace(replacement=%.*s,prepend_scheme=%s,split=%d)", p->repl_n, p->repl,
+        return sig_add(L, &L->t->pre_sig, "Metaspace(replacement=%.*s,prepend_scheme=%s,split=%d)", p->repl_n, p->repl,
                        p->scheme == TK_PREPEND_ALWAYS  ? "always"
                        : p->scheme == TK_PREPEND_FIRST ? "first"
                                                        : "never",
@@ -286,7 +273,7 @@ static int add_pre(loader *L, const cJSON *o, const char *path) {
     if (!strcmp(ty, "Digits")) {
         p->kind = TK_PRE_DIGITS;
         if (get_bool(L, o, path, "individual_digits", 0, &p->flag)) return -1;
-        return sig_add(L, "Digits(individual_digits=%d)", p->flag);
+        return sig_add(L, &L->t->pre_sig, "Digits(individual_digits=%d)", p->flag);
     }
     FAIL("tokenizer.json: %s.type '%s' is not supported (supported pre-tokenizers: Sequence, Split, ByteLevel, "
          "Metaspace, Digits)", path, ty);
