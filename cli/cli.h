@@ -121,6 +121,8 @@ int cli_parse_size(const char *flag, const char *v, double *out);
 const char *cli_flag_value(int argc, char **argv, int *i);
 
 /* Writes a double as JSON (finite: %.17g; NaN/Inf as null). */
+/* s as a JSON string: quotes and backslashes escaped, control bytes as \\u00XX. */
+void cli_json_string(FILE *f, const char *s);
 void cli_json_double(FILE *f, double v);
 
 /* `zero estimate` and `zero plan` (cli/cmd_estimate.c): the flags both take and the planner's

@@ -533,7 +533,10 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
             cli_json_double(stdout, r->fit[0].need_host);
             printf(", ");
         }
-        printf("\"traffic_bytes\": ");
+        printf("\"unsupported\": ");
+        if (r->mem.unsupported) cli_json_string(stdout, r->mem.unsupported);
+        else printf("null");
+        printf(", \"traffic_bytes\": ");
         cli_json_double(stdout, r->traffic.volume);
         printf(", \"traffic_counted_bytes\": ");
         cli_json_double(stdout, r->traffic.counted);
@@ -611,8 +614,10 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            gpu ? ";\n fits: yes, ckpt (only with activation checkpointing) or no; NVMe is not sized here (zero plan --nvme)"
                : "",
            any_hpz ? ";\n hpZ H: zero_hpz_partition_size H, the ranks per node: a secondary parameter shard per node" : "");
-    if (m->unit_frozen)
-        printf("(LoRA: zero train does not offload frozen parameters yet: the \"+p\" rows are what it would take)\n");
+    for (int i = 0; i < nrows; i++) /* rows the engine refuses (the ownership plan's rule) */
+        if (rows[i].mem.unsupported)
+            printf("(stage %d %s%s: %s: the row is what it would take)\n", rows[i].stage, zero_plan_offload_name(rows[i].opt),
+                   rows[i].param != ZERO_OFFLOAD_NONE ? "+p" : "", rows[i].mem.unsupported);
     if (o->deterministic)
         printf("(deterministic: the gradients include the grids; the transient the mode's buffers, %s at stage 0, %s at "
                "stage 3: docs/ENGINE.md §11; the step time leaves out its extra passes and the first step's redo)\n",

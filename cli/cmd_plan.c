@@ -2,6 +2,9 @@
  * the given hardware, each rung's memory and predicted step time, why, and a DeepSpeed-style config. */
 #include "cli.h"
 
+#include "decoder/decoder.h"
+#include "train.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -46,6 +49,12 @@ static void usage(FILE *f) {
             "  --precision P         fp32 (default), bf16, fp16;  --optimizer adamw|adam|sgd|lion\n"
             "  --micro-batch B       the largest micro-batch to consider (8)\n"
             "  --objective lm|dpo|orpo  zero train's objective: its passes in the step time (as zero estimate)\n"
+            "  --lora r=R[,alpha=A,targets=NAME,...]  a LoRA fine-tune (as zero train --lora): the base\n"
+            "                        frozen, the adapters trained; the config gets zero_extensions.lora. When\n"
+            "                        nothing fits with a 16-bit or fp32 base of the Llama family, the plan\n"
+            "                        tries its linear weights in NF4 (QLoRA) and says so\n"
+            "  --frozen-dtype DT     the frozen base's dtype with --lora: fp32, bf16, fp16\n"
+            "  --quantize-base nf4|int8  with --lora: the base's linear weights quantized (zero train's)\n"
             "  --deterministic       for zero train --deterministic: counts the mode's grids and buffers\n"
             "                        and writes zero_extensions.deterministic into the config\n"
             "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"
@@ -255,20 +264,10 @@ static void reason(reasons *r, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* Writes the DeepSpeed-style config of candidate c to path (through a temporary file and a
  * rename, so a failed write never leaves a half file under the name). */
-static int write_config(const char *path, const cli_sizing_opts *o, const zero_plan_candidate *c, int states_int8,
-                        const char *nvme_path) {
+static int write_config(const char *path, const cli_sizing_opts *o, const cli_sizing_model *m,
+                        const zero_plan_candidate *c, int states_int8, const char *nvme_path) {
     char tmp[4096];
     zero_error err;
     /* zero_create_tmp: a link planted at PATH.tmp is removed, never followed (docs/SECURITY.md) */
@@ -287,9 +286,28 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
     fprintf(f, "},\n");
     if (o->precision == ZERO_DTYPE_BF16) fprintf(f, "  \"bf16\": {\"enabled\": true},\n");
     if (o->precision == ZERO_DTYPE_FP16) fprintf(f, "  \"fp16\": {\"enabled\": true},\n");
-    if (o->deterministic || states_int8)
-        fprintf(f, "  \"zero_extensions\": {%s%s%s},\n", o->deterministic ? "\"deterministic\": true" : "",
-                o->deterministic && states_int8 ? ", " : "", states_int8 ? "\"optimizer_states\": \"int8\"" : "");
+    /* zero_extensions: what zero train needs besides DeepSpeed's keys, each written only when set */
+    const char *sep = "";
+    if (o->deterministic || states_int8 || m->unit_frozen) fprintf(f, "  \"zero_extensions\": {");
+    if (o->deterministic) fprintf(f, "%s\"deterministic\": true", sep), sep = ", ";
+    if (states_int8) fprintf(f, "%s\"optimizer_states\": \"int8\"", sep), sep = ", ";
+    if (m->unit_frozen) {
+        zero_lora_config lc;
+        memset(&lc, 0, sizeof lc);
+        lc.alpha = 8;
+        (void)train_lora_parse(o->lora, &lc); /* parsed once already (cli_sizing_model_build) */
+        fprintf(f, "%s\"lora\": {\"r\": %d, \"alpha\": %.17g, \"targets\": ", sep, m->lora_r, m->lora_alpha);
+        cli_json_string(f, m->lora_targets);
+        if (lc.dropout > 0) fprintf(f, ", \"dropout\": %.17g", lc.dropout);
+        if (m->lora_rslora) fprintf(f, ", \"rslora\": true");
+        fprintf(f, "}");
+        if (o->quant_base != ZERO_QFMT_NONE)
+            fprintf(f, ", \"quantize_base\": \"%s\"", o->quant_base == ZERO_QFMT_INT8 ? "int8" : "nf4");
+        if (o->frozen_dtype != ZERO_DTYPE_COUNT)
+            fprintf(f, ", \"frozen_dtype\": \"%s\"", zero_dtype_name(o->frozen_dtype));
+        sep = ", ";
+    }
+    if (sep[0]) fprintf(f, "},\n");
     fprintf(f, "  \"zero_optimization\": {\n    \"stage\": %d", c->stage);
     if (c->hpz_partition_size > 1) fprintf(f, ",\n    \"zero_hpz_partition_size\": %d", c->hpz_partition_size);
     const zero_offload_device dev[2] = {c->offload_optimizer, c->offload_param};
@@ -299,7 +317,7 @@ static int write_config(const char *path, const cli_sizing_opts *o, const zero_p
         fprintf(f, ",\n    \"%s\": {\"device\": \"%s\"", key[k], zero_plan_offload_name(dev[k]));
         if (dev[k] == ZERO_OFFLOAD_NVME) {
             fprintf(f, ", \"nvme_path\": ");
-            json_string(f, nvme_path);
+            cli_json_string(f, nvme_path);
         }
         fprintf(f, "}");
     }
@@ -345,9 +363,6 @@ int cli_plan(int argc, char **argv) {
     }
     if (cli_sizing_resolve(&o) != CLI_OK) return CLI_USAGE;
     const double device = o.device_mem, host = o.host_mem;
-    if (o.lora || o.frozen_dtype != ZERO_DTYPE_COUNT)
-        return cli_error(CLI_USAGE, "plan: %s is not supported yet (zero estimate --lora shows a LoRA run's memory)",
-                         o.lora ? "--lora" : "--frozen-dtype");
     if (out_path && o.model && cli_path_within(out_path, o.model))
         return cli_error(CLI_USAGE, "plan: -o '%s' is inside the model directory '%s': expected a path outside it (it "
                          "would overwrite or mix with its files)", out_path, o.model);
@@ -370,6 +385,7 @@ int cli_plan(int argc, char **argv) {
     req.base.precision = o.precision;
     req.base.optimizer = o.optimizer;
     req.base.deterministic = o.deterministic;
+    req.base.frozen_dtype = o.frozen_dtype;
     req.nodes = o.nodes;
     req.device_mem = device;
     req.host_mem = host;
@@ -384,6 +400,42 @@ int cli_plan(int argc, char **argv) {
         cli_sizing_model_free(&m);
         return cli_error(CLI_USAGE, "plan: %s", err.msg);
     }
+    /* LoRA on a 16-bit (or fp32) base that does not fit anywhere: the base's linear weights in NF4
+     * (QLoRA, zero train --quantize-base nf4), where the model has them (the Llama family); the
+     * plan says so and writes it (docs/PLANNING.md §6) */
+    uint64_t base_bytes_before = 0;
+    const size_t wf = zero_dtype_size(o.frozen_dtype == ZERO_DTYPE_COUNT ? o.precision : o.frozen_dtype);
+    if (res.chosen < 0 && o.lora && o.quant_base == ZERO_QFMT_NONE && m.cfg && dec_is_llama(m.cfg)) {
+        cli_sizing_opts oq = o;
+        oq.quant_base = ZERO_QFMT_NF4_DQ;
+        cli_sizing_model mq;
+        rc = cli_sizing_model_build(&oq, &mq);
+        if (rc != CLI_OK) {
+            cli_sizing_model_free(&m);
+            return rc;
+        }
+        zero_plan_compute cq;
+        cli_sizing_compute(&oq, &mq, &cq);
+        zero_plan_request rq = req;
+        rq.compute = cq;
+        zero_plan_result q;
+        if (zero_plan_search(&mq.plan, &rq, &q, &err) != ZERO_OK) {
+            cli_sizing_model_free(&m);
+            cli_sizing_model_free(&mq);
+            return cli_error(CLI_USAGE, "plan: %s", err.msg);
+        }
+        if (q.chosen >= 0) {
+            base_bytes_before = res.cand[0].mem.frozen * wf;
+            cli_sizing_model_free(&m);
+            m = mq; /* its plan points into the heap arrays it owns, not into itself */
+            m.plan.activation_ctx = &m;
+            req = rq;
+            res = q;
+            o.quant_base = oq.quant_base;
+        } else {
+            cli_sizing_model_free(&mq);
+        }
+    }
     const int cpu_only = device == 0;
     const int act_known = m.plan.activation != NULL;
     char a[32], b[32], c[32], d[32], e[32], name[96];
@@ -395,6 +447,36 @@ int cli_plan(int argc, char **argv) {
         reason(&why, "no rung fits with fp32 optimizer states: the rungs below keep %s's moments in 8 bits (zero train "
                      "--optimizer-states int8: 2.03 bytes a parameter instead of 8; NVMe rungs left out: docs/QUANT.md)",
                zero_optim_name(o.optimizer));
+    if (m.unit_frozen) {
+        const uint64_t base = res.cand[0].mem.frozen * wf;
+        if (base_bytes_before)
+            reason(&why, "no rung fits with the base in %s (%s): the rungs below keep its layers' linear weights in NF4 "
+                         "with double-quantized scales, %s for the base (zero train --quantize-base nf4, QLoRA; the "
+                         "norms, embeddings and LM head stay in %s: docs/QUANT.md)",
+                   zero_dtype_name(o.frozen_dtype == ZERO_DTYPE_COUNT ? o.precision : o.frozen_dtype),
+                   cli_fmt_bytes((double)base_bytes_before, a, sizeof a), cli_fmt_bytes((double)base, b, sizeof b),
+                   zero_dtype_name(o.frozen_dtype == ZERO_DTYPE_COUNT ? o.precision : o.frozen_dtype));
+        char share[64] = "";
+        if (o.ranks > 1) snprintf(share, sizeof share, ": whole on every rank at stages 0-2, 1/%d at stage 3", o.ranks);
+        reason(&why, "LoRA r=%d on %s: %llu trainable parameters (%.3f%%), each with a gradient, fp32 master and "
+                     "optimizer states; the frozen base, %s%s, has none%s",
+               m.lora_r, m.lora_targets, (unsigned long long)m.trainable,
+               100.0 * (double)m.trainable / (double)(m.trainable + m.frozen_params),
+               cli_fmt_bytes((double)base, c, sizeof c),
+               o.quant_base == ZERO_QFMT_NONE ? "" : o.quant_base == ZERO_QFMT_INT8 ? " (linear weights in int8)"
+                                                                                     : " (linear weights in NF4)",
+               share);
+    }
+    for (int i = 0; i < res.skipped_count; i++) {
+        zero_plan_candidate sk;
+        memset(&sk, 0, sizeof sk);
+        sk.stage = res.skipped[i].stage;
+        sk.hpz_partition_size = res.skipped[i].hpz_partition_size;
+        sk.offload_optimizer = res.skipped[i].offload_optimizer;
+        sk.offload_param = res.skipped[i].offload_param;
+        rung_name(&sk, name, sizeof name);
+        reason(&why, "%s not considered: %s", name, res.skipped[i].why);
+    }
     const int last = res.chosen >= 0 ? res.chosen : res.count - 1;
     for (int i = 0; i <= last; i++) {
         const zero_plan_candidate *k = &res.cand[i];
@@ -470,7 +552,10 @@ int cli_plan(int argc, char **argv) {
 
     const zero_plan_candidate *k = &res.cand[res.closest];
     zero_plan_traffic t;
-    zero_plan_traffic_of(k->stage, o.ranks, k->mem.padded, o.precision, &t);
+    if (m.unit_frozen)
+        zero_plan_traffic_frozen(k->stage, o.ranks, k->mem.padded, o.precision, k->mem.frozen_padded, o.frozen_dtype, &t);
+    else
+        zero_plan_traffic_of(k->stage, o.ranks, k->mem.padded, o.precision, &t);
     const double secs = zero_plan_link_seconds(&t, link);
     char missing[600] = "";
     if (res.chosen < 0) missing_text(k, &res, cpu_only, missing, sizeof missing);
@@ -488,6 +573,30 @@ int cli_plan(int argc, char **argv) {
         printf(", \"headroom\": ");
         cli_json_double(stdout, headroom);
         printf(", \"optimizer_states\": \"%s\"", q8 ? "int8" : "fp32");
+        if (m.unit_frozen) {
+            printf(", \"lora\": {\"r\": %d, \"alpha\": ", m.lora_r);
+            cli_json_double(stdout, m.lora_alpha);
+            printf(", \"targets\": ");
+            cli_json_string(stdout, m.lora_targets);
+            printf(", \"trainable_params\": %llu, \"frozen_params\": %llu, \"frozen_bytes\": %llu}",
+                   (unsigned long long)m.trainable, (unsigned long long)m.frozen_params,
+                   (unsigned long long)(res.cand[0].mem.frozen * wf));
+        } else {
+            printf(", \"lora\": null");
+        }
+        printf(", \"quantize_base\": \"%s\", \"quantize_base_chosen\": %s",
+               o.quant_base == ZERO_QFMT_NONE ? "none" : o.quant_base == ZERO_QFMT_INT8 ? "int8" : "nf4",
+               base_bytes_before ? "true" : "false");
+        printf(", \"skipped\": [");
+        for (int i = 0; i < res.skipped_count; i++) {
+            printf("%s{\"stage\": %d, \"offload_optimizer\": \"%s\", \"offload_param\": \"%s\", "
+                   "\"hpz_partition_size\": %d, \"why\": ", i ? ", " : "", res.skipped[i].stage,
+                   zero_plan_offload_name(res.skipped[i].offload_optimizer),
+                   zero_plan_offload_name(res.skipped[i].offload_param), res.skipped[i].hpz_partition_size);
+            cli_json_string(stdout, res.skipped[i].why);
+            printf("}");
+        }
+        printf("]");
         printf(", \"fits\": %s, \"stage\": %d, \"hpz_partition_size\": %d, \"offload_optimizer\": \"%s\", "
                "\"offload_param\": \"%s\", \"micro_batch\": %lld, \"activation_checkpointing\": %s, ",
                res.chosen >= 0 ? "true" : "false", k->stage, k->hpz_partition_size, zero_plan_offload_name(k->offload_optimizer),
@@ -519,7 +628,7 @@ int cli_plan(int argc, char **argv) {
         if (link > 0) cli_json_double(stdout, secs);
         else printf("null");
         printf(", \"config\": ");
-        if (out_path && res.chosen >= 0) json_string(stdout, out_path);
+        if (out_path && res.chosen >= 0) cli_json_string(stdout, out_path);
         else printf("null");
         json_plan_time(&res, &rates, &req, o.ranks);
         printf(", \"rungs\": [");
@@ -548,7 +657,7 @@ int cli_plan(int argc, char **argv) {
         printf("], \"reasons\": [");
         for (int i = 0; i < why.n; i++) {
             printf("%s", i ? ", " : "");
-            json_string(stdout, why.text[i]);
+            cli_json_string(stdout, why.text[i]);
         }
         printf("]}\n");
     } else {
@@ -572,9 +681,10 @@ int cli_plan(int argc, char **argv) {
         printf("\n");
         if (res.chosen >= 0) {
             rung_name(k, name, sizeof name);
-            printf("choice: %s, micro-batch %lld, activation checkpointing %s%s\n", name,
+            printf("choice: %s, micro-batch %lld, activation checkpointing %s%s%s\n", name,
                    (long long)k->micro_batch, k->checkpointing ? "on" : "off",
-                   q8 ? ", optimizer states int8 (--optimizer-states int8)" : "");
+                   q8 ? ", optimizer states int8 (--optimizer-states int8)" : "",
+                   base_bytes_before ? ", the base's linear weights in NF4 (--quantize-base nf4)" : "");
         } else {
             printf("nothing fits\n");
         }
@@ -607,7 +717,7 @@ int cli_plan(int argc, char **argv) {
         return rc;
     }
     if (out_path) {
-        rc = write_config(out_path, &o, k, res.optim_states == ZERO_OPTIM_STATES_INT8, nvme_path);
+        rc = write_config(out_path, &o, &m, k, res.optim_states == ZERO_OPTIM_STATES_INT8, nvme_path);
         if (rc != CLI_OK) {
             cli_sizing_model_free(&m);
             return rc;

@@ -232,9 +232,7 @@ void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, 
 void cli_rates_json(FILE *f, const cli_rates *r) {
     fprintf(f, "{\"source\": ");
     if (r->source[0]) {
-        fputc('"', f);
-        for (const char *c = r->source; *c; c++) fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-        fputc('"', f);
+        cli_json_string(f, r->source);
     } else {
         fprintf(f, "\"defaults\"");
     }

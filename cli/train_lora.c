@@ -83,11 +83,13 @@ static int fingerprint(const char *dir, char *out, size_t cap) {
     return s == ZERO_OK ? CLI_OK : cli_error(CLI_RUNTIME, "the LoRA base %s", err.msg);
 }
 
-/* The engine refuses parameter offload with frozen parameters at finalize, on every rank: say it
- * once, before any launch. */
-static int offload_param_refused(void) {
-    return cli_error(CLI_USAGE, "--offload-param with LoRA is not supported yet (the frozen base is not offloaded): "
-                     "use --offload-optimizer, or stage 3 without parameter offload");
+/* The engine refuses the frozen base on NVMe at finalize, on every rank (the ownership plan's rule:
+ * docs/LORA.md): say it once, before any launch. On "cpu" the base's shard goes with the
+ * parameters' (pinned host memory on a device, a no-op on the cpu backend). */
+static int offload_param_refused(const zero_config *cfg) {
+    if (cfg->offload_param.device != ZERO_OFFLOAD_NVME) return CLI_OK;
+    return cli_error(CLI_USAGE, "--offload-param nvme with LoRA is not supported yet (the frozen base is not swapped "
+                     "to NVMe): use --offload-param cpu, --offload-optimizer nvme, or stage 3 without parameter offload");
 }
 
 int train_lora_prepare(train_opts *o) {
@@ -100,7 +102,7 @@ int train_lora_prepare(train_opts *o) {
         if (o->lora_on && (o->lora_spec || o->lora_from))
             return cli_error(CLI_USAGE, "--resume: the checkpoint records the run's LoRA settings: drop --lora%s",
                              o->lora_from ? "-from" : "");
-        if (o->lora_on && cfg->offload_param.device != ZERO_OFFLOAD_NONE) return offload_param_refused();
+        if (o->lora_on && offload_param_refused(cfg)) return CLI_USAGE;
         return CLI_OK;
     }
     if (o->lora_from && (o->lora_spec || cfg->lora.r > 0))
@@ -108,7 +110,7 @@ int train_lora_prepare(train_opts *o) {
                          o->lora_from, o->lora_spec ? "--lora" : "zero_extensions.lora");
     o->lora_on = o->lora_from || cfg->lora.r > 0;
     if (!o->lora_on) return CLI_OK;
-    if (cfg->offload_param.device != ZERO_OFFLOAD_NONE) return offload_param_refused();
+    if (offload_param_refused(cfg)) return CLI_USAGE;
     const dec_config *m = &o->model_cfg;
     dec_lora *l = &o->lora;
     if (o->lora_from) {

@@ -187,6 +187,16 @@ void cli_remove_scratch_on_stop(void) {
     }
 }
 
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 void cli_json_double(FILE *f, double v) {
     if (isfinite(v)) fprintf(f, "%.17g", v);
     else fputs("null", f);

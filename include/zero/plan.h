@@ -194,6 +194,11 @@ typedef struct zero_plan_mem {
      * that host stays the states' figure (a device with a collective library of its own stages
      * nothing). 0 on a CPU rank. */
     uint64_t staging;
+    /* NULL when the engine runs this setup; else why it refuses it, one phrase (a static string),
+     * such as "hpZ with frozen parameters is not supported yet": the ownership plan's own rule, so
+     * the planner never proposes what zero train would refuse. The figures are still filled (what
+     * the setup would take). */
+    const char *unsupported;
 } zero_plan_mem;
 
 /* Fills *out for setup s. ZERO_ERR_INVALID_ARG (err says which value and what was expected)
@@ -320,7 +325,8 @@ void zero_plan_request_default(zero_plan_request *r);
  * 0; 1; 2; 2 + optimizer on cpu; 3; 3 + hpZ; 3 + optimizer on cpu; 3 + optimizer and params on
  * cpu; 2 + optimizer on nvme; 3 + optimizer on nvme; 3 + optimizer and params on nvme.
  * cpu rungs are left out on a CPU-only machine (they would move nothing), nvme rungs without
- * nvme_mem, 3 + hpZ (H = the ranks per node) on one node or with one rank per node. */
+ * nvme_mem, 3 + hpZ (H = the ranks per node) on one node or with one rank per node, and any rung
+ * the engine refuses for the model (zero_plan_mem.unsupported: listed in zero_plan_result.skipped). */
 #define ZERO_PLAN_MAX_CANDIDATES 11
 
 typedef struct zero_plan_candidate {
@@ -356,6 +362,15 @@ typedef struct zero_plan_result {
     double usable_host;       /* per node (0 on a CPU-only machine: host is the device) */
     double usable_nvme;       /* per node */
     int ranks_per_node;
+    /* Rungs of the ladder left out because the engine does not run them with this model
+     * (zero_plan_mem.unsupported: hpZ or NVMe parameters with frozen parameters), in ladder order,
+     * each with its reason. */
+    int skipped_count;
+    struct {
+        int stage, hpz_partition_size;
+        zero_offload_device offload_optimizer, offload_param;
+        const char *why;
+    } skipped[ZERO_PLAN_MAX_CANDIDATES];
     int optim_states;         /* the candidates' optimizer states: the request's, or ZERO_OPTIM_STATES_INT8
                                * when none fits with fp32 states and one does with 8-bit ones (AdamW or
                                * Adam on a CPU-only machine, where the engine steps them; the NVMe rungs

@@ -259,6 +259,9 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     zero__own_plan own; /* the extents and tiers of every state: the engine's table */
     own_plan(s, any_frozen, &own);
     o.secondary = own.hpz ? P / H : 0;
+    /* what the engine refuses of this setup at finalize (src/engine/engine.c: the same bits) */
+    if (own.invalid & OWN_HPZ_FROZEN) o.unsupported = "hpZ with frozen parameters is not supported yet";
+    else if (own.invalid & OWN_NVME_FROZEN) o.unsupported = "frozen parameters on NVMe are not supported yet";
     /* elements of a kind's extent: the whole padded total, the shard, or none */
 #define OWN_ELEMS(kind, whole, shard) \
     (own.k[kind].extent == EXT_WHOLE ? (whole) : own.k[kind].extent == EXT_SHARD ? (shard) : 0)

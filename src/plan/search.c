@@ -131,6 +131,7 @@ static zero_status walk(const zero_plan_model *m, const zero_plan_request *r, in
     const int cpu_only = r->device_mem == 0;
     ctx c = {m, r};
     res.count = 0;
+    res.skipped_count = 0;
     res.chosen = -1;
     res.closest = -1;
     res.optim_states = states;
@@ -158,6 +159,14 @@ static zero_status walk(const zero_plan_model *m, const zero_plan_request *r, in
         cand->hpz_partition_size = s.hpz_partition_size;
         st = zero_plan_estimate(m, &s, &cand->mem, err);
         if (st != ZERO_OK) return st;
+        if (cand->mem.unsupported) { /* the engine would refuse it: named, not proposed */
+            res.skipped[res.skipped_count].stage = g->stage;
+            res.skipped[res.skipped_count].hpz_partition_size = s.hpz_partition_size;
+            res.skipped[res.skipped_count].offload_optimizer = g->opt;
+            res.skipped[res.skipped_count].offload_param = g->param;
+            res.skipped[res.skipped_count++].why = cand->mem.unsupported;
+            continue;
+        }
         /* Checkpointing only matters when the model tells activations apart. */
         const int can_ckpt = m->activation != NULL;
         for (int ckpt = 0; ckpt <= can_ckpt; ckpt++) {

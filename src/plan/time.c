@@ -298,10 +298,13 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     t.disk = fmax(0.0, step_io - update) + fmax(0.0, gather_io - busy);
 
     /* cpu offload: the gradient shard to the host and the updated parameter shard back; with the
-     * parameters on the host, each of a micro-batch's two gathers first copies the shard up. */
+     * parameters on the host, each of a micro-batch's two gathers first copies the shard up, the
+     * frozen part's with it. */
+    const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
+    const double Sf = (double)(mem.frozen_padded / (uint64_t)N); /* the frozen shard: gathered, never updated */
     double copy = 0;
     if (s->offload_optimizer == ZERO_OFFLOAD_CPU) copy += 2 * S * w;
-    if (s->offload_param == ZERO_OFFLOAD_CPU) copy += (2 + xf) * S * w;
+    if (s->offload_param == ZERO_OFFLOAD_CPU) copy += (2 + xf) * (S * w + Sf * wf);
     if (copy > 0) t.host_copy = copy / r->host_link_bytes;
 
     t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk;

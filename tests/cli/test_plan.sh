@@ -246,6 +246,75 @@ check "the hpZ config loads for 8 ranks" "$LOADER" --load-config "$TMP/hpz.json"
 check "... and is refused for 6 (4 does not divide 6)" bash -c '! "$0" --load-config "$1" 6 2>"$2" && grep -q "zero_hpz_partition_size: 4 does not divide the world size 6" "$2"' \
     "$LOADER" "$TMP/hpz.json" "$TMP/hpz.err"
 
+# --- LoRA (docs/PLANNING.md §6): the llama_gqa4 directory on 2 CPU ranks, LoRA r=4 on every linear
+# layer, RAM sized from estimate's rows so that no rung fits with the fp32 base and some do with
+# the base's linear weights in NF4: the plan says so, writes zero_extensions.lora and quantize_base,
+# and the run it prints keeps the model states of estimate's --quantize-base nf4 row, to the byte
+D=${ZERO_SOURCE_DIR:-$(dirname "$0")/../..}/tests/data/decoder/llama_gqa4
+LORA=(--lora r=4,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+"$ZERO" estimate "$D" --ranks 2 --seq 8 "${LORA[@]}" --json >"$TMP/lf.json"
+"$ZERO" estimate "$D" --ranks 2 --seq 8 "${LORA[@]}" --quantize-base nf4 --json >"$TMP/lq.json"
+LH=$("$PY" - "$TMP/lf.json" "$TMP/lq.json" <<'EOF'
+import json, sys
+def least(path):  # the smallest need of a CPU-only rung (stages 0-3, no offload) at micro-batch 1
+    d = json.load(open(path))
+    return min(r["device_bytes"] + r["host_bytes"] + r["transient_bytes"] + d["activation_checkpointed_bytes"]
+               for r in d["rows"] if r["offload"] == "none")
+f, q = least(sys.argv[1]), least(sys.argv[2])
+assert q < f, (q, f)
+print(2 * ((f + q) // 2))  # 2 ranks: each gets half of the node's RAM
+EOF
+)
+(cd "$TMP" && "$ZERO" plan "$D" --ranks 2 --seq 8 "${LORA[@]}" --host-mem "$LH" --headroom 0 --json -o "$TMP/lora.json" \
+    >"$TMP/plora.json")
+check "LoRA: nothing fits with the fp32 base, NF4 does: exit 0" test $? -eq 0
+check "LoRA: the plan says so and writes lora + quantize_base" "$PY" - "$TMP/plora.json" "$TMP/lora.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+assert p["fits"] and p["quantize_base"] == "nf4" and p["quantize_base_chosen"] is True, p
+assert p["lora"]["r"] == 4 and p["lora"]["trainable_params"] == 3584, p["lora"]
+assert any(r.startswith("no rung fits with the base in fp32") for r in p["reasons"]), p["reasons"]
+x = c["zero_extensions"]
+assert x["quantize_base"] == "nf4" and x["lora"]["r"] == 4 and x["lora"]["alpha"] == 8, x
+assert x["lora"]["targets"] == "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", x
+assert c["zero_optimization"]["stage"] == p["stage"], c
+EOF
+lora_plan_trains() {
+    local run
+    run=$(cd "$TMP" && "$ZERO" plan "$D" --ranks 2 --seq 8 "${LORA[@]}" --host-mem "$LH" --headroom 0 -o "$TMP/lora.json" |
+        sed -n 's/^config: .*; run: zero train //p')
+    [ -n "$run" ] || { echo "  no run line"; return 1; }
+    # shellcheck disable=SC2086 # the printed line's words
+    (cd "$TMP" && "$ZERO" train $run --data "$D/../tokens.bin" --steps 2 --val-every 0 --val-batches 1 \
+        --log-json "$TMP/lora.log" >"$TMP/lora.out" 2>&1) || { tail -3 "$TMP/lora.out"; return 1; }
+    "$PY" - "$TMP/lora.log" "$TMP/lq.json" "$TMP/plora.json" <<'EOF'
+import json, sys
+done = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+est = json.load(open(sys.argv[2])); p = json.load(open(sys.argv[3]))
+row = [r for r in est["rows"] if r["stage"] == p["stage"] and r["offload"] == "none"][0]
+assert done.get("done") and done["stage"] == p["stage"] and done["ranks"] == 2, done
+for cat in ("params", "grads", "master", "optim"):
+    assert done["mem"][cat] == row[cat + "_bytes"], (cat, done["mem"], row)
+EOF
+}
+check "LoRA: the printed run trains with estimate's NF4 model states, to the byte" lora_plan_trains
+# with room for the fp32 base it stays fp32, and no fallback line
+"$ZERO" plan "$D" --ranks 2 --seq 8 "${LORA[@]}" --host-mem 1GiB --json >"$TMP/plora2.json"
+check "LoRA with room: the base stays fp32" "$PY" -c "
+import json; p = json.load(open('$TMP/plora2.json'))
+assert p['fits'] and p['quantize_base'] == 'none' and not p['quantize_base_chosen'], p
+assert not any(r.startswith('no rung fits') for r in p['reasons']), p['reasons']"
+# 4 GPU ranks on 2 nodes with NVMe: the engine's refusals (hpZ, frozen parameters on NVMe) are named, not proposed
+"$ZERO" plan --model llama-3.2-1b --gpus 4 --nodes 2 --gpu-memory 24GiB --host-mem 64GiB --nvme 1TB --precision bf16 \
+    --lora r=16 --seq 512 --json >"$TMP/plora3.json"
+check "LoRA on 2 nodes: hpZ and NVMe parameters skipped, each with its reason" "$PY" -c "
+import json; p = json.load(open('$TMP/plora3.json'))
+sk = p['skipped']
+assert len(sk) == 2 and sk[0]['hpz_partition_size'] == 2 and 'hpZ' in sk[0]['why'], sk
+assert sk[1]['offload_param'] == 'nvme' and 'NVMe' in sk[1]['why'], sk
+assert all(r['hpz_partition_size'] == 1 and r['offload_param'] != 'nvme' for r in p['rungs']), p['rungs']
+assert sum('not considered' in r for r in p['reasons']) == 2, p['reasons']"
+
 usage_error() { # usage_error EXPECTED_TEXT ARGS...
     local want=$1; shift
     "$ZERO" plan "$@" >"$TMP/out" 2>"$TMP/err"
@@ -257,7 +326,7 @@ check "no host memory" usage_error "--host-mem" --model gpt2 --ranks 2 --device-
 check "bad size" usage_error "24XB" --model gpt2 --ranks 2 --device-mem 24XB --host-mem 1GiB
 check "bad headroom" usage_error "--headroom" --model gpt2 --ranks 2 --host-mem 1GiB --headroom 2
 check "unknown option" usage_error "--gpus" --model gpt2 --ranks 2 --host-mem 1GiB --gpus 8
-check "--lora is refused until plan models it" usage_error "--lora is not supported yet" --model gpt2 --ranks 2 --host-mem 1GiB --lora r=4
+check "--quantize-base needs --lora" usage_error "expected --lora too" --model llama-3.2-1b --ranks 2 --host-mem 1GiB --quantize-base nf4
 check "cpu-only without RAM" usage_error "needs its RAM" --model gpt2 --ranks 2 --host-mem 0
 
 exit $fail

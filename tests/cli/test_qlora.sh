@@ -117,6 +117,31 @@ assert n == p and q4 < 0.72 * n and q4 < q8 < n, (n, q4, q8)
 assert f['nf4']['quantize_base'] == 'nf4-dq' and f['int8']['quantize_base'] == 'int8'
 print('frozen elements (bf16 slots): none %d, nf4 %d (%.3f), int8 %d (%.3f)' % (n, q4, q4 / n, q8, q8 / n))"
 
+# the base offloaded with the parameters (--offload-param cpu: pinned host memory on a device): on
+# the fake device, 2 ranks at stage 3 in bf16, the losses bitwise the cpu backend's without
+# offload; the states' pinned bytes estimate's "3 cpu+p" row (each array rounded to 256 B), none
+# on the device
+F=(--init-from "$D/decoder/llama_gqa4" --data "$D/decoder/tokens.bin" --seq 8 --steps 3 --val-every 0 --val-batches 1
+   --lora r=4 --quantize-base nf4 --precision bf16 --stage 3 --ranks 2)
+"$ZERO" train "${F[@]}" --device cpu --log-json off0.json >off0.out 2>&1
+check "bf16 nf4, 2 ranks, stage 3, cpu backend: exit 0" test $? -eq 0
+"$ZERO" train "${F[@]}" --device fake --offload-param cpu --offload-optimizer cpu --log-json off1.json >off1.out 2>&1
+check "... on the fake device with the parameters and the optimizer on cpu: exit 0" test $? -eq 0
+"$ZERO" estimate "$D/decoder/llama_gqa4" --ranks 2 --seq 8 --lora r=4 --quantize-base nf4 --precision bf16 --gpus 2 \
+    --gpu-memory 1GiB --json >off_est.json
+check "the frozen base pinned: losses bitwise, pinned bytes = estimate's" "$PY" - off0.json off1.json off_est.json <<'EOF'
+import json, sys
+recs = [[json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3]]
+loss = [[r["loss"] for r in rs if "step" in r and "loss" in r and not r.get("done")] for rs in recs]
+assert len(loss[0]) == 3 and loss[0] == loss[1], loss
+done = recs[1][-1]
+row = [r for r in json.load(open(sys.argv[3]))["rows"] if r["stage"] == 3 and r["offload_param"] == "cpu"][0]
+dm = done["device_mem"]
+assert dm["states"] == 0 and row["device_bytes"] == 0, (dm, row)
+arrays = 4 * 6  # units x (params, frozen, grads, master, two states)
+assert row["pinned_bytes"] <= dm["pinned_states"] < row["pinned_bytes"] + 256 * arrays, (dm, row)
+EOF
+
 # bad input: one line each
 "$ZERO" train "${Q[@]:0:14}" --quantize-base q3 >/dev/null 2>err
 rc=$?; expect_error "--quantize-base q3" 2 "--quantize-base 'q3'" "nf4, int8 or none"

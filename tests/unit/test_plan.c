@@ -988,7 +988,68 @@ static void test_time_frozen(void) {
                   (unsigned long long)mem.frozen_padded);
         ZT_NEAR(tf.node_bytes, tt.node_bytes + extra, 1e-9);
         ZT_NEAR(tf.comm_node, tt.comm_node + extra / r.node_all_gather, 1e-9);
+        if (stage != 3) continue;
+        /* the parameters on the host: each of the two gathers copies the frozen shard up as well
+         * as the trainable one (Sf = Pf / 4 elements of fp16) */
+        s.offload_param = s.offload_optimizer = ZERO_OFFLOAD_CPU;
+        ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+        ZT_OK(zero_plan_step_time(&mf, &c, &s, 1, 2, 0, &r, &tf, NULL));
+        const double S = (double)mem.shard, Sf = (double)(mem.frozen_padded / 4);
+        ZT_NEAR(tf.host_copy, (2 * S * 2 + 2 * (S * 2 + Sf * 2)) / r.host_link_bytes, 1e-12);
     }
+}
+
+/* The rungs the engine refuses with frozen parameters (the ownership plan's rules): the estimate
+ * names why and the search leaves them out, listing them, while every other rung is sized as
+ * before. */
+static void test_search_frozen(void) {
+    static const uint64_t numel[2] = {3000000, 1000000}, frozen[2] = {2900000, 1000000};
+    const zero_plan_model mf = {2, numel, NULL, NULL, frozen}, ma = {2, numel, NULL, NULL, NULL};
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 4, s.stage = 3;
+    zero_plan_mem mem;
+    ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+    ZT_CHECK(mem.unsupported == NULL);
+    s.hpz_partition_size = 2;
+    ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+    ZT_CHECKF(mem.unsupported && strstr(mem.unsupported, "hpZ with frozen parameters"), "%s",
+              mem.unsupported ? mem.unsupported : "NULL");
+    ZT_OK(zero_plan_estimate(&ma, &s, &mem, NULL)); /* without frozen parts hpZ runs */
+    ZT_CHECK(mem.unsupported == NULL);
+    s.hpz_partition_size = 1;
+    s.offload_param = s.offload_optimizer = ZERO_OFFLOAD_NVME;
+    ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+    ZT_CHECKF(mem.unsupported && strstr(mem.unsupported, "frozen parameters on NVMe"), "%s",
+              mem.unsupported ? mem.unsupported : "NULL");
+    s.offload_param = ZERO_OFFLOAD_CPU, s.offload_optimizer = ZERO_OFFLOAD_CPU;
+    ZT_OK(zero_plan_estimate(&mf, &s, &mem, NULL));
+    ZT_CHECK(mem.unsupported == NULL);
+
+    /* 4 ranks on 2 GPU nodes with NVMe, room for everything: 11 rungs without frozen parts, 9 with
+     * (3 + hpZ 2 and 3 + optimizer and parameters on nvme listed as skipped, in ladder order) */
+    zero_plan_request r;
+    zero_plan_request_default(&r);
+    r.base.ranks = 4;
+    r.nodes = 2;
+    r.device_mem = 1e12, r.host_mem = 1e12, r.nvme_mem = 1e12;
+    zero_plan_result res;
+    ZT_OK(zero_plan_search(&ma, &r, &res, NULL));
+    ZT_EQ_INT(res.count, 11);
+    ZT_EQ_INT(res.skipped_count, 0);
+    ZT_OK(zero_plan_search(&mf, &r, &res, NULL));
+    ZT_EQ_INT(res.count, 9);
+    ZT_EQ_INT(res.skipped_count, 2);
+    ZT_EQ_INT(res.skipped[0].stage, 3);
+    ZT_EQ_INT(res.skipped[0].hpz_partition_size, 2);
+    ZT_EQ_INT(res.skipped[1].offload_param, ZERO_OFFLOAD_NVME);
+    ZT_CHECK(strstr(res.skipped[1].why, "NVMe") != NULL);
+    for (int i = 0; i < res.count; i++) {
+        ZT_CHECK(res.cand[i].fits);
+        ZT_CHECK(res.cand[i].mem.unsupported == NULL);
+        ZT_CHECK(res.cand[i].hpz_partition_size == 1 && res.cand[i].offload_param != ZERO_OFFLOAD_NVME);
+    }
+    ZT_CHECK(res.chosen >= 0);
 }
 
 /* A preference objective's forward-only pass: the compute of a forward more (frozen share and
@@ -1265,6 +1326,7 @@ int main(int argc, char **argv) {
     test_time_flip();
     test_time_per_sample();
     test_time_frozen();
+    test_search_frozen();
     test_time_pref();
     test_time_errors();
     test_engine();
