@@ -388,6 +388,55 @@ out:
     return rc;
 }
 
+/* Elements per second one rank steps AdamW with 8-bit states (zero_optim_step_q8 on n elements,
+ * every rank at once), and weights per second it decodes from an NF4 record with double-quantized
+ * scales (zero_quant_record_decode, a 65,536-weight tile at a time as the quantized linear layers
+ * read them): the planner's q8_update_elems and dequant_elems. */
+static int measure_quant(size_t n, int iters, double *q8, double *dq) {
+    const uint64_t nb = zero_quant_blocks(n, ZERO_QUANT_Q8_BLOCK);
+    float *master = fill(n), *grad = fill(n), *tile = malloc(65536 * sizeof *tile);
+    uint8_t *m = calloc(n, 1), *v = calloc(n, 1);
+    float *ma = calloc(nb, sizeof *ma), *va = calloc(nb, sizeof *va);
+    void *rec = malloc(zero_quant_record_bytes(ZERO_QFMT_NF4_DQ, n));
+    double *t = calloc((size_t)iters, sizeof *t);
+    int rc = CLI_OK;
+    zero_quant_view view;
+    if (!master || !grad || !tile || !m || !v || !ma || !va || !rec || !t) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: out of memory for %zu elements of 8-bit states", n);
+        goto out;
+    }
+    zero_optim_hparams h;
+    zero_optim_hparams_default(&h, ZERO_OPTIM_ADAMW);
+    const zero_q8_state st = {m, v, ma, va};
+    for (int it = 0; it < iters; it++) {
+        barrier();
+        double t0 = zero_now();
+        zero_status s = zero_optim_step_q8(&h, it + 1, master, &st, grad, 1.0f, h.weight_decay, n, NULL, ZERO_DTYPE_FP32);
+        t[it] = max_over_ranks(zero_now() - t0);
+        if (s != ZERO_OK) {
+            rc = cli_error(CLI_RUNTIME, "bench rates: the 8-bit step: %s", zero_status_string(s));
+            goto out;
+        }
+    }
+    *q8 = (double)n / median(t, iters);
+    if (zero_quant_record_encode(ZERO_QFMT_NF4_DQ, grad, n, rec) != ZERO_OK ||
+        zero_quant_record_view(ZERO_QFMT_NF4_DQ, rec, n, &view) != ZERO_OK) {
+        rc = cli_error(CLI_RUNTIME, "bench rates: coding an NF4 record of %zu weights failed", n);
+        goto out;
+    }
+    for (int it = 0; it < iters; it++) {
+        barrier();
+        double t0 = zero_now();
+        for (size_t i = 0; i < n; i += 65536)
+            (void)zero_quant_record_decode(&view, i, n - i < 65536 ? n - i : 65536, tile);
+        t[it] = max_over_ranks(zero_now() - t0);
+    }
+    *dq = (double)n / median(t, iters);
+out:
+    zero_mem_free(NULL, master), zero_mem_free(NULL, grad), free(tile), free(m), free(v), free(ma), free(va), free(rec), free(t);
+    return rc;
+}
+
 #ifdef ZERO_HAVE_MPI
 /* Posts collective k (0 all_reduce, 1 reduce_scatter, 2 all_gather) of `count` fp32 elements a rank. */
 static zero_status post(zero_comm *c, int k, const float *send, float *recv, size_t count, zero_request **r) {
@@ -522,7 +571,7 @@ out:
 /* ------------------------------------------------------------------ the file */
 
 typedef struct figures {
-    double gemm, model, gemm_flops, mem, node[3], link, link_coll[3], progress[2], latency, disk_read, disk_write;
+    double gemm, model, gemm_flops, mem, q8, dequant, node[3], link, link_coll[3], progress[2], latency, disk_read, disk_write;
     size_t msg;
 } figures;
 
@@ -554,6 +603,10 @@ static void write_json(FILE *f, const rates_opts *o, const cli_sizing_model *m, 
     json_or_null(f, x->mem / 1e9);
     fprintf(f, ",\n  \"host_mem_gbps\": ");
     json_or_null(f, x->mem / 1e9);
+    fprintf(f, ",\n  \"q8_update_gelems\": ");
+    json_or_null(f, x->q8 / 1e9);
+    fprintf(f, ",\n  \"dequant_gelems\": ");
+    json_or_null(f, x->dequant / 1e9);
     static const char *names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
     for (int k = 0; k < 3; k++) {
         fprintf(f, ",\n  \"node_%s_gbps\": ", names[k]);
@@ -682,6 +735,7 @@ static int run(rates_opts *o) {
     long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     while (pages > 0 && mbytes > (1 << 20) && 2.0 * mbytes * w.lsize > 0.25 * (double)pages * psz) mbytes /= 2;
     if ((rc = measure_mem(mbytes, o->iters, &x.mem)) != CLI_OK) goto done;
+    if ((rc = measure_quant(mbytes / 16, o->iters, &x.q8, &x.dequant)) != CLI_OK) goto done;
 
     /* the collectives' message: the model's mean unit in the working dtype, within 64 KiB..256 MiB */
     double msg = (double)m.params / m.num_units * zero_dtype_size(o->s.precision);
@@ -763,6 +817,8 @@ static int run(rates_opts *o) {
             printf("  model_gflops              %10.3f  per rank: the model's forward + backward (the planner's "
                    "compute rate)\n", x.model / 1e9);
             printf("  mem_gbps                  %10.3f  per rank, read + written\n", x.mem / 1e9);
+            printf("  q8_update_gelems          %10.3f  per rank: AdamW with 8-bit states, elements\n", x.q8 / 1e9);
+            printf("  dequant_gelems            %10.3f  per rank: NF4 weights decoded, a tile at a time\n", x.dequant / 1e9);
             static const char *names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
             for (int k = 0; k < 3; k++) {
                 char key[40];

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "decoder/decoder.h"
+#include "decoder/lora.h"
 #include "decoder/pref.h"
 
 #include <cjson/cJSON.h>
@@ -64,6 +65,8 @@ static const rate_key rate_keys[] = {
     RK("host_link_gbps", 1e9, host_link_bytes),
     RK("disk_read_gbps", 1e9, disk_read_bytes),
     RK("disk_write_gbps", 1e9, disk_write_bytes),
+    RK("q8_update_gelems", 1e9, q8_update_elems),
+    RK("dequant_gelems", 1e9, dequant_elems),
     RK("overlap", 1, overlap),
     RK("link_all_reduce_progress", 1, progress_all_reduce),
     RK("link_reduce_scatter_progress", 1, progress_reduce_scatter),
@@ -272,6 +275,12 @@ void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zer
         out->fwd_flops_per_token = L * layer + 2 * C * V;
         out->recompute_flops_per_token = (L - 1) * layer;
         out->seq_len = m->seq;
+        /* --quantize-base: the weights kept as records (dec_lora_quantizes), decoded in each pass */
+        if (o->quant_base != ZERO_QFMT_NONE) {
+            dec_param_desc d;
+            for (int i = 0; i < dec_num_tensors(c) && !dec_tensor_desc(c, i, &d); i++)
+                if (dec_lora_quantizes(c, &d)) out->dequant_per_pass += (double)d.numel;
+        }
         /* The backward's order (models/decoder): the head's (two products), after which the final
          * unit's gradient is complete; the layers from the last (each recomputed under
          * checkpointing, but the last), each then complete; the embeddings' (no products) last. */
@@ -304,7 +313,8 @@ void cli_json_time(FILE *f, const zero_plan_time *t) {
         {"compute", t->compute},         {"recompute", t->recompute},   {"comm_node", t->comm_node},
         {"comm_cross", t->comm_cross},   {"comm_hidden", t->comm_hidden}, {"comm_hidden_backward", t->comm_hidden_backward},
         {"optimizer", t->optimizer},
-        {"host_copy", t->host_copy},     {"disk", t->disk},             {"total", t->total},
+        {"host_copy", t->host_copy},     {"disk", t->disk},             {"dequant", t->dequant},
+        {"total", t->total},
         {"cross_bytes", t->cross_bytes}, {"node_bytes", t->node_bytes}, {"disk_read", t->disk_read},
         {"disk_written", t->disk_written},
     };
@@ -331,5 +341,6 @@ void cli_print_time(FILE *f, const zero_plan_time *t) {
     fprintf(f, " + update %s", cli_fmt_seconds(t->optimizer, e, sizeof e));
     if (t->host_copy > 0) fprintf(f, " + host copies %s", cli_fmt_seconds(t->host_copy, a, sizeof a));
     if (t->disk > 0) fprintf(f, " + NVMe %s", cli_fmt_seconds(t->disk, a, sizeof a));
+    if (t->dequant > 0) fprintf(f, " + decoding the base %s", cli_fmt_seconds(t->dequant, a, sizeof a));
     fprintf(f, " = %s", cli_fmt_seconds(t->total, a, sizeof a));
 }

@@ -104,6 +104,11 @@ typedef struct zero_plan_compute {
      * no piece names is taken as ready at the backward's end. */
     const zero_plan_bwd_piece *bwd;
     int bwd_pieces;
+    /* Weights of a quantized base (zero train --quantize-base) that one pass over the model
+     * decodes: every rank computes the whole model, so each decodes them all in the forward, again
+     * in the backward (the input's gradient), in each forward-only pass, and in the recompute under
+     * activation checkpointing. 0: none. */
+    double dequant_per_pass;
 } zero_plan_compute;
 
 /* One configuration to estimate. */
@@ -161,6 +166,8 @@ typedef struct zero_plan_mem {
     uint64_t second_unit;        /* U2: the second largest (0 with one unit) */
     uint64_t third_unit;         /* U3: the third largest (0 with fewer than three units) */
     int state_count;             /* k */
+    uint64_t optim_q8;           /* of the update's elements (the padded P at stage 0, the shard S at
+                                  * stages 1-3), those whose states are 8-bit (optim_states int8) */
     uint64_t secondary;          /* hpZ: the secondary shard P/H (elements; 0 when off or H = N),
                                   * counted in bytes[ZERO_MEM_PARAMS] and kept on the device */
     uint64_t bytes[ZERO_MEM_COUNT];
@@ -262,6 +269,13 @@ typedef struct zero_plan_rates {
      * the backward computes (docs/PLANNING.md §9). */
     double progress_all_reduce;
     double progress_reduce_scatter;
+    /* Kernels whose cost is not their bytes at mem_bytes (0: left out of the time, as where the
+     * engine has no such kernel: a GPU's): elements per second one rank steps with 8-bit optimizer
+     * states (decode, the fp32 step, code again: zero_optim_step_q8), and weights of a quantized
+     * base it decodes into the products' operands (NF4 with double-quantized scales: a tile at a
+     * time, docs/QUANT.md). */
+    double q8_update_elems;
+    double dequant_elems;
 } zero_plan_rates;
 
 /* Documented defaults (docs/PLANNING.md §9) for a CPU-only machine (gpu 0: a rank is a set of
@@ -278,13 +292,17 @@ typedef struct zero_plan_time {
     double comm_cross;   /* the part across nodes: link time + latency */
     double comm_hidden;  /* of comm_node + comm_cross, what runs behind compute: comm_hidden_backward,
                           * and `overlap` of the rest */
-    double optimizer;    /* the update, memory-bound (with nvme offload: pipelined with its I/O) */
+    double optimizer;    /* the update, memory-bound (with nvme offload: pipelined with its I/O); 8-bit
+                          * states' elements at rates.q8_update_elems when that is given */
     double host_copy;    /* cpu offload: device<->host copies */
     double disk;         /* nvme offload: I/O not hidden behind compute or the update */
-    double total;        /* the step: compute + recompute + comm - hidden + optimizer + host_copy + disk */
+    double total;        /* the step: compute + recompute + comm - hidden + optimizer + host_copy + disk
+                          * + dequant */
     double cross_bytes;  /* bytes each node's link carries each way per step */
     double node_bytes;   /* bytes a rank moves through the in-node collectives per step (ring rule, sent) */
     double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
+    double dequant;      /* decoding a quantized base's weights (compute.dequant_per_pass) in every
+                          * pass over the model, at rates.dequant_elems (0 when that is 0) */
     int collectives;     /* collectives per step (every unit's; stage 3 with frozen parts: their two
                           * gathers are counted in the bytes, not here) */
     double comm_hidden_backward; /* of comm_cross, the reductions' part that drains while the

@@ -275,6 +275,7 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     /* fp32 states: 4 bytes an element each; 8-bit: an index byte each and 4 bytes a block of 256
      * each (a padded unit is whole blocks, and so is its shard) */
     const uint64_t Eq = OWN_ELEMS(EK_OPTIM, Pq, Pq / N), E = OWN_ELEMS(EK_OPTIM, P, S) - Eq;
+    o.optim_q8 = Eq;
     b[ZERO_MEM_OPTIM] = add(mul(mul(E, 4, &ovf), (uint64_t)k, &ovf),
                             mul(add(Eq, mul(Eq / ZERO_QUANT_Q8_BLOCK, 4, &ovf), &ovf), (uint64_t)k, &ovf), &ovf);
 #undef OWN_ELEMS

@@ -5,6 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+/* The 8-bit AdamW step and the NF4 decode of one rank of 2 cores (docs/PLANNING.md §9: measured by
+ * zero bench rates on the machines of docs/BENCHMARKS.md); a GPU's are 0: the engine has no device
+ * kernels for them yet, so the time leaves them out there. */
+#define Q8_DEFAULT 2e8
+#define DEQUANT_DEFAULT 1e9
+
 void zero_plan_rates_default(zero_plan_rates *r, int gpu) {
     memset(r, 0, sizeof *r);
     if (gpu) {
@@ -24,6 +30,8 @@ void zero_plan_rates_default(zero_plan_rates *r, int gpu) {
         r->host_link_bytes = 10e9;  /* unused: cpu offload moves nothing on a CPU-only machine */
         r->disk_read_bytes = 2e9;
         r->disk_write_bytes = 1e9;
+        r->q8_update_elems = Q8_DEFAULT;
+        r->dequant_elems = DEQUANT_DEFAULT;
     }
     r->link_bytes = 10e9 / 8;       /* 10 Gbit/s */
     r->overlap = 0;
@@ -183,6 +191,8 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         {"host_link_bytes", r->host_link_bytes, cpu_off},
         {"disk_read_bytes", r->disk_read_bytes, nvme_off},
         {"disk_write_bytes", r->disk_write_bytes, nvme_off},
+        {"q8_update_elems", r->q8_update_elems, 0},
+        {"dequant_elems", r->dequant_elems, 0},
     };
     for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
         if ((st = check_rate(rates[i].name, rates[i].v, rates[i].need, err)) != ZERO_OK) return st;
@@ -200,9 +210,10 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
 
     zero_plan_time t;
     memset(&t, 0, sizeof t);
-    if (!(c->fwd_only_passes >= 0) || !(c->seq_factor >= 0) || !isfinite(c->fwd_only_passes + c->seq_factor)) {
-        zero__plan_err(err, "forward-only passes %g, sequence factor %g: expected finite numbers >= 0",
-                       c->fwd_only_passes, c->seq_factor);
+    if (!(c->fwd_only_passes >= 0) || !(c->seq_factor >= 0) || !(c->dequant_per_pass >= 0) ||
+        !isfinite(c->fwd_only_passes + c->seq_factor + c->dequant_per_pass)) {
+        zero__plan_err(err, "forward-only passes %g, sequence factor %g, dequantized weights per pass %g: expected "
+                       "finite numbers >= 0", c->fwd_only_passes, c->seq_factor, c->dequant_per_pass);
         return ZERO_ERR_INVALID_ARG;
     }
     const double xf = c->fwd_only_passes; /* forward-only passes besides the forward and backward */
@@ -271,7 +282,11 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * working copy out: 8 + 8k + 2w (+ w) bytes. */
     const double half = w != 4 ? 1.0 : 0.0, k = (double)mem.state_count;
     const double E = (double)(s->stage == 0 ? mem.padded : mem.shard), S = (double)mem.shard;
-    const double update = E * (8 + 8 * k + (2 + half) * w) / (host_opt ? r->host_mem_bytes : r->mem_bytes);
+    /* 8-bit states (optim_q8 of the E elements): the decode and code around the fp32 step are
+     * compute, not bytes: their own measured rate, where one is given */
+    const double Eq = r->q8_update_elems > 0 ? (double)mem.optim_q8 : 0.0;
+    const double update = (E - Eq) * (8 + 8 * k + (2 + half) * w) / (host_opt ? r->host_mem_bytes : r->mem_bytes) +
+                          (Eq > 0 ? Eq / r->q8_update_elems : 0.0);
 
     /* NVMe (docs/OFFLOAD.md): the states (and with a half dtype the master) in and out once per
      * step; the parameter shard read by both gathers of a micro-batch and written by the step
@@ -307,7 +322,11 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     if (s->offload_param == ZERO_OFFLOAD_CPU) copy += (2 + xf) * (S * w + Sf * wf);
     if (copy > 0) t.host_copy = copy / r->host_link_bytes;
 
-    t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk;
+    /* a quantized base: its weights decoded in every pass over the model (plan.h) */
+    if (c->dequant_per_pass > 0 && r->dequant_elems > 0)
+        t.dequant = (2.0 + xf + (checkpointing ? 1.0 : 0.0)) * c->dequant_per_pass / r->dequant_elems;
+
+    t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk + t.dequant;
     *out = t;
     return ZERO_OK;
 }

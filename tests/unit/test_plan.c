@@ -999,6 +999,56 @@ static void test_time_frozen(void) {
     }
 }
 
+/* The kernels timed by their own rates: the 8-bit states' step (its elements at q8_update_elems,
+ * the fp32 ones by their bytes) and a quantized base's decoding (every pass over the model), each
+ * left out at rate 0. Worked by hand on round figures. */
+static void test_time_quant(void) {
+    /* two units of 2^20 (8-bit states) and one of 1000 (fp32: under optim_states_min) on 1 rank */
+    static const uint64_t numel[3] = {UINT64_C(1) << 20, UINT64_C(1) << 20, 1000};
+    const zero_plan_model m = {3, numel, NULL, NULL, NULL};
+    zero_plan_rates r = round_rates();
+    zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10};
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.optim_states = ZERO_OPTIM_STATES_INT8;
+    zero_plan_mem mem;
+    ZT_OK(zero_plan_estimate(&m, &s, &mem, NULL));
+    const double Eq = (double)(UINT64_C(2) << 20), E32 = 1024; /* 1000 padded to the 256 alignment */
+    ZT_EQ_INT(mem.optim_q8, (uint64_t)Eq);
+    ZT_EQ_INT(mem.padded, (uint64_t)(Eq + E32));
+    zero_plan_time t, t0;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 1, 0, &r, &t0, NULL)); /* no rate: every element by bytes */
+    ZT_NEAR(t0.optimizer, (Eq + E32) * (8 + 8 * 2 + 2 * 4) / 1e9, 1e-12);
+    r.q8_update_elems = 1e6;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 1, 0, &r, &t, NULL));
+    ZT_NEAR(t.optimizer, E32 * 32 / 1e9 + Eq / 1e6, 1e-12);
+    ZT_NEAR(t.total - t0.total, t.optimizer - t0.optimizer, 1e-12);
+    ZT_NEAR(t.dequant, 0, 0);
+    /* 1e6 quantized weights a pass at 1e8 a second: forward and backward 0.02 s, the recompute
+     * 0.01 s more, a forward-only pass (DPO) 0.01 s more; none without the rate */
+    c.dequant_per_pass = 1e6;
+    r.dequant_elems = 1e8;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 4, 0, &r, &t0, NULL));
+    ZT_NEAR(t0.dequant, 0.02, 1e-15); /* per micro-batch, whatever its size */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 4, 1, &r, &t, NULL));
+    ZT_NEAR(t.dequant, 0.03, 1e-15);
+    ZT_NEAR(t.total - t.compute - t.recompute - t.optimizer, 0.03, 1e-12);
+    c.fwd_only_passes = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 4, 1, &r, &t, NULL));
+    ZT_NEAR(t.dequant, 0.04, 1e-15);
+    r.dequant_elems = 0;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 4, 1, &r, &t, NULL));
+    ZT_NEAR(t.dequant, 0, 0);
+    c.dequant_per_pass = -1;
+    zero_error err = {{0}};
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 1, 4, 1, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "dequantized weights per pass -1") != NULL, "%s", err.msg);
+    c.dequant_per_pass = 0;
+    r.q8_update_elems = -1;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 1, 4, 1, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "q8_update_elems") != NULL, "%s", err.msg);
+}
+
 /* The rungs the engine refuses with frozen parameters (the ownership plan's rules): the estimate
  * names why and the search leaves them out, listing them, while every other rung is sized as
  * before. */
@@ -1327,6 +1377,7 @@ int main(int argc, char **argv) {
     test_time_per_sample();
     test_time_frozen();
     test_search_frozen();
+    test_time_quant();
     test_time_pref();
     test_time_errors();
     test_engine();
