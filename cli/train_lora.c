@@ -83,15 +83,6 @@ static int fingerprint(const char *dir, char *out, size_t cap) {
     return s == ZERO_OK ? CLI_OK : cli_error(CLI_RUNTIME, "the LoRA base %s", err.msg);
 }
 
-/* The engine refuses the frozen base on NVMe at finalize, on every rank (the ownership plan's rule:
- * docs/LORA.md): say it once, before any launch. On "cpu" the base's shard goes with the
- * parameters' (pinned host memory on a device, a no-op on the cpu backend). */
-static int offload_param_refused(const zero_config *cfg) {
-    if (cfg->offload_param.device != ZERO_OFFLOAD_NVME) return CLI_OK;
-    return cli_error(CLI_USAGE, "--offload-param nvme with LoRA is not supported yet (the frozen base is not swapped "
-                     "to NVMe): use --offload-param cpu, --offload-optimizer nvme, or stage 3 without parameter offload");
-}
-
 int train_lora_prepare(train_opts *o) {
     zero_config *cfg = &o->cfg;
     zero_error err = {{0}};
@@ -102,7 +93,6 @@ int train_lora_prepare(train_opts *o) {
         if (o->lora_on && (o->lora_spec || o->lora_from))
             return cli_error(CLI_USAGE, "--resume: the checkpoint records the run's LoRA settings: drop --lora%s",
                              o->lora_from ? "-from" : "");
-        if (o->lora_on && offload_param_refused(cfg)) return CLI_USAGE;
         return CLI_OK;
     }
     if (o->lora_from && (o->lora_spec || cfg->lora.r > 0))
@@ -110,7 +100,6 @@ int train_lora_prepare(train_opts *o) {
                          o->lora_from, o->lora_spec ? "--lora" : "zero_extensions.lora");
     o->lora_on = o->lora_from || cfg->lora.r > 0;
     if (!o->lora_on) return CLI_OK;
-    if (offload_param_refused(cfg)) return CLI_USAGE;
     const dec_config *m = &o->model_cfg;
     dec_lora *l = &o->lora;
     if (o->lora_from) {

@@ -388,10 +388,6 @@ zero_status zero_engine_finalize(zero_engine *e) {
         return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED, "finalize: zero_optimization.zero_hpz_partition_size %d with "
                               "ZERO_PARAM_FROZEN parameters is not supported yet",
                               e->cfg.hpz_partition_size);
-    if (e->own.invalid & OWN_NVME_FROZEN)
-        return zero__eng_fail(e, ZERO_ERR_UNSUPPORTED,
-                              "finalize: zero_optimization.offload_param on nvme with ZERO_PARAM_FROZEN parameters is not "
-                              "supported yet (offload_optimizer is: frozen parameters have no optimizer state)");
     zero_status s = zero__off_setup(e);
     if (s != ZERO_OK) return s;
     const etable *t = &e->own;
@@ -423,7 +419,7 @@ zero_status zero_engine_finalize(zero_engine *e) {
             if (e->nstates >= 2) u->s1 = zero__eng_alloc(e, ot, ZERO_MEM_OPTIM, n, 4, &fail);
         }
         /* frozen parameters are parameters: charged to ZERO_MEM_PARAMS, in the frozen dtype */
-        u->fparams = zero__eng_alloc(e, ft, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
+        if (ft != TIER_NVME) u->fparams = zero__eng_alloc(e, ft, ZERO_MEM_PARAMS, zero__own_elems(e, u, EK_FROZEN), e->fsize, &fail);
         /* hpZ: the secondary shard, accounted as parameters; stale until the first gather over the
          * world or a write of the whole unit (so that a model loads by parts, set_unit_range) */
         u->sec = zero__eng_alloc(e, pt, ZERO_MEM_PARAMS, zero__own_sec_elems(e, u), e->wsize, &fail);
@@ -505,12 +501,25 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
     return s;
 }
 
+/* Where this rank's frozen copy of u starts: its array, or on NVMe the unit's frozen shard held in
+ * host memory for the write (zero__foff_region); NULL when it keeps none, or on a failure (*s). */
+static void *frozen_dst(zero_engine *e, eunit *u, zero_status *s) {
+    *s = ZERO_OK;
+    if (u->v.fp || e->own.k[EK_FROZEN].tier != TIER_NVME || !u->fshard) return u->v.fp;
+    void *r;
+    *s = zero__foff_region(e, u, &r);
+    return r;
+}
+
 /* values[lo, hi) of the frozen part into this rank's frozen copy (whole, or its slice). */
 static zero_status set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi, const float *values) {
     const eview *v = &u->v;
     const uint64_t a = lo > v->flo ? lo : v->flo, b = hi < v->fhi ? hi : v->fhi;
-    if (a < b && v->fp) return zero__x_store(e, (char *)v->fp + (a - v->flo) * e->fsize, e->fdt, values + (a - lo), b - a);
-    return ZERO_OK;
+    if (a >= b) return ZERO_OK;
+    zero_status s;
+    char *fp = frozen_dst(e, u, &s);
+    if (fp) return zero__x_store(e, fp + (a - v->flo) * e->fsize, e->fdt, values + (a - lo), b - a);
+    return s;
 }
 
 /* A quantized parameter's record: the tensor's n values coded whole (zero_quant_record_encode),
@@ -525,9 +534,12 @@ static zero_status put_record(zero_engine *e, eunit *u, const eparam *p, const f
     zero_status s = zero_quant_record_encode(p->qfmt, x, p->numel, rec);
     if (s != ZERO_OK) s = zero__eng_fail(e, s, "set '%s': coding it as %s: %s", p->name, zero_qformat_name(p->qfmt),
                                          zero_status_string(s));
-    else if (a < b && v->fp)
-        s = zero__x_copy(e, (char *)v->fp + (a - v->flo) * e->fsize, (const char *)rec + (a - p->soff) * e->fsize,
-                         (size_t)((b - a) * e->fsize));
+    else if (a < b) {
+        char *fp = frozen_dst(e, u, &s);
+        if (fp)
+            s = zero__x_copy(e, fp + (a - v->flo) * e->fsize, (const char *)rec + (a - p->soff) * e->fsize,
+                             (size_t)((b - a) * e->fsize));
+    }
     zero__buf_put(e, rec);
     return s;
 }

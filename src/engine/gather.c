@@ -49,12 +49,15 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     const int group = e->own.hpz && u->sec_valid;
     zero_comm *c = group ? e->sec : e->data;
     const void *send = group ? u->sec : e->off.par ? zero__poff_shard(e, u) : u->v.wp;
+    /* the frozen shard: read from NVMe with the working one, behind it in the pool buffer */
+    const char *pshard = e->off.par ? zero__poff_shard(e, u) : NULL;
+    const void *fsend = pshard ? pshard + zero__poff_frozen_at(e, u) : u->v.fp;
     const uint64_t count = group ? zero__own_sec_elems(e, u) : u->shard;
     u->sec_fill = e->own.hpz && !group;
     double t0 = zero_now();
     if (blocking) {
         if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, NULL);
-        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, NULL);
+        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, fsend, u->fgathered, u->fshard, e->fdt, NULL);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
         if (e->off.par) zero__poff_done(e, u);
         if (s == ZERO_OK) sec_refresh(e, u);
@@ -62,7 +65,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
         u->prefetch_t0 = t0;
         if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, &u->prefetch);
         if (s == ZERO_OK && u->fpadded)
-            s = zero__x_all_gather(e, e->data, u->v.fp, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
+            s = zero__x_all_gather(e, e->data, fsend, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
         u->pf_pending = s == ZERO_OK; /* landed or not, its use still to be made */
     }

@@ -153,6 +153,9 @@ typedef struct eoffload {
     zero_offload_pool *tpool;  /* step tiles (and checkpoint streaming) */
     zero_offload_pool *ppool;  /* stage-3 parameter shards; == tpool when only parameters go to NVMe */
     void *tmem, *pmem;         /* on a device: the pools' pinned memory (offload.c), else NULL */
+    int fcache_unit;           /* frozen parts on NVMe: the unit whose frozen shard a write holds in
+                                * fcache_buf of the parameter pool (offload_param.c), -1 none */
+    int fcache_buf;
     zero_offload_stats st;     /* since create */
     char job[64];
 } eoffload;
@@ -424,6 +427,19 @@ int zero__poff_ready(const zero_engine *e, const eunit *u);
 void zero__poff_read_ahead(zero_engine *e);
 /* Releases every pool buffer (no all-gather may be in flight). */
 void zero__poff_release_all(zero_engine *e);
+/* The parameter file's region of u: the working shard, then the frozen shard, each padded to
+ * ZERO_IO_ALIGN; a pool buffer holds it whole, the frozen shard at zero__poff_frozen_at. */
+uint64_t zero__poff_region(const zero_engine *e, const eunit *u);
+uint64_t zero__poff_frozen_at(const zero_engine *e, const eunit *u);
+/* Frozen parts on NVMe (the parameter file): u's frozen shard, this rank's fshard elements of the
+ * frozen dtype, in host memory to write into (loading: set_unit, a record, a checkpoint). One unit
+ * is held at a time, read first (a partial write keeps the rest) and written back when another
+ * is asked for or by zero__foff_flush, which every read of the file runs first. On an I/O failure
+ * *out is NULL and the engine's error set. */
+zero_status zero__foff_region(zero_engine *e, eunit *u, void **out);
+zero_status zero__foff_flush(zero_engine *e);
+/* Copies u's frozen shard (its first `bytes`) out of the file into dst. */
+zero_status zero__foff_read(zero_engine *e, eunit *u, void *dst, size_t bytes);
 /* reduce.c */
 zero_status zero__reduce_finish_all(zero_engine *e); /* starts missing and waits every reduction */
 /* determ_kernels.c: deterministic mode's kernels; each fast kernel has its scalar reference (_ref)

@@ -27,7 +27,7 @@ static uint64_t optim_region(const zero_engine *e, const eunit *u) {
 }
 
 static uint64_t param_region(const zero_engine *e, const eunit *u) {
-    return e->off.par ? round_up(u->shard * e->wsize) : 0;
+    return e->off.par ? zero__poff_region(e, u) : 0;
 }
 
 /* Removes what runs killed outright (kill -9, a crash, the OOM killer) left in dir: each swap file
@@ -106,13 +106,18 @@ static zero_status pool_new(zero_engine *e, zero_offload_pool **pool, void **raw
 static zero_status setup_local(zero_engine *e) {
     eoffload *o = &e->off;
     const zero_config *c = &e->cfg;
-    uint64_t smax = 0;
+    /* a unit's parameter shard: the working one and, with frozen parameters, the frozen one */
+    uint64_t smax = 0, rmax = 0;
     const char *sname = "";
-    for (int i = 0; i < e->nunits; i++)
-        if (e->units[i].shard > smax) {
-            smax = e->units[i].shard;
-            sname = e->units[i].name;
+    for (int i = 0; i < e->nunits; i++) {
+        const eunit *u = &e->units[i];
+        if (u->shard + u->fshard > smax) {
+            smax = u->shard + u->fshard;
+            sname = u->name;
         }
+        if (zero__poff_region(e, u) > rmax) rmax = zero__poff_region(e, u);
+    }
+    o->fcache_unit = o->fcache_buf = -1;
     /* the master's file, as the table places it: with the states, or as the parameter shard */
     const etable *t = &e->own;
     o->master_loc = t->k[EK_MASTER].tier != TIER_NVME ? LOC_RAM : t->master_in_params ? LOC_PARAM : LOC_OPTIM;
@@ -125,12 +130,12 @@ static zero_status setup_local(zero_engine *e) {
         if ((uint64_t)c->offload_param.buffer_size < smax)
             return zero__eng_fail(e, ZERO_ERR_CONFIG,
                                   "zero_optimization.offload_param.buffer_size: %lld elements is smaller than the largest "
-                                  "unit shard ('%s', %llu elements): expected at least that",
+                                  "unit shard ('%s', %llu elements with its frozen part): expected at least that",
                                   (long long)c->offload_param.buffer_size, sname, (unsigned long long)smax);
         if (c->offload_param.buffer_count < 1)
             return zero__eng_fail(e, ZERO_ERR_CONFIG, "zero_optimization.offload_param.buffer_count: %d: expected >= 1",
                                   c->offload_param.buffer_count);
-        pbuf = (size_t)round_up(smax * e->wsize);
+        pbuf = (size_t)rmax;
     }
     /* The tile: T elements whose arrays fit one step buffer; a multiple of the elements in one
      * aligned block of every array, so that every tile but a unit's last starts aligned. */
@@ -202,6 +207,7 @@ static zero_status setup_local(zero_engine *e) {
 
 void zero__off_free(zero_engine *e) {
     eoffload *o = &e->off;
+    o->fcache_unit = o->fcache_buf = -1; /* a held frozen write goes with the file */
     if (o->tpool != o->ppool) zero_offload_pool_free(o->tpool);
     zero_offload_pool_free(o->ppool);
     o->tpool = o->ppool = NULL;
@@ -246,6 +252,8 @@ zero_status zero__off_setup(zero_engine *e) {
 zero_status zero__off_quiesce(zero_engine *e) {
     if (!e->off.par) return ZERO_OK;
     zero_status s = zero__gather_drain(e);
+    zero_status f = zero__foff_flush(e);
+    if (s == ZERO_OK) s = f;
     zero__poff_release_all(e);
     return s;
 }
@@ -392,6 +400,9 @@ static zero_status run_compute(void *ctx, int64_t t, void *buf) {
 zero_status zero__off_run(zero_engine *e, const eopass *p) {
     const int nu = p->ub - p->ua;
     if (nu <= 0) return ZERO_OK;
+    /* a held frozen write gives its buffer back (the pass may need every one of a shared pool) */
+    zero_status f = zero__foff_flush(e);
+    if (f != ZERO_OK) return f;
     run_ctx r = {e, p, 0, NULL, NULL};
     r.prefix = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)(nu + 1) * sizeof *r.prefix);
     r.jlo = zero_mem_alloc(&e->acct, ZERO_MEM_BUFFERS, (size_t)nu * sizeof *r.jlo);

@@ -10,8 +10,17 @@
 
 #include <string.h>
 
+static uint64_t round_io(uint64_t x) { return (x + ZERO_IO_ALIGN - 1) / ZERO_IO_ALIGN * ZERO_IO_ALIGN; }
+
+uint64_t zero__poff_frozen_at(const zero_engine *e, const eunit *u) { return round_io(u->shard * e->wsize); }
+
+uint64_t zero__poff_region(const zero_engine *e, const eunit *u) {
+    return zero__poff_frozen_at(e, u) + round_io(u->fshard * e->fsize);
+}
+
+/* The working and the frozen shard, one read (they are contiguous in the file and the buffer). */
 static zero_status submit_read(zero_engine *e, eunit *u, int buf) {
-    const size_t bytes = (size_t)((u->shard * e->wsize + ZERO_IO_ALIGN - 1) / ZERO_IO_ALIGN * ZERO_IO_ALIGN);
+    const size_t bytes = (size_t)zero__poff_region(e, u);
     zero_offload_extent x = {e->off.pfile, u->pbase, bytes, 0, ZERO_OFFLOAD_READ};
     u->pslot = buf;
     u->pready = 0;
@@ -35,6 +44,10 @@ static zero_status take_buffer(zero_engine *e, const eunit *keep1, const eunit *
                 zero_status s = zero__eng_wait(e, &v->prefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
                 if (s != ZERO_OK) return s;
             }
+            if (v->fprefetch) { /* the frozen part's all-gather reads the same buffer */
+                zero_status s = zero__eng_wait(e, &v->fprefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
+                if (s != ZERO_OK) return s;
+            }
             zero__poff_done(e, v);
             if ((*out = zero_offload_pool_acquire(p)) >= 0) return ZERO_OK;
         }
@@ -53,7 +66,8 @@ static zero_status wait_ready(zero_engine *e, eunit *u) {
 }
 
 zero_status zero__poff_prepare(zero_engine *e, eunit *u) {
-    zero_status s = ZERO_OK;
+    zero_status s = zero__foff_flush(e); /* a frozen shard written since is in the file */
+    if (s != ZERO_OK) return s;
     const int need_u = !u->prefetch && !u->gathered;
     if (need_u) {
         if (u->pslot < 0) {
@@ -111,7 +125,7 @@ void zero__poff_done(zero_engine *e, eunit *u) {
 }
 
 void zero__poff_read_ahead(zero_engine *e) {
-    if (e->recording) return;
+    if (e->recording || e->off.fcache_unit >= 0) return; /* a held frozen write: prepare flushes it */
     /* never past the end of the step's order: the step rewrites the file */
     for (int k = e->cursor; k < e->norder; k++) {
         eunit *m = &e->units[e->order[k]];
@@ -124,4 +138,80 @@ void zero__poff_read_ahead(zero_engine *e) {
 
 void zero__poff_release_all(zero_engine *e) {
     for (int i = 0; i < e->nunits; i++) zero__poff_done(e, &e->units[i]);
+}
+
+/* ------------------------------------------------------------------ frozen parts on NVMe */
+
+/* One transfer of u's frozen shard between the file and pool buffer b (at its place there),
+ * waited for. */
+static zero_status frozen_io(zero_engine *e, eunit *u, int b, unsigned flags) {
+    const uint64_t at = zero__poff_frozen_at(e, u);
+    zero_offload_extent x = {e->off.pfile, u->pbase + at, (size_t)round_io(u->fshard * e->fsize), (size_t)at, flags};
+    if (flags == ZERO_OFFLOAD_READ) e->off.st.reads++, e->off.st.bytes_read += x.bytes;
+    zero_status s = zero_offload_pool_submit(e->off.ppool, b, &x, 1);
+    zero_status w = zero_offload_pool_wait(e->off.ppool, b, &e->off.st);
+    if (s == ZERO_OK) s = w;
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, s, "'%s': %s its frozen shard %s the parameter file failed: %s", u->name,
+                              flags == ZERO_OFFLOAD_READ ? "reading" : "writing", flags == ZERO_OFFLOAD_READ ? "from" : "to",
+                              zero_offload_pool_last_error(e->off.ppool));
+    return ZERO_OK;
+}
+
+zero_status zero__foff_flush(zero_engine *e) {
+    eoffload *o = &e->off;
+    if (o->fcache_unit < 0) return ZERO_OK;
+    eunit *u = &e->units[o->fcache_unit];
+    const int b = o->fcache_buf;
+    o->fcache_unit = o->fcache_buf = -1;
+    zero_status s = frozen_io(e, u, b, ZERO_OFFLOAD_WRITE);
+    zero_offload_pool_release(o->ppool, b);
+    return s;
+}
+
+/* A buffer for u's frozen shard alone: u's own read is dropped (it would be stale after a write,
+ * and a read copies the buffer it is in), so the buffer comes from the pool's free ones. */
+static zero_status frozen_buffer(zero_engine *e, eunit *u, int *b) {
+    if (u->pslot >= 0) {
+        zero_status s = ZERO_OK;
+        if (u->prefetch) s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (u->fprefetch && s == ZERO_OK) s = zero__eng_wait(e, &u->fprefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (s != ZERO_OK) return s;
+        if (!u->pready) s = zero_offload_pool_wait(e->off.ppool, u->pslot, &e->off.st);
+        zero__poff_done(e, u);
+        if (s != ZERO_OK) return zero__eng_fail(e, s, "'%s': reading its shards: %s", u->name,
+                                                zero_offload_pool_last_error(e->off.ppool));
+    }
+    return take_buffer(e, NULL, NULL, 1, b);
+}
+
+zero_status zero__foff_region(zero_engine *e, eunit *u, void **out) {
+    eoffload *o = &e->off;
+    const int unit = (int)(u - e->units);
+    *out = NULL;
+    if (o->fcache_unit != unit) {
+        zero_status s = zero__foff_flush(e);
+        int b;
+        if (s == ZERO_OK) s = frozen_buffer(e, u, &b);
+        if (s != ZERO_OK) return s;
+        if ((s = frozen_io(e, u, b, ZERO_OFFLOAD_READ)) != ZERO_OK) {
+            zero_offload_pool_release(o->ppool, b);
+            return s;
+        }
+        o->fcache_unit = unit;
+        o->fcache_buf = b;
+    }
+    *out = (char *)zero_offload_pool_buffer(o->ppool, o->fcache_buf) + zero__poff_frozen_at(e, u);
+    return ZERO_OK;
+}
+
+zero_status zero__foff_read(zero_engine *e, eunit *u, void *dst, size_t bytes) {
+    zero_status s = zero__foff_flush(e);
+    if (s != ZERO_OK) return s;
+    int b;
+    if ((s = frozen_buffer(e, u, &b)) != ZERO_OK) return s;
+    s = frozen_io(e, u, b, ZERO_OFFLOAD_READ);
+    if (s == ZERO_OK) memcpy(dst, (const char *)zero_offload_pool_buffer(e->off.ppool, b) + zero__poff_frozen_at(e, u), bytes);
+    zero_offload_pool_release(e->off.ppool, b);
+    return s;
 }

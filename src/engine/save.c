@@ -198,8 +198,17 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
             else if (s != ZERO_OK) return s; /* the offload's message */
         }
         if (u->dgrid && s == ZERO_OK) s = write_grid(e, w, u);
-        if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) /* this rank's slice of the frozen part */
-            s = write_bytes(e, w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize, u->fvalid * e->fsize);
+        if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) { /* this rank's slice of the frozen part */
+            if (e->own.k[EK_FROZEN].tier != TIER_NVME) {
+                s = write_bytes(e, w, (const char *)u->v.fp + (u->foffset - u->v.flo) * e->fsize, u->fvalid * e->fsize);
+            } else { /* on NVMe: its shard read out first */
+                void *b = zero__buf_get(e, (size_t)(u->fvalid * e->fsize), 0);
+                s = b ? zero__foff_read(e, u, b, (size_t)(u->fvalid * e->fsize)) : ZERO_ERR_NOMEM;
+                if (s == ZERO_OK) s = write_bytes(e, w, b, u->fvalid * e->fsize);
+                zero__buf_put(e, b);
+                if (s == ZERO_ERR_NOMEM) return zero__eng_fail(e, s, "save '%s': out of memory for its frozen shard", u->name);
+            }
+        }
     }
     if (s == ZERO_OK) s = zero_ckpt_writer_finish(w);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "save: %s", zero_ckpt_writer_last_error(w));
@@ -353,10 +362,16 @@ static zero_status load_frozen(zero_engine *e, zero_ckpt *c, eunit *u, float *ch
     if (!u->fnumel || zero_ckpt_find(c, name) < 0) return ZERO_OK;
     const eview *v = &u->v;
     zero_status s = ZERO_OK;
+    char *fp = v->fp;
+    if (e->own.k[EK_FROZEN].tier == TIER_NVME && v->flo < v->fhi) { /* on NVMe: the shard held for the write (zero__foff_region) */
+        void *r;
+        if ((s = zero__foff_region(e, u, &r)) != ZERO_OK) return s;
+        fp = r;
+    }
     for (uint64_t i = v->flo; i < v->fhi && s == ZERO_OK; i += CHUNK) {
         const uint64_t n = v->fhi - i < CHUNK ? v->fhi - i : CHUNK;
         s = read_range(e, c, name, i, i + n, chunk);
-        if (s == ZERO_OK) s = zero__x_store(e, (char *)v->fp + (i - v->flo) * e->fsize, e->fdt, chunk, n);
+        if (s == ZERO_OK) s = zero__x_store(e, fp + (i - v->flo) * e->fsize, e->fdt, chunk, n);
     }
     return s;
 }

@@ -38,7 +38,6 @@ static unsigned rules(const zero__own_in *in) {
     if (h > 1 && in->stage != 3) bad |= OWN_HPZ_STAGE;
     if (h > 1 && (in->world < 1 || h > in->world || in->world % h)) bad |= OWN_HPZ_WORLD;
     if (h > 1 && op == ZERO_OFFLOAD_NVME) bad |= OWN_HPZ_NVME;
-    if (in->frozen && op == ZERO_OFFLOAD_NVME) bad |= OWN_NVME_FROZEN;
     return bad;
 }
 
@@ -80,8 +79,9 @@ void zero__own_plan_of(const zero__own_in *in, zero__own_plan *t) {
     if (in->nstates == 0) t->k[EK_OPTIM].extent = EXT_NONE;
     if (!in->frozen) t->k[EK_FROZEN].extent = EXT_NONE;
     t->k[EK_PARAMS].tier = tier_of(op, in->device);
-    /* frozen parameters follow the parameters off the device, never onto NVMe (OWN_NVME_FROZEN) */
-    if (!pnvme) t->k[EK_FROZEN].tier = t->k[EK_PARAMS].tier;
+    /* frozen parameters go where the parameters go: off the device, onto NVMe (the parameter
+     * file holds each unit's frozen shard after its working shard, read with it for a gather) */
+    t->k[EK_FROZEN].tier = t->k[EK_PARAMS].tier;
     /* the optimizer offload moves master and states together; "cpu" moves them on a device rank */
     const int otier = onvme || oo == ZERO_OFFLOAD_CPU ? tier_of(oo, in->device) : base;
     t->k[EK_OPTIM].tier = t->k[EK_MASTER].tier = otier;

@@ -33,7 +33,6 @@ enum {
     OWN_HPZ_WORLD = 1u << 7,           /* hpz > 1 that does not divide the world (or exceeds it) */
     OWN_HPZ_NVME = 1u << 8,            /* hpz > 1 with the parameters on NVMe (unsupported) */
     OWN_HPZ_FROZEN = 1u << 9,          /* a secondary shard with frozen parameters (unsupported) */
-    OWN_NVME_FROZEN = 1u << 10,        /* parameters on NVMe with frozen parameters (unsupported) */
 };
 #define OWN_HPZ_ANY (OWN_HPZ_RANGE | OWN_HPZ_STAGE | OWN_HPZ_WORLD | OWN_HPZ_NVME)
 

@@ -261,7 +261,6 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     o.secondary = own.hpz ? P / H : 0;
     /* what the engine refuses of this setup at finalize (src/engine/engine.c: the same bits) */
     if (own.invalid & OWN_HPZ_FROZEN) o.unsupported = "hpZ with frozen parameters is not supported yet";
-    else if (own.invalid & OWN_NVME_FROZEN) o.unsupported = "frozen parameters on NVMe are not supported yet";
     /* elements of a kind's extent: the whole padded total, the shard, or none */
 #define OWN_ELEMS(kind, whole, shard) \
     (own.k[kind].extent == EXT_WHOLE ? (whole) : own.k[kind].extent == EXT_SHARD ? (shard) : 0)
@@ -334,9 +333,12 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     if (s->offload_optimizer == ZERO_OFFLOAD_NVME)
         o.pool = mul((uint64_t)s->optimizer_buffer_count, (uint64_t)s->aio_block_size, &ovf);
     if (s->offload_param == ZERO_OFFLOAD_NVME) {
-        uint64_t per = U1 / N;
-        if ((uint64_t)s->param_buffer_size < per) per = (uint64_t)s->param_buffer_size;
-        o.pool = add(o.pool, mul(mul((uint64_t)s->param_buffer_count, per, &ovf), w, &ovf), &ovf);
+        /* a buffer holds a unit's shard: the working one and the frozen one behind it (G1 / N
+         * bytes), at most param_buffer_size elements of the working dtype */
+        uint64_t per = G1 / N;
+        const uint64_t cap = mul((uint64_t)s->param_buffer_size, w, &ovf);
+        if (cap < per) per = cap;
+        o.pool = add(o.pool, mul((uint64_t)s->param_buffer_count, per, &ovf), &ovf);
     }
     /* a device copies from and to page-locked memory only: the pools are pinned there */
     place(&o, s->on_device ? TIER_PINNED : TIER_RAM, o.pool, &ovf);

@@ -206,8 +206,6 @@ expect_error "--lora without r" 2 "expected r=RANK"
 expect_error "--lora GPT-2 target on Llama" 2 "'c_attn'" "q_proj"
 "$ZERO" "${T[@]}" --lora r=4,dropout=1 >/dev/null 2>"$TMP/err"; rc=$?
 expect_error "--lora dropout 1" 2 "dropout '1'" "[0, 1)"
-"$ZERO" "${T[@]}" --lora r=4 --stage 3 --offload-param nvme:"$TMP/nv" >/dev/null 2>"$TMP/err"; rc=$?
-expect_error "--lora with --offload-param nvme" 2 "--offload-param nvme with LoRA is not supported yet"
 "$ZERO" "${T[@]}" --lora r=4 --lora-from "$LORA/llama_gqa4" >/dev/null 2>"$TMP/err"; rc=$?
 expect_error "--lora and --lora-from" 2 "expected no --lora"
 "$ZERO" "${T[@]}" --lora-from "$TMP/nonexistent" >/dev/null 2>"$TMP/err"; rc=$?

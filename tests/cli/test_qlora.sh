@@ -142,6 +142,29 @@ arrays = 4 * 6  # units x (params, frozen, grads, master, two states)
 assert row["pinned_bytes"] <= dm["pinned_states"] < row["pinned_bytes"] + 256 * arrays, (dm, row)
 EOF
 
+# the base on NVMe with the parameters (--offload-param nvme: each unit's frozen shard in the
+# parameter file behind its working one, read with it for the gather): 1 and 3 ranks at stage 3,
+# the records coded while loading written there; the losses bitwise the same runs in RAM, and on
+# the lazy fake device (2 ranks) too
+mkdir -p nv
+N=(--offload-param nvme:nv --offload-optimizer nvme:nv)
+nvme_bitwise() { # RANKS [FLAGS...]: the run on NVMe and in RAM, the same losses
+    local r=$1; shift
+    "$ZERO" train "${F[@]:0:18}" --stage 3 --ranks "$r" "$@" --log-json "nv_ram$r.json" >"nv_ram$r.out" 2>&1 || { tail -3 "nv_ram$r.out"; return 1; }
+    "$ZERO" train "${F[@]:0:18}" --stage 3 --ranks "$r" "$@" "${N[@]}" --log-json "nv_off$r.json" >"nv_off$r.out" 2>&1 ||
+        { tail -3 "nv_off$r.out"; return 1; }
+    "$PY" - "nv_ram$r.json" "nv_off$r.json" <<'EOF'
+import json, sys
+loss = [[r["loss"] for r in (json.loads(l) for l in open(p) if l.strip()) if "step" in r and "loss" in r and not r.get("done")]
+        for p in sys.argv[1:3]]
+assert len(loss[0]) == 3 and loss[0] == loss[1], loss
+EOF
+}
+check "QLoRA base on NVMe, 1 rank: losses bitwise the run in RAM" nvme_bitwise 1
+check "QLoRA base on NVMe, 3 ranks: losses bitwise the run in RAM" nvme_bitwise 3
+ZERO_DEVICE_LAZY=1 check "QLoRA base on NVMe, 2 ranks on the lazy fake device: bitwise" nvme_bitwise 2 --device fake
+check "no swap file left" bash -c '! ls nv | grep -q swp'
+
 # bad input: one line each
 "$ZERO" train "${Q[@]:0:14}" --quantize-base q3 >/dev/null 2>err
 rc=$?; expect_error "--quantize-base q3" 2 "--quantize-base 'q3'" "nf4, int8 or none"

@@ -11,7 +11,10 @@
  *     the reductions of the trainable parts plus the stage-3 gathers of both parts;
  *   - checkpoints hold the trainable part only (a resume sets the frozen values first) or, with
  *     save_frozen, both; a resume is bitwise; a checkpoint whose frozen set differs is refused;
- *   - param_info's grad_offset and own range, which a loader uses, tile each part across ranks.
+ *   - param_info's grad_offset and own range, which a loader uses, tile each part across ranks;
+ *   - at stage 3 with the parameters (and the optimizer) on NVMe, the frozen shards in the
+ *     parameter file after the working ones: the run bitwise the same run in RAM, nothing of
+ *     either part in RAM, the file's bytes the padded shards', checkpoints as above.
  * Runs under mpiexec with 1, 2, 3 and 4 ranks. */
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,7 +33,10 @@ typedef struct fcfg {
     zero_dtype prec, fdt; /* fdt: ZERO_DTYPE_COUNT for "auto" */
     int oracle;           /* register every parameter trainable (the oracle) */
     int save_frozen;
+    int nvme;             /* stage 3: offload_param and offload_optimizer on NVMe (g_nvme_dir) */
 } fcfg;
+
+static char g_nvme_dir[256];
 
 /* The initial values: frozen ones rounded to bf16 (exactly representable in every storage). */
 static float *init_values(int l) {
@@ -57,6 +63,12 @@ static zero_engine *make(zero_comm *comm, const fcfg *f, int accum) {
     zero_optim_hparams_default(&cfg.optim, ZERO_OPTIM_ADAMW);
     cfg.optim.lr = 1e-2f;
     cfg.optim.weight_decay = 0.0f; /* the oracle's frozen parameters must not decay */
+    if (f->nvme) {
+        cfg.offload_param.device = cfg.offload_optimizer.device = ZERO_OFFLOAD_NVME;
+        snprintf(cfg.offload_param.nvme_path, sizeof cfg.offload_param.nvme_path, "%s", g_nvme_dir);
+        snprintf(cfg.offload_optimizer.nvme_path, sizeof cfg.offload_optimizer.nvme_path, "%s", g_nvme_dir);
+        cfg.offload_param.buffer_count = 2; /* fewer buffers than units: reads evict, a write waits for one */
+    }
     zero_engine *e = NULL;
     if (zero_engine_create(&e, comm, &cfg) != ZERO_OK) {
         ZT_FAIL("create: stage %d", f->stage);
@@ -229,15 +241,40 @@ static void check_memory(zero_engine *e, const fcfg *f, int world, int accum) {
     zero_engine_mem_stats(e, &m);
     /* host memory holds the states on the cpu backend; on a device (ZERO_DEVICE=fake, the
      * mpi.*.fake runs) the device's side table does, in its blocks: test_engine_device checks those */
-    if (!strcmp(zero_engine_device(e), "cpu")) {
+    if (f->nvme) { /* both parts in the parameter file: each unit's working shard, then its frozen one */
+        uint64_t file = 0;
+        for (int l = 0; l < MLP_LAYERS; l++) {
+            zero_unit_info ui;
+            ZT_OK(zero_engine_unit_info(e, l, &ui));
+            file += (ui.padded / (uint64_t)world * w + 4095) / 4096 * 4096 +
+                    (ui.frozen_padded / (uint64_t)world * wf + 4095) / 4096 * 4096;
+        }
+        zero_engine_offload_info oi;
+        ZT_OK(zero_engine_offload_info_get(e, &oi));
+        ZT_EQ_INT(oi.param_file_bytes, file);
+        ZT_EQ_INT(m.current[ZERO_MEM_PARAMS], 0);
+        ZT_EQ_INT(m.current[ZERO_MEM_OPTIM], 0);
+    } else if (!strcmp(zero_engine_device(e), "cpu")) {
         ZT_EQ_INT(m.current[ZERO_MEM_PARAMS], s == 3 ? St * w + Sf * wf : Pt * w + Pf * wf);
         ZT_EQ_INT(m.current[ZERO_MEM_GRADS], (s <= 1 ? Pt : St) * w);
         ZT_EQ_INT(m.current[ZERO_MEM_MASTER], half ? (s == 0 ? Pt : St) * 4 : 0);
         ZT_EQ_INT(m.current[ZERO_MEM_OPTIM], 2 * (s == 0 ? Pt : St) * 4);
     }
-    ZT_EQ_INT(zero_engine_trim(e), m.current[ZERO_MEM_BUFFERS]);
+    /* what trim frees: every transient buffer; the NVMe pools stay (buffers too) */
+    uint64_t pools = 0; /* in host memory on the cpu backend (a device's pools are its pinned memory) */
+    if (f->nvme && !strcmp(zero_engine_device(e), "cpu")) {
+        zero_engine_offload_info oi;
+        ZT_OK(zero_engine_offload_info_get(e, &oi));
+        pools = oi.pool_bytes;
+    }
+    const uint64_t before = m.current[ZERO_MEM_BUFFERS];
+    const uint64_t trimmed = zero_engine_trim(e);
     zero_engine_mem_stats(e, &m);
-    ZT_EQ_INT(m.current[ZERO_MEM_BUFFERS], 0);
+    ZT_EQ_INT(trimmed, before - m.current[ZERO_MEM_BUFFERS]);
+    /* each pool's start aligned to the 4 KiB O_DIRECT needs: up to a block more each */
+    ZT_CHECKF(m.current[ZERO_MEM_BUFFERS] >= pools && m.current[ZERO_MEM_BUFFERS] <= pools + 2 * 4096,
+              "buffers after trim %llu, pools %llu", (unsigned long long)m.current[ZERO_MEM_BUFFERS],
+              (unsigned long long)pools);
     /* STEPS steps of `accum` micro-batches: the trainable parts reduce, stage 3 gathers both parts
      * twice per micro-batch; the entirely frozen unit takes part in no reduction */
     zero_comm_counters c;
@@ -283,6 +320,7 @@ static void one(zero_comm *world_comm, zero_comm *self, const fcfg *f, double *w
     o.oracle = 1;
     fcfg r = *f;
     r.stage = 0;
+    r.nvme = 0; /* the reference: 1 rank at stage 0, in RAM */
     zero_engine *e = make(world_comm, f, f->accum), *eo = make(world_comm, &o, f->accum);
     zero_engine *er = make(self, &r, f->accum * world);
     double norms[STEPS], onorms[STEPS], rnorms[STEPS];
@@ -308,6 +346,22 @@ static void one(zero_comm *world_comm, zero_comm *self, const fcfg *f, double *w
         ZT_NEAR(norms[s], onorms[s], bf ? 2e-2 : 1e-5);
         ZT_NEAR(norms[s], rnorms[s], bf ? 2e-2 : 1e-5);
     }
+    if (f->nvme) { /* the same run with every state in RAM: bit for bit */
+        fcfg m = *f;
+        m.nvme = 0;
+        zero_engine *em = make(world_comm, &m, f->accum);
+        double mnorms[STEPS];
+        float *ram[MLP_LAYERS] = {0};
+        if (em && !train(em, 0, STEPS, world, rank, f->accum, mnorms)) {
+            read_all(em, ram);
+            snprintf(what, sizeof what, "stage 3 %s frozen %s accum %d world %d on NVMe vs in RAM", zero_dtype_name(f->prec),
+                     f->fdt == ZERO_DTYPE_COUNT ? "auto" : zero_dtype_name(f->fdt), f->accum, world);
+            compare(got, ram, 0, what);
+            for (int s = 0; s < STEPS; s++) ZT_CHECKF(norms[s] == mnorms[s], "%s: step %d norm %.17g vs %.17g", what, s, norms[s], mnorms[s]);
+        }
+        free_all(ram);
+        zero_engine_free(em);
+    }
     /* the frozen values are the initial ones, bit for bit; the trainable ones moved */
     for (int l = 0; l < MLP_LAYERS; l++) {
         float *v = init_values(l);
@@ -327,12 +381,12 @@ out:
 
 /* Checkpoints: the trainable part only (the resume sets the frozen values from "the base"
  * first) and, with save_frozen, both parts (the resume finds them in the checkpoint). */
-static void checkpoints(zero_comm *comm, const char *dir, int stage, zero_dtype prec) {
+static void checkpoints(zero_comm *comm, const char *dir, int stage, zero_dtype prec, int nvme) {
     const int world = zero_comm_size(comm), rank = zero_comm_rank(comm);
     for (int sf = 0; sf <= 1; sf++) {
-        fcfg f = {stage, 1, prec, ZERO_DTYPE_BF16, 0, sf};
+        fcfg f = {stage, 1, prec, ZERO_DTYPE_BF16, 0, sf, nvme};
         char path[512];
-        snprintf(path, sizeof path, "%s/s%d_%d", dir, stage, sf);
+        snprintf(path, sizeof path, "%s/s%d_%d%s", dir, stage, sf, nvme ? "_nvme" : "");
         zero_engine *a = make(comm, &f, 1), *b = make(comm, &f, 1);
         float *want[MLP_LAYERS] = {0}, *got[MLP_LAYERS] = {0};
         if (!a || !b) goto next;
@@ -354,7 +408,8 @@ static void checkpoints(zero_comm *comm, const char *dir, int stage, zero_dtype 
         if (train(b, 3, STEPS, world, rank, 1, NULL)) goto next;
         read_all(b, got);
         char what[128];
-        snprintf(what, sizeof what, "stage %d %s save_frozen %d: resumed run", stage, zero_dtype_name(prec), sf);
+        snprintf(what, sizeof what, "stage %d %s save_frozen %d%s: resumed run", stage, zero_dtype_name(prec), sf,
+                 nvme ? " on NVMe" : "");
         compare(got, want, 0, what); /* bitwise */
         if (sf == 0) { /* the checkpoint of the trainable part holds no "<unit>/frozen" tensor */
             zero_ckpt *c = NULL;
@@ -390,19 +445,31 @@ int main(void) {
     const int world = zero_comm_size(world_comm);
     zt_rank = zero_comm_rank(world_comm);
     double worst[2] = {0, 0}; /* fp32, bf16 training */
-    for (int stage = 0; stage <= 3; stage++)
-        for (int accum = 1; accum <= 2; accum++) {
-            const fcfg runs[3] = {{stage, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_COUNT, 0, 0},
-                                  {stage, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, 0, 0},
-                                  {stage, accum, ZERO_DTYPE_BF16, ZERO_DTYPE_COUNT, 0, 0}};
-            for (int k = 0; k < 3; k++) one(world_comm, self, &runs[k], &worst[runs[k].prec == ZERO_DTYPE_BF16]);
-        }
     /* a directory every rank sees, named by rank 0 */
     char dir[256] = {0};
     if (zt_rank == 0) snprintf(dir, sizeof dir, "/tmp/zero_frozen_%d", (int)getpid());
     ZT_OK(zero_comm_broadcast(world_comm, dir, sizeof dir, ZERO_DTYPE_UINT8, 0));
-    for (int stage = 0; stage <= 3; stage++) checkpoints(world_comm, dir, stage, ZERO_DTYPE_FP32);
-    checkpoints(world_comm, dir, 3, ZERO_DTYPE_BF16);
+    snprintf(g_nvme_dir, sizeof g_nvme_dir, "%s/nvme", dir);
+    if (zt_rank == 0 && (mkdir(dir, 0700) != 0 || mkdir(g_nvme_dir, 0700) != 0)) ZT_FAIL("mkdir %s", g_nvme_dir);
+    ZT_OK(zero_comm_barrier(world_comm));
+    for (int stage = 0; stage <= 3; stage++)
+        for (int accum = 1; accum <= 2; accum++) {
+            const fcfg runs[3] = {{stage, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_COUNT, 0, 0, 0},
+                                  {stage, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, 0, 0, 0},
+                                  {stage, accum, ZERO_DTYPE_BF16, ZERO_DTYPE_COUNT, 0, 0, 0}};
+            for (int k = 0; k < 3; k++) one(world_comm, self, &runs[k], &worst[runs[k].prec == ZERO_DTYPE_BF16]);
+        }
+    /* stage 3 with both parts on NVMe */
+    for (int accum = 1; accum <= 2; accum++) {
+        const fcfg runs[3] = {{3, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_COUNT, 0, 0, 1},
+                              {3, accum, ZERO_DTYPE_FP32, ZERO_DTYPE_BF16, 0, 0, 1},
+                              {3, accum, ZERO_DTYPE_BF16, ZERO_DTYPE_COUNT, 0, 0, 1}};
+        for (int k = 0; k < 3; k++) one(world_comm, self, &runs[k], &worst[runs[k].prec == ZERO_DTYPE_BF16]);
+    }
+    for (int stage = 0; stage <= 3; stage++) checkpoints(world_comm, dir, stage, ZERO_DTYPE_FP32, 0);
+    checkpoints(world_comm, dir, 3, ZERO_DTYPE_BF16, 0);
+    checkpoints(world_comm, dir, 3, ZERO_DTYPE_FP32, 1);
+    checkpoints(world_comm, dir, 3, ZERO_DTYPE_BF16, 1);
     ZT_OK(zero_comm_barrier(world_comm));
     if (zt_rank == 0) {
         char cmd[300];

@@ -28,11 +28,10 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     const zero__own_in in = {stage, world, half, k, frozen, oo, op, 1, device};
     zero__own_plan t;
     zero__own_plan_of(&in, &t);
-    /* validity: offload_optimizer needs stage 1-3, offload_param stage 3, frozen never on NVMe */
+    /* validity: offload_optimizer needs stage 1-3, offload_param stage 3 */
     unsigned bad = 0;
     if (oo != ZERO_OFFLOAD_NONE && stage == 0) bad |= OWN_OPTIM_OFFLOAD_STAGE;
     if (op != ZERO_OFFLOAD_NONE && stage != 3) bad |= OWN_PARAM_OFFLOAD_STAGE;
-    if (frozen && op == ZERO_OFFLOAD_NVME) bad |= OWN_NVME_FROZEN;
     ZT_EQ_INT(t.invalid, bad);
     /* what lives on NVMe */
     const int pn = op == ZERO_OFFLOAD_NVME, on = oo == ZERO_OFFLOAD_NVME && (k > 0 || half);
@@ -64,7 +63,7 @@ static void check_one(int stage, int world, int half, int k, int frozen, zero_of
     const int otier = on ? TIER_NVME : oo == ZERO_OFFLOAD_CPU ? tier(oo, device) : base;
     ZT_EQ_INT(t.k[EK_OPTIM].tier, otier);
     ZT_EQ_INT(t.k[EK_MASTER].tier, sep ? otier : t.k[EK_PARAMS].tier);
-    if (!pn) ZT_EQ_INT(t.k[EK_FROZEN].tier, t.k[EK_PARAMS].tier);
+    ZT_EQ_INT(t.k[EK_FROZEN].tier, t.k[EK_PARAMS].tier); /* on NVMe too: the parameter file */
     ZT_EQ_INT(t.master_in_params, !sep);
     /* what the extents imply */
     ZT_EQ_INT(t.gather_collective, x[EK_PARAMS] == EXT_SHARD);
