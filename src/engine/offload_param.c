@@ -148,6 +148,7 @@ static zero_status frozen_io(zero_engine *e, eunit *u, int b, unsigned flags) {
     const uint64_t at = zero__poff_frozen_at(e, u);
     zero_offload_extent x = {e->off.pfile, u->pbase + at, (size_t)round_io(u->fshard * e->fsize), (size_t)at, flags};
     if (flags == ZERO_OFFLOAD_READ) e->off.st.reads++, e->off.st.bytes_read += x.bytes;
+    else e->off.st.writes++, e->off.st.bytes_written += x.bytes;
     zero_status s = zero_offload_pool_submit(e->off.ppool, b, &x, 1);
     zero_status w = zero_offload_pool_wait(e->off.ppool, b, &e->off.st);
     if (s == ZERO_OK) s = w;
