@@ -36,7 +36,7 @@ typedef struct fcfg {
     int nvme;             /* stage 3: offload_param and offload_optimizer on NVMe (g_nvme_dir) */
 } fcfg;
 
-static char g_nvme_dir[256];
+static char g_nvme_dir[300]; /* the test directory (256) and "/nvme" */
 
 /* The initial values: frozen ones rounded to bf16 (exactly representable in every storage). */
 static float *init_values(int l) {
