@@ -73,6 +73,11 @@ enum {
      * absent, only the next unit (zero's default; DeepSpeed's 5e7 would prefetch most of a small
      * model at once, past the memory docs/ENGINE.md and `zero plan` count). */
     ZERO_SET_PREFETCH_BUCKET = 1u << 0,
+    /* offload_param.buffer_size: given, each parameter buffer holds that many elements and a unit
+     * whose shard is larger is refused (DeepSpeed's rule); absent, each holds the largest unit's
+     * shard, both parts (zero's default: DeepSpeed's 1e8 refuses the embeddings of any model with a
+     * vocabulary of 128k and a width of 1k or more on one rank, docs/OFFLOAD.md). */
+    ZERO_SET_PARAM_BUFFER_SIZE = 1u << 1,
 };
 
 /* zero_extensions.check_divergence (docs/ENGINE.md, "Divergence is an error, not a hang"). */

@@ -123,8 +123,9 @@ typedef struct zero_plan_setup {
     zero_offload_device offload_param;     /* stage 3 only: the parameter shard */
     int optimizer_buffer_count;      /* NVMe optimizer swap: buffers of aio_block_size bytes */
     int64_t aio_block_size;          /* bytes */
-    int param_buffer_count;          /* NVMe parameter swap: buffers of param_buffer_size elements */
-    int64_t param_buffer_size;       /* elements (capped at the largest unit shard) */
+    int param_buffer_count;          /* NVMe parameter swap: buffers of the largest unit's shard */
+    int64_t param_buffer_size;       /* elements: the config's (not used by the formulas: the engine's
+                                      * buffers hold the largest shard, and refuse a smaller size given) */
     zero_dtype frozen_dtype;         /* the frozen parameters' dtype; ZERO_DTYPE_COUNT: the precision */
     int hpz_partition_size;          /* ZeRO++ hpZ (stage 3): groups of H consecutive ranks, each
                                       * keeping a secondary shard of P/H elements; 1 off (default),

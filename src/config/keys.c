@@ -512,7 +512,8 @@ static const zc_key offload_param_keys[] = {
      .load = load_path, .check = check_path, .save = save_path},
     {.name = "pin_memory", .kind = ZC_BOOL, .off = OFF(offload_param.pin_memory)},
     {.name = "buffer_count", .kind = ZC_INT, .off = OFF(offload_param.buffer_count), .lo = 0, .hi = 65536},
-    {.name = "buffer_size", .kind = ZC_I64, .off = OFF(offload_param.buffer_size), .lo = 0, .hi = INFINITY},
+    {.name = "buffer_size", .kind = ZC_I64, .off = OFF(offload_param.buffer_size), .lo = 0, .hi = INFINITY,
+     .set_bit = ZERO_SET_PARAM_BUFFER_SIZE},
     {.name = "max_in_cpu", .kind = ZC_I64, .off = OFF(offload_param.max_in_cpu), .lo = 0, .hi = INFINITY},
     {0},
 };

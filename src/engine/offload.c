@@ -127,11 +127,14 @@ static zero_status setup_local(zero_engine *e) {
 
     size_t pbuf = 0;
     if (o->par) {
-        if ((uint64_t)c->offload_param.buffer_size < smax)
+        /* a buffer holds the largest shard; a buffer_size given must be at least that */
+        if ((c->set_fields & ZERO_SET_PARAM_BUFFER_SIZE) && (uint64_t)c->offload_param.buffer_size < smax)
             return zero__eng_fail(e, ZERO_ERR_CONFIG,
                                   "zero_optimization.offload_param.buffer_size: %lld elements is smaller than the largest "
-                                  "unit shard ('%s', %llu elements with its frozen part): expected at least that",
-                                  (long long)c->offload_param.buffer_size, sname, (unsigned long long)smax);
+                                  "unit shard ('%s', %llu elements%s): expected at least that, or no buffer_size (each "
+                                  "buffer then holds the largest shard)",
+                                  (long long)c->offload_param.buffer_size, sname, (unsigned long long)smax,
+                                  e->nfrozen ? " with its frozen part" : "");
         if (c->offload_param.buffer_count < 1)
             return zero__eng_fail(e, ZERO_ERR_CONFIG, "zero_optimization.offload_param.buffer_count: %d: expected >= 1",
                                   c->offload_param.buffer_count);

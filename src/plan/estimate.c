@@ -333,12 +333,9 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     if (s->offload_optimizer == ZERO_OFFLOAD_NVME)
         o.pool = mul((uint64_t)s->optimizer_buffer_count, (uint64_t)s->aio_block_size, &ovf);
     if (s->offload_param == ZERO_OFFLOAD_NVME) {
-        /* a buffer holds a unit's shard: the working one and the frozen one behind it (G1 / N
-         * bytes), at most param_buffer_size elements of the working dtype */
-        uint64_t per = G1 / N;
-        const uint64_t cap = mul((uint64_t)s->param_buffer_size, w, &ovf);
-        if (cap < per) per = cap;
-        o.pool = add(o.pool, mul((uint64_t)s->param_buffer_count, per, &ovf), &ovf);
+        /* a buffer holds the largest unit's shard: the working one and the frozen one behind it
+         * (G1 / N bytes; a buffer_size given smaller is refused by the engine, never used) */
+        o.pool = add(o.pool, mul((uint64_t)s->param_buffer_count, G1 / N, &ovf), &ovf);
     }
     /* a device copies from and to page-locked memory only: the pools are pinned there */
     place(&o, s->on_device ? TIER_PINNED : TIER_RAM, o.pool, &ovf);

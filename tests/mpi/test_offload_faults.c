@@ -196,11 +196,18 @@ static void test_bad_settings(zero_comm *comm) {
     make_cfg(&cfg, 0, 0); /* optimizer offload needs stage 1-3 */
     ZT_EQ_INT(zero_engine_create(&e, comm, &cfg), ZERO_ERR_CONFIG);
     make_cfg(&cfg, 3, 1);
-    cfg.offload_param.buffer_size = 10; /* smaller than a unit's shard */
+    cfg.offload_param.buffer_size = 10; /* smaller than a unit's shard, given (as a config's key sets it) */
+    cfg.set_fields |= ZERO_SET_PARAM_BUFFER_SIZE;
     ZT_OK(zero_engine_create(&e, comm, &cfg));
     ZT_EQ_INT(mlp_register(e), ZERO_ERR_CONFIG);
     ZT_CHECKF(strstr(zero_engine_last_error(e), "offload_param.buffer_size: 10 elements") != NULL, "message: %s",
               zero_engine_last_error(e));
+    zero_engine_free(e);
+    /* not given: the buffers hold the largest shard, whatever the default's elements */
+    make_cfg(&cfg, 3, 1);
+    cfg.offload_param.buffer_size = 10;
+    ZT_OK(zero_engine_create(&e, comm, &cfg));
+    ZT_OK(mlp_register(e));
     zero_engine_free(e);
     make_cfg(&cfg, 1, 0);
     cfg.aio_block_size = 4096; /* a tile of 1024 elements x 8 bytes does not fit */

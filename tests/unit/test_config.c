@@ -146,6 +146,7 @@ static void test_defaults(void) {
     ZT_EQ_INT(c.offload_param.device, ZERO_OFFLOAD_NONE);
     ZT_EQ_INT(c.offload_param.buffer_count, 5);
     ZT_EQ_INT(c.offload_param.buffer_size, 100000000);
+    ZT_CHECK(!(c.set_fields & ZERO_SET_PARAM_BUFFER_SIZE)); /* absent: the buffers hold the largest shard */
     ZT_EQ_INT(c.offload_param.max_in_cpu, 1000000000);
     ZT_EQ_INT(c.offload_param.nvme_path[0], 0);
     ZT_EQ_INT(c.aio_block_size, 1048576);
@@ -213,6 +214,7 @@ static void test_values(void) {
     ZT_CHECK(!strcmp(c.offload_param.nvme_path, "/tmp/nv"));
     ZT_EQ_INT(c.offload_param.buffer_count, 7);
     ZT_EQ_INT(c.offload_param.buffer_size, 20000000);
+    ZT_CHECK(c.set_fields & ZERO_SET_PARAM_BUFFER_SIZE); /* given: the engine holds shards to it */
     ZT_EQ_INT(c.offload_param.max_in_cpu, 0);
     ZT_EQ_INT(c.aio_block_size, 8192);
     ZT_EQ_INT(c.aio_queue_depth, 16);
