@@ -192,7 +192,7 @@ typedef struct zero_plan_mem {
      * (offload_optimizer "cpu" or "nvme" on a device rank, ZeRO-Offload): the rank accumulates
      * them there for the host optimizer, the device holds only the units' in backward. */
     uint64_t grad_staging;
-    /* Beside host (pinned too; reported, not yet in zero_plan_fit's host need): a device rank's staging
+    /* Beside host (pinned too; zero_plan_fit adds it to the host's need): a device rank's staging
      * buffers (docs/DEVICE.md, "Overlap"), an upper bound: the two 1 MiB upload buffers where the
      * host updates a working copy kept on the device, and the host-staged device collectives'
      * staging: the blocking ones 2 (C + C/N), C = min(4 MiB, the largest unit's bytes G1); the

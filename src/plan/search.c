@@ -61,8 +61,8 @@ int zero_plan_fit(const zero_plan_request *r, const zero_plan_mem *mem, uint64_t
     if (r->device_mem == 0) {
         c->need_device += (double)mem->host;
         c->need_host = 0;
-    } else {
-        c->need_host = rpn * (double)mem->host;
+    } else { /* a device rank's host memory: its states and the pinned staging of its copies and collectives */
+        c->need_host = rpn * ((double)mem->host + (double)mem->staging);
     }
     c->need_nvme = rpn * (double)mem->nvme;
     c->missing_device = fmax(0.0, c->need_device - u.device);

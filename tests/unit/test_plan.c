@@ -280,12 +280,14 @@ static zero_plan_model search_model(void) {
     return m;
 }
 
+/* host 0 on a GPU machine (device > 0): a roomy host, 1e12 bytes — a device rank always needs
+ * some, the pinned staging of its copies and collectives (zero_plan_mem.staging). */
 static zero_plan_request golden_request(double device, double host, double nvme) {
     zero_plan_request r;
     zero_plan_request_default(&r);
     r.base = golden_setup(0, ZERO_DTYPE_BF16);
     r.device_mem = device;
-    r.host_mem = host;
+    r.host_mem = device > 0 && host == 0 ? 1e12 : host;
     r.nvme_mem = nvme;
     r.headroom = 0;
     r.max_micro_batch = 8;
@@ -338,7 +340,7 @@ static void test_search(void) {
     ZT_EQ_INT(res.cand[3].offload_param, ZERO_OFFLOAD_NONE);
     ZT_EQ_INT(res.cand[3].checkpointing, 0);
     ZT_EQ_INT(res.cand[3].micro_batch, 6);
-    ZT_NEAR(res.cand[3].need_host, 3 * 448000.0, 0);
+    ZT_NEAR(res.cand[3].need_host, 3 * (448000.0 + (double)res.cand[3].mem.staging), 0); /* states + staging */
     ZT_NEAR(res.cand[2].missing_device, 724096 + 1000 - 345000, 0);
 
     /* Nothing fits in 1000 bytes: the closest is 3 + cpu + cpu, missing 87936 + 1000 - 1000. */
@@ -351,23 +353,33 @@ static void test_search(void) {
     ZT_NEAR(res.cand[6].missing_device, 87936, 0);
     ZT_NEAR(res.cand[6].missing_host, 0, 0);
 
-    /* NVMe wins when the host is too small for the cpu rungs (1344000 per node and more) but holds
-     * the swap pools and the gradient shards the host optimizer reads: 3 x (4 x 1024 + 64000) bytes. */
-    r = golden_request(345000, 1e6, 1e9);
+    /* The host's need is the states plus the pinned staging of the copies and collectives: 2 +
+     * nvme needs the swap pools and the gradient shards the host optimizer reads, 3 x (4 x 1024 +
+     * 64000) bytes, and ZeRO-Offload's two 1 MiB upload buffers (the working copy stays on the
+     * device), as 2 + cpu does beside its 3 x 448000 of states; 3 + cpu + cpu uploads nothing (its
+     * parameters are on the host). With the host at 2 + nvme's need exactly, 2 + cpu misses by its
+     * extra states, 3 + cpu + cpu fits. */
+    r = golden_request(345000, 1e12, 1e9);
     r.base.aio_block_size = 1024;
     ZT_OK(zero_plan_search(&m, &r, &res, &err));
     ZT_EQ_INT(res.count, 10);
-    ZT_EQ_INT(res.chosen, 7);
-    if (res.chosen >= 0) {
-        const zero_plan_candidate *c = &res.cand[res.chosen];
-        ZT_EQ_INT(c->stage, 2);
-        ZT_EQ_INT(c->offload_optimizer, ZERO_OFFLOAD_NVME);
-        ZT_NEAR(c->need_host, 3 * (4096.0 + 64000), 0);
-        ZT_NEAR(c->need_nvme, 3 * 384000.0, 0);
-        ZT_NEAR(c->missing_host + c->missing_device + c->missing_nvme, 0, 0);
-    }
-    ZT_NEAR(res.cand[3].missing_host, 1344000 - 1e6, 0);
-    ZT_NEAR(res.cand[6].missing_host, 1536000 - 1e6, 0);
+    const double st = (double)res.cand[7].mem.staging;
+    ZT_EQ_INT(res.cand[7].stage, 2);
+    ZT_EQ_INT(res.cand[7].offload_optimizer, ZERO_OFFLOAD_NVME);
+    ZT_CHECKF(st > 2 * 1048576.0, "2 + nvme's staging %g: the upload buffers and the collectives'", st);
+    ZT_NEAR(res.cand[3].mem.staging, st, 0);
+    ZT_CHECKF(res.cand[6].mem.staging < 2 * 1048576.0, "3 + cpu + cpu's staging %llu",
+              (unsigned long long)res.cand[6].mem.staging);
+    ZT_NEAR(res.cand[7].need_host, 3 * (4096.0 + 64000 + st), 0);
+    ZT_NEAR(res.cand[7].need_nvme, 3 * 384000.0, 0);
+    r.host_mem = 3 * (4096.0 + 64000 + st);
+    ZT_OK(zero_plan_search(&m, &r, &res, &err));
+    ZT_EQ_INT(res.cand[7].fits, 1);
+    ZT_NEAR(res.cand[7].missing_host + res.cand[7].missing_device + res.cand[7].missing_nvme, 0, 0);
+    ZT_EQ_INT(res.cand[3].fits, 0);
+    ZT_NEAR(res.cand[3].missing_host, 3 * (448000 + st) - r.host_mem, 1e-6);
+    ZT_EQ_INT(res.cand[6].fits, 1);
+    ZT_NEAR(res.cand[6].need_host, 3 * (512000 + (double)res.cand[6].mem.staging), 0);
 
     /* Headroom: 10% of 1000000 kept free leaves 900000: as above, stage 1 at micro-batch 5. */
     r = golden_request(1000000, 0, 0);
@@ -894,7 +906,7 @@ static void test_time_flip(void) {
     m.activation = big_act;
     /* 850000 B: stage 0 never fits; stages 1-2 only with checkpointing (845056 + 1000 and
      * 724096 + 1000; + 200000 without); stage 3 without it too (599936 + 200000). */
-    zero_plan_request r = golden_request(850000, 0, 0);
+    zero_plan_request r = golden_request(850000, 1e6, 0); /* host: the staging, not the cpu rungs */
     r.nodes = 3;
     r.max_micro_batch = 1;
     r.compute = (zero_plan_compute){.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 1e6, .seq_len = 100};
@@ -944,7 +956,7 @@ static void test_time_per_sample(void) {
     m.activation = mid_act;
     /* 720000 B: stage 3 only (stage 2 needs 724096 + 1000): 599936 + 100000 fits one sequence
      * without checkpointing, 599936 + 8 x 1000 eight with it. */
-    zero_plan_request r = golden_request(720000, 0, 0);
+    zero_plan_request r = golden_request(720000, 1e6, 0); /* host: the staging, not the cpu rungs */
     r.nodes = 3;
     r.compute = (zero_plan_compute){.fwd_flops_per_token = 1e3, .recompute_flops_per_token = 1e3, .seq_len = 100};
     zero_plan_rates_default(&r.rates, 1);
