@@ -7,6 +7,7 @@
 #include "cuda/bodies.h"
 #include "cuda/cuda.h"
 #include "device/kernel_ids.h"
+#include "kernels/quant.h"
 
 namespace {
 
@@ -58,6 +59,17 @@ __global__ void sumsq(int dt, const void *x, uint64_t n, uint64_t block, uint64_
     }
 }
 
+// The quantized base's tile loaders (kernels/quant.h), a thread per element: the host's loader
+// body on a run of one.
+__global__ void nf4_load(const uint8_t *packed, const float *absmax, uint64_t block, float *dst, uint64_t n) {
+    ZERO_CUDA_FOR(i, n) zero__nf4_load(packed, absmax, 0, block, i, 1, dst + i);
+}
+
+__global__ void q8_load(const uint8_t *idx, const float *code, const float *absmax, uint64_t block, float *dst,
+                        uint64_t n) {
+    ZERO_CUDA_FOR(i, n) zero__q8_load(idx, code, absmax, 0, block, i, 1, dst + i);
+}
+
 unsigned grid_for(uint64_t items, unsigned per_block) {
     const uint64_t blocks = (items + per_block - 1) / per_block;
     return blocks > 65535 ? 65535u : (blocks ? (unsigned)blocks : 1u);
@@ -97,6 +109,14 @@ extern "C" int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const dou
                                                                              static_cast<double *>(p[1]));
         break;
     }
+    case ZERO__K_NF4_LOAD:
+        nf4_load<<<g, kThreads, 0, s>>>(static_cast<const uint8_t *>(p[0]), static_cast<const float *>(p[1]),
+                                        (uint64_t)a[0], static_cast<float *>(p[2]), n);
+        break;
+    case ZERO__K_Q8_LOAD:
+        q8_load<<<g, kThreads, 0, s>>>(static_cast<const uint8_t *>(p[0]), static_cast<const float *>(p[1]),
+                                       static_cast<const float *>(p[2]), (uint64_t)a[0], static_cast<float *>(p[3]), n);
+        break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -3,6 +3,7 @@
  * formulas (kernels/elem.h), which the host references and src/cuda/kernels.cu run too, so a
  * device result equals the host's bit for bit (test_device). */
 #include "device/internal.h"
+#include "kernels/quant.h"
 #include "zero/optim.h"
 
 static void k_fill_f32(const zero__kcall *k) {
@@ -73,6 +74,15 @@ static void k_sumsq(const zero__kcall *k) {
             zero__sumsq_scalar(dt, (const char *)k->p[0] + lo * es, (size_t)(k->n - lo < block ? k->n - lo : block));
 }
 
+/* The quantized base's tile loaders (kernels/quant.h), over a whole tensor of n elements */
+static void k_nf4_load(const zero__kcall *k) {
+    zero__nf4_load(k->p[0], k->p[1], 0, (uint64_t)k->a[0], 0, k->n, k->p[2]);
+}
+
+static void k_q8_load(const zero__kcall *k) {
+    zero__q8_load(k->p[0], k->p[1], k->p[2], 0, (uint64_t)k->a[0], 0, k->n, k->p[3]);
+}
+
 const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_FILL_F32] = k_fill_f32,
     [ZERO__K_AXPY_F32] = k_axpy_f32,
@@ -83,4 +93,6 @@ const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_ADD] = k_add,
     [ZERO__K_ACCUM_F32] = k_accum_f32,
     [ZERO__K_SUMSQ] = k_sumsq,
+    [ZERO__K_NF4_LOAD] = k_nf4_load,
+    [ZERO__K_Q8_LOAD] = k_q8_load,
 };

@@ -53,14 +53,48 @@ static inline ZERO__HD int zero__nf4_code(const uint8_t *packed, uint64_t i) {
  * tensor's) into dst as fp32, each code's value times its block's absmax (blocks of `block`);
  * absmax[j] is block b0 + j's scale (b0 = 0: the whole tensor's array; a tile's caller decodes just
  * its blocks' scales, from b0 = first / block: a double-quantized absmax with zero__dq_absmax). */
+/* NF4's value of code c (0..15) as a switch: what a GPU thread looks up (a local array would live
+ * in its stack frame, local memory; the switch stays in registers). tests/unit/test_quant.c holds
+ * it to ZERO__NF4_TABLE entry by entry. */
+static inline ZERO__HD float zero__nf4_value_switch(int c) {
+    switch (c & 15) {
+    case 0: return -1.0f;
+    case 1: return -0.6961928009986877f;
+    case 2: return -0.5250730514526367f;
+    case 3: return -0.39491748809814453f;
+    case 4: return -0.28444138169288635f;
+    case 5: return -0.18477343022823334f;
+    case 6: return -0.09105003625154495f;
+    case 7: return 0.0f;
+    case 8: return 0.07958029955625534f;
+    case 9: return 0.16093020141124725f;
+    case 10: return 0.24611230194568634f;
+    case 11: return 0.33791524171829224f;
+    case 12: return 0.44070982933044434f;
+    case 13: return 0.5626170039176941f;
+    case 14: return 0.7229568362236023f;
+    default: return 1.0f;
+    }
+}
+
+/* NF4's value of code c: the table on the host (a third faster than the switch in the loader's
+ * loop, measured), the switch on a GPU; the same 16 numbers. */
+static inline ZERO__HD float zero__nf4_value(int c) {
+#ifdef __CUDA_ARCH__
+    return zero__nf4_value_switch(c);
+#else
+    static const float table[16] = ZERO__NF4_TABLE;
+    return table[c & 15];
+#endif
+}
+
 static inline ZERO__HD void zero__nf4_load(const uint8_t *packed, const float *absmax, uint64_t b0, uint64_t block,
                                            uint64_t first, uint64_t n, float *dst) {
-    const float table[16] = ZERO__NF4_TABLE;
     /* a block's run at a time: its scale read once (no division per element) */
     for (uint64_t k = 0; k < n;) {
         const uint64_t i = first + k, b = i / block, end = (b + 1) * block - first < n ? (b + 1) * block - first : n;
         const float a = absmax[b - b0];
-        for (; k < end; k++) dst[k] = table[zero__nf4_code(packed, first + k)] * a;
+        for (; k < end; k++) dst[k] = zero__nf4_value(zero__nf4_code(packed, first + k)) * a;
     }
 }
 

@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "common/internal.h"
 #include "optim/internal.h"
+#include "zero/quant.h"
 
 #include <math.h>
 #include <signal.h>
@@ -677,6 +678,63 @@ static void test_all_kernels(const char *backend) {
     free(hx), free(hy), free(out), free(ref), free(ha), free(hb), free(o16), free(r16), free(osq);
 }
 
+/* The quantized base's tile loaders as device kernels (NF4 with fp32 absmax, and an 8-bit code
+ * table such as int8's) against the host's decoding (zero_dequant_nf4, zero_dequant_blockwise), bit
+ * for bit, on an odd length with a partial last block; a block of 0 is refused at launch. */
+static void test_quant_kernels(const char *backend) {
+    zero_device *d = make(backend, 16u << 20, 20, 5);
+    if (!d) return;
+    const uint64_t n = 4099, nb = zero_quant_blocks(n, 64);
+    float *x = malloc(n * 4), *ref = malloc(n * 4), *out = malloc(n * 4), *ab = malloc(nb * 4), code[256];
+    uint8_t *packed = malloc((n + 1) / 2), *idx = malloc(n);
+    for (uint64_t i = 0; i < n; i++) x[i] = rnd_float(i + 3) * (i % 64 == 5 ? 40.0f : 1.0f);
+    void *dp = NULL, *da = NULL, *dc = NULL, *dout = NULL;
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, n, &dp));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, nb * 4, &da));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_PARAMS, 256 * 4, &dc));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, n * 4, &dout));
+    zero_stream *s = NULL;
+    ZT_OK(zero_stream_create(d, &s));
+    /* NF4 */
+    zero_quant_nf4(x, n, packed, ab);
+    zero_dequant_nf4(packed, ab, 0, n, ref);
+    ZT_OK(zero_stream_copy(s, dp, packed, (n + 1) / 2));
+    ZT_OK(zero_stream_copy(s, da, ab, nb * 4));
+    zero__kcall k4 = {.id = ZERO__K_NF4_LOAD, .n = n, .p = {dp, da, dout}, .a = {64}};
+    ZT_OK(zero__stream_launch(s, &k4));
+    ZT_OK(zero_stream_copy(s, out, dout, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    ZT_CHECKF(same_bits(out, ref, n, 0), "%s: the NF4 loader differs from the host's decoding", backend);
+    /* int8's linear map */
+    zero_quant_linear_map(code);
+    zero_quant_blockwise(x, n, 64, code, idx, ab);
+    zero_dequant_blockwise(idx, ab, code, 64, 0, n, ref);
+    ZT_OK(zero_stream_copy(s, dp, idx, n));
+    ZT_OK(zero_stream_copy(s, da, ab, nb * 4));
+    ZT_OK(zero_stream_copy(s, dc, code, 256 * 4));
+    zero__kcall k8 = {.id = ZERO__K_Q8_LOAD, .n = n, .p = {dp, dc, da, dout}, .a = {64}};
+    ZT_OK(zero__stream_launch(s, &k8));
+    ZT_OK(zero_stream_copy(s, out, dout, n * 4));
+    ZT_OK(zero_stream_sync(s));
+    ZT_CHECKF(same_bits(out, ref, n, 0), "%s: the 8-bit loader differs from the host's decoding", backend);
+    /* a block of 0 elements, and a code table that is not on the device: refused before anything runs */
+    zero__kcall bad = k4;
+    bad.a[0] = 0;
+    ZT_EQ_INT(zero__stream_launch(s, &bad), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(zero_device_last_error(d), "block 0") != NULL, "%s", zero_device_last_error(d));
+    bad = k8;
+    bad.p[1] = code;
+    ZT_EQ_INT(zero__stream_launch(s, &bad), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(zero_device_last_error(d), "operand 1") != NULL, "%s", zero_device_last_error(d));
+    zero_stream_free(s);
+    zero_device_release(d, dp);
+    zero_device_release(d, da);
+    zero_device_release(d, dc);
+    zero_device_release(d, dout);
+    zero_device_free(d);
+    free(x), free(ref), free(out), free(ab), free(packed), free(idx);
+}
+
 /* Past the grid a launch covers in one pass (65535 blocks of 256 threads): the grid-stride loops
  * go round twice, and the sums of squares run more blocks than a CUDA block has groups. Widening,
  * accumulation, the optimizer and the sums of squares against the host references (a GPU run:
@@ -773,7 +831,7 @@ static void test_launch_checks(const char *backend) {
         zero__kcall k;
         const char *want;
     } bad[] = {
-        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 9"},
+        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 11"},
         {{.id = ZERO__K_WIDEN, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32}},
          "launch widen: dtype 0: expected bf16 or fp16"},
         {{.id = ZERO__K_ADD, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_INT32}}, "launch add: dtype 3: expected fp32, bf16"},
@@ -830,6 +888,7 @@ int main(void) {
         test_launch_checks(extra);
         test_kernels_match_host(extra);
         test_all_kernels(extra);
+        test_quant_kernels(extra);
         if (!getenv("ZERO_TEST_SMALL")) test_large(extra); /* ZERO_TEST_SMALL: under a sanitizer */
         zero_device *d = make(extra, 1u << 20, 0, 1);
         if (d) {
@@ -856,5 +915,7 @@ int main(void) {
     test_kernels_match_host("fake");
     test_all_kernels("cpu");
     test_all_kernels("fake");
+    test_quant_kernels("cpu");
+    test_quant_kernels("fake");
     return zt_finish("test_device");
 }

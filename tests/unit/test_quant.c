@@ -3,6 +3,7 @@
  * double quantization, blockwise 8-bit with either dynamic map: codes, scales and decoded values
  * bit for bit; and properties that need no reference (the round trip's bound, a tie). */
 #include "harness.h"
+#include "kernels/quant.h"
 #include "quant/internal.h"
 #include "zero/ckpt.h"
 #include "zero/optim.h"
@@ -109,6 +110,17 @@ static void test_blockwise(void) {
     blockwise("dynu_x", "dynu_idx", "dynu_absmax", NULL, code, ZERO_QUANT_Q8_BLOCK);
 }
 
+/* The GPU's NF4 lookup (a switch) is the table, entry by entry. */
+static void test_nf4_switch(void) {
+    const float t[16] = ZERO__NF4_TABLE;
+    for (int c = 0; c < 16; c++) {
+        const float v = zero__nf4_value_switch(c), w = zero__nf4_value(c);
+        uint32_t bv, bw, bt; /* the bits: -0 and 0 apart */
+        memcpy(&bv, &v, 4), memcpy(&bw, &w, 4), memcpy(&bt, &t[c], 4);
+        ZT_CHECKF(bv == bt && bw == bt, "NF4 code %d: switch %.9g, lookup %.9g, table %.9g", c, v, w, t[c]);
+    }
+}
+
 static void test_nf4(void) {
     const uint64_t n = numel("nf4_x"), nb = zero_quant_blocks(n, ZERO_QUANT_NF4_BLOCK),
                    nb2 = zero_quant_blocks(nb, ZERO_QUANT_DQ_BLOCK);
@@ -145,6 +157,8 @@ static void test_adamw8(void) {
           *ma = load("adam_m_absmax", nb, 4), *va = load("adam_v_absmax", nb, 4);
     uint8_t *mi = load("adam_m_idx", n, 1), *vi = load("adam_v_idx", n, 1);
     if (!(p0 && g && p8 && ma && va && mi && vi)) return;
+    ZT_CHECK(n > 0); /* the fixture's tensor */
+    if (n == 0) return;
     zero_optim_hparams h;
     zero_optim_hparams_default(&h, ZERO_OPTIM_ADAMW);
     h.lr = 1e-2f;
@@ -199,6 +213,7 @@ int main(void) {
     ZT_EQ_INT(zero__quant_index_check(), 0);
     test_blockwise();
     test_nf4();
+    test_nf4_switch();
     test_adamw8();
     zero_st_close(golden);
     return zt_finish("test_quant");
