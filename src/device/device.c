@@ -336,9 +336,9 @@ static size_t half_or_f32(double dt) {
     return dt == ZERO_DTYPE_FP32 ? 4 : dt == ZERO_DTYPE_BF16 || dt == ZERO_DTYPE_FP16 ? 2 : 0;
 }
 
-static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",
-                                                        "widen",    "add",      "accum_f32",   "sumsq",
-                                                        "nf4_load", "q8_load"};
+static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16",
+                                                        "optim",    "widen",    "add",         "accum_f32",
+                                                        "sumsq",    "nf4_load", "q8_load"};
 
 const char *zero__kernel_name(int id) { return (unsigned)id < ZERO__K_COUNT ? kernel_names[id] : "unknown"; }
 
@@ -398,7 +398,8 @@ int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t c
     case ZERO__K_Q8_LOAD: { /* the quantized base's tile loaders (kernels/quant.h): blocks of a[0] */
         const double b = k->a[0];
         if (!(b >= 1 && b <= 9e15 && b == (double)(uint64_t)b)) {
-            zero__errorf(why, cap, "launch %s: block %g: expected a whole number of elements >= 1", kernel_names[k->id], b);
+            zero__errorf(why, cap, "launch %s: block %g: expected a whole number of elements >= 1", kernel_names[k->id],
+                         b);
             return -1;
         }
         const size_t nb = (size_t)((k->n + (uint64_t)b - 1) / (uint64_t)b);
