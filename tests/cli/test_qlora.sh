@@ -35,6 +35,19 @@ check "nf4: the banner names the format" grep -q "linear weights NF4 with double
 "$ZERO" train "${Q[@]}" --ranks 1 --stage 0 --micro-batch 6 --save s0 --log-json s0.json >s0.out 2>s0.err
 check "nf4, 1 rank, stage 0: exit 0" test $? -eq 0
 l3=$(done_field s3.json loss) l0=$(done_field s0.json loss)
+# "stage 0 would need": the 1-rank stage-0 run's own model states, and on 3 ranks estimate's stage-0
+# row (a quantized base counted as its records, not its parameter count)
+"$ZERO" estimate "$D/decoder/llama_gqa4" --ranks 3 --seq 8 --lora r=4,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj \
+    --quantize-base nf4 --json >s0est.json
+check "stage 0 would need: the records' bytes" "$PY" - s0.json s3.json s0est.json <<'EOF'
+import json, sys
+d0, d3 = ([json.loads(l) for l in open(p) if '"done"' in l][-1] for p in sys.argv[1:3])
+m = d0["mem"]
+assert d0["stage0_model_states"] == m["params"] + m["grads"] + m["master"] + m["optim"], d0
+r = [x for x in json.load(open(sys.argv[3]))["rows"] if x["stage"] == 0][0]
+want = r["params_bytes"] + r["grads_bytes"] + r["master_bytes"] + r["optim_bytes"]
+assert d3["stage0_model_states"] == want, (d3["stage0_model_states"], want)
+EOF
 check "the same loss on 3 ranks at stage 3 ($l3) and 1 rank at stage 0 ($l0)" "$PY" -c "
 assert abs($l3 - $l0) <= 1e-5 * abs($l0), ($l3, $l0)"
 
