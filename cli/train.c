@@ -481,7 +481,9 @@ static uint64_t stage0_states(run_state *r) {
     for (int u = 0; u < n; u++) {
         zero_unit_info ui;
         zero_engine_unit_info(r->e, u, &ui);
-        numel[u] = ui.numel;
+        /* the planner's unit: its trainable elements and its frozen part as the engine lays it
+         * out (a quantized base's records in frozen-dtype slots, not its parameter count) */
+        numel[u] = ui.trainable + ui.frozen;
         frozen[u] = ui.frozen;
     }
     zero_plan_model pm = {n, numel, NULL, NULL, frozen};
