@@ -115,7 +115,8 @@ static zero_status setup_local(zero_engine *e) {
             smax = u->shard + u->fshard;
             sname = u->name;
         }
-        if (zero__poff_region(e, u) > rmax) rmax = zero__poff_region(e, u);
+        const uint64_t r = zero__poff_region(e, u);
+        if (r > rmax) rmax = r;
     }
     o->fcache_unit = o->fcache_buf = -1;
     /* the master's file, as the table places it: with the states, or as the parameter shard */

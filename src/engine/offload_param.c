@@ -30,6 +30,21 @@ static zero_status submit_read(zero_engine *e, eunit *u, int buf) {
     return zero_offload_pool_submit(e->off.ppool, buf, &x, 1);
 }
 
+/* Drops v's read: its all-gathers that read the buffer (both parts) waited for, the buffer
+ * given back. */
+static zero_status drop_read(zero_engine *e, eunit *v) {
+    if (v->prefetch) {
+        zero_status s = zero__eng_wait(e, &v->prefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (s != ZERO_OK) return s;
+    }
+    if (v->fprefetch) { /* the frozen part's all-gather reads the same buffer */
+        zero_status s = zero__eng_wait(e, &v->fprefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
+        if (s != ZERO_OK) return s;
+    }
+    zero__poff_done(e, v);
+    return ZERO_OK;
+}
+
 /* Frees a buffer for a read the gather needs now, evicting (deterministically) a unit read ahead,
  * then one whose prefetch all-gather is in flight (waited for: its gathered copy stays). When
  * nothing but keep1/keep2 holds a buffer: an error if `must`, else *out = -1. */
@@ -40,15 +55,8 @@ static zero_status take_buffer(zero_engine *e, const eunit *keep1, const eunit *
         for (int i = e->nunits - 1; i >= 0; i--) {
             eunit *v = &e->units[i];
             if (v->pslot < 0 || v == keep1 || v == keep2 || (pass == 0) != (v->prefetch == NULL)) continue;
-            if (v->prefetch) {
-                zero_status s = zero__eng_wait(e, &v->prefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
-                if (s != ZERO_OK) return s;
-            }
-            if (v->fprefetch) { /* the frozen part's all-gather reads the same buffer */
-                zero_status s = zero__eng_wait(e, &v->fprefetch, v->prefetch_t0, ZERO__TRACE_PREFETCH);
-                if (s != ZERO_OK) return s;
-            }
-            zero__poff_done(e, v);
+            zero_status s = drop_read(e, v);
+            if (s != ZERO_OK) return s;
             if ((*out = zero_offload_pool_acquire(p)) >= 0) return ZERO_OK;
         }
     if (!must) return ZERO_OK;
@@ -174,14 +182,12 @@ zero_status zero__foff_flush(zero_engine *e) {
  * and a read copies the buffer it is in), so the buffer comes from the pool's free ones. */
 static zero_status frozen_buffer(zero_engine *e, eunit *u, int *b) {
     if (u->pslot >= 0) {
-        zero_status s = ZERO_OK;
-        if (u->prefetch) s = zero__eng_wait(e, &u->prefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
-        if (u->fprefetch && s == ZERO_OK) s = zero__eng_wait(e, &u->fprefetch, u->prefetch_t0, ZERO__TRACE_PREFETCH);
-        if (s != ZERO_OK) return s;
-        if (!u->pready) s = zero_offload_pool_wait(e->off.ppool, u->pslot, &e->off.st);
-        zero__poff_done(e, u);
-        if (s != ZERO_OK) return zero__eng_fail(e, s, "'%s': reading its shards: %s", u->name,
-                                                zero_offload_pool_last_error(e->off.ppool));
+        zero_status s = u->pready ? ZERO_OK : zero_offload_pool_wait(e->off.ppool, u->pslot, &e->off.st);
+        if (s != ZERO_OK) {
+            zero__poff_done(e, u);
+            return zero__eng_fail(e, s, "'%s': reading its shards: %s", u->name, zero_offload_pool_last_error(e->off.ppool));
+        }
+        if ((s = drop_read(e, u)) != ZERO_OK) return s;
     }
     return take_buffer(e, NULL, NULL, 1, b);
 }

@@ -424,19 +424,16 @@ zero_status zero_engine_read_unit(zero_engine *e, int unit, float *dst) {
     } else if (u->fnumel) {
         fbuf = zero__buf_get(e, (size_t)(u->fpadded * e->fsize), 0);
         const void *fmine = v->fp;
-        if (fbuf && e->own.k[EK_FROZEN].tier == TIER_NVME) { /* on NVMe: this rank's block read from the parameter file */
+        const int fnvme = e->own.k[EK_FROZEN].tier == TIER_NVME;
+        if (fbuf && (fnvme || dev)) { /* this rank's block, read from the parameter file or copied from
+                                       * the device: the all-gather's input */
             char *block = (char *)fbuf + (size_t)e->rank * u->fshard * e->fsize;
-            s = zero__foff_read(e, u, block, (size_t)(u->fshard * e->fsize));
-            if (s != ZERO_OK) {
-                zero__buf_put(e, full);
-                zero__buf_put(e, fbuf);
-                return s;
+            if (fnvme) {
+                s = zero__foff_read(e, u, block, (size_t)(u->fshard * e->fsize));
+            } else {
+                memset(block, 0, (size_t)(u->fshard * e->fsize));
+                s = zero__x_copy(e, block, v->fp, (size_t)(u->fvalid * e->fsize));
             }
-            fmine = block;
-        } else if (fbuf && dev) { /* this rank's block, copied from the device: the all-gather's input */
-            char *block = (char *)fbuf + (size_t)e->rank * u->fshard * e->fsize;
-            memset(block, 0, (size_t)(u->fshard * e->fsize));
-            s = zero__x_copy(e, block, v->fp, (size_t)(u->fvalid * e->fsize));
             if (s != ZERO_OK) {
                 zero__buf_put(e, full);
                 zero__buf_put(e, fbuf);
