@@ -680,10 +680,6 @@ int cli_estimate(int argc, char **argv) {
         /* hpZ's group is a node: the row needs several nodes (else nothing crosses) of several ranks;
          * the engine does not combine it with frozen parameters yet */
         if (row_kinds[k].hpz && (o.nodes < 2 || o.ranks / o.nodes < 2 || m.unit_frozen)) continue;
-        /* 8-bit states are not swapped to NVMe (yet): those rows are left out */
-        if (o.optim_states == ZERO_OPTIM_STATES_INT8 &&
-            (row_kinds[k].opt == ZERO_OFFLOAD_NVME || row_kinds[k].param == ZERO_OFFLOAD_NVME))
-            continue;
         const int i = nrows++;
         zero_plan_setup s;
         zero_plan_setup_default(&s);

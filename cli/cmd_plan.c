@@ -445,7 +445,7 @@ int cli_plan(int argc, char **argv) {
     const int q8 = res.optim_states == ZERO_OPTIM_STATES_INT8;
     if (q8)
         reason(&why, "no rung fits with fp32 optimizer states: the rungs below keep %s's moments in 8 bits (zero train "
-                     "--optimizer-states int8: 2.03 bytes a parameter instead of 8; NVMe rungs left out: docs/QUANT.md)",
+                     "--optimizer-states int8: 2.03 bytes a parameter instead of 8: docs/QUANT.md)",
                zero_optim_name(o.optimizer));
     if (m.unit_frozen) {
         const uint64_t base = res.cand[0].mem.frozen * wf;

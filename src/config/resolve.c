@@ -222,12 +222,6 @@ zero_status zero__config_check_states(const zero_config *t, char *msg, size_t ca
                               "8 bits), not %s", key, zero_optim_name(t->optim.type));
         return ZERO_ERR_CONFIG;
     }
-    if (t->offload_optimizer.device == ZERO_OFFLOAD_NVME || t->offload_param.device == ZERO_OFFLOAD_NVME) {
-        if (msg) zero__errorf(msg, cap, "%s: \"int8\" with NVMe offload (zero_optimization.%s.device \"nvme\") is not "
-                              "supported yet", key,
-                              t->offload_optimizer.device == ZERO_OFFLOAD_NVME ? "offload_optimizer" : "offload_param");
-        return ZERO_ERR_UNSUPPORTED;
-    }
     if (t->optim_states_min < 0) {
         if (msg) zero__errorf(msg, cap, "zero_extensions.optimizer_states_min_size: %lld: expected an integer >= 0",
                               (long long)t->optim_states_min);

@@ -141,7 +141,8 @@ enum { LOC_RAM = 0, LOC_OPTIM = 1, LOC_PARAM = 2 };
 
 /* NVMe offload of the engine (docs/OFFLOAD.md). The optimizer file holds, per unit, tiles of T
  * owned elements: [array 0 | array 1 | ...] of L = roundup(n*4, ZERO_IO_ALIGN) bytes each, the
- * arrays being the fp32 master (when it lives there) and the optimizer states; the parameter file
+ * arrays being the fp32 master (when it lives there) and the optimizer states (an 8-bit state: its
+ * n indices then its blocks' absmax, rounded up alike); the parameter file
  * holds each unit's working-dtype shard (stage 3), in which tile j starts at byte j*T*w. */
 typedef struct eoffload {
     int opt, par;              /* optimizer / parameter offload to NVMe in effect */
@@ -386,7 +387,8 @@ typedef struct etile {
     int64_t j;            /* tile index inside the unit */
     uint64_t first, n;    /* owned-slice index of its first element; elements */
     uint64_t lo, hi;      /* the part [lo, hi) (owned-slice indices) the pass covers */
-    float *master, *s0, *s1;
+    float *master, *s0, *s1; /* s0, s1: fp32 states (NULL when they are 8-bit) */
+    zero_q8_state q8;     /* 8-bit states (eunit.q8on): indices and absmax of the n elements */
     void *work;           /* half precision: the working copy of the n elements; fp32: NULL */
 } etile;
 enum { ARR_MASTER = 1u, ARR_S0 = 2u, ARR_S1 = 4u, ARR_WORK = 8u };

@@ -17,13 +17,51 @@ static int64_t unit_tiles(const zero_engine *e, const eunit *u) {
     return (int64_t)((u->valid + e->off.T - 1) / e->off.T);
 }
 
+/* A state's slot in a tile record of n elements: fp32, or 8-bit — the n indices (rounded up to 8
+ * bytes), then the absmax of its blocks (the tile starts on a block: T and every update range are
+ * whole blocks) — rounded up to whole I/O blocks. */
+static uint64_t q8_idx_bytes(uint64_t n) { return (n + 7) / 8 * 8; }
+static uint64_t state_slot(const eunit *u, uint64_t n) {
+    return u->q8on ? round_up(q8_idx_bytes(n) + 4 * zero_quant_blocks(n, ZERO_QUANT_Q8_BLOCK)) : round_up(n * 4);
+}
+
+/* The optimizer record of a tile of n elements of u: its slots in order (the master where it lives
+ * there, then the states), each {array, byte offset in the record, bytes}; returns their count and
+ * the record's bytes in *total. */
+typedef struct oslot {
+    unsigned arr;
+    uint64_t off, len;
+} oslot;
+static int record_slots(const zero_engine *e, const eunit *u, uint64_t n, oslot *sl, uint64_t *total) {
+    const eoffload *o = &e->off;
+    int k = 0;
+    uint64_t at = 0;
+    if (o->master_loc == LOC_OPTIM) {
+        sl[k++] = (oslot){ARR_MASTER, at, round_up(n * 4)};
+        at += round_up(n * 4);
+    }
+    for (int i = 0; o->opt && i < e->nstates && i < 2; i++) {
+        sl[k++] = (oslot){i == 0 ? ARR_S0 : ARR_S1, at, state_slot(u, n)};
+        at += state_slot(u, n);
+    }
+    *total = at;
+    return k;
+}
+
+static uint64_t record_bytes(const zero_engine *e, const eunit *u, uint64_t n) {
+    oslot sl[3];
+    uint64_t total;
+    (void)record_slots(e, u, n, sl, &total);
+    return total;
+}
+
 /* Bytes of the unit's tile records in the optimizer file. */
 static uint64_t optim_region(const zero_engine *e, const eunit *u) {
     const eoffload *o = &e->off;
     if (!o->opt || u->valid == 0) return 0;
     const int64_t nt = unit_tiles(e, u);
     const uint64_t last = u->valid - (uint64_t)(nt - 1) * o->T;
-    return (uint64_t)(nt - 1) * (uint64_t)o->nso * o->T * 4 + (uint64_t)o->nso * round_up(last * 4);
+    return (uint64_t)(nt - 1) * record_bytes(e, u, o->T) + record_bytes(e, u, last);
 }
 
 static uint64_t param_region(const zero_engine *e, const eunit *u) {
@@ -143,6 +181,7 @@ static zero_status setup_local(zero_engine *e) {
     }
     /* The tile: T elements whose arrays fit one step buffer; a multiple of the elements in one
      * aligned block of every array, so that every tile but a unit's last starts aligned. */
+    /* (an 8-bit state's slot holds fewer bytes than an fp32 one's: a tile that fits in fp32 fits) */
     const uint64_t per = (uint64_t)o->nso * 4 + (o->par ? e->wsize : 0);
     const uint64_t gran = ALIGN / (o->par && e->wsize == 2 ? 2 : 4);
     size_t tbuf;
@@ -264,34 +303,39 @@ zero_status zero__off_quiesce(zero_engine *e) {
 
 /* ------------------------------------------------------------------ tiles */
 
-/* The tile's arrays: which live in the buffer, at which byte of it. */
-static void tile_geometry(const zero_engine *e, const etile *x, uint64_t *L, uint64_t *Lp) {
-    *L = round_up(x->n * 4);
-    *Lp = round_up(x->n * e->wsize);
-}
-
+/* The tile's arrays: which live in the buffer (the optimizer record, then the parameter slice), at
+ * which byte of it. */
 static void tile_bind(zero_engine *e, etile *x, char *buf) {
     const eoffload *o = &e->off;
     eunit *u = x->u;
     const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
-    uint64_t L, Lp;
-    tile_geometry(e, x, &L, &Lp);
-    char *pslice = buf ? buf + (uint64_t)o->nso * L : NULL;
+    oslot sl[3];
+    uint64_t rec;
+    const int ns = record_slots(e, u, x->n, sl, &rec);
+    char *pslice = buf ? buf + rec : NULL;
     /* what is in RAM comes from the unit's views (offload runs at stages 1-3: the update range
      * starts at the owned slice, where tile element 0 is) */
     const eview *v = &u->v;
-    int k = 0;
-    switch (o->master_loc) {
-    case LOC_OPTIM: x->master = (float *)(buf + (uint64_t)(k++) * L); break;
-    case LOC_PARAM: x->master = (float *)pslice; break;
-    default: x->master = v->master ? v->master + x->first : NULL; break;
-    }
-    if (o->opt) {
-        x->s0 = e->nstates >= 1 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
-        x->s1 = e->nstates >= 2 ? (float *)(buf + (uint64_t)(k++) * L) : NULL;
-    } else {
-        x->s0 = v->state[0] ? v->state[0] + x->first : NULL;
-        x->s1 = v->state[1] ? v->state[1] + x->first : NULL;
+    x->master = o->master_loc == LOC_PARAM ? (float *)pslice : v->master ? v->master + x->first : NULL;
+    x->s0 = v->state[0] ? v->state[0] + x->first : NULL;
+    x->s1 = v->state[1] ? v->state[1] + x->first : NULL;
+    const uint64_t b = x->first / ZERO_QUANT_Q8_BLOCK;
+    if (v->q8.m)
+        x->q8 = (zero_q8_state){v->q8.m + x->first, v->q8.v ? v->q8.v + x->first : NULL, v->q8.m_absmax + b,
+                                v->q8.v_absmax ? v->q8.v_absmax + b : NULL};
+    else memset(&x->q8, 0, sizeof x->q8);
+    for (int k = 0; k < ns; k++) {
+        char *at = buf + sl[k].off;
+        if (sl[k].arr == ARR_MASTER) {
+            x->master = (float *)at;
+        } else if (u->q8on) { /* the indices, then the blocks' absmax */
+            uint8_t **idx = sl[k].arr == ARR_S0 ? &x->q8.m : &x->q8.v;
+            float **am = sl[k].arr == ARR_S0 ? &x->q8.m_absmax : &x->q8.v_absmax;
+            *idx = (uint8_t *)at;
+            *am = (float *)(at + q8_idx_bytes(x->n));
+        } else {
+            *(sl[k].arr == ARR_S0 ? &x->s0 : &x->s1) = (float *)at;
+        }
     }
     x->work = !half ? NULL : o->par ? (void *)pslice : v->work ? zero__wptr(e, v->work, x->first) : NULL;
 }
@@ -302,35 +346,31 @@ static int tile_extents(const zero_engine *e, const etile *x, unsigned rd, unsig
     const eoffload *o = &e->off;
     const eunit *u = x->u;
     const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
-    uint64_t L, Lp;
-    tile_geometry(e, x, &L, &Lp);
     if (rmw) rd |= wr;
     int n = 0;
-    /* the optimizer record: its arrays in order, one transfer when all go the same way */
-    unsigned arr[3];
-    int na = 0;
-    if (o->master_loc == LOC_OPTIM) arr[na++] = ARR_MASTER;
-    if (o->opt && e->nstates >= 1) arr[na++] = ARR_S0;
-    if (o->opt && e->nstates >= 2) arr[na++] = ARR_S1;
-    const uint64_t rec = u->obase + (uint64_t)x->j * (uint64_t)o->nso * o->T * 4;
+    /* the optimizer record: its slots in order, one transfer when all go the same way */
+    oslot sl[3];
+    uint64_t recb;
+    const int na = record_slots(e, u, x->n, sl, &recb);
+    const uint64_t rec = u->obase + (uint64_t)x->j * record_bytes(e, u, o->T);
     unsigned fl[3], all = 1;
     for (int k = 0; k < na; k++) {
-        fl[k] = ((rd & arr[k]) ? ZERO_OFFLOAD_READ : 0u) | ((wr & arr[k]) ? ZERO_OFFLOAD_WRITE : 0u);
+        fl[k] = ((rd & sl[k].arr) ? ZERO_OFFLOAD_READ : 0u) | ((wr & sl[k].arr) ? ZERO_OFFLOAD_WRITE : 0u);
         if (fl[k] != fl[0]) all = 0;
     }
     if (na > 0 && all && fl[0]) {
-        ext[n++] = (zero_offload_extent){o->ofile, rec, (size_t)(L * (uint64_t)na), 0, fl[0]};
+        ext[n++] = (zero_offload_extent){o->ofile, rec, (size_t)recb, 0, fl[0]};
     } else {
         for (int k = 0; k < na; k++)
-            if (fl[k]) ext[n++] = (zero_offload_extent){o->ofile, rec + (uint64_t)k * L, (size_t)L, (size_t)((uint64_t)k * L), fl[k]};
+            if (fl[k]) ext[n++] = (zero_offload_extent){o->ofile, rec + sl[k].off, (size_t)sl[k].len, (size_t)sl[k].off, fl[k]};
     }
     /* the parameter slice: the fp32 master (fp32 training) or the working copy (half) */
     if (o->par) {
         unsigned in = o->master_loc == LOC_PARAM ? ARR_MASTER : (half ? ARR_WORK : 0u);
         unsigned f = ((rd & in) ? ZERO_OFFLOAD_READ : 0u) | ((wr & in) ? ZERO_OFFLOAD_WRITE : 0u);
         if (f)
-            ext[n++] = (zero_offload_extent){o->pfile, u->pbase + (uint64_t)x->j * o->T * e->wsize, (size_t)Lp,
-                                             (size_t)((uint64_t)o->nso * L), f};
+            ext[n++] = (zero_offload_extent){o->pfile, u->pbase + (uint64_t)x->j * o->T * e->wsize,
+                                             (size_t)round_up(x->n * e->wsize), (size_t)recb, f};
     }
     return n;
 }
@@ -385,18 +425,26 @@ static zero_status run_compute(void *ctx, int64_t t, void *buf) {
     }
     /* Bytes past the data of a write that was not read first: zeros, not stale buffer contents
      * (the parameter slice's tail is the shard's padding, which the all-gather ships). */
-    zero_offload_extent ext[ZERO_OFFLOAD_MAX_EXTENTS];
-    int n = tile_extents(e, &x, r->p->rd, r->p->wr, partial(&x), ext);
-    const uint64_t L = round_up(x.n * 4);
-    for (int k = 0; k < n; k++) {
-        if (ext[k].flags != ZERO_OFFLOAD_WRITE) continue;
-        if (ext[k].swap == e->off.pfile) {
-            uint64_t used = x.n * e->wsize;
-            memset((char *)buf + ext[k].buf_offset + used, 0, ext[k].bytes - used);
+    const unsigned wonly = r->p->wr & ~(r->p->rd | (partial(&x) ? r->p->wr : 0u));
+    oslot sl[3];
+    uint64_t recb;
+    const int ns = record_slots(e, x.u, x.n, sl, &recb);
+    for (int k = 0; k < ns; k++) {
+        if (!(wonly & sl[k].arr)) continue;
+        char *at = (char *)buf + sl[k].off;
+        if (sl[k].arr != ARR_MASTER && x.u->q8on) { /* between the indices and the absmax, and after it */
+            const uint64_t ib = q8_idx_bytes(x.n), ab = 4 * zero_quant_blocks(x.n, ZERO_QUANT_Q8_BLOCK);
+            memset(at + x.n, 0, ib - x.n);
+            memset(at + ib + ab, 0, sl[k].len - ib - ab);
         } else {
-            for (uint64_t off = ext[k].buf_offset; off < ext[k].buf_offset + ext[k].bytes; off += L)
-                memset((char *)buf + off + x.n * 4, 0, L - x.n * 4);
+            memset(at + x.n * 4, 0, sl[k].len - x.n * 4);
         }
+    }
+    if (e->off.par) {
+        const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params;
+        const unsigned in = e->off.master_loc == LOC_PARAM ? ARR_MASTER : (half ? ARR_WORK : 0u);
+        const uint64_t used = x.n * e->wsize;
+        if (wonly & in) memset((char *)buf + recb + used, 0, round_up(used) - used);
     }
     return ZERO_OK;
 }

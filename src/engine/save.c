@@ -131,15 +131,25 @@ static zero_status write_grid(zero_engine *e, zero_ckpt_writer *w, const eunit *
 typedef struct stream_ctx {
     zero_ckpt_writer *w;
     int k;            /* -1: master; else state k */
+    int absmax;       /* an 8-bit state: its blocks' absmax (else its indices) */
     zero_status ck;   /* the checkpoint side's failure (its message is the writer's/reader's) */
 } stream_ctx;
 
 static float *tile_array(const etile *x, int k) { return k < 0 ? x->master : k == 0 ? x->s0 : x->s1; }
 
+/* An 8-bit state's indices or absmax in a tile, and their bytes. */
+static void *tile_q8(const etile *x, int k, int absmax, size_t *bytes) {
+    *bytes = absmax ? (size_t)zero_quant_blocks(x->n, ZERO_QUANT_Q8_BLOCK) * 4 : (size_t)x->n;
+    if (absmax) return k == 0 ? x->q8.m_absmax : x->q8.v_absmax;
+    return k == 0 ? x->q8.m : x->q8.v;
+}
+
 static zero_status save_tile(zero_engine *e, etile *x, void *ctx) {
     (void)e;
     stream_ctx *c = ctx;
-    c->ck = zero_ckpt_writer_write(c->w, tile_array(x, c->k), (size_t)x->n * 4);
+    size_t bytes = (size_t)x->n * 4;
+    const void *src = c->k >= 0 && x->u->q8on ? tile_q8(x, c->k, c->absmax, &bytes) : tile_array(x, c->k);
+    c->ck = zero_ckpt_writer_write(c->w, src, bytes);
     return c->ck;
 }
 
@@ -183,7 +193,7 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
         for (int k = -1; u->numel && k < e->nstates && s == ZERO_OK; k++) {
             float *ram = array_of(u, k);
             if (u->valid == 0) continue; /* this rank's slice is all padding: nothing to write */
-            if (k >= 0 && u->q8on) {
+            if (k >= 0 && u->q8on && u->v.q8.m) {
                 s = write_q8_slice(e, w, u, k);
                 continue;
             }
@@ -191,11 +201,14 @@ static zero_status save_local(zero_engine *e, const char *dir, const char *save_
                 s = write_slice(e, w, u, ram);
                 continue;
             }
-            stream_ctx c = {w, k, ZERO_OK};
-            eopass p = {i, i + 1, 0, UINT64_MAX, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, 0, save_tile, &c};
-            s = zero__off_run(e, &p);
-            if (c.ck != ZERO_OK) s = c.ck;
-            else if (s != ZERO_OK) return s; /* the offload's message */
+            /* on NVMe, a tile at a time (an 8-bit state: its indices, then a second pass for the absmax) */
+            for (int part = 0; part < (k >= 0 && u->q8on ? 2 : 1) && s == ZERO_OK; part++) {
+                stream_ctx c = {w, k, part, ZERO_OK};
+                eopass p = {i, i + 1, 0, UINT64_MAX, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, 0, save_tile, &c};
+                s = zero__off_run(e, &p);
+                if (c.ck != ZERO_OK) s = c.ck;
+                else if (s != ZERO_OK) return s; /* the offload's message */
+            }
         }
         if (u->dgrid && s == ZERO_OK) s = write_grid(e, w, u);
         if (frozen && u->fnumel && u->fvalid && s == ZERO_OK) { /* this rank's slice of the frozen part */
@@ -313,12 +326,21 @@ typedef struct load_ctx {
     zero_ckpt *c;
     const char *name;
     int k; /* -1: master, else state k; -2: derive the working copy from the master */
+    const char *absmax; /* an 8-bit state: its absmax tensor's name (name: its indices') */
 } load_ctx;
 
 static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
     const load_ctx *l = ctx;
     if (l->k == -2) return zero__x_store(e, x->work, e->wdt, x->master, x->n); /* the working copy may be the device's */
     const uint64_t lo = x->u->offset + x->first;
+    if (l->absmax) { /* the tile starts on a block */
+        size_t ib, ab;
+        void *idx = tile_q8(x, l->k, 0, &ib), *am = tile_q8(x, l->k, 1, &ab);
+        const uint64_t b0 = lo / ZERO_QUANT_Q8_BLOCK;
+        zero_status s = zero_ckpt_read_range_raw(l->c, l->name, lo, lo + x->n, idx);
+        if (s == ZERO_OK) s = zero_ckpt_read_range_raw(l->c, l->absmax, b0, b0 + ab / 4, am);
+        return s == ZERO_OK ? ZERO_OK : zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(l->c));
+    }
     return read_range(e, l->c, l->name, lo, lo + x->n, tile_array(x, l->k));
 }
 
@@ -326,7 +348,7 @@ static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
 static zero_status load_array(zero_engine *e, zero_ckpt *c, eunit *u, int k, const char *name, uint64_t lo, uint64_t hi) {
     float *ram = array_of(u, k);
     if (ram) return read_range(e, c, name, lo, hi, ram + (lo - u->v.lo));
-    load_ctx l = {c, name, k};
+    load_ctx l = {c, name, k, NULL};
     const int ui = (int)(u - e->units);
     eopass p = {ui, ui + 1, 0, UINT64_MAX, 0, k < 0 ? ARR_MASTER : k == 0 ? ARR_S0 : ARR_S1, load_tile, &l};
     return zero__off_run(e, &p);
@@ -345,6 +367,12 @@ static zero_status load_state(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
                               name, saved_q8 ? "8-bit" : "fp32", u->q8on ? "8-bit" : "fp32");
     if (!u->q8on) return load_array(e, c, u, k, name, lo, hi);
     if (hi <= lo) return ZERO_OK; /* this rank's slice is all padding */
+    if (!u->v.q8.m) { /* on NVMe: a tile at a time */
+        load_ctx l = {c, name, k, an};
+        const int ui = (int)(u - e->units);
+        eopass p = {ui, ui + 1, 0, UINT64_MAX, 0, k == 0 ? ARR_S0 : ARR_S1, load_tile, &l};
+        return zero__off_run(e, &p);
+    }
     const zero_q8_state *q = &u->v.q8;
     const uint64_t b0 = lo / ZERO_QUANT_Q8_BLOCK, b1 = zero_quant_blocks(hi, ZERO_QUANT_Q8_BLOCK);
     zero_status s = zero_ckpt_read_range_raw(c, name, lo, hi, (k == 0 ? q->m : q->v) + (lo - u->v.lo));
@@ -425,7 +453,7 @@ static zero_status load_unit(zero_engine *e, zero_ckpt *c, eunit *u, float *chun
     if (!e->own.regather) {
         if (!half && e->own.master_in_params) return ZERO_OK; /* the master is the working copy */
         if (v->master && v->work) return zero__x_convert(e, v->master, ZERO_DTYPE_FP32, v->work, e->wdt, hi - lo);
-        load_ctx l = {c, name, -2};
+        load_ctx l = {c, name, -2, NULL};
         const int ui = (int)(u - e->units);
         eopass p = {ui, ui + 1, 0, UINT64_MAX, ARR_MASTER, ARR_WORK, load_tile, &l};
         return zero__off_run(e, &p);

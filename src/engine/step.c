@@ -125,29 +125,29 @@ static zero_status regather_wait(zero_engine *e) {
     return s;
 }
 
-/* 8-bit states (docs/QUANT.md): the update range a chunk of whole blocks at a time, its moments
+/* 8-bit states (docs/QUANT.md): n elements of the update range from unit element `base` (a block's
+ * first: the update range or an NVMe tile), a chunk of whole blocks at a time, their moments
  * decoded to fp32, the step of update_range on them, coded again against their new absmax. Every
  * block lies in one rank's range (the alignment is a multiple of the blocks), and the tensor's
  * last, partial block is the last of the range that ends at the unit's end: the same codes for
- * every world size and stage. */
+ * every world size and stage, in RAM or through the NVMe tiles. */
 #define Q8_CHUNK ((uint64_t)1 << 16)
 
-static zero_status update_range_q8(zero_engine *e, eunit *u, const zero_optim_hparams *h, float gscale, float *tmp,
-                                   zero__upl *up) {
-    const eview *v = &u->v;
-    const zero_q8_state *q = &v->q8;
+static zero_status update_q8(zero_engine *e, eunit *u, const zero_optim_hparams *h, uint64_t base, uint64_t n,
+                             float *master, const zero_q8_state *q, void *grad, void *work, float gscale, float *tmp,
+                             zero__upl *up) {
     const float *ms = zero__quant_map(ZERO__QMAP_SIGNED), *vs = zero__quant_map(ZERO__QMAP_UNSIGNED);
     float *m = zero__buf_get(e, Q8_CHUNK * 4, 0), *s = zero__buf_get(e, Q8_CHUNK * 4, 0);
     zero_status st = m && s ? ZERO_OK : zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
-    for (uint64_t c = v->lo; c < v->hi && st == ZERO_OK; c += Q8_CHUNK) {
-        const uint64_t n = v->hi - c < Q8_CHUNK ? v->hi - c : Q8_CHUNK, k = c - v->lo, b = k / ZERO_QUANT_Q8_BLOCK;
-        zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, n, m);
-        zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, n, s);
-        st = update_range(e, u, h, c, c + n, c, v->master + k, m, s, zero__wptr(e, v->grad, k),
-                          v->work ? zero__wptr(e, v->work, k) : NULL, gscale, tmp, up);
+    for (uint64_t k = 0; k < n && st == ZERO_OK; k += Q8_CHUNK) {
+        const uint64_t c = n - k < Q8_CHUNK ? n - k : Q8_CHUNK, b = k / ZERO_QUANT_Q8_BLOCK;
+        zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, c, m);
+        zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, c, s);
+        st = update_range(e, u, h, base + k, base + k + c, base + k, master + k, m, s, zero__wptr(e, grad, k),
+                          work ? zero__wptr(e, work, k) : NULL, gscale, tmp, up);
         if (st != ZERO_OK) break;
-        zero_quant_blockwise(m, n, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
-        zero_quant_blockwise(s, n, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);
+        zero_quant_blockwise(m, c, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
+        zero_quant_blockwise(s, c, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);
     }
     zero__buf_put(e, m);
     zero__buf_put(e, s);
@@ -173,7 +173,7 @@ static zero_status optimizer_update(zero_engine *e, const zero_optim_hparams *h,
         eunit *u = &e->units[i];
         const eview *v = &u->v;
         if (u->numel == 0) continue; /* frozen parameters only */
-        s = u->q8on ? update_range_q8(e, u, h, gscale, tmp, &up)
+        s = u->q8on ? update_q8(e, u, h, v->lo, v->hi - v->lo, v->master, &v->q8, v->grad, v->work, gscale, tmp, &up)
                     : update_range(e, u, h, v->lo, v->hi, v->lo, v->master, v->state[0], v->state[1], v->grad, v->work,
                                    gscale, tmp, &up);
         /* the unit's last chunk goes up before its all-gather reads it (on the same stream) */
@@ -199,6 +199,7 @@ zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx) {
     eunit *u = x->u;
     void *g = zero__wptr(e, u->v.grad, x->first);
     const uint64_t base = u->v.lo + x->first;
+    if (u->q8on) return update_q8(e, u, t->h, base, x->n, x->master, &x->q8, g, x->work, t->gscale, t->tmp, &t->up);
     return update_range(e, u, t->h, base, base + x->n, base, x->master, x->s0, x->s1, g, x->work, t->gscale, t->tmp, &t->up);
 }
 

@@ -144,11 +144,9 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
         return ZERO_ERR_INVALID_ARG;
     }
     if (s->optim_states == ZERO_OPTIM_STATES_INT8 &&
-        ((s->optimizer != ZERO_OPTIM_ADAMW && s->optimizer != ZERO_OPTIM_ADAM) || s->offload_optimizer == ZERO_OFFLOAD_NVME ||
-         s->offload_param == ZERO_OFFLOAD_NVME || s->optim_states_min < 0)) {
-        zero__plan_err(err, "optimizer states int8 with %s%s: expected AdamW or Adam without NVMe offload (the engine's "
-                       "8-bit states)", zero_optim_name(s->optimizer),
-                       s->offload_optimizer == ZERO_OFFLOAD_NVME || s->offload_param == ZERO_OFFLOAD_NVME ? " and NVMe offload" : "");
+        ((s->optimizer != ZERO_OPTIM_ADAMW && s->optimizer != ZERO_OPTIM_ADAM) || s->optim_states_min < 0)) {
+        zero__plan_err(err, "optimizer states int8 with %s (minimum size %lld): expected AdamW or Adam (the engine's "
+                       "8-bit states) and a minimum size >= 0", zero_optim_name(s->optimizer), (long long)s->optim_states_min);
         return ZERO_ERR_UNSUPPORTED;
     }
     if (s->optim_states != ZERO_OPTIM_STATES_FP32 && s->optim_states != ZERO_OPTIM_STATES_INT8) {

@@ -121,8 +121,7 @@ static zero_status check_request(const zero_plan_request *r, zero_error *err) {
     return ZERO_OK;
 }
 
-/* The ladder walked with the request's base setup, its optimizer states in `states`
- * (ZERO_OPTIM_STATES_INT8: the NVMe rungs left out, as the engine does not swap them), into *res
+/* The ladder walked with the request's base setup, its optimizer states in `states`, into *res
  * (its usable sizes already set). */
 static zero_status walk(const zero_plan_model *m, const zero_plan_request *r, int states, zero_plan_result *out,
                         zero_error *err) {
@@ -141,7 +140,7 @@ static zero_status walk(const zero_plan_model *m, const zero_plan_request *r, in
         const rung *g = &ladder[i];
         const int uses_cpu = g->opt == ZERO_OFFLOAD_CPU || g->param == ZERO_OFFLOAD_CPU;
         const int uses_nvme = g->opt == ZERO_OFFLOAD_NVME || g->param == ZERO_OFFLOAD_NVME;
-        if ((uses_cpu && cpu_only) || (uses_nvme && (r->nvme_mem <= 0 || states == ZERO_OPTIM_STATES_INT8))) continue;
+        if ((uses_cpu && cpu_only) || (uses_nvme && r->nvme_mem <= 0)) continue;
         /* hpZ's group is a node: it needs several nodes (else nothing crosses) of several ranks */
         if (g->hpz && (r->nodes < 2 || res.ranks_per_node < 2)) continue;
         zero_plan_candidate *cand = &res.cand[res.count];

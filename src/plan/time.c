@@ -294,8 +294,10 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * ranks. The step's I/O is pipelined with the update, the gathers' reads with the compute. */
     double step_rd = 0, step_wr = 0, gather_rd = 0;
     if (s->offload_optimizer == ZERO_OFFLOAD_NVME) {
-        step_rd += S * 4 * k + half * S * 4;
-        step_wr += S * 4 * k + half * S * 4;
+        /* an 8-bit state: an index byte an element and 4 bytes a block of 256 */
+        const double Sq = (double)mem.optim_q8, states = (S - Sq) * 4 * k + Sq * (1.0 + 4.0 / 256) * k;
+        step_rd += states + half * S * 4;
+        step_wr += states + half * S * 4;
     }
     if (s->offload_param == ZERO_OFFLOAD_NVME) {
         gather_rd += (2 + xf) * S * w;
