@@ -225,8 +225,9 @@ static void cuda_stream_destroy(zero_stream *s) {
     cudaStreamDestroy(s->impl);
 }
 
-static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",
-                                                        "widen",    "add",      "accum_f32",   "sumsq"};
+static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16",
+                                                        "optim",    "widen",    "add",         "accum_f32",
+                                                        "sumsq",    "nf4_load", "q8_load",     "q8_store"};
 
 static zero_status cuda_submit(zero_stream *s, const zero__op *op) {
     zero_device *d = s->d;

@@ -70,6 +70,29 @@ __global__ void q8_load(const uint8_t *idx, const float *code, const float *absm
     ZERO_CUDA_FOR(i, n) zero__q8_load(idx, code, absmax, 0, block, i, 1, dst + i);
 }
 
+// 8-bit coding (kernels/quant.h): a CUDA block per block of the format, its absmax by a tree of
+// maxima in shared memory (a maximum is exact, in any order: the host's sequential scan's value),
+// then a thread per value.
+__global__ void q8_store(const float *x, const float *code, uint64_t block, uint64_t n, uint8_t *idx, float *absmax) {
+    __shared__ float part[kThreads];
+    const uint64_t nb = (n + block - 1) / block;
+    for (uint64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+        float a = 0.0f;
+        for (uint64_t i = threadIdx.x; i < len; i += blockDim.x) a = zero__q8_absmax_step(a, x[lo + i]);
+        part[threadIdx.x] = a;
+        __syncthreads();
+        for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {
+            if (threadIdx.x < h) part[threadIdx.x] = zero__q8_absmax_step(part[threadIdx.x], part[threadIdx.x + h]);
+            __syncthreads();
+        }
+        a = part[0];
+        if (threadIdx.x == 0) absmax[b] = a;
+        for (uint64_t i = threadIdx.x; i < len; i += blockDim.x) idx[lo + i] = zero__q8_code(code, x[lo + i], a, len < block);
+        __syncthreads(); // part[0] is read by every thread before the next block writes part
+    }
+}
+
 unsigned grid_for(uint64_t items, unsigned per_block) {
     const uint64_t blocks = (items + per_block - 1) / per_block;
     return blocks > 65535 ? 65535u : (blocks ? (unsigned)blocks : 1u);
@@ -117,6 +140,13 @@ extern "C" int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const dou
         q8_load<<<g, kThreads, 0, s>>>(static_cast<const uint8_t *>(p[0]), static_cast<const float *>(p[1]),
                                        static_cast<const float *>(p[2]), (uint64_t)a[0], static_cast<float *>(p[3]), n);
         break;
+    case ZERO__K_Q8_STORE: {
+        const uint64_t block = (uint64_t)a[0];
+        q8_store<<<grid_for((n + block - 1) / block, 1), kThreads, 0, s>>>(
+            static_cast<const float *>(p[0]), static_cast<const float *>(p[1]), block, n, static_cast<uint8_t *>(p[2]),
+            static_cast<float *>(p[3]));
+        break;
+    }
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -338,7 +338,7 @@ static size_t half_or_f32(double dt) {
 
 static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16",
                                                         "optim",    "widen",    "add",         "accum_f32",
-                                                        "sumsq",    "nf4_load", "q8_load"};
+                                                        "sumsq",    "nf4_load", "q8_load",     "q8_store"};
 
 const char *zero__kernel_name(int id) { return (unsigned)id < ZERO__K_COUNT ? kernel_names[id] : "unknown"; }
 
@@ -395,7 +395,8 @@ int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t c
         }
         break;
     case ZERO__K_NF4_LOAD:
-    case ZERO__K_Q8_LOAD: { /* the quantized base's tile loaders (kernels/quant.h): blocks of a[0] */
+    case ZERO__K_Q8_LOAD:
+    case ZERO__K_Q8_STORE: { /* the blockwise formats' loaders and 8-bit coding (kernels/quant.h): blocks of a[0] */
         const double b = k->a[0];
         if (!(b >= 1 && b <= 9e15 && b == (double)(uint64_t)b)) {
             zero__errorf(why, cap, "launch %s: block %g: expected a whole number of elements >= 1", kernel_names[k->id],
@@ -407,11 +408,16 @@ int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t c
             ext[0] = (n + 1) / 2;
             ext[1] = nb * 4;
             ext[2] = n * 4;
-        } else {
+        } else if (k->id == ZERO__K_Q8_LOAD) {
             ext[0] = n;
             ext[1] = 256 * 4;
             ext[2] = nb * 4;
             ext[3] = n * 4;
+        } else {
+            ext[0] = n * 4;
+            ext[1] = 256 * 4;
+            ext[2] = n;
+            ext[3] = nb * 4;
         }
         break;
     }

@@ -83,6 +83,11 @@ static void k_q8_load(const zero__kcall *k) {
     zero__q8_load(k->p[0], k->p[1], k->p[2], 0, (uint64_t)k->a[0], 0, k->n, k->p[3]);
 }
 
+static void k_q8_store(const zero__kcall *k) {
+    const uint64_t block = (uint64_t)k->a[0], nb = (k->n + block - 1) / block;
+    for (uint64_t b = 0; b < nb; b++) zero__q8_store_block(k->p[0], k->p[1], block, k->n, b, k->p[2], k->p[3]);
+}
+
 const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_FILL_F32] = k_fill_f32,
     [ZERO__K_AXPY_F32] = k_axpy_f32,
@@ -95,4 +100,5 @@ const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_SUMSQ] = k_sumsq,
     [ZERO__K_NF4_LOAD] = k_nf4_load,
     [ZERO__K_Q8_LOAD] = k_q8_load,
+    [ZERO__K_Q8_STORE] = k_q8_store,
 };

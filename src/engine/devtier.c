@@ -16,6 +16,7 @@
 #include "device/internal.h"
 #include "engine/internal.h"
 #include "optim/internal.h"
+#include "quant/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,9 @@ zero_status zero__dev_open(zero_engine *e, const zero_device_options *o, zero_er
 
 void zero__dev_close(zero_engine *e) {
     if (!e->dev) return;
+    (void)zero_stream_sync(e->stream);
+    zero_device_release(e->dev, e->qmap);
+    e->qmap = NULL;
     zero_stream_free(e->stream);
     zero_device_free(e->dev);
     e->stream = NULL;
@@ -331,6 +335,45 @@ zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t bl
     if (s == ZERO_OK) s = zero__x_copy(e, out, dout, (size_t)(nb * sizeof(double)));
     zero__dbuf_put(e, dout);
     return s;
+}
+
+/* The two dynamic maps in device memory, uploaded at the first use (2 KiB of buffers). */
+static const float *qmap_of(zero_engine *e, int second) {
+    if (!e->qmap) {
+        float *m = NULL;
+        if (zero_device_alloc(e->dev, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, 512 * 4, (void **)&m) != ZERO_OK)
+            return NULL;
+        if (zero__x_copy(e, m, zero__quant_map(ZERO__QMAP_SIGNED), 256 * 4) != ZERO_OK ||
+            zero__x_copy(e, m + 256, zero__quant_map(ZERO__QMAP_UNSIGNED), 256 * 4) != ZERO_OK) {
+            zero_device_release(e->dev, m);
+            return NULL;
+        }
+        e->qmap = m;
+    }
+    return e->qmap + (second ? 256 : 0);
+}
+
+zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int second, uint64_t n,
+                            float *dst) {
+    const float *code = qmap_of(e, second);
+    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "8-bit states' maps");
+    zero__kcall k = {.id = ZERO__K_Q8_LOAD,
+                     .n = n,
+                     .p = {(void *)idx, (void *)code, (void *)absmax, dst},
+                     .a = {(double)ZERO_QUANT_Q8_BLOCK},
+                     .flops = (double)n};
+    return launch(e, &k, "8-bit states' decode");
+}
+
+zero_status zero__x_q8_store(zero_engine *e, const float *x, int second, uint64_t n, uint8_t *idx, float *absmax) {
+    const float *code = qmap_of(e, second);
+    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "8-bit states' maps");
+    zero__kcall k = {.id = ZERO__K_Q8_STORE,
+                     .n = n,
+                     .p = {(void *)x, (void *)code, idx, absmax},
+                     .a = {(double)ZERO_QUANT_Q8_BLOCK},
+                     .flops = 10.0 * (double)n};
+    return launch(e, &k, "8-bit states' coding");
 }
 
 zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,

@@ -123,14 +123,6 @@ zero_status zero_engine_create_with(zero_engine **out, zero_comm *comm, const ze
     e->sync_copies = opts->sync_copies != 0;
     e->test_skip_wait = opts->test_skip_wait != 0;
     zero_status ds = zero__dev_open(e, &opts->device, err);
-    if (ds == ZERO_OK && e->dev && cfg->optim_states == ZERO_OPTIM_STATES_INT8) {
-        if (err)
-            ZERO__ERR(err, "zero_extensions.optimizer_states: \"int8\" on the %s device is not supported yet (8-bit "
-                           "states are stepped on the host: run on the cpu backend)",
-                      zero_device_backend(e->dev));
-        zero__dev_close(e);
-        ds = ZERO_ERR_UNSUPPORTED;
-    }
     if (ds != ZERO_OK) {
         free(e);
         return ds;

@@ -243,6 +243,7 @@ struct zero_engine {
     /* the device tier (devtier.c): NULL on the cpu backend, where every array is host memory */
     zero_device *dev;
     zero_stream *stream;  /* the engine's one stream: every device operation, in program order */
+    float *qmap;          /* 8-bit states on the device: the signed and unsigned dynamic maps there (2 x 256) */
     int sync_copies;      /* zero_engine_options.sync_copies: every upload waited for (no overlap) */
     int test_skip_wait;   /* zero_engine_options.test_skip_wait: the upload buffers' wait dropped */
     char alloc_err[512];  /* the device's reason for the first failed allocation of finalize */
@@ -322,6 +323,12 @@ zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n);
 zero_status zero__x_accum_f32(zero_engine *e, void *dst, const float *src, uint64_t n);
 /* Σ g² over each block of `block` working-dtype elements of g (device memory) into host out[] */
 zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t block, double *out);
+/* 8-bit states on the device (step.c's update_q8): n values of a moment decoded into fp32 dst, or
+ * coded from x (its indices and the absmax of its blocks of ZERO_QUANT_Q8_BLOCK), against the
+ * signed (first moment, `second` 0) or unsigned dynamic map — kernels of the device, the same
+ * formulas as the host's zero_dequant_blockwise / zero_quant_blockwise */
+zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int second, uint64_t n, float *dst);
+zero_status zero__x_q8_store(zero_engine *e, const float *x, int second, uint64_t n, uint8_t *idx, float *absmax);
 /* the optimizer's step on n device elements (grad in the working dtype; out: its write-back, or NULL) */
 zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,
                           const void *grad, float gscale, float decay, uint64_t n, void *out);

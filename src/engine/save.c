@@ -302,6 +302,33 @@ static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero
     return ZERO_OK;
 }
 
+/* Reads elements [lo, hi) of tensor `name` (elements of es bytes) as they are stored into dst: host
+ * memory, or the device's through a host buffer a chunk at a time. */
+static zero_status read_raw(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, size_t es, void *dst) {
+    if (hi <= lo) return ZERO_OK;
+    zero_status s = ZERO_OK;
+    if (zero__dev_is(e, dst)) {
+        const uint64_t step = CHUNK * 4 / es;
+        void *host = zero__buf_get(e, CHUNK * 4, 0);
+        if (!host) return zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
+        for (uint64_t i = lo; i < hi && s == ZERO_OK; i += step) {
+            const uint64_t n = hi - i < step ? hi - i : step;
+            s = zero_ckpt_read_range_raw(c, name, i, i + n, host);
+            if (s != ZERO_OK) break;
+            s = zero__x_copy(e, (char *)dst + (i - lo) * es, host, (size_t)(n * es));
+            if (s != ZERO_OK) {
+                zero__buf_put(e, host);
+                return s; /* the device's message */
+            }
+        }
+        zero__buf_put(e, host);
+    } else {
+        s = zero_ckpt_read_range_raw(c, name, lo, hi, dst);
+    }
+    if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
+    return ZERO_OK;
+}
+
 /* Reads elements [lo, hi) of tensor `name` into dst (fp32). */
 static zero_status read_range(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, float *dst) {
     if (hi <= lo) return ZERO_OK;
@@ -337,9 +364,8 @@ static zero_status load_tile(zero_engine *e, etile *x, void *ctx) {
         size_t ib, ab;
         void *idx = tile_q8(x, l->k, 0, &ib), *am = tile_q8(x, l->k, 1, &ab);
         const uint64_t b0 = lo / ZERO_QUANT_Q8_BLOCK;
-        zero_status s = zero_ckpt_read_range_raw(l->c, l->name, lo, lo + x->n, idx);
-        if (s == ZERO_OK) s = zero_ckpt_read_range_raw(l->c, l->absmax, b0, b0 + ab / 4, am);
-        return s == ZERO_OK ? ZERO_OK : zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(l->c));
+        zero_status s = read_raw(e, l->c, l->name, lo, lo + x->n, 1, idx);
+        return s == ZERO_OK ? read_raw(e, l->c, l->absmax, b0, b0 + ab / 4, 4, am) : s;
     }
     return read_range(e, l->c, l->name, lo, lo + x->n, tile_array(x, l->k));
 }
@@ -375,11 +401,10 @@ static zero_status load_state(zero_engine *e, zero_ckpt *c, eunit *u, int k, con
     }
     const zero_q8_state *q = &u->v.q8;
     const uint64_t b0 = lo / ZERO_QUANT_Q8_BLOCK, b1 = zero_quant_blocks(hi, ZERO_QUANT_Q8_BLOCK);
-    zero_status s = zero_ckpt_read_range_raw(c, name, lo, hi, (k == 0 ? q->m : q->v) + (lo - u->v.lo));
+    zero_status s = read_raw(e, c, name, lo, hi, 1, (k == 0 ? q->m : q->v) + (lo - u->v.lo));
     if (s == ZERO_OK)
-        s = zero_ckpt_read_range_raw(c, an, b0, b1, (k == 0 ? q->m_absmax : q->v_absmax) + (b0 - u->v.lo / ZERO_QUANT_Q8_BLOCK));
-    if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
-    return ZERO_OK;
+        s = read_raw(e, c, an, b0, b1, 4, (k == 0 ? q->m_absmax : q->v_absmax) + (b0 - u->v.lo / ZERO_QUANT_Q8_BLOCK));
+    return s;
 }
 
 /* The frozen part from "<unit>/frozen" when the checkpoint has it (save_frozen), a chunk at a

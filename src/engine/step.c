@@ -137,20 +137,39 @@ static zero_status update_q8(zero_engine *e, eunit *u, const zero_optim_hparams 
                              float *master, const zero_q8_state *q, void *grad, void *work, float gscale, float *tmp,
                              zero__upl *up) {
     const float *ms = zero__quant_map(ZERO__QMAP_SIGNED), *vs = zero__quant_map(ZERO__QMAP_UNSIGNED);
-    float *m = zero__buf_get(e, Q8_CHUNK * 4, 0), *s = zero__buf_get(e, Q8_CHUNK * 4, 0);
+    /* states on the device (all on it): decoded into device buffers, stepped and coded by kernels */
+    const int dev = zero__dev_is(e, q->m);
+    float *m = dev ? zero__dbuf_get(e, Q8_CHUNK * 4, 0) : zero__buf_get(e, Q8_CHUNK * 4, 0);
+    float *s = dev ? zero__dbuf_get(e, Q8_CHUNK * 4, 0) : zero__buf_get(e, Q8_CHUNK * 4, 0);
     zero_status st = m && s ? ZERO_OK : zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
     for (uint64_t k = 0; k < n && st == ZERO_OK; k += Q8_CHUNK) {
         const uint64_t c = n - k < Q8_CHUNK ? n - k : Q8_CHUNK, b = k / ZERO_QUANT_Q8_BLOCK;
-        zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, c, m);
-        zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, c, s);
-        st = update_range(e, u, h, base + k, base + k + c, base + k, master + k, m, s, zero__wptr(e, grad, k),
-                          work ? zero__wptr(e, work, k) : NULL, gscale, tmp, up);
+        if (dev) {
+            st = zero__x_q8_load(e, q->m + k, q->m_absmax + b, 0, c, m);
+            if (st == ZERO_OK) st = zero__x_q8_load(e, q->v + k, q->v_absmax + b, 1, c, s);
+        } else {
+            zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, c, m);
+            zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, c, s);
+        }
+        if (st == ZERO_OK)
+            st = update_range(e, u, h, base + k, base + k + c, base + k, master + k, m, s, zero__wptr(e, grad, k),
+                              work ? zero__wptr(e, work, k) : NULL, gscale, tmp, up);
         if (st != ZERO_OK) break;
-        zero_quant_blockwise(m, c, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
-        zero_quant_blockwise(s, c, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);
+        if (dev) {
+            st = zero__x_q8_store(e, m, 0, c, q->m + k, q->m_absmax + b);
+            if (st == ZERO_OK) st = zero__x_q8_store(e, s, 1, c, q->v + k, q->v_absmax + b);
+        } else {
+            zero_quant_blockwise(m, c, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
+            zero_quant_blockwise(s, c, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);
+        }
     }
-    zero__buf_put(e, m);
-    zero__buf_put(e, s);
+    if (dev) {
+        zero__dbuf_put(e, m);
+        zero__dbuf_put(e, s);
+    } else {
+        zero__buf_put(e, m);
+        zero__buf_put(e, s);
+    }
     return st;
 }
 

@@ -108,6 +108,30 @@ static inline ZERO__HD void zero__q8_load(const uint8_t *idx, const float *code,
     }
 }
 
+/* Coding: a block's absmax, the largest |x| of its len values (a NaN never wins a comparison, so it
+ * is passed over; the maximum does not depend on the order, so a GPU's tree gives the same), and
+ * the 8-bit index of one value of a block with absmax a (`partial`: the tensor's last block, shorter
+ * than the others) into a 256-entry code. What zero_quant_blockwise computes (its host index is a
+ * faster search with the same results: zero__quant_index_check). */
+static inline ZERO__HD float zero__q8_absmax_step(float a, float x) {
+    const float m = x < 0.0f ? -x : x;
+    return m > a ? m : a;
+}
+
+static inline ZERO__HD uint8_t zero__q8_code(const float *code, float x, float a, int partial) {
+    return (uint8_t)zero__q_index(code, 256, zero__q_norm(x, a, partial));
+}
+
+/* Block b of n values of x (blocks of `block`) coded: absmax[b] and idx of its values. */
+static inline ZERO__HD void zero__q8_store_block(const float *x, const float *code, uint64_t block, uint64_t n,
+                                                 uint64_t b, uint8_t *idx, float *absmax) {
+    const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+    float a = 0.0f;
+    for (uint64_t i = lo; i < lo + len; i++) a = zero__q8_absmax_step(a, x[i]);
+    absmax[b] = a;
+    for (uint64_t i = lo; i < lo + len; i++) idx[i] = zero__q8_code(code, x[i], a, len < block);
+}
+
 /* A double-quantized absmax: its 8-bit code (signed dynamic map) times the second level's absmax
  * (blocks of `block2`), plus the offset (the first level's mean). */
 static inline ZERO__HD float zero__dq_absmax(const uint8_t *q, const float *code, const float *absmax2, uint64_t block2,

@@ -232,10 +232,10 @@ zero_status zero_plan_search(const zero_plan_model *m, const zero_plan_request *
     res.usable_host = u.host;
     res.usable_nvme = u.nvme;
     if ((st = walk(m, r, r->base.optim_states, &res, err)) != ZERO_OK) return st;
-    /* Nothing fits with fp32 optimizer states: 8-bit ones, where the engine has them (AdamW or Adam
-     * on CPU ranks), a quarter of the bytes; the plan says so (optim_states). */
+    /* Nothing fits with fp32 optimizer states: 8-bit ones, where the engine has them (AdamW or Adam,
+     * on CPU ranks and devices), a quarter of the bytes; the plan says so (optim_states). */
     const zero_optim_type o = r->base.optimizer;
-    if (res.chosen < 0 && r->base.optim_states == ZERO_OPTIM_STATES_FP32 && r->device_mem == 0 &&
+    if (res.chosen < 0 && r->base.optim_states == ZERO_OPTIM_STATES_FP32 &&
         (o == ZERO_OPTIM_ADAMW || o == ZERO_OPTIM_ADAM)) {
         zero_plan_result q8 = res;
         if ((st = walk(m, r, ZERO_OPTIM_STATES_INT8, &q8, err)) != ZERO_OK) return st;

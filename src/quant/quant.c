@@ -63,10 +63,7 @@ void zero_quant_linear_map(float out[256]) {
 
 static float block_absmax(const float *x, uint64_t n) {
     float a = 0.0f;
-    for (uint64_t i = 0; i < n; i++) {
-        const float m = fabsf(x[i]);
-        if (m > a) a = m;
-    }
+    for (uint64_t i = 0; i < n; i++) a = zero__q8_absmax_step(a, x[i]);
     return a;
 }
 

@@ -2,8 +2,8 @@
 # `zero train --optimizer-states int8` (docs/QUANT.md): the tiny model on 2 ranks at stage 2 trains
 # (a finite loss below the initial one), the optimizer's bytes in the final record are the 8-bit
 # formula's against fp32's (under a third), the checkpoint resumes on 1 rank with the setting
-# restored from it, an explicit fp32 resume of it is refused, the states on NVMe give the same
-# losses, and bad values are one line each: the flag, the config key, the pairings not supported
+# restored from it, an explicit fp32 resume of it is refused, the states on NVMe and on the fake
+# device give the same losses, and bad values are one line each: the flag, the config key, the pairings not supported
 # yet; `zero estimate --optimizer-states`.
 set -u
 : "${ZERO:?set ZERO to the zero binary}"
@@ -52,6 +52,15 @@ check "int8 on NVMe: the loss in RAM's ($ln, $l8)" test "$ln" = "$l8"
 check "int8 on NVMe: no optimizer bytes in RAM ($on)" test "$on" -eq 0
 check "int8 on NVMe: no swap file left" test -z "$(ls "$TMP/nv")"
 
+# on the fake device (the states all on it, and ZeRO-Offload's in pinned memory): the same losses
+for off in "" "--offload-optimizer cpu"; do
+    # shellcheck disable=SC2086
+    ZERO_DEVICE_LAZY=1 "$ZERO" train "${T[@]}" --optimizer-states int8 --device fake $off --log-json fk.json >fk.out 2>fk.err
+    check "int8 on the fake device $off: exit 0" test $? -eq 0
+    lf=$(done_field fk.json loss)
+    check "int8 on the fake device $off: the loss on the host's ($lf, $l8)" test "$lf" = "$l8"
+done
+
 # resume on 1 rank: the setting comes from the checkpoint
 "$ZERO" train --model tiny --seq 32 --steps 25 --val-every 0 --val-batches 1 --resume q8 --log-json r.json >r.out 2>r.err
 check "resume on 1 rank: exit 0" test $? -eq 0
@@ -75,10 +84,6 @@ printf '{"optimizer": {"type": "SGD", "params": {"lr": 0.01}}, "zero_extensions"
 "$ZERO" train --model tiny --steps 1 --config sgd.json >/dev/null 2>err
 rc=$?
 expect_error "int8 with SGD" 2 "needs optimizer AdamW or Adam"
-"$ZERO" train --model tiny --steps 1 --optimizer-states int8 --device fake >/dev/null 2>err
-rc=$?
-check "int8 on the fake device: refused (exit $rc)" test "$rc" -ne 0
-check "int8 on the fake device: not supported yet" grep -q "on the fake device is not supported yet" err
 
 # the planner
 "$ZERO" estimate --model tiny --ranks 2 --optimizer-states int8 >est.out 2>&1
@@ -93,6 +98,11 @@ import json; j = json.load(open('plan.out')); assert j['fits'] and j['optimizer_
 assert any('no rung fits with fp32 optimizer states' in r for r in j['reasons'])"
 check "plan, 16 GiB: the config says int8" "$PY" -c "
 import json; assert json.load(open('plan.json'))['zero_extensions']['optimizer_states'] == 'int8'"
+# on a GPU too: 14 GiB hold llama-3.2-1b's fp32 weights only with 8-bit states
+"$ZERO" plan --model llama-3.2-1b --gpus 1 --gpu-memory 14GiB --host-mem 8GiB --seq 256 --json >gplan.out 2>gplan.err
+check "plan, 1 GPU of 14 GiB: exit 0" test $? -eq 0
+check "plan, 1 GPU of 14 GiB: 8-bit states chosen" "$PY" -c "
+import json; j = json.load(open('gplan.out')); assert j['fits'] and j['optimizer_states'] == 'int8', j['optimizer_states']"
 "$ZERO" plan --model llama-3.2-1b --ranks 1 --host-mem 64GiB --seq 256 --json >plan64.out 2>&1
 check "plan, 64 GiB: fp32 states" "$PY" -c "
 import json; j = json.load(open('plan64.out')); assert j['fits'] and j['optimizer_states'] == 'fp32', j"

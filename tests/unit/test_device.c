@@ -679,8 +679,10 @@ static void test_all_kernels(const char *backend) {
 }
 
 /* The quantized base's tile loaders as device kernels (NF4 with fp32 absmax, and an 8-bit code
- * table such as int8's) against the host's decoding (zero_dequant_nf4, zero_dequant_blockwise), bit
- * for bit, on an odd length with a partial last block; a block of 0 is refused at launch. */
+ * table such as int8's) against the host's decoding (zero_dequant_nf4, zero_dequant_blockwise), and
+ * 8-bit coding (q8_store, 8-bit optimizer states' kernel) against zero_quant_blockwise with both
+ * dynamic maps, a block of zeros and a NaN among them, bit for bit, on an odd length with a partial
+ * last block; a block of 0 is refused at launch. */
 static void test_quant_kernels(const char *backend) {
     zero_device *d = make(backend, 16u << 20, 20, 5);
     if (!d) return;
@@ -717,6 +719,30 @@ static void test_quant_kernels(const char *backend) {
     ZT_OK(zero_stream_copy(s, out, dout, n * 4));
     ZT_OK(zero_stream_sync(s));
     ZT_CHECKF(same_bits(out, ref, n, 0), "%s: the 8-bit loader differs from the host's decoding", backend);
+    /* 8-bit coding with the dynamic maps (blocks of 256: 17 here, the last of 3 values) */
+    const uint64_t nb8 = zero_quant_blocks(n, 256);
+    for (int i = 64; i < 64 + 256; i++) x[i] = 0.0f; /* overlaps blocks 0 and 1 */
+    x[700] = NAN;
+    uint8_t *didx = malloc(n);
+    float *dab = malloc(nb8 * 4);
+    for (int sgn = 1; sgn >= 0; sgn--) {
+        zero_quant_dynamic_map(sgn, code);
+        for (uint64_t i = 0; i < n && !sgn; i++) x[i] = fabsf(x[i]); /* the second moment's map: values >= 0 */
+        zero_quant_blockwise(x, n, 256, code, idx, ab);
+        ZT_OK(zero_stream_copy(s, dout, x, n * 4));
+        ZT_OK(zero_stream_copy(s, dc, code, 256 * 4));
+        zero__kcall kq = {.id = ZERO__K_Q8_STORE, .n = n, .p = {dout, dc, dp, da}, .a = {256}};
+        ZT_OK(zero__stream_launch(s, &kq));
+        ZT_OK(zero_stream_copy(s, didx, dp, n));
+        ZT_OK(zero_stream_copy(s, dab, da, nb8 * 4));
+        ZT_OK(zero_stream_sync(s));
+        ZT_CHECKF(!memcmp(didx, idx, n), "%s: 8-bit coding (%s map): the indices differ from the host's", backend,
+                  sgn ? "signed" : "unsigned");
+        ZT_CHECKF(same_bits(dab, ab, nb8, 0), "%s: 8-bit coding (%s map): the absmax differ from the host's", backend,
+                  sgn ? "signed" : "unsigned");
+    }
+    free(didx);
+    free(dab);
     /* a block of 0 elements, and a code table that is not on the device: refused before anything runs */
     zero__kcall bad = k4;
     bad.a[0] = 0;
@@ -831,7 +857,7 @@ static void test_launch_checks(const char *backend) {
         zero__kcall k;
         const char *want;
     } bad[] = {
-        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 11"},
+        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 12"},
         {{.id = ZERO__K_WIDEN, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32}},
          "launch widen: dtype 0: expected bf16 or fp16"},
         {{.id = ZERO__K_ADD, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_INT32}}, "launch add: dtype 3: expected fp32, bf16"},
