@@ -155,6 +155,7 @@ typedef struct cli_sizing_opts {
     int deterministic;                  /* --deterministic: the exact accumulators in the transient */
     int optim_states;                   /* --optimizer-states: ZERO_OPTIM_STATES_FP32 or _INT8 */
     int quant_base;                     /* --quantize-base: ZERO_QFMT_NONE, _NF4_DQ or _INT8 (needs --lora) */
+    int quant_embed;                    /* --quantize-embeddings: the embeddings and LM head in that format too */
     int gpus;                           /* --gpus N: the ranks are N GPUs (0: not given) */
     double device_mem;                  /* --gpu-memory / --device-mem: per GPU (0: not given, CPU-only) */
     double host_mem;                    /* --host-mem: host RAM per node (-1: not given) */

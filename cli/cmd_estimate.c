@@ -131,6 +131,10 @@ int cli_sizing_flag(cli_sizing_opts *o, int argc, char **argv, int *i) {
         o->optim_states = strcmp(v, "int8") ? ZERO_OPTIM_STATES_FP32 : ZERO_OPTIM_STATES_INT8;
         return 1;
     }
+    if (!strcmp(a, "--quantize-embeddings")) {
+        o->quant_embed = 1;
+        return 1;
+    }
     if (!strcmp(a, "--quantize-base")) {
         if (!(v = cli_flag_value(argc, argv, i))) return -1;
         if (strcmp(v, "nf4") && strcmp(v, "int8") && strcmp(v, "none")) {
@@ -166,6 +170,9 @@ static int lora_units(const cli_sizing_opts *o, const dec_config *cfg, int have_
     if (!o->lora)
         return cli_error(CLI_USAGE, "%s: expected --lora too (the frozen parameters are LoRA's base)",
                          o->quant_base != ZERO_QFMT_NONE ? "--quantize-base" : "--frozen-dtype");
+    if (o->quant_embed && o->quant_base == ZERO_QFMT_NONE)
+        return cli_error(CLI_USAGE, "--quantize-embeddings: expected --quantize-base nf4 or int8 too (the embeddings "
+                         "take the base's format)");
     if (o->quant_base != ZERO_QFMT_NONE && !dec_is_llama(cfg))
         return cli_error(CLI_USAGE, "--quantize-base: a quantized base of GPT-2 (Conv1D weights) is not supported yet");
     if (!have_shape || o->params > 0)
@@ -198,7 +205,7 @@ static int lora_units(const cli_sizing_opts *o, const dec_config *cfg, int have_
             f = 0;
             for (int i = 0; i < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, i, &d); i++)
                 if (d.unit == u)
-                    f = zero_quant_place(dec_lora_quantizes(cfg, &d) ? (zero_qformat)o->quant_base : ZERO_QFMT_NONE, d.numel,
+                    f = zero_quant_place(dec_lora_quantizes(cfg, &d, o->quant_embed) ? (zero_qformat)o->quant_base : ZERO_QFMT_NONE, d.numel,
                                          slot, f, &start);
         }
         out->unit_frozen[u] = f;
@@ -393,6 +400,7 @@ static void usage(FILE *f) {
             "  --frozen-dtype DT    the frozen base's dtype with --lora: fp32, bf16, fp16 (default: the working dtype)\n"
             "  --deterministic      zero train --deterministic: the grids join the gradients and the mode's\n"
             "                       fixed-point sums and buffers the transient (docs/ENGINE.md §11)\n"
+            "  --quantize-embeddings      with --quantize-base: the embeddings and LM head in its format too\n"
             "  --quantize-base nf4|int8   with --lora: zero train --quantize-base, the base's linear weights in\n"
             "                       NF4 (double-quantized scales) or int8, counted to the byte (docs/QUANT.md)\n"
             "  --optimizer-states fp32|int8   zero train --optimizer-states: AdamW's moments in 8 bits (units of\n"
@@ -566,10 +574,11 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
                : "fp32");
     if (m->unit_frozen) {
         const char *fd = zero_dtype_name(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision : o->frozen_dtype);
-        char how[160];
+        char how[200];
         if (o->quant_base == ZERO_QFMT_NONE) snprintf(how, sizeof how, "in %s", fd);
         else
-            snprintf(how, sizeof how, "with the layers' linear weights in %s (%llu bytes with the rest in %s)",
+            snprintf(how, sizeof how, "with the layers' linear weights%s in %s (%llu bytes with the rest in %s)",
+                     o->quant_embed ? ", the embeddings and the LM head" : "",
                      o->quant_base == ZERO_QFMT_INT8 ? "int8" : "NF4, double-quantized scales",
                      (unsigned long long)(m0->frozen * zero_dtype_size(o->frozen_dtype == ZERO_DTYPE_COUNT ? o->precision
                                                                                                           : o->frozen_dtype)),

@@ -303,6 +303,7 @@ static int write_config(const char *path, const cli_sizing_opts *o, const cli_si
         fprintf(f, "}");
         if (o->quant_base != ZERO_QFMT_NONE)
             fprintf(f, ", \"quantize_base\": \"%s\"", o->quant_base == ZERO_QFMT_INT8 ? "int8" : "nf4");
+        if (o->quant_base != ZERO_QFMT_NONE && o->quant_embed) fprintf(f, ", \"quantize_embeddings\": true");
         if (o->frozen_dtype != ZERO_DTYPE_COUNT)
             fprintf(f, ", \"frozen_dtype\": \"%s\"", zero_dtype_name(o->frozen_dtype));
         sep = ", ";

@@ -25,6 +25,7 @@ struct lora_export {
     /* a quantized base's run (zero_config_base_format of its record): the base weight being merged
      * as the run saw it, coded and decoded whole */
     zero_qformat qfmt;
+    int qembed; /* its embeddings and LM head quantized too (zero_config.quant_embed) */
     const cli_ckpt_param *qcur;
     float *qvals;
 };
@@ -94,6 +95,7 @@ int export_lora_open(zero_ckpt *c, const cli_ckpt_params *ps, const cli_model *m
         if (zero_config_load_json_string(&rcfg, conf, &err) != ZERO_OK)
             rc = cli_error(CLI_RUNTIME, "export: %s: the record of its run: run.config: %s", zero_ckpt_dir(c), err.msg);
         x->qfmt = (zero_qformat)zero_config_base_format(&rcfg);
+        x->qembed = rcfg.quant_embed;
     }
     free(conf);
     /* the base, for --merge without a saved one: the recorded or given directory, the run's */
@@ -171,7 +173,7 @@ static int adapters_of(lora_export *x, zero_ckpt *c, const cli_ckpt_param *q) {
 static int quantized(const lora_export *x, const cli_ckpt_param *q) {
     dec_param_desc d;
     for (int i = 0; i < dec_num_tensors(&x->cfg) && !dec_tensor_desc(&x->cfg, i, &d); i++)
-        if (!strcmp(d.name, q->name)) return dec_lora_quantizes(&x->cfg, &d);
+        if (!strcmp(d.name, q->name)) return dec_lora_quantizes(&x->cfg, &d, x->qembed);
     return 0;
 }
 

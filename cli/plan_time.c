@@ -279,7 +279,7 @@ void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zer
         if (o->quant_base != ZERO_QFMT_NONE) {
             dec_param_desc d;
             for (int i = 0; i < dec_num_tensors(c) && !dec_tensor_desc(c, i, &d); i++)
-                if (dec_lora_quantizes(c, &d)) out->dequant_per_pass += (double)d.numel;
+                if (dec_lora_quantizes(c, &d, o->quant_embed)) out->dequant_per_pass += (double)d.numel;
         }
         /* The backward's order (models/decoder): the head's (two products), after which the final
          * unit's gradient is complete; the layers from the last (each recomputed under

@@ -218,6 +218,7 @@ int train_prepare(train_opts *o, int world) {
                           : !strcmp(o->quantize_base, "int8") ? ZERO_QFMT_INT8
                                                               : ZERO_QFMT_NONE;
     }
+    if (o->quantize_embeddings) cfg->quant_embed = 1;
     if (o->doc_mask) {
         if (strcmp(o->doc_mask, "on") && strcmp(o->doc_mask, "off") && strcmp(o->doc_mask, "auto"))
             return cli_error(CLI_USAGE, "--doc-mask '%s': expected on, off or auto", o->doc_mask);
@@ -908,10 +909,11 @@ int train_run(train_opts *o, int mpi) {
             const uint64_t na = dec_lora_num_params(&o->model_cfg, &o->lora);
             const int qf = zero_config_base_format(&o->cfg);
             const char *fd = zero_dtype_name(o->cfg.frozen_dtype == ZERO_DTYPE_COUNT ? o->cfg.precision : o->cfg.frozen_dtype);
-            char how[96];
+            char how[160];
             if (qf == ZERO_QFMT_NONE) snprintf(how, sizeof how, "%s", fd);
             else
-                snprintf(how, sizeof how, "linear weights %s, the rest %s",
+                snprintf(how, sizeof how, "linear weights%s %s, the rest %s",
+                         o->cfg.quant_embed ? ", embeddings and LM head" : "",
                          qf == ZERO_QFMT_NF4_DQ ? "NF4 with double-quantized scales" : qf == ZERO_QFMT_NF4 ? "NF4" : "int8", fd);
             fprintf(r.human, "LoRA r=%d alpha=%g%s on %s: %llu trainable parameters (%.3f%%), the base frozen (%s)%s\n",
                     o->lora.r, o->lora.alpha, o->lora.rslora ? " (rsLoRA)" : "",

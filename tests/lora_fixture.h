@@ -16,6 +16,10 @@ typedef struct lgolden {
     double lr, beta1, beta2, eps, wd;
     char base[64];
     char format[16]; /* a QLoRA file's base format ("nf4", "int8"), else "" */
+    int embeddings;  /* a QLoRA file whose embeddings and lm_head were quantized too */
+    /* a QLoRA file: 20 steps at lr20, in float64 and as PyTorch computes them in float32 */
+    int has20;
+    double lr20, adamw20[21], adamw20_f32[21];
 } lgolden;
 
 /* tests/data/lora/NAME.golden.safetensors; -1 (and a test failure) when it is not one. */
@@ -36,6 +40,13 @@ static inline int lgolden_load(const char *name, lgolden *g) {
              zt_read_tensor(f, "grad_norm", &g->grad_norm, sizeof g->grad_norm);
     g->lr = zt_meta(f, "lr"), g->beta1 = zt_meta(f, "beta1"), g->beta2 = zt_meta(f, "beta2");
     g->eps = zt_meta(f, "eps"), g->wd = zt_meta(f, "weight_decay");
+    g->embeddings = zt_meta(f, "embeddings") == 1.0;
+    if (!rc && zero_st_find(f, "adamw20") >= 0) {
+        g->has20 = 1;
+        g->lr20 = zt_meta(f, "lr20");
+        rc = zt_read_tensor(f, "adamw20", g->adamw20, sizeof g->adamw20) ||
+             zt_read_tensor(f, "adamw20_f32", g->adamw20_f32, sizeof g->adamw20_f32);
+    }
     const char *b = zero_st_metadata(f, "base"), *fm = zero_st_metadata(f, "format");
     snprintf(g->base, sizeof g->base, "%s", b ? b : "");
     snprintf(g->format, sizeof g->format, "%s", fm ? fm : "");

@@ -174,9 +174,12 @@ typedef struct zero_config {
      * ZERO_PARAM_QUANTIZE (a LoRA base's linear weights) are stored as ZERO_QFMT_NF4 or
      * ZERO_QFMT_INT8 (zero/quant.h); ZERO_QFMT_NONE (default): in frozen_dtype. quant_double: NF4's
      * absmax double-quantized (default 1). JSON: zero_extensions.quantize_base ("nf4", "int8" or
-     * "none"), zero_extensions.double_quant. zero_config_base_format says which format results. */
+     * "none"), zero_extensions.double_quant. zero_config_base_format says which format results.
+     * quant_embed: the token embeddings and the LM head quantized too (default 0: kept in
+     * frozen_dtype); needs quant_base. JSON: zero_extensions.quantize_embeddings. Read by the model. */
     int quant_base;
     int quant_double;
+    int quant_embed;
     zero_lora_config lora;     /* zero_extensions.lora: read by the model, not by the engine */
     int deterministic;         /* bitwise the same training for any world size, stage and offload (default 0;
                                 * docs/ENGINE.md, "Deterministic mode") */

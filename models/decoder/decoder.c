@@ -89,13 +89,17 @@ struct dec_model {
     char probe_top[80];   /* the tensor of largest magnitude the sites so far read */
     double probe_top_mag; /* its magnitude (-1: none yet) */
     const dec__units *pass;  /* the provider of the pass running (dec__run), or NULL */
-    /* A quantized base (the provider's frozen_place): where a layer's tensors are kept in its
-     * frozen part, the same for every layer (found at the pass's first layer gather). nqp: -1 not
-     * looked up in this pass, 0 no quantized base, else the layer's tensors. */
-    struct dec__qplace {
-        uint64_t view, slot, numel;
-        zero_qformat fmt;
-    } *qp;
+    /* A quantized base (the provider's frozen_place): where the tensors of the embeddings unit, of a
+     * layer (the same for every layer) and of the final unit are kept in their frozen parts (found
+     * at the pass's first gather). nqp: -1 not looked up in this pass, 0 no quantized base, 1 one. */
+    struct dec__qset {
+        struct dec__qplace {
+            uint64_t view, slot, numel;
+            zero_qformat fmt;
+        } *p;
+        int n;   /* tensors of the unit */
+        int any; /* a record among them */
+    } qs[3];     /* DEC__QS_*: the embeddings, a layer, the final unit */
     int nqp;
     char err[512];
 };
@@ -425,7 +429,7 @@ void dec_free(dec_model *m) {
         m->mem.total_current -= m->lora_bytes;
         dec__lora_free(m->lora);
     }
-    free(m->qp);
+    for (int k = 0; k < 3; k++) free(m->qs[k].p);
     free(m->acts);
     free(m->pos);
     free(m);
@@ -573,6 +577,7 @@ typedef struct dec__uw {
     const uint16_t *b;
     const char *qbase; /* a quantized base's frozen part (bytes; p or b is the same memory), else NULL */
     size_t qslot;      /* its elements' size */
+    const struct dec__qset *qs; /* with qbase: where the unit's tensors are kept */
     const float *ad; /* a layer's LoRA adapters in fp32 (dec__lora_fwd), NULL without LoRA */
     const float *ln1_w, *ln1_b, *qkv_b, *q_norm, *k_norm, *o_b, *ln2_w, *ln2_b, *fc_b, *proj_b; /* a layer */
     const float *pan_w, *pfn_w; /* Gemma 2/3's output norms */
@@ -611,28 +616,34 @@ static dmat mat_of(const dec__uw *o, uint64_t off) {
     return x;
 }
 
-/* A quantized base's place of the layer tensor at view offset `view` (NULL: none there). */
-static const struct dec__qplace *qplace_of(const dec_model *m, uint64_t view) {
-    for (int i = 0; i < m->nqp; i++)
-        if (m->qp[i].view == view) return &m->qp[i];
+enum { DEC__QS_EMB = 0, DEC__QS_LAYER = 1, DEC__QS_FINAL = 2 };
+static int qs_kind(const dec_model *m, int unit) {
+    return unit == DEC_UNIT_EMBEDDINGS ? DEC__QS_EMB : unit <= m->cfg.n_layer ? DEC__QS_LAYER : DEC__QS_FINAL;
+}
+
+/* A quantized base's place of the unit's tensor at view offset `view` (NULL: none there). */
+static const struct dec__qplace *qplace_of(const struct dec__qset *s, uint64_t view) {
+    for (int i = 0; s && i < s->n; i++)
+        if (s->p[i].view == view) return &s->p[i];
     return NULL;
 }
 
-/* A layer's matrix of OC rows (IC wide) at view offset off in a quantized base: the records of the
- * tensors that make it, in order (q, k, v; gate, up; or one). An element matrix there (the
- * quantization left it out): its frozen-dtype elements. */
-static dmat qmat_of(const dec_model *m, const dec__uw *o, uint64_t off, int OC, int IC) {
+/* A matrix of OC rows (IC wide) at view offset off in a quantized base: the records of the tensors
+ * that make it, in order (a layer's q, k, v; gate, up; or one: a layer's other matrices, the
+ * embeddings, the LM head). An element matrix there (the quantization left it out): its
+ * frozen-dtype elements. */
+static dmat qmat_of(const dec__uw *o, uint64_t off, int OC, int IC) {
     dmat x;
     memset(&x, 0, sizeof x);
     if (off == DEC__NONE) return x;
-    const struct dec__qplace *q = qplace_of(m, off);
+    const struct dec__qplace *q = qplace_of(o->qs, off);
     if (q && q->fmt == ZERO_QFMT_NONE) {
         if (o->p) x.f = o->p + q->slot;
         else x.b = o->b + q->slot;
         return x;
     }
     int rows = 0;
-    for (; q && q->fmt != ZERO_QFMT_NONE && rows < OC && x.nq < 3; q = qplace_of(m, off)) {
+    for (; q && q->fmt != ZERO_QFMT_NONE && rows < OC && x.nq < 3; q = qplace_of(o->qs, off)) {
         zero_quant_view v;
         if (zero_quant_record_view(q->fmt, o->qbase + q->slot * o->qslot, q->numel, &v)) break;
         const int r = (int)(q->numel / (uint64_t)IC);
@@ -648,22 +659,23 @@ static dmat qmat_of(const dec_model *m, const dec__uw *o, uint64_t off, int OC, 
 /* 1 when a resolved matrix is usable: absent, elements, or records of its rows. */
 static int mat_ok(dmat x) { return x.nq >= 0; }
 
-/* Resolves unit `unit`'s tensors from its fp32 values p or its bf16 working copy b (one of them). */
-static uint64_t slot_of(const dec_model *m, uint64_t view) {
-    const struct dec__qplace *q = view == DEC__NONE ? NULL : qplace_of(m, view);
+static uint64_t slot_of(const struct dec__qset *s, uint64_t view) {
+    const struct dec__qplace *q = view == DEC__NONE ? NULL : qplace_of(s, view);
     return q ? q->slot : DEC__NONE;
 }
 
-/* qbase: a layer of a quantized base, whose frozen part p or b is (its vectors at their places
+/* Resolves unit `unit`'s tensors from its fp32 values p or its bf16 working copy b (one of them).
+ * qbase: a unit of a quantized base, whose frozen part p or b is (its vectors at their places
  * there, its matrices records: qmat_of); NULL: the unit's view or its parts in the layout's order. */
 static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t *b, const void *qbase, dec__uw *o) {
     dec__layout tl;
     const dec__layout *w = &m->lay;
+    const struct dec__qset *qs = qbase ? &m->qs[qs_kind(m, unit)] : NULL;
     if (qbase) { /* the vectors' places in the frozen part */
         tl = m->lay;
-        uint64_t *f[] = {&tl.ln1_w, &tl.ln1_b, &tl.qkv_b, &tl.q_norm, &tl.k_norm, &tl.o_b, &tl.ln2_w,
-                         &tl.ln2_b, &tl.fc_b,  &tl.proj_b, &tl.pan_w, &tl.pfn_w};
-        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = slot_of(m, *f[i]);
+        uint64_t *f[] = {&tl.ln1_w, &tl.ln1_b,  &tl.qkv_b,  &tl.q_norm, &tl.k_norm, &tl.o_b,  &tl.ln2_w,
+                         &tl.ln2_b, &tl.fc_b,   &tl.proj_b, &tl.pan_w,  &tl.pfn_w,  &tl.lnf_w, &tl.lnf_b};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = slot_of(qs, *f[i]);
         w = &tl;
     }
     const dec__dims *d = &m->d;
@@ -673,8 +685,10 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
     o->p = p, o->b = b;
     o->qbase = qbase;
     o->qslot = p ? sizeof(float) : sizeof(uint16_t);
+    o->qs = qs;
+    const int V = m->cfg.vocab;
     if (unit == DEC_UNIT_EMBEDDINGS) {
-        o->head = mat_of(o, 0); /* wte */
+        o->head = qbase ? qmat_of(o, 0, V, d->C) : mat_of(o, 0); /* wte */
     } else if (unit <= m->cfg.n_layer) {
         o->ln1_w = gain_of(m, o, w->ln1_w, C, &at);
         o->ln1_b = vec_of(m, o, w->ln1_b, C, &at);
@@ -689,8 +703,8 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
         o->fc_b = vec_of(m, o, w->fc_b, (size_t)d->FC, &at);
         o->proj_b = vec_of(m, o, w->proj_b, C, &at);
         if (qbase) {
-            o->qkv = qmat_of(m, o, m->lay.qkv_w, d->QKV, d->C), o->o = qmat_of(m, o, m->lay.o_w, d->C, d->Q);
-            o->fc = qmat_of(m, o, m->lay.fc_w, d->FC, d->C), o->proj = qmat_of(m, o, m->lay.proj_w, d->C, d->F);
+            o->qkv = qmat_of(o, m->lay.qkv_w, d->QKV, d->C), o->o = qmat_of(o, m->lay.o_w, d->C, d->Q);
+            o->fc = qmat_of(o, m->lay.fc_w, d->FC, d->C), o->proj = qmat_of(o, m->lay.proj_w, d->C, d->F);
         } else {
             o->qkv = mat_of(o, w->qkv_w), o->o = mat_of(o, w->o_w);
             o->fc = mat_of(o, w->fc_w), o->proj = mat_of(o, w->proj_w);
@@ -698,7 +712,7 @@ static void resolve_unit(dec_model *m, int unit, const float *p, const uint16_t 
     } else {
         o->lnf_w = gain_of(m, o, w->lnf_w, C, &at);
         o->lnf_b = vec_of(m, o, w->lnf_b, C, &at);
-        o->head = mat_of(o, w->head_w);
+        o->head = qbase ? qmat_of(o, m->lay.head_w, V, d->C) : mat_of(o, w->head_w);
     }
 }
 
@@ -713,45 +727,52 @@ static int fp32_or_bf16(zero_dtype d) { return d == ZERO_DTYPE_FP32 || d == ZERO
  * them, from the unit's parts as they are kept (no fp32 view of the matrices is made): the base
  * is the trainable part, or under LoRA the frozen part (dec_lora_register: every base tensor
  * frozen, in order, the adapters the trainable part); bf16 or fp32 each. Else from its fp32 view. */
-/* A quantized base (the provider's frozen_place) on a LoRA run: looks up once per pass where a
- * layer's tensors are kept (m->qp, m->nqp; 0 when the base is not quantized). */
+/* A quantized base (the provider's frozen_place) on a LoRA run: looks up once per pass where the
+ * tensors of the embeddings unit, of a layer and of the final unit are kept (m->qs; m->nqp 0 when
+ * the base is not quantized). */
 static zero_status find_qbase(dec_model *m, const dec__units *u) {
     if (m->nqp >= 0) return ZERO_OK;
     m->nqp = 0;
     if (!u->frozen_place || !m->lora || m->cfg.n_layer < 1) return ZERO_OK;
     dec_param_desc d;
-    int n = 0, any = 0;
-    for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
-        if (d.unit != 1) continue;
-        struct dec__qplace *q = realloc(m->qp, (size_t)(n + 1) * sizeof *q);
-        if (!q) {
-            dec__seterr(m, "out of memory for a layer's places");
-            return ZERO_ERR_NOMEM;
+    int any = 0;
+    for (int k = 0; k < 3; k++) {
+        struct dec__qset *qs = &m->qs[k];
+        const int unit = k == DEC__QS_EMB ? DEC_UNIT_EMBEDDINGS : k == DEC__QS_LAYER ? 1 : m->cfg.n_layer + 1;
+        qs->n = qs->any = 0;
+        for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
+            if (d.unit != unit) continue;
+            struct dec__qplace *q = realloc(qs->p, (size_t)(qs->n + 1) * sizeof *q);
+            if (!q) {
+                dec__seterr(m, "out of memory for a unit's places");
+                return ZERO_ERR_NOMEM;
+            }
+            qs->p = q;
+            q[qs->n].view = d.offset, q[qs->n].numel = d.numel;
+            TRY(u->frozen_place(m, u->ctx, unit, d.offset, &q[qs->n].slot, &q[qs->n].fmt));
+            qs->any |= q[qs->n].fmt != ZERO_QFMT_NONE;
+            qs->n++;
         }
-        m->qp = q;
-        q[n].view = d.offset, q[n].numel = d.numel;
-        TRY(u->frozen_place(m, u->ctx, 1, d.offset, &q[n].slot, &q[n].fmt));
-        any |= q[n].fmt != ZERO_QFMT_NONE;
-        n++;
+        any |= qs->any;
     }
     if (any && !m->d.llama) {
         dec__seterr(m, "a quantized base of GPT-2 (Conv1D weights, (in, out)) is not supported yet");
         return ZERO_ERR_UNSUPPORTED;
     }
-    m->nqp = any ? n : 0;
+    m->nqp = any;
     return ZERO_OK;
 }
 
 static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec__uw *o) {
     const int layer = unit >= 1 && unit <= m->cfg.n_layer;
-    if (layer) TRY(find_qbase(m, u));
-    const int qlayer = layer && m->nqp > 0;
+    TRY(find_qbase(m, u));
+    const int qunit = m->nqp > 0 && m->qs[qs_kind(m, unit)].any; /* a unit holding records */
     /* a LoRA model's embeddings and final unit are frozen: read as kept even under fp32 products
      * (their bf16 head widened by tiles, head_wtiles; the embeddings' rows one at a time), so no
      * fp32 view of a vocabulary-sized table is made */
     const int frozen_unit = m->lora && !layer && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working &&
                             (u->frozen_dtype == ZERO_DTYPE_FP32 || u->frozen_dtype == ZERO_DTYPE_BF16);
-    if (!qlayer && !frozen_unit &&
+    if (!qunit && !frozen_unit &&
         !(m->prec == MK_PREC_BF16 && m->impl != ZERO_IMPL_SCALAR && u->gather_parts && !m->no_working)) {
         const float *p;
         TRY_PTR(u->gather(m, u->ctx, unit), p);
@@ -766,7 +787,7 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
     const zero_dtype bdt = lora ? pt.frozen_dtype : pt.trainable_dtype;
     const uint64_t bn = lora ? pt.frozen_numel : pt.trainable_numel, an = lora ? pt.trainable_numel : pt.frozen_numel;
     const uint64_t want_an = lora && layer ? dec__lora_numel(m->lora) : 0;
-    if (qlayer) { /* records and elements of the frozen dtype: the vectors widened, the matrices by tiles */
+    if (qunit) { /* records and elements of the frozen dtype: the vectors widened, the matrices by tiles */
         if (an != want_an || !fp32_or_bf16(bdt) || (an && !fp32_or_bf16(pt.trainable_dtype))) {
             dec__seterr(m, "unit %d: a quantized base's parts: %llu adapter elements (%s) and a frozen part in %s: "
                         "expected %llu in fp32 or bf16", unit, (unsigned long long)an,
@@ -775,7 +796,7 @@ static zero_status gather_unit(dec_model *m, const dec__units *u, int unit, dec_
         }
         const int fp = bdt == ZERO_DTYPE_FP32;
         resolve_unit(m, unit, fp ? bp : NULL, fp ? NULL : bp, bp, o);
-        if (!mat_ok(o->qkv) || !mat_ok(o->o) || !mat_ok(o->fc) || !mat_ok(o->proj)) {
+        if (!mat_ok(o->qkv) || !mat_ok(o->o) || !mat_ok(o->fc) || !mat_ok(o->proj) || !mat_ok(o->head)) {
             dec__seterr(m, "unit %d: a quantized base's matrices are not whole records of their rows", unit);
             return ZERO_ERR_STATE;
         }
@@ -1023,8 +1044,8 @@ static double max_abs(const float *x, size_t n) {
 
 /* The largest magnitude in a tensor of the resolved unit: its fp32 values, or its bf16 ones
  * widened (exactly: a bf16 is the top half of the float). */
-static double tensor_max_abs(const dec_model *m, const dec__uw *w, uint64_t off, uint64_t n) {
-    const struct dec__qplace *q = w->qbase ? qplace_of(m, off) : NULL;
+static double tensor_max_abs(const dec__uw *w, uint64_t off, uint64_t n) {
+    const struct dec__qplace *q = w->qbase ? qplace_of(w->qs, off) : NULL;
     if (q && q->fmt != ZERO_QFMT_NONE) { /* a record: its values decoded a piece at a time */
         zero_quant_view v;
         float buf[1024];
@@ -1058,7 +1079,7 @@ static double largest_tensor(const dec_model *m, int unit, const dec__uw *w, uin
     dec_param_desc d;
     for (int i = 0; i < dec_num_tensors(&m->cfg) && !dec_tensor_desc(&m->cfg, i, &d); i++) {
         if (d.unit != unit || d.offset < lo || d.offset >= hi) continue;
-        const double mag = tensor_max_abs(m, w, d.offset, d.numel);
+        const double mag = tensor_max_abs(w, d.offset, d.numel);
         if (mag > top) top = mag, snprintf(name, cap, "%s", d.name);
     }
     return top;
@@ -1102,12 +1123,15 @@ typedef struct head16 {
  * (d x into dx, d W into gW unless it is NULL: frozen) — fused, so the full (rows, V) logits never
  * exist at once. */
 static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd, const float *x, size_t rows,
-                               const int32_t *targets, float dscale, float *dx, float *logits_out, const head16 *h) {
+                               const int32_t *targets, float dscale, float *dx, float *logits_out, const head16 *h,
+                               const dmat *Wq) {
     const int C = m->d.C, V = m->cfg.vocab;
     for (size_t r0 = 0; r0 < rows; r0 += m->head_rows) {
         const size_t nr = rows - r0 < m->head_rows ? rows - r0 : m->head_rows;
         const float *xr = x + r0 * C;
-        if (h) {
+        if (Wq) {
+            MK(m, "lm head", mk_qlinear_fwd(m->logits, xr, Wq->q, Wq->nq, NULL, NULL, nr, m->prec, m->impl));
+        } else if (h) {
             zero_convert(xr, ZERO_DTYPE_FP32, h->x, ZERO_DTYPE_BF16, nr * C, ZERO_IMPL_AUTO);
             MK(m, "lm head", mk_linear_fwd_bf16(m->logits, h->x, h->w, (int)nr, C, V, 1, 0.0f));
         } else {
@@ -1129,7 +1153,9 @@ static zero_status head_chunks(dec_model *m, const float *W, float *gW, int bwd,
         weigh_rows(m, m->logits, r0, nr);
         if (cap > 0.0f)
             for (size_t i = 0; i < nr * (size_t)V; i++) m->logits[i] *= 1.0f - m->capt[i] * m->capt[i];
-        if (h) {
+        if (Wq) {
+            MK(m, "lm head backward", mk_qlinear_bwd(dx + r0 * C, m->logits, Wq->q, Wq->nq, nr, m->prec, m->impl));
+        } else if (h) {
             zero_convert(m->logits, ZERO_DTYPE_FP32, h->dy, ZERO_DTYPE_BF16, nr * V, ZERO_IMPL_AUTO);
             MK(m, "lm head backward", mk_linear_bwd_bf16(dx + r0 * C, gW, h->dy, h->x, h->w, (int)nr, C, V, 1));
         } else {
@@ -1207,8 +1233,15 @@ out:
  * it is the bf16 working copy. */
 static zero_status head(dec_model *m, dmat W, float *gW, int bwd, const float *x, size_t rows,
                         const int32_t *targets, float dscale, float *dx, float *logits_out) {
+    if (W.nq > 0) { /* a quantized base's head (zero_config.quant_embed): its tiles decoded by mk_qlinear */
+        if (gW) {
+            dec__seterr(m, "lm head: a quantized weight takes no gradient");
+            return ZERO_ERR_STATE;
+        }
+        return head_chunks(m, NULL, NULL, bwd, x, rows, targets, dscale, dx, logits_out, NULL, &W);
+    }
     if (!W.b && (m->prec != MK_PREC_BF16 || m->impl == ZERO_IMPL_SCALAR))
-        return head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL);
+        return head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, NULL, NULL);
     if (W.b && m->prec != MK_PREC_BF16) { /* a frozen bf16 head under fp32 products (gather_unit) */
         if (gW) {
             dec__seterr(m, "lm head: a bf16 weight read as kept takes no gradient under fp32 products");
@@ -1225,7 +1258,7 @@ static zero_status head(dec_model *m, dmat W, float *gW, int bwd, const float *x
     }
     const head16 h = {W.b ? W.b : b, b + wn, b + wn + hr * C};
     if (!W.b) zero_convert(W.f, ZERO_DTYPE_FP32, b, ZERO_DTYPE_BF16, V * C, ZERO_IMPL_AUTO);
-    const zero_status st = head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, &h);
+    const zero_status st = head_chunks(m, W.f, gW, bwd, x, rows, targets, dscale, dx, logits_out, &h, NULL);
     free(b);
     return st;
 }
@@ -1236,6 +1269,11 @@ static zero_status head(dec_model *m, dmat W, float *gW, int bwd, const float *x
 static zero_status embed_fwd(dec_model *m, const dec__uw *w, const int32_t *tokens, size_t N, int T) {
     const size_t C = (size_t)m->d.C;
     const uint64_t wpe = m->lay.wpe;
+    if (w->head.nq > 0) { /* a quantized base's wte (zero_config.quant_embed): each token's row decoded */
+        for (size_t n = 0; n < N; n++)
+            MK(m, "embedding", mk_qweight_rows(&w->head.q[0], tokens[n], 1, m->resid + n * C));
+        return ZERO_OK;
+    }
     if (w->p) {
         MK(m, "embedding", mk_embed_fwd(m->resid, tokens, w->p, opt(w->p, wpe), N, T, (int)C, m->pass_pos, m->impl));
         return ZERO_OK;

@@ -250,8 +250,9 @@ const char *dec_lora_module(const dec_config *cfg, unsigned target, int layer, c
     return buf;
 }
 
-int dec_lora_quantizes(const dec_config *cfg, const dec_param_desc *d) {
-    return dec_is_llama(cfg) && d->unit >= 1 && d->unit <= cfg->n_layer && d->ndim == 2;
+int dec_lora_quantizes(const dec_config *cfg, const dec_param_desc *d, int embeddings) {
+    if (!dec_is_llama(cfg) || d->ndim != 2) return 0;
+    return (d->unit >= 1 && d->unit <= cfg->n_layer) || (embeddings && (d->unit == DEC_UNIT_EMBEDDINGS || d->unit == cfg->n_layer + 1));
 }
 
 zero_status dec_lora_register(const dec_config *cfg, const dec_lora *l, zero_engine *e, zero_error *err) {
@@ -279,7 +280,7 @@ zero_status dec_lora_register(const dec_config *cfg, const dec_lora *l, zero_eng
         dec_param_desc d;
         /* the base, frozen; then this layer's adapters */
         for (; next < dec_num_tensors(cfg) && !dec_tensor_desc(cfg, next, &d) && d.unit == u; next++) {
-            const unsigned q = dec_lora_quantizes(cfg, &d) ? ZERO_PARAM_QUANTIZE : 0u;
+            const unsigned q = dec_lora_quantizes(cfg, &d, zero_engine_config(e)->quant_embed) ? ZERO_PARAM_QUANTIZE : 0u;
             if ((st = zero_engine_add_param(e, u, d.name, d.shape, d.ndim, d.flags | ZERO_PARAM_FROZEN | q))) break;
         }
         for (; !st && lnext < nl && !dec_lora_tensor_desc(cfg, l, lnext, &d) && d.unit == u; lnext++)

@@ -83,9 +83,9 @@ const char *dec_lora_module(const dec_config *cfg, unsigned target, int layer, c
                             int *in_f);
 
 /* 1 when a quantized base (zero_config.quant_base) keeps base tensor d as a record: a layer's
- * linear weight (2-D, Llama's (out, in)); norms, biases, the embeddings and the LM head stay in the
- * frozen dtype. */
-int dec_lora_quantizes(const dec_config *cfg, const dec_param_desc *d);
+ * linear weight (2-D, Llama's (out, in)), and with `embeddings` (zero_config.quant_embed) the token
+ * embeddings and an untied LM head (V, C) too; norms and biases stay in the frozen dtype. */
+int dec_lora_quantizes(const dec_config *cfg, const dec_param_desc *d, int embeddings);
 /* Registers the model on e as dec_engine_register does, every base tensor ZERO_PARAM_FROZEN (and
  * ZERO_PARAM_QUANTIZE where dec_lora_quantizes says so: GPT-2 is refused under a quantized base),
  * and the adapters in the layer units. */

@@ -721,6 +721,22 @@ static int save_quant_double(const zc_key *k, const zero_config *cfg, cJSON *par
     return cJSON_AddBoolToObject(parent, k->name, 0) ? 0 : -1;
 }
 
+/* quantize_embeddings: only with a quantized base (the embeddings take its format); written when on */
+static zero_status check_quant_embed(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->quant_embed != 0 && cfg->quant_embed != 1)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d is not a boolean (expected 0 or 1)", cfg->quant_embed);
+    if (cfg->quant_embed && cfg->quant_base == ZERO_QFMT_NONE)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "true: expected zero_extensions.quantize_base \"nf4\" or \"int8\" too "
+                             "(the embeddings and the LM head take the base's format)");
+    return ZERO_OK;
+}
+
+static int save_quant_embed(const zc_key *k, const zero_config *cfg, cJSON *parent) {
+    if (!cfg->quant_embed) return 0;
+    return cJSON_AddBoolToObject(parent, k->name, 1) ? 0 : -1;
+}
+
 /* document_mask: true, false or "auto" (the default, not written). */
 static zero_status load_doc_mask(zc_ctx *c, const zc_key *k, const cJSON *v, zero_config *cfg) {
     (void)k;
@@ -815,6 +831,8 @@ static const zc_key extension_keys[] = {
     {.name = "quantize_base", .kind = ZC_CUSTOM, .off = OFF(quant_base), .load = load_quant_base,
      .check = check_quant_base, .save = save_quant_base},
     {.name = "double_quant", .kind = ZC_BOOL, .off = OFF(quant_double), .save = save_quant_double},
+    {.name = "quantize_embeddings", .kind = ZC_BOOL, .off = OFF(quant_embed), .check = check_quant_embed,
+     .save = save_quant_embed},
     {.name = "document_mask", .kind = ZC_CUSTOM, .off = OFF(doc_mask), .load = load_doc_mask,
      .check = check_doc_mask, .save = save_doc_mask},
     {.name = "lora", .kind = ZC_OBJECT, .children = lora_keys, .save = save_lora},

@@ -109,6 +109,41 @@ assert abs($vm - $v0) <= 1e-5 * abs($v0), ($vm, $v0)"
 check "resume of the 3-rank run on 1 rank: exit 0" test $? -eq 0
 check "resume: the base is NF4 again" grep -q "linear weights NF4" r.out
 
+# --quantize-embeddings: the embeddings and the LM head NF4 too. 3 ranks at stage 3 and 1 at stage 0
+# the same loss; fewer parameter bytes than the base's linear weights alone, the stage-0 states
+# estimate's row; the merge (the dequantized embeddings, head and layers plus the delta) evaluates
+# as the run did
+"$ZERO" train "${Q[@]}" --quantize-embeddings --ranks 3 --stage 3 --micro-batch 2 --log-json e3.json >e3.out 2>e3.err
+check "nf4 + embeddings, 3 ranks, stage 3: exit 0" test $? -eq 0
+check "nf4 + embeddings: the banner names them" grep -q "linear weights, embeddings and LM head NF4" e3.out
+"$ZERO" train "${Q[@]}" --quantize-embeddings --ranks 1 --stage 0 --micro-batch 6 --save e0 --log-json e0.json >e0.out 2>e0.err
+check "nf4 + embeddings, 1 rank, stage 0: exit 0" test $? -eq 0
+"$ZERO" estimate "$D/decoder/llama_gqa4" --ranks 1 --seq 8 --lora r=4,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj \
+    --quantize-base nf4 --quantize-embeddings --json >e0est.json
+check "nf4 + embeddings: one loss on 3 and 1 ranks, fewer parameter bytes, the estimate's states" "$PY" - e0.json e3.json s0.json e0est.json <<'EOF'
+import json, sys
+e0, e3, s0 = ([json.loads(l) for l in open(p) if '"done"' in l][-1] for p in sys.argv[1:4])
+assert abs(e3["loss"] - e0["loss"]) <= 1e-5 * abs(e0["loss"]), (e3["loss"], e0["loss"])
+assert e0["loss"] != s0["loss"], "the embeddings were not quantized: the loss is the nf4 run's"
+assert e0["mem"]["params"] < s0["mem"]["params"], (e0["mem"], s0["mem"])
+r = [x for x in json.load(open(sys.argv[4]))["rows"] if x["stage"] == 0][0]
+m = e0["mem"]
+assert r["params_bytes"] + r["grads_bytes"] + r["master_bytes"] + r["optim_bytes"] == m["params"] + m["grads"] + m["master"] + m["optim"], (r, m)
+EOF
+"$ZERO" export e0 --merge -o me0 >/dev/null 2>err
+check "nf4 + embeddings: export --merge: exit 0" test $? -eq 0
+ve=$(done_field e0.json val_loss)
+"$ZERO" train --init-from me0 --data "$D/decoder/tokens.bin" --seq 8 --steps 1 --lr 0 --micro-batch 6 --val-every 0 \
+    --val-batches 2 --log-json me0.json >/dev/null 2>err
+vme=$(done_field me0.json val_loss)
+check "nf4 + embeddings: the merged model's validation loss ($vme) is the run's ($ve)" "$PY" -c "
+assert abs($vme - $ve) <= 1e-5 * abs($ve), ($vme, $ve)"
+"$ZERO" train --resume e0 --steps 8 --val-every 0 --val-batches 1 >re.out 2>re.err
+check "nf4 + embeddings: resume keeps them quantized" grep -q "linear weights, embeddings and LM head NF4" re.out
+"$ZERO" train "${Q[@]:0:14}" --lora r=4 --quantize-embeddings --steps 1 >/dev/null 2>err
+rc=$?; check "--quantize-embeddings without --quantize-base: refused (exit $rc)" test "$rc" -ne 0
+check "--quantize-embeddings without --quantize-base: names the key" grep -q "quantize_embeddings.*quantize_base" err
+
 # int8
 "$ZERO" train "${Q[@]:0:14}" --lora r=4 --quantize-base int8 --micro-batch 6 --log-json i8.json >i8.out 2>i8.err
 check "int8: exit 0" test $? -eq 0
