@@ -275,11 +275,13 @@ void cli_sizing_compute(const cli_sizing_opts *o, const cli_sizing_model *m, zer
         out->fwd_flops_per_token = L * layer + 2 * C * V;
         out->recompute_flops_per_token = (L - 1) * layer;
         out->seq_len = m->seq;
-        /* --quantize-base: the weights kept as records (dec_lora_quantizes), decoded in each pass */
+        /* --quantize-base: the weights kept as records (dec_lora_quantizes), decoded in each pass;
+         * an untied embedding table's lookup decodes a row a token only (not counted) */
         if (o->quant_base != ZERO_QFMT_NONE) {
             dec_param_desc d;
             for (int i = 0; i < dec_num_tensors(c) && !dec_tensor_desc(c, i, &d); i++)
-                if (dec_lora_quantizes(c, &d, o->quant_embed)) out->dequant_per_pass += (double)d.numel;
+                if (dec_lora_quantizes(c, &d, o->quant_embed) && (d.unit != DEC_UNIT_EMBEDDINGS || c->tied))
+                    out->dequant_per_pass += (double)d.numel;
         }
         /* The backward's order (models/decoder): the head's (two products), after which the final
          * unit's gradient is complete; the layers from the last (each recomputed under

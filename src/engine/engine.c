@@ -1,6 +1,7 @@
 /* The engine's life cycle: create, register units and parameters, finalize (allocate each
  * stage's shards), set parameter values, query layout/accounting, free. */
 #include "engine/internal.h"
+#include "quant/internal.h"
 
 #include "config/internal.h"
 
@@ -222,7 +223,8 @@ void zero_engine_free(zero_engine *e) {
         free(u->name);
     }
     for (int i = 0; i < e->nparams; i++) free(e->params[i].name);
-    free(e->qstage);
+    free(e->qrec);
+    free(e->qam);
     free(e->units);
     free(e->params);
     free(e->order);
@@ -514,11 +516,23 @@ static zero_status set_frozen(zero_engine *e, eunit *u, uint64_t lo, uint64_t hi
     return s;
 }
 
+/* The part of quantized parameter p's record `rec` that this rank keeps, into its frozen copy. */
+static zero_status keep_record(zero_engine *e, eunit *u, const eparam *p, const void *rec) {
+    const eview *v = &u->v;
+    const uint64_t a = p->soff > v->flo ? p->soff : v->flo, end = p->soff + p->slots, b = end < v->fhi ? end : v->fhi;
+    zero_status s = ZERO_OK;
+    if (a < b) {
+        char *fp = frozen_dst(e, u, &s);
+        if (fp)
+            s = zero__x_copy(e, fp + (a - v->flo) * e->fsize, (const char *)rec + (a - p->soff) * e->fsize,
+                             (size_t)((b - a) * e->fsize));
+    }
+    return s;
+}
+
 /* A quantized parameter's record: the tensor's n values coded whole (zero_quant_record_encode),
  * and the part of the record this rank keeps copied into its frozen copy. */
 static zero_status put_record(zero_engine *e, eunit *u, const eparam *p, const float *x) {
-    const eview *v = &u->v;
-    const uint64_t a = p->soff > v->flo ? p->soff : v->flo, end = p->soff + p->slots, b = end < v->fhi ? end : v->fhi;
     const size_t bytes = (size_t)(p->slots * e->fsize);
     void *rec = zero__buf_get(e, bytes, 0);
     if (!rec) return zero__eng_fail(e, ZERO_ERR_NOMEM, "set '%s': out of memory for its %s record (%zu bytes)", p->name,
@@ -526,12 +540,7 @@ static zero_status put_record(zero_engine *e, eunit *u, const eparam *p, const f
     zero_status s = zero_quant_record_encode(p->qfmt, x, p->numel, rec);
     if (s != ZERO_OK) s = zero__eng_fail(e, s, "set '%s': coding it as %s: %s", p->name, zero_qformat_name(p->qfmt),
                                          zero_status_string(s));
-    else if (a < b) {
-        char *fp = frozen_dst(e, u, &s);
-        if (fp)
-            s = zero__x_copy(e, fp + (a - v->flo) * e->fsize, (const char *)rec + (a - p->soff) * e->fsize,
-                             (size_t)((b - a) * e->fsize));
-    }
+    else s = keep_record(e, u, p, rec);
     zero__buf_put(e, rec);
     return s;
 }
@@ -541,9 +550,29 @@ static int keeps_frozen(const eunit *u, const eparam *p) {
     return p->soff < u->v.fhi && p->soff + p->slots > u->v.flo;
 }
 
+static void qstage_drop(zero_engine *e) {
+    free(e->qrec);
+    free(e->qam);
+    e->qrec = NULL;
+    e->qam = NULL;
+    e->qtail_n = 0;
+    e->qstage_param = -1;
+}
+
+/* Codes n values of the staged parameter p from its element `at` (a block's first). */
+static zero_status qstage_code(zero_engine *e, const eparam *p, uint64_t at, const float *x, uint64_t n) {
+    zero_status s = zero__quant_record_code(p->qfmt, p->numel, x, at / ZERO_QUANT_NF4_BLOCK, n, e->qrec, e->qam);
+    return s == ZERO_OK ? ZERO_OK
+                        : zero__eng_fail(e, s, "set '%s': coding it as %s: %s", p->name, zero_qformat_name(p->qfmt),
+                                         zero_status_string(s));
+}
+
 /* values of a quantized parameter's elements [lo, hi) (its own coordinates). It is coded as one
- * tensor: set whole, or in pieces from its first element in order, which are held (one tensor's
- * fp32 values) until the last arrives. A rank that keeps none of its record skips it. */
+ * tensor: set whole, or in pieces from its first element in order, each coded as it comes (its
+ * whole blocks; a block's values that are not all in yet wait for the next piece), so that no
+ * rank holds the tensor in fp32: the record (the format's bytes, about a quarter or an eighth of
+ * fp32's) and its first-level scales are what is held until the last piece. A rank that keeps
+ * none of its record skips it. */
 static zero_status set_quantized(zero_engine *e, eunit *u, int pi, uint64_t lo, uint64_t hi, const float *values) {
     const eparam *p = &e->params[pi];
     if (!keeps_frozen(u, p)) return ZERO_OK;
@@ -558,22 +587,48 @@ static zero_status set_quantized(zero_engine *e, eunit *u, int pi, uint64_t lo, 
         return zero__eng_fail(e, ZERO_ERR_INVALID_ARG, "set '%s': elements [%llu, %llu) of a quantized parameter: expected "
                               "the next ones from element %llu (it is coded whole: set it whole, or in order)", p->name,
                               (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)at);
+    const uint64_t B = ZERO_QUANT_NF4_BLOCK;
     if (e->qstage_param < 0) {
-        free(e->qstage);
-        e->qstage = malloc((size_t)p->numel * sizeof(float));
-        if (!e->qstage)
-            return zero__eng_fail(e, ZERO_ERR_NOMEM, "set '%s': out of memory for its %llu values", p->name,
-                                  (unsigned long long)p->numel);
+        const uint64_t nb = zero_quant_blocks(p->numel, B);
+        e->qrec = calloc(1, (size_t)(p->slots * e->fsize));
+        e->qam = p->qfmt == ZERO_QFMT_NF4_DQ ? malloc((size_t)nb * sizeof(float)) : NULL;
+        if (!e->qrec || (p->qfmt == ZERO_QFMT_NF4_DQ && !e->qam)) {
+            qstage_drop(e);
+            return zero__eng_fail(e, ZERO_ERR_NOMEM, "set '%s': out of memory for its %s record", p->name,
+                                  zero_qformat_name(p->qfmt));
+        }
         e->qstage_param = pi;
         e->qfill = 0;
+        e->qtail_n = 0;
     }
-    memcpy(e->qstage + lo, values, (size_t)(hi - lo) * sizeof(float));
+    zero_status s = ZERO_OK;
+    uint64_t k = 0, n = hi - lo;
+    if (e->qtail_n) { /* a block begun by the last piece: completed from this one */
+        const uint64_t take = B - e->qtail_n < n ? B - e->qtail_n : n;
+        memcpy(e->qtail + e->qtail_n, values, (size_t)take * sizeof(float));
+        e->qtail_n += take;
+        k = take;
+        const uint64_t start = lo - (e->qtail_n - take);
+        if (e->qtail_n == B || start + e->qtail_n == p->numel) {
+            s = qstage_code(e, p, start, e->qtail, e->qtail_n);
+            e->qtail_n = 0;
+        }
+    }
+    /* the piece's whole blocks (and the tensor's last, partial one) at once; the rest waits */
+    const uint64_t from = lo + k, whole = hi == p->numel ? n - k : (n - k) / B * B;
+    if (s == ZERO_OK && whole) s = qstage_code(e, p, from, values + k, whole);
+    if (s == ZERO_OK && k + whole < n) {
+        memcpy(e->qtail, values + k + whole, (size_t)(n - k - whole) * sizeof(float));
+        e->qtail_n = n - k - whole;
+    }
     e->qfill = hi;
-    if (hi < p->numel) return ZERO_OK;
-    zero_status s = put_record(e, u, p, e->qstage);
-    free(e->qstage);
-    e->qstage = NULL;
-    e->qstage_param = -1;
+    if (s != ZERO_OK || hi < p->numel) {
+        if (s != ZERO_OK) qstage_drop(e);
+        return s;
+    }
+    zero__quant_record_finish(p->qfmt, p->numel, e->qam, e->qrec);
+    s = keep_record(e, u, p, e->qrec);
+    qstage_drop(e);
     return s;
 }
 

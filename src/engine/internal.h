@@ -200,10 +200,15 @@ struct zero_engine {
     uint64_t nfrozen;     /* frozen elements over all units (0: no frozen parameter) */
     zero_qformat qfmt;    /* the base format of ZERO_PARAM_QUANTIZE parameters (zero_config_base_format) */
     int nquant;           /* parameters stored in it */
-    /* a quantized parameter being set piece by piece (set_unit_range): its fp32 values so far */
-    float *qstage;
+    /* a quantized parameter being set piece by piece (set_unit_range), coded as its pieces come
+     * (quant/internal.h's zero__quant_record_code): its record so far, its blocks' first-level
+     * absmax (NF4 with double quantization), the values of a block not yet whole */
+    void *qrec;
+    float *qam;
+    float qtail[ZERO_QUANT_NF4_BLOCK];
+    uint64_t qtail_n;
     int qstage_param;     /* its index, -1 none */
-    uint64_t qfill;       /* its elements [0, qfill) are in qstage */
+    uint64_t qfill;       /* its elements [0, qfill) are set: coded, or in qtail */
     uint64_t align;       /* partition alignment in elements */
     int nstates;          /* optimizer state arrays per element (0..2) */
     zero_memacct acct;

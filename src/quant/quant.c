@@ -301,28 +301,43 @@ zero_status zero_quant_record_view(zero_qformat f, const void *rec, uint64_t n, 
     return ZERO_OK;
 }
 
+zero_status zero__quant_record_code(zero_qformat f, uint64_t ntotal, const float *x, uint64_t b0, uint64_t n, void *rec,
+                                    float *am) {
+    rec_layout l;
+    const uint64_t first = b0 * ZERO_QUANT_NF4_BLOCK; /* int8's blocks are 64 as well */
+    if (!rec || ((uintptr_t)rec & 3) || (!x && n) || rec_layout_of(f, ntotal, &l) || first > ntotal ||
+        n > ntotal - first || (first + n < ntotal && n % ZERO_QUANT_NF4_BLOCK) || (f == ZERO_QFMT_NF4_DQ && !am))
+        return ZERO_ERR_INVALID_ARG;
+    uint8_t *b = rec;
+    if (f == ZERO_QFMT_INT8) {
+        zero_quant_blockwise(x, n, ZERO_QUANT_INT8_BLOCK, zero__quant_map(ZERO__QMAP_LINEAR), b + l.codes + first,
+                             (float *)(void *)(b + l.absmax) + b0);
+        return ZERO_OK;
+    }
+    /* NF4: a block is 32 whole bytes of codes */
+    zero_quant_nf4(x, n, b + l.codes + first / 2, f == ZERO_QFMT_NF4 ? (float *)(void *)(b + l.absmax) + b0 : am + b0);
+    return ZERO_OK;
+}
+
+void zero__quant_record_finish(zero_qformat f, uint64_t ntotal, const float *am, void *rec) {
+    rec_layout l;
+    if (f != ZERO_QFMT_NF4_DQ || rec_layout_of(f, ntotal, &l)) return; /* the scales are in place */
+    uint8_t *b = rec;
+    float offset;
+    zero_quant_absmax(am, l.nb, b + l.qabsmax, (float *)(void *)(b + l.absmax2), &offset);
+    memcpy(b, &offset, sizeof offset);
+}
+
 zero_status zero_quant_record_encode(zero_qformat f, const float *x, uint64_t n, void *rec) {
     rec_layout l;
     if (!rec || ((uintptr_t)rec & 3) || (!x && n) || rec_layout_of(f, n, &l)) return ZERO_ERR_INVALID_ARG;
-    uint8_t *b = rec;
-    memset(b, 0, (size_t)l.end);
-    if (f == ZERO_QFMT_INT8) {
-        zero_quant_blockwise(x, n, ZERO_QUANT_INT8_BLOCK, zero__quant_map(ZERO__QMAP_LINEAR), b + l.codes,
-                             (float *)(void *)(b + l.absmax));
-        return ZERO_OK;
-    }
-    if (f == ZERO_QFMT_NF4) {
-        zero_quant_nf4(x, n, b + l.codes, (float *)(void *)(b + l.absmax));
-        return ZERO_OK;
-    }
-    float *am = malloc((size_t)(l.nb ? l.nb : 1) * sizeof *am);
-    if (!am) return ZERO_ERR_NOMEM;
-    float offset;
-    zero_quant_nf4(x, n, b + l.codes, am);
-    zero_quant_absmax(am, l.nb, b + l.qabsmax, (float *)(void *)(b + l.absmax2), &offset);
-    memcpy(b, &offset, sizeof offset);
+    memset(rec, 0, (size_t)l.end);
+    float *am = NULL;
+    if (f == ZERO_QFMT_NF4_DQ && !(am = malloc((size_t)(l.nb ? l.nb : 1) * sizeof *am))) return ZERO_ERR_NOMEM;
+    zero_status s = zero__quant_record_code(f, n, x, 0, n, rec, am);
+    if (s == ZERO_OK) zero__quant_record_finish(f, n, am, rec);
     free(am);
-    return ZERO_OK;
+    return s;
 }
 
 zero_status zero_quant_record_decode(const zero_quant_view *v, uint64_t first, uint64_t count, float *out) {

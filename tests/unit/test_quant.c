@@ -199,6 +199,33 @@ static void test_adamw8(void) {
     free(p), free(q), free(m32), free(v32), free(st.m), free(st.v), free(st.m_absmax), free(st.v_absmax);
 }
 
+/* A record coded in pieces of whole blocks (the engine's loading) equals the record of the whole
+ * tensor, byte for byte, in every format, with a partial last block. */
+static void test_record_pieces(void) {
+    const uint64_t n = 64 * 300 + 37; /* 301 blocks: more than one block of NF4's double quantization */
+    float *x = malloc(n * sizeof *x), *am = malloc(301 * sizeof *am);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)((int64_t)((i * 2654435761u) % 2001) - 1000) / 997.0f * (i % 7 == 0 ? 9 : 1);
+    const zero_qformat fs[3] = {ZERO_QFMT_NF4, ZERO_QFMT_NF4_DQ, ZERO_QFMT_INT8};
+    for (int k = 0; k < 3; k++) {
+        const size_t bytes = (size_t)zero_quant_record_bytes(fs[k], n);
+        uint8_t *whole = malloc(bytes), *pieces = calloc(1, bytes);
+        ZT_OK(zero_quant_record_encode(fs[k], x, n, whole));
+        const uint64_t cuts[] = {0, 64, 64 * 37, 64 * 38, 64 * 250, n};
+        for (int c = 0; c + 1 < 6; c++)
+            ZT_OK(zero__quant_record_code(fs[k], n, x + cuts[c], cuts[c] / 64, cuts[c + 1] - cuts[c], pieces, am));
+        zero__quant_record_finish(fs[k], n, am, pieces);
+        ZT_CHECKF(!memcmp(whole, pieces, bytes), "%s: the record coded in pieces differs from the whole's",
+                  zero_qformat_name(fs[k]));
+        /* a piece that does not end on a block before the tensor's end is refused */
+        ZT_EQ_INT(zero__quant_record_code(fs[k], n, x, 0, 100, pieces, am), ZERO_ERR_INVALID_ARG);
+        free(whole);
+        free(pieces);
+    }
+    free(x);
+    free(am);
+}
+
 int main(void) {
     const char *src = getenv("ZERO_SOURCE_DIR");
     char path[4096];
@@ -215,6 +242,7 @@ int main(void) {
     test_nf4();
     test_nf4_switch();
     test_adamw8();
+    test_record_pieces();
     zero_st_close(golden);
     return zt_finish("test_quant");
 }
