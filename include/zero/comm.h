@@ -169,9 +169,11 @@ zero_status zero_comm_all_gather_device(zero_comm *c, zero_stream *s, const void
                                         zero_dtype dt);
 /* Their non-blocking forms: the whole message is copied to pinned host memory at the call (after
  * what s has queued, waited for) and the host collective started there, in program order as every
- * collective of c; zero_request_wait (or a zero_request_test that sees it done) copies the result
- * to recv on s and waits for that copy. send may change once the call returns; recv is not to be
- * read before. Pinned staging of the whole message (send's bytes and recv's) is held meanwhile.
+ * collective of c; zero_request_wait (or a zero_request_test that sees it done) queues the copy of
+ * the result to recv on s and returns without waiting for it: what is queued on s afterwards runs
+ * after it, another stream or the host reads recv after an event recorded on s (or a sync). send
+ * may change once the call returns. Pinned staging of the whole message (send's bytes and recv's)
+ * is held meanwhile, and freed once the result's copy has run (zero_device_release_after).
  * count 0: *req NULL. */
 zero_status zero_comm_iall_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                          zero_dtype dt, zero_op op, zero_request **req);

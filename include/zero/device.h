@@ -105,6 +105,13 @@ zero_status zero_device_describe(const char *backend, char *buf, size_t cap);
 zero_status zero_device_alloc(zero_device *d, zero_mem_space space, zero_mem_category cat, size_t bytes, void **out);
 /* Frees p (NULL is a no-op): the caller makes sure no queued operation still uses it. */
 void zero_device_release(zero_device *d, void *p);
+/* Frees p once everything queued on s so far has run (an event recorded there: CUDA's stream-
+ * ordered free, for pinned host memory too), so a copy from or into p may still be in flight. p
+ * counts as in use until then; such blocks are freed as their events complete — at the device's
+ * next alloc (and, when an alloc would not fit or its backend finds no room, after waiting for
+ * them), release_after, sync and free. NULL is a no-op; on a failure to record the event it waits for s and frees p at
+ * once. */
+zero_status zero_device_release_after(zero_device *d, void *p, zero_stream *s);
 /* The space p was allocated in (p anywhere inside a block), or -1 when it is not the device's:
  * pageable host memory. */
 int zero_device_space_of(const zero_device *d, const void *p);

@@ -112,7 +112,8 @@ out:
  * host collective reads it from then on), the host collective is started there — so the host
  * collectives of every rank start in program order, whatever the devices' timing, as the
  * communicator requires — and its result goes to the device when the request is waited for (or a
- * test sees it done): the copy queued on s and waited for, the staging released. What runs while
+ * test sees it done): the copy queued on s, not waited for (what the caller queues on s next runs
+ * after it), the staging freed once it has run (zero_device_release_after). What runs while
  * the caller computes is the host collective, as in the host path. */
 struct zero__dev_req {
     zero_stream *s;
@@ -194,12 +195,19 @@ zero_status zero__dev_req_finish(zero_request *r, int block, int *done) {
         dr->hr = NULL; /* over (wait and a test that ends it free it) */
     }
     *done = 1;
-    if (st == ZERO_OK) {
+    if (st == ZERO_OK) { /* (else the host collective said why in the communicator's error) */
         st = zero_stream_copy(dr->s, dr->recv, dr->out ? dr->out : dr->in, dr->recv_bytes);
-        const zero_status w = zero_stream_sync(dr->s); /* the staging is released after its copy */
-        if (st == ZERO_OK) st = w;
+        if (st == ZERO_OK) {
+            /* the result goes up in the stream's order, not waited for: what the caller queues on s
+             * next sees it, and the staging is freed once the copy has run (release_after) */
+            st = zero_device_release_after(dr->d, dr->in, dr->s);
+            const zero_status o = zero_device_release_after(dr->d, dr->out, dr->s);
+            dr->in = dr->out = NULL;
+            if (st == ZERO_OK) st = o;
+        }
         if (st != ZERO_OK) st = dev_fail(r->comm, st, "a collective's result", zero_device_last_error(dr->d));
     }
+    if (dr->in || dr->out) (void)zero_stream_sync(dr->s); /* nothing queued may still use the staging */
     dev_req_free(dr);
     r->dev = NULL;
     return st;

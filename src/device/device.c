@@ -117,8 +117,50 @@ zero_status zero_device_create(zero_device **out, const zero_device_options *opt
     return ZERO_OK;
 }
 
+/* Frees the deferred blocks whose events have completed (block: waits for each first). */
+static void reap(zero_device *d, int block) {
+    size_t k = 0;
+    for (size_t i = 0; i < d->ndeferred; i++) {
+        struct zero__dev_deferred *x = &d->deferred[i];
+        if (block) (void)zero_event_sync(x->ev);
+        if (zero_event_query(x->ev)) {
+            zero_event_free(x->ev);
+            zero_device_release(d, x->p);
+        } else {
+            d->deferred[k++] = *x;
+        }
+    }
+    d->ndeferred = k;
+}
+
+zero_status zero_device_release_after(zero_device *d, void *p, zero_stream *s) {
+    if (!d || !p) return d || !p ? ZERO_OK : ZERO_ERR_INVALID_ARG;
+    if (!s || s->d != d) return ZERO_ERR_INVALID_ARG;
+    reap(d, 0);
+    zero_event *ev = NULL;
+    zero_status st = ZERO_OK;
+    if (d->ndeferred == d->capdeferred) {
+        const size_t cap = d->capdeferred ? 2 * d->capdeferred : 16;
+        struct zero__dev_deferred *x = realloc(d->deferred, cap * sizeof *x);
+        if (x) d->deferred = x, d->capdeferred = cap;
+        else st = ZERO_ERR_NOMEM;
+    }
+    if (st == ZERO_OK) st = zero_event_create(d, &ev);
+    if (st == ZERO_OK) st = zero_event_record(ev, s);
+    if (st != ZERO_OK) { /* at once, after everything queued on s */
+        zero_event_free(ev);
+        const zero_status w = zero_stream_sync(s);
+        zero_device_release(d, p);
+        return w != ZERO_OK ? w : st;
+    }
+    d->deferred[d->ndeferred++] = (struct zero__dev_deferred){p, ev};
+    return ZERO_OK;
+}
+
 void zero_device_free(zero_device *d) {
     if (!d) return;
+    reap(d, 1);
+    free(d->deferred);
     /* blocks left allocated go with the regions */
     d->vt->destroy(d);
     free(d->blocks);
@@ -167,6 +209,7 @@ zero_status zero_device_alloc(zero_device *d, zero_mem_space space, zero_mem_cat
     }
     const size_t rounded = (bytes + ZERO__DEV_ALIGN - 1) / ZERO__DEV_ALIGN * ZERO__DEV_ALIGN;
     zero_mem_stats *st = &d->stats[space];
+    reap(d, d->capacity[space] && st->total_current + rounded > d->capacity[space]); /* waits only to fit */
     if (d->capacity[space] && st->total_current + rounded > d->capacity[space]) {
         zero__errorf(d->err, sizeof d->err,
                      "%s device: %s memory: %zu bytes for %s do not fit: %zu of its %llu bytes are "
@@ -184,6 +227,11 @@ zero_status zero_device_alloc(zero_device *d, zero_mem_space space, zero_mem_cat
     }
     d->err[0] = 0;
     void *p = d->vt->alloc(d, space, rounded);
+    if (!p && d->ndeferred) { /* blocks handed back with release_after may be what it lacks: wait for them */
+        reap(d, 1);
+        d->err[0] = 0;
+        p = d->vt->alloc(d, space, rounded);
+    }
     if (!p) {
         if (!d->err[0]) /* the backend did not say why */
             zero__errorf(d->err, sizeof d->err,
@@ -468,6 +516,7 @@ zero_status zero_device_sync(zero_device *d) {
         const zero_status st = zero_stream_sync(s);
         if (first == ZERO_OK) first = st;
     }
+    reap(d, 0);
     return first;
 }
 

@@ -140,6 +140,12 @@ struct zero_device {
     zero_mem_stats stats[ZERO__DEV_SPACES];
     zero_device_counters ctr;
     zero_stream *streams;
+    /* zero_device_release_after's blocks, each freed once its event has completed */
+    struct zero__dev_deferred {
+        void *p;
+        zero_event *ev;
+    } * deferred;
+    size_t ndeferred, capdeferred;
     double gbps[ZERO_COPY_DIR_COUNT], latency_s, gflops;
     pthread_mutex_t mu; /* ctr, for backends that count on their stream threads */
     char err[512];

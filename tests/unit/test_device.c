@@ -761,6 +761,61 @@ static void test_quant_kernels(const char *backend) {
     free(x), free(ref), free(out), free(ab), free(packed), free(idx);
 }
 
+/* zero_device_release_after: a pinned block whose copy to the device is queued is freed only once
+ * the copy has run, so the copy reads what the block held when it was queued even when the next
+ * allocation — which fits the pinned capacity only after the block is freed, and so waits for it
+ * — takes the same memory and the host writes it at once (lazy: nothing runs before a wait). */
+static void test_release_after(const char *backend, int lazy) {
+    zero_device_options o;
+    zero_device_options_default(&o);
+    o.backend = backend;
+    o.capacity = 1u << 20;
+    o.pinned_capacity = (1u << 20) + (1u << 16); /* a stream's 1 MiB bounce (fake) and one 48 KiB block */
+    o.max_delay_us = 50;
+    o.lazy = lazy;
+    zero_device *d = NULL;
+    zero_error err = {{0}};
+    if (zero_device_create(&d, &o, &err) != ZERO_OK) {
+        ZT_FAIL("create %s: %s", backend, err.msg);
+        return;
+    }
+    enum { N = 12288 };
+    zero_stream *s = NULL;
+    float *a = NULL, *b = NULL, *dv = NULL, got[N];
+    ZT_OK(zero_stream_create(d, &s));
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, N * 4, (void **)&dv));
+    zero_mem_stats st0, st;
+    zero_device_mem_stats(d, ZERO_SPACE_HOST_PINNED, &st0);
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, N * 4, (void **)&a));
+    for (int i = 0; i < N; i++) a[i] = (float)i;
+    ZT_OK(zero_stream_copy(s, dv, a, N * 4));
+    ZT_OK(zero_device_release_after(d, a, s));
+    zero_device_mem_stats(d, ZERO_SPACE_HOST_PINNED, &st);
+    if (lazy) /* the copy has not run: the block is still the device's */
+        ZT_CHECKF(st.total_current == st0.total_current + N * 4,
+                  "%s: pinned %zu bytes after release_after, expected %zu", backend, st.total_current,
+                  st0.total_current + N * 4);
+    ZT_CHECKF(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, N * 4, (void **)&b) == ZERO_OK,
+              "%s lazy %d: %s", backend, lazy, zero_device_last_error(d));
+    for (int i = 0; i < N; i++) b[i] = -1.0f;
+    ZT_OK(zero_stream_copy(s, got, dv, N * 4));
+    ZT_OK(zero_stream_sync(s));
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += got[i] != (float)i;
+    ZT_CHECKF(bad == 0, "%s (lazy %d): %d values of the copy read after the block was freed and written", backend, lazy,
+              bad);
+    zero_device_release(d, b);
+    ZT_OK(zero_device_release_after(d, NULL, s));
+    ZT_EQ_INT(zero_device_release_after(d, dv, NULL), ZERO_ERR_INVALID_ARG);
+    /* handed back and never waited for: freed with the device */
+    ZT_OK(zero_device_alloc(d, ZERO_SPACE_HOST_PINNED, ZERO_MEM_BUFFERS, N * 4, (void **)&a));
+    ZT_OK(zero_stream_copy(s, dv, a, N * 4));
+    ZT_OK(zero_device_release_after(d, a, s));
+    zero_device_release(d, dv);
+    zero_stream_free(s);
+    zero_device_free(d);
+}
+
 /* Past the grid a launch covers in one pass (65535 blocks of 256 threads): the grid-stride loops
  * go round twice, and the sums of squares run more blocks than a CUDA block has groups. Widening,
  * accumulation, the optimizer and the sums of squares against the host references (a GPU run:
@@ -943,5 +998,8 @@ int main(void) {
     test_all_kernels("fake");
     test_quant_kernels("cpu");
     test_quant_kernels("fake");
+    test_release_after("cpu", 0);
+    test_release_after("fake", 0);
+    test_release_after("fake", 1);
     return zt_finish("test_device");
 }
