@@ -101,13 +101,14 @@ mpi=$(command -v mpiexec >/dev/null && echo true || echo false)
 if [ $NOBUILD = 0 ]; then
     [ -n "$nvcc" ] && export PATH="$(dirname "$nvcc"):$PATH"
     step configure 0 120 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
-    step build 0 300 cmake --build "$BUILD" -j "$JOBS" --target zero_cli test_device test_cuda_bodies test_engine_on_device
+    step build 0 300 cmake --build "$BUILD" -j "$JOBS" --target zero_cli test_device test_cuda_bodies test_engine_on_device \
+        test_device_gemm
     if [ ! -x "$BUILD/tests/test_device" ] || [ ! -f "$BUILD/libzero-cuda.so" ]; then
         # a GPU run is rare: where this machine's compilers warn where CI's do not, build again
         # with the warnings kept but not errors (the failed try stays in the summary)
         step configure_nowerror 0 60 cmake -S "$ROOT" -B "$BUILD" -DZERO_CUDA_WERROR=OFF
         step build_nowerror 0 300 cmake --build "$BUILD" -j "$JOBS" --target zero_cli test_device test_cuda_bodies \
-            test_engine_on_device
+            test_engine_on_device test_device_gemm
     fi
 fi
 built=$(grep -o 'zero: CUDA backend .*' "$OUT/configure.log" 2>/dev/null | head -n 1)
@@ -121,6 +122,9 @@ step device_host 0 120 env ZERO_BUILD_DIR="$BUILD" ZERO_TEST_GPU=$GPU_ENV "$BUIL
 
 # ---------------------------------------------------------------- on the GPU
 step device_cuda 1 120 env ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$BUILD/tests/test_device"
+# the GEMM through cuBLASLt: every transpose, leading dimension, alpha, beta and bias, and the
+# models' linear layers as column-major GEMMs, against the CPU reference of the same descriptions
+step gemm_cuda 1 60 env ZERO_TEST_DEVICE=cuda "$BUILD/tests/test_device_gemm"
 if [ -n "$sanitizer" ]; then
     # the same test under the sanitizer: any error is exit 99
     step memcheck 1 180 env ZERO_TEST_SMALL=1 ZERO_TEST_DEVICE=cuda ZERO_TEST_GPU=$GPU_ENV "$sanitizer" --tool memcheck --error-exitcode 99 \

@@ -21,6 +21,11 @@ extern "C" {
  * call (zero__kcall_extents). Returns the launch's cudaError_t (0: queued); n == 0 queues nothing. */
 int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const double a[4], const zero__optim_k *optim,
                       void *stream);
+/* Queues the GEMM g (ZERO__K_GEMM: operands p[0] A, p[1] B, p[2] C, p[3] bias) on the CUDA stream
+ * through cuBLASLt (src/cuda/gemm_cuda.c); 0, or nonzero with one line in why (cuBLASLt missing,
+ * a call it refused, with the shapes). */
+struct zero__gemm_k;
+int zero__cuda_gemm(const struct zero__gemm_k *g, void *const p[4], void *stream, char *why, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -225,9 +225,9 @@ static void cuda_stream_destroy(zero_stream *s) {
     cudaStreamDestroy(s->impl);
 }
 
-static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16",
-                                                        "optim",    "widen",    "add",         "accum_f32",
-                                                        "sumsq",    "nf4_load", "q8_load",     "q8_store"};
+static const char *const kernel_names[ZERO__K_COUNT] = {
+    "fill_f32",  "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",    "widen", "add",
+    "accum_f32", "sumsq",    "nf4_load",    "q8_load",     "q8_store", "gemm"};
 
 static zero_status cuda_submit(zero_stream *s, const zero__op *op) {
     zero_device *d = s->d;
@@ -259,6 +259,12 @@ static zero_status cuda_submit(zero_stream *s, const zero__op *op) {
         }
         break;
     case ZERO__OP_KERNEL:
+        if (op->k.id == ZERO__K_GEMM) { /* cuBLASLt: its own statuses, its own line */
+            char why[400];
+            if (zero__cuda_gemm(&op->k.gemm, op->k.p, cs, why, sizeof why) == 0) return ZERO_OK;
+            snprintf(d->err, sizeof d->err, "cuda device %d: %s", ((cuda_dev *)d->impl)->ordinal, why);
+            return ZERO_ERR_IO;
+        }
         snprintf(kcall, sizeof kcall, "kernel %s", kernel_names[op->k.id]);
         call = kcall;
         e = (cudaError_t)zero__cuda_kernel(op->k.id, op->k.n, op->k.p, op->k.a, &op->k.optim, cs);

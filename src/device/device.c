@@ -384,9 +384,9 @@ static size_t half_or_f32(double dt) {
     return dt == ZERO_DTYPE_FP32 ? 4 : dt == ZERO_DTYPE_BF16 || dt == ZERO_DTYPE_FP16 ? 2 : 0;
 }
 
-static const char *const kernel_names[ZERO__K_COUNT] = {"fill_f32", "axpy_f32", "f32_to_bf16", "f32_to_fp16",
-                                                        "optim",    "widen",    "add",         "accum_f32",
-                                                        "sumsq",    "nf4_load", "q8_load",     "q8_store"};
+static const char *const kernel_names[ZERO__K_COUNT] = {
+    "fill_f32",  "axpy_f32", "f32_to_bf16", "f32_to_fp16", "optim",    "widen", "add",
+    "accum_f32", "sumsq",    "nf4_load",    "q8_load",     "q8_store", "gemm"};
 
 const char *zero__kernel_name(int id) { return (unsigned)id < ZERO__K_COUNT ? kernel_names[id] : "unknown"; }
 
@@ -467,6 +467,27 @@ int zero__kcall_extents(const zero__kcall *k, size_t ext[4], char *why, size_t c
             ext[2] = n;
             ext[3] = nb * 4;
         }
+        break;
+    }
+    case ZERO__K_GEMM: {
+        const zero__gemm_k *g = &k->gemm;
+        const size_t es = g->dtype == ZERO_DTYPE_FP32 ? 4 : g->dtype == ZERO_DTYPE_BF16 ? 2 : 0;
+        const int64_t ar = g->transa ? g->k : g->m, ac = g->transa ? g->m : g->k;
+        const int64_t br = g->transb ? g->n : g->k, bc = g->transb ? g->k : g->n;
+        if (!es || g->m < 1 || g->n < 1 || g->k < 1 || g->lda < ar || g->ldb < br || g->ldc < g->m ||
+            ((g->transa | g->transb) & ~1) || (g->bias & ~1) || k->n != (uint64_t)g->m * (uint64_t)g->n) {
+            zero__errorf(why, cap,
+                         "launch gemm: m %d, n %d, k %d, transa %d, transb %d, lda %lld, ldb %lld, ldc %lld, dtype %d, "
+                         "%llu results: expected sizes >= 1, each leading dimension at least its stored matrix's rows, "
+                         "fp32 or bf16 operands and m x n results",
+                         g->m, g->n, g->k, g->transa, g->transb, (long long)g->lda, (long long)g->ldb,
+                         (long long)g->ldc, g->dtype, (unsigned long long)k->n);
+            return -1;
+        }
+        ext[0] = (size_t)((ac - 1) * g->lda + ar) * es;
+        ext[1] = (size_t)((bc - 1) * g->ldb + br) * es;
+        ext[2] = (size_t)((int64_t)(g->n - 1) * g->ldc + g->m) * 4;
+        ext[3] = g->bias ? (size_t)g->m * 4 : 0;
         break;
     }
     default: break;

@@ -17,6 +17,20 @@
 /* ---------------------------------------------------------------- kernels */
 /* A kernel call: an id (device/kernel_ids.h) and its arguments by value (pointers into device or
  * pinned memory, sizes and scalars), so that it can cross to the fake device's worker process. */
+/* A GEMM as cuBLASLt takes it (column-major, as BLAS): C (m x n, fp32, leading dimension ldc) =
+ * alpha op(A) op(B) + beta C, op(A) m x k (A stored k x m, lda >= k, when transa; else m x k,
+ * lda >= m), op(B) k x n likewise, A and B both fp32 or both bf16 (dtype), products summed in fp32;
+ * with bias, bias[i] (fp32, m values) is added to row i of the result (cuBLASLt's BIAS epilogue).
+ * beta 0 does not read C. The operands are p[0] A, p[1] B, p[2] C, p[3] bias. */
+typedef struct zero__gemm_k {
+    int m, n, k;
+    int transa, transb;
+    int64_t lda, ldb, ldc;
+    int dtype; /* ZERO_DTYPE_FP32 or ZERO_DTYPE_BF16: A's and B's */
+    float alpha, beta;
+    int bias;
+} zero__gemm_k;
+
 typedef struct zero__kcall {
     int id;
     uint64_t n;
@@ -24,7 +38,22 @@ typedef struct zero__kcall {
     double a[4];
     double flops;        /* for the cost model (0: n) */
     zero__optim_k optim; /* ZERO__K_OPTIM: the step's constants (zero__optim_consts, src/optim) */
+    zero__gemm_k gemm;   /* ZERO__K_GEMM: the call (n: its m x n results) */
 } zero__kcall;
+
+/* The row-major linear layers of the models (models/kernels' mk_linear: x (N, in), W (out, in),
+ * y (N, out)) as column-major GEMMs — what a GPU model hands cuBLASLt: a row-major matrix is the
+ * column-major storage of its transpose, so y = x W^T + b is y^T (out x N) = W' x^T with W' the
+ * stored (in x out) read transposed, the bias on y^T's rows; dx = dy W is dx^T (in x N) = W^T
+ * dy^T; dW = dy^T x is dW^T (in x out) = x^T dy (accumulated: beta 1). Each fills a descriptor
+ * for kernel ZERO__K_GEMM with the operands in p[0..3] (A, B, C, bias), checked by
+ * unit.test_device_gemm against mk_linear. */
+void zero__gemm_linear_fwd(zero__kcall *k, int N, int in, int out, int dtype, const void *x, const void *w, float *y,
+                           const float *bias);
+void zero__gemm_linear_bwd_x(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *w,
+                             float *dx);
+void zero__gemm_linear_bwd_w(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *x,
+                             float *dw);
 typedef void (*zero__kernel_fn)(const zero__kcall *k);
 extern const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT];
 /* Queues k on s. ZERO_ERR_INVALID_ARG for an unknown id, a dtype or block the kernel does not

@@ -6,6 +6,8 @@
 #include "kernels/quant.h"
 #include "zero/optim.h"
 
+#include <string.h>
+
 static void k_fill_f32(const zero__kcall *k) {
     float *p = k->p[0];
     const float v = (float)k->a[0];
@@ -88,6 +90,62 @@ static void k_q8_store(const zero__kcall *k) {
     for (uint64_t b = 0; b < nb; b++) zero__q8_store_block(k->p[0], k->p[1], block, k->n, b, k->p[2], k->p[3]);
 }
 
+/* The GEMM's reference, column-major as the descriptor says: each result a sum over l in order,
+ * in fp32 (bf16 operands widened exactly), then alpha times it plus beta C (C not read when beta is
+ * 0: new device memory holds NaN), then the bias. */
+static float gemm_at(const void *x, int dtype, int64_t i) {
+    return dtype == ZERO_DTYPE_BF16 ? zero__bf16_bits_to_fp32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static void k_gemm(const zero__kcall *k) {
+    const zero__gemm_k *g = &k->gemm;
+    float *c = k->p[2];
+    const float *bias = g->bias ? (const float *)k->p[3] : NULL;
+    for (int64_t j = 0; j < g->n; j++)
+        for (int64_t i = 0; i < g->m; i++) {
+            float acc = 0.0f;
+            for (int64_t l = 0; l < g->k; l++) {
+                const float a = gemm_at(k->p[0], g->dtype, g->transa ? l + i * g->lda : i + l * g->lda);
+                const float b = gemm_at(k->p[1], g->dtype, g->transb ? j + l * g->ldb : l + j * g->ldb);
+                acc += a * b;
+            }
+            float v = g->alpha * acc;
+            if (g->beta != 0.0f) v += g->beta * c[i + j * g->ldc];
+            if (bias) v += bias[i];
+            c[i + j * g->ldc] = v;
+        }
+}
+
+void zero__gemm_linear_fwd(zero__kcall *k, int N, int in, int out, int dtype, const void *x, const void *w, float *y,
+                           const float *bias) {
+    memset(k, 0, sizeof *k);
+    k->id = ZERO__K_GEMM;
+    k->gemm = (zero__gemm_k){out, N, in, 1, 0, in, in, out, dtype, 1.0f, 0.0f, bias != NULL};
+    k->p[0] = (void *)w, k->p[1] = (void *)x, k->p[2] = y, k->p[3] = (void *)bias;
+    k->n = (uint64_t)out * (uint64_t)N;
+    k->flops = 2.0 * N * in * out;
+}
+
+void zero__gemm_linear_bwd_x(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *w,
+                             float *dx) {
+    memset(k, 0, sizeof *k);
+    k->id = ZERO__K_GEMM;
+    k->gemm = (zero__gemm_k){in, N, out, 0, 0, in, out, in, dtype, 1.0f, 0.0f, 0};
+    k->p[0] = (void *)w, k->p[1] = (void *)dy, k->p[2] = dx;
+    k->n = (uint64_t)in * (uint64_t)N;
+    k->flops = 2.0 * N * in * out;
+}
+
+void zero__gemm_linear_bwd_w(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *x,
+                             float *dw) {
+    memset(k, 0, sizeof *k);
+    k->id = ZERO__K_GEMM;
+    k->gemm = (zero__gemm_k){in, out, N, 0, 1, in, out, in, dtype, 1.0f, 1.0f, 0};
+    k->p[0] = (void *)x, k->p[1] = (void *)dy, k->p[2] = dw;
+    k->n = (uint64_t)in * (uint64_t)out;
+    k->flops = 2.0 * N * in * out;
+}
+
 const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_FILL_F32] = k_fill_f32,
     [ZERO__K_AXPY_F32] = k_axpy_f32,
@@ -101,4 +159,5 @@ const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
     [ZERO__K_NF4_LOAD] = k_nf4_load,
     [ZERO__K_Q8_LOAD] = k_q8_load,
     [ZERO__K_Q8_STORE] = k_q8_store,
+    [ZERO__K_GEMM] = k_gemm,
 };

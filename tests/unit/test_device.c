@@ -912,7 +912,7 @@ static void test_launch_checks(const char *backend) {
         zero__kcall k;
         const char *want;
     } bad[] = {
-        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 12"},
+        {{.id = 99, .n = 4, .p = {x}}, "kernel 99 is not one of the 13"},
         {{.id = ZERO__K_WIDEN, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_FP32}},
          "launch widen: dtype 0: expected bf16 or fp16"},
         {{.id = ZERO__K_ADD, .n = 4, .p = {x, y}, .a = {ZERO_DTYPE_INT32}}, "launch add: dtype 3: expected fp32, bf16"},
