@@ -103,6 +103,44 @@ static int differ(float *a[MLP_LAYERS], float *b[MLP_LAYERS]) {
     return n;
 }
 
+/* A run of stage `stage` on comm (the globals' offload and device) saved at HALF into dir. */
+static void save_half(zero_comm *comm, int stage, int global_mb, const char *dir) {
+    zero_engine *e = make(comm, stage, global_mb, 1);
+    if (!e) return;
+    train(e, comm, 0, HALF, global_mb);
+    if (zero_engine_save(e, dir, NULL) != ZERO_OK) ZT_FAIL("save into %s: %s", dir, zero_engine_last_error(e));
+    zero_engine_free(e);
+}
+
+/* A run of stage `stage` on comm loaded from dir and trained from HALF to STEPS: the parameters
+ * whose bits differ from ref's (-1 when it did not run). */
+static int resumed_differ(zero_comm *comm, int stage, int global_mb, const char *dir, float *ref[MLP_LAYERS]) {
+    zero_engine *e = make(comm, stage, global_mb, 1);
+    if (!e) return -1;
+    int d = -1;
+    if (zero_engine_load(e, dir, NULL) != ZERO_OK) ZT_FAIL("load %s: %s", dir, zero_engine_last_error(e));
+    else if (train(e, comm, HALF, STEPS, global_mb) == 0) {
+        float *got[MLP_LAYERS];
+        read_params(e, got);
+        d = differ(got, ref);
+        free_params(got);
+    }
+    zero_engine_free(e);
+    return d;
+}
+
+/* The planner's figures for the config of `stage` (the globals' offload) on world ranks. */
+static void plan_of(int stage, int world, int global_mb, zero_plan_setup *ps, zero_plan_mem *pe) {
+    zero_config cfg;
+    config(&cfg, stage, world, global_mb, 1);
+    zero_plan_setup_from_config(ps, &cfg, world);
+    static uint64_t numel[MLP_LAYERS];
+    for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
+    const zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
+    zero_error perr = {{0}};
+    ZT_OK(zero_plan_estimate(&pm, ps, pe, &perr));
+}
+
 int main(void) {
     zero_comm *comm = NULL, *self = NULL;
     if (zero_comm_init_mpi(&comm, NULL) != ZERO_OK) return 1;
@@ -153,26 +191,22 @@ int main(void) {
         ZT_CHECKF(ms.current[ZERO_MEM_OPTIM] == want, "stage %d: optimizer bytes %llu, the formula's %llu", stage,
                   (unsigned long long)ms.current[ZERO_MEM_OPTIM], (unsigned long long)want);
         /* and the planner's, from the same config (units of 4,096 and more 8-bit by default: here all) */
-        zero_config cfg;
-        config(&cfg, stage, world, global_mb, 1);
         zero_plan_setup ps;
-        zero_plan_setup_from_config(&ps, &cfg, world);
-        uint64_t numel[MLP_LAYERS];
-        for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
-        const zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
         zero_plan_mem pe;
-        zero_error perr = {{0}};
-        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, &perr));
+        plan_of(stage, world, global_mb, &ps, &pe);
         ZT_CHECKF(pe.bytes[ZERO_MEM_OPTIM] == want, "stage %d: the planner's optimizer bytes %llu, the engine's %llu",
                   stage, (unsigned long long)pe.bytes[ZERO_MEM_OPTIM], (unsigned long long)want);
         ps.optim_states = ZERO_OPTIM_STATES_FP32; /* fp32 states at the same alignment: 8 bytes an element */
         ps.align = ZERO_QUANT_Q8_BLOCK;
-        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, &perr));
+        uint64_t numel[MLP_LAYERS];
+        for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
+        const zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
+        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, NULL));
         ZT_CHECKF(pe.bytes[ZERO_MEM_OPTIM] == 8 * kept, "stage %d: fp32 states %llu bytes, expected %llu", stage,
                   (unsigned long long)pe.bytes[ZERO_MEM_OPTIM], (unsigned long long)(8 * kept));
         train(e, comm, 0, STEPS, global_mb);
         read_params(e, got);
-        const int d = differ(got, ref);
+        int d = differ(got, ref);
         ZT_CHECKF(d == 0, "stage %d on %d ranks: %d parameters differ from 1 rank's stage 0", stage, world, d);
         free_params(got);
         zero_engine_free(e);
@@ -180,25 +214,12 @@ int main(void) {
         /* save at HALF, resume on this world and on 1 rank */
         char sub[300];
         snprintf(sub, sizeof sub, "%s/s%d", dir, stage);
-        e = make(comm, stage, global_mb, 1);
-        train(e, comm, 0, HALF, global_mb);
-        if (zero_engine_save(e, sub, NULL) != ZERO_OK) ZT_FAIL("save: %s", zero_engine_last_error(e));
-        zero_engine_free(e);
-        e = make(comm, stage, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load: %s", zero_engine_last_error(e));
-        train(e, comm, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF(differ(got, ref) == 0, "stage %d: resumed on %d ranks, parameters differ", stage, world);
-        free_params(got);
-        zero_engine_free(e);
-        e = make(self, (stage + 1) % 4, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load on 1 rank: %s", zero_engine_last_error(e));
-        train(e, self, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF(differ(got, ref) == 0, "stage %d on %d ranks resumed at stage %d on 1: parameters differ", stage,
-                  world, (stage + 1) % 4);
-        free_params(got);
-        zero_engine_free(e);
+        save_half(comm, stage, global_mb, sub);
+        d = resumed_differ(comm, stage, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "stage %d: resumed on %d ranks, %d parameters differ", stage, world, d);
+        d = resumed_differ(self, (stage + 1) % 4, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "stage %d on %d ranks resumed at stage %d on 1: %d parameters differ", stage, world,
+                  (stage + 1) % 4, d);
         /* fp32 states cannot take it */
         e = make(self, 0, global_mb, 0);
         ZT_EQ_INT(zero_engine_load(e, sub, NULL), ZERO_ERR_FORMAT);
@@ -221,16 +242,9 @@ int main(void) {
         if (g_off & OFF_OPT) ZT_EQ_INT(ms.current[ZERO_MEM_OPTIM], 0);
         zero_engine_offload_info info;
         ZT_OK(zero_engine_offload_info_get(e, &info));
-        zero_config cfg;
-        config(&cfg, stage, world, global_mb, 1);
         zero_plan_setup ps;
-        zero_plan_setup_from_config(&ps, &cfg, world);
-        uint64_t numel[MLP_LAYERS];
-        for (int l = 0; l < MLP_LAYERS; l++) numel[l] = (uint64_t)mlp_unit_numel(l);
-        const zero_plan_model pm = {MLP_LAYERS, numel, NULL, NULL, NULL};
         zero_plan_mem pe;
-        zero_error perr = {{0}};
-        ZT_OK(zero_plan_estimate(&pm, &ps, &pe, &perr));
+        plan_of(stage, world, global_mb, &ps, &pe);
         /* each array of a tile rounded up to an I/O block: at most 3 arrays (master and two states)
          * of a tile per unit here (one tile a unit but on 1 rank, where unit 1 has two) */
         const uint64_t files = info.optim_file_bytes + info.param_file_bytes;
@@ -256,30 +270,15 @@ int main(void) {
         /* a save from NVMe at HALF, resumed in RAM on 1 rank; a save in RAM resumed on NVMe */
         char sub[300];
         snprintf(sub, sizeof sub, "%s/nv%zu", dir, i);
-        e = make(comm, stage, global_mb, 1);
-        train(e, comm, 0, HALF, global_mb);
-        if (zero_engine_save(e, sub, NULL) != ZERO_OK) ZT_FAIL("save: %s", zero_engine_last_error(e));
-        zero_engine_free(e);
+        save_half(comm, stage, global_mb, sub);
         const int off = g_off;
         g_off = 0;
-        e = make(self, 0, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load in RAM: %s", zero_engine_last_error(e));
-        train(e, self, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF((d = differ(got, ref)) == 0, "stage %d: saved from NVMe (%d), resumed in RAM: %d parameters differ",
-                  stage, off, d);
-        free_params(got);
-        zero_engine_free(e);
+        d = resumed_differ(self, 0, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "stage %d: saved from NVMe (%d), resumed in RAM: %d parameters differ", stage, off, d);
         snprintf(sub, sizeof sub, "%s/s%d", dir, stage); /* saved in RAM above */
         g_off = off;
-        e = make(comm, stage, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load on NVMe: %s", zero_engine_last_error(e));
-        train(e, comm, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF((d = differ(got, ref)) == 0, "stage %d: saved in RAM, resumed on NVMe (%d): %d parameters differ",
-                  stage, off, d);
-        free_params(got);
-        zero_engine_free(e);
+        d = resumed_differ(comm, stage, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "stage %d: saved in RAM, resumed on NVMe (%d): %d parameters differ", stage, off, d);
     }
     g_off = 0;
 
@@ -325,27 +324,14 @@ int main(void) {
         /* stage 2 on the device: a save there resumed on the host (1 rank), a host save resumed there */
         char sub[300];
         snprintf(sub, sizeof sub, "%s/dev", dir);
-        e = make(comm, stage, global_mb, 1);
-        train(e, comm, 0, HALF, global_mb);
-        if (zero_engine_save(e, sub, NULL) != ZERO_OK) ZT_FAIL("save on the device: %s", zero_engine_last_error(e));
-        zero_engine_free(e);
+        save_half(comm, stage, global_mb, sub);
         g_device = NULL;
-        e = make(self, 1, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load on the host: %s", zero_engine_last_error(e));
-        train(e, self, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF((d = differ(got, ref)) == 0, "saved on the device, resumed on the host: %d parameters differ", d);
-        free_params(got);
-        zero_engine_free(e);
+        d = resumed_differ(self, 1, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "saved on the device, resumed on the host: %d parameters differ", d);
         g_device = "fake";
         snprintf(sub, sizeof sub, "%s/s%d", dir, stage);
-        e = make(comm, stage, global_mb, 1);
-        if (zero_engine_load(e, sub, NULL) != ZERO_OK) ZT_FAIL("load on the device: %s", zero_engine_last_error(e));
-        train(e, comm, HALF, STEPS, global_mb);
-        read_params(e, got);
-        ZT_CHECKF((d = differ(got, ref)) == 0, "saved on the host, resumed on the device: %d parameters differ", d);
-        free_params(got);
-        zero_engine_free(e);
+        d = resumed_differ(comm, stage, global_mb, sub, ref);
+        ZT_CHECKF(d == 0, "saved on the host, resumed on the device: %d parameters differ", d);
     }
     g_device = NULL;
     g_cpu_off = 0;

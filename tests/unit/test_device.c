@@ -7,6 +7,7 @@
  * at once naming cudaGetDeviceCount's error; with ZERO_TEST_DEVICE=cuda (scripts/gpu_check.sh on a
  * GPU) the backend-generic checks run on it too. */
 #include "device/internal.h"
+#include "device_probe.h"
 #include "harness.h"
 #include "common/internal.h"
 #include "optim/internal.h"
@@ -126,11 +127,7 @@ static void test_capacity(const char *backend) {
 
 /* Whether this machine has an NVIDIA GPU: $ZERO_TEST_GPU (1 or 0) where set, else whether the
  * driver's control device exists. */
-static int gpu_expected(void) {
-    const char *v = getenv("ZERO_TEST_GPU");
-    if (v && *v) return strcmp(v, "0") != 0;
-    return access("/dev/nvidiactl", F_OK) == 0;
-}
+static int gpu_expected(void) { return zt_gpu_expected(); }
 
 /* cuda: not built (a CPU build), no GPU (at once, one line), or a GPU: created. */
 static void test_cuda_create(void) {
@@ -952,17 +949,8 @@ int main(void) {
     /* ZERO_TEST_DEVICE=cuda (scripts/gpu_check.sh): the backend-generic checks on that backend */
     const char *extra = getenv("ZERO_TEST_DEVICE");
     if (extra && *extra && strcmp(extra, "cpu") != 0 && strcmp(extra, "fake") != 0) {
-        zero_device_options o;
-        zero_device_options_default(&o);
-        o.backend = extra;
-        zero_device *probe = NULL;
-        zero_error err = {{0}};
-        if (zero_device_create(&probe, &o, &err) != ZERO_OK) {
-            if (gpu_expected()) ZT_FAIL("%s does not start where a GPU is expected: %s", extra, err.msg);
-            else printf("test_device: %s skipped: %s\n", extra, err.msg);
-            return gpu_expected() ? zt_finish("test_device") : 77;
-        }
-        zero_device_free(probe);
+        const int r = zt_device_probe("test_device", extra);
+        if (r <= 0) return r == 0 ? 77 : zt_finish("test_device");
         printf("test_device: the backend-generic checks on %s\n", extra);
         test_roundtrip(extra);
         test_capacity(extra);

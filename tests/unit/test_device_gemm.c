@@ -10,6 +10,7 @@
  *   - a description with a leading dimension below its rows, or m x n not the results, refused
  *     before it runs. */
 #include "device/internal.h"
+#include "device_probe.h"
 #include "harness.h"
 #include "kernels/kernels.h"
 
@@ -193,17 +194,9 @@ static void backend_checks(const char *backend) {
 int main(void) {
     const char *extra = getenv("ZERO_TEST_DEVICE");
     if (extra && *extra && strcmp(extra, "cpu") != 0 && strcmp(extra, "fake") != 0) { /* cuda: skipped without a GPU */
-        zero_device_options o;
-        zero_device_options_default(&o);
-        o.backend = extra;
-        zero_device *probe = NULL;
-        zero_error err = {{0}};
-        if (zero_device_create(&probe, &o, &err) != ZERO_OK) {
-            printf("test_device_gemm: %s skipped: %s\n", extra, err.msg);
-            return 77;
-        }
-        zero_device_free(probe);
-        backend_checks(extra);
+        const int r = zt_device_probe("test_device_gemm", extra);
+        if (r == 0) return 77;
+        if (r > 0) backend_checks(extra);
         return zt_finish("test_device_gemm");
     }
     backend_checks("cpu");

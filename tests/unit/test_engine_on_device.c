@@ -8,6 +8,7 @@
  * formulas in the host's order, so nothing may differ. Exit 77 where the backend cannot start here
  * (cuda without a GPU: ctest's unit.test_engine_on_device.cuda shows the skip); where a GPU is
  * expected ($ZERO_TEST_GPU=1, else /dev/nvidiactl exists) that is a failure instead. */
+#include "device_probe.h"
 #include "engine_device.h"
 
 #include <unistd.h>
@@ -107,23 +108,10 @@ int main(void) {
     options_default_clears();
     const char *dev = getenv("ZERO_TEST_DEVICE");
     if (!dev || !*dev) dev = "fake";
-    /* can the device start here? (cuda without a GPU cannot: a skip, named) */
-    zero_device_options o;
-    zero_device_options_default(&o);
-    o.backend = dev;
-    zero_device *probe = NULL;
-    zero_error err = {{0}};
-    if (zero_device_create(&probe, &o, &err) != ZERO_OK) {
-        /* a GPU that should be there ($ZERO_TEST_GPU=1, or /dev/nvidiactl) is a failure, not a skip */
-        const char *g = getenv("ZERO_TEST_GPU");
-        if (!strcmp(dev, "fake") || (g && *g ? strcmp(g, "0") != 0 : access("/dev/nvidiactl", F_OK) == 0)) {
-            ZT_FAIL("the %s device does not start: %s", dev, err.msg);
-            return zt_finish("test_engine_on_device");
-        }
-        printf("test_engine_on_device: skipped: %s\n", err.msg);
-        return 77;
-    }
-    zero_device_free(probe);
+    /* can the device start here? (cuda without a GPU cannot: a skip, named; where a GPU should be,
+     * $ZERO_TEST_GPU=1 or /dev/nvidiactl, a failure) */
+    const int r = zt_device_probe("test_engine_on_device", dev);
+    if (r <= 0) return r == 0 ? 77 : zt_finish("test_engine_on_device");
     zero_comm *comm = NULL;
     ZT_OK(zero_comm_init_self(&comm));
     /* the fake device twice: streams after random delays, then lazy (an operation runs only once
