@@ -91,9 +91,10 @@ int train_device_check(const train_opts *o, int world) {
     return cli_error(CLI_USAGE,
                      "%s: stage %d needs %s of device memory per rank for this model (model states %s, transient %s, "
                      "activations %s at micro-batch %lld; largest unit %s: %llu parameters, %s), more than %s; `zero "
-                     "plan --model %s --gpus %d --gpu-memory %s%s --precision %s --seq %d` shows what "
+                     "plan --model %s --gpus %d --gpu-memory %s%s --precision %s --seq %d%s` shows what "
                      "each stage and offload needs",
                      given, o->cfg.stage, b, c, d, e, (long long)o->cfg.micro_batch, unit,
                      (unsigned long long)need.largest_numel, f, a, o->src.name, world,
-                     o->dev.mem_text ? o->dev.mem_text : "24GiB", host, zero_dtype_name(o->cfg.precision), o->T);
+                     o->dev.mem_text ? o->dev.mem_text : "24GiB", host, zero_dtype_name(o->cfg.precision), o->T,
+                     o->cfg.optim_states == ZERO_OPTIM_STATES_INT8 ? " --optimizer-states int8" : "");
 }

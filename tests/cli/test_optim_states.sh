@@ -61,6 +61,12 @@ for off in "" "--offload-optimizer cpu"; do
     check "int8 on the fake device $off: the loss on the host's ($lf, $l8)" test "$lf" = "$l8"
 done
 
+# a device too small: the refusal counts the 8-bit states and its `zero plan` line keeps them
+ZERO_DEVICE_LAZY=1 "$ZERO" train --model tiny --steps 1 --optimizer-states int8 --device fake --device-memory 600KiB \
+    >/dev/null 2>err
+rc=$?
+expect_error "int8 on a 600 KiB device" 2 "model states 1.16 MiB" "--optimizer-states int8\` shows"
+
 # resume on 1 rank: the setting comes from the checkpoint
 "$ZERO" train --model tiny --seq 32 --steps 25 --val-every 0 --val-batches 1 --resume q8 --log-json r.json >r.out 2>r.err
 check "resume on 1 rank: exit 0" test $? -eq 0
