@@ -55,6 +55,7 @@ static void usage(FILE *f) {
             "                        tries its linear weights in NF4 (QLoRA) and says so\n"
             "  --frozen-dtype DT     the frozen base's dtype with --lora: fp32, bf16, fp16\n"
             "  --quantize-base nf4|int8  with --lora: the base's linear weights quantized (zero train's)\n"
+            "  --quantize-embeddings     with --quantize-base: the embeddings and LM head quantized too\n"
             "  --deterministic       for zero train --deterministic: counts the mode's grids and buffers\n"
             "                        and writes zero_extensions.deterministic into the config\n"
             "  -o FILE               write the plan as a DeepSpeed-style config (zero train --config)\n"
