@@ -21,6 +21,13 @@ extern "C" {
  * call (zero__kcall_extents). Returns the launch's cudaError_t (0: queued); n == 0 queues nothing. */
 int zero__cuda_kernel(int id, uint64_t n, void *const p[4], const double a[4], const zero__optim_k *optim,
                       void *stream);
+
+/* The names cuBLASLt is opened by (dlopen): this toolkit's major version's soname, then any. */
+#define ZERO__CUDA_STR_(x) #x
+#define ZERO__CUDA_STR(x)  ZERO__CUDA_STR_(x)
+#define ZERO__CUBLASLT_NAMES \
+    { "libcublasLt.so." ZERO__CUDA_STR(ZERO_CUDA_MAJOR), "libcublasLt.so", NULL }
+
 /* Queues the GEMM g (ZERO__K_GEMM: operands p[0] A, p[1] B, p[2] C, p[3] bias) on the CUDA stream
  * through cuBLASLt (src/cuda/gemm_cuda.c); 0, or nonzero with one line in why (cuBLASLt missing,
  * a call it refused, with the shapes). */

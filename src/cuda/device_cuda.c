@@ -378,9 +378,6 @@ static void library_version(char *buf, size_t cap, const char *label, const char
     append(buf, cap, ", %s none", label);
 }
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
-
 static void cuda_describe(char *buf, size_t cap) {
     buf[0] = 0;
     int rt = 0, drv = 0, count = 0;
@@ -397,7 +394,7 @@ static void cuda_describe(char *buf, size_t cap) {
             append(buf, cap, " (0: %s, sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
                    (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     }
-    static const char *const lt[] = {"libcublasLt.so." STR(ZERO_CUDA_MAJOR), "libcublasLt.so", NULL};
+    static const char *const lt[] = ZERO__CUBLASLT_NAMES;
     static const char *const nccl[] = {"libnccl.so.2", "libnccl.so", NULL};
     library_version(buf, cap, "cuBLASLt", lt, "cublasLtGetVersion", 0);
     library_version(buf, cap, "NCCL", nccl, "ncclGetVersion", 1);

@@ -16,9 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
-
 static struct {
     pthread_once_t once;
     char why[256]; /* why cuBLASLt is not there ("": it is) */
@@ -37,7 +34,7 @@ static struct {
 } lt = {.once = PTHREAD_ONCE_INIT};
 
 static void lt_open(void) {
-    static const char *const names[] = {"libcublasLt.so." STR(ZERO_CUDA_MAJOR), "libcublasLt.so", NULL};
+    static const char *const names[] = ZERO__CUBLASLT_NAMES;
     void *h = NULL;
     for (int i = 0; names[i] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {

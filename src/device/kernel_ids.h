@@ -15,9 +15,9 @@ enum {
     ZERO__K_SUMSQ = 8,       /* (double) p[1][b] = Σ x² over block b of a[1] elements of p[0] (dtype a[0]) */
     ZERO__K_NF4_LOAD = 9,    /* (float) p[2][i] = NF4 code i of p[0] (two a byte) x absmax p[1][i / a[0]] */
     ZERO__K_Q8_LOAD = 10,    /* (float) p[3][i] = code table p[1][index p[0][i]] x absmax p[2][i / a[0]] */
-    ZERO__K_Q8_STORE = 11,
-    ZERO__K_GEMM = 12,       /* C = alpha op(A) op(B) + beta C (+ bias per row), column-major: the call
-                              * a GPU hands cuBLASLt, described by zero__gemm_k (device/internal.h) */ /* p[0] (float) coded in blocks of a[0] against code table p[1]: indices p[2], absmax p[3] */
+    ZERO__K_Q8_STORE = 11, /* p[0] (float) coded in blocks of a[0] against code table p[1]: indices p[2], absmax p[3] */
+    ZERO__K_GEMM = 12,     /* C = alpha op(A) op(B) + beta C (+ bias per row), column-major: the call
+                            * a GPU hands cuBLASLt, described by zero__gemm_k (device/internal.h) */
     ZERO__K_COUNT
 };
 #endif

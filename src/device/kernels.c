@@ -116,34 +116,29 @@ static void k_gemm(const zero__kcall *k) {
         }
 }
 
-void zero__gemm_linear_fwd(zero__kcall *k, int N, int in, int out, int dtype, const void *x, const void *w, float *y,
-                           const float *bias) {
+/* Kernel call k of the described GEMM g on operands A, B, C and the bias (NULL: none). */
+static void gemm_call(zero__kcall *k, zero__gemm_k g, const void *a, const void *b, float *c, const float *bias) {
     memset(k, 0, sizeof *k);
     k->id = ZERO__K_GEMM;
-    k->gemm = (zero__gemm_k){out, N, in, 1, 0, in, in, out, dtype, 1.0f, 0.0f, bias != NULL};
-    k->p[0] = (void *)w, k->p[1] = (void *)x, k->p[2] = y, k->p[3] = (void *)bias;
-    k->n = (uint64_t)out * (uint64_t)N;
-    k->flops = 2.0 * N * in * out;
+    k->gemm = g;
+    k->p[0] = (void *)a, k->p[1] = (void *)b, k->p[2] = c, k->p[3] = (void *)bias;
+    k->n = (uint64_t)g.m * (uint64_t)g.n;
+    k->flops = 2.0 * g.m * g.n * g.k;
+}
+
+void zero__gemm_linear_fwd(zero__kcall *k, int N, int in, int out, int dtype, const void *x, const void *w, float *y,
+                           const float *bias) {
+    gemm_call(k, (zero__gemm_k){out, N, in, 1, 0, in, in, out, dtype, 1.0f, 0.0f, bias != NULL}, w, x, y, bias);
 }
 
 void zero__gemm_linear_bwd_x(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *w,
                              float *dx) {
-    memset(k, 0, sizeof *k);
-    k->id = ZERO__K_GEMM;
-    k->gemm = (zero__gemm_k){in, N, out, 0, 0, in, out, in, dtype, 1.0f, 0.0f, 0};
-    k->p[0] = (void *)w, k->p[1] = (void *)dy, k->p[2] = dx;
-    k->n = (uint64_t)in * (uint64_t)N;
-    k->flops = 2.0 * N * in * out;
+    gemm_call(k, (zero__gemm_k){in, N, out, 0, 0, in, out, in, dtype, 1.0f, 0.0f, 0}, w, dy, dx, NULL);
 }
 
 void zero__gemm_linear_bwd_w(zero__kcall *k, int N, int in, int out, int dtype, const void *dy, const void *x,
                              float *dw) {
-    memset(k, 0, sizeof *k);
-    k->id = ZERO__K_GEMM;
-    k->gemm = (zero__gemm_k){in, out, N, 0, 1, in, out, in, dtype, 1.0f, 1.0f, 0};
-    k->p[0] = (void *)x, k->p[1] = (void *)dy, k->p[2] = dw;
-    k->n = (uint64_t)in * (uint64_t)out;
-    k->flops = 2.0 * N * in * out;
+    gemm_call(k, (zero__gemm_k){in, out, N, 0, 1, in, out, in, dtype, 1.0f, 1.0f, 0}, x, dy, dw, NULL);
 }
 
 const zero__kernel_fn zero__dev_kernels[ZERO__K_COUNT] = {
