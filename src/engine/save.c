@@ -302,51 +302,36 @@ static zero_status check_manifest(zero_engine *e, const zero_ckpt *c, const zero
     return ZERO_OK;
 }
 
-/* Reads elements [lo, hi) of tensor `name` (elements of es bytes) as they are stored into dst: host
- * memory, or the device's through a host buffer a chunk at a time. */
-static zero_status read_raw(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, size_t es, void *dst) {
+/* Reads elements [lo, hi) of tensor `name` into dst: as fp32 (es 4, raw 0: the reader converts), or
+ * raw, as they are stored (elements of es bytes). dst is host memory, or the device's, reached
+ * through a host buffer a chunk at a time. */
+static zero_status read_elems(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, size_t es,
+                              int raw, void *dst) {
     if (hi <= lo) return ZERO_OK;
-    zero_status s = ZERO_OK;
     if (zero__dev_is(e, dst)) {
         const uint64_t step = CHUNK * 4 / es;
         void *host = zero__buf_get(e, CHUNK * 4, 0);
         if (!host) return zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
+        zero_status s = ZERO_OK;
         for (uint64_t i = lo; i < hi && s == ZERO_OK; i += step) {
             const uint64_t n = hi - i < step ? hi - i : step;
-            s = zero_ckpt_read_range_raw(c, name, i, i + n, host);
-            if (s != ZERO_OK) break;
-            s = zero__x_copy(e, (char *)dst + (i - lo) * es, host, (size_t)(n * es));
-            if (s != ZERO_OK) {
-                zero__buf_put(e, host);
-                return s; /* the device's message */
-            }
-        }
-        zero__buf_put(e, host);
-    } else {
-        s = zero_ckpt_read_range_raw(c, name, lo, hi, dst);
-    }
-    if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
-    return ZERO_OK;
-}
-
-/* Reads elements [lo, hi) of tensor `name` into dst (fp32). */
-static zero_status read_range(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, float *dst) {
-    if (hi <= lo) return ZERO_OK;
-    if (zero__dev_is(e, dst)) { /* through a host buffer, a chunk at a time */
-        float *host = zero__buf_get(e, CHUNK * 4, 0);
-        if (!host) return zero__eng_fail(e, ZERO_ERR_NOMEM, "load: out of memory");
-        zero_status s = ZERO_OK;
-        for (uint64_t i = lo; i < hi && s == ZERO_OK; i += CHUNK) {
-            const uint64_t n = hi - i < CHUNK ? hi - i : CHUNK;
-            s = read_range(e, c, name, i, i + n, host);
-            if (s == ZERO_OK) s = zero__x_copy(e, dst + (i - lo), host, (size_t)n * 4);
+            s = read_elems(e, c, name, i, i + n, es, raw, host); /* its own message */
+            if (s == ZERO_OK) s = zero__x_copy(e, (char *)dst + (i - lo) * es, host, (size_t)(n * es));
         }
         zero__buf_put(e, host);
         return s;
     }
-    zero_status s = zero_ckpt_read_range(c, name, lo, hi, dst);
+    const zero_status s = raw ? zero_ckpt_read_range_raw(c, name, lo, hi, dst) : zero_ckpt_read_range(c, name, lo, hi, dst);
     if (s != ZERO_OK) return zero__eng_fail(e, s, "load: %s", zero_ckpt_last_error(c));
     return ZERO_OK;
+}
+
+static zero_status read_raw(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, size_t es, void *dst) {
+    return read_elems(e, c, name, lo, hi, es, 1, dst);
+}
+
+static zero_status read_range(zero_engine *e, zero_ckpt *c, const char *name, uint64_t lo, uint64_t hi, float *dst) {
+    return read_elems(e, c, name, lo, hi, 4, 0, dst);
 }
 
 typedef struct load_ctx {
