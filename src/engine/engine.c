@@ -484,7 +484,7 @@ static zero_status set_trainable(zero_engine *e, eunit *u, uint64_t lo, uint64_t
     if (a < b && !t->master_in_params && v->master &&
         (s = zero__x_store(e, v->master + (a - v->lo), ZERO_DTYPE_FP32, values + (a - lo), b - a)) != ZERO_OK)
         return s;
-    const int half = e->wdt != ZERO_DTYPE_FP32 || !t->master_in_params; /* a working copy apart from the master */
+    const int half = zero__work_apart(e);
     unsigned arrays = (t->k[EK_MASTER].tier == TIER_NVME ? ARR_MASTER : 0u) |
                       (half && t->k[EK_PARAMS].tier == TIER_NVME ? ARR_WORK : 0u);
     if (!arrays || a >= b) return ZERO_OK;

@@ -422,6 +422,11 @@ zero_status zero__off_quiesce(zero_engine *e);
 zero_status zero__off_run(zero_engine *e, const eopass *p);
 /* Any offload in effect. */
 static inline int zero__off_on(const zero_engine *e) { return e->off.opt || e->off.par; }
+/* A working copy apart from the fp32 master: half precision, or the table keeps the master apart
+ * (a device rank's offloaded optimizer, docs/DEVICE.md). */
+static inline int zero__work_apart(const zero_engine *e) {
+    return e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params;
+}
 /* The step's update of every unit through the pool (step.c supplies the per-tile kernel). */
 zero_status zero__step_tile(zero_engine *e, etile *x, void *ctx);
 

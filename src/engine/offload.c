@@ -303,12 +303,18 @@ zero_status zero__off_quiesce(zero_engine *e) {
 
 /* ------------------------------------------------------------------ tiles */
 
+/* The array a tile's parameter slice holds: the fp32 master (fp32 training, where it is the
+ * working copy) or the half working copy; 0 when neither goes through the parameter file. */
+static unsigned param_array(const zero_engine *e) {
+    return e->off.master_loc == LOC_PARAM ? ARR_MASTER : zero__work_apart(e) ? ARR_WORK : 0u;
+}
+
 /* The tile's arrays: which live in the buffer (the optimizer record, then the parameter slice), at
  * which byte of it. */
 static void tile_bind(zero_engine *e, etile *x, char *buf) {
     const eoffload *o = &e->off;
     eunit *u = x->u;
-    const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
+    const int half = zero__work_apart(e);
     oslot sl[3];
     uint64_t rec;
     const int ns = record_slots(e, u, x->n, sl, &rec);
@@ -345,7 +351,6 @@ static void tile_bind(zero_engine *e, etile *x, char *buf) {
 static int tile_extents(const zero_engine *e, const etile *x, unsigned rd, unsigned wr, int rmw, zero_offload_extent *ext) {
     const eoffload *o = &e->off;
     const eunit *u = x->u;
-    const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
     if (rmw) rd |= wr;
     int n = 0;
     /* the optimizer record: its slots in order, one transfer when all go the same way */
@@ -366,7 +371,7 @@ static int tile_extents(const zero_engine *e, const etile *x, unsigned rd, unsig
     }
     /* the parameter slice: the fp32 master (fp32 training) or the working copy (half) */
     if (o->par) {
-        unsigned in = o->master_loc == LOC_PARAM ? ARR_MASTER : (half ? ARR_WORK : 0u);
+        const unsigned in = param_array(e);
         unsigned f = ((rd & in) ? ZERO_OFFLOAD_READ : 0u) | ((wr & in) ? ZERO_OFFLOAD_WRITE : 0u);
         if (f)
             ext[n++] = (zero_offload_extent){o->pfile, u->pbase + (uint64_t)x->j * o->T * e->wsize,
@@ -441,8 +446,7 @@ static zero_status run_compute(void *ctx, int64_t t, void *buf) {
         }
     }
     if (e->off.par) {
-        const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params;
-        const unsigned in = e->off.master_loc == LOC_PARAM ? ARR_MASTER : (half ? ARR_WORK : 0u);
+        const unsigned in = param_array(e);
         const uint64_t used = x.n * e->wsize;
         if (wonly & in) memset((char *)buf + recb + used, 0, round_up(used) - used);
     }

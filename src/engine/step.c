@@ -234,7 +234,7 @@ static zero_status offload_update(zero_engine *e, const zero_optim_hparams *h, f
             return zero__eng_fail(e, ZERO_ERR_NOMEM, "step: out of memory");
         }
     }
-    const int half = e->wdt != ZERO_DTYPE_FP32 || !e->own.master_in_params; /* a working copy apart from the master */
+    const int half = zero__work_apart(e);
     /* everything the kernel reads and writes; the half working copy is only written */
     eopass p = {0, e->nunits, 0, UINT64_MAX, ARR_MASTER | ARR_S0 | ARR_S1, ARR_MASTER | ARR_S0 | ARR_S1 | (half ? ARR_WORK : 0u),
                 zero__step_tile, &t};
