@@ -164,15 +164,15 @@ void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const floa
     const uint64_t nb = (n + block - 1) / block;
 #pragma omp parallel for schedule(static) if (n >= Q_PARALLEL_MIN)
     for (uint64_t b = 0; b < nb; b++) {
+        if (!f) { /* another code: the kernel layer's body (the device kernel q8_store's) */
+            zero__q8_store_block(x, code, block, n, b, idx, absmax);
+            continue;
+        }
         const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
         const float a = block_absmax(x + lo, len);
         absmax[b] = a;
-        if (f)
-            for (uint64_t i = 0; i < len; i++)
-                idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
-        else
-            for (uint64_t i = 0; i < len; i++)
-                idx[lo + i] = (uint8_t)zero__q_index(code, 256, zero__q_norm(x[lo + i], a, len < block));
+        for (uint64_t i = 0; i < len; i++)
+            idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
     }
 }
 
