@@ -233,4 +233,6 @@ check "config: names the key and the values" grep -q 'zero_extensions.quantize_b
 rc=$?; expect_error "estimate --quantize-base fp4" 2 "--quantize-base 'fp4'" "nf4, int8 or none"
 "$ZERO" estimate --model llama-3.1-8b --ranks 2 --quantize-base nf4 >/dev/null 2>err
 rc=$?; expect_error "estimate --quantize-base without --lora" 2 "--quantize-base: expected --lora too"
+"$ZERO" estimate --model llama-3.1-8b --ranks 2 --lora r=16 --quantize-embeddings >/dev/null 2>err
+rc=$?; expect_error "estimate --quantize-embeddings without --quantize-base" 2 "--quantize-embeddings: expected --quantize-base"
 exit $fail
