@@ -149,6 +149,14 @@ typedef struct zero_config {
      * node), so that gathers after the first one of a step stay inside the group. H must divide
      * the world size; H equal to it changes nothing (docs/ENGINE.md, "Hierarchical partitions"). */
     int hpz_partition_size;
+    /* zero_quantized_weights (ZeRO++ qwZ, stage 3): 1 sends the all-gathers of the parameters as
+     * int8 (the linear map of zero/quant.h) in blocks of quant_weights_block elements with an fp32
+     * absmax each, decoded on arrival; a rank's own shard is used as it is, the master weights are
+     * never quantized (docs/ENGINE.md, "Quantized weight gathers"). Default 0. JSON:
+     * zero_optimization.zero_quantized_weights, zero_extensions.quantized_weights_block (default
+     * 2048). */
+    int quant_weights;
+    int64_t quant_weights_block;
     zero_offload_config offload_optimizer, offload_param;
 
     /* aio */

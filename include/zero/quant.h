@@ -59,6 +59,14 @@ void zero_quant_absmax(const float *absmax, uint64_t nblocks, uint8_t *q, float 
 /* The fp32 absmax back: out[nblocks]. */
 void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, uint64_t nblocks, float *out);
 
+/* ---------------------------------------------------------------- int8 messages
+ * ZeRO++'s quantized weight gathers (zero_config.quant_weights, docs/QUANT.md): n values sent as
+ * int8's linear map in blocks of `block` (the last may be partial), zero_quant_blockwise's coding:
+ *   absmax f32[zero_quant_blocks(n, block)] | codes u8[n] | zeros to ZERO_QUANT_RECORD_ALIGN bytes
+ * Its bytes (a multiple of ZERO_QUANT_RECORD_ALIGN, so that messages laid end to end keep their
+ * absmax aligned); 0 for n 0. */
+uint64_t zero_quant_msg_bytes(uint64_t n, uint64_t block);
+
 /* ---------------------------------------------------------------- a frozen base's storage
  * A frozen parameter quantized for a base (zero_config.quant_base, docs/QUANT.md) is one record:
  * its scales first (4-byte aligned), then its codes, the whole padded to ZERO_QUANT_RECORD_ALIGN

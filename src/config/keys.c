@@ -528,6 +528,18 @@ static zero_status load_hpz(zc_ctx *c, const zc_key *k, const cJSON *v, zero_con
     return ZERO_OK;
 }
 
+/* zero_quantized_weights (ZeRO++ qwZ): it quantizes stage 3's parameter all-gathers, which only
+ * stage 3 has (DeepSpeed reads the key at stage 3 only; zero names the mistake). */
+static zero_status check_qwz(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->quant_weights != 0 && cfg->quant_weights != 1)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d is not a boolean (expected 0 or 1)", cfg->quant_weights);
+    if (cfg->quant_weights && cfg->stage != 3)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "true needs zero_optimization.stage 3 (stage is %d): qwZ quantizes "
+                             "the all-gathers of the parameters, and only stage 3 gathers them", cfg->stage);
+    return ZERO_OK;
+}
+
 /* leaf_module: which PyTorch module classes or names ZeRO-3 fetches as one (DeepSpeed's
  * DeepSpeedZeroLeafModuleConfig): zero's units are fetched whole already, so it changes nothing;
  * an object (or null), its contents not read. */
@@ -569,7 +581,7 @@ static const zc_key zero_keys[] = {
     {.name = "offload_param", .kind = ZC_OBJECT, .flags = ZC_NULL_OK | ZC_PYDANTIC, .children = offload_param_keys},
     {.name = "zero_hpz_partition_size", .kind = ZC_INT, .off = OFF(hpz_partition_size), .lo = 0, .hi = INFINITY,
      .load = load_hpz},
-    {.name = "zero_quantized_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
+    {.name = "zero_quantized_weights", .kind = ZC_BOOL, .off = OFF(quant_weights), .check = check_qwz},
     {.name = "zero_quantized_nontrainable_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zero_quantized_gradients", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
     {.name = "zeropp_loco_param", .kind = ZC_CUSTOM, .load = load_null_only},
@@ -820,6 +832,7 @@ static const zc_key extension_keys[] = {
      .check = check_divergence_mode, .save = save_divergence},
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "deterministic", .kind = ZC_BOOL, .off = OFF(deterministic)},
+    {.name = "quantized_weights_block", .kind = ZC_I64, .off = OFF(quant_weights_block), .lo = 1, .hi = 1 << 24},
     {.name = "deterministic_atom", .kind = ZC_INT, .off = OFF(deterministic_atom), .lo = 1, .hi = 1 << 20},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {.name = "frozen_dtype", .kind = ZC_CUSTOM, .off = OFF(frozen_dtype), .load = load_frozen_dtype,

@@ -337,43 +337,55 @@ zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t bl
     return s;
 }
 
-/* The two dynamic maps in device memory, uploaded at the first use (2 KiB of buffers). */
-static const float *qmap_of(zero_engine *e, int second) {
+/* The three maps of quant/internal.h (ZERO__QMAP_*) in device memory, uploaded at the first use
+ * (3 KiB of buffers). */
+static const float *qmap_of(zero_engine *e, int map) {
     if (!e->qmap) {
         float *m = NULL;
-        if (zero_device_alloc(e->dev, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, 512 * 4, (void **)&m) != ZERO_OK)
+        if (zero_device_alloc(e->dev, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, 3 * 256 * 4, (void **)&m) != ZERO_OK)
             return NULL;
-        if (zero__x_copy(e, m, zero__quant_map(ZERO__QMAP_SIGNED), 256 * 4) != ZERO_OK ||
-            zero__x_copy(e, m + 256, zero__quant_map(ZERO__QMAP_UNSIGNED), 256 * 4) != ZERO_OK) {
-            zero_device_release(e->dev, m);
-            return NULL;
-        }
+        for (int i = 0; i < 3; i++)
+            if (zero__x_copy(e, m + 256 * i, zero__quant_map(i), 256 * 4) != ZERO_OK) {
+                zero_device_release(e->dev, m);
+                return NULL;
+            }
         e->qmap = m;
     }
-    return e->qmap + (second ? 256 : 0);
+    return e->qmap + 256 * map;
 }
 
-zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int second, uint64_t n,
-                            float *dst) {
-    const float *code = qmap_of(e, second);
-    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "8-bit states' maps");
+zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int map, uint64_t block,
+                            uint64_t n, float *dst) {
+    if (!n) return ZERO_OK;
+    if (!e->dev) {
+        zero_dequant_blockwise(idx, absmax, zero__quant_map(map), block, 0, n, dst);
+        return ZERO_OK;
+    }
+    const float *code = qmap_of(e, map);
+    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "the 8-bit maps");
     zero__kcall k = {.id = ZERO__K_Q8_LOAD,
                      .n = n,
                      .p = {(void *)idx, (void *)code, (void *)absmax, dst},
-                     .a = {(double)ZERO_QUANT_Q8_BLOCK},
+                     .a = {(double)block},
                      .flops = (double)n};
-    return launch(e, &k, "8-bit states' decode");
+    return launch(e, &k, "8-bit decode");
 }
 
-zero_status zero__x_q8_store(zero_engine *e, const float *x, int second, uint64_t n, uint8_t *idx, float *absmax) {
-    const float *code = qmap_of(e, second);
-    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "8-bit states' maps");
+zero_status zero__x_q8_store(zero_engine *e, const float *x, int map, uint64_t block, uint64_t n, uint8_t *idx,
+                             float *absmax) {
+    if (!n) return ZERO_OK;
+    if (!e->dev) {
+        zero_quant_blockwise(x, n, block, zero__quant_map(map), idx, absmax);
+        return ZERO_OK;
+    }
+    const float *code = qmap_of(e, map);
+    if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "the 8-bit maps");
     zero__kcall k = {.id = ZERO__K_Q8_STORE,
                      .n = n,
                      .p = {(void *)x, (void *)code, idx, absmax},
-                     .a = {(double)ZERO_QUANT_Q8_BLOCK},
+                     .a = {(double)block},
                      .flops = 10.0 * (double)n};
-    return launch(e, &k, "8-bit states' coding");
+    return launch(e, &k, "8-bit coding");
 }
 
 zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,

@@ -33,11 +33,50 @@ void zero__sec_stale(zero_engine *e, eunit *u) {
         for (int i = 0; i < e->nunits; i++) e->units[i].sec_valid = 0;
 }
 
+/* The shards u's all-gathers send (this rank's own slices of the gathered parts): the working
+ * one in RAM or, under parameter offload, in its pool buffer (read from NVMe, the frozen one behind
+ * it), valid until zero__poff_done. */
+static const void *shard_of(zero_engine *e, eunit *u) { return e->off.par ? zero__poff_shard(e, u) : u->v.wp; }
+static const void *fshard_of(zero_engine *e, eunit *u) {
+    return e->off.par ? (const char *)zero__poff_shard(e, u) + zero__poff_frozen_at(e, u) : u->v.fp;
+}
+
+/* qwZ: the messages of one part's all-gather (shard elements of dt, sent from src): this rank's
+ * coded, the world's receive buffer. */
+static zero_status qwz_start(zero_engine *e, const void *src, zero_dtype dt, uint64_t shard, void **qsend,
+                             void **qrecv) {
+    const uint64_t R = zero__qwz_bytes(e, shard);
+    *qsend = zero__dbuf_get(e, (size_t)R, 0);
+    *qrecv = zero__dbuf_get(e, (size_t)(R * (uint64_t)e->world), 0);
+    if (!*qsend || !*qrecv) return ZERO_ERR_NOMEM;
+    return zero__qwz_encode(e, src, dt, shard, *qsend);
+}
+
+static void qwz_free(zero_engine *e, eunit *u) {
+    zero__dbuf_put(e, u->qsend);
+    zero__dbuf_put(e, u->qrecv);
+    zero__dbuf_put(e, u->fqsend);
+    zero__dbuf_put(e, u->fqrecv);
+    u->qsend = u->qrecv = u->fqsend = u->fqrecv = NULL;
+}
+
+/* u's all-gathers have landed: under qwZ the messages decoded into the gathered parts (this
+ * rank's slices from its shards, unquantized), before the shards' pool buffer is let go. */
+static zero_status land(zero_engine *e, eunit *u) {
+    zero_status s = ZERO_OK;
+    if (u->qrecv) s = zero__qwz_decode(e, u->qrecv, e->wdt, u->shard, shard_of(e, u), u->gathered);
+    if (s == ZERO_OK && u->fqrecv) s = zero__qwz_decode(e, u->fqrecv, e->fdt, u->fshard, fshard_of(e, u), u->fgathered);
+    qwz_free(e, u);
+    return s == ZERO_OK ? ZERO_OK : zero__eng_fail(e, s, "decoding the quantized all-gather of unit '%s': %s", u->name,
+                                                   zero_status_string(s));
+}
+
 /* Starts the all-gathers of u's shards into transient buffers (stage 3): the trainable part in
  * the working dtype, the frozen part in the frozen dtype (each when not empty). Under hpZ (whose
  * units have no frozen part: finalize) a unit whose secondary shard is current is gathered inside
  * the group; otherwise over the world, and the secondary shard is refreshed from the result
- * (sec_refresh, once it has landed). */
+ * (sec_refresh, once it has landed). Under qwZ a gather over the world sends int8 messages (the
+ * frozen part too, unless it holds a quantized base's records), decoded as it lands. */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     if (u->padded) u->gathered = zero__dbuf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (u->fpadded) u->fgathered = zero__dbuf_get(e, (size_t)(u->fpadded * e->fsize), 0);
@@ -48,24 +87,37 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     zero_status s = ZERO_OK;
     const int group = e->own.hpz && u->sec_valid;
     zero_comm *c = group ? e->sec : e->data;
-    const void *send = group ? u->sec : e->off.par ? zero__poff_shard(e, u) : u->v.wp;
-    /* the frozen shard: read from NVMe with the working one, behind it in the pool buffer */
-    const char *pshard = e->off.par ? zero__poff_shard(e, u) : NULL;
-    const void *fsend = pshard ? pshard + zero__poff_frozen_at(e, u) : u->v.fp;
+    const void *send = group ? u->sec : shard_of(e, u), *fsend = fshard_of(e, u);
     const uint64_t count = group ? zero__own_sec_elems(e, u) : u->shard;
+    const int qw = zero__qwz_on(e) && !group && u->padded, fqw = zero__qwz_on(e) && !u->nquant && u->fpadded;
     u->sec_fill = e->own.hpz && !group;
     double t0 = zero_now();
+    if (qw) s = qwz_start(e, send, e->wdt, u->shard, &u->qsend, &u->qrecv);
+    if (s == ZERO_OK && fqw) s = qwz_start(e, fsend, e->fdt, u->fshard, &u->fqsend, &u->fqrecv);
+    if (s != ZERO_OK)
+        return zero__eng_fail(e, s, "gather '%s': coding its quantized all-gather: %s", u->name,
+                              s == ZERO_ERR_NOMEM ? "out of memory" : zero_status_string(s));
+    /* what goes over the wire: a part's shard, or its message (bytes) under qwZ */
+    const void *tx = qw ? u->qsend : send, *ftx = fqw ? u->fqsend : fsend;
+    void *rx = qw ? u->qrecv : u->gathered, *frx = fqw ? u->fqrecv : u->fgathered;
+    const uint64_t tn = qw ? zero__qwz_bytes(e, u->shard) : count, ftn = fqw ? zero__qwz_bytes(e, u->fshard) : u->fshard;
+    const zero_dtype tdt = qw ? ZERO_DTYPE_UINT8 : e->wdt, fdt = fqw ? ZERO_DTYPE_UINT8 : e->fdt;
     if (blocking) {
-        if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, NULL);
-        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, fsend, u->fgathered, u->fshard, e->fdt, NULL);
+        if (u->padded) s = zero__x_all_gather(e, c, tx, rx, tn, tdt, NULL);
+        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, ftx, frx, ftn, fdt, NULL);
         zero__eng_waited(e, "all-gather (not prefetched)", t0);
-        if (e->off.par) zero__poff_done(e, u);
-        if (s == ZERO_OK) sec_refresh(e, u);
+        if (s == ZERO_OK) { /* landed: decoded (land sets its own error) */
+            s = land(e, u);
+            if (e->off.par) zero__poff_done(e, u);
+            if (s != ZERO_OK) return s;
+            sec_refresh(e, u);
+        } else if (e->off.par) {
+            zero__poff_done(e, u);
+        }
     } else {
         u->prefetch_t0 = t0;
-        if (u->padded) s = zero__x_all_gather(e, c, send, u->gathered, count, e->wdt, &u->prefetch);
-        if (s == ZERO_OK && u->fpadded)
-            s = zero__x_all_gather(e, e->data, fsend, u->fgathered, u->fshard, e->fdt, &u->fprefetch);
+        if (u->padded) s = zero__x_all_gather(e, c, tx, rx, tn, tdt, &u->prefetch);
+        if (s == ZERO_OK && u->fpadded) s = zero__x_all_gather(e, e->data, ftx, frx, ftn, fdt, &u->fprefetch);
         zero__eng_waited(e, "all-gather prefetch (issue)", t0);
         u->pf_pending = s == ZERO_OK; /* landed or not, its use still to be made */
     }
@@ -93,6 +145,7 @@ static void free_gathered(zero_engine *e, eunit *u) {
     u->gathered = u->fgathered = NULL;
     u->sec_fill = 0; /* a prefetch dropped unused refreshes nothing */
     u->pf_pending = 0;
+    qwz_free(e, u);
     e->live -= gather_elems(u);
 }
 
@@ -173,7 +226,9 @@ static zero_status gather_shards(zero_engine *e, eunit *u) {
     if (u->pf_pending) { /* a prefetch: waited for */
         u->pf_pending = 0;
         if ((s = wait_prefetch(e, u)) != ZERO_OK) return s;
+        s = land(e, u);
         if (nvme) zero__poff_done(e, u);
+        if (s != ZERO_OK) return s;
         sec_refresh(e, u);
     } else if (!is_gathered(u)) {
         if ((s = start_gather(e, u, 1)) != ZERO_OK) return s;

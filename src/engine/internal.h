@@ -112,6 +112,9 @@ typedef struct eunit {
     void *fgathered;        /* stage 3: fpadded frozen-dtype all-gather target */
     zero_request *fprefetch; /* stage 3: in-flight all-gather into `fgathered` */
     int pf_pending;          /* stage 3: a prefetch was started and its landing not yet handled */
+    void *qsend, *qrecv;     /* qwZ: this rank's message and the world's (qwz.c) while the trainable
+                              * part's all-gather is in flight, decoded into `gathered` when it lands */
+    void *fqsend, *fqrecv;   /* qwZ: the same for the frozen part, into `fgathered` */
     void *hpart, *hfpart;    /* on a device: gather_parts' host copies of the two parts */
 
     /* (T) reduction */
@@ -328,12 +331,15 @@ zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n);
 zero_status zero__x_accum_f32(zero_engine *e, void *dst, const float *src, uint64_t n);
 /* Σ g² over each block of `block` working-dtype elements of g (device memory) into host out[] */
 zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t block, double *out);
-/* 8-bit states on the device (step.c's update_q8): n values of a moment decoded into fp32 dst, or
- * coded from x (its indices and the absmax of its blocks of ZERO_QUANT_Q8_BLOCK), against the
- * signed (first moment, `second` 0) or unsigned dynamic map — kernels of the device, the same
- * formulas as the host's zero_dequant_blockwise / zero_quant_blockwise */
-zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int second, uint64_t n, float *dst);
-zero_status zero__x_q8_store(zero_engine *e, const float *x, int second, uint64_t n, uint8_t *idx, float *absmax);
+/* Blockwise 8-bit coding where the unit arrays live (device kernels on a device, else the host's
+ * zero_quant_blockwise / zero_dequant_blockwise: the same formulas): n values decoded into fp32
+ * dst, or x coded (its indices and the absmax of its blocks of `block`; the last block of the n
+ * values is the partial one), against map ZERO__QMAP_* (quant/internal.h). step.c's 8-bit states,
+ * qwz.c's messages. */
+zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int map, uint64_t block,
+                            uint64_t n, float *dst);
+zero_status zero__x_q8_store(zero_engine *e, const float *x, int map, uint64_t block, uint64_t n, uint8_t *idx,
+                             float *absmax);
 /* the optimizer's step on n device elements (grad in the working dtype; out: its write-back, or NULL) */
 zero_status zero__x_optim(zero_engine *e, const zero_optim_hparams *h, float *master, float *s0, float *s1,
                           const void *grad, float gscale, float decay, uint64_t n, void *out);
@@ -386,6 +392,16 @@ zero_request **zero__x_async(const zero_engine *e, zero_request **req);
 void *zero__buf_get(zero_engine *e, size_t bytes, int zeroed);
 void zero__buf_put(zero_engine *e, void *p);
 void zero__buf_free(zero_engine *e); /* frees the idle blocks and the cache's own array */
+
+/* qwz.c: ZeRO++'s quantized weight gathers (zero_config.quant_weights). on: in effect (stage 3's
+ * gathers, more than one rank). bytes: the message of n elements (zero_quant_msg_bytes). encode:
+ * n elements of src (dtype dt, where the unit arrays live) into msg; decode: the world's messages
+ * laid end to end in `all` into dst (world x n elements of dt), this rank's slice copied from own,
+ * unquantized. Both on the device's kernels on a device. */
+int zero__qwz_on(const zero_engine *e);
+uint64_t zero__qwz_bytes(const zero_engine *e, uint64_t n);
+zero_status zero__qwz_encode(zero_engine *e, const void *src, zero_dtype dt, uint64_t n, void *msg);
+zero_status zero__qwz_decode(zero_engine *e, const void *all, zero_dtype dt, uint64_t n, const void *own, void *dst);
 
 /* gather.c */
 zero_status zero__gather_drain(zero_engine *e); /* waits and frees stage-3 prefetches */

@@ -145,8 +145,8 @@ static zero_status update_q8(zero_engine *e, eunit *u, const zero_optim_hparams 
     for (uint64_t k = 0; k < n && st == ZERO_OK; k += Q8_CHUNK) {
         const uint64_t c = n - k < Q8_CHUNK ? n - k : Q8_CHUNK, b = k / ZERO_QUANT_Q8_BLOCK;
         if (dev) {
-            st = zero__x_q8_load(e, q->m + k, q->m_absmax + b, 0, c, m);
-            if (st == ZERO_OK) st = zero__x_q8_load(e, q->v + k, q->v_absmax + b, 1, c, s);
+            st = zero__x_q8_load(e, q->m + k, q->m_absmax + b, ZERO__QMAP_SIGNED, ZERO_QUANT_Q8_BLOCK, c, m);
+            if (st == ZERO_OK) st = zero__x_q8_load(e, q->v + k, q->v_absmax + b, ZERO__QMAP_UNSIGNED, ZERO_QUANT_Q8_BLOCK, c, s);
         } else {
             zero_dequant_blockwise(q->m + k, q->m_absmax + b, ms, ZERO_QUANT_Q8_BLOCK, 0, c, m);
             zero_dequant_blockwise(q->v + k, q->v_absmax + b, vs, ZERO_QUANT_Q8_BLOCK, 0, c, s);
@@ -156,8 +156,8 @@ static zero_status update_q8(zero_engine *e, eunit *u, const zero_optim_hparams 
                               work ? zero__wptr(e, work, k) : NULL, gscale, tmp, up);
         if (st != ZERO_OK) break;
         if (dev) {
-            st = zero__x_q8_store(e, m, 0, c, q->m + k, q->m_absmax + b);
-            if (st == ZERO_OK) st = zero__x_q8_store(e, s, 1, c, q->v + k, q->v_absmax + b);
+            st = zero__x_q8_store(e, m, ZERO__QMAP_SIGNED, ZERO_QUANT_Q8_BLOCK, c, q->m + k, q->m_absmax + b);
+            if (st == ZERO_OK) st = zero__x_q8_store(e, s, ZERO__QMAP_UNSIGNED, ZERO_QUANT_Q8_BLOCK, c, q->v + k, q->v_absmax + b);
         } else {
             zero_quant_blockwise(m, c, ZERO_QUANT_Q8_BLOCK, ms, q->m + k, q->m_absmax + b);
             zero_quant_blockwise(s, c, ZERO_QUANT_Q8_BLOCK, vs, q->v + k, q->v_absmax + b);

@@ -278,6 +278,10 @@ static int rec_layout_of(zero_qformat f, uint64_t n, rec_layout *l) {
     return 0;
 }
 
+uint64_t zero_quant_msg_bytes(uint64_t n, uint64_t block) {
+    return n ? round_up(4 * zero_quant_blocks(n, block) + n, ZERO_QUANT_RECORD_ALIGN) : 0;
+}
+
 uint64_t zero_quant_record_bytes(zero_qformat f, uint64_t n) {
     rec_layout l;
     return rec_layout_of(f, n, &l) ? 0 : l.end;

@@ -134,11 +134,11 @@ refused "--ranks 2: the same check, once" "--save '$TMP/no/ck'" --ranks 2 --save
 # (longer than the library's 512-byte message: the CLI prints the whole list)
 cat >"$TMP/five.json" <<'EOF'
 {"csv_monitor": {"enabled": true}, "wandb": {"enabled": true},
- "zero_optimization": {"stage": 2, "reduce_bucket_sz": 5e8, "zero_quantized_weights": true},
+ "zero_optimization": {"stage": 2, "reduce_bucket_sz": 5e8, "zero_quantized_nontrainable_weights": true},
  "communication_data_type": "fp16"}
 EOF
 refused "five keys zero cannot take: one error that lists them all" \
-    "five.json: 5 problems: (1) csv_monitor.enabled: true is not supported yet .*; (2) wandb.enabled: true .*; (3) unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?; (4) zero_optimization.zero_quantized_weights: true .*; (5) communication_data_type: a value other than null is not supported yet .* reduces gradients in fp32$" \
+    "five.json: 5 problems: (1) csv_monitor.enabled: true is not supported yet .*; (2) wandb.enabled: true .*; (3) unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?; (4) zero_optimization.zero_quantized_nontrainable_weights: true .*; (5) communication_data_type: a value other than null is not supported yet .* reduces gradients in fp32$" \
     --config "$TMP/five.json"
 check "nothing was created" test ! -e "$TMP/no" -a ! -e "$TMP/swap" -a ! -e "$TMP/swap2"
 refused "an impossible micro-batch: the figure and the hints" \

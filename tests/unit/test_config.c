@@ -459,9 +459,9 @@ static void test_ranges(void) {
 }
 
 static void test_unsupported(void) {
-    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": true}}", ZERO_ERR_UNSUPPORTED,
-           "zero_optimization.zero_quantized_weights: true is not supported yet", NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": false}}", ZERO_OK, NULL, NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": true}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.zero_quantized_nontrainable_weights: true is not supported yet", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": false}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_quantized_gradients\": true}}", ZERO_ERR_UNSUPPORTED,
            "zero_optimization.zero_quantized_gradients: true is not supported yet", NULL);
     /* hpZ: the value is loaded; resolve checks it against the stage and the world (test_combinations) */
@@ -625,9 +625,9 @@ static void test_deepspeed_values(void) {
     ZT_OK(load(&c, "{\"bf16\": {\"enabled\": 1}}", &err));
     ZT_EQ_INT(c.precision, ZERO_DTYPE_BF16);
     /* an off-only key takes its off value as a number; its on value stays "not supported yet" */
-    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 0, \"load_from_fp32_weights\": 1}}", ZERO_OK, NULL, NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_quantized_weights\": 1}}", ZERO_ERR_UNSUPPORTED,
-           "zero_optimization.zero_quantized_weights: true is not supported yet", NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": 0, \"load_from_fp32_weights\": 1}}", ZERO_OK, NULL, NULL);
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": 1}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.zero_quantized_nontrainable_weights: true is not supported yet", NULL);
     /* Optional[bool] = None: null is the default (overlap_comm: on at stage 3 only) */
     ZT_OK(load(&c, "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": null, \"cpu_offload\": null, "
                    "\"cpu_offload_param\": null, \"cpu_offload_use_pin_memory\": null}}", &err));
@@ -662,7 +662,7 @@ static void test_deepspeed_values(void) {
 static void test_all_problems(void) {
     static const char *const want[] = {
         "unknown key \"zero_optimization.reduce_bucket_sz\": did you mean \"zero_optimization.reduce_bucket_size\"?",
-        "zero_optimization.zero_quantized_weights: true is not supported yet (only false is accepted)",
+        "zero_optimization.zero_quantized_nontrainable_weights: true is not supported yet (only false is accepted)",
         "csv_monitor.enabled: true is not supported yet (only false is accepted); zero writes its metrics with "
         "--log-json or to TensorBoard (tensorboard.enabled)",
         "unknown key \"optimizer.params.lrr\": did you mean \"optimizer.params.lr\"?",
@@ -670,7 +670,7 @@ static void test_all_problems(void) {
         "communicates in the working precision and reduces gradients in fp32",
     };
     const char *json = "{\"train_batch_size\": 8,\n"
-                       " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_sz\": 5e8, \"zero_quantized_weights\": true},\n"
+                       " \"zero_optimization\": {\"stage\": 2, \"reduce_bucket_sz\": 5e8, \"zero_quantized_nontrainable_weights\": true},\n"
                        " \"csv_monitor\": {\"enabled\": true},\n"
                        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lrr\": 1e-3}},\n"
                        " \"communication_data_type\": \"fp16\"}\n";
