@@ -50,6 +50,8 @@ static void usage(FILE *f) {
             "  --quantize-base nf4|int8|none  with --lora: the frozen base's linear weights in NF4 (double-\n"
             "                             quantized scales) or int8, quantized while loading (QLoRA; docs/QUANT.md)\n"
             "  --quantize-embeddings      with --quantize-base: the token embeddings and the LM head in its format too\n"
+            "  --quantized-weights        stage 3: all-gather the parameters as int8 (ZeRO++ qwZ,\n"
+            "                             zero_optimization.zero_quantized_weights; docs/ENGINE.md)\n"
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
             "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
             "                             global batch and seed (fixed-point gradient sums; docs/CLI.md)\n"
@@ -120,6 +122,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--optimizer-states")) { VAL(); o->optim_states = v; }
         else if (!strcmp(a, "--quantize-base")) { VAL(); o->quantize_base = v; }
         else if (!strcmp(a, "--quantize-embeddings")) o->quantize_embeddings = 1;
+        else if (!strcmp(a, "--quantized-weights")) o->quantized_weights = 1;
         else if (!strcmp(a, "--doc-mask")) { VAL(); o->doc_mask = v; }
         else if (!strcmp(a, "--objective")) { VAL(); o->objective = v; }
         else if (!strcmp(a, "--beta")) { VAL(); if (cli_parse_double(a, v, 1e-9, 1e9, &o->beta)) return -1; o->beta_given = 1; }

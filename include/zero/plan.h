@@ -133,6 +133,13 @@ typedef struct zero_plan_setup {
     int deterministic;               /* zero_extensions.deterministic: the grids join the gradients and
                                       * the fixed-point sums the transient (docs/ENGINE.md §11); no
                                       * frozen parts */
+    int64_t quant_weights_block;     /* ZeRO++ qwZ (zero_config.quant_weights): 0 off; else at stage 3
+                                      * the all-gathers of the parameters (not hpZ's group gathers) send
+                                      * int8 messages (zero_quant_msg_bytes of each shard, blocks of
+                                      * this many elements), held while in flight (transient); below
+                                      * stage 3 (nothing gathered) it changes nothing */
+    int quant_base;                  /* the frozen parts hold a quantized base's records (zero_config.
+                                      * quant_base): qwZ sends them as stored */
     int optim_states;                /* ZERO_OPTIM_STATES_FP32 or _INT8 (zero/config.h): 8-bit moments
                                       * for units of at least optim_states_min trainable elements,
                                       * 2 bytes an element and 8 per block of 256; the alignment is
@@ -232,6 +239,12 @@ void zero_plan_traffic_of(int stage, int ranks, uint64_t padded, zero_dtype prec
  * all-gathered only at stage 3, twice per micro-batch (forward and backward). */
 void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
                               zero_dtype frozen_dtype, zero_plan_traffic *out);
+/* Under qwZ (stage 3, quant_weights_block B > 0): t (zero_plan_traffic_frozen's of the same
+ * arguments) with the forward's and backward's all-gathers as int8 messages, 1 + 4/B bytes an
+ * element instead of the dtype's (the frozen parts' too unless quant_base: records go as stored;
+ * the messages' padding to 16 bytes left out). Nothing changes below stage 3 or on one rank. */
+void zero_plan_traffic_qwz(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
+                           zero_dtype frozen_dtype, int64_t quant_weights_block, int quant_base, zero_plan_traffic *t);
 /* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
 /* The counted traffic (t->counted's rule) of one optimizer step of grad_accum micro-batches, as the
@@ -303,7 +316,9 @@ typedef struct zero_plan_time {
     double node_bytes;   /* bytes a rank moves through the in-node collectives per step (ring rule, sent) */
     double disk_read, disk_written; /* bytes per rank per step (nvme offload) */
     double dequant;      /* decoding a quantized base's weights (compute.dequant_per_pass) in every
-                          * pass over the model, at rates.dequant_elems (0 when that is 0) */
+                          * pass over the model, and under qwZ coding and decoding the gathers'
+                          * messages (a unit's elements each world gather), at rates.dequant_elems
+                          * (0 when that is 0) */
     int collectives;     /* collectives per step (every unit's; stage 3 with frozen parts: their two
                           * gathers are counted in the bytes, not here) */
     double comm_hidden_backward; /* of comm_cross, the reductions' part that drains while the

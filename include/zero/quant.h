@@ -66,6 +66,9 @@ void zero_dequant_absmax(const uint8_t *q, const float *absmax2, float offset, u
  * Its bytes (a multiple of ZERO_QUANT_RECORD_ALIGN, so that messages laid end to end keep their
  * absmax aligned); 0 for n 0. */
 uint64_t zero_quant_msg_bytes(uint64_t n, uint64_t block);
+/* Values a coder of such messages converts at a time (whole blocks, about 2^16): the engine's fp32
+ * buffer for a working dtype other than fp32 holds this many. */
+uint64_t zero_quant_msg_chunk(uint64_t block);
 
 /* ---------------------------------------------------------------- a frozen base's storage
  * A frozen parameter quantized for a base (zero_config.quant_base, docs/QUANT.md) is one record:

@@ -76,7 +76,8 @@ static zero_status land(zero_engine *e, eunit *u) {
  * units have no frozen part: finalize) a unit whose secondary shard is current is gathered inside
  * the group; otherwise over the world, and the secondary shard is refreshed from the result
  * (sec_refresh, once it has landed). Under qwZ a gather over the world sends int8 messages (the
- * frozen part too, unless it holds a quantized base's records), decoded as it lands. */
+ * frozen part too, unless the model has a quantized base: its records go as stored), decoded as
+ * it lands. */
 static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     if (u->padded) u->gathered = zero__dbuf_get(e, (size_t)(u->padded * e->wsize), 0);
     if (u->fpadded) u->fgathered = zero__dbuf_get(e, (size_t)(u->fpadded * e->fsize), 0);
@@ -89,7 +90,7 @@ static zero_status start_gather(zero_engine *e, eunit *u, int blocking) {
     zero_comm *c = group ? e->sec : e->data;
     const void *send = group ? u->sec : shard_of(e, u), *fsend = fshard_of(e, u);
     const uint64_t count = group ? zero__own_sec_elems(e, u) : u->shard;
-    const int qw = zero__qwz_on(e) && !group && u->padded, fqw = zero__qwz_on(e) && !u->nquant && u->fpadded;
+    const int qw = zero__qwz_on(e) && !group && u->padded, fqw = zero__qwz_frozen(e) && u->fpadded;
     u->sec_fill = e->own.hpz && !group;
     double t0 = zero_now();
     if (qw) s = qwz_start(e, send, e->wdt, u->shard, &u->qsend, &u->qrecv);

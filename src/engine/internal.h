@@ -397,8 +397,11 @@ void zero__buf_free(zero_engine *e); /* frees the idle blocks and the cache's ow
  * gathers, more than one rank). bytes: the message of n elements (zero_quant_msg_bytes). encode:
  * n elements of src (dtype dt, where the unit arrays live) into msg; decode: the world's messages
  * laid end to end in `all` into dst (world x n elements of dt), this rank's slice copied from own,
- * unquantized. Both on the device's kernels on a device. */
+ * unquantized. Both on the device's kernels on a device, through an fp32 buffer of
+ * zero_quant_msg_chunk elements for a dtype other than fp32. */
 int zero__qwz_on(const zero_engine *e);
+/* the frozen parts too: unless they hold a quantized base's records, which go as stored */
+int zero__qwz_frozen(const zero_engine *e);
 uint64_t zero__qwz_bytes(const zero_engine *e, uint64_t n);
 zero_status zero__qwz_encode(zero_engine *e, const void *src, zero_dtype dt, uint64_t n, void *msg);
 zero_status zero__qwz_decode(zero_engine *e, const void *all, zero_dtype dt, uint64_t n, const void *own, void *dst);

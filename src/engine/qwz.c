@@ -8,20 +8,16 @@
 #include "engine/internal.h"
 #include "quant/internal.h"
 
-/* Elements coded or decoded at a time: whole blocks, about 2^16 values. */
-static uint64_t chunk_of(uint64_t block) {
-    const uint64_t c = ((uint64_t)1 << 16) / block * block;
-    return c ? c : block;
-}
-
 int zero__qwz_on(const zero_engine *e) { return e->cfg.quant_weights && e->own.gather_collective && e->world > 1; }
+
+int zero__qwz_frozen(const zero_engine *e) { return zero__qwz_on(e) && !e->nquant; }
 
 uint64_t zero__qwz_bytes(const zero_engine *e, uint64_t n) {
     return zero_quant_msg_bytes(n, (uint64_t)e->cfg.quant_weights_block);
 }
 
 zero_status zero__qwz_encode(zero_engine *e, const void *src, zero_dtype dt, uint64_t n, void *msg) {
-    const uint64_t B = (uint64_t)e->cfg.quant_weights_block, nb = zero_quant_blocks(n, B), C = chunk_of(B);
+    const uint64_t B = (uint64_t)e->cfg.quant_weights_block, nb = zero_quant_blocks(n, B), C = zero_quant_msg_chunk(B);
     const size_t esz = zero_dtype_size(dt);
     float *absmax = msg;
     uint8_t *codes = (uint8_t *)msg + 4 * nb;
@@ -41,7 +37,7 @@ zero_status zero__qwz_encode(zero_engine *e, const void *src, zero_dtype dt, uin
 }
 
 zero_status zero__qwz_decode(zero_engine *e, const void *all, zero_dtype dt, uint64_t n, const void *own, void *dst) {
-    const uint64_t B = (uint64_t)e->cfg.quant_weights_block, nb = zero_quant_blocks(n, B), C = chunk_of(B);
+    const uint64_t B = (uint64_t)e->cfg.quant_weights_block, nb = zero_quant_blocks(n, B), C = zero_quant_msg_chunk(B);
     const uint64_t R = zero__qwz_bytes(e, n);
     const size_t esz = zero_dtype_size(dt);
     float *tmp = dt != ZERO_DTYPE_FP32 ? zero__dbuf_get(e, (size_t)(C * 4), 0) : NULL;

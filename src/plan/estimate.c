@@ -46,6 +46,8 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->param_buffer_size = cfg->offload_param.buffer_size;
     s->frozen_dtype = cfg->frozen_dtype;
     s->hpz_partition_size = cfg->hpz_partition_size;
+    s->quant_weights_block = cfg->quant_weights ? cfg->quant_weights_block : 0;
+    s->quant_base = cfg->quant_base != ZERO_QFMT_NONE;
     s->deterministic = cfg->deterministic;
     s->optim_states = cfg->optim_states;
     s->optim_states_min = cfg->optim_states_min;
@@ -175,6 +177,11 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
                        s->offload_param == ZERO_OFFLOAD_NVME ? " with parameters on nvme" : "");
         return ZERO_ERR_INVALID_ARG;
     }
+    if (s->quant_weights_block < 0) {
+        zero__plan_err(err, "quantized weight gathers (qwZ) in blocks of %lld: expected blocks >= 1, or 0 (off)",
+                       (long long)s->quant_weights_block);
+        return ZERO_ERR_INVALID_ARG;
+    }
     if (s->optimizer_buffer_count < 0 || s->aio_block_size < 0 || s->param_buffer_count < 0 ||
         s->param_buffer_size < 0) {
         zero__plan_err(err, "offload pools %d x %lld bytes, %d x %lld elements: expected sizes >= 0",
@@ -211,6 +218,10 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
      * a stage-3 gather holds of both (G), and the fp32 view gather hands out (X) */
     uint64_t G1 = 0, G2 = 0, X1 = 0, blocks = 0; /* blocks: deterministic mode's grid blocks */
     uint64_t Pq = 0; /* the padded elements of the units whose states are 8-bit */
+    /* qwZ (stage 3 on several ranks): the largest unit's messages in flight, this rank's and the
+     * world's of each part sent quantized ((N + 1) R, R = zero_quant_msg_bytes of its shard) */
+    const uint64_t qB = s->stage == 3 && s->ranks > 1 ? (uint64_t)s->quant_weights_block : 0;
+    uint64_t Q1 = 0;
     int any_frozen = 0;
     for (int u = 0; u < m->num_units; u++) {
         const uint64_t fr = m->unit_frozen ? m->unit_frozen[u] : 0, tr = m->unit_numel[u] - fr;
@@ -229,6 +240,12 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
         else if (g > G2) G2 = g;
         const uint64_t x = fr ? m->unit_numel[u] : pu;
         if (x > X1) X1 = x;
+        if (qB) {
+            const uint64_t N1 = (uint64_t)s->ranks, R = zero_quant_msg_bytes(pu / N1, qB),
+                           Rf = s->quant_base ? 0 : zero_quant_msg_bytes(pf / N1, qB);
+            const uint64_t q = mul(N1 + 1, add(R, Rf, &ovf), &ovf);
+            if (q > Q1) Q1 = q;
+        }
         if (pu > o.largest_unit) {
             o.third_unit = o.second_unit;
             o.second_unit = o.largest_unit;
@@ -291,6 +308,12 @@ zero_status zero_plan_estimate(const zero_plan_model *m, const zero_plan_setup *
     if (half || any_frozen) t = add(t, mul(X1, 4, &ovf), &ovf);
     if (half) t = add(t, ZERO__PLAN_STEP_CHUNK, &ovf);
     if (gathers) t = add(t, add(G1, G2, &ovf), &ovf);
+    /* qwZ: the messages of the unit in flight, and the coder's fp32 chunk where a part sent
+     * quantized is not fp32 */
+    if (Q1) {
+        t = add(t, Q1, &ovf);
+        if (half || (any_frozen && !s->quant_base && wf != 4)) t = add(t, mul(zero_quant_msg_chunk(qB), 4, &ovf), &ovf);
+    }
     /* gradients kept off the device (ZeRO-Offload) are computed on it a unit at a time */
     const int grads_away = own.k[EK_GRADS].tier == TIER_PINNED;
     if (half || sharded_grads || grads_away) t = add(t, mul(U12, 4, &ovf), &ovf);
@@ -385,6 +408,17 @@ void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype 
     out->volume += 2.0 * (double)frozen_padded * wf;
     out->sent = out->volume * (double)(ranks - 1) / (double)ranks;
     out->counted = 2.0 * out->sent;
+}
+
+void zero_plan_traffic_qwz(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
+                           zero_dtype frozen_dtype, int64_t quant_weights_block, int quant_base, zero_plan_traffic *t) {
+    if (stage != 3 || ranks <= 1 || quant_weights_block <= 0) return;
+    const double w = (double)zero_dtype_size(precision), q = 1.0 + 4.0 / (double)quant_weights_block;
+    const double wf = (double)zero_dtype_size(frozen_dtype == ZERO_DTYPE_COUNT ? precision : frozen_dtype);
+    t->volume -= 2.0 * (double)padded * (w - q);
+    if (!quant_base) t->volume -= 2.0 * (double)frozen_padded * (wf - q);
+    t->sent = t->volume * (double)(ranks - 1) / (double)ranks;
+    t->counted = 2.0 * t->sent;
 }
 
 double zero_plan_traffic_per_step(int stage, int ranks, int grad_accum, const zero_plan_traffic *t, int *psi) {

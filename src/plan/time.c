@@ -229,6 +229,10 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * stage 3 the all-gathers of forward and backward and the reduce-scatter; under hpZ the
      * backward's runs inside the group: H/L nodes of L ranks, or H ranks of one node. */
     const double w = (double)zero_dtype_size(s->precision), M = (double)mem.padded * w;
+    /* qwZ: the world's parameter gathers move int8 messages, 1 + 4 / block bytes an element (the
+     * messages' padding to 16 bytes left out); hpZ's group gathers stay in the dtype */
+    const double qB = s->stage == 3 ? (double)s->quant_weights_block : 0.0, qw = qB > 0 ? 1.0 + 4.0 / qB : 0.0;
+    const double Mg = qB > 0 ? (double)mem.padded * qw : M;
     double cc0_cross = 0; /* the backward's reduction across nodes */
     if (N > 1) {
         coll_cost cc[7];
@@ -237,21 +241,21 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             cc[n++] = collective(M, 2, r->node_all_reduce, r->link_all_reduce, K, L, m->num_units, r);
         } else {
             cc[n++] = collective(M, 1, r->node_reduce_scatter, r->link_reduce_scatter, K, L, m->num_units, r);
-            cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
+            cc[n++] = collective(s->stage == 3 ? Mg : M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             if (s->stage == 3 && H) {
                 const int gl = H < L ? H : L;
                 cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, H / gl, gl, m->num_units, r);
             } else if (s->stage == 3) {
-                cc[n++] = collective(M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
+                cc[n++] = collective(Mg, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             }
             if (s->stage == 3 && xf > 0) /* each forward-only pass gathers as the forward does */
-                cc[n++] = collective(M * xf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
+                cc[n++] = collective(Mg * xf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
         }
         const int ntrain = n;
         cc0_cross = cc[0].cross;
         if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */
             const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
-            const double Mf = (double)mem.frozen_padded * wf;
+            const double Mf = (double)mem.frozen_padded * (qB > 0 && !s->quant_base ? qw : wf);
             cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             cc[n++] = collective(Mf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             if (xf > 0) cc[n++] = collective(Mf * xf, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
@@ -327,6 +331,12 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     /* a quantized base: its weights decoded in every pass over the model (plan.h) */
     if (c->dequant_per_pass > 0 && r->dequant_elems > 0)
         t.dequant = (2.0 + xf + (checkpointing ? 1.0 : 0.0)) * c->dequant_per_pass / r->dequant_elems;
+    /* qwZ: each world gather codes this rank's shards and decodes the others' (as many elements as
+     * the unit's), at the same rate */
+    if (qB > 0 && N > 1 && r->dequant_elems > 0) {
+        const double parts = (double)mem.padded + (s->quant_base ? 0.0 : (double)mem.frozen_padded);
+        t.dequant += ((H ? 1.0 : 2.0) + xf) * parts / r->dequant_elems;
+    }
 
     t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk + t.dequant;
     *out = t;

@@ -282,6 +282,11 @@ uint64_t zero_quant_msg_bytes(uint64_t n, uint64_t block) {
     return n ? round_up(4 * zero_quant_blocks(n, block) + n, ZERO_QUANT_RECORD_ALIGN) : 0;
 }
 
+uint64_t zero_quant_msg_chunk(uint64_t block) {
+    const uint64_t c = block ? ((uint64_t)1 << 16) / block * block : 0;
+    return c ? c : block;
+}
+
 uint64_t zero_quant_record_bytes(zero_qformat f, uint64_t n) {
     rec_layout l;
     return rec_layout_of(f, n, &l) ? 0 : l.end;

@@ -555,6 +555,37 @@ static void test_time_hand(void) {
     ZT_NEAR(t.cross_bytes, 3 * 12800, 0);
     ZT_NEAR(t.node_bytes, 3 * 12800, 0);
     ZT_EQ_INT(t.collectives, 6);
+    /* qwZ in blocks of 4: the two all-gathers move 1 + 4/4 = 2 bytes an element instead of fp32's
+     * 4, half their bytes and time (the reduce-scatter unchanged); its coder at dequant_elems: 2
+     * world gathers of the 6400 elements; with hpZ the group's gather stays fp32 */
+    s.quant_weights_block = 4;
+    r.dequant_elems = 1e9;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.cross_bytes, 12800 + 2 * 6400, 0);
+    ZT_NEAR(t.node_bytes, 12800 + 2 * 6400, 0);
+    ZT_NEAR(t.comm_node, 6.4e-5 + 2 * 1.6e-5, 1e-15);
+    ZT_NEAR(t.comm_cross, 1.68e-4 + 2 * (0.64e-4 + 4e-5), 1e-15);
+    ZT_NEAR(t.dequant, 2 * 6400 / 1e9, 1e-15);
+    zero_plan_traffic tq;
+    zero_plan_traffic_frozen(3, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, &tq);
+    zero_plan_traffic_qwz(3, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, 4, 0, &tq);
+    ZT_NEAR(tq.volume, 6400 * 4 + 2 * 6400 * 2, 0);
+    ZT_NEAR(tq.sent, (6400 * 4 + 2 * 6400 * 2) * 3.0 / 4, 1e-9);
+    zero_plan_traffic_qwz(2, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, 4, 0, &tq); /* below stage 3: nothing */
+    ZT_NEAR(tq.volume, 6400 * 4 + 2 * 6400 * 2, 0);
+    s.stage = 2; /* below stage 3 nothing is gathered: the plain step */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    zero_plan_time t2;
+    s.quant_weights_block = 0;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t2, &err));
+    ZT_NEAR(t.total, t2.total, 0);
+    ZT_NEAR(t.cross_bytes, t2.cross_bytes, 0);
+    s.quant_weights_block = -1;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "qwZ") != NULL, "message: %s", err.msg);
+    s.stage = 3;
+    s.quant_weights_block = 0;
+    r.dequant_elems = 0;
 
     /* Stage 0: one all-reduce, 2 x 1/2 x 25600 / 1e8 in node, the same across + 2 units x 3 x 1e-5;
      * the update of all 6400 elements; no checkpointing: no recompute. */
@@ -1203,9 +1234,10 @@ static void test_time_errors(void) {
 /* ---------------------------------------------------------------- against the engine */
 /* GPT-2 registered on a real engine over `comm`: the engine's accounting of the model states
  * equals the estimate to the byte (the issue asks for 2%), and after a micro-batch and a step the
- * peak of its transient buffers stays under the estimate's bound. Collective. */
+ * peak of its transient buffers stays under the estimate's bound (*peak and *bound, when given,
+ * receive both). Collective. */
 static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_config *g, int stage,
-                               zero_dtype dt, int run_step, int hpz) {
+                               zero_dtype dt, int run_step, int hpz, int64_t qwz, uint64_t *peak, uint64_t *bound) {
     zero_engine *e = NULL;
     dec_model *model = NULL;
     zero_error err = {{0}};
@@ -1216,6 +1248,8 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_conf
     c.micro_batch = 2;
     c.grad_accum = 1;
     c.hpz_partition_size = hpz;
+    c.quant_weights = qwz > 0; /* qwZ: its messages in flight join the transient */
+    if (qwz > 0) c.quant_weights_block = qwz;
     const int world = zero_comm_size(comm);
     ZT_OK(zero_config_resolve(&c, world, &err));
     if (!comm || zero_engine_create(&e, comm, &c) != ZERO_OK) {
@@ -1256,6 +1290,8 @@ static void engine_vs_estimate(zero_comm *comm, const char *what, const dec_conf
             goto done;
         }
         zero_engine_mem_stats(e, &ms);
+        if (peak) *peak = ms.peak[ZERO_MEM_BUFFERS];
+        if (bound) *bound = mem.transient;
         ZT_CHECKF(ms.peak[ZERO_MEM_BUFFERS] <= mem.transient, "%s stage %d %s: buffers peak %zu > estimate %llu",
                   what, stage, zero_dtype_name(dt), ms.peak[ZERO_MEM_BUFFERS], (unsigned long long)mem.transient);
         /* The bound is not vacuous: what stage 3 gathers and half precision converts shows up. */
@@ -1278,16 +1314,40 @@ static void engine_cases(zero_comm *comm, int with_small, int ndts) {
     const int world = zero_comm_size(comm);
     for (int stage = 0; stage < 4; stage++) {
         for (int d = 0; d < ndts; d++) {
-            engine_vs_estimate(comm, "tiny", &tiny, stage, dts[d], 1, 1);
-            engine_vs_estimate(comm, "odd", &odd, stage, dts[d], 1, 1);
+            engine_vs_estimate(comm, "tiny", &tiny, stage, dts[d], 1, 1, 0, NULL, NULL);
+            engine_vs_estimate(comm, "odd", &odd, stage, dts[d], 1, 1, 0, NULL, NULL);
             /* hpZ: the secondary shard in the parameters, every group size 1 < H < N */
             for (int h = 2; stage == 3 && h < world; h++)
                 if (world % h == 0) {
-                    engine_vs_estimate(comm, "tiny hpZ", &tiny, stage, dts[d], 1, h);
-                    engine_vs_estimate(comm, "odd hpZ", &odd, stage, dts[d], 1, h);
+                    engine_vs_estimate(comm, "tiny hpZ", &tiny, stage, dts[d], 1, h, 0, NULL, NULL);
+                    engine_vs_estimate(comm, "odd hpZ", &odd, stage, dts[d], 1, h, 0, NULL, NULL);
                 }
+            /* qwZ: blocks of 32 (many a shard) and the default (a partial one), and with hpZ: the
+             * engine's peak under the bound, which adds to plain stage 3's the largest unit's
+             * messages in flight, (N + 1) zero_quant_msg_bytes of its shard, and in half precision
+             * the coder's fp32 chunk (on one rank nothing: no gather is quantized) */
+            if (stage == 3) {
+                const struct { const char *name; const dec_config *g; int hpz; int64_t block; } q[3] = {
+                    {"tiny qwZ", &tiny, 1, 32}, {"odd qwZ", &odd, 1, 2048}, {"tiny qwZ hpZ", &tiny, 2, 32}};
+                for (int i = 0; i < 3; i++) {
+                    if (q[i].hpz > 1 && world != 4) continue;
+                    uint64_t pk0 = 0, b0 = 0, pk = 0, b = 0;
+                    engine_vs_estimate(comm, q[i].name, q[i].g, stage, dts[d], 1, q[i].hpz, 0, &pk0, &b0);
+                    engine_vs_estimate(comm, q[i].name, q[i].g, stage, dts[d], 1, q[i].hpz, q[i].block, &pk, &b);
+                    uint64_t q1 = 0;
+                    for (int u = 0; world > 1 && u < dec_num_units(q[i].g); u++) {
+                        const uint64_t P = zero_partition_padded(dec_unit_numel(q[i].g, u), world, ZERO_PLAN_DEFAULT_ALIGN);
+                        const uint64_t m = (uint64_t)(world + 1) * zero_quant_msg_bytes(P / (uint64_t)world, (uint64_t)q[i].block);
+                        q1 = m > q1 ? m : q1;
+                    }
+                    if (q1 && dts[d] != ZERO_DTYPE_FP32) q1 += 4 * zero_quant_msg_chunk((uint64_t)q[i].block);
+                    ZT_CHECKF(b - b0 == q1, "%s %s on %d ranks: the bound grows by %lld bytes, expected %llu", q[i].name,
+                              zero_dtype_name(dts[d]), world, (long long)(b - b0), (unsigned long long)q1);
+                    if (world == 1) ZT_EQ_INT(pk, pk0);
+                }
+            }
         }
-        if (with_small) engine_vs_estimate(comm, "small", &small, stage, ZERO_DTYPE_BF16, 0, 1);
+        if (with_small) engine_vs_estimate(comm, "small", &small, stage, ZERO_DTYPE_BF16, 0, 1, 0, NULL, NULL);
     }
 }
 
