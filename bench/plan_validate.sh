@@ -9,7 +9,8 @@
 #   MV_STEPS, MV_WARMUP       steps a run, first steps not timed (default 6, 2); MV_REPEAT runs per
 #                             configuration, interleaved (default 1)
 #   MV_STAGES                 stages (default "0 1 2 3"; "3h" is stage 3 + hpZ, added by default with
-#                             3 on hosts of equal ranks > 1: zero_hpz_partition_size = ranks per host)
+#                             3 on hosts of equal ranks > 1: zero_hpz_partition_size = ranks per host;
+#                             "3q" is stage 3 + qwZ, --quantized-weights, added by default with 3)
 # For every link rate: `zero bench rates` on the same hosts and ranks (the compute, memory and
 # in-host rates, and the link as measured), then every (stage, checkpointing) trained, interleaved
 # over the repeats; `zero estimate --rates` predicts each with the measured link and with the
@@ -49,6 +50,7 @@ rpn=$((ranks / hosts))
 uniform=1
 for x in $layout; do [ "$x" = "$rpn" ] || uniform=0; done
 hpz_ok=0
+case " $stages " in *" 3 "*) [ -n "${MV_STAGES:-}" ] || stages="$stages 3q" ;; esac
 if [ $uniform = 1 ] && [ $rpn -gt 1 ] && [ $hosts -gt 1 ]; then
     hpz_ok=1
     case " $stages " in *" 3 "*) [ -n "${MV_STAGES:-}" ] || stages="$stages 3h" ;; esac
@@ -81,7 +83,8 @@ for rate in $rates; do
             conf=${confs[$(((i + r) % n))]}
             s=${conf%:*}; c=${conf#*:}
             ck=(); [ "$c" = 1 ] && ck=(--activation-checkpointing)
-            st=(--stage "${s%h}"); [ "$s" = 3h ] && st+=(--config "$work/hpz.json")
+            st=(--stage "${s%[hq]}"); [ "$s" = 3h ] && st+=(--config "$work/hpz.json")
+            [ "$s" = 3q ] && st+=(--quantized-weights)
             log=$work/train_${rate}_s${s}_c${c}_r$r.json
             if ! MN_TIMEOUT=1200 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 -- "$zero" train "${margs[@]}" "${data_args[@]}" \
                 "${st[@]}" "${ck[@]}" --steps "$steps" --val-every 0 --val-batches 1 --log-json "$log" \
@@ -99,7 +102,7 @@ for rate in $rates; do
     tight=$("$PY" - "$work/est_$rate.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-row = {(r["stage"], r["offload"]): r for r in d["rows"] if r["hpz_partition_size"] == 1}
+row = {(r["stage"], r["offload"]): r for r in d["rows"] if r["hpz_partition_size"] == 1 and not r["quantized_weights"]}
 def need(s, a): return row[(s, "none")]["device_bytes"] + row[(s, "none")]["transient_bytes"] + a
 A, Ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
 ok = need(3, A) < min(need(s, A) for s in range(3)) and max(need(s, Ac) for s in (1, 2)) <= need(3, A)
@@ -115,12 +118,13 @@ EOF
     "$PY" - "$work" "$rate" "$stages" "$warmup" "$gbps" "$hpz_ok" <<'EOF' || status=1
 import glob, json, os, statistics, sys
 work, rate, warmup, gbps, hpz_ok = sys.argv[1], sys.argv[2], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6] == "1"
-stages = sys.argv[3].split()  # "0".."3", and "3h": stage 3 + hpZ
+stages = sys.argv[3].split()  # "0".."3", "3h": stage 3 + hpZ, "3q": stage 3 + qwZ
 est = json.load(open(os.path.join(work, "est_%s.json" % rate)))
 estn = json.load(open(os.path.join(work, "estn_%s.json" % rate)))
 def pred(d, s, c):
-    h = s.endswith("h")
-    r = [x for x in d["rows"] if x["stage"] == int(s[0]) and x["offload"] == "none" and (x["hpz_partition_size"] > 1) == h][0]
+    h, q = s.endswith("h"), s.endswith("q")
+    r = [x for x in d["rows"] if x["stage"] == int(s[0]) and x["offload"] == "none" and (x["hpz_partition_size"] > 1) == h
+         and x["quantized_weights"] == q][0]
     return r["step_seconds_checkpointed" if c else "step_seconds"]
 meas = {}
 for s in stages:

@@ -139,9 +139,29 @@ static inline int fast_index(const q8_fast *f, float v) {
     return q;
 }
 
+/* int8's linear map (fast_maps[2]: k / 127 at index k + 127 for k < 0, k + 128 for k > 0, its two
+ * zeros at 127 and 128) without the table: the index of the nearest k, then moved until the
+ * midpoints on either side bracket v (mid[q - 1] < v <= mid[q]): the count of midpoints below v,
+ * zero__q_index's result, from any start (the midpoints ascend). One or no move in practice. */
+static inline int linear_index(const q8_fast *f, float v) {
+    const int k = (int)nearbyintf(v * 127.0f);
+    int q = k < 0 ? k + 127 : k > 0 ? k + 128 : (v > 0.0f ? 128 : 127);
+    q = q < 0 ? 0 : q > 255 ? 255 : q;
+    while (q > 0 && !(f->mid[q - 1] < v)) q--;
+    while (q < 255 && f->mid[q] < v) q++;
+    return q;
+}
+
 int zero__quant_index_check(void) {
     int bad = 0;
     pthread_once(&fast_once, fast_init);
+    for (uint32_t k = 0; k < 65536; k++) /* the linear map's own index, on the same values */
+        for (int j = 0; j < 3; j++) {
+            const uint32_t hi = k << 16, lo16[3] = {0, 0xffffu, 0x8123u};
+            const float v = zero__f32_from_bits(hi | lo16[j]);
+            if (v >= -1.0f && v <= 1.0f)
+                bad += linear_index(&fast_maps[2], v) != zero__q_index(fast_maps[2].code, 256, v);
+        }
     for (int m = 0; m < 3; m++)
         for (uint32_t k = 0; k < 65536; k++) { /* each key's lowest and highest value, and one between */
             const uint32_t hi = k << 16;
@@ -171,8 +191,12 @@ void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const floa
         const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
         const float a = block_absmax(x + lo, len);
         absmax[b] = a;
-        for (uint64_t i = 0; i < len; i++)
-            idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
+        if (f == &fast_maps[2])
+            for (uint64_t i = 0; i < len; i++)
+                idx[lo + i] = (uint8_t)linear_index(f, zero__q_norm(x[lo + i], a, len < block));
+        else
+            for (uint64_t i = 0; i < len; i++)
+                idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
     }
 }
 

@@ -55,7 +55,7 @@ for r in d["rows"]:
 fits = {(r["stage"], r["offload"]): r["fits"] for r in d["rows"]}
 if N == 1: assert not fits[(0, "none")] and fits[(2, "cpu")], fits    # 16Ψ = 24.6 GB does not fit 24 GiB
 if N == 3: assert fits[(3, "none")] and not fits[(0, "none")], fits
-print("device bytes, stages 0-3:", [r["device_bytes"] for r in d["rows"] if r["offload"] == "none" and r["hpz_partition_size"] == 1])
+print("device bytes, stages 0-3:", [r["device_bytes"] for r in d["rows"] if r["offload"] == "none" and r["hpz_partition_size"] == 1 and not r["quantized_weights"]])
 EOF
 done
 "$ZERO" estimate --params 1.536e9 --gpus 2 --gpu-memory 24GiB --precision bf16 >"$TMP/e.txt"

@@ -63,21 +63,28 @@ colls = {0: ["ar"], 1: ["rs", "ag"], 2: ["rs", "ag"], 3: ["rs", "ag", "ag"]}
 # stage 3 + hpZ 2 (the ranks per node): the backward all-gather runs inside the node only
 hpz_rows = [r for r in d["rows"] if r["hpz_partition_size"] == 2]
 assert len(hpz_rows) == 1 and hpz_rows[0]["stage"] == 3, d["rows"]
+# stage 3 + qwZ: the two all-gathers at 1 + 4/2048 bytes an element; the coder, 2 P elements, at dequant_gelems
+qwz_rows = [r for r in d["rows"] if r["quantized_weights"]]
+assert len(qwz_rows) == 1 and qwz_rows[0]["stage"] == 3, d["rows"]
+dq = d["rates"]["dequant_gelems"] * 1e9
 for r in d["rows"]:
     if r["offload"] != "none":
         continue
-    s = r["stage"]; t = r["time"]; h = r["hpz_partition_size"] > 1
-    node = sum((2 if c == "ar" else 1) * 0.5 * M / busbw[c] for c in colls[s])
+    s = r["stage"]; t = r["time"]; h = r["hpz_partition_size"] > 1; q = r["quantized_weights"]
+    Mc = lambda c: P * (1 + 4 / 2048) if q and c == "ag" else M
+    node = sum((2 if c == "ar" else 1) * 0.5 * Mc(c) / busbw[c] for c in colls[s])
     crossing = colls[s][:2] if h else colls[s]
-    cross = sum((2 if c == "ar" else 1) * 0.5 * M / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in crossing)
+    cross = sum((2 if c == "ar" else 1) * 0.5 * Mc(c) / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in crossing)
     upd = (P if s == 0 else P / 4) * 32 / 1e9
     comp = 3 * 2 * 64 * 262144 / 1e9
     assert near(t["comm_node"], node) and near(t["comm_cross"], cross), (s, t, node, cross)
-    assert near(t["cross_bytes"], len(crossing) * (2 if s == 0 else 1) * 0.5 * M), (s, t)
+    assert near(t["cross_bytes"], sum((2 if s == 0 else 1) * 0.5 * Mc(c) for c in crossing)), (s, t)
+    deq = 2 * P / dq if q else 0
+    assert near(t["dequant"], deq) if q else t["dequant"] == 0, (s, t, deq)
     if h:  # the secondary shard P/2 in the parameters, on the device
-        r3 = [x for x in d["rows"] if x["stage"] == 3 and x["offload"] == "none" and x["hpz_partition_size"] == 1][0]
+        r3 = [x for x in d["rows"] if x["stage"] == 3 and x["offload"] == "none" and x["hpz_partition_size"] == 1 and not x["quantized_weights"]][0]
         assert r["params_bytes"] == r3["params_bytes"] + 4 * P // 2 and r["device_bytes"] == r3["device_bytes"] + 4 * P // 2, r
-    assert near(r["step_seconds"], comp + node + cross + upd), (s, r["step_seconds"], comp + node + cross + upd)
+    assert near(r["step_seconds"], comp + node + cross + upd + deq), (s, r["step_seconds"], comp + node + cross + upd + deq)
 EOF
 
 # --- where the rates come from
@@ -114,7 +121,7 @@ check "each collective's cross-node rate" "$PY" - "$TMP/e4.json" "$TMP/c4.json" 
 import json, sys
 a, b, c = (json.load(open(p)) for p in sys.argv[1:4])
 def row(d, s):
-    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1][0]["time"]
+    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1 and not r["quantized_weights"]][0]["time"]
 def near(x, y): return abs(x - y) <= 1e-9 * abs(y)
 M = 4.0 * a["padded_params"]
 # stage 0: the all-reduce's 2 x 1/2 x M bytes at 0.05 GB/s instead of the link's 0.1
@@ -144,7 +151,7 @@ check "by hand: the reductions the backward hides" "$PY" - "$TMP/p2.json" "$TMP/
 import json, sys
 fast, slow, none = (json.load(open(p)) for p in sys.argv[1:4])
 def row(d, s):
-    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1][0]
+    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1 and not r["quantized_weights"]][0]
 def near(x, y): return abs(x - y) <= 1e-9 * abs(y)
 M = 4.0 * fast["padded_params"]
 # 0.8 Gbit/s: every reduction drains during the next layer's piece at either share; what the last
@@ -181,7 +188,7 @@ check "the rates line names the progress shares" grep -q "the backward's reducti
 D=$("$PY" - "$TMP/g.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-row = {(r["stage"], r["offload"]): r for r in d["rows"] if r["hpz_partition_size"] == 1}
+row = {(r["stage"], r["offload"]): r for r in d["rows"] if r["hpz_partition_size"] == 1 and not r["quantized_weights"]}
 def need(s, a): return row[(s, "none")]["device_bytes"] + row[(s, "none")]["transient_bytes"] + a
 A, Ac = d["activation_bytes"], d["activation_checkpointed_bytes"]
 assert need(3, A) < need(2, A) and need(1, Ac) < need(3, A) < need(0, Ac), "the sizes do not allow the case"
