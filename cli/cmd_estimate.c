@@ -420,6 +420,7 @@ typedef struct est_row {
     int stage;
     int hpz; /* zero_hpz_partition_size: 1, or the ranks per node (the stage 3 + hpZ row) */
     int qwz; /* the stage 3 + qwZ row: zero_quantized_weights, blocks of the default 2048 */
+    int qgz; /* ... + qgZ: zero_quantized_gradients too (the row "qwZ+qgZ") */
     zero_offload_device opt, param;
     zero_plan_mem mem;
     zero_plan_traffic traffic;
@@ -432,18 +433,18 @@ typedef struct est_row {
 
 /* The table's rows: stage 0 has no offload; at stage 3 "cpu" and "nvme" move the parameter
  * shard too (ZeRO-Infinity), at stages 1-2 only master + optimizer states; stage 3 + hpZ (groups
- * of the ranks per node) on several nodes of several ranks; stage 3 + qwZ (int8 weight gathers) on
- * several ranks. */
-static const struct { int stage; zero_offload_device opt, param; int hpz, qwz; } row_kinds[] = {
-    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0},
-    {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0}, {1, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0, 0},
-    {1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0, 0},
-    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0, 0},
-    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0, 0},
-    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0}, {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 1, 0},
-    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 1},
-    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU, 0, 0},
-    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 0, 0},
+ * of the ranks per node) on several nodes of several ranks; stage 3 + qwZ (int8 weight gathers), and
+ * + qgZ (int8 gradient reduce-scatter across nodes), on several ranks. */
+static const struct { int stage; zero_offload_device opt, param; int hpz, qwz, qgz; } row_kinds[] = {
+    {0, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0, 0},
+    {1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0, 0}, {1, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0, 0, 0},
+    {1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0, 0, 0},
+    {2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0, 0}, {2, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_NONE, 0, 0, 0},
+    {2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE, 0, 0, 0},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 0, 0}, {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 1, 0, 0},
+    {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 1, 0}, {3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 0, 1, 1},
+    {3, ZERO_OFFLOAD_CPU, ZERO_OFFLOAD_CPU, 0, 0, 0},
+    {3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 0, 0, 0},
 };
 #define MAXROWS ((int)(sizeof row_kinds / sizeof row_kinds[0]))
 
@@ -521,13 +522,14 @@ static void print_json(const cli_sizing_opts *o, const cli_sizing_model *m, cons
     for (int i = 0; i < nrows; i++) {
         const est_row *r = &rows[i];
         const uint64_t *b = r->mem.bytes;
-        printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"quantized_weights\": %s, \"offload\": \"%s\", "
-               "\"offload_param\": \"%s\", "
+        printf("%s\n  {\"stage\": %d, \"hpz_partition_size\": %d, \"quantized_weights\": %s, \"quantized_gradients\": %s, "
+               "\"offload\": \"%s\", \"offload_param\": \"%s\", "
                "\"device_bytes\": %llu, \"host_bytes\": %llu, \"pinned_bytes\": %llu, \"grad_staging_bytes\": %llu, "
                "\"staging_bytes\": %llu, "
                "\"nvme_bytes\": %llu, \"transient_bytes\": %llu, \"accumulator_bytes\": %llu, \"params_bytes\": %llu, "
                "\"grads_bytes\": %llu, \"master_bytes\": %llu, \"optim_bytes\": %llu, \"pool_bytes\": %llu, ",
-               i ? "," : "", r->stage, r->hpz, r->qwz ? "true" : "false", zero_plan_offload_name(r->opt),
+               i ? "," : "", r->stage, r->hpz, r->qwz ? "true" : "false", r->qgz ? "true" : "false",
+               zero_plan_offload_name(r->opt),
                zero_plan_offload_name(r->param),
                (unsigned long long)r->mem.device, (unsigned long long)r->mem.host, (unsigned long long)r->mem.pinned,
                (unsigned long long)r->mem.grad_staging, (unsigned long long)r->mem.staging,
@@ -612,7 +614,7 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
         any_hpz |= r->hpz > 1;
         any_qwz |= r->qwz;
         if (r->hpz > 1) snprintf(off, sizeof off, "hpZ %d", r->hpz);
-        else if (r->qwz) snprintf(off, sizeof off, "qwZ");
+        else if (r->qwz) snprintf(off, sizeof off, r->qgz ? "qwZ+qgZ" : "qwZ");
         else snprintf(off, sizeof off, "%s%s", zero_plan_offload_name(r->opt), r->param != ZERO_OFFLOAD_NONE ? "+p" : "");
         char t0[32], t1[32], p[32];
         const char *fit = !gpu ? "" : r->fits[0] ? "yes    " : r->fits[1] ? "ckpt   " : "no     ";
@@ -630,7 +632,9 @@ static void print_text(const cli_sizing_opts *o, const cli_sizing_model *m, cons
            gpu ? ";\n fits: yes, ckpt (only with activation checkpointing) or no; NVMe is not sized here (zero plan --nvme)"
                : "",
            any_hpz ? ";\n hpZ H: zero_hpz_partition_size H, the ranks per node: a secondary parameter shard per node" : "",
-           any_qwz ? ";\n qwZ: zero_quantized_weights, the parameters' all-gathers as int8 (--quantized-weights)" : "");
+           any_qwz ? ";\n qwZ: zero_quantized_weights, the parameters' all-gathers as int8 (--quantized-weights);\n"
+                     " qgZ: zero_quantized_gradients, the gradients' reduce-scatter as int8 across nodes (--quantized-gradients)"
+                   : "");
     for (int i = 0; i < nrows; i++) /* rows the engine refuses (the ownership plan's rule) */
         if (rows[i].mem.unsupported)
             printf("(stage %d %s%s: %s: the row is what it would take)\n", rows[i].stage, zero_plan_offload_name(rows[i].opt),
@@ -698,6 +702,7 @@ int cli_estimate(int argc, char **argv) {
          * the engine does not combine it with frozen parameters yet */
         if (row_kinds[k].hpz && (o.nodes < 2 || o.ranks / o.nodes < 2 || m.unit_frozen)) continue;
         if (row_kinds[k].qwz && o.ranks < 2) continue; /* one rank gathers nothing */
+        if (row_kinds[k].qgz && o.nodes < 2) continue;  /* on one node the reduction stays exact */
         const int i = nrows++;
         zero_plan_setup s;
         zero_plan_setup_default(&s);
@@ -709,6 +714,7 @@ int cli_estimate(int argc, char **argv) {
         s.offload_param = row_kinds[k].param;
         s.hpz_partition_size = row_kinds[k].hpz ? o.ranks / o.nodes : 1;
         s.quant_weights_block = row_kinds[k].qwz ? 2048 : 0;
+        s.quant_grads_block = row_kinds[k].qgz ? 2048 : 0;
         s.quant_base = o.quant_base != ZERO_QFMT_NONE;
         s.frozen_dtype = o.frozen_dtype;
         s.deterministic = o.deterministic;
@@ -716,6 +722,7 @@ int cli_estimate(int argc, char **argv) {
         rows[i].stage = s.stage;
         rows[i].hpz = s.hpz_partition_size;
         rows[i].qwz = row_kinds[k].qwz;
+        rows[i].qgz = row_kinds[k].qgz;
         rows[i].opt = s.offload_optimizer;
         rows[i].param = s.offload_param;
         zero_error err = {{0}};
@@ -727,6 +734,7 @@ int cli_estimate(int argc, char **argv) {
                                  s.frozen_dtype, &rows[i].traffic);
         zero_plan_traffic_qwz(s.stage, s.ranks, rows[i].mem.padded, s.precision, rows[i].mem.frozen_padded,
                               s.frozen_dtype, s.quant_weights_block, s.quant_base, &rows[i].traffic);
+        zero_plan_traffic_qgz(s.stage, s.ranks, rows[i].mem.padded, s.precision, s.quant_grads_block, &rows[i].traffic);
         for (int ckpt = 0; ckpt < 2; ckpt++) {
             if (zero_plan_step_time(&m.plan, &compute, &s, o.nodes, mb, ckpt, &rates.r, &rows[i].time[ckpt], &err) !=
                 ZERO_OK) {

@@ -52,6 +52,8 @@ static void usage(FILE *f) {
             "  --quantize-embeddings      with --quantize-base: the token embeddings and the LM head in its format too\n"
             "  --quantized-weights        stage 3: all-gather the parameters as int8 (ZeRO++ qwZ,\n"
             "                             zero_optimization.zero_quantized_weights; docs/ENGINE.md)\n"
+            "  --quantized-gradients      stages 2-3: reduce-scatter the gradients as int8 across nodes (ZeRO++\n"
+            "                             qgZ, zero_optimization.zero_quantized_gradients; docs/ENGINE.md)\n"
             "  --activation-checkpointing keep block inputs only; recompute in backward\n"
             "  --deterministic            bitwise the same run for any --ranks, --stage and offload at the same\n"
             "                             global batch and seed (fixed-point gradient sums; docs/CLI.md)\n"
@@ -123,6 +125,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--quantize-base")) { VAL(); o->quantize_base = v; }
         else if (!strcmp(a, "--quantize-embeddings")) o->quantize_embeddings = 1;
         else if (!strcmp(a, "--quantized-weights")) o->quantized_weights = 1;
+        else if (!strcmp(a, "--quantized-gradients")) o->quantized_grads = 1;
         else if (!strcmp(a, "--doc-mask")) { VAL(); o->doc_mask = v; }
         else if (!strcmp(a, "--objective")) { VAL(); o->objective = v; }
         else if (!strcmp(a, "--beta")) { VAL(); if (cli_parse_double(a, v, 1e-9, 1e9, &o->beta)) return -1; o->beta_given = 1; }

@@ -220,6 +220,7 @@ int train_prepare(train_opts *o, int world) {
     }
     if (o->quantize_embeddings) cfg->quant_embed = 1;
     if (o->quantized_weights) cfg->quant_weights = 1;
+    if (o->quantized_grads) cfg->quant_grads = 1;
     if (o->doc_mask) {
         if (strcmp(o->doc_mask, "on") && strcmp(o->doc_mask, "off") && strcmp(o->doc_mask, "auto"))
             return cli_error(CLI_USAGE, "--doc-mask '%s': expected on, off or auto", o->doc_mask);
@@ -532,13 +533,19 @@ static void summary(run_state *r, const int64_t m[M_COUNT], const zero_comm_coun
         if (o->cfg.quant_weights)
             zero_plan_traffic_qwz(o->cfg.stage, r->world, r->padded, o->cfg.precision, r->fpadded, o->cfg.frozen_dtype,
                                   o->cfg.quant_weights_block, o->cfg.quant_base != ZERO_QFMT_NONE, &tr);
+        if (o->cfg.quant_grads)
+            zero_plan_traffic_qgz(o->cfg.stage, r->world, r->padded, o->cfg.precision, o->cfg.quant_grads_block, &tr);
         int psi = 2; /* the rule per step, as the ownership plan schedules it (zero/plan.h) */
         const double rule = zero_plan_traffic_per_step(o->cfg.stage, r->world, (int)o->cfg.grad_accum, &tr, &psi);
         double got = (double)(c->bytes[0] + c->bytes[1] + c->bytes[2]) / (double)steps_run;
         fmt_bytes(t1, sizeof t1, got);
         fmt_bytes(t2, sizeof t2, rule);
         fprintf(f, "traffic per step per rank (sent + received): %s; ZeRO's %dΨ rule%s gives %s (ratio %.3f)\n", t1, psi,
-                o->cfg.quant_weights ? " with qwZ's int8 gathers" : "", t2, rule > 0 ? got / rule : 0.0);
+                o->cfg.quant_weights && o->cfg.quant_grads ? " with qwZ's and qgZ's int8 messages"
+                : o->cfg.quant_weights                      ? " with qwZ's int8 gathers"
+                : o->cfg.quant_grads                        ? " with qgZ's int8 reduce-scatter"
+                                                            : "",
+                t2, rule > 0 ? got / rule : 0.0);
     }
 }
 

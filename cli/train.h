@@ -26,6 +26,7 @@ typedef struct train_opts {
     const char *quantize_base; /* --quantize-base nf4|int8|none */
     int quantize_embeddings;   /* --quantize-embeddings */
     int quantized_weights;     /* --quantized-weights: ZeRO++ qwZ (zero_optimization.zero_quantized_weights) */
+    int quantized_grads;       /* --quantized-gradients: ZeRO++ qgZ (zero_optimization.zero_quantized_gradients) */
     const char *doc_mask;      /* --doc-mask on|off|auto */
     const char *objective;     /* --objective lm|dpo|orpo */
     dec_objective obj;         /* ... parsed (DEC_OBJ_LM by default) */

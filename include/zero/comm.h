@@ -194,6 +194,27 @@ zero_status zero_comm_ireduce_scatter(zero_comm *c, const void *send, void *recv
 zero_status zero_comm_iall_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_request **req);
 
+/* ZeRO++'s quantized reduce-scatter (qgZ, zero_optimization.zero_quantized_gradients): the
+ * reduce-scatter (SUM) of zero_comm_ireduce_scatter in fp32, bf16 or fp16, whose steps over MPI
+ * carry int8 messages (zero/quant.h: int8's linear map, an fp32 absmax per `block` elements of
+ * each destination block, zero_quant_msg_bytes of them) exchanged all-to-all; each rank decodes
+ * what it receives and sums in fp32 in rank (node) order, its own block as it is, then rounds once
+ * to dt. With the shared-memory collectives on, where every rank is on one node nothing is
+ * quantized (zero_comm_reduce_scatter's sums), and across nodes the node step sums exactly (in dt)
+ * and only the cross-node step is quantized; with them off (the node split unknown) every block
+ * goes as a message (docs/COMM.md, "Quantized reduce-scatter"). Not in place (send and recv must
+ * not overlap). The counters count what was sent: the messages as a reduce_scatter of them (the
+ * ring rule over size x zero_quant_msg_bytes(count, block)), or on one node the exact message.
+ * block >= 1. */
+zero_status zero_comm_ireduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                         size_t block, zero_request **req);
+zero_status zero_comm_reduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                        size_t block);
+/* On device memory, as the device forms above (staged in chunks of whole blocks, so that the
+ * blocks are the host form's; the host form runs on each chunk). */
+zero_status zero_comm_ireduce_scatter_q8_device(zero_comm *c, zero_stream *s, const void *send, void *recv,
+                                                size_t count, zero_dtype dt, size_t block, zero_request **req);
+
 /* Waits for and frees req (NULL is a no-op returning ZERO_OK). */
 zero_status zero_request_wait(zero_request *req);
 /* Sets *done; when done the request is freed and must not be used again. */

@@ -157,6 +157,14 @@ typedef struct zero_config {
      * 2048). */
     int quant_weights;
     int64_t quant_weights_block;
+    /* zero_quantized_gradients (ZeRO++ qgZ, stages 2-3): 1 reduce-scatters each micro-batch's
+     * gradients with zero_comm_ireduce_scatter_q8: what crosses MPI goes as int8 in blocks of
+     * quant_grads_block (an fp32 absmax each), decoded and summed in fp32; the node step through
+     * shared memory stays exact (docs/ENGINE.md, "Quantized gradient reduction"). Default 0.
+     * JSON: zero_optimization.zero_quantized_gradients, zero_extensions.quantized_gradients_block
+     * (default 2048). */
+    int quant_grads;
+    int64_t quant_grads_block;
     zero_offload_config offload_optimizer, offload_param;
 
     /* aio */

@@ -138,6 +138,10 @@ typedef struct zero_plan_setup {
                                       * int8 messages (zero_quant_msg_bytes of each shard, blocks of
                                       * this many elements), held while in flight (transient); below
                                       * stage 3 (nothing gathered) it changes nothing */
+    int64_t quant_grads_block;       /* ZeRO++ qgZ (zero_config.quant_grads): 0 off; else at stages 2-3
+                                      * the reduce-scatters' cross-node steps carry int8 messages of
+                                      * blocks of this many elements (the node step stays exact: on
+                                      * one node it changes nothing); below stage 2 nothing */
     int quant_base;                  /* the frozen parts hold a quantized base's records (zero_config.
                                       * quant_base): qwZ sends them as stored */
     int optim_states;                /* ZERO_OPTIM_STATES_FP32 or _INT8 (zero/config.h): 8-bit moments
@@ -245,6 +249,11 @@ void zero_plan_traffic_frozen(int stage, int ranks, uint64_t padded, zero_dtype 
  * the messages' padding to 16 bytes left out). Nothing changes below stage 3 or on one rank. */
 void zero_plan_traffic_qwz(int stage, int ranks, uint64_t padded, zero_dtype precision, uint64_t frozen_padded,
                            zero_dtype frozen_dtype, int64_t quant_weights_block, int quant_base, zero_plan_traffic *t);
+/* Under qgZ (stages 2-3, quant_grads_block B > 0): t with the reduce-scatter as the comm layer
+ * counts zero_comm_ireduce_scatter_q8, int8 messages of 1 + 4/B bytes an element instead of the
+ * dtype's (padding left out). Nothing changes below stage 2 or on one rank. */
+void zero_plan_traffic_qgz(int stage, int ranks, uint64_t padded, zero_dtype precision, int64_t quant_grads_block,
+                           zero_plan_traffic *t);
 /* Seconds `sent` bytes take on a link of link_gbps gigabits per second (0 when link_gbps <= 0). */
 double zero_plan_link_seconds(const zero_plan_traffic *t, double link_gbps);
 /* The counted traffic (t->counted's rule) of one optimizer step of grad_accum micro-batches, as the

@@ -69,6 +69,14 @@ uint64_t zero_quant_msg_bytes(uint64_t n, uint64_t block);
 /* Values a coder of such messages converts at a time (whole blocks, about 2^16): the engine's fp32
  * buffer for a working dtype other than fp32 holds this many. */
 uint64_t zero_quant_msg_chunk(uint64_t block);
+/* x[0..n), of dtype dt (fp32, bf16 or fp16: each value widened to fp32 exactly), into such a
+ * message at msg (4-byte aligned; its padding zeroed): zero_quant_blockwise's absmax and codes of
+ * the widened values, bit for bit. ZERO_ERR_INVALID_ARG for another dtype or block 0. */
+zero_status zero_quant_msg_encode(const void *x, zero_dtype dt, uint64_t n, uint64_t block, void *msg);
+/* Values [first, first + count) of a message of n values into out (fp32: code x absmax), or added
+ * to out (add 1: out[i] += value, one fp32 addition each). */
+void zero_quant_msg_decode(const void *msg, uint64_t n, uint64_t block, uint64_t first, uint64_t count, float *out,
+                           int add);
 
 /* ---------------------------------------------------------------- a frozen base's storage
  * A frozen parameter quantized for a base (zero_config.quant_base, docs/QUANT.md) is one record:

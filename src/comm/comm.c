@@ -2,6 +2,7 @@
  * bookkeeping, and the watchdog's slot around every call that waits (watchdog.c), shared by every
  * backend; the backends (comm_self.c, comm_mpi.c) only move data. */
 #include "comm/internal.h"
+#include "zero/quant.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -275,6 +276,62 @@ zero_status zero_comm_ireduce_scatter(zero_comm *c, const void *send, void *recv
 }
 
 /* ------------------------------------------------------------------ data movement */
+
+/* qgZ's reduce-scatter: reduce_common's checks for SUM, a float dtype, not in place, block >= 1.
+ * The backend counts the call, as it goes (quantized or not). */
+static zero_status reduce_q8_common(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                    size_t block, zero_request **req, int nonblocking) {
+    const char *fn = nonblocking ? "ireduce_scatter_q8" : "reduce_scatter_q8";
+    if (!c) return ZERO_ERR_INVALID_ARG;
+    size_t sendn, recvn;
+    uint64_t bytes;
+    zero_status s = check_coll(c, ZERO_COLL_REDUCE_SCATTER, fn, send, recv, count, dt, &sendn, &recvn, &bytes, req,
+                               nonblocking);
+    if (s) return s;
+    if (dt != ZERO_DTYPE_FP32 && dt != ZERO_DTYPE_BF16 && dt != ZERO_DTYPE_FP16) {
+        ZERO__COMM_ERR(c, "%s: dtype %s: expected fp32, bf16 or fp16 (the int8 messages code floats)", fn,
+                       zero_dtype_name(dt));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (block < 1) {
+        ZERO__COMM_ERR(c, "%s: block %zu: expected at least 1 element per absmax", fn, block);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    const size_t es = zero_dtype_size(dt);
+    if (overlap(send, sendn * es, recv, recvn * es)) {
+        ZERO__COMM_ERR(c, "%s: send %p and recv %p overlap: the quantized reduce-scatter is not in place", fn, send,
+                       (void *)recv);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (!c->ops->reduce_scatter_q8) {
+        ZERO__COMM_ERR(c, "%s on the %s backend is not supported yet", fn, c->ops->name);
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    zero_request *r = NULL;
+    if (nonblocking && (s = new_request(c, fn, &r))) return s;
+    if ((s = c->ops->reduce_scatter_q8(c, send, recv, count, dt, block, r))) {
+        zero_mem_free(NULL, r);
+        return s;
+    }
+    if (nonblocking) *req = r; /* (the backend counted the call: it knows whether it quantized) */
+    return ZERO_OK;
+}
+
+zero_status zero_comm_reduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                        size_t block) {
+    const int w = zero__watch_enter(c, "reduce_scatter_q8");
+    const zero_status s = reduce_q8_common(c, send, recv, count, dt, block, NULL, 0);
+    zero__watch_leave(w);
+    return s;
+}
+
+zero_status zero_comm_ireduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                         size_t block, zero_request **req) {
+    const int w = zero__watch_enter(c, "ireduce_scatter_q8");
+    const zero_status s = reduce_q8_common(c, send, recv, count, dt, block, req, 1);
+    zero__watch_leave(w);
+    return s;
+}
 
 static zero_status gather_common(zero_comm *c, const void *send, void *recv, size_t count,
                                  zero_dtype dt, zero_request **req, int nonblocking) {

@@ -131,8 +131,9 @@ static void dev_req_free(zero__dev_req *dr) {
     zero_mem_free(NULL, dr);
 }
 
+/* qblock > 0: a reduce-scatter's host collective is qgZ's (zero_comm_ireduce_scatter_q8) */
 static zero_status dev_icollective(zero_comm *c, zero_stream *s, dev_coll kind, const void *send, void *recv,
-                                   size_t count, zero_dtype dt, zero_op op, zero_request **req) {
+                                   size_t count, zero_dtype dt, zero_op op, size_t qblock, zero_request **req) {
     static const char *const names[3] = {"iall_reduce", "ireduce_scatter", "iall_gather"};
     const char *what = names[kind];
     if (!c) return ZERO_ERR_INVALID_ARG;
@@ -172,6 +173,8 @@ static zero_status dev_icollective(zero_comm *c, zero_stream *s, dev_coll kind, 
         return st;
     }
     if (kind == DEV_ALL_REDUCE) st = zero_comm_iall_reduce(c, dr->in, dr->in, count, dt, op, &dr->hr);
+    else if (kind == DEV_REDUCE_SCATTER && qblock)
+        st = zero_comm_ireduce_scatter_q8(c, dr->in, dr->out, count, dt, qblock, &dr->hr);
     else if (kind == DEV_REDUCE_SCATTER) st = zero_comm_ireduce_scatter(c, dr->in, dr->out, count, dt, op, &dr->hr);
     else st = zero_comm_iall_gather(c, dr->in, dr->out, count, dt, &dr->hr);
     if (st != ZERO_OK) { /* the host collective said why in c's error */
@@ -215,17 +218,23 @@ zero_status zero__dev_req_finish(zero_request *r, int block, int *done) {
 
 zero_status zero_comm_iall_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                          zero_dtype dt, zero_op op, zero_request **req) {
-    return dev_icollective(c, s, DEV_ALL_REDUCE, send, recv, count, dt, op, req);
+    return dev_icollective(c, s, DEV_ALL_REDUCE, send, recv, count, dt, op, 0, req);
 }
 
 zero_status zero_comm_ireduce_scatter_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                              zero_dtype dt, zero_op op, zero_request **req) {
-    return dev_icollective(c, s, DEV_REDUCE_SCATTER, send, recv, count, dt, op, req);
+    return dev_icollective(c, s, DEV_REDUCE_SCATTER, send, recv, count, dt, op, 0, req);
+}
+
+zero_status zero_comm_ireduce_scatter_q8_device(zero_comm *c, zero_stream *s, const void *send, void *recv,
+                                                size_t count, zero_dtype dt, size_t block, zero_request **req) {
+    if (c && !block) return dev_fail(c, ZERO_ERR_INVALID_ARG, "ireduce_scatter_q8", "block 0: expected at least 1");
+    return dev_icollective(c, s, DEV_REDUCE_SCATTER, send, recv, count, dt, ZERO_OP_SUM, block, req);
 }
 
 zero_status zero_comm_iall_gather_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,
                                          zero_dtype dt, zero_request **req) {
-    return dev_icollective(c, s, DEV_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM, req);
+    return dev_icollective(c, s, DEV_ALL_GATHER, send, recv, count, dt, ZERO_OP_SUM, 0, req);
 }
 
 zero_status zero_comm_all_reduce_device(zero_comm *c, zero_stream *s, const void *send, void *recv, size_t count,

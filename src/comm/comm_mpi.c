@@ -2,6 +2,7 @@
  * returned (MPI_ERRORS_RETURN) and turned into ZERO_ERR_COMM; half types reduce via user ops.
  * Large reductions and gathers among ranks sharing a node go through comm_shm*.c ("mpi+shm"). */
 #include "comm/internal.h"
+#include "zero/quant.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -24,6 +25,13 @@ typedef struct mpi_req {
     void *move_dst;
     const void *move_src;
     size_t move_bytes;
+    /* qgZ on plain MPI (mpi_reduce_scatter_q8): the all-to-all's buffers, summed into recv once
+     * it is complete (q8_finish); qr NULL: none */
+    unsigned char *qs, *qr;
+    const void *q_own;
+    void *q_recv;
+    size_t q_count, q_block;
+    zero_dtype q_dt;
 } mpi_req;
 _Static_assert(sizeof(mpi_req) <= ZERO__REQ_IMPL_BYTES, "mpi_req fits in zero_request.impl");
 
@@ -257,6 +265,84 @@ static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, si
     return ZERO_OK;
 }
 
+/* The call counters of a q8 reduce-scatter whose full message is `bytes` as it goes (comm.c leaves
+ * them to the backend, which knows whether it quantizes). */
+static void count_call_q8(zero_comm *c, uint64_t bytes) {
+    c->counters.calls[ZERO_COLL_REDUCE_SCATTER]++;
+    c->counters.bytes[ZERO_COLL_REDUCE_SCATTER] += zero_comm_ring_bytes(ZERO_COLL_REDUCE_SCATTER, bytes, c->size);
+}
+
+/* qgZ (zero_comm_ireduce_scatter_q8). Every rank on one node (the shared-memory collectives' node
+ * split): the exact reduce-scatter. Through the window across nodes: the exact node step, the
+ * cross-node step quantized (comm_shm_coll.c). On plain MPI (the split unknown: the shared-memory
+ * collectives off): every other rank's block coded as an int8 message, an
+ * all-to-all of the messages, and the sum of what arrived with this rank's own block as it is
+ * (q8_finish: at once, or at the request's completion). */
+static zero_status q8_finish(zero_comm *c, mpi_req *m) {
+    if (!m->qr) return ZERO_OK;
+    zero_status s = zero__comm_q8_sum(m->qr, c->size, c->rank, m->q_own, m->q_count, m->q_dt, m->q_block, m->q_recv);
+    zero_mem_free(NULL, m->qs);
+    zero_mem_free(NULL, m->qr);
+    m->qs = m->qr = NULL;
+    if (s != ZERO_OK) ZERO__COMM_ERR(c, "reduce_scatter_q8: out of memory for the fp32 sums of %zu elements", m->q_count);
+    return s;
+}
+
+static zero_status mpi_reduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                         size_t block, zero_request *req) {
+    const size_t es = zero_dtype_size(dt), n = (size_t)c->size;
+    const uint64_t bytes = (uint64_t)count * es * n, R = zero_quant_msg_bytes(count, block);
+    const zero__shm *node = ((const mpi_ctx *)c->impl)->shm;
+    if (node && zero__shm_nodes(node) == 1) { /* every rank on this node: nothing crosses, the exact sums */
+        count_call_q8(c, bytes);
+        return mpi_reduce_scatter(c, send, recv, count, dt, ZERO_OP_SUM, req);
+    }
+    count_call_q8(c, R * n);
+    zero__shm *shm = shm_for(c, bytes);
+    if (shm) {
+        const zero__shm *sh = shm;
+        const int K = zero__shm_nodes(sh), L = zero__shm_local_size(sh);
+        uint64_t *pb = c->counters.path_bytes;
+        pb[ZERO_COMM_PATH_SHM] += zero_comm_ring_bytes(ZERO_COLL_REDUCE_SCATTER, bytes, L);
+        pb[ZERO_COMM_PATH_CROSS_NODE] += zero_comm_ring_bytes(ZERO_COLL_REDUCE_SCATTER, (uint64_t)K * R, K);
+        zero__shm_job j = shm_job(ZERO__SHM_REDUCE_SCATTER, send, recv, count, dt, ZERO_OP_SUM);
+        j.qblock = block;
+        return shm_call(c, shm, j, req);
+    }
+    count_path(c, NULL, ZERO_COLL_REDUCE_SCATTER, R * n, count, es);
+    if (R > INT_MAX) {
+        ZERO__COMM_ERR(c, "reduce_scatter_q8: messages of %llu bytes: MPI counts are int; split the buffer",
+                       (unsigned long long)R);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    mpi_req local, *m = req ? req_of(req) : &local;
+    memset(m, 0, sizeof *m);
+    m->r = MPI_REQUEST_NULL;
+    m->qs = zero_mem_calloc(NULL, ZERO_MEM_COMM, (size_t)(R * n));
+    m->qr = zero_mem_alloc(NULL, ZERO_MEM_COMM, (size_t)(R * n));
+    m->q_own = (const char *)send + (size_t)c->rank * count * es;
+    m->q_recv = recv;
+    m->q_count = count;
+    m->q_block = block;
+    m->q_dt = dt;
+    zero_status s = m->qs && m->qr ? ZERO_OK : ZERO_ERR_NOMEM;
+    if (s != ZERO_OK) ZERO__COMM_ERR(c, "reduce_scatter_q8: out of memory for %llu bytes of messages", (unsigned long long)(2 * R * n));
+    if (s == ZERO_OK && (s = zero__comm_q8_encode(send, (int)n, c->rank, count, dt, block, m->qs)) != ZERO_OK)
+        ZERO__COMM_ERR(c, "reduce_scatter_q8: coding the messages: %s", zero_status_string(s));
+    if (s == ZERO_OK) {
+        const int rc = req ? MPI_Ialltoall(m->qs, (int)R, MPI_BYTE, m->qr, (int)R, MPI_BYTE, comm_of(c), &m->r)
+                           : MPI_Alltoall(m->qs, (int)R, MPI_BYTE, m->qr, (int)R, MPI_BYTE, comm_of(c));
+        if (rc != MPI_SUCCESS) s = zero__comm_mpi_error(c, rc, req ? "ireduce_scatter_q8: MPI_Ialltoall" : "reduce_scatter_q8: MPI_Alltoall");
+    }
+    if (s != ZERO_OK) {
+        zero_mem_free(NULL, m->qs);
+        zero_mem_free(NULL, m->qr);
+        m->qs = m->qr = NULL;
+        return s;
+    }
+    return req ? ZERO_OK : q8_finish(c, m);
+}
+
 static zero_status mpi_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {
     count_path(c, NULL, ZERO_COLL_BROADCAST, (uint64_t)count * zero_dtype_size(dt), count, zero_dtype_size(dt));
     int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(c));
@@ -276,9 +362,14 @@ static zero_status mpi_wait(zero_request *req) {
     mpi_req *m = req_of(req);
     if (m->shm) return zero__shm_job_wait(req->comm, m->shm, &m->job);
     int rc = MPI_Wait(&m->r, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_wait: MPI_Wait");
+    if (rc != MPI_SUCCESS) {
+        zero_mem_free(NULL, m->qs);
+        zero_mem_free(NULL, m->qr);
+        m->qs = m->qr = NULL;
+        return zero__comm_mpi_error(req->comm, rc, "request_wait: MPI_Wait");
+    }
     finish_move(m);
-    return ZERO_OK;
+    return q8_finish(req->comm, m);
 }
 
 static zero_status mpi_test(zero_request *req, int *done) {
@@ -289,10 +380,17 @@ static zero_status mpi_test(zero_request *req, int *done) {
     }
     int flag = 0;
     int rc = MPI_Test(&m->r, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return zero__comm_mpi_error(req->comm, rc, "request_test: MPI_Test");
-    if (flag) finish_move(m);
+    if (rc != MPI_SUCCESS) {
+        zero_mem_free(NULL, m->qs);
+        zero_mem_free(NULL, m->qr);
+        m->qs = m->qr = NULL;
+        *done = 1;
+        return zero__comm_mpi_error(req->comm, rc, "request_test: MPI_Test");
+    }
     *done = flag;
-    return ZERO_OK;
+    if (!flag) return ZERO_OK;
+    finish_move(m);
+    return q8_finish(req->comm, m);
 }
 
 /* One pass of MPI's progress engine: a probe that matches nothing advances every request in
@@ -402,6 +500,7 @@ static const zero__comm_ops mpi_ops = {
     .all_reduce = mpi_all_reduce,
     .reduce_scatter = mpi_reduce_scatter,
     .all_gather = mpi_all_gather,
+    .reduce_scatter_q8 = mpi_reduce_scatter_q8,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
     .split = mpi_split,
@@ -418,6 +517,7 @@ static const zero__comm_ops mpi_shm_ops = {
     .all_reduce = mpi_all_reduce,
     .reduce_scatter = mpi_reduce_scatter,
     .all_gather = mpi_all_gather,
+    .reduce_scatter_q8 = mpi_reduce_scatter_q8,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
     .split = mpi_split,

@@ -22,6 +22,14 @@ static zero_status self_all_gather(zero_comm *c, const void *send, void *recv, s
     return ZERO_OK;
 }
 
+/* qgZ on one rank: nothing crosses, nothing is quantized */
+static zero_status self_reduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                          size_t block, zero_request *req) {
+    c->counters.calls[ZERO_COLL_REDUCE_SCATTER]++; /* one rank moves nothing */
+    copy(recv, send, count * zero_dtype_size(dt));
+    return ZERO_OK;
+}
+
 static zero_status self_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {
     return ZERO_OK;
 }
@@ -51,6 +59,7 @@ const zero__comm_ops zero__comm_self_ops = {
     .all_reduce = self_all_reduce,
     .reduce_scatter = self_all_reduce,
     .all_gather = self_all_gather,
+    .reduce_scatter_q8 = self_reduce_scatter_q8,
     .broadcast = self_broadcast,
     .barrier = self_barrier,
     .split = self_split,

@@ -2,6 +2,7 @@
  * node-local phases, the cross-node MPI steps, and all-reduce, reduce-scatter and all-gather. */
 #ifdef ZERO_HAVE_MPI
 #include "comm/shm_impl.h"
+#include "zero/quant.h"
 
 /* ------------------------------------------------------------------ layouts */
 
@@ -231,12 +232,77 @@ static void cross_reduce_scatter(zero_comm *c, zero__shm *s, void *out, size_t n
     if (rc != MPI_SUCCESS) *st = cross_failed(c, s, rc, "reduce_scatter: MPI_Reduce_scatter_block (cross-node)");
 }
 
+/* qgZ's cross-node step: the staging buffer's node blocks of n elements, every other node's coded
+ * as an int8 message, exchanged all-to-all among the nodes, and this node's result the fp32 sum
+ * in node order of what arrived and its own block as it is (comm_q8.c); q: the buffers. */
+typedef struct cross_q8 {
+    size_t block;
+    unsigned char *qs, *qr; /* nnodes messages each, of the largest span */
+} cross_q8;
+
+static void cross_reduce_scatter_q8(zero_comm *c, zero__shm *s, const cross_q8 *q, void *out, size_t n, zero_dtype dt,
+                                    zero_status *st) {
+    if (*st) return;
+    const uint64_t R = zero_quant_msg_bytes(n, q->block);
+    zero_status e = zero__comm_q8_encode(s->scratch, s->nnodes, s->node_index, n, dt, q->block, q->qs);
+    if (e != ZERO_OK) {
+        ZERO__COMM_ERR(c, "reduce_scatter_q8: coding the cross-node messages: %s", zero_status_string(e));
+        zero__shm_mark_failed(s, FAIL_CROSS, -1, 0);
+        *st = e;
+        return;
+    }
+    int rc = MPI_Alltoall(q->qs, (int)R, MPI_BYTE, q->qr, (int)R, MPI_BYTE, s->cross);
+    if (rc != MPI_SUCCESS) {
+        *st = cross_failed(c, s, rc, "reduce_scatter_q8: MPI_Alltoall (cross-node)");
+        return;
+    }
+    const size_t es = zero_dtype_size(dt);
+    e = zero__comm_q8_sum(q->qr, s->nnodes, s->node_index, s->scratch + (size_t)s->node_index * n * es, n, dt,
+                          q->block, out);
+    if (e != ZERO_OK) {
+        ZERO__COMM_ERR(c, "reduce_scatter_q8: out of memory for the fp32 sums of %zu elements", n);
+        zero__shm_mark_failed(s, FAIL_CROSS, -1, 0);
+        *st = e;
+    }
+}
+
+/* The cross-node step of the reduce-scatter of spans of n elements: plain, or qgZ's (q->block). */
+static void cross_step(zero_comm *c, zero__shm *s, const cross_q8 *q, void *out, size_t n, zero_dtype dt, zero_op op,
+                       zero_status *st) {
+    if (q->block) cross_reduce_scatter_q8(c, s, q, out, n, dt, st);
+    else cross_reduce_scatter(c, s, out, n, dt, op, st);
+}
+
 zero_status zero__shm_run_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                         size_t count, zero_dtype dt, zero_op op) {
+                                         size_t count, zero_dtype dt, zero_op op, size_t qblock) {
     zero_status st = zero__shm_attach(c, s, "reduce_scatter");
     if (st) return st;
     s->seq++;
     const size_t es = zero_dtype_size(dt);
+    /* qgZ across nodes: spans of whole blocks (the blocks are then those of the whole message), the
+     * messages' buffers for the largest span */
+    cross_q8 q = {0, NULL, NULL};
+    size_t span = s->nnodes > 1 ? s->scratch_bytes / ((size_t)s->nnodes * es) : count;
+    if (qblock && s->nnodes > 1) {
+        q.block = qblock;
+        span = span >= qblock ? span / qblock * qblock : qblock;
+        if (span > count) span = count;
+        if (span * (size_t)s->nnodes * es > s->scratch_bytes) { /* a block larger than the staging */
+            ZERO__COMM_ERR(c, "reduce_scatter_q8: blocks of %zu elements: the cross-node staging holds %zu bytes "
+                           "(expected a block of at most %zu elements)", qblock, s->scratch_bytes,
+                           s->scratch_bytes / ((size_t)s->nnodes * es));
+            return ZERO_ERR_INVALID_ARG;
+        }
+        const size_t qb = (size_t)zero_quant_msg_bytes(span, qblock) * (size_t)s->nnodes;
+        q.qs = zero_mem_alloc(NULL, ZERO_MEM_COMM, qb ? qb : 1);
+        q.qr = zero_mem_alloc(NULL, ZERO_MEM_COMM, qb ? qb : 1);
+        if (!q.qs || !q.qr) {
+            zero_mem_free(NULL, q.qs);
+            zero_mem_free(NULL, q.qr);
+            ZERO__COMM_ERR(c, "reduce_scatter_q8: out of memory for %zu bytes of cross-node messages", 2 * qb);
+            return ZERO_ERR_NOMEM;
+        }
+    }
     const uint64_t bytes = (uint64_t)count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
     if (zero__shm_use_cma(s, bytes, 1)) {
         /* Single copy: each rank reads its blocks from the peers' send while they read theirs
@@ -248,16 +314,17 @@ zero_status zero__shm_run_reduce_scatter(zero_comm *c, zero__shm *s, const void 
             zero__shm_cma_local_rs(s, &ly, op, dt, send, recv, 0, 0, count);
         } else {
             const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
-            const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
             for (size_t a = 0; a < count; a += span) {
                 const size_t b = count - a < span ? count : a + span;
                 zero__shm_cma_local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
-                cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
+                cross_step(c, s, &q, (unsigned char *)recv + a * es, b - a, dt, op, &st);
             }
         }
         zero__shm_barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
         zero__stream_fence();
         if (!st) st = zero__shm_cma_status(c, s, "reduce_scatter");
+        zero_mem_free(NULL, q.qs);
+        zero_mem_free(NULL, q.qr);
         return peers_status(c, s, st, "reduce_scatter");
     }
     if (s->nnodes == 1) {
@@ -267,15 +334,16 @@ zero_status zero__shm_run_reduce_scatter(zero_comm *c, zero__shm *s, const void 
         return ZERO_OK;
     }
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, count, es};
-    const size_t span = s->scratch_bytes / ((size_t)s->nnodes * es);
     for (size_t a = 0; a < count; a += span) {
         const size_t b = count - a < span ? count : a + span;
         local_rs(s, &ly, op, dt, send, s->scratch, b - a, a, b);
-        cross_reduce_scatter(c, s, (unsigned char *)recv + a * es, b - a, dt, op, &st);
+        cross_step(c, s, &q, (unsigned char *)recv + a * es, b - a, dt, op, &st);
     }
     /* Nothing after the cross-node step reads the window: one more barrier lets every node
      * peer see a failure flag set in the last span. */
     zero__shm_barrier(s);
+    zero_mem_free(NULL, q.qs);
+    zero_mem_free(NULL, q.qr);
     return peers_status(c, s, st, "reduce_scatter");
 }
 

@@ -29,7 +29,8 @@ void zero__shm_set_async(zero__shm *s, int mode) {
 static zero_status run_job(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
     switch (j->kind) {
     case ZERO__SHM_ALL_REDUCE: return zero__shm_run_all_reduce(c, s, j->send, j->recv, j->count, j->dt, j->op);
-    case ZERO__SHM_REDUCE_SCATTER: return zero__shm_run_reduce_scatter(c, s, j->send, j->recv, j->count, j->dt, j->op);
+    case ZERO__SHM_REDUCE_SCATTER:
+        return zero__shm_run_reduce_scatter(c, s, j->send, j->recv, j->count, j->dt, j->op, j->qblock);
     case ZERO__SHM_ALL_GATHER: return zero__shm_run_all_gather(c, s, j->send, j->recv, j->count, j->dt);
     }
     return ZERO_ERR_INVALID_ARG;

@@ -12,7 +12,7 @@
 /* Bytes of backend-private state carried inline in every request (an MPI_Request and the
  * bookkeeping of what to do once it completes, or a shared-memory job for the progress thread
  * with room for its error text). */
-#define ZERO__REQ_IMPL_BYTES 448
+#define ZERO__REQ_IMPL_BYTES 512
 
 /* A backend: the public functions in comm.c validate every argument, then call these with
  * arguments already known to be consistent (valid dtype and op, non-NULL buffers when count > 0,
@@ -31,6 +31,9 @@ typedef struct zero__comm_ops {
                                   zero_dtype dt, zero_op op, zero_request *req);
     zero_status (*all_gather)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
                               zero_request *req);
+    /* qgZ's reduce-scatter (zero_comm_ireduce_scatter_q8; SUM, a float dtype, not in place) */
+    zero_status (*reduce_scatter_q8)(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
+                                     size_t block, zero_request *req);
     zero_status (*broadcast)(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root);
     zero_status (*barrier)(zero_comm *c);
     /* *out = NULL when color < 0 (this rank joins no group). */
@@ -167,6 +170,17 @@ int zero__beat_watch_remote(int id, const zero__beat_remote *r, int n);
  * model's first steps take less) has been heard, and is judged. */
 void zero__beat_hello(int id);
 
+/* qgZ's sum (comm_q8.c): recv (count elements of dt) = the fp32 sum over n parts in order, part
+ * `own` the exact values at own_vals (dt), every other part k the int8 message at msgs + k * R
+ * (zero_quant_msg_bytes(count, block)), rounded once to dt. ZERO_ERR_NOMEM when the fp32 sums
+ * (dt not fp32) cannot be had. */
+zero_status zero__comm_q8_sum(const unsigned char *msgs, int n, int own, const void *own_vals, size_t count,
+                              zero_dtype dt, size_t block, void *recv);
+/* Codes the n parts of count elements of dt at send (part k at send + k * count) into msgs (part
+ * k at msgs + k * R), all but part `skip` (-1: none). */
+zero_status zero__comm_q8_encode(const void *send, int n, int skip, size_t count, zero_dtype dt, size_t block,
+                                 unsigned char *msgs);
+
 /* The self backend (comm_self.c). */
 extern const zero__comm_ops zero__comm_self_ops;
 
@@ -238,6 +252,7 @@ typedef struct zero__shm_job {
     size_t count;
     zero_dtype dt;
     zero_op op;
+    size_t qblock;      /* reduce-scatter: 0 exact; else qgZ's int8 blocks for the cross-node step */
     int done;           /* under the thread's lock */
     zero_status status; /* once done */
     char err[320];      /* once done with an error */

@@ -196,8 +196,10 @@ void zero__shm_block_at(const zero__shm *s, const shm_layout *ly, int t, int g, 
 void zero__shm_mark_failed(zero__shm *s, int kind, int peer, int err);
 zero_status zero__shm_run_all_reduce(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                      size_t count, zero_dtype dt, zero_op op);
+/* qblock > 0: qgZ (op SUM): the cross-node step exchanges int8 messages of blocks of qblock
+ * (comm_q8.c), the node step stays exact */
 zero_status zero__shm_run_reduce_scatter(zero_comm *c, zero__shm *s, const void *send, void *recv,
-                                         size_t count, zero_dtype dt, zero_op op);
+                                         size_t count, zero_dtype dt, zero_op op, size_t qblock);
 zero_status zero__shm_run_all_gather(zero_comm *c, zero__shm *s, const void *send, void *recv,
                                      size_t count, zero_dtype dt);
 /* comm_shm_thread.c */

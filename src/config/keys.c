@@ -540,6 +540,23 @@ static zero_status check_qwz(zc_ctx *c, const zc_key *k, const zero_config *cfg)
     return ZERO_OK;
 }
 
+/* zero_quantized_gradients (ZeRO++ qgZ): it quantizes the reduce-scatter of each micro-batch's
+ * gradients, which stages 2-3 run (stages 0-1 reduce the accumulated gradient once, and deterministic
+ * mode sums integers: no rounding there is allowed to depend on the split). */
+static zero_status check_qgz(zc_ctx *c, const zc_key *k, const zero_config *cfg) {
+    (void)k;
+    if (cfg->quant_grads != 0 && cfg->quant_grads != 1)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "%d is not a boolean (expected 0 or 1)", cfg->quant_grads);
+    if (cfg->quant_grads && cfg->stage < 2)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "true needs zero_optimization.stage 2 or 3 (stage is %d): qgZ "
+                             "quantizes the reduce-scatter of each micro-batch's gradients, which stages 0-1 do not run",
+                             cfg->stage);
+    if (cfg->quant_grads && cfg->deterministic)
+        return zero__zc_fail(c, ZERO_ERR_CONFIG, "true with zero_extensions.deterministic: deterministic mode sums "
+                             "the gradients exactly as integers; choose one");
+    return ZERO_OK;
+}
+
 /* leaf_module: which PyTorch module classes or names ZeRO-3 fetches as one (DeepSpeed's
  * DeepSpeedZeroLeafModuleConfig): zero's units are fetched whole already, so it changes nothing;
  * an object (or null), its contents not read. */
@@ -583,7 +600,7 @@ static const zc_key zero_keys[] = {
      .load = load_hpz},
     {.name = "zero_quantized_weights", .kind = ZC_BOOL, .off = OFF(quant_weights), .check = check_qwz},
     {.name = "zero_quantized_nontrainable_weights", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
-    {.name = "zero_quantized_gradients", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
+    {.name = "zero_quantized_gradients", .kind = ZC_BOOL, .off = OFF(quant_grads), .check = check_qgz},
     {.name = "zeropp_loco_param", .kind = ZC_CUSTOM, .load = load_null_only},
     {.name = "mics_shard_size", .kind = ZC_INT, .flags = ZC_OFF_ONLY, .lo = -INFINITY, .hi = INFINITY, .off_value = -1},
     {.name = "mics_hierarchical_params_gather", .kind = ZC_BOOL, .flags = ZC_OFF_ONLY},
@@ -833,6 +850,7 @@ static const zc_key extension_keys[] = {
     {.name = "reuse_buffers", .kind = ZC_BOOL, .off = OFF(reuse_buffers)},
     {.name = "deterministic", .kind = ZC_BOOL, .off = OFF(deterministic)},
     {.name = "quantized_weights_block", .kind = ZC_I64, .off = OFF(quant_weights_block), .lo = 1, .hi = 1 << 24},
+    {.name = "quantized_gradients_block", .kind = ZC_I64, .off = OFF(quant_grads_block), .lo = 1, .hi = 1 << 16},
     {.name = "deterministic_atom", .kind = ZC_INT, .off = OFF(deterministic_atom), .lo = 1, .hi = 1 << 20},
     {.name = "align_bytes", .kind = ZC_I64, .flags = ZC_POW2, .off = OFF(align_bytes), .lo = 64, .hi = 1 << 20},
     {.name = "frozen_dtype", .kind = ZC_CUSTOM, .off = OFF(frozen_dtype), .load = load_frozen_dtype,

@@ -49,6 +49,8 @@ void zero_config_default(zero_config *cfg) {
     cfg->hpz_partition_size = 1;
     cfg->quant_weights = 0;
     cfg->quant_weights_block = 2048;
+    cfg->quant_grads = 0;
+    cfg->quant_grads_block = 2048;
     zero_offload_config *o[2] = {&cfg->offload_optimizer, &cfg->offload_param};
     for (int i = 0; i < 2; i++) {
         o[i]->device = ZERO_OFFLOAD_NONE;

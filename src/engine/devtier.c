@@ -439,7 +439,15 @@ zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_reque
     return zero_comm_all_reduce_device(e->data, e->stream, buf, buf, (size_t)n, e->wdt, ZERO_OP_SUM);
 }
 
-zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req) {
+zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, size_t qblock,
+                                   zero_request **req) {
+    if (qblock) { /* qgZ: the non-blocking forms (waited for here when req is NULL) */
+        zero_request *mine = NULL, **r = req ? req : &mine;
+        zero_status s =
+            e->dev ? zero_comm_ireduce_scatter_q8_device(e->data, e->stream, send, recv, (size_t)n, e->wdt, qblock, r)
+                   : zero_comm_ireduce_scatter_q8(e->data, send, recv, (size_t)n, e->wdt, qblock, r);
+        return s == ZERO_OK && !req ? zero_request_wait(mine) : s;
+    }
     if (!e->dev) return zero_comm_ireduce_scatter(e->data, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM, req);
     if (req)
         return zero_comm_ireduce_scatter_device(e->data, e->stream, send, recv, (size_t)n, e->wdt, ZERO_OP_SUM, req);

@@ -74,6 +74,18 @@ static zero_status check_config(const zero_config *cfg, int world, zero_error *e
         if (err) ZERO__ERR(err, "zero_optimization.%s: %s (stage is %d)", bad, why, cfg->stage);
         return ZERO_ERR_CONFIG;
     }
+    /* ZeRO++'s quantized communication, set directly by a program (the loader checks the keys) */
+    if (cfg->quant_weights && (cfg->stage != 3 || cfg->quant_weights_block < 1)) {
+        if (err) ZERO__ERR(err, "zero_optimization.zero_quantized_weights: needs stage 3 and a block >= 1 (stage is %d, "
+                           "zero_extensions.quantized_weights_block %lld)", cfg->stage, (long long)cfg->quant_weights_block);
+        return ZERO_ERR_CONFIG;
+    }
+    if (cfg->quant_grads && (cfg->stage < 2 || cfg->deterministic || cfg->quant_grads_block < 1)) {
+        if (err) ZERO__ERR(err, "zero_optimization.zero_quantized_gradients: needs stage 2 or 3, no deterministic mode and "
+                           "a block >= 1 (stage is %d, deterministic %d, zero_extensions.quantized_gradients_block %lld)",
+                           cfg->stage, cfg->deterministic, (long long)cfg->quant_grads_block);
+        return ZERO_ERR_CONFIG;
+    }
     if (cfg->check_divergence < ZERO_DIVERGENCE_OFF || cfg->check_divergence > ZERO_DIVERGENCE_COLLECTIVE) {
         if (err) ZERO__ERR(err, "zero_extensions.check_divergence %d: expected 0 (off), 1 (step) or 2 (collective)",
                            cfg->check_divergence);

@@ -378,7 +378,9 @@ zero_status zero__upl_close(zero_engine *e, zero__upl *u);
  * through fixed staging (docs/DEVICE.md "Overlap": non-blocking only where the engine bounds what is
  * in flight, so that the pinned staging is bounded too; zero__x_async says which). */
 zero_status zero__x_all_reduce(zero_engine *e, void *buf, uint64_t n, zero_request **req);
-zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, zero_request **req);
+/* qblock > 0: qgZ's quantized reduce-scatter (zero_comm_ireduce_scatter_q8) in blocks of qblock */
+zero_status zero__x_reduce_scatter(zero_engine *e, const void *send, void *recv, uint64_t n, size_t qblock,
+                                   zero_request **req);
 /* req NULL: blocking */
 zero_status zero__x_all_gather(zero_engine *e, zero_comm *c, const void *send, void *recv, uint64_t n, zero_dtype dt,
                                zero_request **req);

@@ -51,7 +51,7 @@ static zero_status start_reduction_whole(zero_engine *e, int unit) {
     const int ar = e->own.update_whole;
     /* every unit's reduction may be in flight at once here: blocking on a device (zero__x_async) */
     if (ar) s = zero__x_all_reduce(e, u->grads, u->padded, zero__x_async(e, &u->reduce));
-    else s = zero__x_reduce_scatter(e, u->grads, zero__wptr(e, u->grads, u->offset), u->shard,
+    else s = zero__x_reduce_scatter(e, u->grads, zero__wptr(e, u->grads, u->offset), u->shard, 0,
                                     zero__x_async(e, &u->reduce));
     zero__eng_waited(e, ar ? "all-reduce (issue)" : "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
@@ -85,7 +85,9 @@ static zero_status start_reduction_shard(zero_engine *e, int unit) {
     if (!u->grecv) return zero__eng_fail(e, ZERO_ERR_NOMEM, "grad_ready '%s': out of memory", u->name);
     const double t0 = zero_now();
     u->reduce_t0 = t0;
-    s = zero__x_reduce_scatter(e, u->gsend, u->grecv, u->shard, &u->reduce);
+    /* qgZ: the quantized reduce-scatter (zero_config.quant_grads; its config check keeps it at stages 2-3) */
+    const size_t qblock = e->cfg.quant_grads && e->world > 1 ? (size_t)e->cfg.quant_grads_block : 0;
+    s = zero__x_reduce_scatter(e, u->gsend, u->grecv, u->shard, qblock, &u->reduce);
     zero__eng_waited(e, "reduce-scatter (issue)", t0);
     if (s != ZERO_OK)
         return zero__eng_fail(e, ZERO_ERR_COMM, "reduce-scatter of unit '%s' failed: %s", u->name,

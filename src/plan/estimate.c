@@ -47,6 +47,7 @@ void zero_plan_setup_from_config(zero_plan_setup *s, const zero_config *cfg, int
     s->frozen_dtype = cfg->frozen_dtype;
     s->hpz_partition_size = cfg->hpz_partition_size;
     s->quant_weights_block = cfg->quant_weights ? cfg->quant_weights_block : 0;
+    s->quant_grads_block = cfg->quant_grads ? cfg->quant_grads_block : 0;
     s->quant_base = cfg->quant_base != ZERO_QFMT_NONE;
     s->deterministic = cfg->deterministic;
     s->optim_states = cfg->optim_states;
@@ -177,9 +178,10 @@ static zero_status check_setup(const zero_plan_setup *s, zero_error *err) {
                        s->offload_param == ZERO_OFFLOAD_NVME ? " with parameters on nvme" : "");
         return ZERO_ERR_INVALID_ARG;
     }
-    if (s->quant_weights_block < 0) {
-        zero__plan_err(err, "quantized weight gathers (qwZ) in blocks of %lld: expected blocks >= 1, or 0 (off)",
-                       (long long)s->quant_weights_block);
+    if (s->quant_weights_block < 0 || s->quant_grads_block < 0) {
+        zero__plan_err(err, "quantized weight gathers (qwZ) in blocks of %lld, gradients (qgZ) in blocks of %lld: "
+                       "expected blocks >= 1, or 0 (off)", (long long)s->quant_weights_block,
+                       (long long)s->quant_grads_block);
         return ZERO_ERR_INVALID_ARG;
     }
     if (s->optimizer_buffer_count < 0 || s->aio_block_size < 0 || s->param_buffer_count < 0 ||
@@ -417,6 +419,15 @@ void zero_plan_traffic_qwz(int stage, int ranks, uint64_t padded, zero_dtype pre
     const double wf = (double)zero_dtype_size(frozen_dtype == ZERO_DTYPE_COUNT ? precision : frozen_dtype);
     t->volume -= 2.0 * (double)padded * (w - q);
     if (!quant_base) t->volume -= 2.0 * (double)frozen_padded * (wf - q);
+    t->sent = t->volume * (double)(ranks - 1) / (double)ranks;
+    t->counted = 2.0 * t->sent;
+}
+
+void zero_plan_traffic_qgz(int stage, int ranks, uint64_t padded, zero_dtype precision, int64_t quant_grads_block,
+                           zero_plan_traffic *t) {
+    if (stage < 2 || ranks <= 1 || quant_grads_block <= 0) return;
+    const double w = (double)zero_dtype_size(precision), q = 1.0 + 4.0 / (double)quant_grads_block;
+    t->volume -= (double)padded * (w - q);
     t->sent = t->volume * (double)(ranks - 1) / (double)ranks;
     t->counted = 2.0 * t->sent;
 }

@@ -233,6 +233,9 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
      * messages' padding to 16 bytes left out); hpZ's group gathers stay in the dtype */
     const double qB = s->stage == 3 ? (double)s->quant_weights_block : 0.0, qw = qB > 0 ? 1.0 + 4.0 / qB : 0.0;
     const double Mg = qB > 0 ? (double)mem.padded * qw : M;
+    /* qgZ: the reduce-scatter's cross-node step on int8 messages of 1 + 4 / block bytes an element */
+    const double gB = s->stage >= 2 ? (double)s->quant_grads_block : 0.0;
+    const double Mr = gB > 0 ? (double)mem.padded * (1.0 + 4.0 / gB) : M;
     double cc0_cross = 0; /* the backward's reduction across nodes */
     if (N > 1) {
         coll_cost cc[7];
@@ -241,6 +244,11 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
             cc[n++] = collective(M, 2, r->node_all_reduce, r->link_all_reduce, K, L, m->num_units, r);
         } else {
             cc[n++] = collective(M, 1, r->node_reduce_scatter, r->link_reduce_scatter, K, L, m->num_units, r);
+            if (gB > 0) { /* qgZ: the node step exact, what crosses quantized */
+                const coll_cost q = collective(Mr, 1, r->node_reduce_scatter, r->link_reduce_scatter, K, L, m->num_units, r);
+                cc[n - 1].cross = q.cross;
+                cc[n - 1].cross_bytes = q.cross_bytes;
+            }
             cc[n++] = collective(s->stage == 3 ? Mg : M, 1, r->node_all_gather, r->link_all_gather, K, L, m->num_units, r);
             if (s->stage == 3 && H) {
                 const int gl = H < L ? H : L;
@@ -337,6 +345,9 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         const double parts = (double)mem.padded + (s->quant_base ? 0.0 : (double)mem.frozen_padded);
         t.dequant += ((H ? 1.0 : 2.0) + xf) * parts / r->dequant_elems;
     }
+    /* qgZ: across K nodes each rank codes and decodes (K - 1) / K of its 1 / L share of the gradient */
+    if (gB > 0 && K > 1 && r->dequant_elems > 0)
+        t.dequant += 2.0 * (double)(K - 1) / K * (double)mem.padded / L / r->dequant_elems;
 
     t.total = busy + comm - t.comm_hidden + t.optimizer + t.host_copy + t.disk + t.dequant;
     *out = t;

@@ -311,6 +311,50 @@ uint64_t zero_quant_msg_chunk(uint64_t block) {
     return c ? c : block;
 }
 
+/* Value i of x in dtype dt, widened to fp32 (exact). */
+static inline float widen_at(const void *x, zero_dtype dt, uint64_t i) {
+    if (dt == ZERO_DTYPE_FP32) return ((const float *)x)[i];
+    const uint16_t h = ((const uint16_t *)x)[i];
+    return dt == ZERO_DTYPE_BF16 ? zero__bf16_bits_to_fp32(h) : zero__fp16_bits_to_fp32(h);
+}
+
+zero_status zero_quant_msg_encode(const void *x, zero_dtype dt, uint64_t n, uint64_t block, void *msg) {
+    if ((dt != ZERO_DTYPE_FP32 && dt != ZERO_DTYPE_BF16 && dt != ZERO_DTYPE_FP16) || !block)
+        return ZERO_ERR_INVALID_ARG;
+    pthread_once(&fast_once, fast_init);
+    const q8_fast *f = &fast_maps[2]; /* int8's linear map */
+    const uint64_t nb = zero_quant_blocks(n, block);
+    float *absmax = msg;
+    uint8_t *codes = (uint8_t *)msg + 4 * nb;
+    memset(codes + n, 0, (size_t)(zero_quant_msg_bytes(n, block) - 4 * nb - n));
+#pragma omp parallel for schedule(static) if (n >= Q_PARALLEL_MIN)
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+        float a = 0.0f;
+        for (uint64_t i = lo; i < lo + len; i++) a = zero__q8_absmax_step(a, widen_at(x, dt, i));
+        absmax[b] = a;
+        for (uint64_t i = lo; i < lo + len; i++)
+            codes[i] = (uint8_t)linear_index(f, zero__q_norm(widen_at(x, dt, i), a, len < block));
+    }
+    return ZERO_OK;
+}
+
+void zero_quant_msg_decode(const void *msg, uint64_t n, uint64_t block, uint64_t first, uint64_t count, float *out,
+                           int add) {
+    pthread_once(&fast_once, fast_init);
+    const float *code = fast_maps[2].code, *absmax = msg;
+    const uint8_t *codes = (const uint8_t *)msg + 4 * zero_quant_blocks(n, block);
+    for (uint64_t k = 0; k < count;) { /* a block's run at a time: its scale read once */
+        const uint64_t i = first + k, b = i / block,
+                       end = (b + 1) * block - first < count ? (b + 1) * block - first : count;
+        const float a = absmax[b];
+        if (add)
+            for (; k < end; k++) out[k] += code[codes[first + k]] * a;
+        else
+            for (; k < end; k++) out[k] = code[codes[first + k]] * a;
+    }
+}
+
 uint64_t zero_quant_record_bytes(zero_qformat f, uint64_t n) {
     rec_layout l;
     return rec_layout_of(f, n, &l) ? 0 : l.end;

@@ -63,23 +63,26 @@ colls = {0: ["ar"], 1: ["rs", "ag"], 2: ["rs", "ag"], 3: ["rs", "ag", "ag"]}
 # stage 3 + hpZ 2 (the ranks per node): the backward all-gather runs inside the node only
 hpz_rows = [r for r in d["rows"] if r["hpz_partition_size"] == 2]
 assert len(hpz_rows) == 1 and hpz_rows[0]["stage"] == 3, d["rows"]
-# stage 3 + qwZ: the two all-gathers at 1 + 4/2048 bytes an element; the coder, 2 P elements, at dequant_gelems
+# stage 3 + qwZ: the two all-gathers at 1 + 4/2048 bytes an element; the coder, 2 P elements, at
+# dequant_gelems; + qgZ: the reduce-scatter's cross-node step at those bytes too (its node step in
+# fp32), its coder 2 (K-1)/K P/L elements
 qwz_rows = [r for r in d["rows"] if r["quantized_weights"]]
-assert len(qwz_rows) == 1 and qwz_rows[0]["stage"] == 3, d["rows"]
+assert [(r["stage"], r["quantized_gradients"]) for r in qwz_rows] == [(3, False), (3, True)], d["rows"]
 dq = d["rates"]["dequant_gelems"] * 1e9
 for r in d["rows"]:
     if r["offload"] != "none":
         continue
-    s = r["stage"]; t = r["time"]; h = r["hpz_partition_size"] > 1; q = r["quantized_weights"]
+    s = r["stage"]; t = r["time"]; h = r["hpz_partition_size"] > 1; q = r["quantized_weights"]; g = r["quantized_gradients"]
     Mc = lambda c: P * (1 + 4 / 2048) if q and c == "ag" else M
+    Mx = lambda c: P * (1 + 4 / 2048) if g and c == "rs" else Mc(c)  # what crosses
     node = sum((2 if c == "ar" else 1) * 0.5 * Mc(c) / busbw[c] for c in colls[s])
     crossing = colls[s][:2] if h else colls[s]
-    cross = sum((2 if c == "ar" else 1) * 0.5 * Mc(c) / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in crossing)
+    cross = sum((2 if c == "ar" else 1) * 0.5 * Mx(c) / 0.1e9 + (3 if c == "ar" else 2) * 4 * 10e-6 for c in crossing)
     upd = (P if s == 0 else P / 4) * 32 / 1e9
     comp = 3 * 2 * 64 * 262144 / 1e9
     assert near(t["comm_node"], node) and near(t["comm_cross"], cross), (s, t, node, cross)
-    assert near(t["cross_bytes"], sum((2 if s == 0 else 1) * 0.5 * Mc(c) for c in crossing)), (s, t)
-    deq = 2 * P / dq if q else 0
+    assert near(t["cross_bytes"], sum((2 if s == 0 else 1) * 0.5 * Mx(c) for c in crossing)), (s, t)
+    deq = (2 * P / dq if q else 0) + (2 * 0.5 * P / 2 / dq if g else 0)
     assert near(t["dequant"], deq) if q else t["dequant"] == 0, (s, t, deq)
     if h:  # the secondary shard P/2 in the parameters, on the device
         r3 = [x for x in d["rows"] if x["stage"] == 3 and x["offload"] == "none" and x["hpz_partition_size"] == 1 and not x["quantized_weights"]][0]

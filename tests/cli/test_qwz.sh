@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `zero train --quantized-weights` (ZeRO++ qwZ, zero_optimization.zero_quantized_weights; docs/
-# ENGINE.md "Quantized weight gathers"): on 3 ranks at stage 3 the all-gathers move int8 messages —
+# ENGINE.md "Quantized weight gathers") and `--quantized-gradients` (qgZ, the reduce-scatter's MPI
+# steps as int8: over plain MPI its bytes, rule and loss as below; on one node through shared memory
+# the exact run's loss): on 3 ranks at stage 3 the all-gathers move int8 messages —
 # the run's counted all-gather bytes at most 0.27 of the plain run's in fp32 (1 + 4/2048 bytes an
 # element instead of 4, the messages padded), its traffic line at the rule with qwZ (ratio 1.000)
 # — and it trains: the final loss within 1% of the plain run's, the same global batch; the frozen
@@ -47,6 +49,27 @@ check "qwZ: not the plain run's loss to the bit (the gathers were quantized)" \
 "$ZERO" train "${G[@]}" --ranks 1 --stage 3 --micro-batch 6 --log-json p1.json >/dev/null 2>&1
 check "one rank: the plain run's loss to the bit" test "$(done_field q1.json loss)" = "$(done_field p1.json loss)"
 
+# qgZ (--quantized-gradients): with the shared-memory collectives off every reduce-scatter goes
+# over MPI as int8 messages (<= 0.27 of fp32's bytes); through the window on one node the sums stay
+# exact (the plain run's loss to the bit); with qwZ too the traffic line's rule is both's
+ZERO_COMM_SHM=0 "$ZERO" train "${G[@]}" --ranks 3 --stage 3 --quantized-gradients --log-json g.json >g.out 2>&1
+check "qgZ, 3 ranks, plain MPI: exit 0" test $? -eq 0
+ZERO_COMM_SHM=0 "$ZERO" train "${G[@]}" --ranks 3 --stage 3 --log-json gp.json >gp.out 2>&1
+check "qgZ: reduce-scatter bytes <= 0.27 of plain's" ratio_le "$(done_field g.json comm reduce_scatter)" \
+    "$(done_field gp.json comm reduce_scatter)" 0.27
+check "qgZ: all-gather bytes the plain run's" test "$(done_field g.json comm all_gather)" = "$(done_field gp.json comm all_gather)"
+check "qgZ: the traffic line's rule is qgZ's, ratio 1.000" grep -q "rule with qgZ's int8 reduce-scatter gives .* (ratio 1.000)" g.out
+check "qgZ: final loss within 1% of plain's" close "$(done_field g.json loss)" "$(done_field gp.json loss)" 0.01
+check "qgZ: not the plain run's loss to the bit" test "$(done_field g.json loss)" != "$(done_field gp.json loss)"
+"$ZERO" train "${G[@]}" --ranks 3 --stage 2 --quantized-gradients --log-json g1.json >/dev/null 2>&1
+"$ZERO" train "${G[@]}" --ranks 3 --stage 2 --log-json gp1.json >/dev/null 2>&1
+check "qgZ on one node through shared memory: the exact loss to the bit" \
+    test "$(done_field g1.json loss)" = "$(done_field gp1.json loss)"
+ZERO_COMM_SHM=0 "$ZERO" train "${G[@]}" --ranks 2 --stage 3 --micro-batch 3 --quantized-weights --quantized-gradients \
+    --log-json gq.json >gq.out 2>&1
+check "qwZ + qgZ: exit 0, the traffic line at both's rule (its padding: within 1%)" \
+    grep -q "rule with qwZ's and qgZ's int8 messages gives .* (ratio 1.00[0-9])" gq.out
+
 # LoRA: the frozen base's gathers quantized too; QLoRA: its records go as stored
 D=$ZERO_SOURCE_DIR/tests/data
 L=(--init-from "$D/decoder/llama_gqa4" --data "$D/decoder/tokens.bin" --seq 8 --steps 6 --lr 1e-2 --val-every 0
@@ -81,6 +104,10 @@ check "resumed: trained to step 12" test "$(done_field r.json steps)" = 12
 # bad input: one line each
 "$ZERO" train "${G[@]}" --ranks 2 --stage 2 --quantized-weights >/dev/null 2>err
 rc=$?; expect_error "--quantized-weights at stage 2" 2 "zero_optimization.zero_quantized_weights" "stage is 2"
+"$ZERO" train "${G[@]}" --ranks 2 --stage 1 --quantized-gradients >/dev/null 2>err
+rc=$?; expect_error "--quantized-gradients at stage 1" 2 "zero_optimization.zero_quantized_gradients" "stage is 1"
+"$ZERO" train "${G[@]}" --ranks 2 --stage 3 --quantized-gradients --deterministic >/dev/null 2>err
+rc=$?; expect_error "--quantized-gradients with --deterministic" 2 "zero_optimization.zero_quantized_gradients" "deterministic"
 echo '{"zero_optimization": {"stage": 3, "zero_quantized_weights": true}, "zero_extensions": {"quantized_weights_block": 0}}' >b.json
 "$ZERO" train "${G[@]}" --ranks 2 --config b.json >/dev/null 2>err
 rc=$?; expect_error "quantized_weights_block 0" 2 "zero_extensions.quantized_weights_block" "0"

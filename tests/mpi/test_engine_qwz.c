@@ -31,7 +31,8 @@ static char g_dir[256];
 
 typedef struct qopt {
     zero_dtype prec;
-    int qwz, accum, hpz, nvme;
+    int stage; /* 0: 3 */
+    int qwz, qgz, accum, hpz, nvme;
     int64_t block;  /* 0: the default */
     int64_t bucket; /* -1: next-unit prefetch */
     int frozen;     /* layer 1's weight frozen (the gather check only) */
@@ -51,8 +52,10 @@ static void run_free(run *r) {
 
 static void config(zero_config *cfg, const qopt *q) {
     zero_config_default(cfg);
-    cfg->stage = 3;
+    cfg->stage = q->stage ? q->stage : 3;
     cfg->quant_weights = q->qwz;
+    cfg->quant_grads = q->qgz;
+    cfg->quant_grads_block = 32;
     if (q->block) cfg->quant_weights_block = q->block;
     cfg->hpz_partition_size = q->hpz ? q->hpz : 1;
     cfg->precision = q->prec;
@@ -251,6 +254,56 @@ static void test_train(zero_comm *comm, const qopt *q, const char *what) {
     run_free(&pr);
 }
 
+/* qgZ (zero_quantized_gradients) on plain MPI (comm: the shared-memory collectives off, so that
+ * every step is quantized): at stages 2 and 3 (with qwZ too at 3), fp32 and bf16, accumulation 2:
+ * the losses within 1e-2 of the exact reduction's, the parameters not its bits, the reduce-scatters'
+ * bytes each unit's N messages of zero_quant_msg_bytes(shard, 32) a micro-batch, the all-gathers'
+ * those of the run without qgZ; on one rank the exact run's bits. */
+static void test_qgz(zero_comm *comm) {
+    for (int p = 0; p < 2; p++)
+        for (int stage = 2; stage <= 3; stage++)
+            for (int qwz = 0; qwz <= (stage == 3); qwz++) {
+                const zero_dtype prec = p ? ZERO_DTYPE_BF16 : ZERO_DTYPE_FP32;
+                const qopt q = {
+                    .prec = prec, .stage = stage, .qwz = qwz, .qgz = 1, .accum = 2, .block = 32, .bucket = -1};
+                qopt x = q;
+                x.qgz = 0;
+                run a, b;
+                if (do_run(comm, &q, &a)) continue;
+                if (do_run(comm, &x, &b) == 0) {
+                    char what[96];
+                    snprintf(what, sizeof what, "qgZ %s stage %d%s", zero_dtype_name(prec), stage, qwz ? " + qwZ" : "");
+                    double worst = 0;
+                    for (int s = 0; s < STEPS; s++)
+                        worst = fmax(worst, fabs(a.losses[s] - b.losses[s]) / fmax(1e-3, fabs(b.losses[s])));
+                    int same = 1;
+                    for (int l = 0; l < MLP_LAYERS; l++)
+                        same &= memcmp(a.params[l], b.params[l], (size_t)mlp_unit_numel(l) * sizeof(float)) == 0;
+                    uint64_t rs = 0;
+                    for (int l = 0; l < MLP_LAYERS; l++) {
+                        const uint64_t P =
+                            zero_partition_padded((uint64_t)mlp_unit_numel(l), W, ZERO_PLAN_DEFAULT_ALIGN);
+                        rs += ring(2, (uint64_t)W * zero_quant_msg_bytes(P / (uint64_t)W, 32), W);
+                    }
+                    if (W == 1) {
+                        ZT_CHECKF(same && worst == 0, "%s: one rank: not the exact run's bits", what);
+                    } else {
+                        ZT_CHECKF(worst <= 1e-2,
+                                  "%s: losses %.3g (relative) from the exact reduction's: expected <= 1e-2", what,
+                                  worst);
+                        ZT_CHECKF(!same, "%s: the parameters are the exact reduction's bits: nothing was quantized",
+                                  what);
+                        ZT_EQ_INT(a.ct.bytes[ZERO_COLL_REDUCE_SCATTER], (uint64_t)STEPS * 2 * rs);
+                        if (R == 0) printf("%s: losses within %.2e of the exact reduction\n", what, worst);
+                    }
+                    ZT_EQ_INT(a.ct.bytes[ZERO_COLL_ALL_GATHER], b.ct.bytes[ZERO_COLL_ALL_GATHER]);
+                    ZT_EQ_INT(a.ct.calls[ZERO_COLL_REDUCE_SCATTER], b.ct.calls[ZERO_COLL_REDUCE_SCATTER]);
+                    run_free(&b);
+                }
+                run_free(&a);
+            }
+}
+
 /* The parameters on NVMe: the shard coded from the pool buffer; the same bits as in RAM. */
 static void test_nvme(zero_comm *comm) {
     const qopt q = {.prec = ZERO_DTYPE_BF16, .qwz = 1, .accum = 2, .block = 32, .bucket = -1};
@@ -271,6 +324,24 @@ static void test_nvme(zero_comm *comm) {
 }
 
 static void test_config(void) {
+    {
+        zero_config c;
+        zero_config_default(&c);
+        zero_error e = {{0}};
+        ZT_OK(zero_config_load_json_string(
+            &c, "{\"zero_optimization\": {\"stage\": 1, \"zero_quantized_gradients\": true}}", &e));
+        ZT_EQ_INT(zero_config_resolve(&c, 2, &e), ZERO_ERR_CONFIG);
+        ZT_CHECKF(strstr(e.msg, "zero_optimization.zero_quantized_gradients") && strstr(e.msg, "stage is 1"),
+                  "error: %s", e.msg);
+        zero_config_default(&c);
+        ZT_OK(
+            zero_config_load_json_string(&c,
+                                         "{\"zero_optimization\": {\"stage\": 3, \"zero_quantized_gradients\": true}, "
+                                         "\"zero_extensions\": {\"deterministic\": true}}",
+                                         &e));
+        ZT_EQ_INT(zero_config_resolve(&c, 2, &e), ZERO_ERR_CONFIG);
+        ZT_CHECKF(strstr(e.msg, "deterministic"), "error: %s", e.msg);
+    }
     zero_config cfg;
     zero_config_default(&cfg);
     zero_error err = {{0}};
@@ -340,6 +411,17 @@ int main(void) {
         test_train(comm, &q, "train fp32 with hpZ 2");
     }
     test_nvme(comm);
+    zero_comm_options po;
+    zero_comm_options_default(&po);
+    po.async = 0;
+    po.shm = 0; /* plain MPI: qgZ quantizes every step (through the window one node's sums stay exact) */
+    zero_comm *plain = NULL;
+    if (zero_comm_init_mpi_with(&plain, NULL, &po, &err) != ZERO_OK) {
+        fprintf(stderr, "zero_comm_init_mpi_with: %s\n", err.msg);
+        return 1;
+    }
+    test_qgz(plain);
+    zero_comm_free(plain);
     zero_comm_barrier(comm);
     if (R == 0) {
         char cmd[300];

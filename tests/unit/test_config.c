@@ -462,8 +462,11 @@ static void test_unsupported(void) {
     EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": true}}", ZERO_ERR_UNSUPPORTED,
            "zero_optimization.zero_quantized_nontrainable_weights: true is not supported yet", NULL);
     EXPECT("{\"zero_optimization\": {\"zero_quantized_nontrainable_weights\": false}}", ZERO_OK, NULL, NULL);
-    EXPECT("{\"zero_optimization\": {\"zero_quantized_gradients\": true}}", ZERO_ERR_UNSUPPORTED,
-           "zero_optimization.zero_quantized_gradients: true is not supported yet", NULL);
+    EXPECT("{\"zero_optimization\": {\"mics_hierarchical_params_gather\": true}}", ZERO_ERR_UNSUPPORTED,
+           "zero_optimization.mics_hierarchical_params_gather: true is not supported yet", NULL);
+    /* ZeRO++'s qwZ and qgZ: loaded; resolve checks them against the stage (test_engine_qwz) */
+    EXPECT("{\"zero_optimization\": {\"zero_quantized_gradients\": true, \"zero_quantized_weights\": true}}", ZERO_OK,
+           NULL, NULL);
     /* hpZ: the value is loaded; resolve checks it against the stage and the world (test_combinations) */
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 4}}", ZERO_OK, NULL, NULL);
     EXPECT("{\"zero_optimization\": {\"zero_hpz_partition_size\": 1}}", ZERO_OK, NULL, NULL);

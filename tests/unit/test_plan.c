@@ -566,7 +566,23 @@ static void test_time_hand(void) {
     ZT_NEAR(t.comm_node, 6.4e-5 + 2 * 1.6e-5, 1e-15);
     ZT_NEAR(t.comm_cross, 1.68e-4 + 2 * (0.64e-4 + 4e-5), 1e-15);
     ZT_NEAR(t.dequant, 2 * 6400 / 1e9, 1e-15);
+    /* qgZ in blocks of 4 (without qwZ): the reduce-scatter's cross-node step at 2 bytes an element
+     * (its node step in fp32), its coder 2 (K-1)/K P/L elements */
+    s.quant_weights_block = 0;
+    s.quant_grads_block = 4;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.cross_bytes, 6400 + 2 * 12800, 0);
+    ZT_NEAR(t.node_bytes, 3 * 12800, 0);
+    ZT_NEAR(t.comm_cross, (0.64e-4 + 4e-5) + 2 * 1.68e-4, 1e-15);
+    ZT_NEAR(t.dequant, 2 * 0.5 * 6400 / 2 / 1e9, 1e-15);
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 2, 1, &r, &t, &err)); /* one node: nothing quantized */
+    ZT_NEAR(t.dequant + t.cross_bytes, 0, 0);
+    s.quant_grads_block = 0;
+    s.quant_weights_block = 4;
     zero_plan_traffic tq;
+    zero_plan_traffic_frozen(3, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, &tq);
+    zero_plan_traffic_qgz(3, 4, 6400, ZERO_DTYPE_FP32, 4, &tq);
+    ZT_NEAR(tq.volume, 6400 * 2 + 2 * 6400 * 4, 0);
     zero_plan_traffic_frozen(3, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, &tq);
     zero_plan_traffic_qwz(3, 4, 6400, ZERO_DTYPE_FP32, 0, ZERO_DTYPE_COUNT, 4, 0, &tq);
     ZT_NEAR(tq.volume, 6400 * 4 + 2 * 6400 * 2, 0);
