@@ -8,7 +8,8 @@
 # against its alternatives on the same hosts in one run.
 # Usage (as root): bench/hosts_runs.sh BUILD [NAME=FLAGS ...]; exit 77 (and why) where hosts
 # cannot be emulated. Default sets: "stage1=--stage 1" "stage3=--stage 3"
-# "stage3+qwZ=--stage 3 --quantized-weights".
+# "stage3+qwZ=--stage 3 --quantized-weights". FLAGS starting with "@DIR " run DIR/zero instead of
+# BUILD's (two builds side by side: bench/hosts_ab.sh).
 #   HR_RATES (default "1gbit"), HR_LAYOUT ranks per host (default "1 1"), HR_ROUNDS (default 3),
 #   HR_MODEL/HR_SEQ/HR_MB (default small, 128, 4), HR_STEPS (default 6), HR_ARGS (flags for every set)
 set -uo pipefail
@@ -21,6 +22,7 @@ sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=("stage1=--stage 1" "stage3=--stage 3" "stage3+qwZ=--stage 3 --quantized-weights")
 for s in "${sets[@]}"; do
     case $s in *=*) ;; *) echo "bench/hosts_runs.sh: '$s': expected NAME=FLAGS" >&2; exit 2 ;; esac
+    case ${s#*=} in @*) d=${s#*=@}; d=${d%% *}; [ -x "$d/zero" ] || { echo "bench/hosts_runs.sh: $d/zero not found" >&2; exit 2; } ;; esac
 done
 . "$root/tests/multinode/netns.sh"
 mn_prereq || { echo "bench/hosts_runs.sh: cannot emulate hosts: $MN_WHY" >&2; exit 77; }
@@ -42,9 +44,11 @@ for rate in ${HR_RATES:-1gbit}; do
         for s in "${sets[@]}"; do
             name=${s%%=*}
             read -r -a flags <<<"${s#*=}"
+            zs=$z
+            if [[ ${flags[0]:-} == @* ]]; then zs=$(cd "${flags[0]#@}" && pwd)/zero; flags=("${flags[@]:1}"); fi
             read -r -a extra <<<"${HR_ARGS:-}"
             log=$work/t_${rate}_${r}_${name//[^A-Za-z0-9]/_}.json
-            if ! MN_TIMEOUT=1200 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 -- "$z" train --model "${HR_MODEL:-small}" \
+            if ! MN_TIMEOUT=1200 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 -- "$zs" train --model "${HR_MODEL:-small}" \
                 --seq "${HR_SEQ:-128}" --micro-batch "${HR_MB:-4}" --steps "${HR_STEPS:-6}" --val-every 0 \
                 --val-batches 1 --log-json "$log" "${data_args[@]}" "${flags[@]}" "${extra[@]}" >"$work/o.txt" 2>&1; then
                 echo "== $name failed: $(tail -2 "$work/o.txt") =="

@@ -13,19 +13,6 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 fail=0
 . "$(dirname "$0")/lib.sh" # check NAME COMMAND...
-expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line "zero: error: ..." with every NEEDLE
-    local name=$1 want=$2; shift 2
-    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
-    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
-    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
-    [ "$(grep -c . "$TMP/err")" -eq 1 ] || cat "$TMP/err"
-}
-done_field() { # FILE KEY...: a key path of the final {"done": true} record
-    "$PY" -c "import json, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if '\"done\"' in l][-1]
-for k in sys.argv[2:]: r = r[k]
-print(r)" "$@"
-}
 first_loss() {
     "$PY" -c "import json, sys
 print([json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l and '\"done\"' not in l][0]['loss'])" "$1"

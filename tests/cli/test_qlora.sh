@@ -14,17 +14,6 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 fail=0
 . "$(dirname "$0")/lib.sh" # check NAME COMMAND...
-expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line "zero: error: ..." with every NEEDLE
-    local name=$1 want=$2; shift 2
-    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
-    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
-    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
-    [ "$(grep -c . "$TMP/err")" -eq 1 ] || cat "$TMP/err"
-}
-done_field() { # FILE KEY: a field of the final {"done": true} record
-    "$PY" -c "import json, sys
-print([json.loads(l) for l in open(sys.argv[1]) if '\"done\"' in l][-1][sys.argv[2]])" "$1" "$2"
-}
 D=$ZERO_SOURCE_DIR/tests/data
 Q=(--init-from "$D/decoder/llama_gqa4" --data "$D/decoder/tokens.bin" --seq 8 --steps 6 --lr 1e-2 --val-every 0
    --val-batches 2 --lora r=4,targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj --quantize-base nf4)

@@ -17,17 +17,6 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 fail=0
 . "$(dirname "$0")/lib.sh" # check NAME COMMAND...
-expect_error() { # NAME STATUS NEEDLE...: exit STATUS, one stderr line with every NEEDLE
-    local name=$1 want=$2; shift 2
-    check "$name: exit $want (got $rc)" test "$rc" -eq "$want"
-    check "$name: one error line" test "$(grep -c . "$TMP/err")" -eq 1
-    for n in "$@"; do check "$name: mentions '$n'" grep -qF -- "$n" "$TMP/err"; done
-}
-done_field() { # FILE KEY [SUBKEY]: a field of the final {"done": true} record
-    "$PY" -c "import json, sys
-d = [json.loads(l) for l in open(sys.argv[1]) if '\"done\"' in l][-1][sys.argv[2]]
-print(d[sys.argv[3]] if len(sys.argv) > 3 else d)" "$@"
-}
 ratio_le() { "$PY" -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if a <= r * b else 1)" "$@"; }
 close() { "$PY" -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if abs(a - b) <= r * abs(b) else 1)" "$@"; }
 
