@@ -768,9 +768,12 @@ static const char *const float_keys[] = {
     "long_factor"};
 
 /* v as a raw JSON number that keeps a decimal point (the shortest of 15 or 17 digits that reads
- * back as v), or NULL when out of memory */
+ * back as v), or NULL when out of memory. An infinity (a literal past the double range, such as
+ * 2e500, which the grammar allows and reads as one) is written 1e999, which reads back as it:
+ * "inf" is not JSON. */
 static cJSON *float_raw(double v) {
     char buf[64];
+    if (isinf(v)) return cJSON_CreateRaw(v > 0 ? "1e999" : "-1e999");
     snprintf(buf, sizeof buf, "%.15g", v);
     if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
     if (!strpbrk(buf, ".eEni")) strcat(buf, ".0");

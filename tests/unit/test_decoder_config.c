@@ -356,6 +356,18 @@ static void test_gemma_phi3(void) {
                   strstr(out, "\"factor\": 2.0,") && strstr(out, "4.0"),
               "repeated float keys: %s", out ? out : "(null)");
     free(out);
+    /* a float past the double range (2e500: in the grammar, read as an infinity) in a key zero does
+     * not use: written back as 1e999, which is JSON and reads back (it wrote "inf": the fuzzer's find) */
+    out = dec_config_to_json(&p, "{\"rope_theta\": 1e4, \"factor\": 2e500, \"attention_factor\": -2e500}", NULL);
+    ZT_CHECKF(out && strstr(out, "\"factor\": 1e999,") && strstr(out, "-1e999") && !strstr(out, "inf"),
+              "an infinite float: %s", out ? out : "(null)");
+    free(out);
+    const char *inf_base = "{" PHI3 ", \"factor\": 2e500}";
+    dec_config pi = parse_ok(inf_base);
+    out = dec_config_to_json(&pi, inf_base, "bfloat16");
+    q = parse_ok(out ? out : "");
+    ZT_CHECKF(dec_config_equal(&pi, &q), "phi3 with an infinite float out and back: %s", out ? out : "(null)");
+    free(out);
     /* refusals: what zero does not compute, named and never ignored */
     parse_bad("{" GEMMA3 ", \"layer_types\": [\"full_attention\", \"sliding_attention\", \"sliding_attention\", "
               "\"sliding_attention\"]}", "config.json layer_types", "is not supported yet");
