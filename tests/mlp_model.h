@@ -32,8 +32,9 @@ static inline void mlp_sample(int64_t index, float *x, float *t) {
     }
 }
 
-/* Registers the units; returns 0 or a negative status. */
-static inline int mlp_register(zero_engine *e) {
+/* Registers the units, layer l's weight with flags wflags[l] (NULL: none; its bias is always
+ * ZERO_PARAM_NO_DECAY), and finalizes; returns 0 or a negative status. */
+static inline int mlp_register_flags(zero_engine *e, const unsigned *wflags) {
     for (int l = 0; l < MLP_LAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d", l);
@@ -41,7 +42,7 @@ static inline int mlp_register(zero_engine *e) {
         if (u < 0) return u;
         int64_t wshape[2] = {mlp_dims[l + 1], mlp_dims[l]}, bshape[1] = {mlp_dims[l + 1]};
         snprintf(name, sizeof name, "layer%d.weight", l);
-        int s = zero_engine_add_param(e, u, name, wshape, 2, 0);
+        int s = zero_engine_add_param(e, u, name, wshape, 2, wflags ? wflags[l] : 0);
         if (s) return s;
         snprintf(name, sizeof name, "layer%d.bias", l);
         s = zero_engine_add_param(e, u, name, bshape, 1, ZERO_PARAM_NO_DECAY);
@@ -49,6 +50,8 @@ static inline int mlp_register(zero_engine *e) {
     }
     return zero_engine_finalize(e);
 }
+
+static inline int mlp_register(zero_engine *e) { return mlp_register_flags(e, NULL); }
 
 static inline int mlp_unit_numel(int l) { return mlp_dims[l + 1] * mlp_dims[l] + mlp_dims[l + 1]; }
 

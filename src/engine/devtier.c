@@ -357,10 +357,6 @@ static const float *qmap_of(zero_engine *e, int map) {
 zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *absmax, int map, uint64_t block,
                             uint64_t n, float *dst) {
     if (!n) return ZERO_OK;
-    if (!e->dev) {
-        zero_dequant_blockwise(idx, absmax, zero__quant_map(map), block, 0, n, dst);
-        return ZERO_OK;
-    }
     const float *code = qmap_of(e, map);
     if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "the 8-bit maps");
     zero__kcall k = {.id = ZERO__K_Q8_LOAD,
@@ -374,10 +370,6 @@ zero_status zero__x_q8_load(zero_engine *e, const uint8_t *idx, const float *abs
 zero_status zero__x_q8_store(zero_engine *e, const float *x, int map, uint64_t block, uint64_t n, uint8_t *idx,
                              float *absmax) {
     if (!n) return ZERO_OK;
-    if (!e->dev) {
-        zero_quant_blockwise(x, n, block, zero__quant_map(map), idx, absmax);
-        return ZERO_OK;
-    }
     const float *code = qmap_of(e, map);
     if (!code) return dev_fail(e, ZERO_ERR_NOMEM, "the 8-bit maps");
     zero__kcall k = {.id = ZERO__K_Q8_STORE,

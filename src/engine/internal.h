@@ -331,8 +331,8 @@ zero_status zero__x_add(zero_engine *e, void *dst, const void *src, uint64_t n);
 zero_status zero__x_accum_f32(zero_engine *e, void *dst, const float *src, uint64_t n);
 /* Σ g² over each block of `block` working-dtype elements of g (device memory) into host out[] */
 zero_status zero__x_sumsq(zero_engine *e, const void *g, uint64_t n, uint64_t block, double *out);
-/* Blockwise 8-bit coding where the unit arrays live (device kernels on a device, else the host's
- * zero_quant_blockwise / zero_dequant_blockwise: the same formulas): n values decoded into fp32
+/* Blockwise 8-bit coding on a device (its kernels: the formulas of the host's zero_quant_blockwise /
+ * zero_dequant_blockwise, whose callers use them directly on the host): n values decoded into fp32
  * dst, or x coded (its indices and the absmax of its blocks of `block`; the last block of the n
  * values is the partial one), against map ZERO__QMAP_* (quant/internal.h). step.c's 8-bit states,
  * qwz.c's messages. */

@@ -202,6 +202,22 @@ int zero__quant_index_check(void) {
 /* Blocks at a time on every core above this many values (each block is independent). */
 #define Q_PARALLEL_MIN ((uint64_t)1 << 16)
 
+/* n values of a block with absmax a coded against int8's linear map: zero__q_norm's value,
+ * indexed by linear_index. */
+static void code_run(const q8_fast *f, const float *x, uint64_t n, float a, int partial, uint8_t *out) {
+    if (!(a > 0.0f)) { /* zero__q_norm's 0 */
+        memset(out, linear_index(f, 0.0f), (size_t)n);
+        return;
+    }
+    const float inv = 1.0f / a;
+    for (uint64_t i = 0; i < n; i++) {
+        float v = partial ? x[i] / a : x[i] * inv;
+        v = v < -1.0f ? -1.0f : v;
+        v = v > 1.0f ? 1.0f : v;
+        out[i] = (uint8_t)linear_index(f, v);
+    }
+}
+
 void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const float *code, uint8_t *idx, float *absmax) {
     const q8_fast *f = fast_of(code);
     const uint64_t nb = (n + block - 1) / block;
@@ -214,9 +230,7 @@ void zero_quant_blockwise(const float *x, uint64_t n, uint64_t block, const floa
         const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
         const float a = block_absmax(x + lo, len);
         absmax[b] = a;
-        if (f == &fast_maps[2])
-            for (uint64_t i = 0; i < len; i++)
-                idx[lo + i] = (uint8_t)linear_index(f, zero__q_norm(x[lo + i], a, len < block));
+        if (f == &fast_maps[2]) code_run(f, x + lo, len, a, len < block, idx + lo);
         else
             for (uint64_t i = 0; i < len; i++)
                 idx[lo + i] = (uint8_t)fast_index(f, zero__q_norm(x[lo + i], a, len < block));
@@ -341,22 +355,6 @@ static void widen_run(const void *x, zero_dtype dt, uint64_t lo, uint64_t n, flo
         for (uint64_t i = 0; i < n; i++) out[i] = zero__bf16_bits_to_fp32(h[i]);
     else
         for (uint64_t i = 0; i < n; i++) out[i] = zero__fp16_bits_to_fp32(h[i]);
-}
-
-/* n values of a block with absmax a coded against int8's linear map: zero__q_norm's value,
- * indexed by linear_index. */
-static void code_run(const q8_fast *f, const float *x, uint64_t n, float a, int partial, uint8_t *out) {
-    if (!(a > 0.0f)) { /* zero__q_norm's 0 */
-        memset(out, linear_index(f, 0.0f), (size_t)n);
-        return;
-    }
-    const float inv = 1.0f / a;
-    for (uint64_t i = 0; i < n; i++) {
-        float v = partial ? x[i] / a : x[i] * inv;
-        v = v < -1.0f ? -1.0f : v;
-        v = v > 1.0f ? 1.0f : v;
-        out[i] = (uint8_t)linear_index(f, v);
-    }
 }
 
 /* A half block is widened this many values at a time. */
