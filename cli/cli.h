@@ -31,6 +31,11 @@ int cli_bench_rates(int argc, char **argv);
 int cli_bench_io_pool_rates(const char *dir, double bytes, double *read_gbps, double *write_gbps);
 int cli_bench_tokenize(int argc, char **argv);
 
+/* The MPI launcher the build found (CMake sets it). */
+#ifndef ZERO_MPIEXEC
+#define ZERO_MPIEXEC "mpiexec"
+#endif
+
 /* The whole command line, saved by main. */
 extern int cli_argc;
 extern char **cli_argv;
@@ -39,6 +44,53 @@ extern char **cli_argv;
  * CPU of this process's affinity is a usage error unless the command line has --oversubscribe
  * (which every command that takes --ranks accepts and ignores otherwise). */
 int cli_launch_ranks(int nranks);
+/* One run of a job under mpiexec (cli/launch.c), the pieces cli_launch_ranks and the elastic
+ * launcher share. */
+typedef struct cli_job {
+    int np;               /* ranks */
+    const char *hostfile; /* mpiexec's --hostfile (ranks fill its hosts in order), or NULL: this machine */
+    char **args;          /* the ranks' command line after the program, NULL-terminated */
+    const char *what;     /* the flag that launched it, for messages ("--ranks 4") */
+} cli_job;
+typedef struct cli_job_end {
+    int status;      /* mpiexec's wait status */
+    int reported;    /* a rank's monitor reported its failure */
+    int stop_signal; /* the signal that stopped the launcher (forwarded to the job), else 0 */
+} cli_job_end;
+/* Runs the job to its end: CLI_OK with `end` filled, or the status of the error it printed
+ * (mpiexec could not start). */
+int cli_job_run(const cli_job *j, cli_job_end *end);
+/* The launcher's exit status for a job that ended (a rank's own 0/1/2; a failure mpiexec alone
+ * saw is named in one line). */
+int cli_job_status(const cli_job *j, const cli_job_end *end);
+/* After a stop signal: says where the last checkpoint is and dies of the signal. */
+void cli_job_stopped(int sig) __attribute__((noreturn));
+/* This command line's words after the program for the ranks: without the launcher's flags
+ * (--ranks, --hostfile, --elastic, --max-restarts with their values, --oversubscribe) nor the
+ * flags in `drop` (each with its value), and with `extra` appended (both NULL-terminated or NULL).
+ * malloc'd (the strings are argv's or extra's); NULL when out of memory. */
+char **cli_rank_args(const char *const *drop, const char *const *extra);
+/* `zero train --hostfile FILE` and/or `--elastic MIN:MAX` outside an MPI launcher
+ * (cli/launch_elastic.c): runs the job on the file's hosts (or `ranks` local ranks without one)
+ * and, with --elastic, restarts it from the latest checkpoint in `save` on the hosts that still
+ * answer after a failure, at most max_restarts times. Returns the job's exit status. */
+typedef struct cli_elastic_opts {
+    const char *hostfile; /* NULL: this machine, `ranks` ranks */
+    int ranks;
+    int elastic;          /* --elastic given */
+    int min_hosts, max_hosts;
+    int max_restarts;
+    const char *save;     /* --save DIR */
+} cli_elastic_opts;
+int cli_launch_elastic(const cli_elastic_opts *o);
+/* Reads a hostfile in OpenMPI's form ("name [slots=N] [max_slots=N]" a line, # comments):
+ * names and slots (1 where not given), malloc'd; returns how many, or -1 after printing the
+ * error (CLI_USAGE: `flag` names where the path came from). */
+typedef struct cli_host {
+    char name[256];
+    int slots;
+} cli_host;
+int cli_hostfile_read(const char *flag, const char *path, cli_host **out);
 /* Set by cli_launch_ranks for its ranks: "1" when the user's stdout (stderr) is a terminal, else
  * "0" (a rank's own stdout is mpiexec's pseudo-terminal or pipe, whatever the user's is). */
 #define CLI_TTY_ENV_OUT "ZERO_STDOUT_TTY"

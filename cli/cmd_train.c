@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static void usage(FILE *f) {
             "                             llama-3.1-8b, qwen2.5-0.5b, qwen2.5-7b, qwen3-8b, mistral-7b, smollm2-135m,\n"
             "                             smollm2-1.7b) or a model directory's config.json (random weights)\n"
             "  --oversubscribe            allow more than 8 ranks per CPU this process may use\n"
+            "  --hostfile FILE            launch the ranks on the hosts of an OpenMPI hostfile ('NAME slots=N' lines)\n"
+            "  --elastic MIN:MAX          restart a failed job from --save's latest checkpoint on the hosts that still\n"
+            "                             answer (MIN to MAX of them; --max-restarts N, default 3; docs/CLI.md)\n"
             "  --layers N --dim C --heads H --vocab V   override the preset\n"
             "  --data FILE|DIR            text or JSONL ({\"text\"}, {\"prompt\",\"completion\"}, {\"messages\"}, ShareGPT,\n"
             "                             Alpaca; a *.json file may be one JSON array of them), tokenized\n"
@@ -80,6 +84,28 @@ static void usage(FILE *f) {
             "  --save-frozen              checkpoints also hold the frozen base (default: the trainable part only)\n");
 }
 
+/* --elastic MIN:MAX (or N: N:N), hosts. */
+static int parse_elastic(const char *v, int *mn, int *mx) {
+    char *end;
+    errno = 0;
+    const long a = strtol(v, &end, 10);
+    long b = a;
+    int ok = end != v && !errno;
+    if (ok && *end == ':') {
+        const char *s = end + 1;
+        b = strtol(s, &end, 10);
+        ok = end != s && !errno;
+    }
+    if (!ok || *end || a < 1 || b < a || b > 4096) {
+        cli_error(CLI_USAGE, "--elastic '%s': expected MIN:MAX hosts, whole numbers with 1 <= MIN <= MAX (or one N: N:N)",
+                  v);
+        return -1;
+    }
+    *mn = (int)a;
+    *mx = (int)b;
+    return 0;
+}
+
 /* Parses argv into o and cfg (flags applied over the JSON config). Returns -1 on a usage error
  * (already printed), 1 for --help. */
 static int parse(int argc, char **argv, train_opts *o) {
@@ -93,6 +119,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->layers = o->dim = o->heads = o->vocab = o->seq = -1;
     o->stage = o->micro_batch = o->grad_accum = -1;
     o->lr = -1;
+    o->max_restarts = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int ux;
@@ -103,6 +130,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--stage")) { VAL(); if (cli_parse_int(a, v, 0, 3, &o->stage)) return -1; }
         else if (!strcmp(a, "--ranks")) { VAL(); if (cli_parse_int(a, v, 1, 4096, &o->ranks)) return -1; }
         else if (!strcmp(a, "--oversubscribe")) {} /* read by cli_launch_ranks */
+        else if (!strcmp(a, "--hostfile")) { VAL(); o->hostfile = v; }
+        else if (!strcmp(a, "--elastic")) { VAL(); o->elastic = v; if (parse_elastic(v, &o->elastic_min, &o->elastic_max)) return -1; }
+        else if (!strcmp(a, "--max-restarts")) { VAL(); if (cli_parse_int(a, v, 0, 1000, &o->max_restarts)) return -1; }
         else if (!strcmp(a, "--model")) { VAL(); o->model = v; o->model_given = 1; }
         else if (!strcmp(a, "--layers")) { VAL(); if (cli_parse_int(a, v, 1, 1000, &o->layers)) return -1; }
         else if (!strcmp(a, "--dim")) { VAL(); if (cli_parse_int(a, v, 1, 1 << 16, &o->dim)) return -1; }
@@ -158,6 +188,44 @@ static int parse(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
+/* The launcher's flags: where they may be given, what they need; the world of the first start
+ * (the hostfile's slots over at most MAX hosts). */
+static int launch_checks(train_opts *o, int launched, int *world) {
+    /* a rank of an elastic restart: the launcher's note "K WORLD_BEFORE" (cli/launch_elastic.c) */
+    const char *er = launched ? getenv("ZERO_ELASTIC_RESTART") : NULL;
+    if (er && (sscanf(er, "%d %d", &o->elastic_restart, &o->elastic_world) != 2 || o->elastic_restart < 1 ||
+               o->elastic_world < 1))
+        return cli_error(CLI_USAGE, "ZERO_ELASTIC_RESTART='%s': expected 'RESTART WORLD_BEFORE', set by zero's "
+                         "launcher (--elastic)", er);
+    if (launched && (o->hostfile || o->elastic))
+        return cli_error(CLI_USAGE, "%s: zero's own launcher starts and restarts the ranks: run zero train %s without "
+                         "mpirun/srun", o->elastic ? "--elastic" : "--hostfile", o->elastic ? "--elastic" : "--hostfile");
+    if (o->max_restarts >= 0 && !o->elastic)
+        return cli_error(CLI_USAGE, "--max-restarts %d: expected --elastic MIN:MAX too", o->max_restarts);
+    if (o->hostfile && o->ranks > 0)
+        return cli_error(CLI_USAGE, "--ranks %d and --hostfile %s: the hostfile's slots give the ranks: expected one of them",
+                         o->ranks, o->hostfile);
+    if (o->elastic && !o->save)
+        return cli_error(CLI_USAGE, "--elastic %s: expected --save DIR too (a restart continues from the latest checkpoint "
+                         "there)", o->elastic);
+    int hosts = 1;
+    if (o->hostfile) {
+        cli_host *h = NULL;
+        const int n = cli_hostfile_read("--hostfile", o->hostfile, &h);
+        if (n < 0) return CLI_USAGE;
+        hosts = n;
+        const int take = o->elastic && o->elastic_max < n ? o->elastic_max : n;
+        *world = 0;
+        for (int i = 0; i < take; i++) *world += h[i].slots;
+        free(h);
+    }
+    if (o->elastic && o->elastic_min > hosts)
+        return cli_error(CLI_USAGE, "--elastic %s: MIN %d is more hosts than the job has (%d%s%s)", o->elastic,
+                         o->elastic_min, hosts, o->hostfile ? " in --hostfile " : ": this machine, without --hostfile",
+                         o->hostfile ? o->hostfile : "");
+    return CLI_OK;
+}
+
 int cli_train(int argc, char **argv) {
     train_opts o;
     int p = parse(argc, argv, &o);
@@ -169,10 +237,19 @@ int cli_train(int argc, char **argv) {
     /* Outside an MPI launcher, --ranks N > 1 re-runs this command under mpiexec, after the
      * checks that do not need MPI so that usage errors exit 2 from here. */
     const int launched = zero_comm_mpi_launched();
+    int world = o.ranks > 0 ? o.ranks : 1;
+    int rc = launch_checks(&o, launched, &world);
+    if (rc != CLI_OK) return rc;
     cli_quiet_warnings = 1; /* the run repeats these checks and warns then, once */
-    int rc = train_prepare(&o, launched ? 0 : (o.ranks > 0 ? o.ranks : 1));
+    rc = train_prepare(&o, launched ? 0 : world);
     cli_quiet_warnings = 0;
-    if (rc == CLI_OK && !launched && o.ranks > 1) {
+    if (rc == CLI_OK && !launched && (o.hostfile || o.elastic)) {
+        train_data_digest_pass_on(&o); /* read once here: the ranks take it, not read it again */
+        const cli_elastic_opts eo = {.hostfile = o.hostfile, .ranks = world, .elastic = o.elastic != NULL,
+                                     .min_hosts = o.elastic_min, .max_hosts = o.elastic ? o.elastic_max : 4096,
+                                     .max_restarts = o.max_restarts >= 0 ? o.max_restarts : 3, .save = o.save};
+        rc = cli_launch_elastic(&eo);
+    } else if (rc == CLI_OK && !launched && o.ranks > 1) {
         train_data_digest_pass_on(&o);   /* read once here: the ranks take it, not read it again */
         rc = cli_launch_ranks(o.ranks); /* returns on failure only */
     }

@@ -33,10 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef ZERO_MPIEXEC
-#define ZERO_MPIEXEC "mpiexec"
-#endif
-
 /* At most this many ranks per CPU the process may use, unless --oversubscribe. */
 #define RANKS_PER_CPU 8
 #define MONITOR_ENV   "ZERO_RANK_MONITOR"
@@ -76,7 +72,7 @@ static const char *sig_name(int sig, char *buf, size_t cap) {
 }
 
 /* Dies of `sig` as the default action would (so that a parent sees the same death). */
-static void die_of(int sig) {
+__attribute__((noreturn)) static void die_of(int sig) {
     signal(sig, SIG_DFL);
     sigset_t s;
     sigemptyset(&s);
@@ -240,59 +236,109 @@ static void say_stopped(int sig) {
     say(line);
 }
 
-int cli_launch_ranks(int nranks) {
-    const int cpus = usable_cpus();
-    if (nranks > RANKS_PER_CPU * cpus && !has_arg("--oversubscribe"))
-        return cli_error(
-            CLI_USAGE,
-            "--ranks %d: this process may use %d CPU%s, and more than %d ranks (%d per CPU) would run so "
-            "slowly that the job may never end: use fewer ranks, or add --oversubscribe to run them anyway",
-            nranks, cpus, cpus == 1 ? "" : "s", RANKS_PER_CPU * cpus, RANKS_PER_CPU);
+/* The ranks' command line: this one's words after the program, without the launcher's own flags
+ * (`drop`: each takes a value; `--oversubscribe` takes none) and with `extra` appended. */
+char **cli_rank_args(const char *const *drop, const char *const *extra) {
+    static const char *const own[] = {"--ranks", "--hostfile", "--elastic", "--max-restarts", NULL};
+    int n_extra = 0;
+    while (extra && extra[n_extra]) n_extra++;
+    char **args = calloc((size_t)cli_argc + (size_t)n_extra + 1, sizeof *args);
+    if (!args) return NULL;
+    int k = 0;
+    for (int i = 1; i < cli_argc; i++) {
+        const char *a = cli_argv[i];
+        if (!strcmp(a, "--oversubscribe")) continue;
+        int skip = 0;
+        for (int pass = 0; pass < 2 && !skip; pass++)
+            for (const char *const *d = pass ? drop : own; d && *d && !skip; d++) {
+                const size_t n = strlen(*d);
+                if (!strcmp(a, *d)) skip = 2; /* and its value */
+                else if (!strncmp(a, *d, n) && a[n] == '=') skip = 1;
+            }
+        if (skip) {
+            i += skip - 1;
+            continue;
+        }
+        args[k++] = cli_argv[i];
+    }
+    for (int j = 0; j < n_extra; j++) args[k++] = (char *)extra[j];
+    args[k] = NULL;
+    return args;
+}
+
+/* Adds "-x NAME" to args for each variable the remote ranks need that is set: the thread counts
+ * and every ZERO_* variable (the monitor's, the launcher's notes, the user's settings). */
+static int forward_env(char **args, int k, int cap) {
+    extern char **environ;
+    static const char *const named[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0] && k + 2 < cap; i++)
+        if (getenv(named[i])) args[k++] = (char *)"-x", args[k++] = (char *)named[i];
+    static char names[64][64];
+    int used = 0;
+    for (char **e = environ; *e && k + 2 < cap && used < 64; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "ZERO_", 5) != 0 || !eq || (size_t)(eq - *e) >= sizeof names[0]) continue;
+        memcpy(names[used], *e, (size_t)(eq - *e));
+        names[used][eq - *e] = 0;
+        args[k++] = (char *)"-x";
+        args[k++] = names[used++];
+    }
+    return k;
+}
+
+int cli_job_run(const cli_job *j, cli_job_end *end) {
+    memset(end, 0, sizeof *end);
     /* The binary is /proc/self/exe, so a PATH lookup cannot pick another zero. */
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return cli_error(CLI_RUNTIME, "--ranks: cannot find this program's path: %s", strerror(errno));
+    if (n <= 0) return cli_error(CLI_RUNTIME, "%s: cannot find this program's path: %s", j->what, strerror(errno));
     self[n] = 0;
     char np[16];
-    snprintf(np, sizeof np, "%d", nranks);
-    const int argc = cli_argc;
-    char **argv = cli_argv;
-    char **args = calloc((size_t)argc + 12, sizeof *args);
-    if (!args) return cli_error(CLI_RUNTIME, "--ranks: out of memory");
+    snprintf(np, sizeof np, "%d", j->np);
+    int argc = 0;
+    while (j->args[argc]) argc++;
+    const int cap = argc + 16 + 2 * 66;
+    char **args = calloc((size_t)cap + 1, sizeof *args);
+    if (!args) return cli_error(CLI_RUNTIME, "%s: out of memory", j->what);
     int k = 0;
     args[k++] = (char *)ZERO_MPIEXEC;
-    args[k++] = (char *)"--oversubscribe"; /* the check above is ours; mpiexec's (ranks <= cores) is stricter */
-    args[k++] = (char *)"--quiet";         /* the monitors say which rank died, in one line */
+    args[k++] = (char *)"--quiet"; /* the monitors say which rank died, in one line */
     /* OpenMPI binds each rank to one core when N <= 2, which would squeeze a rank's threads
      * (OpenMP, OpenBLAS, the comm progress thread) onto that core: the threads are sized below. */
     args[k++] = (char *)"--bind-to";
     args[k++] = (char *)"none";
     if (geteuid() == 0) args[k++] = (char *)"--allow-run-as-root";
+    if (j->hostfile) { /* ranks fill the hosts in order, each up to its slots */
+        args[k++] = (char *)"--hostfile";
+        args[k++] = (char *)j->hostfile;
+        args[k++] = (char *)"--map-by";
+        args[k++] = (char *)"slot";
+    } else {
+        args[k++] = (char *)"--oversubscribe"; /* the check is ours; mpiexec's (ranks <= cores) is stricter */
+    }
     args[k++] = (char *)"-np";
     args[k++] = np;
+    const int env_at = k;
     args[k++] = self;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ranks")) {
-            i++; /* and its value */
-            continue;
-        }
-        if (!strncmp(argv[i], "--ranks=", 8) || !strcmp(argv[i], "--oversubscribe")) continue;
-        args[k++] = argv[i];
-    }
+    for (int i = 0; i < argc; i++) args[k++] = j->args[i];
     args[k] = NULL;
-    /* N ranks on this machine share its cores: unless the user chose, give each rank its share
-     * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
-    char threads[24];
-    snprintf(threads, sizeof threads, "%d", cpus > nranks ? cpus / nranks : 1);
-    const char *omp = getenv("OMP_NUM_THREADS"); /* the user's choice sizes both pools */
-    setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
-    setenv("OMP_NUM_THREADS", threads, 0);
+    if (!j->hostfile) {
+        /* N ranks on this machine share its cores: unless the user chose, give each rank its share
+         * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
+        const int cpus = usable_cpus();
+        char threads[24];
+        snprintf(threads, sizeof threads, "%d", cpus > j->np ? cpus / j->np : 1);
+        const char *omp = getenv("OMP_NUM_THREADS"); /* the user's choice sizes both pools */
+        setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
+        setenv("OMP_NUM_THREADS", threads, 0);
+    }
     setenv(MONITOR_ENV, "1", 1);
     setenv(CLI_TTY_ENV_OUT, isatty(STDOUT_FILENO) ? "1" : "0", 1);
     setenv(CLI_TTY_ENV_ERR, isatty(STDERR_FILENO) ? "1" : "0", 1);
     /* What an earlier job whose launcher was killed outright left, then this job's own directory:
      * OpenMPI's session directory and shared-memory segments go in it unless the user placed them
-     * (OpenMPI 4.1's variables, tested; OpenMPI 5's btl "sm" and prte ones, not tested). */
+     * (OpenMPI 4.1's variables, tested; OpenMPI 5's btl "sm" and prte ones, not tested). On other
+     * hosts (--hostfile) the directory does not exist: their ranks keep OpenMPI's own places. */
     cli_job_scratch_sweep();
     static cli_job_scratch job;
     char report_path[4200] = "";
@@ -300,8 +346,10 @@ int cli_launch_ranks(int nranks) {
         static const char *vars[] = {"OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_btl_vader_backing_directory",
                                      "OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_osc_sm_backing_directory",
                                      "PRTE_MCA_prte_tmpdir_base"};
-        for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], job.dir, 0);
-        setenv(JOBDIR_ENV, job.dir, 1);
+        if (!j->hostfile) {
+            for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i], job.dir, 0);
+            setenv(JOBDIR_ENV, job.dir, 1);
+        }
         snprintf(report_path, sizeof report_path, "%s/report", job.dir);
         const int rfd = open(report_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (rfd >= 0) close(rfd);
@@ -314,6 +362,24 @@ int cli_launch_ranks(int nranks) {
         else report_path[0] = 0;
     }
     if (report_path[0]) setenv(REPORT_ENV, report_path, 1);
+    if (j->hostfile) {
+        /* A host that vanishes without closing its connections (a crash, a cut link) is noticed by
+         * mpiexec only through TCP keepalives on its daemon's connection: OpenMPI's default idles
+         * 300 s and then probes 9 times 20 s apart (8 minutes); these make it about 25 s. */
+        setenv("OMPI_MCA_oob_tcp_keepalive_time", "10", 0);
+        setenv("OMPI_MCA_oob_tcp_keepalive_intvl", "5", 0);
+        setenv("OMPI_MCA_oob_tcp_keepalive_probes", "3", 0);
+    }
+    if (j->hostfile) { /* the ranks on other hosts get what those on this one inherit */
+        char **with = calloc((size_t)cap + 1, sizeof *with);
+        if (with) {
+            memcpy(with, args, (size_t)env_at * sizeof *args);
+            const int e = forward_env(with, env_at, cap - (k - env_at));
+            memcpy(with + e, args + env_at, (size_t)(k - env_at + 1) * sizeof *args);
+            free(args);
+            args = with;
+        }
+    }
     fflush(stdout);
     fflush(stderr);
 
@@ -321,7 +387,7 @@ int cli_launch_ranks(int nranks) {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
         free(args);
-        return cli_error(CLI_RUNTIME, "--ranks: pipe: %s", strerror(errno));
+        return cli_error(CLI_RUNTIME, "%s: pipe: %s", j->what, strerror(errno));
     }
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
@@ -351,7 +417,7 @@ int cli_launch_ranks(int nranks) {
         close(pfd[0]);
         if (report_path[0]) unlink(report_path);
         cli_job_scratch_remove(&job, 0);
-        return cli_error(CLI_RUNTIME, "--ranks %d: cannot start the MPI launcher: %s", nranks, strerror(e));
+        return cli_error(CLI_RUNTIME, "%s: cannot start the MPI launcher: %s", j->what, strerror(e));
     }
     g_child = pid;
     if (g_signal) kill(pid, g_signal); /* a signal that came before g_child was set */
@@ -365,8 +431,9 @@ int cli_launch_ranks(int nranks) {
             werr = errno;
             break;
         }
+    g_child = 0;
     struct stat rs;
-    const int reported = report_path[0] && stat(report_path, &rs) == 0 && rs.st_size > 0;
+    end->reported = report_path[0] && stat(report_path, &rs) == 0 && rs.st_size > 0;
     if (report_path[0]) unlink(report_path);
     /* Ranks may outlive mpiexec (killed outright): their monitors stop them; the directory goes
      * once they have, and the swap files that a rank killed outright left go with the job. */
@@ -376,27 +443,55 @@ int cli_launch_ranks(int nranks) {
         const char *v = arg_value(nvme_flags[i]);
         if (v && !strncmp(v, "nvme:", 5) && v[5]) zero_swap_sweep(v + 5, NULL, NULL);
     }
-    if (werr) return cli_error(CLI_RUNTIME, "--ranks: waiting for the MPI launcher: %s", strerror(werr));
+    if (werr) return cli_error(CLI_RUNTIME, "%s: waiting for the MPI launcher: %s", j->what, strerror(werr));
     if (got == (ssize_t)sizeof exec_errno)
         return cli_error(CLI_RUNTIME,
-                         "--ranks %d: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)",
-                         nranks, ZERO_MPIEXEC, strerror(exec_errno));
-    if (g_signal) {
-        const int sig = g_signal;
-        say_stopped(sig);
-        die_of(sig);
-    }
+                         "%s: cannot run the MPI launcher '%s': %s (install openmpi-bin, or run under mpirun)", j->what,
+                         ZERO_MPIEXEC, strerror(exec_errno));
+    end->status = status;
+    end->stop_signal = g_signal;
+    return CLI_OK;
+}
+
+void cli_job_stopped(int sig) {
+    say_stopped(sig);
+    die_of(sig);
+}
+
+int cli_launch_ranks(int nranks) {
+    const int cpus = usable_cpus();
+    if (nranks > RANKS_PER_CPU * cpus && !has_arg("--oversubscribe"))
+        return cli_error(
+            CLI_USAGE,
+            "--ranks %d: this process may use %d CPU%s, and more than %d ranks (%d per CPU) would run so "
+            "slowly that the job may never end: use fewer ranks, or add --oversubscribe to run them anyway",
+            nranks, cpus, cpus == 1 ? "" : "s", RANKS_PER_CPU * cpus, RANKS_PER_CPU);
+    char **args = cli_rank_args(NULL, NULL);
+    if (!args) return cli_error(CLI_RUNTIME, "--ranks: out of memory");
+    char what[32];
+    snprintf(what, sizeof what, "--ranks %d", nranks);
+    const cli_job j = {.np = nranks, .hostfile = NULL, .args = args, .what = what};
+    cli_job_end end;
+    const int rc = cli_job_run(&j, &end);
+    free(args);
+    if (rc != CLI_OK) return rc;
+    if (end.stop_signal) cli_job_stopped(end.stop_signal);
+    return cli_job_status(&j, &end);
+}
+
+int cli_job_status(const cli_job *j, const cli_job_end *end) {
+    const int status = end->status;
     if (WIFEXITED(status)) {
         const int code = WEXITSTATUS(status);
         /* a rank's own exit status (0, 1, 2) passes through, a death (named by its monitor) is 1 */
-        if (code == 0 || reported) return code <= CLI_USAGE ? code : CLI_RUNTIME;
+        if (code == 0 || end->reported) return code <= CLI_USAGE ? code : CLI_RUNTIME;
         /* no rank ended with a failure: mpiexec failed by itself (--quiet kept its explanation) */
         return cli_error(CLI_RUNTIME,
-                         "--ranks %d: the MPI launcher '%s' exited with status %d before any rank said why (run the "
+                         "%s: the MPI launcher '%s' exited with status %d before any rank said why (run the "
                          "command under %s -np %d yourself to see its messages)",
-                         nranks, ZERO_MPIEXEC, code, ZERO_MPIEXEC, nranks);
+                         j->what, ZERO_MPIEXEC, code, ZERO_MPIEXEC, j->np);
     }
     char name[32];
-    return cli_error(CLI_RUNTIME, "--ranks %d: the MPI launcher '%s' was killed by %s", nranks, ZERO_MPIEXEC,
+    return cli_error(CLI_RUNTIME, "%s: the MPI launcher '%s' was killed by %s", j->what, ZERO_MPIEXEC,
                      sig_name(WTERMSIG(status), name, sizeof name));
 }

@@ -349,7 +349,7 @@ void ux_resume_batch(train_opts *o, int world) {
     cJSON *doc = config_doc(o);
     const int chosen = batch_chosen(o, doc);
     cJSON_Delete(doc);
-    if (chosen) {
+    if (chosen && !o->elastic_restart) { /* a restart keeps the run's batch: the flags cap the micro-batch */
         if (now != saved)
             snprintf(
                 o->ux.batch_note, sizeof o->ux.batch_note,

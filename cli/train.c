@@ -853,10 +853,16 @@ int train_run(train_opts *o, int mpi) {
     if (r.rank == 0) {
         const int json_stdout = o->log_json && !strcmp(o->log_json, "-");
         r.human = json_stdout ? stderr : stdout;
-        if (o->log_json) r.json = json_stdout ? stdout : fopen(o->log_json, "w");
+        /* an elastic restart goes on with the log of the job it restarts */
+        if (o->log_json) r.json = json_stdout ? stdout : fopen(o->log_json, o->elastic_restart ? "a" : "w");
         if (o->log_json && !r.json) {
             rc = cli_error(CLI_RUNTIME, "--log-json '%s': cannot open for writing", o->log_json);
             goto out;
+        }
+        if (r.json && o->elastic_restart) {
+            fprintf(r.json, "{\"elastic_restart\":%d,\"world_before\":%d,\"world\":%d,\"from_step\":%lld}\n",
+                    o->elastic_restart, o->elastic_world, r.world, (long long)zero_engine_step_count(r.e));
+            fflush(r.json);
         }
         if (o->tensorboard || o->cfg.tensorboard.enabled) {
             char dir[2048], err[4200];

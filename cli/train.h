@@ -21,6 +21,11 @@ typedef struct train_opts {
     const char *chat_template; /* --chat-template NAME, or NULL */
     const char *tensorboard;   /* --tensorboard DIR, or NULL (then the config's tensorboard section) */
     int ranks, stage, micro_batch, grad_accum, seq, checkpointing, val_batches, skip_bad;
+    const char *hostfile;               /* --hostfile FILE: the launcher's hosts (cli/launch_elastic.c) */
+    const char *elastic;                /* --elastic MIN:MAX as given, or NULL */
+    int elastic_min, elastic_max;       /* its hosts */
+    int max_restarts;                   /* --max-restarts (-1: not given) */
+    int elastic_restart, elastic_world; /* in a rank of an elastic restart: its number and the world before */
     int deterministic; /* --deterministic */
     const char *optim_states; /* --optimizer-states fp32|int8 */
     const char *quantize_base; /* --quantize-base nf4|int8|none */

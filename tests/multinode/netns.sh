@@ -130,6 +130,23 @@ mn_up() {
     done
 }
 
+# mn_cut I: host I's link is gone (its eth0 and the bridge port deleted: nothing reaches it, and
+# its peers' connections get no reset). mn_relink I makes it again, with the same MAC address (the
+# same machine's NIC: the peers' ARP entries stay right), unshaped (mn_shape again for a rate).
+MN_MACS=()
+mn_cut() {
+    MN_MACS[$1]=$(ip -n "${MN_HOSTS[$1]}" -br link show eth0 | awk '{print $3}')
+    ip -n "${MN_HOSTS[$1]}" link del eth0
+}
+mn_relink() {
+    local i=$1 ns=${MN_HOSTS[$1]}
+    ip -n "${MN_ID}sw" link add "p$i" type veth peer name eth0 ${MN_MACS[$i]:+address "${MN_MACS[$i]}"} netns "$ns" &&
+        ip -n "${MN_ID}sw" link set "p$i" master br0 &&
+        ip -n "${MN_ID}sw" link set "p$i" up &&
+        ip -n "$ns" addr add "$MN_SUBNET.$((i + 1))/24" dev eth0 &&
+        ip -n "$ns" link set eth0 up && mn_wait_link 0 "$i"
+}
+
 # mn_wait_link A B: host A reaches host B over TCP within 5 s (bash's /dev/tcp, to a closed
 # port: "connection refused" is an answer from B's kernel, a timeout is not).
 mn_wait_link() {
@@ -214,6 +231,18 @@ mn_exec() {
     shift
     ${MN_TIMEOUT:+timeout -k 5 "$MN_TIMEOUT"} ip netns exec "$h" unshare --uts \
         sh -c 'hostname "$1" && shift && exec "$@"' mn "$h" "$@"
+}
+
+# mn_launch I CMD...: CMD on host I with OpenMPI's settings of mn_mpirun in the environment
+# (OMPI_MCA_*: the agent, TCP on eth0) and OMP_NUM_THREADS=1, for a command that starts mpiexec
+# itself (zero's --hostfile / --elastic launcher).
+mn_launch() {
+    local i=$1
+    shift
+    mn_exec "$i" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        OMPI_MCA_plm_rsh_agent="$MN_DIR_SELF/agent.sh" OMPI_MCA_plm_rsh_no_tree_spawn=1 \
+        OMPI_MCA_btl=tcp,vader,self OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 \
+        OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$@"
 }
 
 # mn_mpirun "R0 R1 ..." [MPIRUN OPTIONS...] -- CMD...: mpirun, started on host 0, runs R0 ranks on
