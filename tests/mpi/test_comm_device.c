@@ -3,7 +3,8 @@
  * reduce-scatter and all-gather of fp32, bf16 and int32, over many staging chunks and one, give
  * bitwise the host collectives' results on the same inputs; the communicator's counters count
  * them as the host collective of the whole message; the device copies each byte once each way.
- * The same for the non-blocking forms, and the reductions with AVG (the host's division). */
+ * The same for the non-blocking forms, and the reductions with AVG (the host's division); qgZ's
+ * device form refuses block 0. */
 #include "comm/internal.h"
 #include "harness.h"
 #include "zero/zero.h"
@@ -184,6 +185,24 @@ int main(int argc, char **argv) {
                 for (int nb = 0; nb <= 2; nb++) one(d, s, kind, dts[t], 5003, kind * 3 + t + 11 * nb, nb);
     }
     OP = ZERO_OP_SUM;
+    /* qgZ's device form: block 0 is refused with one line, on every rank, before anything moves */
+    {
+        void *din = NULL, *dout = NULL;
+        ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, (size_t)N * 64 * 4, &din));
+        ZT_OK(zero_device_alloc(d, ZERO_SPACE_DEVICE, ZERO_MEM_BUFFERS, 64 * 4, &dout));
+        zero_comm_counters c0, c1;
+        zero_comm_get_counters(W, &c0);
+        zero_request *dq = NULL;
+        ZT_EQ_INT(zero_comm_ireduce_scatter_q8_device(W, s, din, dout, 64, ZERO_DTYPE_FP32, 0, &dq),
+                  ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(strstr(zero_comm_last_error(W), "block 0: expected at least 1") != NULL, "%s",
+                  zero_comm_last_error(W));
+        ZT_CHECK(dq == NULL);
+        zero_comm_get_counters(W, &c1);
+        ZT_CHECK(c1.calls[ZERO_COLL_REDUCE_SCATTER] == c0.calls[ZERO_COLL_REDUCE_SCATTER]);
+        zero_device_release(d, din);
+        zero_device_release(d, dout);
+    }
     zero_stream_free(s);
     zero_device_free(d);
     zero_comm_free(W);
