@@ -266,26 +266,6 @@ char **cli_rank_args(const char *const *drop, const char *const *extra) {
     return args;
 }
 
-/* Adds "-x NAME" to args for each variable the remote ranks need that is set: the thread counts
- * and every ZERO_* variable (the monitor's, the launcher's notes, the user's settings). */
-static int forward_env(char **args, int k, int cap) {
-    extern char **environ;
-    static const char *const named[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
-    for (size_t i = 0; i < sizeof named / sizeof named[0] && k + 2 < cap; i++)
-        if (getenv(named[i])) args[k++] = (char *)"-x", args[k++] = (char *)named[i];
-    static char names[64][64];
-    int used = 0;
-    for (char **e = environ; *e && k + 2 < cap && used < 64; e++) {
-        const char *eq = strchr(*e, '=');
-        if (strncmp(*e, "ZERO_", 5) != 0 || !eq || (size_t)(eq - *e) >= sizeof names[0]) continue;
-        memcpy(names[used], *e, (size_t)(eq - *e));
-        names[used][eq - *e] = 0;
-        args[k++] = (char *)"-x";
-        args[k++] = names[used++];
-    }
-    return k;
-}
-
 int cli_job_run(const cli_job *j, cli_job_end *end) {
     memset(end, 0, sizeof *end);
     /* The binary is /proc/self/exe, so a PATH lookup cannot pick another zero. */
@@ -293,35 +273,6 @@ int cli_job_run(const cli_job *j, cli_job_end *end) {
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return cli_error(CLI_RUNTIME, "%s: cannot find this program's path: %s", j->what, strerror(errno));
     self[n] = 0;
-    char np[16];
-    snprintf(np, sizeof np, "%d", j->np);
-    int argc = 0;
-    while (j->args[argc]) argc++;
-    const int cap = argc + 16 + 2 * 66;
-    char **args = calloc((size_t)cap + 1, sizeof *args);
-    if (!args) return cli_error(CLI_RUNTIME, "%s: out of memory", j->what);
-    int k = 0;
-    args[k++] = (char *)ZERO_MPIEXEC;
-    args[k++] = (char *)"--quiet"; /* the monitors say which rank died, in one line */
-    /* OpenMPI binds each rank to one core when N <= 2, which would squeeze a rank's threads
-     * (OpenMP, OpenBLAS, the comm progress thread) onto that core: the threads are sized below. */
-    args[k++] = (char *)"--bind-to";
-    args[k++] = (char *)"none";
-    if (geteuid() == 0) args[k++] = (char *)"--allow-run-as-root";
-    if (j->hostfile) { /* ranks fill the hosts in order, each up to its slots */
-        args[k++] = (char *)"--hostfile";
-        args[k++] = (char *)j->hostfile;
-        args[k++] = (char *)"--map-by";
-        args[k++] = (char *)"slot";
-    } else {
-        args[k++] = (char *)"--oversubscribe"; /* the check is ours; mpiexec's (ranks <= cores) is stricter */
-    }
-    args[k++] = (char *)"-np";
-    args[k++] = np;
-    const int env_at = k;
-    args[k++] = self;
-    for (int i = 0; i < argc; i++) args[k++] = j->args[i];
-    args[k] = NULL;
     if (!j->hostfile) {
         /* N ranks on this machine share its cores: unless the user chose, give each rank its share
          * of threads, so OpenMP and OpenBLAS pools do not fight over oversubscribed cores. */
@@ -331,6 +282,13 @@ int cli_job_run(const cli_job *j, cli_job_end *end) {
         const char *omp = getenv("OMP_NUM_THREADS"); /* the user's choice sizes both pools */
         setenv("OPENBLAS_NUM_THREADS", omp ? omp : threads, 0);
         setenv("OMP_NUM_THREADS", threads, 0);
+    } else {
+        /* A host that vanishes without closing its connections (a crash, a cut link) is noticed by
+         * mpiexec only through TCP keepalives on its daemon's connection: OpenMPI's default idles
+         * 300 s and then probes 9 times 20 s apart (8 minutes); these make it about 25 s. */
+        setenv("OMPI_MCA_oob_tcp_keepalive_time", "10", 0);
+        setenv("OMPI_MCA_oob_tcp_keepalive_intvl", "5", 0);
+        setenv("OMPI_MCA_oob_tcp_keepalive_probes", "3", 0);
     }
     setenv(MONITOR_ENV, "1", 1);
     setenv(CLI_TTY_ENV_OUT, isatty(STDOUT_FILENO) ? "1" : "0", 1);
@@ -362,32 +320,58 @@ int cli_job_run(const cli_job *j, cli_job_end *end) {
         else report_path[0] = 0;
     }
     if (report_path[0]) setenv(REPORT_ENV, report_path, 1);
-    if (j->hostfile) {
-        /* A host that vanishes without closing its connections (a crash, a cut link) is noticed by
-         * mpiexec only through TCP keepalives on its daemon's connection: OpenMPI's default idles
-         * 300 s and then probes 9 times 20 s apart (8 minutes); these make it about 25 s. */
-        setenv("OMPI_MCA_oob_tcp_keepalive_time", "10", 0);
-        setenv("OMPI_MCA_oob_tcp_keepalive_intvl", "5", 0);
-        setenv("OMPI_MCA_oob_tcp_keepalive_probes", "3", 0);
-    }
-    if (j->hostfile) { /* the ranks on other hosts get what those on this one inherit */
-        char **with = calloc((size_t)cap + 1, sizeof *with);
-        if (with) {
-            memcpy(with, args, (size_t)env_at * sizeof *args);
-            const int e = forward_env(with, env_at, cap - (k - env_at));
-            memcpy(with + e, args + env_at, (size_t)(k - env_at + 1) * sizeof *args);
-            free(args);
-            args = with;
+
+    /* mpiexec's command line */
+    extern char **environ;
+    int argc = 0, nenv = 0;
+    while (j->args[argc]) argc++;
+    for (char **e = environ; *e; e++) nenv++;
+    char **args = calloc((size_t)argc + 2 * (size_t)nenv + 16, sizeof *args);
+    char np[16];
+    snprintf(np, sizeof np, "%d", j->np);
+    int k = 0;
+    if (args) {
+        args[k++] = (char *)ZERO_MPIEXEC;
+        args[k++] = (char *)"--quiet"; /* the monitors say which rank died, in one line */
+        /* OpenMPI binds each rank to one core when N <= 2, which would squeeze a rank's threads
+         * (OpenMP, OpenBLAS, the comm progress thread) onto that core: the threads are sized above. */
+        args[k++] = (char *)"--bind-to";
+        args[k++] = (char *)"none";
+        if (geteuid() == 0) args[k++] = (char *)"--allow-run-as-root";
+        if (j->hostfile) { /* ranks fill the hosts in order, each up to its slots */
+            args[k++] = (char *)"--hostfile";
+            args[k++] = (char *)j->hostfile;
+            args[k++] = (char *)"--map-by";
+            args[k++] = (char *)"slot";
+            /* the ranks on other hosts get what those on this one inherit: the thread counts and
+             * every ZERO_* variable (the monitor's, the launcher's notes, the user's settings) */
+            for (char **e = environ; *e; e++)
+                if (!strncmp(*e, "ZERO_", 5) || !strncmp(*e, "OMP_NUM_THREADS=", 16) ||
+                    !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21))
+                    args[k++] = (char *)"-x", args[k++] = *e;
+        } else {
+            args[k++] = (char *)"--oversubscribe"; /* the check is ours; mpiexec's (ranks <= cores) is stricter */
         }
+        args[k++] = (char *)"-np";
+        args[k++] = np;
+        args[k++] = self;
+        for (int i = 0; i < argc; i++) args[k++] = j->args[i];
+        args[k] = NULL;
     }
     fflush(stdout);
     fflush(stderr);
 
     /* mpiexec as a child; an exec failure comes back through a close-on-exec pipe */
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
+    int pfd[2] = {-1, -1};
+    if (!args || pipe2(pfd, O_CLOEXEC) != 0) {
+        const int e = args ? errno : ENOMEM;
         free(args);
-        return cli_error(CLI_RUNTIME, "%s: pipe: %s", j->what, strerror(errno));
+        unsetenv(MONITOR_ENV);
+        unsetenv(REPORT_ENV);
+        unsetenv(JOBDIR_ENV);
+        if (report_path[0]) unlink(report_path);
+        cli_job_scratch_remove(&job, 0);
+        return cli_error(CLI_RUNTIME, "%s: cannot start the MPI launcher: %s", j->what, strerror(e));
     }
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     handle(sigs, (int)(sizeof sigs / sizeof sigs[0]));
