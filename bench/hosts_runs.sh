@@ -9,7 +9,8 @@
 # Usage (as root): bench/hosts_runs.sh BUILD [NAME=FLAGS ...]; exit 77 (and why) where hosts
 # cannot be emulated. Default sets: "stage1=--stage 1" "stage3=--stage 3"
 # "stage3+qwZ=--stage 3 --quantized-weights". FLAGS starting with "@DIR " run DIR/zero instead of
-# BUILD's (two builds side by side: bench/hosts_ab.sh).
+# BUILD's (two builds side by side: bench/hosts_ab.sh); leading VAR=VALUE words (before the flags)
+# set the ranks' environment (e.g. "ZERO_COMM_CROSS_OVERLAP=1 --stage 3").
 #   HR_RATES (default "1gbit"), HR_LAYOUT ranks per host (default "1 1"), HR_ROUNDS (default 3),
 #   HR_MODEL/HR_SEQ/HR_MB (default small, 128, 4), HR_STEPS (default 6), HR_ARGS (flags for every set)
 set -uo pipefail
@@ -46,9 +47,11 @@ for rate in ${HR_RATES:-1gbit}; do
             read -r -a flags <<<"${s#*=}"
             zs=$z
             if [[ ${flags[0]:-} == @* ]]; then zs=$(cd "${flags[0]#@}" && pwd)/zero; flags=("${flags[@]:1}"); fi
+            envs=() # leading VAR=VALUE words: the ranks' environment (mpirun -x)
+            while [[ ${flags[0]:-} =~ ^[A-Z_][A-Z0-9_]*= ]]; do envs+=(-x "${flags[0]}"); flags=("${flags[@]:1}"); done
             read -r -a extra <<<"${HR_ARGS:-}"
             log=$work/t_${rate}_${r}_${name//[^A-Za-z0-9]/_}.json
-            if ! MN_TIMEOUT=1200 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 -- "$zs" train --model "${HR_MODEL:-small}" \
+            if ! MN_TIMEOUT=1200 mn_mpirun "$layout" -x ZERO_COMM_ASYNC=0 "${envs[@]}" -- "$zs" train --model "${HR_MODEL:-small}" \
                 --seq "${HR_SEQ:-128}" --micro-batch "${HR_MB:-4}" --steps "${HR_STEPS:-6}" --val-every 0 \
                 --val-batches 1 --log-json "$log" "${data_args[@]}" "${flags[@]}" "${extra[@]}" >"$work/o.txt" 2>&1; then
                 echo "== $name failed: $(tail -2 "$work/o.txt") =="

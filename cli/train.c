@@ -718,7 +718,12 @@ int train_run(train_opts *o, int mpi) {
     run_state r = {0};
     r.o = o;
     zero_error err = {{0}};
-    zero_status s = mpi ? zero_comm_init_mpi_with(&r.comm, NULL, NULL, &err) : zero_comm_init_self_with(&r.comm, &err);
+    /* The engine keeps the rule of deferred cross-node steps (it waits each request at the same
+     * point of its schedule on every rank): on unless ZERO_COMM_CROSS_OVERLAP says (docs/COMM.md) */
+    zero_comm_options copts;
+    zero_comm_options_default(&copts);
+    if (!getenv("ZERO_COMM_CROSS_OVERLAP")) copts.cross_overlap = 1;
+    zero_status s = mpi ? zero_comm_init_mpi_with(&r.comm, NULL, &copts, &err) : zero_comm_init_self_with(&r.comm, &err);
     if (s != ZERO_OK) { /* every rank fails alike (rank 0's settings rule): the launcher's rank 0 says it */
         const char *lr = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMI_RANK");
         if (mpi && lr && strcmp(lr, "0")) cli_quiet_errors = 1;

@@ -95,6 +95,11 @@ typedef struct zero_comm_options {
     int cma;                /* ZERO_COMM_CMA: 1 single-copy reads where the system allows (default), 0 never */
     int64_t cma_min_bytes;  /* ZERO_COMM_CMA_MIN_BYTES: smallest message read by single copy (default 1 MiB) */
     int async;              /* ZERO_COMM_ASYNC: 0 off, 1 a progress thread, 2 auto (default) */
+    int cross_overlap;      /* ZERO_COMM_CROSS_OVERLAP: 1 non-blocking reduce-scatters and all-gathers
+                             * through the window across nodes post their cross-node MPI step and
+                             * return (it moves while the caller computes, progressed by MPI calls;
+                             * up to 64 MiB of buffers a communicator: docs/COMM.md); 0 (default)
+                             * they complete at issue */
     int64_t timeout_s;      /* ZERO_COMM_TIMEOUT: seconds a collective (or a wait) may wait for the
                              * other ranks before this rank ends itself: one line naming the call
                              * and exit status 1 (default 1800, as DeepSpeed's; 0 never). Each

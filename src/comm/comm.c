@@ -84,7 +84,7 @@ void zero__cerr_set(const zero__cerr *e, const char *fmt, ...) {
 void zero_comm_options_default(zero_comm_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
-    o->shm = o->fake_nodes = o->fake_cyclic = o->cma = o->async = ZERO_COMM_FROM_ENV;
+    o->shm = o->fake_nodes = o->fake_cyclic = o->cma = o->async = o->cross_overlap = ZERO_COMM_FROM_ENV;
     o->shm_min_bytes = o->shm_chunk = o->cma_min_bytes = o->timeout_s = o->heartbeat_s = ZERO_COMM_FROM_ENV;
 }
 

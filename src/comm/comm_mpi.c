@@ -20,6 +20,8 @@ typedef struct mpi_req {
     /* A shared-memory collective on the progress thread (MPI_REQUEST_NULL above), or none. */
     zero__shm *shm;
     zero__shm_job job;
+    /* ... or one whose cross-node step is deferred (zero__shm_defer_start; shm set too) */
+    zero__shm_defer *defer;
     /* In-place reduce_scatter: MPI leaves the block at the start of the buffer; comm.h wants it
      * at rank*count, so it is moved there once complete. */
     void *move_dst;
@@ -139,6 +141,14 @@ static MPI_Op mpi_op(zero_dtype dt, zero_op op) { return zero__comm_mpi_op(dt, o
 
 static mpi_req *req_of(zero_request *req) { return (mpi_req *)(void *)req->impl.bytes; }
 
+/* Before any call on c: the node steps of the all-gathers whose cross-node step was deferred
+ * and is still pending run first, so that every rank runs them at the same point of its calls
+ * (the same program point on every rank: docs/COMM.md, "Non-blocking calls across nodes"). */
+static void drain(zero_comm *c) {
+    zero__shm *s = ((mpi_ctx *)c->impl)->shm;
+    if (s) zero__shm_drain_deferred(c, s);
+}
+
 /* The window's path for a message of `bytes` (the ring rule's size), or NULL for plain MPI. */
 static zero__shm *shm_for(const zero_comm *c, uint64_t bytes) {
     zero__shm *s = ((const mpi_ctx *)c->impl)->shm;
@@ -154,10 +164,16 @@ static zero_status shm_call(zero_comm *c, zero__shm *shm, zero__shm_job j, zero_
         m->r = MPI_REQUEST_NULL;
         m->move_bytes = 0;
         m->shm = NULL;
+        m->defer = NULL;
         if (zero__shm_async(shm)) {
             m->shm = shm;
             m->job = j;
             return zero__shm_post(c, shm, &m->job);
+        }
+        if (zero__shm_defers(shm, &j)) {
+            zero_status st = zero__shm_defer_start(c, shm, &j, &m->defer);
+            if (m->defer) m->shm = shm;
+            return st;
         }
     }
     return zero__shm_run(c, shm, &j);
@@ -197,6 +213,7 @@ static zero__shm_job shm_job(zero__shm_kind kind, const void *send, void *recv, 
 
 static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_op op, zero_request *req) {
+    drain(c);
     zero__shm *shm = shm_for(c, (uint64_t)count * zero_dtype_size(dt));
     count_path(c, shm, ZERO_COLL_ALL_REDUCE, (uint64_t)count * zero_dtype_size(dt), count, zero_dtype_size(dt));
     if (shm) return shm_call(c, shm, shm_job(ZERO__SHM_ALL_REDUCE, send, recv, count, dt, op), req);
@@ -215,6 +232,7 @@ static zero_status mpi_all_reduce(zero_comm *c, const void *send, void *recv, si
 
 static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv, size_t count,
                                       zero_dtype dt, zero_op op, zero_request *req) {
+    drain(c);
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
     count_path(c, shm, ZERO_COLL_REDUCE_SCATTER, (uint64_t)bytes * (uint64_t)c->size, count, zero_dtype_size(dt));
@@ -247,6 +265,7 @@ static zero_status mpi_reduce_scatter(zero_comm *c, const void *send, void *recv
 
 static zero_status mpi_all_gather(zero_comm *c, const void *send, void *recv, size_t count,
                                   zero_dtype dt, zero_request *req) {
+    drain(c);
     size_t bytes = count * zero_dtype_size(dt);
     zero__shm *shm = shm_for(c, (uint64_t)bytes * (uint64_t)c->size);
     count_path(c, shm, ZERO_COLL_ALL_GATHER, (uint64_t)bytes * (uint64_t)c->size, count, zero_dtype_size(dt));
@@ -290,6 +309,7 @@ static zero_status q8_finish(zero_comm *c, mpi_req *m) {
 
 static zero_status mpi_reduce_scatter_q8(zero_comm *c, const void *send, void *recv, size_t count, zero_dtype dt,
                                          size_t block, zero_request *req) {
+    drain(c);
     const size_t es = zero_dtype_size(dt), n = (size_t)c->size;
     const uint64_t bytes = (uint64_t)count * es * n, R = zero_quant_msg_bytes(count, block);
     const zero__shm *node = ((const mpi_ctx *)c->impl)->shm;
@@ -344,12 +364,14 @@ static zero_status mpi_reduce_scatter_q8(zero_comm *c, const void *send, void *r
 }
 
 static zero_status mpi_broadcast(zero_comm *c, void *buf, size_t count, zero_dtype dt, int root) {
+    drain(c);
     count_path(c, NULL, ZERO_COLL_BROADCAST, (uint64_t)count * zero_dtype_size(dt), count, zero_dtype_size(dt));
     int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, comm_of(c));
     return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "broadcast: MPI_Bcast");
 }
 
 static zero_status mpi_barrier(zero_comm *c) {
+    drain(c);
     int rc = MPI_Barrier(comm_of(c));
     return rc == MPI_SUCCESS ? ZERO_OK : zero__comm_mpi_error(c, rc, "barrier: MPI_Barrier");
 }
@@ -360,6 +382,11 @@ static void finish_move(mpi_req *m) {
 
 static zero_status mpi_wait(zero_request *req) {
     mpi_req *m = req_of(req);
+    if (m->defer) {
+        zero__shm_defer *d = m->defer;
+        m->defer = NULL;
+        return zero__shm_defer_wait(req->comm, m->shm, d);
+    }
     if (m->shm) return zero__shm_job_wait(req->comm, m->shm, &m->job);
     int rc = MPI_Wait(&m->r, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
@@ -374,6 +401,11 @@ static zero_status mpi_wait(zero_request *req) {
 
 static zero_status mpi_test(zero_request *req, int *done) {
     mpi_req *m = req_of(req);
+    if (m->defer) {
+        zero_status st = zero__shm_defer_test(req->comm, m->shm, m->defer, done);
+        if (*done) m->defer = NULL;
+        return st;
+    }
     if (m->shm) {
         *done = zero__shm_job_done(m->shm, &m->job);
         return *done ? zero__shm_job_wait(req->comm, m->shm, &m->job) : ZERO_OK;
@@ -483,6 +515,7 @@ fail_comm:
 }
 
 static zero_status mpi_split(zero_comm *c, int color, int key, zero_comm **out) {
+    drain(c);
     MPI_Comm sub = MPI_COMM_NULL;
     int rc = MPI_Comm_split(comm_of(c), color < 0 ? MPI_UNDEFINED : color, key, &sub);
     if (rc != MPI_SUCCESS) return zero__comm_mpi_error(c, rc, "split: MPI_Comm_split");

@@ -179,6 +179,7 @@ zero_status zero__shm_create(MPI_Comm comm, int rank, int size, const zero__cerr
     sh->cma_min = st.cma_min;
     /* The thread never calls MPI (MPI_THREAD_FUNNELED): one node only. */
     sh->async = nnodes == 1 && (st.async == 1 || (st.async == ASYNC_AUTO && spare_core(nlocal)));
+    sh->cross_overlap = nnodes > 1 && st.cross_overlap;
     if (st.cma) {
         sh->pid = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof(int) * (size_t)nlocal);
         sh->from = zero_mem_calloc(NULL, ZERO_MEM_COMM, 2 * sizeof(unsigned char *) * (size_t)nlocal);

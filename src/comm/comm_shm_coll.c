@@ -4,6 +4,8 @@
 #include "comm/shm_impl.h"
 #include "zero/quant.h"
 
+#include <limits.h>
+
 /* ------------------------------------------------------------------ layouts */
 
 
@@ -404,5 +406,211 @@ zero_status zero__shm_run_all_gather(zero_comm *c, zero__shm *s, const void *sen
     }
     zero__stream_fence();
     return peers_status(c, s, st, "all_gather");
+}
+
+/* ------------------------------------------------------------------ deferred cross-node steps */
+
+uint64_t zero__shm_deferred_calls(const zero__shm *s) { return s ? s->deferred : 0; }
+
+int zero__shm_defers(const zero__shm *s, const zero__shm_job *j) {
+    if (!s || !s->cross_overlap || s->nnodes < 2 || s->async) return 0;
+    if (j->kind == ZERO__SHM_ALL_REDUCE || (j->kind == ZERO__SHM_REDUCE_SCATTER && j->qblock)) return 0;
+    const size_t es = zero_dtype_size(j->dt);
+    const size_t ways = j->kind == ZERO__SHM_REDUCE_SCATTER ? 2 : 1;
+    return j->count <= (size_t)INT_MAX &&
+           ways * j->count * es * (size_t)s->nnodes <= ZERO__SHM_DEFER_MAX - s->deferred_bytes;
+}
+
+/* d's error text kept for its own wait (it may finish inside another call). */
+static void keep(zero_comm *c, zero__shm_defer *d, zero_status st) {
+    d->finished = 1;
+    d->status = st;
+    if (st) memcpy(d->err, c->err, sizeof d->err - 1);
+}
+
+/* An all-gather's end: its cross-node step waited for, then its node step (as the blocking
+ * all-gather's, from the rank's own buffer of the nodes' blocks). */
+static void ag_finish(zero_comm *c, zero__shm *s, zero__shm_defer *d) {
+    zero_status st = ZERO_OK;
+    const int rc = d->mpi_done ? MPI_SUCCESS : MPI_Wait(&d->r, MPI_STATUS_IGNORE);
+    d->mpi_done = 1;
+    s->seq++;
+    if (d->status) { /* the post failed: the node step still runs, so that the peers' does */
+        ZERO__COMM_ERR(c, "%s", d->err);
+        zero__shm_mark_failed(s, FAIL_CROSS, -1, 0);
+        st = d->status;
+    } else if (rc != MPI_SUCCESS) {
+        st = cross_failed(c, s, rc, "all_gather: MPI_Iallgather (cross-node)");
+    }
+    const size_t es = zero_dtype_size(d->dt);
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, d->count, es};
+    const uint64_t bytes = (uint64_t)d->count * es * (uint64_t)s->nlocal * (uint64_t)s->nnodes;
+    if (zero__shm_use_cma(s, bytes, 1)) {
+        zero__shm_cma_begin(s, NULL, d->col);
+        zero__shm_cma_sync(s);
+        zero__shm_cma_local_ag(s, &ly, d->col, d->count, d->recv, 0, d->count);
+        zero__shm_barrier(s); /* before the rank frees the buffer its peers read */
+        zero__stream_fence();
+        if (!st) st = zero__shm_cma_status(c, s, "all_gather");
+    } else {
+        local_ag(s, &ly, d->col, d->count, d->recv, 0, d->count);
+        zero__stream_fence();
+    }
+    keep(c, d, peers_status(c, s, st, "all_gather"));
+    zero_mem_free(NULL, d->col);
+    d->col = NULL;
+    s->deferred_bytes -= d->count * es * (size_t)s->nnodes;
+}
+
+/* Finishes the pending all-gathers in issue order, up to `upto` (NULL: all). */
+static void finish_until(zero_comm *c, zero__shm *s, const zero__shm_defer *upto) {
+    while (s->dhead) {
+        zero__shm_defer *d = s->dhead;
+        s->dhead = d->next;
+        if (!s->dhead) s->dtail = NULL;
+        ag_finish(c, s, d);
+        if (d == upto) return;
+    }
+}
+
+void zero__shm_drain_deferred(zero_comm *c, zero__shm *s) {
+    if (s && s->dhead) finish_until(c, s, NULL);
+}
+
+zero_status zero__shm_defer_start(zero_comm *c, zero__shm *s, const zero__shm_job *j, zero__shm_defer **out) {
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    *out = NULL;
+    zero_status st = zero__shm_attach(c, s, names[j->kind]);
+    if (st) return st;
+    const size_t es = zero_dtype_size(j->dt), K = (size_t)s->nnodes;
+    zero__shm_defer *d = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *d);
+    const size_t col_bytes = (j->kind == ZERO__SHM_REDUCE_SCATTER ? 2 : 1) * j->count * es * K;
+    unsigned char *col = zero_mem_alloc(NULL, ZERO_MEM_COMM, col_bytes > 0 ? col_bytes : 1);
+    /* Out of memory here is this rank's alone: the call runs at issue, as it would without the
+     * setting (the same protocol between the ranks: the node steps in call order). */
+    if (!d || !col) {
+        zero_mem_free(NULL, d);
+        zero_mem_free(NULL, col);
+        return zero__shm_run(c, s, j);
+    }
+    s->deferred++;
+    s->deferred_bytes += col_bytes;
+    d->kind = j->kind;
+    d->col = col;
+    d->recv = j->recv;
+    d->count = j->count;
+    d->dt = j->dt;
+    d->op = j->op;
+    d->r = MPI_REQUEST_NULL;
+    MPI_Datatype t = zero__comm_mpi_type(j->dt);
+    int rc;
+    if (j->kind == ZERO__SHM_ALL_GATHER) {
+        rc = MPI_Iallgather(j->send, (int)j->count, t, col, (int)j->count, t, s->cross, &d->r);
+        if (rc != MPI_SUCCESS) { /* the peers' node steps still expect this rank's */
+            d->mpi_done = 1;
+            d->status = zero__comm_mpi_error(c, rc, "all_gather: MPI_Iallgather (cross-node)");
+            memcpy(d->err, c->err, sizeof d->err - 1);
+        }
+        if (s->dtail) s->dtail->next = d;
+        else s->dhead = d;
+        s->dtail = d;
+        *out = d;
+        return ZERO_OK;
+    }
+    /* reduce-scatter: the node step now, in call order, into the rank's buffer of the nodes' blocks */
+    zero__shm_drain_deferred(c, s);
+    s->seq++;
+    const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, j->count, es};
+    const uint64_t bytes = (uint64_t)j->count * es * (uint64_t)s->nlocal * K;
+    if (zero__shm_use_cma(s, bytes, 1)) {
+        zero__shm_cma_begin(s, j->send, NULL);
+        zero__shm_cma_sync(s);
+        zero__shm_cma_local_rs(s, &ly, j->op, j->dt, j->send, col, j->count, 0, j->count);
+        zero__shm_barrier(s); /* no rank returns (and may rewrite its send) while a peer reads it */
+        zero__stream_fence();
+        st = zero__shm_cma_status(c, s, "reduce_scatter");
+    } else {
+        local_rs(s, &ly, j->op, j->dt, j->send, col, j->count, 0, j->count);
+        zero__shm_barrier(s);
+    }
+    st = peers_status(c, s, st, "reduce_scatter");
+    /* each node's block to that node, every node's block of this one back (K - 1 blocks each way,
+     * what a reduce-scatter must move; OpenMPI's MPI_Ireduce_scatter_block moves half as much
+     * again on 2 nodes), summed in node order when it completes */
+    if (st == ZERO_OK) {
+        rc = MPI_Ialltoall(col, (int)j->count, t, col + j->count * es * K, (int)j->count, t, s->cross, &d->r);
+        if (rc != MPI_SUCCESS) st = zero__comm_mpi_error(c, rc, "reduce_scatter: MPI_Ialltoall (cross-node)");
+    }
+    if (st) {
+        s->deferred_bytes -= col_bytes;
+        zero_mem_free(NULL, col);
+        zero_mem_free(NULL, d);
+        return st;
+    }
+    *out = d;
+    return ZERO_OK;
+}
+
+/* A reduce-scatter's end, its blocks arrived: this rank's block summed over the nodes, in node order. */
+static zero_status rs_sum(zero_comm *c, zero__shm *s, zero__shm_defer *d) {
+    const size_t es = zero_dtype_size(d->dt), K = (size_t)s->nnodes;
+    const void **src = zero_mem_alloc(NULL, ZERO_MEM_COMM, K * sizeof *src);
+    if (!src) {
+        ZERO__COMM_ERR(c, "reduce_scatter: out of memory for %zu pointers", K);
+        return ZERO_ERR_NOMEM;
+    }
+    for (size_t g = 0; g < K; g++) src[g] = d->col + (K + g) * d->count * es;
+    zero__shm_reduce(d->dt, d->op, src, (int)K, d->recv, d->count, 0, s->impl);
+    zero_mem_free(NULL, src);
+    return ZERO_OK;
+}
+
+static zero_status defer_end(zero_comm *c, zero__shm *s, zero__shm_defer *d) {
+    const zero_status st = d->status;
+    if (st && d->err[0]) ZERO__COMM_ERR(c, "%s", d->err);
+    if (d->col)
+        s->deferred_bytes -= (d->kind == ZERO__SHM_REDUCE_SCATTER ? 2 : 1) * d->count * zero_dtype_size(d->dt) *
+                             (size_t)s->nnodes;
+    zero_mem_free(NULL, d->col);
+    zero_mem_free(NULL, d);
+    return st;
+}
+
+zero_status zero__shm_defer_wait(zero_comm *c, zero__shm *s, zero__shm_defer *d) {
+    if (d->kind == ZERO__SHM_ALL_GATHER) {
+        if (!d->finished) finish_until(c, s, d);
+        return defer_end(c, s, d);
+    }
+    const int rc = MPI_Wait(&d->r, MPI_STATUS_IGNORE);
+    d->status = rc == MPI_SUCCESS ? rs_sum(c, s, d) : zero__comm_mpi_error(c, rc, "reduce_scatter: MPI_Wait (cross-node)");
+    d->err[0] = 0;
+    return defer_end(c, s, d);
+}
+
+zero_status zero__shm_defer_test(zero_comm *c, zero__shm *s, zero__shm_defer *d, int *done) {
+    *done = 0;
+    if (d->kind == ZERO__SHM_ALL_GATHER) {
+        /* done once its cross-node step and those of the all-gathers before it have arrived:
+         * then their node steps run (waits for the node peers only) */
+        for (zero__shm_defer *p = s->dhead; p && !d->finished; p = p->next) {
+            if (!p->mpi_done) {
+                int flag = 0;
+                const int rc = MPI_Test(&p->r, &flag, MPI_STATUS_IGNORE);
+                if (rc != MPI_SUCCESS) flag = 1; /* its error comes with its node step */
+                else p->mpi_done = flag;
+                if (!flag) return ZERO_OK;
+            }
+            if (p == d) break;
+        }
+        *done = 1;
+        return zero__shm_defer_wait(c, s, d);
+    }
+    int flag = 0;
+    const int rc = MPI_Test(&d->r, &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) return ZERO_OK;
+    *done = 1;
+    d->status = rc == MPI_SUCCESS ? rs_sum(c, s, d) : zero__comm_mpi_error(c, rc, "reduce_scatter: MPI_Test (cross-node)");
+    d->err[0] = 0;
+    return defer_end(c, s, d);
 }
 #endif

@@ -10,18 +10,18 @@
 static const char *const g_env_names[ZERO__SHM_NENV] = {
     "ZERO_COMM_SHM",        "ZERO_COMM_SHM_MIN_BYTES", "ZERO_COMM_SHM_CHUNK",
     "ZERO_COMM_FAKE_NODES", "ZERO_COMM_CMA",           "ZERO_COMM_CMA_MIN_BYTES",
-    "ZERO_COMM_ASYNC"};
+    "ZERO_COMM_ASYNC",      "ZERO_COMM_CROSS_OVERLAP"};
 /* The same settings as zero_comm_options fields, for messages about values a program set. */
 static const char *const g_opt_names[ZERO__SHM_NENV] = {
     "zero_comm_options.shm",        "zero_comm_options.shm_min_bytes", "zero_comm_options.shm_chunk",
     "zero_comm_options.fake_nodes", "zero_comm_options.cma",           "zero_comm_options.cma_min_bytes",
-    "zero_comm_options.async"};
+    "zero_comm_options.async",      "zero_comm_options.cross_overlap"};
 
 /* Rank 0's settings as text in the variables' syntax: a field a program set, written out (its
  * bit in *from_opts), or else the variable ("" when unset). */
 void zero__shm_settings_text(const zero_comm_options *o, char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTES], unsigned *from_opts) {
     const long long num[ZERO__SHM_NENV] = {o->shm, o->shm_min_bytes, o->shm_chunk, o->fake_nodes,
-                                           o->cma, o->cma_min_bytes, o->async};
+                                           o->cma, o->cma_min_bytes, o->async, o->cross_overlap};
     *from_opts = 0;
     for (int i = 0; i < ZERO__SHM_NENV; i++) {
         if (num[i] == ZERO_COMM_FROM_ENV) {
@@ -87,6 +87,7 @@ zero_status zero__shm_parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTE
     st->cma = 1;
     st->cma_min = ZERO__SHM_CMA_DEFAULT_MIN;
     st->async = ASYNC_AUTO;
+    st->cross_overlap = 0;
     if (parse_switch(env[0], names[0], "on, the default", &st->enabled, err, cap) ||
         parse_bytes(env[1], names[1], &st->min_bytes, err, cap))
         return ZERO_ERR_INVALID_ARG;
@@ -129,6 +130,7 @@ zero_status zero__shm_parse_settings(char env[ZERO__SHM_NENV][ZERO__SHM_ENV_BYTE
         }
         st->async = env[6][0] == '1';
     }
+    if (parse_switch(env[7], names[7], "non-blocking cross-node steps", &st->cross_overlap, err, cap)) return ZERO_ERR_INVALID_ARG;
     /* The largest default chunk still leaves 8 bytes per rank for very large worlds. */
     while (st->chunk < 8u * (size_t)nranks) st->chunk *= 2;
     return ZERO_OK;

@@ -162,6 +162,7 @@ int zero__shm_job_done(zero__shm *s, zero__shm_job *j) {
 
 zero_status zero__shm_run(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
     drain(s);
+    zero__shm_drain_deferred(c, s);
     return run_job(c, s, j);
 }
 #endif

@@ -273,6 +273,27 @@ zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j);
 zero_status zero__shm_job_wait(zero_comm *c, zero__shm *s, zero__shm_job *j);
 /* Whether j has run (then as zero__shm_job_wait, which no longer blocks). */
 int zero__shm_job_done(zero__shm *s, zero__shm_job *j);
+/* Overlap across nodes (docs/COMM.md, "Non-blocking calls across nodes"): with several nodes, no
+ * progress thread and cross_overlap on, a non-blocking reduce-scatter (exact) or all-gather of at
+ * most ZERO__SHM_DEFER_MAX bytes a rank posts its cross-node step as a non-blocking MPI call
+ * between the rank's peers of the other nodes, into a buffer of its own (the nodes' blocks of
+ * this local rank), and returns: a reduce-scatter after its node step, an all-gather before it
+ * (its node step runs when it completes). The step moves while the caller computes, in every
+ * MPI call (zero_comm_progress). The node steps keep the order of the calls on every rank: an
+ * all-gather's runs when it, or any later call through the window, is completed or issued, the
+ * earlier ones first. */
+typedef struct zero__shm_defer zero__shm_defer;
+/* Whether j (a request's job) is posted that way. */
+int zero__shm_defers(const zero__shm *s, const zero__shm_job *j);
+zero_status zero__shm_defer_start(zero_comm *c, zero__shm *s, const zero__shm_job *j, zero__shm_defer **out);
+/* Completes d (and the all-gathers posted before it) and frees it. */
+zero_status zero__shm_defer_wait(zero_comm *c, zero__shm *s, zero__shm_defer *d);
+/* *done 0 while d's cross-node step (or an earlier all-gather's) moves; else as the wait. */
+zero_status zero__shm_defer_test(zero_comm *c, zero__shm *s, zero__shm_defer *d, int *done);
+/* Runs the node steps of every all-gather still pending (before a node step of a later call). */
+void zero__shm_drain_deferred(zero_comm *c, zero__shm *s);
+/* How many calls of s were posted so (tests). */
+uint64_t zero__shm_deferred_calls(const zero__shm *s);
 #endif
 
 /* comm_device.c: a device collective's request to its end — its host collective waited for

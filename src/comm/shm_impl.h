@@ -42,7 +42,7 @@
 #define ZERO__SHM_DEFAULT_CHUNK ((size_t)1 << 20)
 #define ZERO__SHM_DEFAULT_MIN ((uint64_t)16 << 10) /* measured: docs/BENCHMARKS.md */
 #define ZERO__SHM_ENV_BYTES 64 /* longest environment value forwarded from rank 0 */
-#define ZERO__SHM_NENV 7
+#define ZERO__SHM_NENV 8
 /* Single copy (CMA): reduce-scatters and all-gathers from this many bytes read the peers'
  * buffers directly, all-reduces from ZERO__SHM_CMA_AR_FACTOR times as many (measured:
  * docs/BENCHMARKS.md; below, the window is as fast or faster); a reduce-scatter reads them in
@@ -111,6 +111,12 @@ struct zero__shm {
     zero__shm_job *head, *tail;
     unsigned pending;          /* posted and not yet run */
     zero_comm wc;
+    /* Deferred cross-node steps (several nodes, no thread): the setting, and the all-gathers whose
+     * node step has not run, in issue order. */
+    int cross_overlap;
+    zero__shm_defer *dhead, *dtail;
+    uint64_t deferred; /* calls posted so (zero__shm_deferred_calls) */
+    size_t deferred_bytes; /* the buffers of the pending ones */
 };
 
 typedef struct shm_settings {
@@ -122,6 +128,7 @@ typedef struct shm_settings {
     int cma;
     uint64_t cma_min;
     int async; /* 0, 1, or ASYNC_AUTO */
+    int cross_overlap;
 } shm_settings;
 enum { ASYNC_AUTO = 2 };
 
@@ -204,6 +211,26 @@ zero_status zero__shm_run_all_gather(zero_comm *c, zero__shm *s, const void *sen
                                      size_t count, zero_dtype dt);
 /* comm_shm_thread.c */
 void zero__shm_stop_thread(zero__shm *s);
+
+/* A deferred cross-node step (internal.h, zero__shm_defer_start). */
+/* The buffers of a communicator's pending deferred calls together: a call that would pass it runs
+ * at issue (this bounds the memory the setting adds). */
+#define ZERO__SHM_DEFER_MAX ((size_t)64 << 20)
+struct zero__shm_defer {
+    zero__shm_defer *next; /* the pending all-gathers, in issue order */
+    zero__shm_kind kind;
+    MPI_Request r;
+    unsigned char *col; /* the nodes' blocks of this local rank: nnodes x count (a reduce-scatter: two
+                         * such, what this rank sends and what it receives) */
+    void *recv;
+    size_t count;
+    zero_dtype dt;
+    zero_op op;
+    int mpi_done;       /* r completed (MPI_Test saw it) */
+    int finished;       /* the node step ran (all-gather) or the MPI step completed (reduce-scatter) */
+    zero_status status; /* once finished */
+    char err[320];      /* its error text (the start of c->err; the last byte stays 0) */
+};
 
 #endif
 #endif
