@@ -50,9 +50,10 @@ static void usage(FILE *f) {
             "  link_*_gbps   (several nodes) the same for all_reduce, reduce_scatter and all_gather each,\n"
             "                posted non-blocking and waited as the engine does: the rate each\n"
             "                collective's bytes cross the link at (link_gbps = the all_gather's)\n"
-            "  link_*_progress  (several nodes) the share of that rate an all_reduce / reduce_scatter\n"
-            "                keeps while the rank computes the layer's products with a progress call\n"
-            "                after each (as the backward does after posting a unit's reduction), [0, 1]\n"
+            "  link_*_progress  (several nodes) the share of that rate an all_reduce / reduce_scatter /\n"
+            "                all_gather keeps while the rank computes the layer's products with a progress\n"
+            "                call after each (as the backward does after posting a unit's reduction, and\n"
+            "                stage 3 after posting the next unit's gather), [0, 1]\n"
             "  disk_*_gbps   (--disk DIR) NVMe offload's pool writing, then reading, a file of\n"
             "                --disk-size (256MiB) in DIR (rank 0, best of 3)\n"
             "Writes them to FILE (default $ZERO_RATES, else $XDG_CACHE_HOME/zero/rates.json, else\n"
@@ -512,7 +513,7 @@ out:
     return rc;
 }
 
-/* The share of its rate collective k (0 all_reduce, 1 reduce_scatter) of about `bytes` keeps on c
+/* The share of its rate collective k (0 all_reduce, 1 reduce_scatter, 2 all_gather) of about `bytes` keeps on c
  * while the rank computes the model's layer products with a progress call after each, as the
  * backward does after posting a unit's reduction. Alone it takes `alone` seconds; posted, then
  * about 0.8 x `alone` of products computed (C: they end at C, slowest rank), then waited (ending at
@@ -571,7 +572,7 @@ out:
 /* ------------------------------------------------------------------ the file */
 
 typedef struct figures {
-    double gemm, model, gemm_flops, mem, q8, dequant, node[3], link, link_coll[3], progress[2], latency, disk_read, disk_write;
+    double gemm, model, gemm_flops, mem, q8, dequant, node[3], link, link_coll[3], progress[3], latency, disk_read, disk_write;
     size_t msg;
 } figures;
 
@@ -618,7 +619,7 @@ static void write_json(FILE *f, const rates_opts *o, const cli_sizing_model *m, 
         fprintf(f, ",\n  \"link_%s_gbps\": ", names[k]);
         json_or_null(f, x->link_coll[k] * 8 / 1e9);
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         fprintf(f, ",\n  \"link_%s_progress\": ", names[k]);
         json_or_null(f, x->progress[k]);
     }
@@ -705,7 +706,7 @@ static int run(rates_opts *o) {
     memset(&x, 0, sizeof x);
     x.gemm = x.model = x.link = x.latency = x.disk_read = x.disk_write = NAN;
     for (int k = 0; k < 3; k++) x.node[k] = x.link_coll[k] = NAN;
-    x.progress[0] = x.progress[1] = NAN;
+    x.progress[0] = x.progress[1] = x.progress[2] = NAN;
 #ifdef ZERO_HAVE_MPI
     if (lmin != lmax) {
         rc = cli_error(CLI_USAGE, "bench rates: nodes of %d to %d ranks: expected the same number of ranks on every node "
@@ -774,8 +775,9 @@ static int run(rates_opts *o) {
             double t = 0, bytes = 0;
             if ((rc = time_coll(c, k, 1, x.msg / (size_t)w.lsize, o->iters, &t, &bytes)) == CLI_OK)
                 x.link_coll[k] = (k == 0 ? 2.0 : 1.0) * (K - 1) / K * bytes * w.lsize / t;
-            /* the backward's reductions: how much of that rate they keep while the model computes */
-            if (rc == CLI_OK && k < 2)
+            /* the backward's reductions, stage 3's prefetched gathers: how much of that rate they
+             * keep while the model computes */
+            if (rc == CLI_OK)
                 rc = measure_progress(c, k, x.msg / (size_t)w.lsize, t, &m, (int)o->s.micro_batch, o->iters,
                                       &x.progress[k]);
         }
@@ -833,7 +835,7 @@ static int run(rates_opts *o) {
                 printf("  %-25s %10.3f  Gbit/s each way per node, as %s reaches it\n", key, x.link_coll[k] * 8 / 1e9,
                        names[k]);
             }
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 3; k++) {
                 char key[40];
                 snprintf(key, sizeof key, "link_%s_progress", names[k]);
                 printf("  %-28s %7.3f  of its rate while the model computes (progress calls between products)\n",

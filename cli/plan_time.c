@@ -70,6 +70,7 @@ static const rate_key rate_keys[] = {
     RK("overlap", 1, overlap),
     RK("link_all_reduce_progress", 1, progress_all_reduce),
     RK("link_reduce_scatter_progress", 1, progress_reduce_scatter),
+    RK("link_all_gather_progress", 1, progress_all_gather),
 };
 #undef RK
 #define NKEYS (sizeof rate_keys / sizeof rate_keys[0])
@@ -79,7 +80,7 @@ static double *field(zero_plan_rates *r, size_t off) { return (double *)((char *
 /* The keys that are fractions in [0, 1], not rates. */
 static int is_share(size_t off) {
     return off == offsetof(zero_plan_rates, overlap) || off == offsetof(zero_plan_rates, progress_all_reduce) ||
-           off == offsetof(zero_plan_rates, progress_reduce_scatter);
+           off == offsetof(zero_plan_rates, progress_reduce_scatter) || off == offsetof(zero_plan_rates, progress_all_gather);
 }
 
 /* What zero bench rates writes besides the rates: a key of neither kind is a typo or another file. */
@@ -214,8 +215,8 @@ void cli_rates_note(FILE *f, const cli_rates *r, int nodes, int ranks_per_node, 
         else if (!strcmp(r->link_from, "measured")) fprintf(f, " (measured)");
         else fprintf(f, " (default: give --link-gbps)");
         fprintf(f, " + %.3g us a step, the backward's reductions moving at %.2g (all-reduce) / %.2g "
-                   "(reduce-scatter) of their rate while it computes", x->latency * 1e6, x->progress_all_reduce,
-                x->progress_reduce_scatter);
+                   "(reduce-scatter) of their rate while it computes, stage 3's prefetched gathers at %.2g",
+                x->latency * 1e6, x->progress_all_reduce, x->progress_reduce_scatter, x->progress_all_gather);
     }
     fprintf(f, ", overlap %.2g\n", x->overlap);
     if (r->source[0] && r->ranks_per_node > 0 && r->ranks_per_node != ranks_per_node)
@@ -314,6 +315,7 @@ void cli_json_time(FILE *f, const zero_plan_time *t) {
     const struct { const char *k; double v; } v[] = {
         {"compute", t->compute},         {"recompute", t->recompute},   {"comm_node", t->comm_node},
         {"comm_cross", t->comm_cross},   {"comm_hidden", t->comm_hidden}, {"comm_hidden_backward", t->comm_hidden_backward},
+        {"comm_hidden_gathers", t->comm_hidden_gathers},
         {"optimizer", t->optimizer},
         {"host_copy", t->host_copy},     {"disk", t->disk},             {"dequant", t->dequant},
         {"total", t->total},
@@ -338,8 +340,10 @@ void cli_print_time(FILE *f, const zero_plan_time *t) {
                 cli_fmt_bytes(t->cross_bytes, g, sizeof g));
     if (t->comm_hidden_backward > 0)
         fprintf(f, " - behind the backward %s", cli_fmt_seconds(t->comm_hidden_backward, d, sizeof d));
-    if (t->comm_hidden - t->comm_hidden_backward > 0)
-        fprintf(f, " - overlapped %s", cli_fmt_seconds(t->comm_hidden - t->comm_hidden_backward, d, sizeof d));
+    if (t->comm_hidden_gathers > 0)
+        fprintf(f, " - gathers behind the compute %s", cli_fmt_seconds(t->comm_hidden_gathers, d, sizeof d));
+    const double other = t->comm_hidden - t->comm_hidden_backward - t->comm_hidden_gathers;
+    if (other > 0) fprintf(f, " - overlapped %s", cli_fmt_seconds(other, d, sizeof d));
     fprintf(f, " + update %s", cli_fmt_seconds(t->optimizer, e, sizeof e));
     if (t->host_copy > 0) fprintf(f, " + host copies %s", cli_fmt_seconds(t->host_copy, a, sizeof a));
     if (t->disk > 0) fprintf(f, " + NVMe %s", cli_fmt_seconds(t->disk, a, sizeof a));

@@ -292,6 +292,10 @@ typedef struct zero_plan_rates {
      * the backward computes (docs/PLANNING.md §9). */
     double progress_all_reduce;
     double progress_reduce_scatter;
+    /* The same for a posted all-gather: stage 3's prefetched gathers across nodes move at this
+     * share while the unit before computes (zero train posts them non-blocking across nodes:
+     * docs/COMM.md, "Non-blocking calls across nodes"); 0: fully exposed. */
+    double progress_all_gather;
     /* Kernels whose cost is not their bytes at mem_bytes (0: left out of the time, as where the
      * engine has no such kernel: a GPU's): elements per second one rank steps with 8-bit optimizer
      * states (decode, the fp32 step, code again: zero_optim_step_q8), and weights of a quantized
@@ -332,6 +336,8 @@ typedef struct zero_plan_time {
                           * gathers are counted in the bytes, not here) */
     double comm_hidden_backward; /* of comm_cross, the reductions' part that drains while the
                                   * backward computes (stages 0-2, the backward's order known) */
+    double comm_hidden_gathers;  /* of comm_cross, stage 3's prefetched gathers' part that moves while
+                                  * the unit before computes (the backward's order known) */
 } zero_plan_time;
 
 /* Predicts the step of setup s for model m of compute c (NULL: unknown) on `nodes` machines (ranks

@@ -136,6 +136,36 @@ static double backward_hidden(const zero_plan_model *m, const zero_plan_compute 
     return hidden;
 }
 
+/* Stage 3's gathers across nodes: the engine prefetches one unit ahead, so the next piece's unit
+ * moves (cross: a pass's gathers' link time, split among the units by their elements) at share
+ * eta of its rate while the piece before computes; what has not arrived when that piece ends is
+ * waited for. The forward runs the backward's pieces in reverse at a third of their time
+ * (fwd, the forward's share of the compute), the backward in order (bwd, and rec the recomputation
+ * spread like backward_hidden's). */
+static double gathers_hidden(const zero_plan_model *m, const zero_plan_compute *c, double fwd_cross, double bwd_cross,
+                             double eta, double fwd, double bwd, double rec) {
+    double total = 0, sf = 0, sr = 0;
+    for (int u = 0; u < m->num_units; u++) total += (double)m->unit_numel[u];
+    for (int i = 0; i < c->bwd_pieces; i++) {
+        sf += c->bwd[i].flops_per_token;
+        sr += c->bwd[i].recompute_flops_per_token;
+    }
+    if (!(total > 0) || !(eta > 0) || !(sf > 0)) return 0;
+    double hidden = 0;
+    const int n = c->bwd_pieces;
+    for (int i = 0; i + 1 < n; i++) {
+        /* backward: piece i computes while piece i + 1's unit is gathered */
+        const zero_plan_bwd_piece *p = &c->bwd[i], *q = &c->bwd[i + 1];
+        const double d = bwd * p->flops_per_token / sf + (sr > 0 ? rec * p->recompute_flops_per_token / sr : 0);
+        if (q->ready_unit >= 0) hidden += fmin(bwd_cross * (double)m->unit_numel[q->ready_unit] / total, eta * d);
+        /* forward (the reverse order): piece n-1-i computes while piece n-2-i's unit is gathered */
+        const zero_plan_bwd_piece *a = &c->bwd[n - 1 - i], *b = &c->bwd[n - 2 - i];
+        if (b->ready_unit >= 0)
+            hidden += fmin(fwd_cross * (double)m->unit_numel[b->ready_unit] / total, eta * fwd * a->flops_per_token / sf);
+    }
+    return hidden;
+}
+
 zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_compute *cm,
                                 const zero_plan_setup *s, int nodes, int64_t micro_batch,
                                 int checkpointing, const zero_plan_rates *r, zero_plan_time *out,
@@ -200,6 +230,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         {"overlap", r->overlap},
         {"progress_all_reduce", r->progress_all_reduce},
         {"progress_reduce_scatter", r->progress_reduce_scatter},
+        {"progress_all_gather", r->progress_all_gather},
     };
     for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
         if (!(shares[i].v >= 0 && shares[i].v <= 1)) {
@@ -237,6 +268,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
     const double gB = s->stage >= 2 ? (double)s->quant_grads_block : 0.0;
     const double Mr = gB > 0 ? (double)mem.padded * (1.0 + 4.0 / gB) : M;
     double cc0_cross = 0; /* the backward's reduction across nodes */
+    double ag_fwd_cross = 0, ag_bwd_cross = 0; /* stage 3: the forward's and the backward's gathers across nodes */
     if (N > 1) {
         coll_cost cc[7];
         int n = 0;
@@ -261,6 +293,7 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
         }
         const int ntrain = n;
         cc0_cross = cc[0].cross;
+        if (s->stage == 3) ag_fwd_cross = cc[1].cross, ag_bwd_cross = cc[2].cross;
         if (s->stage == 3 && mem.frozen_padded) { /* the frozen parts: gathered in forward and backward */
             const double wf = (double)zero_dtype_size(s->frozen_dtype == ZERO_DTYPE_COUNT ? s->precision : s->frozen_dtype);
             const double Mf = (double)mem.frozen_padded * (qB > 0 && !s->quant_base ? qw : wf);
@@ -287,7 +320,13 @@ zero_status zero_plan_step_time(const zero_plan_model *m, const zero_plan_comput
                                                                                 : r->progress_reduce_scatter,
                                                  bwd, t.recompute);
     }
-    t.comm_hidden = t.comm_hidden_backward + fmin(r->overlap * (comm - t.comm_hidden_backward), busy - t.comm_hidden_backward);
+    if (N > 1 && K > 1 && s->stage == 3 && fwd > 0) {
+        const double fwd_t = t.compute / (3.0 - frozen_share + xf), bwd_t = fwd_t * (2.0 - frozen_share);
+        t.comm_hidden_gathers = gathers_hidden(m, c, ag_fwd_cross, ag_bwd_cross, r->progress_all_gather, fwd_t, bwd_t,
+                                               t.recompute);
+    }
+    const double hid = t.comm_hidden_backward + t.comm_hidden_gathers;
+    t.comm_hidden = hid + fmin(r->overlap * (comm - hid), busy - hid);
 
     /* The update streams, per element of the updated shard: the gradient twice (norm, update),
      * the fp32 master in and out, every state in and out, and with a half working dtype the

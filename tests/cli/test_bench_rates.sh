@@ -25,7 +25,8 @@ for k in ("gemm_gflops", "model_gflops", "mem_gbps", "q8_update_gelems", "dequan
     assert isinstance(d[k], (int, float)) and 0.001 < d[k] < 1e6, (k, d[k])
 for k in ("node_all_reduce_gbps", "node_reduce_scatter_gbps", "node_all_gather_gbps", "link_gbps",
           "link_all_reduce_gbps", "link_reduce_scatter_gbps", "link_all_gather_gbps",
-          "link_all_reduce_progress", "link_reduce_scatter_progress", "latency_us", "disk_read_gbps",
+          "link_all_reduce_progress", "link_reduce_scatter_progress", "link_all_gather_progress", "latency_us",
+          "disk_read_gbps",
           "disk_write_gbps"):
     assert d[k] is None, (k, d[k])  # one rank on one node, no --disk: not measured
 # tiny at micro-batch 4 x 64 tokens: 3 x 256 x 262144 FLOPs (the planner's formula, by hand)

@@ -180,7 +180,35 @@ assert row(fast, 3)["time"]["comm_hidden_backward"] == 0 and row(slow, 3)["time"
 assert all(r["time"]["comm_hidden_backward"] == 0 for r in none["rows"]), none["rows"]
 assert fast["rates"]["link_all_reduce_progress"] == 0.5 and fast["rates"]["link_reduce_scatter_progress"] == 0.25
 EOF
-check "the rates line names the progress shares" grep -q "the backward's reductions moving at 0.5 (all-reduce) / 0.25 (reduce-scatter)" "$TMP/p2.txt"
+check "the rates line names the progress shares" grep -q "the backward's reductions moving at 0.5 (all-reduce) / 0.25 (reduce-scatter) of their rate while it computes, stage 3's prefetched gathers at 0" "$TMP/p2.txt"
+
+# --- what stage 3's gathers hide, by hand on the same model: the forward runs the pieces reversed
+# at a third of their time (embeddings 0, layer 0 and layer 1 0.007340032 s each, the head
+# 0.002097152), the backward in order as above; each piece hides the next one's gather (its share
+# by elements of a pass's cross time g = comm_cross / 3: both gathers and the reduce-scatter move
+# M at f = 1) up to 0.5 of its own time. At 0.8 Gbit/s every gather hides whole but the forward's
+# layer 0 (behind the embeddings, which compute nothing): 3 layers' gathers, the embeddings' and
+# the final norm's.
+sed 's/"overlap": 0}/"overlap": 0, "link_all_gather_progress": 0.5}/' "$TMP/round.json" >"$TMP/progg.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/progg.json" --json >"$TMP/g2.json"
+"$ZERO" estimate --model tiny --ranks 2 --nodes 2 --rates "$TMP/progg.json" >"$TMP/g2.txt"
+check "by hand: the gathers stage 3 hides" "$PY" - "$TMP/g2.json" "$TMP/p2z.json" <<'EOF'
+import json, sys
+g2, none = (json.load(open(p)) for p in sys.argv[1:3])
+def row(d, s):
+    return [r for r in d["rows"] if r["stage"] == s and r["offload"] == "none" and r["hpz_partition_size"] == 1 and not r["quantized_weights"]][0]
+def near(x, y): return abs(x - y) <= 1e-9 * abs(y)
+t = row(g2, 3)["time"]
+g = t["comm_cross"] / 3
+want = g * (3 * 49984 + 20480 + 128) / 120576
+assert near(t["comm_hidden_gathers"], want), (t, want)
+assert near(t["comm_hidden"], want), t
+assert near(row(none, 3)["step_seconds"] - row(g2, 3)["step_seconds"], want)
+# stages 0-2 gather nothing a unit waits for; without the key nothing is hidden
+assert all(row(g2, s)["time"]["comm_hidden_gathers"] == 0 for s in (0, 1, 2))
+assert all(r["time"]["comm_hidden_gathers"] == 0 for r in none["rows"])
+EOF
+check "the rates line names the gathers' share" grep -q "stage 3's prefetched gathers at 0.5" "$TMP/g2.txt"
 
 # --- the choice flips: gpt2, bf16, 4 ranks on 2 CPU-only nodes, memory sized from estimate's own
 # figures so that stage 3 fits without activation checkpointing and stages 0-2 only with it (stage

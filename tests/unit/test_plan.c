@@ -672,6 +672,56 @@ static void test_time_hand(void) {
     ZT_NEAR(t.disk + t.disk_read + t.disk_written, 0, 0);
 }
 
+/* Stage 3's prefetched gathers across nodes move while the unit before computes, at the
+ * all-gather's progress share (docs/PLANNING.md §9): worked by hand on 2 nodes of 1 rank. */
+static void test_time_gathers_hidden(void) {
+    zero_plan_model m = {2, time_units, NULL, NULL, NULL};
+    /* backward pieces (as test_time_backward_hidden's): 2 parts making unit 1 ready, 1 part (and
+     * the recomputation) making none, 1 part making unit 0 ready; the forward runs them reversed */
+    const zero_plan_bwd_piece pieces[3] = {{2, 0, 1}, {1, 1, -1}, {1, 0, 0}};
+    zero_plan_compute c = {.fwd_flops_per_token = 1e6, .recompute_flops_per_token = 5e5, .seq_len = 10,
+                           .bwd = pieces, .bwd_pieces = 3};
+    zero_plan_rates r = round_rates();
+    r.latency = 0;
+    r.link_bytes = 2.56e5; /* a pass's gathers across: 1/2 x 25600 B = 0.05 s, 0.025 s a unit */
+    zero_plan_setup s;
+    zero_plan_setup_default(&s);
+    s.ranks = 2;
+    s.stage = 3;
+    zero_plan_time t, t0;
+    zero_error err = {{0}};
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t0, &err));
+    ZT_NEAR(t0.comm_hidden_gathers, 0, 0);
+    /* share 0.5, forward 0.02 s in pieces of 0.005, 0.005, 0.01 (reversed): unit 1's gather moves
+     * during the second (0.0025); backward 0.02, 0.01, 0.01: unit 0's during the second (0.005) */
+    r.progress_all_gather = 0.5;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0.0075, 1e-15);
+    ZT_NEAR(t.comm_hidden, 0.0075, 1e-15);
+    ZT_NEAR(t.total, t0.total - 0.0075, 1e-15);
+    /* checkpointing: the recomputation (0.01 s) joins the backward's second piece: 0.02 s, 0.01 */
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 1, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0.0025 + 0.01, 1e-15);
+    /* share 1: 0.005 + 0.01; a link 10 times as fast: each gather (0.0025 s) hides whole */
+    r.progress_all_gather = 1;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0.015, 1e-15);
+    r.link_bytes = 2.56e6;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0.005, 1e-15);
+    /* stages 0-2 gather nothing before a unit computes; one node crosses nothing */
+    s.stage = 2;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0, 0);
+    s.stage = 3;
+    ZT_OK(zero_plan_step_time(&m, &c, &s, 1, 2, 0, &r, &t, &err));
+    ZT_NEAR(t.comm_hidden_gathers, 0, 0);
+    /* a share outside [0, 1] is refused, naming it */
+    r.progress_all_gather = 1.5;
+    ZT_EQ_INT(zero_plan_step_time(&m, &c, &s, 2, 2, 0, &r, &t, &err), ZERO_ERR_INVALID_ARG);
+    ZT_CHECKF(strstr(err.msg, "progress_all_gather 1.5") != NULL, "%s", err.msg);
+}
+
 /* The backward's reductions drain across nodes while the backward computes, at their progress
  * share (docs/PLANNING.md §9): worked by hand on 2 nodes of 1 rank, no latency. */
 static void test_time_backward_hidden(void) {
@@ -1464,6 +1514,7 @@ int main(int argc, char **argv) {
     test_search_errors();
     test_time_hand();
     test_time_backward_hidden();
+    test_time_gathers_hidden();
     test_time_monotonic();
     test_time_link_per_collective();
     test_time_flip();
