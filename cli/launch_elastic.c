@@ -138,12 +138,6 @@ int cli_hostfile_read(const char *flag, const char *path, cli_host **out) {
 
 /* ------------------------------------------------------------------ which hosts answer */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Starts `mpiexec --host NAME -np 1 true` in a process group of its own, output discarded. */
 static pid_t probe_start(const char *host) {
     const pid_t parent = getpid();
@@ -192,7 +186,7 @@ static void probe_hosts(const cli_host *h, int n, int *alive, char (*why)[96]) {
         pid[i] = probe_start(h[i].name);
         if (pid[i] < 0) snprintf(why[i], sizeof why[i], "cannot start %s: %s", ZERO_MPIEXEC, strerror(errno));
     }
-    const double t0 = now_s();
+    const double t0 = zero_now();
     int left = 0;
     for (int i = 0; i < n; i++) left += pid[i] > 0;
     while (left > 0) {
@@ -213,7 +207,7 @@ static void probe_hosts(const cli_host *h, int n, int *alive, char (*why)[96]) {
             pid[i] = 0;
             left--;
         }
-        if (left > 0 && now_s() - t0 > limit) {
+        if (left > 0 && zero_now() - t0 > limit) {
             for (int i = 0; i < n; i++) {
                 if (pid[i] <= 0) continue;
                 kill(-pid[i], SIGKILL);

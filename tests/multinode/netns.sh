@@ -245,6 +245,17 @@ mn_launch() {
         OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$@"
 }
 
+# mn_pid_of_rank I RANK: a zero process of world rank RANK on host I (by its environment: the
+# rank or its launcher monitor), or status 1.
+mn_pid_of_rank() {
+    local p
+    for p in $(ip netns pids "${MN_HOSTS[$1]}"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = zero ] || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
 # mn_mpirun "R0 R1 ..." [MPIRUN OPTIONS...] -- CMD...: mpirun, started on host 0, runs R0 ranks on
 # host 0, R1 on host 1, ... (ranks numbered host by host), CMD in each. Ranks get
 # OMP_NUM_THREADS=1 (the hosts share two cores) and whatever `-x VAR` options pass; OpenMPI talks

@@ -36,15 +36,6 @@ check() { # check NAME COMMAND...
 printf '%s slots=1\n' "${MN_HOSTS[@]}" >"$tmp/hosts"
 common=(--model tiny --seq 32 --data "$data" --val-every 0 --lr 3e-3 --stage 3 --print-every 50)
 
-# pid_of_rank HOST RANK: a zero process of world rank RANK on host HOST
-pid_of_rank() {
-    local p
-    for p in $(ip netns pids "${MN_HOSTS[$1]}"); do
-        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = zero ] || continue
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
-    done
-    return 1
-}
 # wait_for PATTERN FILE SECONDS
 wait_for() {
     local i
@@ -87,12 +78,12 @@ if [ $ok = 1 ]; then # 30 steps on 2 hosts; host 2's link back; then rank 1 kill
     from1=$(grep -o '"elastic_restart":1,[^}]*"from_step":[0-9]*' "$tmp/el.json" | grep -o '[0-9]*$')
     mn_relink 2 || echo "     host 2's link did not come back"
     wait_for "\"step\":$((from1 + 30))," "$tmp/el.json" 120 || ok=0
-    p=$(pid_of_rank 1 1) && kill -9 "$p"
+    p=$(mn_pid_of_rank 1 1) && kill -9 "$p"
     echo "     restart 1 at step $(grep -o "\"step\":[0-9]*" "$tmp/el.json" | tail -1 | cut -d: -f2): rank 1 killed"
     wait_for "elastic restart 2 " "$tmp/el.err" 120 || ok=0
 fi
 if [ $ok = 1 ]; then # kill rank 1 as soon as the restarted job has it
-    for _ in $(seq 300); do p=$(pid_of_rank 1 1) && break; sleep 0.02; done
+    for _ in $(seq 300); do p=$(mn_pid_of_rank 1 1) && break; sleep 0.02; done
     echo "     restart 2 started: killing rank 1 (pid ${p:-none})"
     [ -n "${p:-}" ] && kill -9 "$p"
 fi

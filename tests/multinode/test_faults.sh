@@ -31,15 +31,6 @@ check() { # check NAME COMMAND...
     if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
 
-# pid_of_rank HOST RANK: the zero process of world rank RANK on host HOST (by its environment)
-pid_of_rank() {
-    local p
-    for p in $(ip netns pids "${MN_HOSTS[$1]}"); do
-        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = zero ] || continue
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
-    done
-    return 1
-}
 
 # sigpipe_ignored: every zero rank of the job, on every host, ignores SIGPIPE (bit 13 of SigIgn),
 # so that a write to the socket of a peer that died fails instead of killing the writer (whose
@@ -80,7 +71,7 @@ case_kill() {
         pids=$(ip netns pids "${MN_HOSTS[$host]}")
         what="every process on ${MN_HOSTS[$host]}"
     else
-        pids=$(pid_of_rank "$host" "$victim") || { echo "FAIL $name: rank $victim not found on ${MN_HOSTS[$host]}"; fail=1; return; }
+        pids=$(mn_pid_of_rank "$host" "$victim") || { echo "FAIL $name: rank $victim not found on ${MN_HOSTS[$host]}"; fail=1; return; }
         what="rank $victim on ${MN_HOSTS[$host]}"
     fi
     # shellcheck disable=SC2086 # one pid per word
@@ -122,7 +113,7 @@ case_stop() {
     if ! grep -q '"step":2,' "$tmp/$name.json" 2>/dev/null; then
         echo "FAIL $name: the run did not reach step 2"; tail -5 "$tmp/$name.err"; kill "$job"; wait "$job"; fail=1; return
     fi
-    pid=$(pid_of_rank "$host" "$victim") || { echo "FAIL $name: rank $victim not found on ${MN_HOSTS[$host]}"; fail=1; return; }
+    pid=$(mn_pid_of_rank "$host" "$victim") || { echo "FAIL $name: rank $victim not found on ${MN_HOSTS[$host]}"; fail=1; return; }
     local t1
     t1=$(date +%s%N)
     kill -STOP "$pid"
