@@ -235,6 +235,7 @@ typedef struct saved_state {
 static void read_latest(const char *save, saved_state *s) {
     memset(s, 0, sizeof *s);
     s->step = -1;
+    if (!save) return; /* --hostfile without --save: nothing to resume */
     char path[4200];
     snprintf(path, sizeof path, "%s/latest", save);
     struct stat st;
@@ -306,8 +307,7 @@ int cli_launch_elastic(const cli_elastic_opts *o) {
         else
             for (int i = 0; i < nh; i++) alive[i] = 1;
         saved_state ss;
-        read_latest(o->save ? o->save : "", &ss);
-        if (!o->save) ss.have = 0;
+        read_latest(o->save, &ss);
         int slots = 0, used_hosts = 0;
         for (int i = 0, taken = 0; i < nh; i++) {
             ranks[i] = 0;
