@@ -74,8 +74,11 @@ char **cli_rank_args(const char *const *drop, const char *const *extra);
  * (cli/launch_elastic.c): runs the job on the file's hosts (or `ranks` local ranks without one)
  * and, with --elastic, restarts it from the latest checkpoint in `save` on the hosts that still
  * answer after a failure, at most max_restarts times. Returns the job's exit status. */
+typedef struct cli_host cli_host;
 typedef struct cli_elastic_opts {
     const char *hostfile; /* NULL: this machine, `ranks` ranks */
+    const cli_host *hosts; /* the hostfile's hosts (cli_hostfile_read), nhosts of them */
+    int nhosts;
     int ranks;
     int elastic;          /* --elastic given */
     int min_hosts, max_hosts;
@@ -86,10 +89,10 @@ int cli_launch_elastic(const cli_elastic_opts *o);
 /* Reads a hostfile in OpenMPI's form ("name [slots=N] [max_slots=N]" a line, # comments):
  * names and slots (1 where not given), malloc'd; returns how many, or -1 after printing the
  * error (CLI_USAGE: `flag` names where the path came from). */
-typedef struct cli_host {
+struct cli_host {
     char name[256];
     int slots;
-} cli_host;
+};
 int cli_hostfile_read(const char *flag, const char *path, cli_host **out);
 /* Set by cli_launch_ranks for its ranks: "1" when the user's stdout (stderr) is a terminal, else
  * "0" (a rank's own stdout is mpiexec's pseudo-terminal or pipe, whatever the user's is). */

@@ -188,9 +188,10 @@ static int parse(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
-/* The launcher's flags: where they may be given, what they need; the world of the first start
- * (the hostfile's slots over at most MAX hosts). */
-static int launch_checks(train_opts *o, int launched, int *world) {
+/* The launcher's flags: where they may be given, what they need; the hostfile's hosts (*hosts,
+ * malloc'd, and *nhosts; NULL and 0 without one) and the world of the first start (their slots
+ * over at most MAX hosts). */
+static int launch_checks(train_opts *o, int launched, int *world, cli_host **hosts, int *nhosts) {
     /* a rank of an elastic restart: the launcher's note "K WORLD_BEFORE" (cli/launch_elastic.c) */
     const char *er = launched ? getenv("ZERO_ELASTIC_RESTART") : NULL;
     if (er && (sscanf(er, "%d %d", &o->elastic_restart, &o->elastic_world) != 2 || o->elastic_restart < 1 ||
@@ -208,20 +209,18 @@ static int launch_checks(train_opts *o, int launched, int *world) {
     if (o->elastic && !o->save)
         return cli_error(CLI_USAGE, "--elastic %s: expected --save DIR too (a restart continues from the latest checkpoint "
                          "there)", o->elastic);
-    int hosts = 1;
     if (o->hostfile) {
-        cli_host *h = NULL;
-        const int n = cli_hostfile_read("--hostfile", o->hostfile, &h);
+        const int n = cli_hostfile_read("--hostfile", o->hostfile, hosts);
         if (n < 0) return CLI_USAGE;
-        hosts = n;
+        *nhosts = n;
         const int take = o->elastic && o->elastic_max < n ? o->elastic_max : n;
         *world = 0;
-        for (int i = 0; i < take; i++) *world += h[i].slots;
-        free(h);
+        for (int i = 0; i < take; i++) *world += (*hosts)[i].slots;
     }
-    if (o->elastic && o->elastic_min > hosts)
+    const int have = o->hostfile ? *nhosts : 1;
+    if (o->elastic && o->elastic_min > have)
         return cli_error(CLI_USAGE, "--elastic %s: MIN %d is more hosts than the job has (%d%s%s)", o->elastic,
-                         o->elastic_min, hosts, o->hostfile ? " in --hostfile " : ": this machine, without --hostfile",
+                         o->elastic_min, have, o->hostfile ? " in --hostfile " : ": this machine, without --hostfile",
                          o->hostfile ? o->hostfile : "");
     return CLI_OK;
 }
@@ -237,15 +236,20 @@ int cli_train(int argc, char **argv) {
     /* Outside an MPI launcher, --ranks N > 1 re-runs this command under mpiexec, after the
      * checks that do not need MPI so that usage errors exit 2 from here. */
     const int launched = zero_comm_mpi_launched();
-    int world = o.ranks > 0 ? o.ranks : 1;
-    int rc = launch_checks(&o, launched, &world);
-    if (rc != CLI_OK) return rc;
+    int world = o.ranks > 0 ? o.ranks : 1, nhosts = 0;
+    cli_host *hosts = NULL;
+    int rc = launch_checks(&o, launched, &world, &hosts, &nhosts);
+    if (rc != CLI_OK) {
+        free(hosts);
+        return rc;
+    }
     cli_quiet_warnings = 1; /* the run repeats these checks and warns then, once */
     rc = train_prepare(&o, launched ? 0 : world);
     cli_quiet_warnings = 0;
     if (rc == CLI_OK && !launched && (o.hostfile || o.elastic)) {
         train_data_digest_pass_on(&o); /* read once here: the ranks take it, not read it again */
-        const cli_elastic_opts eo = {.hostfile = o.hostfile, .ranks = world, .elastic = o.elastic != NULL,
+        const cli_elastic_opts eo = {.hostfile = o.hostfile, .hosts = hosts, .nhosts = nhosts, .ranks = world,
+                                     .elastic = o.elastic != NULL,
                                      .min_hosts = o.elastic_min, .max_hosts = o.elastic ? o.elastic_max : 4096,
                                      .max_restarts = o.max_restarts >= 0 ? o.max_restarts : 3, .save = o.save};
         rc = cli_launch_elastic(&eo);
@@ -253,7 +257,11 @@ int cli_train(int argc, char **argv) {
         train_data_digest_pass_on(&o);   /* read once here: the ranks take it, not read it again */
         rc = cli_launch_ranks(o.ranks); /* returns on failure only */
     }
-    else if (rc == CLI_OK) return train_run(&o, launched);                      /* releases what it used */
+    else if (rc == CLI_OK) {
+        free(hosts);
+        return train_run(&o, launched); /* releases what it used */
+    }
+    free(hosts);
     train_release(&o);
     return rc;
 }

@@ -290,9 +290,9 @@ static int write_hostfile(char *path, size_t cap, const cli_host *h, const int *
 int cli_launch_elastic(const cli_elastic_opts *o) {
     cli_host local = {"", o->ranks > 0 ? o->ranks : 1};
     snprintf(local.name, sizeof local.name, "this machine");
-    cli_host *hosts = &local;
-    int nh = 1;
-    if (o->hostfile && (nh = cli_hostfile_read("--hostfile", o->hostfile, &hosts)) <= 0) return CLI_USAGE;
+    const cli_host *hosts = o->hostfile ? o->hosts : &local;
+    const int nh = o->hostfile ? o->nhosts : 1;
+    if (nh <= 0) return cli_error(CLI_USAGE, "--hostfile %s: no hosts", o->hostfile);
     int *alive = calloc((size_t)nh, sizeof *alive), *ranks = calloc((size_t)nh, sizeof *ranks);
     char(*why)[96] = calloc((size_t)nh, sizeof *why);
     int rc = CLI_RUNTIME, restarts = 0, world_before = 0;
@@ -392,7 +392,6 @@ int cli_launch_elastic(const cli_elastic_opts *o) {
         snprintf(before, sizeof before, "%s", now);
     }
 out:
-    if (hosts != &local) free(hosts);
     free(alive);
     free(ranks);
     free(why);

@@ -478,9 +478,8 @@ void zero__shm_drain_deferred(zero_comm *c, zero__shm *s) {
 }
 
 zero_status zero__shm_defer_start(zero_comm *c, zero__shm *s, const zero__shm_job *j, zero__shm_defer **out) {
-    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
     *out = NULL;
-    zero_status st = zero__shm_attach(c, s, names[j->kind]);
+    zero_status st = zero__shm_attach(c, s, zero__shm_kind_name(j->kind));
     if (st) return st;
     const size_t es = zero_dtype_size(j->dt), K = (size_t)s->nnodes;
     zero__shm_defer *d = zero_mem_calloc(NULL, ZERO_MEM_COMM, sizeof *d);
@@ -517,8 +516,8 @@ zero_status zero__shm_defer_start(zero_comm *c, zero__shm *s, const zero__shm_jo
         *out = d;
         return ZERO_OK;
     }
-    /* reduce-scatter: the node step now, in call order, into the rank's buffer of the nodes' blocks */
-    zero__shm_drain_deferred(c, s);
+    /* reduce-scatter: the node step now, in call order (the backend's call ran the pending ones
+     * first), into the rank's buffer of the nodes' blocks */
     s->seq++;
     const shm_layout ly = {LAYOUT_BLOCKS, s->nnodes, j->count, es};
     const uint64_t bytes = (uint64_t)j->count * es * (uint64_t)s->nlocal * K;

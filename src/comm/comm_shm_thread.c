@@ -114,13 +114,12 @@ void zero__shm_stop_thread(zero__shm *s) {
 }
 
 zero_status zero__shm_post(zero_comm *c, zero__shm *s, zero__shm_job *j) {
-    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather"};
     j->next = NULL;
     j->done = 0;
     j->status = ZERO_OK;
     j->err[0] = '\0';
     /* On this thread, in call order: the window's allocation is collective MPI. */
-    zero_status st = zero__shm_attach(c, s, names[j->kind]);
+    zero_status st = zero__shm_attach(c, s, zero__shm_kind_name(j->kind));
     if (st) return st;
     if (!s->thread_up && (!s->async || !start_thread(c, s))) {
         s->async = 0;
@@ -162,7 +161,6 @@ int zero__shm_job_done(zero__shm *s, zero__shm_job *j) {
 
 zero_status zero__shm_run(zero_comm *c, zero__shm *s, const zero__shm_job *j) {
     drain(s);
-    zero__shm_drain_deferred(c, s);
     return run_job(c, s, j);
 }
 #endif

@@ -244,6 +244,10 @@ const zero__shm *zero__comm_mpi_shm(const zero_comm *c);
  * to the thread: the protocol between the ranks is the same, so ranks may differ in the
  * setting. */
 typedef enum { ZERO__SHM_ALL_REDUCE, ZERO__SHM_REDUCE_SCATTER, ZERO__SHM_ALL_GATHER } zero__shm_kind;
+/* The call's name for messages: "all_reduce", "reduce_scatter", "all_gather". */
+static inline const char *zero__shm_kind_name(zero__shm_kind k) {
+    return k == ZERO__SHM_ALL_REDUCE ? "all_reduce" : k == ZERO__SHM_REDUCE_SCATTER ? "reduce_scatter" : "all_gather";
+}
 typedef struct zero__shm_job {
     struct zero__shm_job *next; /* the thread's queue */
     zero__shm_kind kind;
@@ -290,7 +294,8 @@ zero_status zero__shm_defer_start(zero_comm *c, zero__shm *s, const zero__shm_jo
 zero_status zero__shm_defer_wait(zero_comm *c, zero__shm *s, zero__shm_defer *d);
 /* *done 0 while d's cross-node step (or an earlier all-gather's) moves; else as the wait. */
 zero_status zero__shm_defer_test(zero_comm *c, zero__shm *s, zero__shm_defer *d, int *done);
-/* Runs the node steps of every all-gather still pending (before a node step of a later call). */
+/* Runs the node steps of every all-gather still pending: the mpi backend does it first in every
+ * call on the communicator (comm_mpi.c, drain), so no later node step comes before them. */
 void zero__shm_drain_deferred(zero_comm *c, zero__shm *s);
 /* How many calls of s were posted so (tests). */
 uint64_t zero__shm_deferred_calls(const zero__shm *s);
