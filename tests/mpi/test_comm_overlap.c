@@ -123,6 +123,16 @@ int main(int argc, char **argv) {
     zt_rank = R;
     /* 4 ranks: 2 fake nodes of 2; fewer: one node (or no window), where nothing is deferred */
     const int K = N == 4 ? 2 : 1;
+    { /* a value other than 0 and 1 fails every rank alike, naming the field (rank 0's rules) */
+        zero_comm_options o;
+        zero_comm_options_default(&o);
+        o.cross_overlap = 3;
+        zero_error err = {{0}};
+        zero_comm *c = NULL;
+        ZT_EQ_INT(zero_comm_init_mpi_with(&c, NULL, &o, &err), ZERO_ERR_INVALID_ARG);
+        ZT_CHECKF(c == NULL && strstr(err.msg, "zero_comm_options.cross_overlap '3': expected 0 (off) or 1"), "%s",
+                  err.msg);
+    }
     const size_t sizes[2] = {6000, 300000}; /* 24 KB a block: the window; 1.2 MB: single copy too */
     for (int cyclic = 0; cyclic < 2; cyclic++)
         for (int on = 1; on >= 0; on--) {
